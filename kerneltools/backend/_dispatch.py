@@ -1,0 +1,123 @@
+"""Choosing a backend and running a plan on it.
+
+Each backend says whether it can run here (``available``) and whether it can
+run a given plan (``supports``, with every eligibility rule in one place);
+``run_plan`` picks one and calls it. Callers never learn why a backend
+declined; ``python -m kerneltools info`` shows the reasons.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from . import _numpy_backend
+from ._errors import BackendFallbackWarning, BackendUnavailableError
+from ._plan import Plan
+
+__all__ = ["BACKEND_NAMES", "resolve_backend", "run_plan", "backend_status", "BACKENDS"]
+
+BACKEND_NAMES = ("auto", "cpu", "cuda", "numpy")
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def available(self) -> tuple[bool, str]:
+        return True, "pure NumPy, always available (slow: the reference)"
+
+    def supports(self, plan: Plan) -> bool:
+        return True
+
+    def run(self, plan: Plan, args, *, tiles=None):
+        return _numpy_backend.evaluate_reduction(
+            list(plan.formulas), plan.red, args, plan.nx, plan.ny,
+            K=plan.K, dtype=plan.dtype, tiles=tiles,
+        )
+
+
+class _Missing:
+    """A backend that is not part of this build (said plainly, never faked)."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+
+    def available(self) -> tuple[bool, str]:
+        return False, self.reason
+
+    def supports(self, plan: Plan) -> bool:
+        return False
+
+
+BACKENDS: dict = {
+    "numpy": NumpyBackend(),
+    "cpu": _Missing("cpu", "the generated-C backend is not part of this version yet"),
+    "cuda": _Missing("cuda", "the CUDA backend is not part of this version yet"),
+}
+
+_warned_fallback = False
+
+
+def register_backend(backend) -> None:
+    """Install a backend object (used by the CPU and CUDA backend modules)."""
+    BACKENDS[backend.name] = backend
+
+
+def check_backend_name(backend) -> str:
+    if backend is None:
+        backend = os.environ.get("KERNELTOOLS_BACKEND", "auto") or "auto"
+        source = "the environment variable KERNELTOOLS_BACKEND"
+    else:
+        source = "the 'backend' argument"
+    if not isinstance(backend, str) or backend.lower() not in BACKEND_NAMES:
+        raise ValueError(
+            f"{source} must be one of {', '.join(map(repr, BACKEND_NAMES))}; "
+            f"got {backend!r}"
+        )
+    return backend.lower()
+
+
+def resolve_backend(backend, plan: Plan | None = None):
+    """The backend object to use for ``plan`` (``backend`` None: the default)."""
+    global _warned_fallback
+    name = check_backend_name(backend)
+    if name != "auto":
+        b = BACKENDS[name]
+        ok, why = b.available()
+        if not ok:
+            raise BackendUnavailableError(f"backend={name!r} cannot run here: {why}")
+        if plan is not None and not b.supports(plan):
+            raise BackendUnavailableError(
+                f"backend={name!r} does not support this reduction ({plan.reduction}, "
+                f"{np.dtype(plan.dtype).name}); use backend='auto' or 'numpy'"
+            )
+        return b
+    for candidate in ("cuda", "cpu"):
+        b = BACKENDS[candidate]
+        if b.available()[0] and (plan is None or b.supports(plan)):
+            return b
+    if not _warned_fallback and not all(
+        isinstance(BACKENDS[c], _Missing) for c in ("cuda", "cpu")
+    ):
+        _warned_fallback = True
+        reasons = "; ".join(f"{c}: {BACKENDS[c].available()[1]}" for c in ("cuda", "cpu"))
+        warnings.warn(
+            f"kerneltools is using its slow NumPy backend ({reasons})",
+            BackendFallbackWarning,
+            stacklevel=4,
+        )
+    return BACKENDS["numpy"]
+
+
+def run_plan(plan: Plan, args, backend=None, **options):
+    b = resolve_backend(backend, plan)
+    if options and b.name != "numpy":
+        options = {}
+    return b.run(plan, args, **options)
+
+
+def backend_status() -> list[tuple[str, bool, str]]:
+    return [(name, *BACKENDS[name].available()) for name in ("numpy", "cpu", "cuda")]

@@ -1,0 +1,746 @@
+"""The registry of operations: one block per operation.
+
+Each :class:`OpDef` holds everything about one primitive operation: its
+arity, its output-dimension rule, its NumPy evaluation, its C spelling (shared
+by the CPU and CUDA renderers; ``cuda`` only where CUDA differs), its
+derivative rule and the domain on which the tests sample it. Everything else
+(LazyTensor methods, the NumPy evaluator, the renderers, autodiff, the tests)
+loops over :data:`OPS` and never names an operation.
+
+Composite operations (squared distance, norms, dot products, ...) are plain
+functions at the end of this module, written with primitives only.
+
+C spellings are format strings over *scalar operand names* ``{0}``, ``{1}``,
+``{2}`` (each operand is a plain identifier, so it may be repeated freely) and
+attributes ``{a0}``, ``{a1}``; the scalar type is spelled ``real_t`` and the
+math functions are the type-generic ones (``<tgmath.h>`` in C, overloads in
+CUDA). Structured operations (feature sums, slices, matrix products) give a
+``c_vec`` function that maps the operands' component names to the output's
+component expressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ._ir import Node, intcst, pi
+
+__all__ = ["OpDef", "OPS", "make", "FormulaError"]
+
+
+class FormulaError(ValueError):
+    """An operation was applied to operands of incompatible dimensions."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    arity: int
+    numpy: Callable  # (attrs, *values) -> value; values broadcast on the last axis
+    grad: Callable | None  # (node, g) -> tuple of child adjoints (None = zero)
+    c: str | None = None  # elementwise spelling over scalar operands
+    c_vec: Callable | None = None  # (attrs, dims, operands) -> list of C expressions
+    dim: Callable | None = None  # (attrs, dims) -> output dim; None = broadcasting
+    cuda: str | None = None  # CUDA spelling where it differs from C
+    domain: tuple = ()  # per operand (low, high) for the tests
+    examples: tuple = ()  # for structured ops: ((dims...), attrs) samples for tests
+    doc: str = ""
+    method: str | None = None  # LazyTensor method name, for unary element-wise ops
+
+    @property
+    def elementwise(self) -> bool:
+        return self.c_vec is None
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _register(**kwargs) -> OpDef:
+    op = OpDef(**kwargs)
+    if op.name in OPS:
+        raise RuntimeError(f"operation {op.name} registered twice")
+    OPS[op.name] = op
+    return op
+
+
+def broadcast_dim(name: str, dims) -> int:
+    """Dimension rule of element-wise operations: equal, or 1 broadcast."""
+    out = max(dims)
+    if any(d not in (1, out) for d in dims):
+        raise FormulaError(
+            f"{name}: incompatible dimensions {tuple(dims)}; element-wise "
+            "operands must have equal dimensions or dimension 1"
+        )
+    return out
+
+
+# Shorthands used by derivative rules (each goes through make(), so simplifies).
+def _add(a, b):
+    return make("Add", a, b)
+
+
+def _sub(a, b):
+    return make("Sub", a, b)
+
+
+def _mul(a, b):
+    return make("Mul", a, b)
+
+
+def _div(a, b):
+    return make("Div", a, b)
+
+
+def _neg(a):
+    return make("Neg", a)
+
+
+def _one():
+    return intcst(1)
+
+
+def _step(a):
+    return make("Step", a)
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic
+# ---------------------------------------------------------------------------
+_register(
+    name="Add", arity=2, c="({0} + {1})",
+    numpy=lambda at, a, b: a + b,
+    grad=lambda n, g: (g, g),
+    domain=((-2, 2), (-2, 2)), doc="a + b",
+)
+_register(
+    name="Sub", arity=2, c="({0} - {1})",
+    numpy=lambda at, a, b: a - b,
+    grad=lambda n, g: (g, _neg(g)),
+    domain=((-2, 2), (-2, 2)), doc="a - b",
+)
+_register(
+    name="Mul", arity=2, c="({0} * {1})",
+    numpy=lambda at, a, b: a * b,
+    grad=lambda n, g: (_mul(g, n.children[1]), _mul(g, n.children[0])),
+    domain=((-2, 2), (-2, 2)), doc="a * b",
+)
+_register(
+    name="Div", arity=2, c="({0} / {1})",
+    numpy=lambda at, a, b: a / b,
+    grad=lambda n, g: (
+        _div(g, n.children[1]),
+        _neg(_div(_mul(g, n), n.children[1])),
+    ),
+    domain=((-2, 2), (0.5, 2)), doc="a / b",
+)
+_register(
+    name="Neg", arity=1, c="(-{0})",
+    numpy=lambda at, a: -a,
+    grad=lambda n, g: (_neg(g),),
+    domain=((-2, 2),), doc="-a",
+)
+_register(
+    name="Square", arity=1, method="square", c="({0} * {0})",
+    numpy=lambda at, a: a * a,
+    grad=lambda n, g: (_mul(intcst(2), _mul(g, n.children[0])),),
+    domain=((-2, 2),), doc="a ** 2",
+)
+# Elementwise ops whose C spelling needs attributes.
+def _pow_c(at, dims, ops):
+    n = at[0]
+    out = []
+    for x in ops[0]:
+        if n >= 0:
+            out.append("(" + " * ".join([x] * n) + ")" if n else "(real_t)1")
+        else:
+            out.append("((real_t)1 / (" + " * ".join([x] * (-n)) + "))")
+    return out
+
+
+def _round_c(at, dims, ops):
+    scale = f"(real_t)1e{at[0]}"
+    return [f"(rint({x} * {scale}) / {scale})" for x in ops[0]]
+
+
+_register(
+    name="Pow", arity=1, c_vec=_pow_c, dim=lambda at, dims: dims[0],
+    examples=(((3,), (3,)), ((2,), (-2,))),
+    numpy=lambda at, a: a ** at[0],
+    grad=lambda n, g: (
+        _mul(intcst(n.attrs[0]), _mul(g, make("Pow", n.children[0], attrs=(n.attrs[0] - 1,)))),
+    ),
+    domain=((0.5, 2),), doc="a ** n for an integer n (attribute)",
+)
+_register(
+    name="Inv", arity=1, method="inv", c="((real_t)1 / {0})",
+    numpy=lambda at, a: 1 / a,
+    grad=lambda n, g: (_neg(_mul(g, make("Square", n))),),
+    domain=((0.5, 2),), doc="1 / a",
+)
+
+# ---------------------------------------------------------------------------
+# Transcendental functions
+# ---------------------------------------------------------------------------
+_register(
+    name="Exp", arity=1, method="exp", c="exp({0})", numpy=lambda at, a: np.exp(a),
+    grad=lambda n, g: (_mul(g, n),), domain=((-2, 2),), doc="exp(a)",
+)
+_register(
+    name="Log", arity=1, method="log", c="log({0})", numpy=lambda at, a: np.log(a),
+    grad=lambda n, g: (_div(g, n.children[0]),), domain=((0.2, 3),), doc="log(a)",
+)
+_register(
+    name="Sin", arity=1, method="sin", c="sin({0})", numpy=lambda at, a: np.sin(a),
+    grad=lambda n, g: (_mul(g, make("Cos", n.children[0])),),
+    domain=((-3, 3),), doc="sin(a)",
+)
+_register(
+    name="Cos", arity=1, method="cos", c="cos({0})", numpy=lambda at, a: np.cos(a),
+    grad=lambda n, g: (_neg(_mul(g, make("Sin", n.children[0]))),),
+    domain=((-3, 3),), doc="cos(a)",
+)
+_register(
+    name="Tan", arity=1, method="tan", c="tan({0})", numpy=lambda at, a: np.tan(a),
+    grad=lambda n, g: (_mul(g, _add(_one(), make("Square", n))),),
+    domain=((-1.2, 1.2),), doc="tan(a)",
+)
+_register(
+    name="Asin", arity=1, method="asin", c="asin({0})", numpy=lambda at, a: np.arcsin(a),
+    grad=lambda n, g: (
+        _mul(g, make("Rsqrt", _sub(_one(), make("Square", n.children[0])))),
+    ),
+    domain=((-0.9, 0.9),), doc="arcsin(a)",
+)
+_register(
+    name="Acos", arity=1, method="acos", c="acos({0})", numpy=lambda at, a: np.arccos(a),
+    grad=lambda n, g: (
+        _neg(_mul(g, make("Rsqrt", _sub(_one(), make("Square", n.children[0]))))),
+    ),
+    domain=((-0.9, 0.9),), doc="arccos(a)",
+)
+_register(
+    name="Atan", arity=1, method="atan", c="atan({0})", numpy=lambda at, a: np.arctan(a),
+    grad=lambda n, g: (
+        _div(g, _add(_one(), make("Square", n.children[0]))),
+    ),
+    domain=((-3, 3),), doc="arctan(a)",
+)
+
+
+def _atan2_grad(n, g):
+    y, x = n.children
+    r2 = _add(make("Square", x), make("Square", y))
+    return (_div(_mul(g, x), r2), _neg(_div(_mul(g, y), r2)))
+
+
+_register(
+    name="Atan2", arity=2, c="atan2({0}, {1})",
+    numpy=lambda at, y, x: np.arctan2(y, x), grad=_atan2_grad,
+    domain=((0.3, 2), (0.3, 2)), doc="atan2(y, x), the angle of the point (x, y)",
+)
+_register(
+    name="Sqrt", arity=1, method="sqrt", c="sqrt({0})", numpy=lambda at, a: np.sqrt(a),
+    grad=lambda n, g: (_div(g, _mul(intcst(2), n)),),
+    domain=((0.2, 3),), doc="sqrt(a)",
+)
+_register(
+    name="Rsqrt", arity=1, method="rsqrt",
+    # KeOps convention: rsqrt(0) = 0, so that normalize(0) = 0 rather than NaN.
+    c="({0} == 0 ? (real_t)0 : (real_t)1 / sqrt({0}))",
+    cuda="({0} == 0 ? (real_t)0 : rsqrt({0}))",
+    numpy=lambda at, a: _rsqrt_np(a),
+    grad=lambda n, g: (
+        _neg(_div(_mul(g, n), _mul(intcst(2), n.children[0]))),
+    ),
+    domain=((0.2, 3),), doc="1 / sqrt(a), with rsqrt(0) = 0",
+)
+
+
+def _rsqrt_np(a):
+    with np.errstate(divide="ignore"):
+        out = 1 / np.sqrt(a)
+    return np.where(a == 0, 0, out).astype(out.dtype, copy=False)
+
+
+def _sinc_np(a):
+    return np.sinc(a)
+
+
+_register(
+    name="Sinc", arity=1, method="sinc",
+    c="({0} == 0 ? (real_t)1 : sin(PI_R * {0}) / (PI_R * {0}))",
+    numpy=lambda at, a: _sinc_np(a),
+    # d/da sin(pi a)/(pi a) = (cos(pi a) - sinc(a)) / a  (a != 0)
+    grad=lambda n, g: (
+        _div(_mul(g, _sub(make("Cos", _mul(pi(), n.children[0])), n)), n.children[0]),
+    ),
+    domain=((0.2, 2),), doc="sin(pi a) / (pi a), 1 at 0 (NumPy's normalised sinc)",
+)
+_register(
+    name="XLogX", arity=1, method="xlogx", c="({0} == 0 ? (real_t)0 : {0} * log({0}))",
+    numpy=lambda at, a: np.where(a == 0, 0, a * np.log(np.where(a == 0, 1, a))),
+    grad=lambda n, g: (_mul(g, _add(make("Log", n.children[0]), _one())),),
+    domain=((0.2, 3),), doc="a log(a), 0 at 0",
+)
+
+# ---------------------------------------------------------------------------
+# Piecewise functions (their derivative is taken where they are smooth)
+# ---------------------------------------------------------------------------
+_register(
+    name="Abs", arity=1, method="abs", c="fabs({0})", numpy=lambda at, a: np.abs(a),
+    grad=lambda n, g: (_mul(g, make("Sign", n.children[0])),),
+    domain=((0.2, 2),), doc="|a|",
+)
+_register(
+    name="Sign", arity=1, method="sign", c="(real_t)(({0} > 0) - ({0} < 0))",
+    numpy=lambda at, a: np.sign(a), grad=lambda n, g: (None,),
+    domain=((-2, 2),), doc="sign of a: -1, 0 or 1",
+)
+_register(
+    name="Step", arity=1, method="step", c="(real_t)({0} >= 0)",
+    numpy=lambda at, a: (a >= 0).astype(a.dtype), grad=lambda n, g: (None,),
+    domain=((-2, 2),), doc="0 for a < 0, else 1",
+)
+_register(
+    name="ReLU", arity=1, method="relu", c="({0} < 0 ? (real_t)0 : {0})",
+    numpy=lambda at, a: np.where(a < 0, 0, a).astype(a.dtype, copy=False),
+    grad=lambda n, g: (_mul(g, _step(n.children[0])),),
+    domain=((0.2, 2),), doc="max(a, 0)",
+)
+_register(
+    name="Floor", arity=1, method="floor", c="floor({0})", numpy=lambda at, a: np.floor(a),
+    grad=lambda n, g: (None,), domain=((-2, 2),), doc="floor(a)",
+)
+_register(
+    name="Round", arity=1, c_vec=_round_c, dim=lambda at, dims: dims[0],
+    examples=(((3,), (1,)), ((2,), (0,))),
+    numpy=lambda at, a: np.round(a, at[0]),
+    grad=lambda n, g: (None,), domain=((-2, 2),),
+    doc="a rounded to ``d`` decimals (attribute), half to even as NumPy",
+)
+_register(
+    name="Clamp", arity=3,
+    c="({0} < {1} ? {1} : ({0} > {2} ? {2} : {0}))",
+    numpy=lambda at, a, lo, hi: np.where(a < lo, lo, np.where(a > hi, hi, a)),
+    grad=lambda n, g: (
+        _mul(g, _mul(_step(_sub(n.children[0], n.children[1])),
+                     _step(_sub(n.children[2], n.children[0])))),
+        _mul(g, _sub(_one(), _step(_sub(n.children[0], n.children[1])))),
+        _mul(g, _sub(_one(), _step(_sub(n.children[2], n.children[0])))),
+    ),
+    domain=((-2, 2), (-3, -2.5), (2.5, 3)), doc="a clamped to [lo, hi]",
+)
+_register(
+    name="IfElse", arity=3, c="({0} >= 0 ? {1} : {2})",
+    numpy=lambda at, c, a, b: np.where(c >= 0, a, b),
+    grad=lambda n, g: (
+        None,
+        make("IfElse", n.children[0], g, intcst(0)),
+        make("IfElse", n.children[0], intcst(0), g),
+    ),
+    domain=((-2, 2), (-2, 2), (-2, 2)), doc="a where c >= 0, else b",
+)
+_register(
+    name="Minimum", arity=2, c="(({0} < {1} || {0} != {0}) ? {0} : {1})",
+    numpy=lambda at, a, b: np.minimum(a, b),
+    grad=lambda n, g: (
+        _mul(g, make("LessEqual", n.children[0], n.children[1])),
+        _mul(g, make("Greater", n.children[0], n.children[1])),
+    ),
+    domain=((-2, 2), (-2, 2)), doc="element-wise minimum (NaN propagates)",
+)
+_register(
+    name="Maximum", arity=2, c="(({0} > {1} || {0} != {0}) ? {0} : {1})",
+    numpy=lambda at, a, b: np.maximum(a, b),
+    grad=lambda n, g: (
+        _mul(g, make("GreaterEqual", n.children[0], n.children[1])),
+        _mul(g, make("Less", n.children[0], n.children[1])),
+    ),
+    domain=((-2, 2), (-2, 2)), doc="element-wise maximum (NaN propagates)",
+)
+
+# Comparisons give 0 or 1 and have no derivative.
+for _name, _sym, _fn in (
+    ("Less", "<", np.less),
+    ("LessEqual", "<=", np.less_equal),
+    ("Greater", ">", np.greater),
+    ("GreaterEqual", ">=", np.greater_equal),
+    ("Equal", "==", np.equal),
+    ("NotEqual", "!=", np.not_equal),
+):
+    _register(
+        name=_name, arity=2, c=f"(real_t)({{0}} {_sym} {{1}})",
+        numpy=(lambda fn: lambda at, a, b: fn(a, b).astype(np.result_type(a, b)))(_fn),
+        grad=lambda n, g: (None, None),
+        domain=((-2, 2), (-2, 2)), doc=f"1 where a {_sym} b, else 0",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Vector operations (structured: they act across the feature components)
+# ---------------------------------------------------------------------------
+def _sum_c(at, dims, ops):
+    return ["(" + " + ".join(ops[0]) + ")"]
+
+
+_register(
+    name="SumFeat", arity=1, c_vec=_sum_c, dim=lambda at, dims: 1,
+    numpy=lambda at, a: a.sum(axis=-1, keepdims=True),
+    grad=lambda n, g: (_mul(g, intcst(1, n.children[0].dim)),),
+    domain=((-2, 2),), examples=(((3,), ()),), doc="sum over the feature axis",
+)
+
+
+def _extract_dim(at, dims):
+    start, d = at
+    if start < 0 or d < 1 or start + d > dims[0]:
+        raise FormulaError(
+            f"extract: components [{start}, {start + d}) are outside a vector "
+            f"of dimension {dims[0]}"
+        )
+    return d
+
+
+_register(
+    name="Extract", arity=1, dim=_extract_dim,
+    c_vec=lambda at, dims, ops: ops[0][at[0]:at[0] + at[1]],
+    numpy=lambda at, a: a[..., at[0]:at[0] + at[1]],
+    grad=lambda n, g: (make("ExtractT", g, attrs=(n.attrs[0], n.children[0].dim)),),
+    domain=((-2, 2),), examples=(((4,), (1, 2)),),
+    doc="components start .. start + d - 1 (attributes start, d)",
+)
+
+
+def _extractt_dim(at, dims):
+    start, d = at
+    if start < 0 or start + dims[0] > d:
+        raise FormulaError(
+            f"ExtractT: a vector of dimension {dims[0]} at {start} does not fit in {d}"
+        )
+    return d
+
+
+def _extractt_np(at, a):
+    start, d = at
+    out = np.zeros(a.shape[:-1] + (d,), dtype=a.dtype)
+    out[..., start:start + a.shape[-1]] = a
+    return out
+
+
+_register(
+    name="ExtractT", arity=1, dim=_extractt_dim,
+    c_vec=lambda at, dims, ops: (
+        ["(real_t)0"] * at[0] + list(ops[0]) + ["(real_t)0"] * (at[1] - at[0] - dims[0])
+    ),
+    numpy=_extractt_np,
+    grad=lambda n, g: (make("Extract", g, attrs=(n.attrs[0], n.children[0].dim)),),
+    domain=((-2, 2),), examples=(((2,), (1, 4)),),
+    doc="adjoint of Extract: the vector placed at ``start`` in zeros of dim ``d``",
+)
+_register(
+    name="Concat", arity=2, dim=lambda at, dims: dims[0] + dims[1],
+    c_vec=lambda at, dims, ops: list(ops[0]) + list(ops[1]),
+    numpy=lambda at, a, b: np.concatenate(_bcat(a, b), axis=-1),
+    grad=lambda n, g: (
+        make("Extract", g, attrs=(0, n.children[0].dim)),
+        make("Extract", g, attrs=(n.children[0].dim, n.children[1].dim)),
+    ),
+    domain=((-2, 2), (-2, 2)), examples=(((2, 3), ()), ((1, 2), ())),
+    doc="concatenation of a and b along the feature axis",
+)
+
+
+def _bcat(a, b):
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    return (
+        np.broadcast_to(a, shape + a.shape[-1:]),
+        np.broadcast_to(b, shape + b.shape[-1:]),
+    )
+
+
+def _matvec_dim(at, dims):
+    a, v = dims
+    if a % v:
+        raise FormulaError(
+            f"matvecmult: a matrix of {a} entries is not a multiple of the vector "
+            f"dimension {v}"
+        )
+    return a // v
+
+
+def _matvec_c(at, dims, ops):
+    m = dims[1]
+    n = dims[0] // m
+    A, v = ops
+    return [
+        "(" + " + ".join(f"{A[r * m + c]} * {v[c]}" for c in range(m)) + ")"
+        for r in range(n)
+    ]
+
+
+def _matvec_np(at, A, v):
+    m = v.shape[-1]
+    A = A.reshape(A.shape[:-1] + (A.shape[-1] // m, m))
+    return np.einsum("...rc,...c->...r", A, v)
+
+
+_register(
+    name="MatVecMult", arity=2, dim=_matvec_dim, c_vec=_matvec_c, numpy=_matvec_np,
+    grad=lambda n, g: (
+        make("TensorProd", g, n.children[1]),
+        make("VecMatMult", g, n.children[0]),
+    ),
+    domain=((-2, 2), (-2, 2)), examples=(((6, 3), ()),),
+    doc="A v, A stored row-major as a vector of n m entries, v of dim m",
+)
+
+
+def _vecmat_c(at, dims, ops):
+    n = dims[0]
+    m = dims[1] // n
+    v, A = ops
+    return [
+        "(" + " + ".join(f"{v[r]} * {A[r * m + c]}" for r in range(n)) + ")"
+        for c in range(m)
+    ]
+
+
+def _vecmat_np(at, v, A):
+    n = v.shape[-1]
+    A = A.reshape(A.shape[:-1] + (n, A.shape[-1] // n))
+    return np.einsum("...r,...rc->...c", v, A)
+
+
+_register(
+    name="VecMatMult", arity=2,
+    dim=lambda at, dims: _matvec_dim(at, dims[::-1]),
+    c_vec=_vecmat_c, numpy=_vecmat_np,
+    grad=lambda n, g: (
+        make("MatVecMult", n.children[1], g),
+        make("TensorProd", n.children[0], g),
+    ),
+    domain=((-2, 2), (-2, 2)), examples=(((2, 6), ()),),
+    doc="v^T A, v of dim n, A stored row-major as a vector of n m entries",
+)
+_register(
+    name="TensorProd", arity=2, dim=lambda at, dims: dims[0] * dims[1],
+    c_vec=lambda at, dims, ops: [f"({x} * {y})" for x in ops[0] for y in ops[1]],
+    numpy=lambda at, a, b: (a[..., :, None] * b[..., None, :]).reshape(
+        np.broadcast_shapes(a.shape[:-1], b.shape[:-1]) + (a.shape[-1] * b.shape[-1],)
+    ),
+    grad=lambda n, g: (
+        make("MatVecMult", g, n.children[1]),
+        make("VecMatMult", n.children[0], g),
+    ),
+    domain=((-2, 2), (-2, 2)), examples=(((2, 3), ()),),
+    doc="outer product a b^T, flattened row-major",
+)
+
+
+def _onehot_dim(at, dims):
+    if dims[0] != 1:
+        raise FormulaError(f"one_hot: needs a scalar formula, got dimension {dims[0]}")
+    return at[0]
+
+
+def _onehot_np(at, a):
+    k = np.round(a)
+    return (k == np.arange(at[0])).astype(a.dtype)
+
+
+_register(
+    name="OneHot", arity=1, dim=_onehot_dim,
+    c_vec=lambda at, dims, ops: [
+        f"(real_t)(rint({ops[0][0]}) == {k})" for k in range(at[0])
+    ],
+    numpy=_onehot_np, grad=lambda n, g: (None,),
+    domain=((0, 4),), examples=(((1,), (5,)),),
+    doc="one-hot encoding of round(a) in dimension D (attribute)",
+)
+
+
+
+
+# ---------------------------------------------------------------------------
+# Construction with simplification
+# ---------------------------------------------------------------------------
+def _fold(name, vals):
+    """Constant folding over exact integers (None when not exact)."""
+    if name == "Add":
+        return vals[0] + vals[1]
+    if name == "Sub":
+        return vals[0] - vals[1]
+    if name == "Mul":
+        return vals[0] * vals[1]
+    if name == "Neg":
+        return -vals[0]
+    if name == "Square":
+        return vals[0] * vals[0]
+    return None
+
+
+def make(name: str, *children: Node, attrs: tuple = ()) -> Node:
+    """Build the node ``name(children)``, checking dimensions and simplifying.
+
+    Simplifications keep the value and the dimension exactly: ``x * 0``,
+    ``x * 1``, ``x + 0``, ``--x``, integer constant folding, ``x - x``,
+    ``x + x -> 2 x``, ``x * x -> x**2``, constants to the left of products.
+    Common subexpressions are shared by interning.
+    """
+    op = OPS.get(name)
+    if op is None:
+        raise KeyError(f"unknown operation {name!r}; known: {sorted(OPS)}")
+    if len(children) != op.arity:
+        raise FormulaError(f"{name} takes {op.arity} operands, got {len(children)}")
+    dims = tuple(c.dim for c in children)
+    dim = op.dim(attrs, dims) if op.dim is not None else broadcast_dim(name, dims)
+    simplified = _simplify(name, children, attrs, dim)
+    if simplified is not None:
+        return simplified
+    return Node(name, tuple(children), tuple(attrs), dim)
+
+
+def _simplify(name, ch, attrs, dim):
+    def same(x):  # x may replace the node only if it has the node's dimension
+        return x if x.dim == dim else None
+
+    if all(c.is_int for c in ch) and ch:
+        folded = _fold(name, [c.attrs[0] for c in ch])
+        if folded is not None:
+            return intcst(folded, dim)
+    if name == "Add":
+        a, b = ch
+        if a.is_const(0):
+            return same(b)
+        if b.is_const(0):
+            return same(a)
+        if a is b:
+            return make("Mul", intcst(2), a)
+        if b.op == "Neg":
+            return make("Sub", a, b.children[0])
+    elif name == "Sub":
+        a, b = ch
+        if b.is_const(0):
+            return same(a)
+        if a.is_const(0) and b.dim == dim:
+            return make("Neg", b)
+        if a is b:
+            return intcst(0, dim)
+        if b.op == "Neg":
+            return make("Add", a, b.children[0])
+    elif name == "Mul":
+        a, b = ch
+        if a.is_const(0) or b.is_const(0):
+            return intcst(0, dim)
+        if a.is_const(1):
+            return same(b)
+        if b.is_const(1):
+            return same(a)
+        if b.is_int and not a.is_int:
+            return make("Mul", b, a)
+        if a.is_int and b.op == "Mul" and b.children[0].is_int:
+            return make("Mul", make("Mul", a, b.children[0]), b.children[1])
+        if a.op == "Neg":
+            return make("Neg", make("Mul", a.children[0], b))
+        if b.op == "Neg":
+            return make("Neg", make("Mul", a, b.children[0]))
+        if a is b:
+            return make("Square", a)
+    elif name == "Div":
+        a, b = ch
+        if b.is_const(1):
+            return same(a)
+        if a.is_const(0):
+            return intcst(0, dim)
+    elif name == "Neg":
+        if ch[0].op == "Neg":
+            return ch[0].children[0]
+    elif name == "Exp":
+        if ch[0].is_const(0):
+            return intcst(1, dim)
+    elif name == "Log":
+        if ch[0].is_const(1):
+            return intcst(0, dim)
+    elif name == "SumFeat":
+        if ch[0].is_int:
+            return intcst(ch[0].attrs[0] * ch[0].dim, 1)
+        if ch[0].dim == 1:
+            return ch[0]
+    elif name == "Pow":
+        n = attrs[0]
+        if n == 1:
+            return ch[0]
+        if n == 0:
+            return intcst(1, dim)
+        if n == 2:
+            return make("Square", ch[0])
+        if n == -1:
+            return make("Inv", ch[0])
+    elif name == "IfElse":
+        if ch[1] is ch[2] and ch[1].dim == dim:
+            return ch[1]
+    elif name == "Extract":
+        if attrs == (0, ch[0].dim):
+            return ch[0]
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Composite operations: formulas over primitives, no rendering or derivative
+# ---------------------------------------------------------------------------
+def sqnorm2(x: Node) -> Node:
+    """|x|^2."""
+    return make("SumFeat", make("Square", x))
+
+
+def norm2(x: Node) -> Node:
+    """|x|."""
+    return make("Sqrt", sqnorm2(x))
+
+
+def normalize(x: Node) -> Node:
+    """x / |x| (0 for x = 0)."""
+    return make("Mul", x, make("Rsqrt", sqnorm2(x)))
+
+
+def sqdist(x: Node, y: Node) -> Node:
+    """|x - y|^2."""
+    return sqnorm2(make("Sub", x, y))
+
+
+def dot(a: Node, b: Node) -> Node:
+    """(a | b) = sum_k a_k b_k."""
+    if a.dim != b.dim and 1 not in (a.dim, b.dim):
+        raise FormulaError(f"dot product: dimensions {a.dim} and {b.dim} differ")
+    return make("SumFeat", make("Mul", a, b))
+
+
+def weightedsqnorm(s: Node, x: Node) -> Node:
+    """x^T S x with S scalar (dim 1), diagonal (dim D) or full (dim D^2)."""
+    d = x.dim
+    if s.dim in (1, d):
+        return make("SumFeat", make("Mul", s, make("Square", x)))
+    if s.dim == d * d:
+        return dot(x, make("MatVecMult", s, x))
+    raise FormulaError(
+        f"weightedsqnorm: the weights have dimension {s.dim}; expected 1, {d} "
+        f"or {d * d} for a vector of dimension {d}"
+    )
+
+
+def weightedsqdist(s: Node, x: Node, y: Node) -> Node:
+    """(x - y)^T S (x - y)."""
+    return weightedsqnorm(s, make("Sub", x, y))
+
+
+def powf(x: Node, y: Node) -> Node:
+    """x ** y for a real exponent y: exp(y log x)."""
+    return make("Exp", make("Mul", y, make("Log", x)))
+
+
+def mod(x: Node, m: Node, offset: Node) -> Node:
+    """x - m floor((x - offset) / m): x wrapped into [offset, offset + m)."""
+    return make("Sub", x, make("Mul", m, make("Floor", make("Div", make("Sub", x, offset), m))))

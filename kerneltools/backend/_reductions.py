@@ -1,0 +1,256 @@
+"""The registry of reductions: each one a monoid, defined once.
+
+A reduction turns the values ``F_ij`` (and, for some, a second formula
+``W_ij``) into one output row per ``i``. Every reduction is a monoid over a
+small *state* per output row:
+
+* ``init(n, dims, K)``    -- the identity state of ``n`` rows;
+* ``tile(values, j0, K)`` -- the state of one tile of values, shape (ti, tj, E),
+  whose reduced index starts at ``j0`` (the NumPy form of repeated updates);
+* ``merge(a, b)``         -- associative combination, ``a`` before ``b`` in j;
+* ``finalize(state, K)``  -- the outputs.
+
+Tiling and threads need nothing more. Float states are kept in float64 by the
+NumPy evaluator, which makes it a sound reference in float32 as well. The C
+snippets for the generated kernels live in the same block (see ``c``), and
+``surrogate`` gives the gradient rule: a scalar formula ``S_ij`` whose
+differential, with the forward outputs and the incoming gradient held fixed,
+equals ``<gin_i, d out_i>`` summed over j. The gradient of the reduction with
+respect to any variable is then a Sum reduction of the symbolic gradient of
+``S``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import _ops
+from ._ir import Node, index
+
+__all__ = ["Reduction", "REDUCTIONS"]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+    n_formulas: int  # 1, or 2 when a weight formula is reduced along with F
+    init: Callable
+    tile: Callable
+    merge: Callable
+    finalize: Callable
+    out_dim: Callable  # (formula dims) -> E of the output (per K entry)
+    int_outputs: tuple  # which outputs are int64 indices
+    uses_k: bool = False
+    surrogate: Callable | None = None  # (F, W, outs, gin) -> scalar Node
+    needs_lse: bool = False  # surrogate needs the log-sum-exp of F
+    doc: str = ""
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.int_outputs)
+
+
+REDUCTIONS: dict[str, Reduction] = {}
+
+
+def _register(**kwargs) -> Reduction:
+    red = Reduction(**kwargs)
+    REDUCTIONS[red.name] = red
+    return red
+
+
+def _finite_shift(m):
+    return np.where(np.isfinite(m), m, 0.0)
+
+
+# -- Sum ---------------------------------------------------------------------
+_register(
+    name="Sum", n_formulas=1,
+    init=lambda n, dims, K: (np.zeros((n, dims[0])),),
+    tile=lambda v, j0, K: (v[0].sum(axis=1, dtype=np.float64),),
+    merge=lambda a, b: (a[0] + b[0],),
+    finalize=lambda s, K: (s[0],),
+    out_dim=lambda dims: dims[0], int_outputs=(False,),
+    surrogate=lambda F, W, outs, gin: _ops.dot(gin, F),
+    doc="sum_j F_ij",
+)
+
+
+# -- Min / Max and their arguments ------------------------------------------
+def _argmin_tile(v, j0):
+    idx = np.argmin(v, axis=1)
+    val = np.take_along_axis(v, idx[:, None, :], axis=1)[:, 0, :]
+    return val.astype(np.float64), idx.astype(np.int64) + j0
+
+
+def _argmin_merge(a, b):
+    take_b = (b[0] < a[0]) | (np.isnan(b[0]) & ~np.isnan(a[0]))
+    return np.where(take_b, b[0], a[0]), np.where(take_b, b[1], a[1])
+
+
+def _minmax(sign: int):
+    """Min (sign=1) and Max (sign=-1) share one monoid on sign * F."""
+    return dict(
+        init=lambda n, dims, K: (np.full((n, dims[0]), np.inf), np.full((n, dims[0]), -1)),
+        tile=lambda v, j0, K: _argmin_tile(sign * v[0], j0),
+        merge=_argmin_merge,
+    )
+
+
+def _arg_surrogate(F, W, outs, gin):
+    # Gradient flows to the selected j only: S = sum_k gin_k F_k [j == arg_k].
+    hit = _ops.make("Equal", index("j"), outs[-1])
+    return _ops.make("SumFeat", _ops.make("Mul", gin, _ops.make("Mul", hit, F)))
+
+
+for _sign, _lo, _up in ((1, "Min", "min"), (-1, "Max", "max")):
+    _register(
+        name=_lo, n_formulas=1, **_minmax(_sign),
+        finalize=(lambda sg: lambda s, K: (sg * s[0],))(_sign),
+        out_dim=lambda dims: dims[0], int_outputs=(False,),
+        surrogate=_arg_surrogate, doc=f"{_up}_j F_ij",
+    )
+    _register(
+        name=f"Arg{_lo}", n_formulas=1, **_minmax(_sign),
+        finalize=lambda s, K: (s[1],),
+        out_dim=lambda dims: dims[0], int_outputs=(True,),
+        surrogate=None, doc=f"arg{_up}_j F_ij (first one on ties)",
+    )
+    _register(
+        name=f"{_lo}_Arg{_lo}", n_formulas=1, **_minmax(_sign),
+        finalize=(lambda sg: lambda s, K: (sg * s[0], s[1]))(_sign),
+        out_dim=lambda dims: dims[0], int_outputs=(False, True),
+        surrogate=_arg_surrogate, doc=f"({_up}_j F_ij, arg{_up}_j F_ij)",
+    )
+
+
+# -- K smallest values ----------------------------------------------------------
+def _kmin_init(n, dims, K):
+    return np.full((n, K, dims[0]), np.inf), np.full((n, K, dims[0]), -1, dtype=np.int64)
+
+
+def _kmin_tile(v, j0, K):
+    v = v[0].astype(np.float64)
+    idx = np.broadcast_to(np.arange(j0, j0 + v.shape[1])[None, :, None], v.shape)
+    return _kmin_keep(v, idx, K)
+
+
+def _kmin_keep(v, idx, K):
+    # Stable sort: on ties the smaller index (earlier in j) comes first.
+    order = np.argsort(v, axis=1, kind="stable")[:, :K]
+    return np.take_along_axis(v, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def _kmin_merge(a, b):
+    K = a[0].shape[1]
+    return _kmin_keep(
+        np.concatenate([a[0], b[0]], axis=1), np.concatenate([a[1], b[1]], axis=1), K
+    )
+
+
+def _kmin_surrogate(F, W, outs, gin):
+    if F.dim != 1:
+        raise NotImplementedError("gradients of KMin need a scalar formula")
+    hit = _ops.make("Equal", index("j"), outs[-1])
+    return _ops.make("Mul", F, _ops.make("SumFeat", _ops.make("Mul", gin, hit)))
+
+
+for _name, _fin, _ints, _sur in (
+    ("KMin", lambda s, K: (s[0],), (False,), _kmin_surrogate),
+    ("ArgKMin", lambda s, K: (s[1],), (True,), None),
+    ("KMin_ArgKMin", lambda s, K: (s[0], s[1]), (False, True), _kmin_surrogate),
+):
+    _register(
+        name=_name, n_formulas=1, init=_kmin_init, tile=_kmin_tile, merge=_kmin_merge,
+        finalize=_fin, out_dim=lambda dims: dims[0], int_outputs=_ints, uses_k=True,
+        surrogate=_sur, doc="the K smallest values of F_ij over j, in increasing order",
+    )
+
+
+# -- Log-sum-exp and soft-max weights -----------------------------------------
+def _lse_tile(v, j0, K):
+    F = v[0].astype(np.float64)
+    shift = _finite_shift(F.max(axis=1))  # (ti, E): running maximum, kept finite
+    return shift, np.exp(F - shift[:, None, :]).sum(axis=1)
+
+
+def _lse_merge(a, b):
+    shift = np.maximum(a[0], b[0])
+    return shift, a[1] * np.exp(a[0] - shift) + b[1] * np.exp(b[0] - shift)
+
+
+_register(
+    name="LogSumExp", n_formulas=1,
+    init=lambda n, dims, K: (np.zeros((n, dims[0])), np.zeros((n, dims[0]))),
+    tile=_lse_tile, merge=_lse_merge,
+    finalize=lambda s, K: (s[0] + np.log(s[1]),),
+    out_dim=lambda dims: dims[0], int_outputs=(False,),
+    surrogate=lambda F, W, outs, gin: _ops.dot(
+        gin, _ops.make("Exp", _ops.make("Sub", F, outs[0]))
+    ),
+    doc="log sum_j exp(F_ij), stable (running maximum)",
+)
+
+
+def _lsew_tile(v, j0, K):
+    F = v[0].astype(np.float64)  # (ti, tj, 1)
+    shift = _finite_shift(F.max(axis=1))  # (ti, 1)
+    return shift, (np.exp(F - shift[:, None, :]) * v[1]).sum(axis=1)
+
+
+_register(
+    name="LogSumExpWeight", n_formulas=2,
+    init=lambda n, dims, K: (np.zeros((n, 1)), np.zeros((n, dims[1]))),
+    tile=_lsew_tile, merge=_lse_merge,
+    finalize=lambda s, K: (s[0] + np.log(s[1]),),
+    out_dim=lambda dims: dims[1], int_outputs=(False,),
+    surrogate=lambda F, W, outs, gin: _ops.make(
+        "SumFeat",
+        _ops.make("Mul", gin, _ops.make("Mul", W, _ops.make("Exp", _ops.make("Sub", F, outs[0])))),
+    ),
+    doc="log sum_j exp(F_ij) W_ij, F scalar",
+)
+
+
+def _ssmw_tile(v, j0, K):
+    F = v[0].astype(np.float64)
+    shift = _finite_shift(F.max(axis=1))
+    e = np.exp(F - shift[:, None, :])
+    return shift, e.sum(axis=1), (e * v[1]).sum(axis=1)
+
+
+def _ssmw_merge(a, b):
+    shift = np.maximum(a[0], b[0])
+    ca, cb = np.exp(a[0] - shift), np.exp(b[0] - shift)
+    return shift, a[1] * ca + b[1] * cb, a[2] * ca + b[2] * cb
+
+
+_register(
+    name="SumSoftMaxWeight", n_formulas=2,
+    init=lambda n, dims, K: (np.zeros((n, 1)), np.zeros((n, 1)), np.zeros((n, dims[1]))),
+    tile=_ssmw_tile, merge=_ssmw_merge,
+    finalize=lambda s, K: (s[2] / s[1],),
+    out_dim=lambda dims: dims[1], int_outputs=(False,),
+    # d out = sum_j e^(F - L) [(V - out) dF + dV]; L = logsumexp_j F held fixed.
+    surrogate=lambda F, W, outs, gin: _ops.make(
+        "Mul",
+        _ops.make("Exp", _ops.make("Sub", F, outs[1])),
+        _ops.dot(gin, _ops.make("Sub", W, outs[0])),
+    ),
+    needs_lse=True,
+    doc="sum_j exp(F_ij) W_ij / sum_j exp(F_ij), F scalar",
+)
+
+
+def check_formulas(red: Reduction, formulas: list[Node]) -> None:
+    """Validate the formula dimensions for ``red`` (ValueError naming them)."""
+    if len(formulas) != red.n_formulas:
+        raise ValueError(f"{red.name} reduces {red.n_formulas} formula(s), got {len(formulas)}")
+    if red.n_formulas == 2 and formulas[0].dim != 1:
+        raise ValueError(
+            f"{red.name}: the formula must be scalar (dimension 1) when a weight is "
+            f"given, got dimension {formulas[0].dim}"
+        )

@@ -1,0 +1,699 @@
+"""LazyTensor: the user-facing symbolic array.
+
+A LazyTensor stands for the virtual ``(N, M, D)`` array ``F(p, x_i, y_j)``;
+nothing is computed until a reduction over ``i`` (``axis=0``) or ``j``
+(``axis=1``) is asked for, and even then the ``N x M`` array is never stored.
+The names and shapes follow pykeops, so code written for it mostly runs
+unchanged::
+
+    >>> import numpy as np, kerneltools as kt
+    >>> x, y, b = np.random.rand(100, 3), np.random.rand(200, 3), np.random.rand(200, 1)
+    >>> x_i, y_j = kt.LazyTensor(x[:, None, :]), kt.LazyTensor(y[None, :, :])
+    >>> K_ij = (-((x_i - y_j) ** 2).sum(-1) / 2).exp()
+    >>> a = K_ij @ b                      # (100, 1): sum_j K_ij b_j
+    >>> a.shape
+    (100, 1)
+
+Errors in building a formula (mismatched sizes or dimensions, non-numeric
+data) are raised when the expression is built, naming the operands' shapes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import _ops
+from .backend._autodiff import grad as _grad
+from .backend._cg import conjugate_gradient
+from .backend._dispatch import check_backend_name, run_plan
+from .backend._ir import Node, index, intcst, substitute, topo_order, var
+from .backend._ops import OPS, FormulaError, make
+from .backend._plan import make_plan
+from .backend._reductions import REDUCTIONS, check_formulas
+
+__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
+
+_keys = itertools.count()
+
+
+@dataclass(frozen=True)
+class _Binding:
+    array: np.ndarray  # (n, d) for i- and j-variables, (d,) for parameters
+    weak: bool = False  # Python floats: they do not take part in dtype promotion
+
+
+def _check_array(x, what: str) -> np.ndarray:
+    if hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
+        raise TypeError(f"{what}: GPU arrays need the CUDA backend, not part of this version")
+    try:
+        a = np.asarray(x)
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(f"{what} must be a numeric array; {exc}") from None
+    if a.dtype.kind == "c":
+        raise TypeError(f"{what} has complex dtype {a.dtype}; only real numbers are supported")
+    if a.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{what} must be a numeric array (float32, float64, int or bool); "
+            f"got dtype {a.dtype}"
+        )
+    if a.size == 0:
+        raise ValueError(f"{what} is empty (shape {a.shape}); it needs at least one entry")
+    return a
+
+
+def _variable(cat: str, a: np.ndarray) -> tuple[Node, dict]:
+    a = a if cat == "p" else a.reshape(a.shape[0], -1)
+    dim = a.shape[-1] if a.ndim else 1
+    node = var(cat, next(_keys), dim)
+    return node, {node: _Binding(np.atleast_1d(a))}
+
+
+def _leaf(x, axis, what="the array given to LazyTensor"):
+    """(formula, bindings, ni, nj) of a new leaf."""
+    if isinstance(x, (bool, np.bool_)):
+        x = int(x)
+    if isinstance(x, numbers.Integral) and not isinstance(x, np.ndarray):
+        return intcst(int(x)), {}, None, None
+    if isinstance(x, float):
+        node = var("p", next(_keys), 1)
+        return node, {node: _Binding(np.array([x]), weak=True)}, None, None
+    if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
+        raise TypeError(f"{what} is complex ({x!r}); only real numbers are supported")
+    a = _check_array(x, what)
+    if a.ndim <= 1:
+        if axis is not None:
+            raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
+        node, b = _variable("p", a.reshape(-1))
+        return node, b, None, None
+    if a.ndim == 2:
+        if axis not in (0, 1):
+            raise ValueError(
+                f"{what} has shape {a.shape}: a 2-D array needs axis=0 (indexed by i) "
+                "or axis=1 (indexed by j); or use kt.Vi / kt.Vj"
+            )
+        cat = "i" if axis == 0 else "j"
+        node, b = _variable(cat, a)
+        n = a.shape[0]
+        return node, b, (n if cat == "i" else None), (n if cat == "j" else None)
+    if a.ndim == 3:
+        if axis is not None:
+            raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
+        if a.shape[1] == 1 and a.shape[0] != 1:
+            node, b = _variable("i", a[:, 0, :])
+            return node, b, a.shape[0], None
+        if a.shape[0] == 1 and a.shape[1] != 1:
+            node, b = _variable("j", a[0, :, :])
+            return node, b, None, a.shape[1]
+        if a.shape[:2] == (1, 1):
+            node, b = _variable("p", a.reshape(-1))
+            return node, b, None, None
+        raise ValueError(
+            f"{what} has shape {a.shape}; expected (N, 1, D) for an i-variable, "
+            "(1, M, D) for a j-variable or (1, 1, D) for a parameter"
+        )
+    raise ValueError(
+        f"{what} has shape {a.shape}: batch dimensions are not supported; expected "
+        "(N, 1, D), (1, M, D), (D,) or a 2-D array with axis="
+    )
+
+
+class LazyTensor:
+    """A symbolic ``(N, M, D)`` array ``F(p, x_i, y_j)``, reduced without storage.
+
+    Parameters
+    ----------
+    x : array-like or number
+        ``(N, 1, D)``: a variable indexed by i; ``(1, M, D)``: indexed by j;
+        ``(D,)``, ``(1, 1, D)`` or a float: a parameter; an int: an exact
+        constant; a 2-D ``(N, D)`` array with ``axis=0`` (i) or ``axis=1`` (j).
+    axis : {0, 1}, optional
+        Only for 2-D arrays.
+    """
+
+    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+
+    def __init__(self, x, axis: int | None = None):
+        if isinstance(x, LazyTensor):
+            formula, bindings, ni, nj = x.formula, x._bindings, x.ni, x.nj
+        else:
+            formula, bindings, ni, nj = _leaf(x, axis)
+        self.formula: Node = formula
+        self._bindings: dict = bindings
+        self.ni: int | None = ni
+        self.nj: int | None = nj
+
+    @classmethod
+    def _new(cls, formula, bindings, ni, nj) -> LazyTensor:
+        out = object.__new__(cls)
+        out.formula, out._bindings, out.ni, out.nj = formula, bindings, ni, nj
+        return out
+
+    # -- description -------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        """Dimension of the formula's values (the last axis)."""
+        return self.formula.dim
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(N, M, D)``, with 1 for an index that the formula does not use."""
+        return (self.ni or 1, self.nj or 1, self.formula.dim)
+
+    ndim = 3
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype that reductions compute in (NumPy promotion of the inputs)."""
+        strong = [b.array.dtype for b in self._bindings.values() if not b.weak]
+        if not strong:
+            return np.dtype(np.float64)
+        dt = np.result_type(*strong)
+        if dt.kind in "biu":
+            return np.dtype(np.float64)
+        if dt == np.float16:
+            return np.dtype(np.float32)
+        return dt
+
+    def __repr__(self) -> str:
+        return f"LazyTensor(shape={self.shape}, formula={self.formula})"
+
+    def __bool__(self):
+        raise TypeError(
+            "the truth value of a LazyTensor is undefined; comparisons build 0/1 formulas"
+        )
+
+    # -- building ----------------------------------------------------------
+    @staticmethod
+    def _lift(x) -> LazyTensor:
+        return x if isinstance(x, LazyTensor) else LazyTensor(x)
+
+    @staticmethod
+    def _merge(parts) -> tuple[dict, int | None, int | None]:
+        bindings: dict = {}
+        ni = nj = None
+        for p in parts:
+            bindings.update(p._bindings)
+            for attr, cur in (("ni", ni), ("nj", nj)):
+                n = getattr(p, attr)
+                if n is not None and cur is not None and n != cur:
+                    idx = attr[1]
+                    raise ValueError(
+                        f"the operands index {cur} and {n} points by {idx}: every "
+                        f"{idx}-variable of a formula must have the same number of rows "
+                        f"(operand shapes: {', '.join(str(q.shape) for q in parts)})"
+                    )
+            ni = ni if p.ni is None else p.ni
+            nj = nj if p.nj is None else p.nj
+        return bindings, ni, nj
+
+    def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
+        parts = [self] + [self._lift(o) for o in others]
+        bindings, ni, nj = self._merge(parts)
+        try:
+            node = make(name, *(p.formula for p in parts), attrs=attrs)
+        except FormulaError as exc:
+            shapes = ", ".join(str(p.shape) for p in parts)
+            raise ValueError(f"{exc} (operand shapes {shapes})") from None
+        return LazyTensor._new(node, bindings, ni, nj)
+
+    def _compose(self, fn, *others) -> LazyTensor:
+        """Apply a composite (a function of formula nodes) with error context."""
+        parts = [self] + [self._lift(o) for o in others]
+        bindings, ni, nj = self._merge(parts)
+        try:
+            node = fn(*(p.formula for p in parts))
+        except FormulaError as exc:
+            shapes = ", ".join(str(p.shape) for p in parts)
+            raise ValueError(f"{exc} (operand shapes {shapes})") from None
+        return LazyTensor._new(node, bindings, ni, nj)
+
+    # arithmetic
+    def __add__(self, o):
+        return self._apply("Add", o)
+
+    def __radd__(self, o):
+        return self._lift(o)._apply("Add", self)
+
+    def __sub__(self, o):
+        return self._apply("Sub", o)
+
+    def __rsub__(self, o):
+        return self._lift(o)._apply("Sub", self)
+
+    def __mul__(self, o):
+        return self._apply("Mul", o)
+
+    def __rmul__(self, o):
+        return self._lift(o)._apply("Mul", self)
+
+    def __truediv__(self, o):
+        return self._apply("Div", o)
+
+    def __rtruediv__(self, o):
+        return self._lift(o)._apply("Div", self)
+
+    def __neg__(self):
+        return self._apply("Neg")
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self._apply("Abs")
+
+    def __pow__(self, p):
+        if isinstance(p, numbers.Integral) and not isinstance(p, bool):
+            return self._apply("Pow", attrs=(int(p),))
+        if isinstance(p, float) and p == 0.5:
+            return self._apply("Sqrt")
+        if isinstance(p, float) and p == -0.5:
+            return self._apply("Rsqrt")
+        if isinstance(p, float) and p.is_integer():
+            return self._apply("Pow", attrs=(int(p),))
+        return self._compose(_ops.powf, p)
+
+    def __rpow__(self, base):
+        return self._lift(base)._compose(_ops.powf, self)
+
+    def __lt__(self, o):
+        return self._apply("Less", o)
+
+    def __le__(self, o):
+        return self._apply("LessEqual", o)
+
+    def __gt__(self, o):
+        return self._apply("Greater", o)
+
+    def __ge__(self, o):
+        return self._apply("GreaterEqual", o)
+
+    def eq(self, o) -> LazyTensor:
+        """1 where ``self == o``, else 0 (``==`` keeps Python's meaning)."""
+        return self._apply("Equal", o)
+
+    def ne(self, o) -> LazyTensor:
+        """1 where ``self != o``, else 0."""
+        return self._apply("NotEqual", o)
+
+    def __or__(self, o):
+        """``(a | b)``: dot product over the feature axis."""
+        return self._compose(_ops.dot, o)
+
+    def __ror__(self, o):
+        return self._lift(o)._compose(_ops.dot, self)
+
+    def __getitem__(self, k):
+        if isinstance(k, numbers.Integral):
+            return self.elem(int(k))
+        if isinstance(k, slice):
+            start, stop, step = k.indices(self.dim)
+            if step != 1 or stop <= start:
+                raise ValueError(f"only contiguous, non-empty slices are supported, got {k}")
+            return self.extract(start, stop - start)
+        raise TypeError(f"LazyTensor indices must be an int or a slice, got {k!r}")
+
+    # element-wise functions with arguments
+    def atan2(self, x) -> LazyTensor:
+        """``atan2(self, x)``: the angle of the point (x, self)."""
+        return self._apply("Atan2", x)
+
+    def clamp(self, lo, hi) -> LazyTensor:
+        """``self`` clamped to ``[lo, hi]``."""
+        return self._apply("Clamp", lo, hi)
+
+    def ifelse(self, a, b) -> LazyTensor:
+        """``a`` where ``self >= 0``, else ``b``."""
+        return self._apply("IfElse", a, b)
+
+    def mod(self, modulus, offset=0) -> LazyTensor:
+        """``self`` wrapped into ``[offset, offset + modulus)``."""
+        return self._compose(_ops.mod, modulus, offset)
+
+    def round(self, decimals: int = 0) -> LazyTensor:
+        """Rounded to ``decimals`` decimals (half to even, as NumPy)."""
+        return self._apply("Round", attrs=(_int_arg(decimals, "decimals"),))
+
+    def power(self, p) -> LazyTensor:
+        return self ** p
+
+    # vector operations
+    def sqnorm2(self) -> LazyTensor:
+        """Squared Euclidean norm over the feature axis."""
+        return self._compose(_ops.sqnorm2)
+
+    def norm2(self) -> LazyTensor:
+        """Euclidean norm over the feature axis."""
+        return self._compose(_ops.norm2)
+
+    def normalize(self) -> LazyTensor:
+        """``self / |self|`` (0 where ``self`` is 0)."""
+        return self._compose(_ops.normalize)
+
+    def sqdist(self, other) -> LazyTensor:
+        """``|self - other|^2``."""
+        return self._compose(_ops.sqdist, other)
+
+    def weightedsqnorm(self, s) -> LazyTensor:
+        """``self^T S self``, S scalar, diagonal (D) or full (D*D, row-major)."""
+        return self._lift(s)._compose(_ops.weightedsqnorm, self)
+
+    def weightedsqdist(self, other, s) -> LazyTensor:
+        """``(self - other)^T S (self - other)``."""
+        return self._lift(s)._compose(_ops.weightedsqdist, self, other)
+
+    def elem(self, k: int) -> LazyTensor:
+        """Component ``k`` (dimension 1)."""
+        k = _int_arg(k, "k")
+        return self._apply("Extract", attrs=(k + self.dim if k < 0 else k, 1))
+
+    def extract(self, start: int, d: int) -> LazyTensor:
+        """Components ``start`` to ``start + d - 1``."""
+        return self._apply("Extract", attrs=(_int_arg(start, "start"), _int_arg(d, "d")))
+
+    def concat(self, other) -> LazyTensor:
+        """Concatenation along the feature axis."""
+        return self._apply("Concat", other)
+
+    def matvecmult(self, v) -> LazyTensor:
+        """``A v``: ``self`` is a row-major matrix of ``n * m`` entries, ``v`` of dim m."""
+        return self._apply("MatVecMult", v)
+
+    def vecmatmult(self, A) -> LazyTensor:
+        """``v^T A``: ``self`` is a vector of dim n, ``A`` a row-major n x m matrix."""
+        return self._apply("VecMatMult", A)
+
+    def tensorprod(self, other) -> LazyTensor:
+        """Outer product, flattened row-major."""
+        return self._apply("TensorProd", other)
+
+    def one_hot(self, D: int) -> LazyTensor:
+        """One-hot encoding of ``round(self)`` in dimension ``D``."""
+        return self._apply("OneHot", attrs=(_int_arg(D, "D"),))
+
+    def t(self) -> LazyTensor:
+        """Swap the roles of i and j."""
+        swap = {"i": "j", "j": "i"}
+        mapping, bindings = {}, {}
+        for node in topo_order([self.formula]):
+            if node.op == "Var":
+                new = var(swap.get(node.cat, node.cat), node.attrs[1], node.dim)
+                mapping[node] = new
+                bindings[new] = self._bindings[node]
+            elif node.op == "Index":
+                mapping[node] = index(swap[node.cat])
+        (f,) = substitute([self.formula], mapping)
+        return LazyTensor._new(f, bindings, self.nj, self.ni)
+
+    @property
+    def T(self) -> LazyTensor:
+        return self.t()
+
+    # -- gradients ---------------------------------------------------------
+    def grad(self, v: LazyTensor, gradin) -> LazyTensor:
+        """Symbolic adjoint of the differential of ``self`` with respect to ``v``.
+
+        ``v`` must be a variable (a LazyTensor made directly from an array or a
+        float); ``gradin`` has the dimension of ``self``. The result is a
+        formula of ``v``'s dimension, to be reduced like any other.
+        """
+        if not isinstance(v, LazyTensor) or v.formula.op != "Var":
+            raise TypeError(
+                "grad: 'v' must be a variable LazyTensor (made from an array), "
+                f"got {v!r}"
+            )
+        g = self._lift(gradin)
+        if g.dim != self.dim:
+            raise ValueError(
+                f"grad: 'gradin' has dimension {g.dim}; it must match the formula's "
+                f"dimension {self.dim}"
+            )
+        bindings, ni, nj = self._merge([self, v, g])
+        return LazyTensor._new(_grad(self.formula, v.formula, g.formula), bindings, ni, nj)
+
+    # -- reductions --------------------------------------------------------
+    def _plan(self, reduction: str, axis, weight=None, K=1, backend=None):
+        axis = _check_axis(axis)
+        check_backend_name(backend)
+        parts = [self] + ([self._lift(weight)] if weight is not None else [])
+        bindings, ni, nj = self._merge(parts)
+        formulas = [p.formula for p in parts]
+        red = REDUCTIONS[reduction]
+        try:
+            check_formulas(red, formulas)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (shapes {', '.join(str(p.shape) for p in parts)})") from None
+        nx, ny = ni or 1, nj or 1
+        if red.uses_k:
+            K = _int_arg(K, "K")
+            reduced = ny if axis == 1 else nx
+            if not 1 <= K <= reduced:
+                raise ValueError(
+                    f"K={K} but the reduced axis has {reduced} points; K must be "
+                    f"between 1 and {reduced}"
+                )
+        dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
+        used = {n for n in topo_order(formulas) if n.op == "Var"}
+        arrays = {}
+        for node in used:
+            b = bindings[node]
+            arrays[node] = np.ascontiguousarray(b.array, dtype=dtype)
+        return make_plan(formulas, reduction, axis, K, arrays, dtype, nx, ny)
+
+    def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
+        plan, args = self._plan(reduction, axis, weight, K, backend)
+        outs = run_plan(plan, args, backend, **options)
+        if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
+            outs = tuple(o[..., 0] for o in outs)
+        return outs if len(outs) > 1 else outs[0]
+
+    def sum(self, axis: int = -1, dim: int | None = None, backend=None, **options):
+        """``axis=-1``: symbolic sum over features; ``axis=0/1``: reduce over i / j."""
+        axis = _alias(axis, dim)
+        if axis in (-1, 2):
+            return self._apply("SumFeat")
+        return self._reduce("Sum", axis, backend=backend, **options)
+
+    def logsumexp(self, axis=None, dim=None, weight=None, backend=None, **options):
+        """``log sum exp(F)`` over the axis, stable; with ``weight``, ``log sum exp(F) w``."""
+        if weight is not None:
+            return self._reduce("LogSumExpWeight", _alias(axis, dim), weight=weight,
+                                backend=backend, **options)
+        return self._reduce("LogSumExp", _alias(axis, dim), backend=backend, **options)
+
+    lse = logsumexp
+
+    def sumsoftmaxweight(self, weight, axis=None, dim=None, backend=None, **options):
+        """``sum exp(F) w / sum exp(F)`` over the axis (F scalar)."""
+        return self._reduce("SumSoftMaxWeight", _alias(axis, dim), weight=weight,
+                            backend=backend, **options)
+
+    def min(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("Min", _alias(axis, dim), backend=backend, **options)
+
+    def max(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("Max", _alias(axis, dim), backend=backend, **options)
+
+    def argmin(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("ArgMin", _alias(axis, dim), backend=backend, **options)
+
+    def argmax(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("ArgMax", _alias(axis, dim), backend=backend, **options)
+
+    def min_argmin(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("Min_ArgMin", _alias(axis, dim), backend=backend, **options)
+
+    def max_argmax(self, axis=None, dim=None, backend=None, **options):
+        return self._reduce("Max_ArgMax", _alias(axis, dim), backend=backend, **options)
+
+    def Kmin(self, K, axis=None, dim=None, backend=None, **options):
+        """The K smallest values, increasing: (N, K) for a scalar formula."""
+        return self._reduce("KMin", _alias(axis, dim), K=K, backend=backend, **options)
+
+    def argKmin(self, K, axis=None, dim=None, backend=None, **options):
+        """Indices (int64) of the K smallest values, ties broken by index."""
+        return self._reduce("ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
+
+    def Kmin_argKmin(self, K, axis=None, dim=None, backend=None, **options):
+        return self._reduce("KMin_ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
+
+    def __matmul__(self, b):
+        """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E)."""
+        if self.dim != 1:
+            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
+        b_arr = _check_array(b, "the right operand of @")
+        if b_arr.ndim not in (1, 2):
+            raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
+        out = (self * Vj(b_arr.reshape(b_arr.shape[0], -1))).sum(axis=1)
+        return out[:, 0] if b_arr.ndim == 1 else out
+
+    def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
+              backend=None, callback=None):
+        """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric, >= 0).
+
+        ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
+        j-points; ``b`` is (N,), (N, E) or an i-variable. Several columns are
+        solved at once. Warns with ``ConvergenceWarning`` when ``max_iter``
+        iterations do not reach ``|r| <= tol |b|``.
+        """
+        if self.dim != 1:
+            raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
+        if self.ni != self.nj:
+            raise ValueError(f"solve needs a square operator, got shape {self.shape}")
+        if isinstance(b, LazyTensor):
+            if b.formula.op != "Var" or b.formula.cat != "i":
+                raise TypeError("solve: 'b' must be an array or an i-variable LazyTensor")
+            b = b._bindings[b.formula].array
+        b_arr = _check_array(b, "solve: 'b'")
+        if b_arr.shape[0] != (self.ni or 1) or b_arr.ndim > 2:
+            raise ValueError(f"solve: 'b' must have shape ({self.ni},) or ({self.ni}, E), got {b_arr.shape}")
+        alpha = float(alpha)
+        if not alpha >= 0:
+            raise ValueError(f"solve: 'alpha' must be >= 0, got {alpha}")
+        dtype = np.result_type(self.dtype, b_arr.dtype if b_arr.dtype.kind == "f" else np.float64)
+        B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
+
+        def matvec(X):
+            return (self * Vj(X)).sum(axis=1, backend=backend) + alpha * X
+
+        x, self.n_iter_ = conjugate_gradient(matvec, B, tol=tol, max_iter=max_iter,
+                                             callback=callback)
+        return x[:, 0] if b_arr.ndim == 1 else x
+
+    def vjp(self, wrt: LazyTensor, gradout, reduction: str = "Sum", axis: int = 1, *,
+            weight=None, K: int = 1, backend=None):
+        """Gradient of ``sum(gradout * reduction(self))`` with respect to ``wrt``.
+
+        The vector-Jacobian product of a reduction, computed from symbolic
+        gradients: for ``Sum``, ``LogSumExp``, ``SumSoftMaxWeight`` (``weight``
+        given), ``Min``, ``Max``, ``KMin`` (through their arg-index). Returns an
+        array shaped like ``wrt``'s data: (N, D), (M, D) or (D,). The gradient
+        with respect to a variable of the reduced index is a reduction over the
+        other index.
+        """
+        from .backend._autodiff import grad
+
+        name = _reduction_name(reduction, weight)
+        red = REDUCTIONS[name]
+        if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
+            raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
+        axis = _check_axis(axis)
+        out_cat, red_cat = ("i", "j") if axis == 1 else ("j", "i")
+        W = self._lift(weight) if weight is not None else None
+        if red.surrogate is None:  # argument-valued reductions: zero gradient
+            return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
+        forward = {"Min": "Min_ArgMin", "Max": "Max_ArgMax", "KMin": "KMin_ArgKMin"}.get(name, name)
+        outs = self._reduce(forward, axis, weight=W, K=K, backend=backend)
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        if red.needs_lse:
+            outs.append(self.logsumexp(axis=axis, backend=backend))
+        nodes, bindings = [], {}
+        for o in outs:
+            o = np.asarray(o, dtype=self.dtype).reshape(len(o), -1)
+            node = var(out_cat, next(_keys), o.shape[1])
+            bindings[node] = _Binding(o)
+            nodes.append(node)
+        g = _check_array(gradout, "vjp: 'gradout'")
+        g = g.astype(self.dtype).reshape(g.shape[0], -1)
+        gnode = var(out_cat, next(_keys), g.shape[1])
+        bindings[gnode] = _Binding(g)
+        F = self.formula
+        S = red.surrogate(F, W.formula if W is not None else None, nodes, gnode)
+        if axis == 0:  # surrogates name the reduced index j
+            (S,) = substitute([S], {index("j"): index("i")})
+        parts = [self, wrt] + ([W] if W is not None else [])
+        b0, ni, nj = self._merge(parts)
+        bindings.update(b0)
+        G = LazyTensor._new(grad(S, wrt.formula, intcst(1)), bindings, ni, nj)
+        cat = wrt.formula.cat
+        if cat == out_cat:
+            return G.sum(axis=axis, backend=backend)
+        if cat == red_cat:
+            return G.sum(axis=1 - axis, backend=backend)
+        return G.sum(axis=1, backend=backend).sum(axis=0)
+
+
+def _reduction_name(reduction: str, weight) -> str:
+    names = {k.lower(): k for k in REDUCTIONS}
+    aliases = {"lse": "logsumexp"}
+    key = aliases.get(str(reduction).lower(), str(reduction).lower())
+    if key not in names:
+        raise ValueError(f"unknown reduction {reduction!r}; known: {sorted(REDUCTIONS)}")
+    name = names[key]
+    if name == "LogSumExp" and weight is not None:
+        return "LogSumExpWeight"
+    return name
+
+
+def _alias(axis, dim):
+    return dim if dim is not None else axis
+
+
+def _check_axis(axis) -> int:
+    if isinstance(axis, numbers.Integral) and int(axis) in (0, 1):
+        return int(axis)
+    raise ValueError(
+        f"the reduction 'axis' must be 0 (reduce over i) or 1 (reduce over j); got {axis!r}"
+    )
+
+
+def _int_arg(v, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"'{name}' must be an integer, got {v!r}")
+    return int(v)
+
+
+def _install_unary_methods():
+    """One method per unary element-wise operation of the registry."""
+    for op in OPS.values():
+        if op.method is None or hasattr(LazyTensor, op.method):
+            continue
+
+        def method(self, _name=op.name):
+            return self._apply(_name)
+
+        method.__name__ = op.method
+        method.__doc__ = f"Element-wise {op.doc}."
+        setattr(LazyTensor, op.method, method)
+
+
+_install_unary_methods()
+
+
+def Vi(x) -> LazyTensor:
+    """A variable indexed by i from an (N, D) or (N,) array."""
+    a = _check_array(x, "Vi: 'x'")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"Vi: 'x' must be 1-D (N,) or 2-D (N, D), got shape {a.shape}")
+    return LazyTensor(a.reshape(a.shape[0], -1), axis=0)
+
+
+def Vj(x) -> LazyTensor:
+    """A variable indexed by j from an (M, D) or (M,) array."""
+    a = _check_array(x, "Vj: 'x'")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"Vj: 'x' must be 1-D (M,) or 2-D (M, D), got shape {a.shape}")
+    return LazyTensor(a.reshape(a.shape[0], -1), axis=1)
+
+
+def Pm(p) -> LazyTensor:
+    """A parameter (shared by all i and j) from a scalar or a (D,) array."""
+    if isinstance(p, numbers.Real) and not isinstance(p, np.ndarray):
+        return LazyTensor(np.array([float(p)]))
+    a = _check_array(p, "Pm: 'p'")
+    if a.ndim > 1:
+        raise ValueError(f"Pm: 'p' must be a scalar or 1-D, got shape {a.shape}")
+    return LazyTensor(a.reshape(-1))
+
+
+def minimum(a, b) -> LazyTensor:
+    """Element-wise minimum of two formulas (NaN propagates)."""
+    return LazyTensor._lift(a)._apply("Minimum", b)
+
+
+def maximum(a, b) -> LazyTensor:
+    """Element-wise maximum of two formulas (NaN propagates)."""
+    return LazyTensor._lift(a)._apply("Maximum", b)
