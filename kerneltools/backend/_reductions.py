@@ -63,7 +63,14 @@ def _register(**kwargs) -> Reduction:
 
 
 def _finite_shift(m):
-    return np.where(np.isfinite(m), m, 0.0)
+    """The shift of a log-sum-exp state: the maximum when finite, -inf when every
+    value is -inf, else 0 (+inf or NaN present: exp then gives inf or NaN)."""
+    return np.where(np.isfinite(m), m, np.where(m == -np.inf, -np.inf, 0.0))
+
+
+def _exp_shifted(v, shift):
+    """exp(v - shift), with exp(. - (-inf)) taken as 0 (an all -inf state)."""
+    return np.where(shift == -np.inf, 0.0, np.exp(v - np.where(shift == -np.inf, 0.0, shift)))
 
 
 # -- Sum ---------------------------------------------------------------------
@@ -87,7 +94,7 @@ def _argmin_tile(v, j0):
 
 
 def _argmin_merge(a, b):
-    take_b = (b[0] < a[0]) | (np.isnan(b[0]) & ~np.isnan(a[0]))
+    take_b = (a[1] < 0) | (b[0] < a[0]) | (np.isnan(b[0]) & ~np.isnan(a[0]))
     return np.where(take_b, b[0], a[0]), np.where(take_b, b[1], a[1])
 
 
@@ -174,17 +181,17 @@ for _name, _fin, _ints, _sur in (
 def _lse_tile(v, j0, K):
     F = v[0].astype(np.float64)
     shift = _finite_shift(F.max(axis=1))  # (ti, E): running maximum, kept finite
-    return shift, np.exp(F - shift[:, None, :]).sum(axis=1)
+    return shift, _exp_shifted(F, shift[:, None, :]).sum(axis=1)
 
 
 def _lse_merge(a, b):
     shift = np.maximum(a[0], b[0])
-    return shift, a[1] * np.exp(a[0] - shift) + b[1] * np.exp(b[0] - shift)
+    return shift, a[1] * _exp_shifted(a[0], shift) + b[1] * _exp_shifted(b[0], shift)
 
 
 _register(
     name="LogSumExp", n_formulas=1,
-    init=lambda n, dims, K: (np.zeros((n, dims[0])), np.zeros((n, dims[0]))),
+    init=lambda n, dims, K: (np.full((n, dims[0]), -np.inf), np.zeros((n, dims[0]))),
     tile=_lse_tile, merge=_lse_merge,
     finalize=lambda s, K: (s[0] + np.log(s[1]),),
     out_dim=lambda dims: dims[0], int_outputs=(False,),
@@ -198,12 +205,12 @@ _register(
 def _lsew_tile(v, j0, K):
     F = v[0].astype(np.float64)  # (ti, tj, 1)
     shift = _finite_shift(F.max(axis=1))  # (ti, 1)
-    return shift, (np.exp(F - shift[:, None, :]) * v[1]).sum(axis=1)
+    return shift, (_exp_shifted(F, shift[:, None, :]) * v[1]).sum(axis=1)
 
 
 _register(
     name="LogSumExpWeight", n_formulas=2,
-    init=lambda n, dims, K: (np.zeros((n, 1)), np.zeros((n, dims[1]))),
+    init=lambda n, dims, K: (np.full((n, 1), -np.inf), np.zeros((n, dims[1]))),
     tile=_lsew_tile, merge=_lse_merge,
     finalize=lambda s, K: (s[0] + np.log(s[1]),),
     out_dim=lambda dims: dims[1], int_outputs=(False,),
@@ -218,19 +225,19 @@ _register(
 def _ssmw_tile(v, j0, K):
     F = v[0].astype(np.float64)
     shift = _finite_shift(F.max(axis=1))
-    e = np.exp(F - shift[:, None, :])
+    e = _exp_shifted(F, shift[:, None, :])
     return shift, e.sum(axis=1), (e * v[1]).sum(axis=1)
 
 
 def _ssmw_merge(a, b):
     shift = np.maximum(a[0], b[0])
-    ca, cb = np.exp(a[0] - shift), np.exp(b[0] - shift)
+    ca, cb = _exp_shifted(a[0], shift), _exp_shifted(b[0], shift)
     return shift, a[1] * ca + b[1] * cb, a[2] * ca + b[2] * cb
 
 
 _register(
     name="SumSoftMaxWeight", n_formulas=2,
-    init=lambda n, dims, K: (np.zeros((n, 1)), np.zeros((n, 1)), np.zeros((n, dims[1]))),
+    init=lambda n, dims, K: (np.full((n, 1), -np.inf), np.zeros((n, 1)), np.zeros((n, dims[1]))),
     tile=_ssmw_tile, merge=_ssmw_merge,
     finalize=lambda s, K: (s[2] / s[1],),
     out_dim=lambda dims: dims[1], int_outputs=(False,),

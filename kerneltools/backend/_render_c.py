@@ -1,0 +1,107 @@
+"""Render formulas as straight-line C statements over scalars.
+
+Shared by the CPU (C + OpenMP) and CUDA templates: nothing here knows about
+threads, tiles or memory layouts. The caller says how each variable's
+components are read (``var_expr``) and the renderer returns the statements
+that compute every node, grouped by the loop level they belong to:
+
+* ``"p"``: depends on parameters and constants only (once per call),
+* ``"i"``: depends on the output index but not the reduced one (once per row),
+* ``"j"``: depends on the reduced index (the inner loop).
+
+Every node of dimension ``d`` becomes ``d`` scalar temporaries
+``t<node>_<component>``; operations are spelled from the registry, so this
+file never names one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._ir import Node, topo_order
+from ._ops import OPS
+
+__all__ = ["render_formulas", "Rendered", "c_literal"]
+
+
+def c_literal(value) -> str:
+    return f"((real_t){int(value)})"
+
+
+@dataclass
+class Rendered:
+    statements: dict = field(default_factory=lambda: {"p": [], "i": [], "j": []})
+    outputs: list = field(default_factory=list)  # per formula: component expressions
+    levels: dict = field(default_factory=dict)  # node -> level
+
+    def code(self, level: str, indent: str = "") -> str:
+        return "\n".join(indent + s for s in self.statements[level])
+
+
+def node_levels(formulas) -> dict:
+    """Loop level of every node: 'j' if it depends on j, else 'i' if on i, else 'p'."""
+    rank = {"p": 0, "i": 1, "j": 2}
+    names = ("p", "i", "j")
+    levels: dict[Node, str] = {}
+    for node in topo_order(formulas):
+        if node.op in ("Var", "Index"):
+            levels[node] = node.cat
+        elif not node.children:
+            levels[node] = "p"
+        else:
+            levels[node] = names[max(rank[levels[c]] for c in node.children)]
+    return levels
+
+
+def render_formulas(formulas, var_expr, index_expr, *, target: str = "c") -> Rendered:
+    """Statements computing ``formulas``.
+
+    Parameters
+    ----------
+    formulas : list of Node
+        Canonical formulas (variables ``Var(cat, position, dim)``).
+    var_expr : callable
+        ``var_expr(node, component) -> str``: how to read a variable's component.
+    index_expr : dict
+        C expressions of the running indices, ``{"i": ..., "j": ...}``.
+    target : {"c", "cuda"}
+        Picks the CUDA spelling of operations that have one.
+    """
+    out = Rendered()
+    out.levels = node_levels(formulas)
+    names: dict[Node, list[str]] = {}
+    for k, node in enumerate(topo_order(formulas)):
+        level = out.levels[node]
+        if node.op == "Int":
+            names[node] = [c_literal(node.attrs[0])] * node.dim
+            continue
+        if node.op == "Pi":
+            names[node] = ["PI_R"]
+            continue
+        if node.op == "Index":
+            exprs = [f"((real_t)({index_expr[node.cat]}))"]
+        elif node.op == "Var":
+            exprs = [var_expr(node, c) for c in range(node.dim)]
+        else:
+            exprs = _spell(node, [names[c] for c in node.children], target)
+        temps = [f"t{k}_{c}" for c in range(node.dim)]
+        out.statements[level] += [
+            f"const real_t {t} = {e};" for t, e in zip(temps, exprs)
+        ]
+        names[node] = temps
+    out.outputs = [names[f] for f in formulas]
+    return out
+
+
+def _spell(node: Node, operands: list[list[str]], target: str) -> list[str]:
+    op = OPS[node.op]
+    dims = [c.dim for c in node.children]
+    if op.c_vec is not None:
+        return op.c_vec(node.attrs, dims, operands)
+    fmt = op.cuda if (target == "cuda" and op.cuda) else op.c
+    attrs = {f"a{k}": a for k, a in enumerate(node.attrs)}
+    exprs = []
+    for c in range(node.dim):
+        args = [ops[c] if len(ops) > 1 else ops[0] for ops in operands]
+        exprs.append(fmt.format(*args, **attrs))
+    return exprs
