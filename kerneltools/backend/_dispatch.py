@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from . import _numpy_backend
+from ._cpu_backend import CpuBackend
 from ._errors import BackendFallbackWarning, BackendUnavailableError
 from ._plan import Plan
 
@@ -54,7 +55,7 @@ class _Missing:
 
 BACKENDS: dict = {
     "numpy": NumpyBackend(),
-    "cpu": _Missing("cpu", "the generated-C backend is not part of this version yet"),
+    "cpu": CpuBackend(),
     "cuda": _Missing("cuda", "the CUDA backend is not part of this version yet"),
 }
 

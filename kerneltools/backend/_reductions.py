@@ -22,7 +22,7 @@ respect to any variable is then a Sum reduction of the symbolic gradient of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -47,6 +47,12 @@ class Reduction:
     surrogate: Callable | None = None  # (F, W, outs, gin) -> scalar Node
     needs_lse: bool = False  # surrogate needs the log-sum-exp of F
     doc: str = ""
+    # C form (string.Template over $E, $E1, $K) for the generated kernels:
+    # acc (declarations and identity, once per output row), tile (fold the
+    # buffered tile buf0[e*TJ + jj] (and buf1), jj < nj, into acc; the reduced
+    # index is j0 + jj), final (write outf / outi of row i). "fused" marks Sum,
+    # which the templates accumulate inside the vectorised loop instead.
+    c: dict | None = None
 
     @property
     def n_outputs(self) -> int:
@@ -250,6 +256,139 @@ _register(
     needs_lse=True,
     doc="sum_j exp(F_ij) W_ij / sum_j exp(F_ij), F scalar",
 )
+
+
+# ---------------------------------------------------------------------------
+# C forms of the monoids (used by the CPU and CUDA templates)
+# ---------------------------------------------------------------------------
+_C_MIN = dict(
+    acc="real_t mv[$E]; int64_t mi[$E];\nfor (int e = 0; e < $E; e++) { mv[e] = $INIT; mi[e] = -1; }",
+    tile=(
+        "for (int e = 0; e < $E; e++) {\n"
+        "  const real_t *b = buf0 + e * TJ;\n"
+        "  for (int64_t jj = 0; jj < nj; jj++) {\n"
+        "    const real_t v = b[jj];\n"
+        "    /* first index wins ties; a NaN wins and stays, as numpy.argmin */\n"
+        "    if (mi[e] < 0 || v $CMP mv[e] || (v != v && mv[e] == mv[e])) { mv[e] = v; mi[e] = j0 + jj; }\n"
+        "  }\n"
+        "}"
+    ),
+)
+_C_MIN_FINAL = {
+    "val": "for (int e = 0; e < $E; e++) outf[i * $E + e] = mv[e];",
+    "arg": "for (int e = 0; e < $E; e++) outi[i * $E + e] = mi[e];",
+}
+for _lo, _init, _cmp in (("Min", "INFINITY", "<"), ("Max", "-INFINITY", ">")):
+    _base = {k: v.replace("$INIT", _init).replace("$CMP", _cmp) for k, v in _C_MIN.items()}
+    for _name, _final in (
+        (_lo, _C_MIN_FINAL["val"]),
+        (f"Arg{_lo}", _C_MIN_FINAL["arg"]),
+        (f"{_lo}_Arg{_lo}", _C_MIN_FINAL["val"] + "\n" + _C_MIN_FINAL["arg"]),
+    ):
+        REDUCTIONS[_name] = replace(REDUCTIONS[_name], c=dict(_base, final=_final))
+
+_C_KMIN = dict(
+    acc=(
+        "real_t kv[$E][$K]; int64_t ki[$E][$K];\n"
+        "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { kv[e][k] = INFINITY; ki[e][k] = -1; }"
+    ),
+    tile=(
+        "for (int e = 0; e < $E; e++) {\n"
+        "  const real_t *b = buf0 + e * TJ;\n"
+        "  for (int64_t jj = 0; jj < nj; jj++) {\n"
+        "    const real_t v = b[jj];\n"
+        "    /* threshold test first: most candidates are rejected here */\n"
+        "    if (ki[e][$K - 1] >= 0 && !KT_LT(v, kv[e][$K - 1])) continue;\n"
+        "    int p = $K - 1;\n"
+        "    while (p > 0 && (ki[e][p - 1] < 0 || KT_LT(v, kv[e][p - 1]))) {\n"
+        "      kv[e][p] = kv[e][p - 1]; ki[e][p] = ki[e][p - 1]; p--;\n"
+        "    }\n"
+        "    kv[e][p] = v; ki[e][p] = j0 + jj;\n"
+        "  }\n"
+        "}"
+    ),
+)
+_C_KMIN_FINAL = {
+    "val": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = kv[e][k];",
+    "arg": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = ki[e][k];",
+}
+for _name, _final in (
+    ("KMin", _C_KMIN_FINAL["val"]),
+    ("ArgKMin", _C_KMIN_FINAL["arg"]),
+    ("KMin_ArgKMin", _C_KMIN_FINAL["val"] + "\n" + _C_KMIN_FINAL["arg"]),
+):
+    REDUCTIONS[_name] = replace(REDUCTIONS[_name], c=dict(_C_KMIN, final=_final))
+
+# Log-sum-exp family: per tile, the maximum m (NaN ignored), the shift
+# (m if finite, -inf if every value is -inf, else 0) and the sums of
+# exp(F - shift); folded into a running (shift, sums) state in acc_t, as the
+# NumPy monoid does. NaN reaches the sums through exp.
+_C_LSE_TILE_SHIFT = (
+    "  real_t m = -INFINITY;\n"
+    "  #pragma omp simd reduction(max:m)\n"
+    "  for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;\n"
+    "  const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);\n"
+    "  const real_t shc = sh == -INFINITY ? (real_t)0 : sh;\n"
+    "  #pragma omp simd\n"
+    "  for (int64_t jj = 0; jj < nj; jj++) b[jj] = exp(b[jj] - shc);\n"
+    "  const acc_t nw = lm[SH] > (acc_t)sh ? lm[SH] : (acc_t)sh;\n"
+    "  const acc_t ca = lm[SH] == -INFINITY ? 0 : exp(lm[SH] - nw);\n"
+    "  const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);\n"
+    "  lm[SH] = nw;\n"
+)
+REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], c=dict(
+    acc="acc_t lm[$E], ls[$E];\nfor (int e = 0; e < $E; e++) { lm[e] = -INFINITY; ls[e] = 0; }",
+    tile=(
+        "for (int e = 0; e < $E; e++) {\n"
+        "  real_t *b = buf0 + e * TJ;\n"
+        + _C_LSE_TILE_SHIFT.replace("SH", "e") +
+        "  real_t s = 0;\n"
+        "  #pragma omp simd reduction(+:s)\n"
+        "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
+        "  ls[e] = (ca == 0 ? 0 * ls[e] : ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "}"
+    ),
+    final="for (int e = 0; e < $E; e++) outf[i * $E + e] = (real_t)(lm[e] + log(ls[e]));",
+))
+REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], c=dict(
+    acc="acc_t lm[1], ls[$E1];\nlm[0] = -INFINITY; for (int e = 0; e < $E1; e++) ls[e] = 0;",
+    tile=(
+        "{\n"
+        "  real_t *b = buf0;\n"
+        + _C_LSE_TILE_SHIFT.replace("SH", "0") +
+        "  for (int e = 0; e < $E1; e++) {\n"
+        "    const real_t *w = buf1 + e * TJ;\n"
+        "    real_t s = 0;\n"
+        "    #pragma omp simd reduction(+:s)\n"
+        "    for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];\n"
+        "    ls[e] = (ca == 0 ? 0 * ls[e] : ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  }\n"
+        "}"
+    ),
+    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(lm[0] + log(ls[e]));",
+))
+REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], c=dict(
+    acc="acc_t lm[1], ls[1], lv[$E1];\nlm[0] = -INFINITY; ls[0] = 0; for (int e = 0; e < $E1; e++) lv[e] = 0;",
+    tile=(
+        "{\n"
+        "  real_t *b = buf0;\n"
+        + _C_LSE_TILE_SHIFT.replace("SH", "0") +
+        "  real_t s = 0;\n"
+        "  #pragma omp simd reduction(+:s)\n"
+        "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
+        "  ls[0] = (ca == 0 ? 0 * ls[0] : ls[0] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  for (int e = 0; e < $E1; e++) {\n"
+        "    const real_t *w = buf1 + e * TJ;\n"
+        "    real_t sv = 0;\n"
+        "    #pragma omp simd reduction(+:sv)\n"
+        "    for (int64_t jj = 0; jj < nj; jj++) sv += b[jj] * w[jj];\n"
+        "    lv[e] = (ca == 0 ? 0 * lv[e] : lv[e] * ca) + (cb == 0 ? 0 * (acc_t)sv : (acc_t)sv * cb);\n"
+        "  }\n"
+        "}"
+    ),
+    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(lv[e] / ls[0]);",
+))
+REDUCTIONS["Sum"] = replace(REDUCTIONS["Sum"], c=dict(fused=True))
 
 
 def check_formulas(red: Reduction, formulas: list[Node]) -> None:
