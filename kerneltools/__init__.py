@@ -2,18 +2,15 @@
 
 The public surface: :class:`LazyTensor` with :func:`Vi`, :func:`Vj`, :func:`Pm`,
 :func:`minimum` and :func:`maximum`; the exceptions of
-:mod:`kerneltools.exceptions`; :func:`info`.
+:mod:`kerneltools.exceptions`; :func:`info`, :func:`clear_cache` and
+:func:`cache_dir`.
 """
 
 from ._version import __version__
-from .exceptions import (
-    BackendUnavailableError,
-    CompileError,
-    ConvergenceWarning,
-    KernelToolsError,
-)
+from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import LazyTensor, Pm, Vi, Vj, maximum, minimum
 from ._info import info
+from .backend._cache import cache_dir, clear_cache
 
 __all__ = [
     "__version__",
@@ -24,8 +21,18 @@ __all__ = [
     "minimum",
     "maximum",
     "info",
+    "clear_cache",
+    "cache_dir",
     "KernelToolsError",
     "BackendUnavailableError",
     "CompileError",
     "ConvergenceWarning",
 ]
+
+
+def __getattr__(name):
+    if name == "ConvergenceWarning":  # built on first use (imports scikit-learn)
+        from .exceptions import ConvergenceWarning
+
+        return ConvergenceWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

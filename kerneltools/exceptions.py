@@ -1,10 +1,10 @@
 """Exceptions and warnings raised by kerneltools."""
 
+from .backend import _errors
 from .backend._errors import (
     BackendFallbackWarning,
     BackendUnavailableError,
     CompileError,
-    ConvergenceWarning,
     KernelToolsError,
 )
 
@@ -15,3 +15,10 @@ __all__ = [
     "ConvergenceWarning",
     "BackendFallbackWarning",
 ]
+
+
+def __getattr__(name):
+    # ConvergenceWarning subclasses scikit-learn's, imported on first use.
+    if name == "ConvergenceWarning":
+        return _errors._convergence_warning()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ._errors import ConvergenceWarning
+from ._errors import _convergence_warning
 
 __all__ = ["conjugate_gradient"]
 
@@ -53,7 +53,7 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
             f"conjugate gradient did not converge in {it} iterations: relative residual "
             f"{float(np.max(np.sqrt(rr) / np.where(bnorm > 0, bnorm, 1))):.2e} > tol={tol}; "
             "raise max_iter or alpha, or loosen tol",
-            ConvergenceWarning,
+            _convergence_warning(),
             stacklevel=3,
         )
     return x, it

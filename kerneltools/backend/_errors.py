@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
+import functools
 
 __all__ = [
     "KernelToolsError",
@@ -38,11 +38,27 @@ class CompileError(KernelToolsError, RuntimeError):
         self.source_path = source_path
 
 
-class ConvergenceWarning(_SkConvergenceWarning):
-    """An iterative solver stopped before reaching its tolerance.
+@functools.lru_cache(maxsize=None)
+def _convergence_warning() -> type:
+    # Built on first use: importing scikit-learn takes about a second, and
+    # ``import kerneltools`` should not pay for it.
+    from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
 
-    A subclass of scikit-learn's, so that its warning filters apply.
-    """
+    class ConvergenceWarning(_SkConvergenceWarning):
+        """An iterative solver stopped before reaching its tolerance.
+
+        A subclass of scikit-learn's, so that its warning filters apply.
+        """
+
+    ConvergenceWarning.__module__ = "kerneltools.exceptions"
+    ConvergenceWarning.__qualname__ = "ConvergenceWarning"
+    return ConvergenceWarning
+
+
+def __getattr__(name):
+    if name == "ConvergenceWarning":
+        return _convergence_warning()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class BackendFallbackWarning(UserWarning):

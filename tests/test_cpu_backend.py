@@ -1,0 +1,266 @@
+"""The CPU backend: generated source, compilation, the kernel cache, accuracy.
+
+The correctness of every operation and reduction on this backend is checked by
+the shared suites (test_ops.py, test_reductions.py) through the ``backend``
+fixture; this file checks what is specific to generated C.
+"""
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kerneltools as kt
+from kerneltools.backend import _cpu_backend
+from kerneltools.backend._compiler import find_compiler
+from kerneltools.exceptions import BackendUnavailableError, CompileError
+
+pytestmark = pytest.mark.skipif(
+    not find_compiler().ok, reason=f"no C compiler: {find_compiler().reason}"
+)
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh, empty kernel cache and no kernels loaded in memory."""
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    return tmp_path / "cache"
+
+
+def _gauss(n=50, m=40, d=3, dtype=np.float64, gamma=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, d)).astype(dtype)
+    y = rng.random((m, d)).astype(dtype)
+    b = rng.random((m, 2)).astype(dtype)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * gamma).exp()
+    dense = np.exp(-gamma * ((x[:, None].astype(float) - y[None]) ** 2).sum(-1)) @ b
+    return K, b, dense
+
+
+def _golden_plans():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((5, 3)), rng.random((6, 3))
+    w = rng.random((6, 2))
+    gauss32 = (-kt.Vi(x.astype(np.float32)).sqdist(kt.Vj(y.astype(np.float32))) * 0.5).exp()
+    f = kt.Vi(x).sqdist(kt.Vj(y))
+    return {
+        "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
+        "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
+        "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_golden_plans()))
+def test_generated_source_is_pinned(name):
+    """Golden files: a change to the generated C shows in review.
+
+    Regenerate with KERNELTOOLS_UPDATE_GOLDEN=1 after checking the diff.
+    """
+    source = _cpu_backend.generate_source(_golden_plans()[name], vector_math=True, key="golden")
+    path = GOLDEN / f"{name}.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+def test_float_parameter_change_reuses_the_kernel(cache):
+    K1, b, dense1 = _gauss(gamma=0.5)
+    np.testing.assert_allclose(K1.__matmul__(b), dense1, rtol=1e-12)
+    before = _cpu_backend.compile_count()
+    K2, b, dense2 = _gauss(gamma=3.0)
+    np.testing.assert_allclose(K2 @ b, dense2, rtol=1e-12)
+    assert _cpu_backend.compile_count() == before
+    # A new structure does compile.
+    K3 = (-kt.Vi(np.ones((3, 3))).sqdist(kt.Vj(np.ones((4, 3))))).exp().sin()
+    K3.sum(axis=1, backend="cpu")
+    assert _cpu_backend.compile_count() == before + 1
+
+
+def test_cache_directory_is_private_and_reused(cache):
+    K, b, dense = _gauss()
+    np.testing.assert_allclose(K.sum(axis=1, backend="cpu"), K.sum(axis=1, backend="numpy"))
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    libs = list((cache / "cpu").glob("*.so"))
+    assert len(libs) == 1
+    assert not list((cache / "cpu").glob(".tmp-*"))
+    n, size = kt.backend._cache.cache_size()
+    assert n >= 2 and size > 0
+    kt.clear_cache()
+    assert not list((cache / "cpu").glob("*.so")) if (cache / "cpu").exists() else True
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, numpy as np, kerneltools as kt
+    x = np.linspace(0, 1, 300).reshape(100, 3)
+    K = (-kt.Vi(x).sqdist(kt.Vj(x)) * 1.7).exp().cos()
+    out = K.sum(axis=1, backend="cpu")
+    dense = np.cos(np.exp(-1.7 * ((x[:, None] - x[None]) ** 2).sum(-1))).sum(1)
+    assert np.allclose(out[:, 0], dense, rtol=1e-12), "wrong result"
+    from kerneltools.backend._cpu_backend import compile_count
+    print("ok", f"compiled={compile_count()}")
+    """
+)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign"])
+def test_damaged_cache_entry_is_rebuilt(cache, damage):
+    """A later process finds a damaged entry, rebuilds it and computes right."""
+    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(cache))
+    first = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    (so,) = (cache / "cpu").glob("*.so")
+    if damage == "truncate":
+        data = so.read_bytes()[:100]
+    elif damage == "garbage":
+        data = b"not a shared library" * 10
+    else:  # a valid library of another formula under this name
+        (-kt.Vi(np.ones((3, 2))).sqdist(kt.Vj(np.ones((4, 2))))).sum(axis=1, backend="cpu")
+        foreign = [p for p in (cache / "cpu").glob("*.so") if p != so][0]
+        data = foreign.read_bytes()
+    so.write_bytes(data)
+    second = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["ok", "compiled=1"]
+    assert len(list((cache / "cpu").glob("*.so"))) == (2 if damage == "foreign" else 1)
+
+
+def test_two_processes_compiling_the_same_kernel(cache):
+    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(cache))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.split()[0] == "ok"
+    assert len(list((cache / "cpu").glob("*.so"))) == 1
+    assert not list((cache / "cpu").glob(".tmp-*"))
+
+
+def test_compile_failure_raises_compile_error(cache, monkeypatch):
+    comp = find_compiler()
+    broken = type(comp)(**{**comp.__dict__, "flags": comp.flags + ["-DKT_BROKEN=("]})
+    broken.flags.append("-include")
+    broken.flags.append(str(cache.parent / "broken.h"))
+    (cache.parent / "broken.h").write_text("this is not C;\n")
+    monkeypatch.setattr(_cpu_backend, "find_compiler", lambda: broken)
+    K, b, _ = _gauss()
+    with pytest.raises(CompileError) as info:
+        K.sum(axis=1, backend="cpu")
+    assert info.value.log
+    assert info.value.source_path and Path(info.value.source_path).exists()
+    assert info.value.source_path in str(info.value)
+    # Nothing half-written is left in the cache.
+    assert not list((cache / "cpu").glob("*.so"))
+    assert not list((cache / "cpu").glob(".tmp-*"))
+
+
+def test_no_compiler(tmp_path):
+    """CC pointing at a broken compiler: 'cpu' raises, 'auto' falls back once."""
+    code = textwrap.dedent(
+        """
+        import warnings, numpy as np, kerneltools as kt
+        from kerneltools.exceptions import BackendUnavailableError, BackendFallbackWarning
+        x = np.random.rand(20, 2)
+        K = kt.Vi(x).sqdist(kt.Vj(x))
+        try:
+            K.sum(axis=1, backend="cpu")
+        except BackendUnavailableError as e:
+            assert "compiler" in str(e) and "install" in str(e), str(e)
+        else:
+            raise AssertionError("no error")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            a = K.sum(axis=1)
+            K.sum(axis=1)
+        assert sum(issubclass(x.category, BackendFallbackWarning) for x in w) == 1, w
+        assert np.allclose(a[:, 0], ((x[:, None] - x[None]) ** 2).sum((1, 2)))
+        print("ok")
+        """
+    )
+    env = dict(os.environ, CC=str(tmp_path / "no-such-compiler"),
+               KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("KERNELTOOLS_BACKEND", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_float32_sum_of_a_million_terms_is_accurate(cache):
+    rng = np.random.default_rng(1)
+    y = rng.random((1_000_000, 1), dtype=np.float32)
+    x = rng.random((4, 1), dtype=np.float32)
+    F = (kt.Vi(x) * kt.Vj(y) + 0.5).exp()
+    got = F.sum(axis=1, backend="cpu")[:, 0].astype(np.float64)
+    ref = np.exp(x.astype(np.float64) * y[:, 0].astype(np.float64)[None, :] + 0.5).sum(1)
+    assert np.max(np.abs(got - ref) / ref) <= 1e-5
+
+
+def test_results_do_not_depend_on_the_thread_count(tmp_path):
+    code = textwrap.dedent(
+        """
+        import numpy as np, kerneltools as kt
+        rng = np.random.default_rng(0)
+        x = rng.random((3001, 3), dtype=np.float32)
+        K = (-kt.Vi(x).sqdist(kt.Vj(x)) * 4.0).exp()
+        np.save(__import__("sys").argv[1], np.concatenate([
+            K.sum(axis=1, backend="cpu").ravel(), K.argKmin(5, axis=1, backend="cpu").ravel(),
+            K.logsumexp(axis=0, backend="cpu").ravel()]))
+        """
+    )
+    results = []
+    for threads in ("1", "2"):
+        out = tmp_path / f"r{threads}.npy"
+        env = dict(os.environ, OMP_NUM_THREADS=threads, KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+        proc = subprocess.run([sys.executable, "-c", code, str(out)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        results.append(np.load(out))
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_threadpoolctl_limits_the_kernels(cache):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    K, b, dense = _gauss(n=2000, m=2000)
+    with threadpoolctl.threadpool_limits(1):
+        a1 = K @ b
+    np.testing.assert_allclose(a1, dense, rtol=1e-10)
+    # Our kernels link the OpenMP runtime that threadpoolctl controls.
+    if find_compiler().openmp:
+        apis = {info["user_api"] for info in threadpoolctl.threadpool_info()}
+        assert "openmp" in apis
+
+
+def test_unsupported_plan_declines_cpu():
+    x = np.random.rand(5, 2).astype(np.float16)
+    F = kt.Vi(x).sqdist(kt.Vj(x))
+    assert F.dtype == np.float32  # float16 computes in float32 on the CPU
+    with pytest.raises(BackendUnavailableError):
+        kt.Vi(np.ones((2, 30000))).sqnorm2().sum(axis=1, backend="cpu")
+
+
+def test_warm_call_overhead_is_small(cache):
+    """Not a timing assertion: checks that a warm call does not recompile or reload."""
+    K, b, dense = _gauss(n=100, m=100)
+    K @ b
+    before = _cpu_backend.compile_count()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(20):
+            K @ b
+    assert _cpu_backend.compile_count() == before
