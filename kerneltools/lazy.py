@@ -527,6 +527,11 @@ class LazyTensor:
         b_arr = _check_array(b, "the right operand of @")
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
+        if self.nj is not None and b_arr.shape[0] != self.nj:
+            raise ValueError(
+                f"K @ b: K has shape {self.shape}, so the right operand b must have "
+                f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
+            )
         out = (self * Vj(b_arr.reshape(b_arr.shape[0], -1))).sum(axis=1)
         return out[:, 0] if b_arr.ndim == 1 else out
 
@@ -588,6 +593,12 @@ class LazyTensor:
         forward = {"Min": "Min_ArgMin", "Max": "Max_ArgMax", "KMin": "KMin_ArgKMin"}.get(name, name)
         outs = self._reduce(forward, axis, weight=W, K=K, backend=backend)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
+        g = _check_array(gradout, "vjp: 'gradout'")
+        if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
+            raise ValueError(
+                f"vjp: 'gradout' must have the shape of the {name} reduction's output, "
+                f"{outs[0].shape}; got {g.shape}"
+            )
         if red.needs_lse:
             outs.append(self.logsumexp(axis=axis, backend=backend))
         nodes, bindings = [], {}
@@ -596,7 +607,6 @@ class LazyTensor:
             node = var(out_cat, next(_keys), o.shape[1])
             bindings[node] = _Binding(o)
             nodes.append(node)
-        g = _check_array(gradout, "vjp: 'gradout'")
         g = g.astype(self.dtype).reshape(g.shape[0], -1)
         gnode = var(out_cat, next(_keys), g.shape[1])
         bindings[gnode] = _Binding(g)
@@ -681,8 +691,10 @@ def Vj(x) -> LazyTensor:
 
 def Pm(p) -> LazyTensor:
     """A parameter (shared by all i and j) from a scalar or a (D,) array."""
-    if isinstance(p, numbers.Real) and not isinstance(p, np.ndarray):
-        return LazyTensor(np.array([float(p)]))
+    if isinstance(p, numbers.Real) and not isinstance(p, (np.ndarray, np.generic)):
+        # A Python number is weakly typed, as in NumPy: it does not turn
+        # float32 data into float64.
+        return LazyTensor(float(p))
     a = _check_array(p, "Pm: 'p'")
     if a.ndim > 1:
         raise ValueError(f"Pm: 'p' must be a scalar or 1-D, got shape {a.shape}")

@@ -34,14 +34,27 @@ from ._cache import atomic_write, cache_dir
 from ._compiler import VECMATH_DECL, find_compiler
 from ._errors import CompileError
 from ._plan import Plan
+from . import _ops
+from ._ir import intcst, substitute, topo_order
+from ._ops import make
 from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
 
-TEMPLATE_VERSION = "cpu-1"
+TEMPLATE_VERSION = "cpu-2"
 
 #: Most scalar temporaries a formula may render to before the plan is declined.
 MAX_COMPONENTS = 20000
+
+#: Dot products and squared distances of at least this dimension between an
+#: i-variable and a j-variable are computed by a register-blocked
+#: matrix-product micro-kernel (IB rows x VL columns per step) instead of
+#: pair by pair; the squared distance then takes the expanded form
+#: |x|^2 + |y|^2 - 2 <x, y>, clamped at 0, as BLAS-based codes do.
+DOT_MIN_DIM = 16
+
+#: Output rows per block: the j-tiles are reused from cache by IB rows.
+IB = 8
 
 _SKELETON = Template(
     r"""/* kerneltools generated kernel: ${title}
@@ -54,47 +67,97 @@ typedef ${real} real_t;
 typedef double acc_t;
 #define PI_R ((real_t)3.141592653589793238462643383279502884)
 #define TJ ${tj}
+#define IB ${ib}
+#define VL ${vl}
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 ${vecmath}
 
+typedef struct { ${state} } kt_state;
+
 const char *kt_key(void) { return "${key}"; }
 
+/* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
+ * j-variables are packed by tiles: tile t holds d x TJ values, component c of
+ * point t * TJ + jj at [t * d * TJ + c * TJ + jj], zero-padded to whole tiles. */
 void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
 ${pointers}
 ${p_code}
+  const int64_t nblocks = (nx + IB - 1) / IB;
   #pragma omp parallel for schedule(static) if (nx * ny > 32768)
-  for (int64_t i = 0; i < nx; i++) {
-${i_code}
-${acc}
+  for (int64_t ib = 0; ib < nblocks; ib++) {
+    const int64_t i0 = ib * IB;
+    const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
+    kt_state st[IB];
+    for (int64_t ii = 0; ii < ni; ii++) {
+      kt_state *S = &st[ii];
+${init}
+    }
+${block_setup}
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
+${tile_setup}
+      for (int64_t ii = 0; ii < ni; ii++) {
+        const int64_t i = i0 + ii;
+        kt_state *S = &st[ii];
+${i_code}
 ${tile}
+      }
     }
+    for (int64_t ii = 0; ii < ni; ii++) {
+      const int64_t i = i0 + ii;
+      kt_state *S = &st[ii];
 ${final}
+    }
   }
 }
 """
 )
 
 _FUSED_TILE = Template(
-    r"""      real_t ${tile_sums};
-      #pragma omp simd reduction(+:${sum_names})
-      for (int64_t jj = 0; jj < nj; jj++) {
-        const int64_t j = j0 + jj;
-${j_code}
+    r"""real_t ${tile_sums};
+#pragma omp simd reduction(+:${sum_names})
+for (int64_t jj = 0; jj < nj; jj++) {
+  const int64_t j = j0 + jj;
+${ij_code}
 ${sum_updates}
-      }
+}
 ${acc_updates}"""
 )
 
 _BUFFERED_TILE = Template(
-    r"""      #pragma omp simd
-      for (int64_t jj = 0; jj < nj; jj++) {
-        const int64_t j = j0 + jj;
-${j_code}
+    r"""#pragma omp simd
+for (int64_t jj = 0; jj < nj; jj++) {
+  const int64_t j = j0 + jj;
+${ij_code}
 ${buf_writes}
-      }
+}
 ${fold}"""
+)
+
+_JONLY_PASS = Template(
+    r"""#pragma omp simd
+for (int64_t jj = 0; jj < nj; jj++) {
+  const int64_t j = j0 + jj;
+${j_code}
+${writes}
+}"""
+)
+
+_DOT_KERNEL = Template(
+    r"""/* <x_i, y_j> for the block's rows and the tile: IB x VL accumulators */
+for (int64_t jc = 0; jc < nj; jc += VL) {
+  real_t acc[IB][VL];
+  for (int r = 0; r < IB; r++) for (int l = 0; l < VL; l++) acc[r][l] = 0;
+  for (int c = 0; c < ${d}; c++) {
+    const real_t *yc = y${ky} + c * TJ + jc;
+    for (int r = 0; r < IB; r++) {
+      const real_t xv = xs${q}[r * ${d} + c];
+      #pragma omp simd
+      for (int l = 0; l < VL; l++) acc[r][l] += xv * yc[l];
+    }
+  }
+  for (int r = 0; r < IB; r++) for (int l = 0; l < VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
+}"""
 )
 
 
@@ -108,14 +171,64 @@ def _var_expr(node, c: int) -> str:
     if cat == "i":
         return f"a{k}[i * {node.dim} + {c}]"
     if cat == "j":
-        return f"a{k}[{c} * ny + j]"
+        return f"y{k}[{c} * TJ + jj]"
     return f"a{k}[{c}]"
 
 
+def _rewrite_dots(formulas):
+    """Find large dot products and squared distances between an i- and a j-variable.
+
+    Returns the formulas (squared distances rewritten in expanded form) and the
+    list of dot-product nodes ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
+    """
+    def is_pair(a, b):
+        return (a.op == "Var" and b.op == "Var" and a.cat == "i" and b.cat == "j"
+                and a.dim == b.dim and a.dim >= DOT_MIN_DIM)
+
+    mapping = {}
+    for node in topo_order(list(formulas)):
+        if node.op != "SumFeat":
+            continue
+        (inner,) = node.children
+        if inner.op == "Square" and inner.children[0].op == "Sub":
+            a, b = inner.children[0].children
+            if is_pair(b, a):
+                a, b = b, a
+            if is_pair(a, b):
+                dot = make("SumFeat", make("Mul", a, b))
+                expanded = make("Sub", make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b)),
+                                make("Mul", intcst(2), dot))
+                mapping[node] = make("ReLU", expanded)
+    if mapping:
+        formulas = substitute(list(formulas), mapping)
+    dots = []
+    for node in topo_order(list(formulas)):
+        if node.op == "SumFeat" and node.children[0].op == "Mul":
+            a, b = node.children[0].children
+            if is_pair(b, a):
+                a, b = b, a
+            if is_pair(a, b):
+                dots.append((node, a, b))
+    return list(formulas), dots
+
+
 def tile_size(plan: Plan) -> int:
-    """Reduced-index tile: 512, smaller when the tile buffer would pass 64 KB."""
-    width = sum(f.dim for f in plan.formulas)
-    return int(max(16, min(512, 16384 // max(1, width))))
+    """Reduced-index tile: at most 512, so that buffers stay near 64 KB and the
+    packed j-variables of a tile near 256 KB."""
+    itemsize = np.dtype(plan.dtype).itemsize
+    width = sum(f.dim for f in plan.formulas) + 2 * IB
+    jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
+    tj = 512
+    while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
+        tj //= 2
+    return tj
+
+
+def block_rows(plan: Plan) -> int:
+    """Rows per block: IB, or 1 when the per-row states are large (K-reductions)."""
+    if plan.red.uses_k and plan.K * plan.formulas[0].dim > 256:
+        return 1
+    return IB
 
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None) -> str:
@@ -125,49 +238,88 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     stores the kernel key there and checks it when loading.
     """
     red = plan.red
-    r = render_formulas(list(plan.formulas), _var_expr, {"i": "i", "j": "j"})
+    itemsize = np.dtype(plan.dtype).itemsize
     real = "float" if plan.dtype == np.float32 else "double"
-    E = plan.formulas[0].dim
+    formulas, dots = _rewrite_dots(plan.formulas)
+    ib = block_rows(plan) if not dots else IB
+    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    # j-only nodes (other than variables and the index) are computed once per
+    # tile into buffers jb*, shared by the block's rows.
+    pre = render_formulas(formulas, _var_expr, {"i": "i", "j": "j"}, given=given)
+    jonly = [
+        n for n, lv in pre.levels.items()
+        if lv == "j" and n.op not in ("Var", "Index") and n not in given
+        and (n in formulas or any(pre.levels.get(p) == "ij" for p in _parents(n, pre.levels)))
+    ]
+    jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
+    r = render_formulas(formulas, _var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
+
     pointers = [
         f"  const real_t *restrict a{k} = (const real_t *)args[{k}];"
         for k in range(len(plan.arg_cats))
     ]
     if any(red.int_outputs) and not all(red.int_outputs):
-        pointers += [
-            "  real_t *restrict outf = (real_t *)outs[0];",
-            "  int64_t *restrict outi = (int64_t *)outs[1];",
-        ]
+        pointers += ["  real_t *restrict outf = (real_t *)outs[0];",
+                     "  int64_t *restrict outi = (int64_t *)outs[1];"]
     elif all(red.int_outputs):
         pointers.append("  int64_t *restrict outi = (int64_t *)outs[0];")
     else:
         pointers.append("  real_t *restrict outf = (real_t *)outs[0];")
-    subs = {"E": E, "E1": plan.formulas[-1].dim, "K": plan.K}
+
+    block_setup, tile_setup = [], []
+    for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
+        if cat == "j":
+            tile_setup.append(f"const real_t *restrict y{k} = a{k} + j0 * {d};")
+    for q, (node, x, y) in enumerate(dots):
+        d, kx = x.dim, x.attrs[1]
+        block_setup += [
+            f"real_t xs{q}[IB * {d}];",
+            f"for (int r = 0; r < IB; r++) for (int c = 0; c < {d}; c++)",
+            f"  xs{q}[r * {d} + c] = r < ni ? a{kx}[(i0 + r) * {d} + c] : (real_t)0;",
+            f"real_t dq{q}[IB * TJ];",
+        ]
+        tile_setup.append(_DOT_KERNEL.substitute(d=d, ky=y.attrs[1], q=q))
+    if jonly:
+        for k, n in enumerate(jonly):
+            block_setup += [f"real_t jb{k}_{c}[TJ];" for c in range(n.dim)]
+        jr = render_formulas(jonly, _var_expr, {"i": "i", "j": "j"}, given=given)
+        writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
+                  for c, x in enumerate(outs)]
+        tile_setup.append(_JONLY_PASS.substitute(
+            j_code=jr.code("j", "  "), writes="\n".join(writes)))
+
+    subs = {"E": formulas[0].dim, "E1": formulas[-1].dim, "K": plan.K}
+    E = formulas[0].dim
     if red.c.get("fused"):
         names = [f"s{e}" for e in range(E)]
         out = r.outputs[0]
         tile = _FUSED_TILE.substitute(
             tile_sums=", ".join(f"{n} = 0" for n in names),
             sum_names=", ".join(names),
-            j_code=r.code("j", "        "),
-            sum_updates="\n".join(f"        {n} += {out[e]};" for e, n in enumerate(names)),
-            acc_updates="\n".join(f"      A{e} += {n};" for e, n in enumerate(names)),
+            ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
+            sum_updates="\n".join(f"  {n} += {out[e]};" for e, n in enumerate(names)),
+            acc_updates="\n".join(f"S->A[{e}] += {n};" for e, n in enumerate(names)),
         )
-        acc = "    acc_t " + ", ".join(f"A{e} = 0" for e in range(E)) + ";"
-        final = "\n".join(f"    outf[i * {E} + {e}] = (real_t)A{e};" for e in range(E))
+        state = f"acc_t A[{E}];"
+        init = f"for (int e = 0; e < {E}; e++) S->A[e] = 0;"
+        final = f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];"
     else:
         writes = []
         for b, outs in enumerate(r.outputs):
-            writes += [f"        buf{b}[{e} * TJ + jj] = {x};" for e, x in enumerate(outs)]
+            writes += [f"  buf{b}[{e} * TJ + jj] = {x};" for e, x in enumerate(outs)]
         tile = _BUFFERED_TILE.substitute(
-            j_code=r.code("j", "        "),
+            ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
             buf_writes="\n".join(writes),
-            fold=_indent(Template(red.c["tile"]).substitute(subs), 6),
+            fold=Template(red.c["tile"]).substitute(subs),
         )
-        bufs = [f"    real_t buf0[{plan.formulas[0].dim} * TJ];"]
-        if len(plan.formulas) > 1:
-            bufs.append(f"    real_t buf1[{plan.formulas[1].dim} * TJ];")
-        acc = "\n".join(bufs) + "\n" + _indent(Template(red.c["acc"]).substitute(subs), 4)
-        final = _indent(Template(red.c["final"]).substitute(subs), 4)
+        block_setup.append(f"real_t buf0[{formulas[0].dim} * TJ];")
+        if len(formulas) > 1:
+            block_setup.append(f"real_t buf1[{formulas[1].dim} * TJ];")
+        state = Template(red.c["state"]).substitute(subs)
+        init = Template(red.c["init"]).substitute(subs)
+        final = Template(red.c["final"]).substitute(subs)
+    # i-level values are recomputed per tile (cheap loads, mostly); the j-level
+    # statements left in the inner loop are the variables' loads.
     return _SKELETON.substitute(
         title=f"{red.name}, {real}, " + ", ".join(
             f"{c}{k}[{d}]" for k, (c, d) in enumerate(zip(plan.arg_cats, plan.arg_dims))
@@ -175,14 +327,24 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         key=key or plan.key,
         real=real,
         tj=tile_size(plan),
+        ib=ib,
+        vl=max(1, 64 // itemsize),
         vecmath=VECMATH_DECL if vector_math else "",
+        state=state,
         pointers="\n".join(pointers),
         p_code=r.code("p", "  "),
-        i_code=r.code("i", "    "),
-        acc=acc,
-        tile=tile,
-        final=final,
+        init=_indent(init, 6),
+        block_setup=_indent("\n".join(block_setup), 4),
+        tile_setup=_indent("\n".join(tile_setup), 6),
+        i_code=r.code("i", "        "),
+        tile=_indent(tile, 8),
+        final=_indent(final, 6),
     )
+
+
+def _parents(node, levels):
+    """Nodes of the rendered formula that take ``node`` as an operand."""
+    return [n for n in levels if node in n.children]
 
 
 # -- compilation and the cache ------------------------------------------------
@@ -281,6 +443,19 @@ def _build(plan: Plan, comp, folder: Path, key: str, so: Path) -> None:
             os.unlink(tmp_so)
 
 
+def _pack_tiles(a: np.ndarray, tj: int) -> np.ndarray:
+    """(ny, d) -> tiles of (d, tj), zero-padded: the kernels' j-variable layout."""
+    ny, d = a.shape
+    nt = -(-ny // tj)
+    packed = np.zeros((nt, d, tj), dtype=a.dtype)
+    full = ny // tj
+    if full:
+        packed[:full] = a[: full * tj].reshape(full, tj, d).transpose(0, 2, 1)
+    if ny % tj:
+        packed[full, :, : ny % tj] = a[full * tj:].T
+    return packed
+
+
 class CpuBackend:
     """Generated C with OpenMP; see the module docstring."""
 
@@ -306,10 +481,11 @@ class CpuBackend:
 
     def run(self, plan: Plan, args, **options):
         fn = get_kernel(plan)
+        tj = tile_size(plan)
         arrays = []
         for a, cat in zip(args, plan.arg_cats):
             a = np.asarray(a, dtype=plan.dtype)
-            arrays.append(np.ascontiguousarray(a.T) if cat == "j" else np.ascontiguousarray(a))
+            arrays.append(_pack_tiles(a, tj) if cat == "j" else np.ascontiguousarray(a))
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [

@@ -63,7 +63,9 @@ class Node:
         return self is other
 
     def __reduce__(self):
-        return (Node, (self.op, self.children, self.attrs, self.dim))
+        # A flat list in topological order, rebuilt by a loop: deep formulas
+        # pickle without hitting the recursion limit.
+        return (_unflatten, (_flatten(self),))
 
     def __setattr__(self, name, value):
         if name in ("op", "children", "attrs", "dim", "_hash") and hasattr(self, name):
@@ -109,6 +111,21 @@ class Node:
     def size(self) -> int:
         """Number of distinct nodes (the DAG size, not the tree size)."""
         return len(topo_order([self]))
+
+
+def _flatten(root: Node) -> tuple:
+    order = topo_order([root])
+    pos = {id(n): k for k, n in enumerate(order)}
+    return tuple(
+        (n.op, tuple(pos[id(c)] for c in n.children), n.attrs, n.dim) for n in order
+    )
+
+
+def _unflatten(entries: tuple) -> Node:
+    nodes: list[Node] = []
+    for op, kids, attrs, dim in entries:
+        nodes.append(Node(op, tuple(nodes[k] for k in kids), attrs, dim))
+    return nodes[-1]
 
 
 def var(cat: str, key, dim: int) -> Node:

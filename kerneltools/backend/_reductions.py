@@ -48,10 +48,11 @@ class Reduction:
     needs_lse: bool = False  # surrogate needs the log-sum-exp of F
     doc: str = ""
     # C form (string.Template over $E, $E1, $K) for the generated kernels:
-    # acc (declarations and identity, once per output row), tile (fold the
-    # buffered tile buf0[e*TJ + jj] (and buf1), jj < nj, into acc; the reduced
-    # index is j0 + jj), final (write outf / outi of row i). "fused" marks Sum,
-    # which the templates accumulate inside the vectorised loop instead.
+    # state (the fields of one row's state struct), init (the identity, through
+    # the pointer S), tile (fold the buffered tile buf0[e*TJ + jj] (and buf1),
+    # jj < nj, into S; the reduced index is j0 + jj), final (write outf / outi
+    # of row i). "fused" marks Sum, which the templates accumulate inside the
+    # vectorised loop instead.
     c: dict | None = None
 
     @property
@@ -152,8 +153,10 @@ def _kmin_tile(v, j0, K):
 
 
 def _kmin_keep(v, idx, K):
-    # Stable sort: on ties the smaller index (earlier in j) comes first.
-    order = np.argsort(v, axis=1, kind="stable")[:, :K]
+    # Stable sort on (placeholder, value): the identity's (inf, -1) entries come
+    # after every real value, NaN included (NaN sorts last, as in numpy.sort);
+    # on ties the smaller index (earlier in j) comes first.
+    order = np.lexsort((v, idx < 0), axis=1)[:, :K]
     return np.take_along_axis(v, order, axis=1), np.take_along_axis(idx, order, axis=1)
 
 
@@ -259,24 +262,26 @@ _register(
 
 
 # ---------------------------------------------------------------------------
-# C forms of the monoids (used by the CPU and CUDA templates)
+# C forms of the monoids (used by the CPU and CUDA templates): the state of
+# one output row is a struct (fields in "state") reached through S.
 # ---------------------------------------------------------------------------
 _C_MIN = dict(
-    acc="real_t mv[$E]; int64_t mi[$E];\nfor (int e = 0; e < $E; e++) { mv[e] = $INIT; mi[e] = -1; }",
+    state="real_t mv[$E]; int64_t mi[$E];",
+    init="for (int e = 0; e < $E; e++) { S->mv[e] = $INIT; S->mi[e] = -1; }",
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
         "  const real_t *b = buf0 + e * TJ;\n"
         "  for (int64_t jj = 0; jj < nj; jj++) {\n"
         "    const real_t v = b[jj];\n"
         "    /* first index wins ties; a NaN wins and stays, as numpy.argmin */\n"
-        "    if (mi[e] < 0 || v $CMP mv[e] || (v != v && mv[e] == mv[e])) { mv[e] = v; mi[e] = j0 + jj; }\n"
+        "    if (S->mi[e] < 0 || v $CMP S->mv[e] || (v != v && S->mv[e] == S->mv[e])) { S->mv[e] = v; S->mi[e] = j0 + jj; }\n"
         "  }\n"
         "}"
     ),
 )
 _C_MIN_FINAL = {
-    "val": "for (int e = 0; e < $E; e++) outf[i * $E + e] = mv[e];",
-    "arg": "for (int e = 0; e < $E; e++) outi[i * $E + e] = mi[e];",
+    "val": "for (int e = 0; e < $E; e++) outf[i * $E + e] = S->mv[e];",
+    "arg": "for (int e = 0; e < $E; e++) outi[i * $E + e] = S->mi[e];",
 }
 for _lo, _init, _cmp in (("Min", "INFINITY", "<"), ("Max", "-INFINITY", ">")):
     _base = {k: v.replace("$INIT", _init).replace("$CMP", _cmp) for k, v in _C_MIN.items()}
@@ -288,9 +293,9 @@ for _lo, _init, _cmp in (("Min", "INFINITY", "<"), ("Max", "-INFINITY", ">")):
         REDUCTIONS[_name] = replace(REDUCTIONS[_name], c=dict(_base, final=_final))
 
 _C_KMIN = dict(
-    acc=(
-        "real_t kv[$E][$K]; int64_t ki[$E][$K];\n"
-        "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { kv[e][k] = INFINITY; ki[e][k] = -1; }"
+    state="real_t kv[$E][$K]; int64_t ki[$E][$K];",
+    init=(
+        "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }"
     ),
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
@@ -298,19 +303,19 @@ _C_KMIN = dict(
         "  for (int64_t jj = 0; jj < nj; jj++) {\n"
         "    const real_t v = b[jj];\n"
         "    /* threshold test first: most candidates are rejected here */\n"
-        "    if (ki[e][$K - 1] >= 0 && !KT_LT(v, kv[e][$K - 1])) continue;\n"
+        "    if (S->ki[e][$K - 1] >= 0 && !KT_LT(v, S->kv[e][$K - 1])) continue;\n"
         "    int p = $K - 1;\n"
-        "    while (p > 0 && (ki[e][p - 1] < 0 || KT_LT(v, kv[e][p - 1]))) {\n"
-        "      kv[e][p] = kv[e][p - 1]; ki[e][p] = ki[e][p - 1]; p--;\n"
+        "    while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {\n"
+        "      S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
         "    }\n"
-        "    kv[e][p] = v; ki[e][p] = j0 + jj;\n"
+        "    S->kv[e][p] = v; S->ki[e][p] = j0 + jj;\n"
         "  }\n"
         "}"
     ),
 )
 _C_KMIN_FINAL = {
-    "val": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = kv[e][k];",
-    "arg": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = ki[e][k];",
+    "val": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = S->kv[e][k];",
+    "arg": "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = S->ki[e][k];",
 }
 for _name, _final in (
     ("KMin", _C_KMIN_FINAL["val"]),
@@ -331,13 +336,14 @@ _C_LSE_TILE_SHIFT = (
     "  const real_t shc = sh == -INFINITY ? (real_t)0 : sh;\n"
     "  #pragma omp simd\n"
     "  for (int64_t jj = 0; jj < nj; jj++) b[jj] = exp(b[jj] - shc);\n"
-    "  const acc_t nw = lm[SH] > (acc_t)sh ? lm[SH] : (acc_t)sh;\n"
-    "  const acc_t ca = lm[SH] == -INFINITY ? 0 : exp(lm[SH] - nw);\n"
+    "  const acc_t nw = S->lm[SH] > (acc_t)sh ? S->lm[SH] : (acc_t)sh;\n"
+    "  const acc_t ca = S->lm[SH] == -INFINITY ? 0 : exp(S->lm[SH] - nw);\n"
     "  const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);\n"
-    "  lm[SH] = nw;\n"
+    "  S->lm[SH] = nw;\n"
 )
 REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], c=dict(
-    acc="acc_t lm[$E], ls[$E];\nfor (int e = 0; e < $E; e++) { lm[e] = -INFINITY; ls[e] = 0; }",
+    state="acc_t lm[$E], ls[$E];",
+    init="for (int e = 0; e < $E; e++) { S->lm[e] = -INFINITY; S->ls[e] = 0; }",
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
         "  real_t *b = buf0 + e * TJ;\n"
@@ -345,13 +351,14 @@ REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], c=dict(
         "  real_t s = 0;\n"
         "  #pragma omp simd reduction(+:s)\n"
         "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
-        "  ls[e] = (ca == 0 ? 0 * ls[e] : ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
         "}"
     ),
-    final="for (int e = 0; e < $E; e++) outf[i * $E + e] = (real_t)(lm[e] + log(ls[e]));",
+    final="for (int e = 0; e < $E; e++) outf[i * $E + e] = (real_t)(S->lm[e] + log(S->ls[e]));",
 ))
 REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], c=dict(
-    acc="acc_t lm[1], ls[$E1];\nlm[0] = -INFINITY; for (int e = 0; e < $E1; e++) ls[e] = 0;",
+    state="acc_t lm[1], ls[$E1];",
+    init="S->lm[0] = -INFINITY; for (int e = 0; e < $E1; e++) S->ls[e] = 0;",
     tile=(
         "{\n"
         "  real_t *b = buf0;\n"
@@ -361,14 +368,15 @@ REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], c=dict(
         "    real_t s = 0;\n"
         "    #pragma omp simd reduction(+:s)\n"
         "    for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];\n"
-        "    ls[e] = (ca == 0 ? 0 * ls[e] : ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "    S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
         "  }\n"
         "}"
     ),
-    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(lm[0] + log(ls[e]));",
+    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(S->lm[0] + log(S->ls[e]));",
 ))
 REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], c=dict(
-    acc="acc_t lm[1], ls[1], lv[$E1];\nlm[0] = -INFINITY; ls[0] = 0; for (int e = 0; e < $E1; e++) lv[e] = 0;",
+    state="acc_t lm[1], ls[1], lv[$E1];",
+    init="S->lm[0] = -INFINITY; S->ls[0] = 0; for (int e = 0; e < $E1; e++) S->lv[e] = 0;",
     tile=(
         "{\n"
         "  real_t *b = buf0;\n"
@@ -376,17 +384,17 @@ REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], c=dict(
         "  real_t s = 0;\n"
         "  #pragma omp simd reduction(+:s)\n"
         "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
-        "  ls[0] = (ca == 0 ? 0 * ls[0] : ls[0] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  S->ls[0] = (ca == 0 ? 0 * S->ls[0] : S->ls[0] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
         "  for (int e = 0; e < $E1; e++) {\n"
         "    const real_t *w = buf1 + e * TJ;\n"
         "    real_t sv = 0;\n"
         "    #pragma omp simd reduction(+:sv)\n"
         "    for (int64_t jj = 0; jj < nj; jj++) sv += b[jj] * w[jj];\n"
-        "    lv[e] = (ca == 0 ? 0 * lv[e] : lv[e] * ca) + (cb == 0 ? 0 * (acc_t)sv : (acc_t)sv * cb);\n"
+        "    S->lv[e] = (ca == 0 ? 0 * S->lv[e] : S->lv[e] * ca) + (cb == 0 ? 0 * (acc_t)sv : (acc_t)sv * cb);\n"
         "  }\n"
         "}"
     ),
-    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(lv[e] / ls[0]);",
+    final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(S->lv[e] / S->ls[0]);",
 ))
 REDUCTIONS["Sum"] = replace(REDUCTIONS["Sum"], c=dict(fused=True))
 

@@ -7,7 +7,8 @@ that compute every node, grouped by the loop level they belong to:
 
 * ``"p"``: depends on parameters and constants only (once per call),
 * ``"i"``: depends on the output index but not the reduced one (once per row),
-* ``"j"``: depends on the reduced index (the inner loop).
+* ``"j"``: depends on the reduced index but not the output one (once per j),
+* ``"ij"``: depends on both (the inner loop).
 
 Every node of dimension ``d`` becomes ``d`` scalar temporaries
 ``t<node>_<component>``; operations are spelled from the registry, so this
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._ir import Node, topo_order
+from ._ir import Node
 from ._ops import OPS
 
 __all__ = ["render_formulas", "Rendered", "c_literal"]
@@ -30,30 +31,61 @@ def c_literal(value) -> str:
 
 @dataclass
 class Rendered:
-    statements: dict = field(default_factory=lambda: {"p": [], "i": [], "j": []})
+    statements: dict = field(default_factory=lambda: {lv: [] for lv in LEVELS})
     outputs: list = field(default_factory=list)  # per formula: component expressions
+    names: dict = field(default_factory=dict)  # node -> component expressions
     levels: dict = field(default_factory=dict)  # node -> level
 
     def code(self, level: str, indent: str = "") -> str:
         return "\n".join(indent + s for s in self.statements[level])
 
 
-def node_levels(formulas) -> dict:
-    """Loop level of every node: 'j' if it depends on j, else 'i' if on i, else 'p'."""
-    rank = {"p": 0, "i": 1, "j": 2}
-    names = ("p", "i", "j")
-    levels: dict[Node, str] = {}
-    for node in topo_order(formulas):
-        if node.op in ("Var", "Index"):
-            levels[node] = node.cat
+#: Loop levels: parameters only, i only, j only, both i and j.
+LEVELS = ("p", "i", "j", "ij")
+_MASK_LEVEL = {0: "p", 1: "i", 2: "j", 3: "ij"}
+_LEAF_MASK = {"i": 1, "j": 2, "p": 0}
+
+
+def _topo_cut(roots, given) -> list[Node]:
+    """Topological order of the nodes reachable without entering ``given`` nodes."""
+    order, seen = [], set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            if node not in given:
+                stack.extend((c, False) for c in reversed(node.children) if c not in seen)
+    return order
+
+
+def node_levels(formulas, given=None) -> dict:
+    """Loop level of every node: 'p', 'i', 'j' or 'ij' by what it depends on."""
+    given = given or {}
+    masks: dict[Node, int] = {}
+    for node in _topo_cut(formulas, given):
+        if node in given:
+            masks[node] = given[node][1]
+        elif node.op in ("Var", "Index"):
+            masks[node] = _LEAF_MASK[node.cat]
         elif not node.children:
-            levels[node] = "p"
+            masks[node] = 0
         else:
-            levels[node] = names[max(rank[levels[c]] for c in node.children)]
-    return levels
+            m = 0
+            for c in node.children:
+                m |= masks[c]
+            masks[node] = m
+    return {n: _MASK_LEVEL[m] for n, m in masks.items()}
 
 
-def render_formulas(formulas, var_expr, index_expr, *, target: str = "c") -> Rendered:
+def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
+                    given=None) -> Rendered:
     """Statements computing ``formulas``.
 
     Parameters
@@ -66,12 +98,19 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c") -> Ren
         C expressions of the running indices, ``{"i": ..., "j": ...}``.
     target : {"c", "cuda"}
         Picks the CUDA spelling of operations that have one.
+    given : dict, optional
+        ``node -> (component expressions, dependency mask)`` for nodes that the
+        template computes itself (i = 1, j = 2); their operands are not rendered.
     """
+    given = given or {}
     out = Rendered()
-    out.levels = node_levels(formulas)
+    out.levels = node_levels(formulas, given)
     names: dict[Node, list[str]] = {}
-    for k, node in enumerate(topo_order(formulas)):
+    for k, node in enumerate(_topo_cut(formulas, given)):
         level = out.levels[node]
+        if node in given:
+            names[node] = list(given[node][0])
+            continue
         if node.op == "Int":
             names[node] = [c_literal(node.attrs[0])] * node.dim
             continue
@@ -89,6 +128,7 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c") -> Ren
             f"const real_t {t} = {e};" for t, e in zip(temps, exprs)
         ]
         names[node] = temps
+    out.names = names
     out.outputs = [names[f] for f in formulas]
     return out
 
