@@ -456,12 +456,11 @@ class LazyTensor:
                     f"between 1 and {reduced}"
                 )
         dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
-        used = {n for n in topo_order(formulas) if n.op == "Var"}
-        arrays = {}
-        for node in used:
-            b = bindings[node]
-            arrays[node] = np.ascontiguousarray(b.array, dtype=dtype)
-        return make_plan(formulas, reduction, axis, K, arrays, dtype, nx, ny)
+
+        def array_of(node):
+            return np.ascontiguousarray(bindings[node].array, dtype=dtype)
+
+        return make_plan(formulas, reduction, axis, K, array_of, dtype, nx, ny)
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
         plan, args = self._plan(reduction, axis, weight, K, backend)

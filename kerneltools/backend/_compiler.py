@@ -79,6 +79,7 @@ class Compiler:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_flags_digest() -> str:
     """-march=native code is only valid on the same CPU features."""
     try:

@@ -68,6 +68,8 @@ def register_backend(backend) -> None:
 
 
 def check_backend_name(backend) -> str:
+    if backend in BACKEND_NAMES:
+        return backend
     if backend is None:
         backend = os.environ.get("KERNELTOOLS_BACKEND", "auto") or "auto"
         source = "the environment variable KERNELTOOLS_BACKEND"
@@ -81,10 +83,26 @@ def check_backend_name(backend) -> str:
     return backend.lower()
 
 
+_resolved: dict = {}  # (name, plan signature) -> backend: the warm path
+
+
 def resolve_backend(backend, plan: Plan | None = None):
     """The backend object to use for ``plan`` (``backend`` None: the default)."""
-    global _warned_fallback
     name = check_backend_name(backend)
+    if plan is None:
+        return _resolve(name, None)
+    memo_key = (name, plan.signature)
+    b = _resolved.get(memo_key)
+    if b is None:
+        b = _resolve(name, plan)
+        if len(_resolved) > 1024:
+            _resolved.clear()
+        _resolved[memo_key] = b
+    return b
+
+
+def _resolve(name: str, plan: Plan | None):
+    global _warned_fallback
     if name != "auto":
         b = BACKENDS[name]
         ok, why = b.available()

@@ -59,10 +59,14 @@ def _leaf_or_op(node: Node, vals, args, i0, i1, j0, j1, dtype):
     if node.op == "Var":
         cat, k = node.attrs
         a = args[k]
+        # Rows are copied feature-major, (d, t), and viewed as (t, 1, d) or
+        # (1, t, d): the operations then keep that memory layout, so NumPy's
+        # inner loops run along the tile rather than over the few features
+        # (several times faster for small dimensions).
         if cat == "i":
-            return a[i0:i1, None, :]
+            return np.ascontiguousarray(a[i0:i1].T)[:, :, None].transpose(1, 2, 0)
         if cat == "j":
-            return a[None, j0:j1, :]
+            return np.ascontiguousarray(a[j0:j1].T)[:, None, :].transpose(1, 2, 0)
         return a[None, None, :]
     if node.op == "Int":
         return np.full((1, 1, node.dim), node.attrs[0], dtype=dtype)

@@ -185,7 +185,11 @@ _register(
 # Transcendental functions
 # ---------------------------------------------------------------------------
 _register(
-    name="Exp", arity=1, method="exp", c="exp({0})", numpy=lambda at, a: np.exp(a),
+    name="Exp", arity=1, method="exp",
+    # KT_EXP (defined by each template) gives 0 below the smallest normal
+    # result instead of passing the argument on: vector exp implementations
+    # take a slow scalar path for arguments that underflow.
+    c="KT_EXP({0})", numpy=lambda at, a: np.exp(a),
     grad=lambda n, g: (_mul(g, n),), domain=((-2, 2),), doc="exp(a)",
 )
 _register(

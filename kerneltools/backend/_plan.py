@@ -41,9 +41,19 @@ class Plan:
         return REDUCTIONS[self.reduction]
 
     @property
+    def signature(self) -> tuple:
+        """Everything that shapes the generated code, as a hashable tuple."""
+        return (self.formulas, self.reduction, self.K, np.dtype(self.dtype).name,
+                self.arg_cats, self.arg_dims)
+
+    @property
     def key(self) -> str:
         """SHA-256 over everything that shapes the generated code."""
         if not self._key:
+            known = _KEYS.get(self.signature)
+            if known is not None:
+                self._key.append(known)
+                return known
             text = "\n".join(
                 [
                     canonical_text(list(self.formulas)),
@@ -54,6 +64,7 @@ class Plan:
                 ]
             )
             self._key.append(hashlib.sha256(text.encode()).hexdigest())
+            _remember(_KEYS, self.signature, self._key[0])
         return self._key[0]
 
     def __repr__(self) -> str:  # a readable report, like opt_einsum's PathInfo
@@ -70,11 +81,32 @@ class Plan:
         return "\n".join(lines)
 
 
+#: Memo of canonical forms and plan keys: warm calls skip the formula walks.
+_CANON: dict = {}
+_KEYS: dict = {}
+_MEMO_SIZE = 512
+
+
+def _remember(memo: dict, key, value):
+    if len(memo) >= _MEMO_SIZE:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
+    return value
+
+
 def canonicalize(formulas, axis: int):
     """Rename variables to positions (first appearance); swap i/j when axis == 0.
 
     Returns the new formulas and the original variable nodes, in position order.
     """
+    memo_key = (tuple(formulas), axis)
+    hit = _CANON.get(memo_key)
+    if hit is not None:
+        return hit
+    return _remember(_CANON, memo_key, _canonicalize(formulas, axis))
+
+
+def _canonicalize(formulas, axis: int):
     from ._ir import substitute
 
     mapping: dict[Node, Node] = {}
@@ -86,20 +118,20 @@ def canonicalize(formulas, axis: int):
             originals.append(node)
         elif node.op == "Index" and axis == 0:
             mapping[node] = index(_SWAP[node.cat])
-    return substitute(list(formulas), mapping), originals
+    return tuple(substitute(list(formulas), mapping)), tuple(originals)
 
 
-def make_plan(formulas, reduction: str, axis: int, K: int, arrays_by_var, dtype, nx, ny):
+def make_plan(formulas, reduction: str, axis: int, K: int, array_of, dtype, nx, ny):
     """Build a :class:`Plan` and its positional argument list.
 
-    ``arrays_by_var`` maps each original variable node to its array; ``nx`` and
-    ``ny`` are the sizes of the i and j axes of the user's formula.
+    ``array_of(node)`` gives the array of each original variable node; ``nx``
+    and ``ny`` are the sizes of the i and j axes of the user's formula.
     """
     canon, originals = canonicalize(formulas, axis)
-    args = [arrays_by_var[v] for v in originals]
+    args = [array_of(v) for v in originals]
     cats = tuple(v.cat if axis == 1 else _SWAP[v.cat] for v in originals)
     plan = Plan(
-        formulas=tuple(canon),
+        formulas=canon,
         reduction=reduction,
         K=int(K),
         dtype=np.dtype(dtype),

@@ -335,7 +335,7 @@ _C_LSE_TILE_SHIFT = (
     "  const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);\n"
     "  const real_t shc = sh == -INFINITY ? (real_t)0 : sh;\n"
     "  #pragma omp simd\n"
-    "  for (int64_t jj = 0; jj < nj; jj++) b[jj] = exp(b[jj] - shc);\n"
+    "  for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);\n"
     "  const acc_t nw = S->lm[SH] > (acc_t)sh ? S->lm[SH] : (acc_t)sh;\n"
     "  const acc_t ca = S->lm[SH] == -INFINITY ? 0 : exp(S->lm[SH] - nw);\n"
     "  const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);\n"
