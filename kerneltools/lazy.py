@@ -338,6 +338,7 @@ class LazyTensor:
         return self._apply("Round", attrs=(_int_arg(decimals, "decimals"),))
 
     def power(self, p) -> LazyTensor:
+        """``self ** p``."""
         return self ** p
 
     # vector operations
@@ -491,21 +492,27 @@ class LazyTensor:
                             backend=backend, **options)
 
     def min(self, axis=None, dim=None, backend=None, **options):
+        """Minimum over i (``axis=0``) or j (``axis=1``), per component: (N, E)."""
         return self._reduce("Min", _alias(axis, dim), backend=backend, **options)
 
     def max(self, axis=None, dim=None, backend=None, **options):
+        """Maximum over i (``axis=0``) or j (``axis=1``), per component: (N, E)."""
         return self._reduce("Max", _alias(axis, dim), backend=backend, **options)
 
     def argmin(self, axis=None, dim=None, backend=None, **options):
+        """Index (int64) of the minimum, the first one on ties, NaN first as NumPy."""
         return self._reduce("ArgMin", _alias(axis, dim), backend=backend, **options)
 
     def argmax(self, axis=None, dim=None, backend=None, **options):
+        """Index (int64) of the maximum, the first one on ties, NaN first as NumPy."""
         return self._reduce("ArgMax", _alias(axis, dim), backend=backend, **options)
 
     def min_argmin(self, axis=None, dim=None, backend=None, **options):
+        """``(min, argmin)`` in one pass."""
         return self._reduce("Min_ArgMin", _alias(axis, dim), backend=backend, **options)
 
     def max_argmax(self, axis=None, dim=None, backend=None, **options):
+        """``(max, argmax)`` in one pass."""
         return self._reduce("Max_ArgMax", _alias(axis, dim), backend=backend, **options)
 
     def Kmin(self, K, axis=None, dim=None, backend=None, **options):
@@ -517,6 +524,7 @@ class LazyTensor:
         return self._reduce("ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
 
     def Kmin_argKmin(self, K, axis=None, dim=None, backend=None, **options):
+        """``(Kmin, argKmin)`` in one pass."""
         return self._reduce("KMin_ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
 
     def __matmul__(self, b):

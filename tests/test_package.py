@@ -1,0 +1,77 @@
+"""The package surface: command line, layering, public names, docs."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import kerneltools as kt
+
+ROOT = Path(kt.__file__).parent
+
+
+def test_info_command_reports_backends_compiler_and_cache(tmp_path):
+    env = {"KERNELTOOLS_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "kerneltools", "info"], capture_output=True,
+                         text=True, timeout=120, env={**__import__("os").environ, **env})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert f"kerneltools {kt.__version__}" in text
+    for name in ("numpy", "cpu", "cuda"):
+        assert f"  {name} " in text
+    assert "C compiler:" in text
+    assert str(tmp_path / "cache") in text
+
+
+def test_clear_cache_command(tmp_path):
+    import os
+
+    env = {**os.environ, "KERNELTOOLS_CACHE_DIR": str(tmp_path / "c")}
+    (tmp_path / "c" / "cpu").mkdir(parents=True)
+    (tmp_path / "c" / "cpu" / "x.so").write_bytes(b"x")
+    out = subprocess.run([sys.executable, "-m", "kerneltools", "clear-cache"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "c" / "cpu").exists()
+
+
+def test_estimators_use_the_public_api_only():
+    """Layering: nothing in kerneltools/estimators imports kerneltools.backend."""
+    for path in (ROOT / "estimators").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                assert "backend" not in mod, f"{path}: imports {mod}"
+            elif isinstance(node, ast.Import):
+                assert all("kerneltools.backend" not in a.name for a in node.names), path
+
+
+def test_backend_does_not_import_upper_layers():
+    for path in (ROOT / "backend").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                raise AssertionError(f"{path}: imports from an upper layer")
+
+
+def test_public_names_have_docstrings():
+    for name in kt.__all__:
+        if name == "__version__":
+            continue
+        obj = getattr(kt, name)
+        assert obj.__doc__ and obj.__doc__.strip(), name
+    for name in dir(kt.LazyTensor):
+        if name.startswith("_"):
+            continue
+        attr = getattr(kt.LazyTensor, name)
+        if callable(attr):
+            assert attr.__doc__, f"LazyTensor.{name} has no docstring"
+
+
+def test_import_is_light():
+    """'import kerneltools' does not pull in scikit-learn (a second of import)."""
+    code = "import sys, kerneltools; print('sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
