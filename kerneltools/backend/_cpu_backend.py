@@ -41,8 +41,6 @@ from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
 
-TEMPLATE_VERSION = "cpu-3"
-
 #: The vectorisable exp shared by the C templates (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
 #: underflows, which Gaussian kernels with a small bandwidth do on most pairs.
@@ -368,11 +366,6 @@ def compile_count() -> int:
     return _compiles[0]
 
 
-def _kernel_key(plan: Plan, identity: str) -> str:
-    text = "\n".join([TEMPLATE_VERSION, plan.key, identity])
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
 def _try_load(path: Path, key: str):
     """The library at ``path`` if it loads and carries ``key``; else None."""
     try:
@@ -398,9 +391,16 @@ _by_signature: dict = {}  # plan.signature -> (fn, tile size): the warm path
 
 
 def get_kernel(plan: Plan):
-    """The compiled ``kt_kernel`` of ``plan``: from memory, disk, or the compiler."""
+    """The compiled ``kt_kernel`` of ``plan``: from memory, disk, or the compiler.
+
+    The kernel key hashes the generated source itself (with the compiler's
+    identity and flags), so a change to a template or a tile size can never
+    pick up a library built from other code.
+    """
     comp = find_compiler()
-    key = _kernel_key(plan, comp.identity)
+    source = generate_source(plan, vector_math=comp.vector_math, key="KT_KEY_PLACEHOLDER")
+    key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
+    source = source.replace("KT_KEY_PLACEHOLDER", key)
     fn = _loaded.get(key)
     if fn is not None:
         return fn
@@ -418,7 +418,7 @@ def get_kernel(plan: Plan):
         if lib is None:
             if stale:  # truncated, corrupt or foreign: never trusted, rebuilt
                 so.unlink(missing_ok=True)
-            _build(plan, comp, folder, key, so)
+            _build(source, comp, folder, key, so)
             lib = _load_fresh_copy(so, key) if stale else _try_load(so, key)
             if lib is None:
                 raise CompileError(
@@ -428,12 +428,12 @@ def get_kernel(plan: Plan):
         fn.restype = None
         fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
         fn._kt_lib = lib  # keep the library alive with the function
+        fn._kt_key = key
         _loaded[key] = fn
         return fn
 
 
-def _build(plan: Plan, comp, folder: Path, key: str, so: Path) -> None:
-    source = generate_source(plan, vector_math=comp.vector_math, key=key)
+def _build(source: str, comp, folder: Path, key: str, so: Path) -> None:
     src = folder / f"{key}.c"
     atomic_write(src, source.encode())
     fd, tmp_so = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".so")
@@ -497,7 +497,7 @@ class CpuBackend:
         warm = _by_signature.get(plan.signature)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
-            warm = (fn, tile_size(plan), _kernel_key(plan, find_compiler().identity))
+            warm = (fn, tile_size(plan), fn._kt_key)
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm

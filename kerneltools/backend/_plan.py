@@ -35,6 +35,7 @@ class Plan:
     arg_dims: tuple[int, ...]
     axis: int  # the user's axis (1: over j; 0: over i, swapped here)
     _key: list = field(default_factory=list, repr=False, compare=False)
+    _signature: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def red(self) -> Reduction:
@@ -43,8 +44,8 @@ class Plan:
     @property
     def signature(self) -> tuple:
         """Everything that shapes the generated code, as a hashable tuple."""
-        return (self.formulas, self.reduction, self.K, np.dtype(self.dtype).name,
-                self.arg_cats, self.arg_dims)
+        return self._signature or (self.formulas, self.reduction, self.K,
+                                   np.dtype(self.dtype).name, self.arg_cats, self.arg_dims)
 
     @property
     def key(self) -> str:
@@ -84,6 +85,7 @@ class Plan:
 #: Memo of canonical forms and plan keys: warm calls skip the formula walks.
 _CANON: dict = {}
 _KEYS: dict = {}
+_CATS: dict = {}
 _MEMO_SIZE = 512
 
 
@@ -129,16 +131,21 @@ def make_plan(formulas, reduction: str, axis: int, K: int, array_of, dtype, nx, 
     """
     canon, originals = canonicalize(formulas, axis)
     args = [array_of(v) for v in originals]
-    cats = tuple(v.cat if axis == 1 else _SWAP[v.cat] for v in originals)
+    dtype = np.dtype(dtype)
+    cats, dims = _CATS.get((originals, axis)) or _remember(_CATS, (originals, axis), (
+        tuple(v.cat if axis == 1 else _SWAP[v.cat] for v in originals),
+        tuple(v.dim for v in originals),
+    ))
     plan = Plan(
         formulas=canon,
         reduction=reduction,
         K=int(K),
-        dtype=np.dtype(dtype),
+        dtype=dtype,
         nx=nx if axis == 1 else ny,
         ny=ny if axis == 1 else nx,
         arg_cats=cats,
-        arg_dims=tuple(v.dim for v in originals),
+        arg_dims=dims,
         axis=axis,
+        _signature=(canon, reduction, int(K), dtype.name, cats, dims),
     )
     return plan, args
