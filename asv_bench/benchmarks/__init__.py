@@ -1,0 +1,1 @@
+"""asv benchmarks of kerneltools (run from ``asv_bench/``; see ``asv.conf.json``)."""
