@@ -12,7 +12,7 @@ reduction writes the tile's values to a small buffer and folds it with the C
 form of its monoid (``Reduction.c``).
 
 Compiled libraries live in the kernel cache (:mod:`._cache`), keyed by the
-plan's key, the compiler's identity and flags and the template version;
+generated source and the compiler's identity and flags;
 written to a temporary name and renamed; checked on load (``kt_key``) and
 rebuilt when truncated or foreign.
 """
