@@ -284,10 +284,12 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
             f"real_t dq{q}[IB * TJ];",
         ]
         tile_setup.append(_DOT_KERNEL.substitute(d=d, ky=y.attrs[1], q=q))
+    p_code_jonly = ""
     if jonly:
         for k, n in enumerate(jonly):
             block_setup += [f"real_t jb{k}_{c}[TJ];" for c in range(n.dim)]
-        jr = render_formulas(jonly, _var_expr, {"i": "i", "j": "j"}, given=given)
+        jr = render_formulas(jonly, _var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
+        p_code_jonly = jr.code("p", "  ")
         writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
                   for c, x in enumerate(outs)]
         tile_setup.append(_JONLY_PASS.substitute(
@@ -339,7 +341,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         vecmath=VECMATH_DECL if vector_math else "",
         state=state,
         pointers="\n".join(pointers),
-        p_code=r.code("p", "  "),
+        p_code="\n".join(x for x in (r.code("p", "  "), p_code_jonly) if x),
         init=_indent(init, 6),
         block_setup=_indent("\n".join(block_setup), 4),
         tile_setup=_indent("\n".join(tile_setup), 6),

@@ -85,7 +85,7 @@ def node_levels(formulas, given=None) -> dict:
 
 
 def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
-                    given=None) -> Rendered:
+                    given=None, prefix: str = "t") -> Rendered:
     """Statements computing ``formulas``.
 
     Parameters
@@ -101,6 +101,9 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
     given : dict, optional
         ``node -> (component expressions, dependency mask)`` for nodes that the
         template computes itself (i = 1, j = 2); their operands are not rendered.
+    prefix : str
+        Names of the temporaries: ``<prefix><node>_<component>``, so that two
+        renderings can share a scope.
     """
     given = given or {}
     out = Rendered()
@@ -123,7 +126,7 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
             exprs = [var_expr(node, c) for c in range(node.dim)]
         else:
             exprs = _spell(node, [names[c] for c in node.children], target)
-        temps = [f"t{k}_{c}" for c in range(node.dim)]
+        temps = [f"{prefix}{k}_{c}" for c in range(node.dim)]
         out.statements[level] += [
             f"const real_t {t} = {e};" for t, e in zip(temps, exprs)
         ]

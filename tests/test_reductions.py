@@ -1,0 +1,500 @@
+"""Every reduction of the registry against a dense NumPy/SciPy reference.
+
+Also: NaN and inf propagation, independence from the tile sizes, gradients of
+reductions (``LazyTensor.vjp``) against finite differences, ``@`` and
+``solve``.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from _helpers import assert_close, fd_gradient
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.special import logsumexp, softmax
+
+import kerneltools as kt
+from kerneltools.backend._reductions import REDUCTIONS
+from kerneltools.exceptions import ConvergenceWarning
+
+
+def _rng(*parts) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(parts).encode()))
+
+
+def _quiet(fn):
+    """Run a reference computation without NumPy/SciPy floating-point warnings."""
+
+    def wrapped(*args):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fn(*args)
+
+    return wrapped
+
+
+# ---------------------------------------------------------------------------
+# References: V (nx, ny, E) reduced over axis 1; W the weights grid or None.
+# ---------------------------------------------------------------------------
+def _kmin(V, K):
+    return np.sort(V, axis=1, kind="stable")[:, :K]  # NaN last, as numpy.sort
+
+
+def _argkmin(V, K):
+    return np.argsort(V, axis=1, kind="stable")[:, :K]
+
+
+REFERENCE = {
+    "Sum": lambda V, W, K: (V.sum(axis=1),),
+    "LogSumExp": lambda V, W, K: (logsumexp(V, axis=1),),
+    "LogSumExpWeight": lambda V, W, K: (
+        logsumexp(np.broadcast_to(V, W.shape), b=W, axis=1),
+    ),
+    "SumSoftMaxWeight": lambda V, W, K: ((softmax(V, axis=1) * W).sum(axis=1),),
+    "Min": lambda V, W, K: (V.min(axis=1),),
+    "Max": lambda V, W, K: (V.max(axis=1),),
+    "ArgMin": lambda V, W, K: (V.argmin(axis=1),),
+    "ArgMax": lambda V, W, K: (V.argmax(axis=1),),
+    "Min_ArgMin": lambda V, W, K: (V.min(axis=1), V.argmin(axis=1)),
+    "Max_ArgMax": lambda V, W, K: (V.max(axis=1), V.argmax(axis=1)),
+    "KMin": lambda V, W, K: (_kmin(V, K),),
+    "ArgKMin": lambda V, W, K: (_argkmin(V, K),),
+    "KMin_ArgKMin": lambda V, W, K: (_kmin(V, K), _argkmin(V, K)),
+}
+
+#: The LazyTensor method of each reduction.
+METHOD = {
+    "Sum": "sum",
+    "LogSumExp": "logsumexp",
+    "LogSumExpWeight": "logsumexp",
+    "SumSoftMaxWeight": "sumsoftmaxweight",
+    "Min": "min",
+    "Max": "max",
+    "ArgMin": "argmin",
+    "ArgMax": "argmax",
+    "Min_ArgMin": "min_argmin",
+    "Max_ArgMax": "max_argmax",
+    "KMin": "Kmin",
+    "ArgKMin": "argKmin",
+    "KMin_ArgKMin": "Kmin_argKmin",
+}
+
+
+def reduce(F, name, axis, *, W=None, K=3, backend=None, **options):
+    """Call the public method of reduction ``name``."""
+    red = REDUCTIONS[name]
+    kwargs = dict(axis=axis, backend=backend, **options)
+    if red.n_formulas == 2:
+        kwargs["weight"] = W
+    if red.uses_k:
+        kwargs["K"] = K
+    out = getattr(F, METHOD[name])(**kwargs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def check_outputs(name, got, V, W, K, rtol, err_msg=""):
+    """Compare the outputs of ``name`` with the reference, tie-tolerantly.
+
+    Index outputs are checked through the values they point at (any of tied
+    candidates is accepted) and must be valid, distinct indices.
+    """
+    red = REDUCTIONS[name]
+    refs = _quiet(REFERENCE[name])(V, W, K)
+    assert len(got) == len(refs) == red.n_outputs
+    squeeze = red.uses_k and V.shape[-1] == 1  # (nx, K) for a scalar formula
+    Vs = V[..., 0] if squeeze else V
+    ny = V.shape[1]
+    # Error scale of values: 1 + the largest finite |F| reduced into the output.
+    with np.errstate(invalid="ignore"):
+        mag = 1 + np.nanmax(np.where(np.isfinite(V), np.abs(V), 0), axis=1)
+    if W is not None:
+        mag = mag + np.abs(W).max(axis=1)
+    if red.uses_k:
+        mag = mag[:, :1] if squeeze else mag[:, None, :]
+    for g, r, is_int in zip(got, refs, red.int_outputs):
+        r = r[..., 0] if squeeze else r
+        g = np.asarray(g)
+        assert g.shape == r.shape, f"{name}: shape {g.shape} != {r.shape}. {err_msg}"
+        if not is_int:
+            scale = np.abs(V).sum(axis=1) if name == "Sum" else mag
+            scale = np.broadcast_to(scale, r.shape)
+            assert_close(g, r, rtol, scale=scale, err_msg=f"{name}. {err_msg}")
+            continue
+        assert g.dtype == np.int64, f"{name}: index dtype {g.dtype}"
+        assert ((g >= 0) & (g < ny)).all(), f"{name}: indices out of range. {err_msg}"
+        if red.uses_k:
+            assert (np.diff(np.sort(g, axis=1), axis=1) > 0).all(), (
+                f"{name}: repeated indices. {err_msg}"
+            )
+            at_g = np.take_along_axis(Vs, g, axis=1)
+            at_r = np.take_along_axis(Vs, r, axis=1)
+        else:
+            at_g = np.take_along_axis(V, g[:, None, :], axis=1)[:, 0]
+            at_r = np.take_along_axis(V, r[:, None, :], axis=1)[:, 0]
+        scale = np.broadcast_to(mag, at_r.shape)
+        assert_close(at_g, at_r, rtol, scale=scale, err_msg=f"{name} index. {err_msg}")
+
+
+def test_every_reduction_has_a_reference():
+    assert set(REFERENCE) == set(REDUCTIONS) == set(METHOD)
+
+
+# ---------------------------------------------------------------------------
+# Values
+# ---------------------------------------------------------------------------
+def _problem(N, M, E, dtype, rng):
+    """A formula of dimension E (and, for the weighted reductions, a weight).
+
+    Returns (F, W, dense F (N, M, E), dense W (N, M, 2)).
+    """
+    x, y = rng.uniform(-1, 1, (N, 3)), rng.uniform(-1, 1, (M, 3))
+    a, b = rng.uniform(-1, 1, (N, 1)), rng.uniform(-1, 1, (M, E))
+    v, c = rng.uniform(0.1, 1, (N, 2)), rng.uniform(0.1, 1, (M, 2))
+    gamma = 1.7
+    x, y, a, b, v, c = (t.astype(dtype) for t in (x, y, a, b, v, c))
+    x_i, y_j = kt.Vi(x), kt.Vj(y)
+    F = -gamma * x_i.sqdist(y_j) + kt.Vi(a) * kt.Vj(b)
+    W = kt.Vi(v) + kt.Vj(c)
+    X, Y = x.astype(float)[:, None], y.astype(float)[None]
+    Vd = -np.float64(gamma) * ((X - Y) ** 2).sum(-1, keepdims=True) + (
+        a.astype(float)[:, None] * b.astype(float)[None]
+    )
+    Wd = v.astype(float)[:, None] + c.astype(float)[None]
+    return F, W, Vd, Wd
+
+
+def _swap(A):
+    return None if A is None else np.swapaxes(A, 0, 1)
+
+
+# Formula dimensions E: 1 and 2, except for the weighted reductions, whose
+# formula is scalar (their weight has dimension 2).
+_NAME_E = [
+    (name, E)
+    for name in sorted(REDUCTIONS)
+    for E in ((1,) if REDUCTIONS[name].n_formulas == 2 else (1, 2))
+]
+
+
+@pytest.mark.parametrize("axis", [1, 0])
+@pytest.mark.parametrize("name,E", _NAME_E, ids=[f"{n}-E{e}" for n, e in _NAME_E])
+def test_reduction_values(name, E, axis, backend, dtype, rtol):
+    red = REDUCTIONS[name]
+    rng = _rng("values", name, axis, E, dtype.name)
+    for N, M in [(23, 17), (1, 9), (8, 1)]:
+        F, W, Vd, Wd = _problem(N, M, E, dtype, rng)
+        K = min(3, M if axis == 1 else N)
+        got = reduce(F, name, axis, W=W, K=K, backend=backend)
+        for g in got:
+            if not np.issubdtype(np.asarray(g).dtype, np.integer):
+                assert np.asarray(g).dtype == dtype
+        V, Wr = (Vd, Wd) if axis == 1 else (_swap(Vd), _swap(Wd))
+        # float32: exp() in LogSumExp and soft-max amplifies the rounding of F.
+        amplified = dtype == np.float32 and ("Soft" in name or "Log" in name)
+        tol = 10 * rtol if amplified else rtol
+        check_outputs(
+            name,
+            got,
+            V,
+            Wr if red.n_formulas == 2 else None,
+            K,
+            tol,
+            err_msg=f"axis={axis}, N={N}, M={M}",
+        )
+
+
+@pytest.mark.parametrize("name", ["KMin_ArgKMin", "ArgKMin", "Min_ArgMin", "ArgMax"])
+def test_ties(name, backend, dtype):
+    """Integer-valued data has many exact ties; any tied candidate is accepted,
+    but documented tie rules (first index for argmin/argmax) hold."""
+    rng = _rng("ties", name)
+    x = rng.integers(0, 3, (12, 2)).astype(dtype)
+    y = rng.integers(0, 3, (10, 2)).astype(dtype)
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    V = ((x[:, None].astype(float) - y[None]) ** 2).sum(-1, keepdims=True)
+    for K in (1, 10):  # 10 = M: every point
+        got = reduce(F, name, 1, K=K, backend=backend)
+        check_outputs(name, got, V, None, K, 0.0, err_msg=f"K={K}")
+        if name in ("Min_ArgMin", "ArgMax"):  # documented: first index on ties
+            assert_close(got[-1], REFERENCE[name](V, None, K)[-1], 0.0)
+
+
+# ---------------------------------------------------------------------------
+# NaN and inf: they reach the outputs they touch, and nothing else
+# ---------------------------------------------------------------------------
+def _nonfinite_cases():
+    x = np.array([0.3, np.nan, -0.2, np.inf, -np.inf, 0.7])[:, None]
+    y = np.array([0.1, -0.4, 0.5, 0.9, -0.8])[:, None]
+    y2 = y.copy()
+    y2[2], y2[4] = -np.inf, np.nan
+    return {
+        "in x_i": (x, y),
+        "in y_j": (np.nan_to_num(x, nan=0.1, posinf=0.2, neginf=0.3), y2),
+    }
+
+
+@pytest.mark.parametrize("where", ["in x_i", "in y_j"])
+@pytest.mark.parametrize("axis", [1, 0])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_nan_and_inf_propagate_like_numpy(name, axis, where, backend):
+    x, y = _nonfinite_cases()[where]
+    w = np.linspace(0.5, 1.5, 5)[:, None]
+    F = kt.Vi(x) + kt.Vj(y)
+    W = kt.Vj(w)
+    V = x[:, None] + y[None]
+    Wd = np.broadcast_to(w[None], V.shape)
+    K = 2
+    with np.errstate(invalid="ignore"):
+        got = reduce(F, name, axis, W=W, K=K, backend=backend)
+    Vr, Wr = (V, Wd) if axis == 1 else (_swap(V), _swap(Wd))
+    check_outputs(
+        name,
+        got,
+        Vr,
+        Wr if REDUCTIONS[name].n_formulas == 2 else None,
+        K,
+        1e-12,
+        err_msg=f"non-finite values {where}, axis={axis}",
+    )
+
+
+def test_nan_stays_in_its_row(backend):
+    """The rows that do not touch a NaN are exactly the NaN-free results."""
+    rng = _rng("nan rows")
+    x, y = rng.normal(size=(9, 2)), rng.normal(size=(7, 2))
+    x_nan = x.copy()
+    x_nan[4, 1] = np.nan
+    for name in ("Sum", "LogSumExp", "Min", "KMin"):
+        clean = reduce(kt.Vi(x).sqdist(kt.Vj(y)), name, 1, K=2, backend=backend)[0]
+        dirty = reduce(kt.Vi(x_nan).sqdist(kt.Vj(y)), name, 1, K=2, backend=backend)[0]
+        assert np.isnan(dirty[4]).all(), name
+        keep = np.arange(9) != 4
+        assert_close(dirty[keep], clean[keep], 0.0, err_msg=name)
+
+
+# ---------------------------------------------------------------------------
+# Tile sizes do not change results (the NumPy backend takes tiles=(ti, tj))
+# ---------------------------------------------------------------------------
+_TILE_RNG = _rng("tiles")
+_TILE_DATA = {
+    "random": (_TILE_RNG.normal(size=(13, 2)), _TILE_RNG.normal(size=(11, 2))),
+    # Integer points: many exact ties, also across tile boundaries.
+    "ties": (
+        _TILE_RNG.integers(0, 3, (13, 2)) * 1.0,
+        _TILE_RNG.integers(0, 3, (11, 2)) * 1.0,
+    ),
+}
+_WJ = _TILE_RNG.uniform(0.5, 1.5, size=(11, 2))
+_WI = _TILE_RNG.uniform(0.5, 1.5, size=(13, 2))
+
+
+@pytest.mark.parametrize("data", ["random", "ties"])
+@pytest.mark.parametrize("axis", [1, 0])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@settings(max_examples=10, deadline=None)
+@given(ti=st.integers(1, 16), tj=st.integers(1, 16))
+@example(ti=1, tj=1)
+@example(ti=5, tj=3)
+def test_results_do_not_depend_on_tile_sizes(name, axis, data, ti, tj):
+    x, y = _TILE_DATA[data]
+    F = -kt.Vi(x).sqdist(kt.Vj(y))
+    W = kt.Vj(_WJ) if axis == 1 else kt.Vi(_WI)  # varies along the reduced axis
+    ref = reduce(F, name, axis, W=W, K=4, backend="numpy")  # one tile here
+    got = reduce(F, name, axis, W=W, K=4, backend="numpy", tiles=(ti, tj))
+    for g, r in zip(got, ref):
+        assert g.dtype == r.dtype
+        if np.issubdtype(r.dtype, np.integer):  # first index on ties, as numpy
+            np.testing.assert_array_equal(g, r)
+        else:
+            assert_close(g, r, 1e-12, scale=1 + np.abs(r))
+
+
+# ---------------------------------------------------------------------------
+# Gradients of reductions (vjp) against finite differences
+# ---------------------------------------------------------------------------
+VJP_CASES = [
+    ("Sum", False),
+    ("LogSumExp", False),
+    ("LogSumExp", True),
+    ("SumSoftMaxWeight", True),
+    ("Min", False),
+    ("Max", False),
+    ("KMin", False),
+]
+
+
+@pytest.mark.parametrize("wrt", ["x_i", "y_j", "p"])
+@pytest.mark.parametrize("axis", [1, 0])
+@pytest.mark.parametrize(
+    "reduction,weighted",
+    VJP_CASES,
+    ids=[f"{r}{'+w' if w else ''}" for r, w in VJP_CASES],
+)
+def test_vjp_vs_finite_differences(reduction, weighted, axis, wrt, backend):
+    rng = _rng("vjp", reduction, weighted, axis, wrt)
+    N, M, Dd, K = 6, 5, 3, 2
+    arrs = {
+        "x_i": rng.uniform(-1, 1, (N, Dd)),
+        "y_j": rng.uniform(-1, 1, (M, Dd)),
+        "p": rng.uniform(0.5, 1.5, (Dd,)),
+    }
+
+    def lazy(a):
+        x_i, y_j, p = kt.Vi(a["x_i"]), kt.Vj(a["y_j"]), kt.Pm(a["p"])
+        F = -(x_i - y_j).weightedsqnorm(p)
+        W = (x_i + y_j).cos() + 2 if weighted else None  # depends on x and y too
+        return F, W, {"x_i": x_i, "y_j": y_j, "p": p}
+
+    def dense_out(a):
+        diff = a["x_i"][:, None] - a["y_j"][None]
+        V = -(diff**2 * a["p"]).sum(-1, keepdims=True)
+        Wd = np.cos(a["x_i"][:, None] + a["y_j"][None]) + 2
+        if axis == 0:
+            V, Wd = _swap(V), _swap(Wd)
+        name = "LogSumExpWeight" if reduction == "LogSumExp" and weighted else reduction
+        out = REFERENCE[name](V, Wd, K)[0]
+        return out[..., 0] if reduction == "KMin" else out
+
+    F, W, leaves = lazy(arrs)
+    out0 = dense_out(arrs)
+    gradout = rng.uniform(-1, 1, out0.shape)
+    got = F.vjp(leaves[wrt], gradout, reduction, axis, weight=W, K=K, backend=backend)
+
+    def phi_diff(plus, minus):
+        a_p, a_m = dict(arrs, **{wrt: plus}), dict(arrs, **{wrt: minus})
+        return float((gradout * (dense_out(a_p) - dense_out(a_m))).sum())
+
+    fd = fd_gradient(phi_diff, arrs[wrt])
+    assert got.shape == arrs[wrt].shape
+    assert_close(got, fd, 1e-5, scale=np.abs(fd) + 1e-3 * max(1.0, np.abs(fd).max()))
+
+
+def test_vjp_of_an_index_reduction_is_zero(backend):
+    x = np.random.default_rng(0).normal(size=(4, 2))
+    x_i, y_j = kt.Vi(x), kt.Vj(x)
+    g = x_i.sqdist(y_j).vjp(x_i, np.ones((4, 1)), "ArgMin", 1, backend=backend)
+    assert_close(g, np.zeros((4, 2)), 0.0)
+
+
+# ---------------------------------------------------------------------------
+# K @ b and solve
+# ---------------------------------------------------------------------------
+def _gaussian(x, sigma=0.5):
+    x_i, x_j = kt.Vi(x), kt.Vj(x)
+    K = (-x_i.sqdist(x_j) / (2 * sigma**2)).exp()
+    Kd = np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / (2 * sigma**2))
+    return K, Kd
+
+
+def test_matmul(backend, monkeypatch):
+    monkeypatch.setenv("KERNELTOOLS_BACKEND", backend)  # @ takes no backend=
+    rng = _rng("matmul")
+    x = rng.normal(size=(30, 2))
+    K, Kd = _gaussian(x)
+    b1, b2 = rng.normal(size=30), rng.normal(size=(30, 3))
+    assert (K @ b1).shape == (30,)
+    assert_close(K @ b1, Kd @ b1, 1e-10, scale=np.abs(Kd) @ np.abs(b1))
+    assert_close(K @ b2, Kd @ b2, 1e-10, scale=np.abs(Kd) @ np.abs(b2))
+
+
+@pytest.mark.parametrize("shape", [(40,), (40, 1), (40, 3)])
+def test_solve_matches_dense_solve(shape, backend):
+    rng = _rng("solve", shape)
+    x = rng.normal(size=(40, 2))
+    K, Kd = _gaussian(x)
+    b = rng.normal(size=shape)
+    alpha = 0.1
+    a = K.solve(b, alpha=alpha, tol=1e-12, backend=backend)
+    ref = np.linalg.solve(Kd + alpha * np.eye(40), b)
+    assert a.shape == b.shape
+    assert_close(a, ref, 1e-7, scale=1 + np.abs(ref))
+    assert K.n_iter_ >= 1
+
+
+def test_solve_with_an_i_variable(backend):
+    rng = _rng("solve var")
+    x = rng.normal(size=(25, 2))
+    K, Kd = _gaussian(x)
+    b = rng.normal(size=(25, 2))
+    a = K.solve(kt.Vi(b), alpha=0.5, tol=1e-12, backend=backend)
+    assert_close(a, np.linalg.solve(Kd + 0.5 * np.eye(25), b), 1e-7, scale=1.0)
+
+
+def test_solve_warns_when_it_does_not_converge(backend):
+    rng = _rng("solve warn")
+    x = rng.normal(size=(40, 2))
+    K, _ = _gaussian(x)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        K.solve(rng.normal(size=40), alpha=1e-3, max_iter=1, backend=backend)
+    assert K.n_iter_ == 1
+
+
+# ---------------------------------------------------------------------------
+# dtypes: NumPy promotion, Python numbers weak, integers to float64
+# ---------------------------------------------------------------------------
+_f32 = np.arange(6, dtype=np.float32).reshape(3, 2) / 4
+_f64 = np.arange(8, dtype=np.float64).reshape(4, 2) / 3
+_int = np.arange(8, dtype=np.int64).reshape(4, 2)
+
+
+@pytest.mark.parametrize(
+    "build,expected",
+    [
+        (lambda: kt.Vi(_f32) - kt.Vj(_f32), np.float32),
+        (lambda: kt.Vi(_f32) - kt.Vj(_f64), np.float64),
+        (lambda: kt.Vi(_f32) * 0.5 - kt.Vj(_f32) / 3.0, np.float32),
+        (lambda: kt.Vi(_f32) * kt.Pm(0.5) - kt.Vj(_f32), np.float32),
+        (lambda: kt.Vi(_f32) * kt.Pm(np.float64(0.5)) - kt.Vj(_f32), np.float64),
+        (lambda: kt.Vi(_f32) * kt.Pm(np.float32(0.5)) - kt.Vj(_f32), np.float32),
+        (lambda: kt.Vi(_int) - kt.Vj(_int), np.float64),
+        (lambda: kt.Vi(_int) - kt.Vj(_int.astype(bool)), np.float64),
+        (lambda: kt.Vi(_int) - kt.Vj(_f32), np.float64),  # as numpy: int64 + float32
+        (lambda: kt.Vi(_f32.astype(np.float16)) - kt.Vj(_f32), np.float32),
+    ],
+    ids=[
+        "f32-f32",
+        "f32-f64",
+        "f32-python floats",
+        "f32-Pm(float)",
+        "f32-Pm(np.float64)",
+        "f32-Pm(np.float32)",
+        "int-int",
+        "int-bool",
+        "int-f32",
+        "f16-f32",
+    ],
+)
+def test_dtype_promotion(build, expected, backend):
+    F = build()
+    assert F.dtype == expected
+    for out in (F.sum(axis=1, backend=backend), F.max(axis=0, backend=backend)):
+        assert isinstance(out, np.ndarray) and out.dtype == expected
+    idx = F.argmin(axis=1, backend=backend)
+    assert idx.dtype == np.int64
+
+
+def test_integer_inputs_are_exact(backend):
+    x, y = _int, _int[::-1] * 3
+    got = kt.Vi(x).sqdist(kt.Vj(y)).sum(axis=1, backend=backend)
+    ref = ((x[:, None] - y[None]) ** 2).sum(-1).sum(1, keepdims=True)
+    np.testing.assert_array_equal(got, ref.astype(np.float64))
+
+
+# ---------------------------------------------------------------------------
+# Aliases: dim= for axis=, lse for logsumexp, .T swaps i and j
+# ---------------------------------------------------------------------------
+def test_aliases_and_transpose(backend):
+    rng = _rng("aliases")
+    x, y, b = rng.normal(size=(6, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 3))
+    F = -kt.Vi(x).sqdist(kt.Vj(y)) * kt.Vj(b)
+    dense = -((x[:, None] - y[None]) ** 2).sum(-1, keepdims=True) * b[None]
+    assert_close(F.sum(dim=1, backend=backend), dense.sum(1), 1e-12, scale=1.0)
+    assert_close(F.lse(dim=0, backend=backend), logsumexp(dense, axis=0), 1e-12)
+    assert F.T.shape == (4, 6, 3) and F.t().formula is F.T.formula
+    assert_close(F.T.sum(axis=1, backend=backend), dense.sum(0), 1e-12, scale=1.0)
+    assert_close(F.T.min(axis=0, backend=backend), dense.min(1), 1e-12)
+    assert F.T.T.formula is F.formula
