@@ -33,12 +33,21 @@ float (cosf)(float);
  * two constants), |r| <= ln(2) / 2; exp(r) by a polynomial (float: degree 6,
  * minimax; double: Taylor to degree 13, error below 1e-17 relative); 2^n built
  * from exponent bits in two halves so that no intermediate overflows. Results
- * below the smallest normal number are flushed to 0, above the largest finite
- * one they are +inf, and NaN propagates.
+ * below (about) the smallest normal number are flushed to 0, above the largest
+ * finite one they are +inf, and NaN propagates.
  */
+/* The clamp bounds live in (never written) global variables on purpose: with
+ * literal constants the compiler folds exp(lo) and rewrites exp(clamp(x)) as
+ * select(x < lo, exp(lo), exp(x)), evaluating the polynomial on unclamped
+ * lanes, whose subnormal intermediates cost a ~100-cycle assist each. */
+float kt_exp_lo_f = -87.0f, kt_exp_hi_f = 88.72283f;
+double kt_exp_lo_d = -708.0, kt_exp_hi_d = 709.782712893384;
+
 #pragma omp declare simd notinbranch
 static inline float kt_expf(float x) {
-  const float lo = -87.33654f, hi = 88.72283f;
+  /* lo keeps 2^n p (p >= 0.7) above the smallest normal number even for the
+     clamped lanes; exp(hi) is the largest float */
+  const float lo = kt_exp_lo_f, hi = kt_exp_hi_f;
   const float xc = x < lo ? lo : (x > hi ? hi : x);
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
   const float t = xc * 1.44269504088896341f + magic;
@@ -58,15 +67,13 @@ static inline float kt_expf(float x) {
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   s1.i = (n1 + 127) << 23;
   s2.i = (n2 + 127) << 23;
-  float y = p * s1.f * s2.f;
-  y = x < lo ? 0.0f : y;
-  y = x > hi ? INFINITY : y;
-  return x != x ? x : y;
+  const float y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0f : (xc >= hi ? INFINITY : y));
 }
 
 #pragma omp declare simd notinbranch
 static inline double kt_exp(double x) {
-  const double lo = -708.3964185322641, hi = 709.782712893384;
+  const double lo = kt_exp_lo_d, hi = kt_exp_hi_d; /* as in kt_expf */
   const double xc = x < lo ? lo : (x > hi ? hi : x);
   const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
   const double t = xc * 1.4426950408889634074 + magic;
@@ -92,10 +99,8 @@ static inline double kt_exp(double x) {
   const int64_t n1 = ni >> 1, n2 = ni - n1;
   s1.i = (n1 + 1023) << 52;
   s2.i = (n2 + 1023) << 52;
-  double y = p * s1.f * s2.f;
-  y = x < lo ? 0.0 : y;
-  y = x > hi ? INFINITY : y;
-  return x != x ? x : y;
+  const double y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0 : (xc >= hi ? INFINITY : y));
 }
 
 #define KT_EXP(x) kt_exp(x)
