@@ -136,7 +136,9 @@ def find_compiler() -> Compiler:
         except (OSError, subprocess.SubprocessError, IndexError) as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        base = ["-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
+        # -ffp-contract=fast: fused multiply-adds (ISO C mode turns them off).
+        base = ["-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
+                "-fno-trapping-math", "-ffp-contract=fast"]
         with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
             plain = _PROBE.replace("VECMATH_DECL", "")
             ok, why = _try(path, base, ["-lm"], plain, tmp)

@@ -149,19 +149,25 @@ ${writes}
 )
 
 _DOT_KERNEL = Template(
-    r"""/* <x_i, y_j> for the block's rows and the tile: IB x VL accumulators */
-for (int64_t jc = 0; jc < nj; jc += VL) {
-  real_t acc[IB][VL];
-  for (int r = 0; r < IB; r++) for (int l = 0; l < VL; l++) acc[r][l] = 0;
+    r"""/* <x_i, y_j> for the block's rows and the tile: IB x 2 VL accumulators
+   (two vectors per row, so that each broadcast x feeds two FMAs). yq holds y
+   in chunks of VL points, each chunk d x VL contiguous. */
+for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
+  real_t acc[IB][2 * VL];
+  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
+  const real_t *y0 = yq${q} + (j0 + jc) * ${d};
+  const real_t *y1 = y0 + ${d} * VL;
   for (int c = 0; c < ${d}; c++) {
-    const real_t *yc = y${ky} + c * TJ + jc;
     for (int r = 0; r < IB; r++) {
       const real_t xv = xs${q}[r * ${d} + c];
       #pragma omp simd
-      for (int l = 0; l < VL; l++) acc[r][l] += xv * yc[l];
+      for (int l = 0; l < VL; l++) {
+        acc[r][l] += xv * y0[c * VL + l];
+        acc[r][VL + l] += xv * y1[c * VL + l];
+      }
     }
   }
-  for (int r = 0; r < IB; r++) for (int l = 0; l < VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
+  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
 }"""
 )
 
@@ -275,15 +281,19 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
         if cat == "j":
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + j0 * {d};")
+    nargs = len(plan.arg_cats)
     for q, (node, x, y) in enumerate(dots):
         d, kx = x.dim, x.attrs[1]
+        pointers.append(
+            f"  const real_t *restrict yq{q} = (const real_t *)args[{nargs + q}];"
+        )
         block_setup += [
             f"real_t xs{q}[IB * {d}];",
             f"for (int r = 0; r < IB; r++) for (int c = 0; c < {d}; c++)",
             f"  xs{q}[r * {d} + c] = r < ni ? a{kx}[(i0 + r) * {d} + c] : (real_t)0;",
             f"real_t dq{q}[IB * TJ];",
         ]
-        tile_setup.append(_DOT_KERNEL.substitute(d=d, ky=y.attrs[1], q=q))
+        tile_setup.append(_DOT_KERNEL.substitute(d=d, q=q))
     p_code_jonly = ""
     if jonly:
         for k, n in enumerate(jonly):
@@ -470,6 +480,19 @@ def _pack_tiles(a: np.ndarray, tj: int) -> np.ndarray:
     return packed
 
 
+def _pack_chunks(a: np.ndarray, tj: int, vl: int) -> np.ndarray:
+    """(ny, d) -> chunks of (d, vl), zero-padded to whole tiles: the layout of
+    the dot-product micro-kernel, which reads d consecutive vl-vectors."""
+    ny, d = a.shape
+    padded = -(-ny // tj) * tj
+    out = np.zeros((padded // vl, d, vl), dtype=a.dtype)
+    full = ny // vl
+    out[:full] = a[: full * vl].reshape(full, vl, d).transpose(0, 2, 1)
+    if ny % vl:
+        out[full, :, : ny % vl] = a[full * vl:].T
+    return out
+
+
 class CpuBackend:
     """Generated C with OpenMP; see the module docstring."""
 
@@ -499,15 +522,18 @@ class CpuBackend:
         warm = _by_signature.get(plan.signature)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
-            warm = (fn, tile_size(plan), fn._kt_key)
+            dot_args = tuple(y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas)[1])
+            warm = (fn, tile_size(plan), fn._kt_key, dot_args)
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
-        fn, tj = warm[0], warm[1]
+        fn, tj, dot_args = warm[0], warm[1], warm[3]
         arrays = [
             _pack_tiles(a, tj) if cat == "j" else np.ascontiguousarray(a, dtype=plan.dtype)
             for a, cat in zip(args, plan.arg_cats)
         ]
+        vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
+        arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [
