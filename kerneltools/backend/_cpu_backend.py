@@ -2,19 +2,23 @@
 
 A plan becomes one C function ``kt_kernel(nx, ny, args, outs)``: the formula,
 rendered as straight-line scalar statements by :mod:`._render_c`, is wrapped in
-the skeleton below (one ``string.Template``). OpenMP splits the output rows
-between threads; the reduced index is walked in tiles of ``TJ`` whose inner
-loop ``#pragma omp simd`` vectorises across j, reading the j-variables in a
-structure-of-arrays layout. Sum accumulates inside the vectorised loop in
-``real_t`` per tile and in double across tiles (block-wise summation, so a
-float32 sum of 10^6 terms keeps a relative error near 1e-7). Every other
-reduction writes the tile's values to a small buffer and folds it with the C
-form of its monoid (``Reduction.c``).
+the skeleton below (one ``string.Template``). OpenMP splits the output rows,
+in blocks of ``IB``, between threads; the reduced index is walked in tiles of
+``TJ`` points, packed structure-of-arrays by tile so that the inner loop
+``#pragma omp simd`` vectorises across j with contiguous loads. Per tile,
+values that depend on j only are computed once for the block's rows, and large
+dot products (and squared distances) between an i- and a j-variable come from
+a register-blocked matrix-product micro-kernel. Sum accumulates inside the
+vectorised loop in ``real_t`` per tile and in double across tiles (block-wise
+summation: a float32 sum of 10^6 terms keeps a relative error near 1e-7).
+Every other reduction writes the tile's values to a small buffer and folds it
+with the C form of its monoid (``Reduction.c``). ``exp`` is an inline
+polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
 
 Compiled libraries live in the kernel cache (:mod:`._cache`), keyed by the
-generated source and the compiler's identity and flags;
-written to a temporary name and renamed; checked on load (``kt_key``) and
-rebuilt when truncated or foreign.
+generated source and the compiler's identity and flags, written to a
+temporary name and renamed, checked on load (``kt_key``) and rebuilt when
+truncated or foreign.
 """
 
 from __future__ import annotations
