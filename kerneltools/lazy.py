@@ -539,7 +539,19 @@ class LazyTensor:
                 f"K @ b: K has shape {self.shape}, so the right operand b must have "
                 f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
             )
-        out = (self * Vj(b_arr.reshape(b_arr.shape[0], -1))).sum(axis=1)
+        b2 = b_arr.reshape(b_arr.shape[0], -1)
+        # One j-variable per K and column count, reused by every call: the
+        # formula K_ij b_j is then the same node each time, and a repeated
+        # product (conjugate gradients, say) skips planning on warm calls.
+        cache = self.__dict__.setdefault("_matmul_vars", {})
+        bvar = cache.get(b2.shape[1])
+        if bvar is None:
+            bvar = cache[b2.shape[1]] = var("j", next(_keys), b2.shape[1])
+        bindings = dict(self._bindings)
+        bindings[bvar] = _Binding(b2)
+        product = LazyTensor._new(make("Mul", self.formula, bvar), bindings, self.ni,
+                                  b2.shape[0])
+        out = product.sum(axis=1)
         return out[:, 0] if b_arr.ndim == 1 else out
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
