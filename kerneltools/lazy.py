@@ -440,7 +440,10 @@ class LazyTensor:
         axis = _check_axis(axis)
         check_backend_name(backend)
         parts = [self] + ([self._lift(weight)] if weight is not None else [])
-        bindings, ni, nj = self._merge(parts)
+        if weight is None:  # the common case: nothing to merge
+            bindings, ni, nj = self._bindings, self.ni, self.nj
+        else:
+            bindings, ni, nj = self._merge(parts)
         formulas = [p.formula for p in parts]
         red = REDUCTIONS[reduction]
         try:
