@@ -112,7 +112,7 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign"])
+@pytest.mark.parametrize("damage", ["truncate", "half", "garbage", "foreign"])
 def test_damaged_cache_entry_is_rebuilt(cache, damage):
     """A later process finds a damaged entry, rebuilds it and computes right."""
     env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(cache))
@@ -122,6 +122,8 @@ def test_damaged_cache_entry_is_rebuilt(cache, damage):
     (so,) = (cache / "cpu").glob("*.so")
     if damage == "truncate":
         data = so.read_bytes()[:100]
+    elif damage == "half":  # headers intact, segments cut: loading it would SIGBUS
+        data = so.read_bytes()[: so.stat().st_size // 2]
     elif damage == "garbage":
         data = b"not a shared library" * 10
     else:  # a valid library of another formula under this name
@@ -264,3 +266,32 @@ def test_warm_call_overhead_is_small(cache):
         for _ in range(20):
             K @ b
     assert _cpu_backend.compile_count() == before
+
+
+def test_large_k_reduction_states_do_not_overflow_the_stack(cache):
+    """K x E states of megabytes per row live in a heap scratch buffer."""
+    rng = np.random.default_rng(0)
+    x, y, z = rng.random((4, 16)), rng.random((1000, 16)), rng.random((1000, 100))
+    F = (kt.Vi(x) | kt.Vj(y)) * kt.Vj(z)
+    np.testing.assert_allclose(F.Kmin(1000, axis=1, backend="cpu"),
+                               F.Kmin(1000, axis=1, backend="numpy"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_dimension_paths_keep_infinities_and_exact_neighbours(cache, dtype):
+    """D >= 16 takes the matrix-product micro-kernel: inf stays inf, and the
+    nearest-neighbour reductions keep the exact (direct) squared distance."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 16))
+    x[2, 0], x[4, 0], x[6, 0] = np.inf, -np.inf, np.nan
+    y = rng.standard_normal((40, 16))
+    F = (-kt.Vi(x.astype(dtype)).sqdist(kt.Vj(y.astype(dtype)))).exp()
+    np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), F.sum(axis=1, backend="numpy"),
+                               rtol=1e-4 if dtype == np.float32 else 1e-12)
+    # Offset data with tiny distances: the expanded form would lose them all.
+    y = (100 + 1e-3 * rng.standard_normal((200, 16))).astype(dtype)
+    q = y[:5] + dtype(1e-4)
+    D = kt.Vi(q).sqdist(kt.Vj(y))
+    np.testing.assert_array_equal(D.argmin(axis=1, backend="cpu").ravel(), np.arange(5))
+    np.testing.assert_array_equal(D.argKmin(3, axis=1, backend="cpu"),
+                                  D.argKmin(3, axis=1, backend="numpy"))

@@ -27,6 +27,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import struct
 import tempfile
 import threading
 from pathlib import Path
@@ -84,19 +85,21 @@ ${kt_exp}
 typedef struct { ${state} } kt_state;
 
 const char *kt_key(void) { return "${key}"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 
 /* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
  * point t * TJ + jj at [t * d * TJ + c * TJ + jj], zero-padded to whole tiles. */
 void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
 ${pointers}
+  kt_state *restrict states = (kt_state *)outs[${n_outs}];
 ${p_code}
   const int64_t nblocks = (nx + IB - 1) / IB;
   #pragma omp parallel for schedule(static) if (nx * ny > 32768)
   for (int64_t ib = 0; ib < nblocks; ib++) {
     const int64_t i0 = ib * IB;
     const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
-    kt_state st[IB];
+    kt_state *st = states + i0; /* per-row states live in the caller's scratch */
     for (int64_t ii = 0; ii < ni; ii++) {
       kt_state *S = &st[ii];
 ${init}
@@ -190,11 +193,19 @@ def _var_expr(node, c: int) -> str:
     return f"a{k}[{c}]"
 
 
-def _rewrite_dots(formulas):
+#: Reductions whose result is smooth in F: there, squared distances may take
+#: the expanded form, whose rounding error (eps |x|^2, as with BLAS-based
+#: codes) blurs F slightly. Min, Max and K-min keep the direct form: their
+#: outputs depend on the exact order of nearby distances.
+_EXPANDED_SQDIST_OK = {"Sum", "LogSumExp", "LogSumExpWeight", "SumSoftMaxWeight"}
+
+
+def _rewrite_dots(formulas, reduction: str = "Sum"):
     """Find large dot products and squared distances between an i- and a j-variable.
 
-    Returns the formulas (squared distances rewritten in expanded form) and the
-    list of dot-product nodes ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
+    Returns the formulas (squared distances rewritten in expanded form where
+    the reduction allows it) and the list of dot-product nodes
+    ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
     """
     def is_pair(a, b):
         return (a.op == "Var" and b.op == "Var" and a.cat == "i" and b.cat == "j"
@@ -202,7 +213,7 @@ def _rewrite_dots(formulas):
 
     mapping = {}
     for node in topo_order(list(formulas)):
-        if node.op != "SumFeat":
+        if node.op != "SumFeat" or reduction not in _EXPANDED_SQDIST_OK:
             continue
         (inner,) = node.children
         if inner.op == "Square" and inner.children[0].op == "Sub":
@@ -211,9 +222,14 @@ def _rewrite_dots(formulas):
                 a, b = b, a
             if is_pair(a, b):
                 dot = make("SumFeat", make("Mul", a, b))
-                expanded = make("Sub", make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b)),
-                                make("Mul", intcst(2), dot))
-                mapping[node] = make("ReLU", expanded)
+                norms = make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b))
+                expanded = make("ReLU", make("Sub", norms, make("Mul", intcst(2), dot)))
+                # An infinite norm gives inf - inf = NaN above: use the norms'
+                # sum there (inf, or NaN where the direct form is NaN too).
+                # (norms - floor(norms) is NaN exactly when norms is inf or NaN.)
+                frac = make("Sub", norms, make("Floor", norms))
+                finite = make("Sub", make("Equal", frac, frac), intcst(1))
+                mapping[node] = make("IfElse", finite, expanded, norms)
     if mapping:
         formulas = substitute(list(formulas), mapping)
     dots = []
@@ -255,8 +271,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     red = plan.red
     itemsize = np.dtype(plan.dtype).itemsize
     real = "float" if plan.dtype == np.float32 else "double"
-    formulas, dots = _rewrite_dots(plan.formulas)
-    ib = block_rows(plan) if not dots else IB
+    formulas, dots = _rewrite_dots(plan.formulas, plan.reduction)
+    ib = block_rows(plan)
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
     # j-only nodes (other than variables and the index) are computed once per
     # tile into buffers jb*, shared by the block's rows.
@@ -346,6 +362,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
             f"{c}{k}[{d}]" for k, (c, d) in enumerate(zip(plan.arg_cats, plan.arg_dims))
         ),
         key=key or plan.key,
+        n_outs=len(red.int_outputs),
         real=real,
         tj=tile_size(plan),
         ib=ib,
@@ -382,8 +399,37 @@ def compile_count() -> int:
     return _compiles[0]
 
 
+def _elf_complete(path: Path) -> bool:
+    """False for an ELF file cut short: loading one would crash with SIGBUS.
+
+    Checks that the program headers' file ranges and the section header table
+    lie inside the file. Files that are not 64-bit little-endian ELF pass (the
+    loader itself rejects what it cannot read).
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return True
+    if len(data) < 64:
+        return False
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
+    if shoff + shentsize * shnum > len(data) or phoff + phentsize * phnum > len(data):
+        return False
+    for k in range(phnum):
+        _, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
+        if offset + filesz > len(data):
+            return False
+    return True
+
+
 def _try_load(path: Path, key: str):
-    """The library at ``path`` if it loads and carries ``key``; else None."""
+    """The library at ``path`` if it is whole, loads and carries ``key``; else None."""
+    if not _elf_complete(path):
+        return None
     try:
         lib = ctypes.CDLL(str(path))
         lib.kt_key.restype = ctypes.c_char_p
@@ -445,6 +491,8 @@ def get_kernel(plan: Plan):
         fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
         fn._kt_lib = lib  # keep the library alive with the function
         fn._kt_key = key
+        lib.kt_state_size.restype = ctypes.c_int64
+        fn._kt_state_size = int(lib.kt_state_size())
         _loaded[key] = fn
         return fn
 
@@ -526,7 +574,9 @@ class CpuBackend:
         warm = _by_signature.get(plan.signature)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
-            dot_args = tuple(y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas)[1])
+            dot_args = tuple(
+                y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.reduction)[1]
+            )
             warm = (fn, tile_size(plan), fn._kt_key, dot_args)
             if len(_by_signature) > 512:
                 _by_signature.clear()
@@ -545,6 +595,8 @@ class CpuBackend:
             for is_int in plan.red.int_outputs
         ]
         argv = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-        outv = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
+        scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
+        outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
+                                                   scratch.ctypes.data)
         fn(plan.nx, plan.ny, argv, outv)
         return tuple(outs)

@@ -108,6 +108,7 @@ static inline double kt_exp(double x) {
 typedef struct { acc_t lm[1], ls[2]; } kt_state;
 
 const char *kt_key(void) { return "golden"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 
 /* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
@@ -117,13 +118,14 @@ void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
   const real_t *restrict a1 = (const real_t *)args[1];
   const real_t *restrict a2 = (const real_t *)args[2];
   real_t *restrict outf = (real_t *)outs[0];
+  kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (nx + IB - 1) / IB;
   #pragma omp parallel for schedule(static) if (nx * ny > 32768)
   for (int64_t ib = 0; ib < nblocks; ib++) {
     const int64_t i0 = ib * IB;
     const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
-    kt_state st[IB];
+    kt_state *st = states + i0; /* per-row states live in the caller's scratch */
     for (int64_t ii = 0; ii < ni; ii++) {
       kt_state *S = &st[ii];
       S->lm[0] = -INFINITY; for (int e = 0; e < 2; e++) S->ls[e] = 0;

@@ -108,6 +108,7 @@ static inline double kt_exp(double x) {
 typedef struct { real_t kv[1][3]; int64_t ki[1][3]; } kt_state;
 
 const char *kt_key(void) { return "golden"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 
 /* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
@@ -116,13 +117,14 @@ void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
   const real_t *restrict a0 = (const real_t *)args[0];
   const real_t *restrict a1 = (const real_t *)args[1];
   int64_t *restrict outi = (int64_t *)outs[0];
+  kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (nx + IB - 1) / IB;
   #pragma omp parallel for schedule(static) if (nx * ny > 32768)
   for (int64_t ib = 0; ib < nblocks; ib++) {
     const int64_t i0 = ib * IB;
     const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
-    kt_state st[IB];
+    kt_state *st = states + i0; /* per-row states live in the caller's scratch */
     for (int64_t ii = 0; ii < ni; ii++) {
       kt_state *S = &st[ii];
       for (int e = 0; e < 1; e++) for (int k = 0; k < 3; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }
