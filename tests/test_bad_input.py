@@ -402,3 +402,14 @@ def test_nan_and_inf_are_allowed_in_lazytensors():
     a[2, 0] = np.nan
     out = kt.Vi(a).sqdist(kt.Vj(y)).sum(axis=1, backend="numpy")
     assert np.isnan(out[2, 0]) and np.isfinite(np.delete(out, 2, axis=0)).all()
+
+
+def test_unknown_reduction_option_is_rejected():
+    import numpy as np
+    import pytest
+
+    import kerneltools as kt
+
+    x = np.random.rand(5, 2)
+    with pytest.raises(TypeError, match="'bogus'"):
+        kt.Vi(x).sqdist(kt.Vj(x)).sum(axis=1, bogus=1)

@@ -131,7 +131,18 @@ def _resolve(name: str, plan: Plan | None):
     return BACKENDS["numpy"]
 
 
+#: Options a reduction accepts besides ``backend`` (``tiles``: the NumPy
+#: backend's tile sizes, for tests; the compiled backends choose their own).
+REDUCTION_OPTIONS = ("tiles",)
+
+
 def run_plan(plan: Plan, args, backend=None, **options):
+    unknown = sorted(set(options) - set(REDUCTION_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {', '.join(map(repr, unknown))} for a "
+            f"reduction; accepted: 'backend', {', '.join(map(repr, REDUCTION_OPTIONS))}"
+        )
     b = resolve_backend(backend, plan)
     if options and b.name != "numpy":
         options = {}
