@@ -547,13 +547,14 @@ class LazyTensor:
         # formula K_ij b_j is then the same node each time, and a repeated
         # product (conjugate gradients, say) skips planning on warm calls.
         cache = self.__dict__.setdefault("_matmul_vars", {})
-        bvar = cache.get(b2.shape[1])
-        if bvar is None:
-            bvar = cache[b2.shape[1]] = var("j", next(_keys), b2.shape[1])
+        hit = cache.get(b2.shape[1])
+        if hit is None:
+            bvar = var("j", next(_keys), b2.shape[1])
+            hit = cache[b2.shape[1]] = (bvar, make("Mul", self.formula, bvar))
+        bvar, formula = hit
         bindings = dict(self._bindings)
         bindings[bvar] = _Binding(b2)
-        product = LazyTensor._new(make("Mul", self.formula, bvar), bindings, self.ni,
-                                  b2.shape[0])
+        product = LazyTensor._new(formula, bindings, self.ni, b2.shape[0])
         out = product.sum(axis=1)
         return out[:, 0] if b_arr.ndim == 1 else out
 

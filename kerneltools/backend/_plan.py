@@ -45,7 +45,7 @@ class Plan:
     def signature(self) -> tuple:
         """Everything that shapes the generated code, as a hashable tuple."""
         return self._signature or (self.formulas, self.reduction, self.K,
-                                   np.dtype(self.dtype).name, self.arg_cats, self.arg_dims)
+                                   np.dtype(self.dtype), self.arg_cats, self.arg_dims)
 
     @property
     def key(self) -> str:
@@ -146,6 +146,6 @@ def make_plan(formulas, reduction: str, axis: int, K: int, array_of, dtype, nx, 
         arg_cats=cats,
         arg_dims=dims,
         axis=axis,
-        _signature=(canon, reduction, int(K), dtype.name, cats, dims),
+        _signature=(canon, reduction, int(K), dtype, cats, dims),
     )
     return plan, args
