@@ -186,9 +186,9 @@ _register(
 # ---------------------------------------------------------------------------
 _register(
     name="Exp", arity=1, method="exp",
-    # KT_EXP (defined by each template) gives 0 below the smallest normal
-    # result instead of passing the argument on: vector exp implementations
-    # take a slow scalar path for arguments that underflow.
+    # KT_EXP is defined by each template: in C an inline, vectorisable exp
+    # (templates/kt_exp.h) that flushes results below the smallest normal
+    # number to 0, since library vector exps take a slow path on underflow.
     c="KT_EXP({0})", numpy=lambda at, a: np.exp(a),
     grad=lambda n, g: (_mul(g, n),), domain=((-2, 2),), doc="exp(a)",
 )
