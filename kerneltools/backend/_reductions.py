@@ -353,6 +353,15 @@ _C_LSE_TILE_SHIFT = (
     "  const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);\n"
     "  S->lm[SH] = nw;\n"
 )
+def _rescaled_add(acc: str, tile_sum: str) -> str:
+    """C: fold a tile's sum into a running sum, both rescaled to the new shift
+    (0 * x keeps a NaN of an empty side, as the NumPy monoid does)."""
+    return (
+        f"{acc} = (ca == 0 ? 0 * {acc} : {acc} * ca)"
+        f" + (cb == 0 ? 0 * (acc_t){tile_sum} : (acc_t){tile_sum} * cb);"
+    )
+
+
 REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], c=dict(
     state="acc_t lm[$E], ls[$E];",
     init="for (int e = 0; e < $E; e++) { S->lm[e] = -INFINITY; S->ls[e] = 0; }",
@@ -363,7 +372,7 @@ REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], c=dict(
         "  real_t s = 0;\n"
         "  #pragma omp simd reduction(+:s)\n"
         "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
-        "  S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  " + _rescaled_add("S->ls[e]", "s") + "\n"
         "}"
     ),
     final="for (int e = 0; e < $E; e++) outf[i * $E + e] = (real_t)(S->lm[e] + log(S->ls[e]));",
@@ -380,7 +389,7 @@ REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], c=dict(
         "    real_t s = 0;\n"
         "    #pragma omp simd reduction(+:s)\n"
         "    for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];\n"
-        "    S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "    " + _rescaled_add("S->ls[e]", "s") + "\n"
         "  }\n"
         "}"
     ),
@@ -396,13 +405,13 @@ REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], c=dict(
         "  real_t s = 0;\n"
         "  #pragma omp simd reduction(+:s)\n"
         "  for (int64_t jj = 0; jj < nj; jj++) s += b[jj];\n"
-        "  S->ls[0] = (ca == 0 ? 0 * S->ls[0] : S->ls[0] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);\n"
+        "  " + _rescaled_add("S->ls[0]", "s") + "\n"
         "  for (int e = 0; e < $E1; e++) {\n"
         "    const real_t *w = buf1 + e * TJ;\n"
         "    real_t sv = 0;\n"
         "    #pragma omp simd reduction(+:sv)\n"
         "    for (int64_t jj = 0; jj < nj; jj++) sv += b[jj] * w[jj];\n"
-        "    S->lv[e] = (ca == 0 ? 0 * S->lv[e] : S->lv[e] * ca) + (cb == 0 ? 0 * (acc_t)sv : (acc_t)sv * cb);\n"
+        "    " + _rescaled_add("S->lv[e]", "sv") + "\n"
         "  }\n"
         "}"
     ),
