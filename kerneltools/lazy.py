@@ -31,11 +31,12 @@ from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient
 from .backend._dispatch import check_backend_name, run_plan
 from .backend._ir import Node, index, intcst, substitute, topo_order, var
+from .backend._numpy_backend import evaluate_formula_tile
 from .backend._ops import OPS, FormulaError, make
 from .backend._plan import make_plan
 from .backend._reductions import REDUCTIONS, check_formulas
 
-__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
+__all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
 _keys = itertools.count()
 
@@ -465,6 +466,33 @@ class LazyTensor:
             return np.ascontiguousarray(bindings[node].array, dtype=dtype)
 
         return make_plan(formulas, reduction, axis, K, array_of, dtype, nx, ny)
+
+    def to_dense(self, *, max_elements: int = 1 << 28) -> np.ndarray:
+        """The formula's values on every pair, as a dense (N, M, D) NumPy array.
+
+        This is the ``N x M`` matrix that reductions never form: meant for small
+        problems, exact dense solvers and debugging. Evaluated with the NumPy
+        reference evaluator, block of rows by block of rows. Raises
+        ``MemoryError`` above ``max_elements`` values rather than swapping.
+        """
+        N, M, D = self.shape
+        if N * M * D > max_elements:
+            raise MemoryError(
+                f"to_dense: a ({N}, {M}, {D}) array has {N * M * D:,} values, more "
+                f"than max_elements={max_elements:,}; reduce the formula instead, or "
+                "raise max_elements"
+            )
+        plan, args = self._plan("Sum", 1)
+        order = topo_order(list(plan.formulas))
+        out = np.empty((N, M, D), dtype=plan.dtype)
+        rows = max(1, (1 << 20) // max(1, M * sum(n.dim for n in order)))
+        with np.errstate(all="ignore"):
+            for i0 in range(0, N, rows):
+                i1 = min(N, i0 + rows)
+                (out[i0:i1],) = evaluate_formula_tile(
+                    order, plan.formulas, args, i0, i1, 0, M, plan.dtype
+                )
+        return out
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
         plan, args = self._plan(reduction, axis, weight, K, backend)

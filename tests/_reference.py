@@ -96,6 +96,7 @@ REFERENCE = {
     "Asin": lambda at, a: np.arctan2(a, np.sqrt(1 - a * a)),
     "Acos": lambda at, a: np.arctan2(np.sqrt(1 - a * a), a),
     "Atan": lambda at, a: _math(math.atan)(a),
+    "Tanh": lambda at, a: _math(math.tanh)(a),
     "Atan2": lambda at, y, x: _math(math.atan2)(*np.broadcast_arrays(y, x)),
     "Sqrt": lambda at, a: _math(math.sqrt)(a),
     "Rsqrt": lambda at, a: np.where(a == 0, 0.0, 1.0 / np.sqrt(_safe(a, 0))),

@@ -233,6 +233,12 @@ _register(
     domain=((-3, 3),), doc="arctan(a)",
 )
 
+_register(
+    name="Tanh", arity=1, method="tanh", c="tanh({0})", numpy=lambda at, a: np.tanh(a),
+    grad=lambda n, g: (_mul(g, _sub(_one(), make("Square", n))),),
+    domain=((-3, 3),), doc="tanh(a)",
+)
+
 
 def _atan2_grad(n, g):
     y, x = n.children

@@ -1,0 +1,212 @@
+"""scikit-learn Gaussian-process kernel objects, translated into formulas.
+
+Each supported class of ``sklearn.gaussian_process.kernels`` becomes a builder
+of its formula ``k(x_i, y_j)`` in which every hyperparameter is a run-time
+parameter, named as scikit-learn names it (``k1__k2__length_scale``). The
+derivatives with respect to ``theta`` then come from the symbolic gradient
+rules (see :meth:`kerneltools.kernels.Kernel.__call__`), never from finite
+differences. ``WhiteKernel`` is not a formula: it adds a diagonal to
+``k(X, X)`` only, so it is carried apart as a sum of monomials of
+hyperparameters (``white``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SUPPORTED = ("RBF", "Matern (nu = 0.5, 1.5, 2.5, inf)", "RationalQuadratic",
+             "ExpSineSquared", "DotProduct", "ConstantKernel", "WhiteKernel",
+             "Sum", "Product", "Exponentiation")
+
+
+def _is_sklearn_kernel(obj) -> bool:
+    return any(c.__module__.startswith("sklearn.gaussian_process")
+               for c in type(obj).__mro__[:-1])
+
+
+def from_sklearn(kernel):
+    """A :class:`~kerneltools.kernels.Kernel` computing the same values as the
+    ``sklearn.gaussian_process.kernels`` object ``kernel``, with the same
+    ``theta`` (log of the free hyperparameters, in scikit-learn's order)."""
+    from .kernels import Kernel
+
+    params: dict = {}
+    build, white, _ = _translate(kernel, "", params)
+    free = [h.name for h in kernel.hyperparameters if not h.fixed]
+    return Kernel(build, params=params, white=white, name=repr(kernel), free=free)
+
+
+def _translate(k, prefix, params):
+    """``(build, white, const)`` for kernel ``k``; ``const`` is the monomial of
+    a kernel that is a product of constants (else None)."""
+    from sklearn.gaussian_process import kernels as gk
+
+    kind = type(k)
+    if kind in (gk.Sum, gk.Product):
+        b1, w1, c1 = _translate(k.k1, prefix + "k1__", params)
+        b2, w2, c2 = _translate(k.k2, prefix + "k2__", params)
+        if kind is gk.Sum:
+            return _sum(b1, b2), w1 + w2, None
+        return _product(k, b1, b2, w1, w2, c1, c2)
+    if kind is gk.Exponentiation:
+        b, w, _ = _translate(k.kernel, prefix + "kernel__", params)
+        if w:
+            raise ValueError(f"{k!r}: a WhiteKernel raised to a power is not supported")
+        e = float(k.exponent)
+        return (lambda x, y, P: _pow(b(x, y, P), e)), (), None
+    leaf = _LEAVES.get(kind)
+    if leaf is None:
+        raise TypeError(
+            f"cannot translate the Gaussian-process kernel {k!r} ({kind.__name__}) "
+            f"into a formula; supported: {', '.join(SUPPORTED)}, or write the kernel "
+            "as a callable (x_i, y_j) -> LazyTensor"
+        )
+    return leaf(k, prefix, params)
+
+
+def _sum(b1, b2):
+    def build(x, y, P):
+        f1, f2 = b1(x, y, P), b2(x, y, P)
+        return f2 if f1 is None else f1 if f2 is None else f1 + f2
+
+    return build
+
+
+def _product(k, b1, b2, w1, w2, c1, c2):
+    def build(x, y, P):
+        f1, f2 = b1(x, y, P), b2(x, y, P)
+        return None if f1 is None or f2 is None else f1 * f2
+
+    # (k1 + W1) * (k2 + W2) keeps a diagonal only where the other factor is a
+    # constant c: W * c. A white term times a non-constant kernel would need
+    # that kernel's own diagonal, which is not supported.
+    if (w1 and c2 is None) or (w2 and c1 is None):
+        raise ValueError(
+            f"{k!r}: a WhiteKernel may be multiplied by a ConstantKernel only; "
+            "add it to the product instead (k1 * k2 + WhiteKernel())"
+        )
+    white = tuple(t + c2 for t in w1) + tuple(t + c1 for t in w2)
+    const = c1 + c2 if c1 is not None and c2 is not None else None
+    return build, white, const
+
+
+def _pow(f, e):
+    if f is None:
+        return None
+    return f ** int(e) if e == int(e) else f ** e
+
+
+def _register(params, name, value):
+    v = np.asarray(value, dtype=np.float64)
+    params[name] = float(v) if v.ndim == 0 else v.ravel().copy()
+    return name
+
+
+def _scaled_sqdist(x, y, ls):
+    """``sum_k ((x_k - y_k) / l_k)^2`` with a scalar or per-feature ``l``."""
+    return ((x - y) / ls).square().sum(-1)
+
+
+def _safe_sqrt(s):
+    """``sqrt(s)`` for ``s >= 0``, with a zero derivative at ``s = 0`` (where
+    scikit-learn's kernels also take it as 0) instead of ``0 * inf = NaN``:
+    the square root never sees 0, and the outer branch returns 0 there."""
+    at_zero = -s  # IfElse picks its first branch where the condition is >= 0
+    return at_zero.ifelse(0.0, at_zero.ifelse(1.0, s).sqrt())
+
+
+def _constant(k, prefix, params):
+    name = _register(params, prefix + "constant_value", k.constant_value)
+    return (lambda x, y, P: _param(P[name])), (), (name,)
+
+
+def _white(k, prefix, params):
+    name = _register(params, prefix + "noise_level", k.noise_level)
+    return (lambda x, y, P: None), ((name,),), None
+
+
+def _rbf(k, prefix, params):
+    name = _register(params, prefix + "length_scale", k.length_scale)
+    return (lambda x, y, P: (-0.5 * _scaled_sqdist(x, y, P[name])).exp()), (), None
+
+
+def _matern(k, prefix, params):
+    nu = float(k.nu)
+    if nu not in (0.5, 1.5, 2.5, math.inf):
+        raise ValueError(
+            f"{k!r}: Matern with nu={nu} has no closed form here; supported nu: "
+            "0.5, 1.5, 2.5, inf"
+        )
+    name = _register(params, prefix + "length_scale", k.length_scale)
+
+    def build(x, y, P):
+        s = _scaled_sqdist(x, y, P[name])
+        if nu == math.inf:
+            return (-0.5 * s).exp()
+        r = _safe_sqrt(s)
+        if nu == 0.5:
+            return (-r).exp()
+        if nu == 1.5:
+            t = math.sqrt(3) * r
+            return (1.0 + t) * (-t).exp()
+        t = math.sqrt(5) * r
+        return (1.0 + t + t.square() / 3.0) * (-t).exp()
+
+    return build, (), None
+
+
+def _rational_quadratic(k, prefix, params):
+    if np.ndim(k.length_scale) and np.size(k.length_scale) > 1:
+        raise ValueError(f"{k!r}: RationalQuadratic takes a scalar length_scale only")
+    a = _register(params, prefix + "alpha", k.alpha)
+    ls = _register(params, prefix + "length_scale", k.length_scale)
+
+    def build(x, y, P):
+        base = 1.0 + x.sqdist(y) / (2.0 * P[a] * P[ls].square())
+        return (-P[a] * base.log()).exp()
+
+    return build, (), None
+
+
+def _exp_sine_squared(k, prefix, params):
+    ls = _register(params, prefix + "length_scale", k.length_scale)
+    per = _register(params, prefix + "periodicity", k.periodicity)
+
+    def build(x, y, P):
+        d = _safe_sqrt(x.sqdist(y))
+        return (-2.0 * ((math.pi * d / P[per]).sin() / P[ls]).square()).exp()
+
+    return build, (), None
+
+
+def _dot_product(k, prefix, params):
+    name = _register(params, prefix + "sigma_0", k.sigma_0)
+    return (lambda x, y, P: P[name].square() + (x * y).sum(-1)), (), None
+
+
+def _param(p):
+    from .lazy import LazyTensor
+
+    return p if isinstance(p, LazyTensor) else LazyTensor(float(p))
+
+
+def _leaves():
+    from sklearn.gaussian_process import kernels as gk
+
+    return {gk.ConstantKernel: _constant, gk.WhiteKernel: _white, gk.RBF: _rbf,
+            gk.Matern: _matern, gk.RationalQuadratic: _rational_quadratic,
+            gk.ExpSineSquared: _exp_sine_squared, gk.DotProduct: _dot_product}
+
+
+class _LazyLeaves(dict):
+    """The leaf table, filled on first use (scikit-learn is imported then)."""
+
+    def get(self, key, default=None):
+        if not self:
+            self.update(_leaves())
+        return super().get(key, default)
+
+
+_LEAVES = _LazyLeaves()
