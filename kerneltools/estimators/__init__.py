@@ -1,3 +1,5 @@
-"""scikit-learn-compatible estimators (they use the public API only)."""
+"""scikit-learn-compatible estimators built on kerneltools' reductions."""
 
-__all__: list[str] = []
+from .kernel_ridge import KernelRidge
+
+__all__ = ["KernelRidge"]

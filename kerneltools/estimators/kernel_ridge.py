@@ -1,0 +1,321 @@
+"""Kernel ridge regression that scales past scikit-learn's dense solver."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..kernels import PAIRWISE_KERNELS, make_kernel
+from ..linalg import (
+    KernelOperator,
+    NystroemPreconditioner,
+    conjugate_gradient,
+    select_landmarks,
+)
+from . import _validation as v
+
+__all__ = ["KernelRidge"]
+
+#: Largest n that ``solver='auto'`` solves densely (Cholesky): 5,000 points
+#: hold a 200 MB float64 matrix and factor in about a second on two cores.
+CHOLESKY_MAX_SAMPLES = 5000
+#: Dense prediction (one BLAS product) below this many kernel entries.
+_DENSE_PREDICT_MAX = 4_000_000
+
+
+class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
+    """Kernel ridge regression, exact or iterative, in linear memory when large.
+
+    Minimises ``||y - K c||^2 + alpha c^T K c`` as scikit-learn's
+    :class:`sklearn.kernel_ridge.KernelRidge`, whose constructor, attributes and
+    results it shares on the dense path. Above ``CHOLESKY_MAX_SAMPLES`` points
+    it solves ``(K + alpha I) c = y`` by conjugate gradients preconditioned
+    with Nystroem, each product ``K v`` a generated reduction that never
+    stores ``K``; ``solver='falkon'`` restricts the model to ``n_components``
+    landmarks (Falkon, Rudi et al. 2017; Meanti et al. 2020) for millions of
+    points.
+
+    Parameters
+    ----------
+    alpha : float or array of shape (n_targets,), default=1.0
+        Regularisation strength, >= 0 (> 0 for the iterative solvers).
+    kernel : str, callable or sklearn GP kernel, default="linear"
+        A name of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS``, a
+        callable ``(x_i, y_j, **kernel_params) -> LazyTensor`` formula, or a
+        ``sklearn.gaussian_process.kernels`` object.
+    gamma, degree, coef0 : float
+        Parameters of the named kernels, as in scikit-learn.
+    kernel_params : dict, optional
+        Keyword arguments of a callable kernel.
+    solver : {"auto", "cholesky", "cg", "falkon"}, default="auto"
+        "auto": "cholesky" up to ``CHOLESKY_MAX_SAMPLES`` samples, else "cg".
+        The choice is stored in ``solver_``.
+    n_components : int, default=1000
+        Landmarks of the Nystroem preconditioner ("cg") or of the model
+        ("falkon").
+    tol : float, default=1e-6
+        Relative residual at which the iterative solvers stop.
+    max_iter : int, optional
+        Iteration cap of the iterative solvers (default: 1,000).
+    landmarks : {"uniform", "rpcholesky"}, default="uniform"
+        How the landmarks are drawn.
+    random_state : int, Generator or None
+        Seeds the landmark choice.
+    backend : str, optional
+        "auto", "cpu", "cuda" or "numpy".
+    verbose : int, default=0
+        Print the solver's progress (iteration, residual, time).
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_fit,) or (n_fit, n_targets)
+    X_fit_ : ndarray of shape (n_fit, n_features)
+        The training points, or the landmarks with ``solver='falkon'``.
+    solver_ : str
+    n_iter_ : int
+        Iterations of the iterative solver (0 for "cholesky").
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators import KernelRidge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(200, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    >>> model = KernelRidge(alpha=0.1, kernel="rbf", gamma=1.0).fit(X, y)
+    >>> bool(model.score(X, y) > 0.95)
+    True
+    """
+
+    _rules = {
+        "kernel": (lambda k: k in PAIRWISE_KERNELS or not isinstance(k, str),
+                   f"one of {sorted(PAIRWISE_KERNELS)}, a callable or a GP kernel"),
+        "gamma": (v.real(0, none=True), "a float >= 0 or None"),
+        "degree": (v.real(0), "a float >= 0"),
+        "coef0": (v.real(), "a float"),
+        "kernel_params": (lambda p: p is None or isinstance(p, dict), "a dict or None"),
+        "solver": (v.one_of("auto", "cholesky", "cg", "falkon"),
+                   "one of 'auto', 'cholesky', 'cg', 'falkon'"),
+        "n_components": (v.integer(1), "an int >= 1"),
+        "tol": (v.real(0, closed=False), "a float > 0"),
+        "max_iter": (v.integer(1, none=True), "an int >= 1 or None"),
+        "landmarks": (v.one_of("uniform", "rpcholesky"), "'uniform' or 'rpcholesky'"),
+        "backend": (lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
+                    "one of 'auto', 'cpu', 'cuda', 'numpy' or None"),
+        "verbose": (lambda x: isinstance(x, (bool, int)), "an int or bool"),
+    }
+
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, solver="auto", n_components=1000, tol=1e-6,
+                 max_iter=None, landmarks="uniform", random_state=None, backend=None,
+                 verbose=0):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.solver = solver
+        self.n_components = n_components
+        self.tol = tol
+        self.max_iter = max_iter
+        self.landmarks = landmarks
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+
+    def _kernel(self):
+        return make_kernel(self.kernel, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0, kernel_params=self.kernel_params)
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : float or array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        self : object
+        """
+        v.check_params(self, self._rules)
+        alpha = np.atleast_1d(np.asarray(self.alpha, dtype=np.float64))
+        if alpha.ndim != 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
+            raise ValueError("The 'alpha' parameter of KernelRidge must be a float >= 0 "
+                             f"or an array of them. Got {self.alpha!r} instead.")
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
+                             dtype=[np.float64, np.float32])
+        kernel = self._kernel()
+        w = v.sample_weight(sample_weight, len(X))
+        ravel = y.ndim == 1
+        Y = y.reshape(len(y), -1).astype(X.dtype, copy=False)
+        if alpha.size not in (1, Y.shape[1]):
+            raise ValueError(f"'alpha' has {alpha.size} values but y has {Y.shape[1]} targets; "
+                             "give one alpha, or one per target")
+        solver = self.solver
+        if solver == "auto":
+            solver = "cholesky" if len(X) <= CHOLESKY_MAX_SAMPLES else "cg"
+        if solver != "cholesky" and not np.all(alpha > 0):
+            raise ValueError(f"the {solver!r} solver needs 'alpha' > 0, got {self.alpha!r}")
+        start = time.perf_counter()
+        self.n_iter_ = 0
+        if solver == "cholesky":
+            self.X_fit_ = X
+            self.dual_coef_ = _solve_dense(kernel(X), Y, alpha, w)
+        elif solver == "cg":
+            self.X_fit_ = X
+            self.dual_coef_ = self._solve_cg(kernel, X, Y, alpha, w)
+        else:
+            self.X_fit_, self.dual_coef_ = self._solve_falkon(kernel, X, Y, alpha, w)
+        self.dual_coef_ = self.dual_coef_.astype(X.dtype, copy=False)
+        if ravel:
+            self.dual_coef_ = self.dual_coef_.ravel()
+        self.solver_ = solver
+        if self.verbose:
+            print(f"[KernelRidge] {solver} solve of {len(X)} points: "
+                  f"{self.n_iter_} iterations, {time.perf_counter() - start:.2f} s")
+        return self
+
+    # -- solvers ----------------------------------------------------------
+    def _iterative_args(self):
+        return dict(tol=self.tol, max_iter=1000 if self.max_iter is None else self.max_iter,
+                    verbose=self.verbose)
+
+    def _solve_cg(self, kernel, X, Y, alpha, w):
+        # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
+        # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
+        # others): an SPD system with a diagonal shift. The iterative solvers
+        # run in float64: the residual must be resolved below `tol`.
+        X64 = X.astype(np.float64, copy=False)
+        keep = np.ones(len(X), bool) if w is None else w > 0
+        Xk = X64[keep]
+        m = min(self.n_components, len(Xk))
+        C = np.zeros((len(X), Y.shape[1]))
+        idx = select_landmarks(kernel, Xk, m, method=self.landmarks,
+                               random_state=self.random_state)
+        for cols, a in _alpha_groups(alpha, Y.shape[1]):
+            shift = a if w is None else a / w[keep]
+            A = KernelOperator(kernel, Xk, shift=shift, backend=self.backend)
+            M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=idx,
+                                       backend=self.backend)
+            sol, n_iter = conjugate_gradient(A, Y[keep][:, cols].astype(np.float64), M=M,
+                                             **self._iterative_args())
+            C[np.flatnonzero(keep)[:, None], cols] = sol
+            self.n_iter_ = max(self.n_iter_, n_iter)
+        return C
+
+    def _solve_falkon(self, kernel, X, Y, alpha, w):
+        # Falkon (Rudi, Carratino and Rosasco, 2017, Alg. 1): the minimiser of
+        # ||y - K_nm b||^2_W + alpha b^T K_mm b over b, found by CG on the
+        # normal equations (K_mn W K_nm + alpha K_mm) b = K_mn W y, left and
+        # right preconditioned by B = T^-1 A^-1 with T^T T = K_mm and
+        # A^T A = T T^T / m + (alpha / n) I (their lambda is alpha / n).
+        X64 = X.astype(np.float64, copy=False)
+        n = len(X)
+        m = min(self.n_components, n)
+        idx = select_landmarks(kernel, X64, m, method=self.landmarks,
+                               random_state=self.random_state)
+        Z = X64[idx]
+        Kmm = kernel(Z)
+        Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
+        T = _upper_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m))
+        Knm = kernel.lazy(X64, Z)
+        wv = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+        beta = np.zeros((m, Y.shape[1]))
+        for cols, a in _alpha_groups(alpha, Y.shape[1]):
+            lam = a / n
+            A = _upper_cholesky(T @ T.T / m + lam * np.eye(m))
+            solve_T = lambda v, tr=False: scipy.linalg.solve_triangular(T, v, trans=tr)
+            solve_A = lambda v, tr=False: scipy.linalg.solve_triangular(A, v, trans=tr)
+
+            def knm_t_knm(b):
+                Kb = Knm @ b
+                return _rsum(Knm, wv[:, None] * Kb, self.backend) / n
+
+            def bhb(u, lam=lam):
+                v = solve_T(solve_A(u))
+                return solve_A(solve_T(knm_t_knm(v), True) + lam * solve_A(u), True)
+
+            rhs = _rsum(Knm, wv[:, None] * Y[:, cols].astype(np.float64), self.backend) / n
+            r = solve_A(solve_T(rhs, True), True)
+            u, n_iter = conjugate_gradient(bhb, r, **self._iterative_args())
+            beta[:, cols] = solve_T(solve_A(u))
+            self.n_iter_ = max(self.n_iter_, n_iter)
+        return X[idx], beta
+
+    def predict(self, X):
+        """Predict with the fitted model: ``K(X, X_fit_) @ dual_coef_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        kernel = self._kernel()
+        coef = self.dual_coef_
+        if len(X) * len(self.X_fit_) <= _DENSE_PREDICT_MAX:
+            return kernel(X, self.X_fit_) @ coef
+        K = kernel.lazy(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_)
+        out = K @ coef.reshape(len(coef), -1)
+        return out.reshape((len(X),) + coef.shape[1:])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+def _rsum(K, V, backend):
+    """``K^T V`` for a lazy ``K`` (a reduction over its rows)."""
+    from ..lazy import Vi
+
+    return (K * Vi(V)).sum(axis=0, backend=backend)
+
+
+def _upper_cholesky(A):
+    return scipy.linalg.cholesky(A, lower=False)
+
+
+def _alpha_groups(alpha, n_targets):
+    """``(columns, alpha)`` pairs: one group per distinct alpha."""
+    if alpha.size == 1:
+        return [(np.arange(n_targets), float(alpha[0]))]
+    return [(np.flatnonzero(alpha == a), float(a)) for a in np.unique(alpha)]
+
+
+def _solve_dense(K, Y, alpha, w):
+    """scikit-learn's Cholesky path: (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y."""
+    if w is not None:
+        sw = np.sqrt(w).astype(K.dtype)
+        K = K * np.outer(sw, sw)
+        Y = Y * sw[:, None]
+    C = np.empty(Y.shape, dtype=np.result_type(K.dtype, Y.dtype))
+    for cols, a in _alpha_groups(alpha, Y.shape[1]):
+        A = K.copy()
+        A.flat[:: len(A) + 1] += a
+        try:
+            C[:, cols] = scipy.linalg.solve(A, Y[:, cols], assume_a="pos", overwrite_a=True)
+        except np.linalg.LinAlgError:
+            warnings.warn("Singular matrix in solving dual problem. Using "
+                          "least-squares solution instead.", stacklevel=3)
+            A = K.copy()
+            A.flat[:: len(A) + 1] += a
+            C[:, cols] = scipy.linalg.lstsq(A, Y[:, cols])[0]
+    if w is not None:
+        C *= np.sqrt(w)[:, None]
+    return C

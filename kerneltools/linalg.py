@@ -1,0 +1,316 @@
+"""Lazy linear algebra on kernel matrices: operators, conjugate gradients and
+Nystroem preconditioners, all in linear memory.
+
+>>> import numpy as np
+>>> from kerneltools.kernels import make_kernel
+>>> from kerneltools.linalg import KernelOperator, NystroemPreconditioner, conjugate_gradient
+>>> X = np.random.default_rng(0).normal(size=(2000, 3))
+>>> k = make_kernel("rbf", gamma=0.5)
+>>> A = KernelOperator(k, X, shift=1e-2)            # K + 0.01 I, never stored
+>>> P = NystroemPreconditioner(k, X, shift=1e-2, n_components=200, random_state=0)
+>>> b = np.ones(2000)
+>>> x, n_iter = conjugate_gradient(A, b, M=P, tol=1e-8)
+>>> bool(np.linalg.norm(A @ x - b) <= 1e-7 * np.linalg.norm(b))
+True
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.linalg
+from scipy.sparse.linalg import LinearOperator
+
+from .backend._cg import conjugate_gradient as _cg
+from .kernels import Kernel, make_kernel
+from .lazy import LazyTensor, Vi
+
+__all__ = ["KernelOperator", "NystroemPreconditioner", "conjugate_gradient",
+           "select_landmarks"]
+
+
+class KernelOperator(LinearOperator):
+    """``K(X, Y) + shift I`` as a :class:`scipy.sparse.linalg.LinearOperator`.
+
+    Products run as generated reductions: ``A @ v`` costs ``O(n m d)`` time and
+    ``O((n + m) d)`` memory. With ``Y=None`` the operator is square, includes
+    the kernel's white-noise diagonal, and ``shift`` (a scalar or one value per
+    row) is added to its diagonal.
+
+    Parameters
+    ----------
+    kernel : Kernel, str, callable or scikit-learn GP kernel
+        Anything :func:`kerneltools.kernels.make_kernel` accepts, or a scalar
+        :class:`~kerneltools.LazyTensor` formula ``K_ij`` (then X is unused).
+    X, Y : arrays (n, d) and (m, d)
+    shift : float or array (n,), default 0
+    backend : str, optional
+        ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"numpy"``.
+    """
+
+    def __init__(self, kernel, X=None, Y=None, *, shift=0.0, backend=None):
+        if isinstance(kernel, LazyTensor):
+            K = kernel
+            white = 0.0
+        else:
+            self.kernel = make_kernel(kernel)
+            K = self.kernel.lazy(X, Y)
+            white = self.kernel.white_level() if Y is None else 0.0
+        if K.dim != 1:
+            raise ValueError(f"KernelOperator needs a scalar formula, got dimension {K.dim}")
+        n, m, _ = K.shape
+        self.K = K
+        self.backend = backend
+        self.diag_shift = _shift(shift, n, "shift") + white
+        if np.any(self.diag_shift != 0) and n != m:
+            raise ValueError(f"'shift' needs a square operator; this one is {n} x {m}")
+        dtype = np.result_type(K.dtype, np.asarray(self.diag_shift).dtype)
+        super().__init__(dtype=dtype, shape=(n, m))
+
+    def _matmat(self, V):
+        V = np.asarray(V)
+        out = self.K @ V.astype(self.K.dtype, copy=False)
+        if np.ndim(self.diag_shift) or self.diag_shift:
+            out = out + _col(self.diag_shift, V.ndim) * V
+        return out
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1)).reshape(-1)
+
+    def _rmatmat(self, V):
+        V = np.asarray(V).astype(self.K.dtype, copy=False)
+        V2 = V.reshape(V.shape[0], -1)
+        out = (self.K * Vi(V2)).sum(axis=0, backend=self.backend)
+        if np.ndim(self.diag_shift) or self.diag_shift:
+            out = out + _col(self.diag_shift, 2) * V2
+        return out.reshape((self.shape[1],) + V.shape[1:])
+
+    def _rmatvec(self, v):
+        return self._rmatmat(np.asarray(v).reshape(-1, 1)).reshape(-1)
+
+    def _adjoint(self):
+        return _Adjoint(self)
+
+
+class _Adjoint(LinearOperator):
+    def __init__(self, op):
+        self.op = op
+        super().__init__(dtype=op.dtype, shape=op.shape[::-1])
+
+    def _matmat(self, V):
+        return self.op._rmatmat(V)
+
+    def _rmatmat(self, V):
+        return self.op._matmat(V)
+
+
+def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=None,
+                       callback=None, verbose: int = 0):
+    """Solve ``A X = B`` for a symmetric positive-definite ``A``.
+
+    Every column of ``B`` runs its own conjugate-gradient recurrence, and all
+    of them share one product with ``A`` per iteration (one reduction for a
+    :class:`KernelOperator`).
+
+    Parameters
+    ----------
+    A : LinearOperator, array or callable ``V -> A V``
+    B : array (n,) or (n, E)
+    M : LinearOperator, array or callable, optional
+        A preconditioner: an SPD approximation of ``A^{-1}``, such as
+        :class:`NystroemPreconditioner`.
+    x0 : array, optional
+        Starting point.
+    tol : float
+        Stop when every column has ``|B - A X| <= tol |B|``.
+    max_iter : int, optional
+        Default ``10 n + 100``; a :class:`~kerneltools.ConvergenceWarning` is
+        issued when it is reached first.
+    callback : callable, optional
+        ``callback(X)`` after each iteration.
+    verbose : int
+        Print the iteration, the largest relative residual and the time.
+
+    Returns
+    -------
+    X : array of B's shape
+    n_iter : int
+    """
+    B = np.asarray(B)
+    if B.ndim not in (1, 2):
+        raise ValueError(f"conjugate_gradient: 'B' must be 1-D or 2-D, got shape {B.shape}")
+    if not np.all(np.isfinite(B)):
+        raise ValueError("conjugate_gradient: 'B' contains NaN or infinity")
+    tol = float(tol)
+    if not tol > 0:
+        raise ValueError(f"conjugate_gradient: 'tol' must be > 0, got {tol}")
+    if max_iter is not None and (not isinstance(max_iter, numbers.Integral) or max_iter < 1):
+        raise ValueError(f"conjugate_gradient: 'max_iter' must be an int >= 1, got {max_iter!r}")
+    B2 = B.reshape(B.shape[0], -1).astype(np.result_type(B.dtype, np.float32))
+    matvec = _as_matmat(A, "A")
+    precond = None if M is None else _as_matmat(M, "M")
+    X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
+                    precond=precond, verbose=verbose)
+    return X.reshape(B.shape), n_iter
+
+
+def _as_matmat(A, name):
+    if isinstance(A, LinearOperator):
+        return lambda V: np.asarray(A.matmat(V)).reshape(V.shape)
+    if isinstance(A, np.ndarray):
+        return lambda V: A @ V
+    if callable(A):
+        return A
+    raise TypeError(f"conjugate_gradient: '{name}' must be a LinearOperator, an array "
+                    f"or a callable, got {type(A).__name__}")
+
+
+def select_landmarks(kernel, X, n_components: int, *, method="uniform",
+                     random_state=None) -> np.ndarray:
+    """Indices of ``n_components`` landmark rows of X.
+
+    ``"uniform"`` samples without replacement. ``"rpcholesky"`` runs randomly
+    pivoted Cholesky (Chen, Epperly, Tropp and Webber, 2022): each pivot is
+    drawn with probability proportional to the diagonal of the residual
+    ``K - K_nS K_SS^{-1} K_Sn``, which favours points that the landmarks
+    chosen so far explain badly. It keeps an ``n x m`` factor, so it runs on
+    a uniform subsample of ``min(n, max(20 m, 10 000))`` rows.
+    """
+    rng = np.random.default_rng(random_state)
+    n = len(X)
+    m = int(n_components)
+    if not 1 <= m <= n:
+        raise ValueError(f"'n_components' must be between 1 and n_samples={n}, got {m}")
+    if method == "uniform":
+        return np.sort(rng.choice(n, size=m, replace=False))
+    if method != "rpcholesky":
+        raise ValueError(f"unknown landmark method {method!r}; valid: 'uniform', 'rpcholesky'")
+    k = make_kernel(kernel)
+    pool = np.arange(n) if n <= max(20 * m, 10_000) else np.sort(
+        rng.choice(n, size=max(20 * m, 10_000), replace=False))
+    Xp = X[pool]
+    resid = np.asarray(k.diag(Xp), dtype=np.float64).copy()
+    F = np.zeros((len(pool), m))
+    chosen = []
+    for t in range(m):
+        total = resid.clip(min=0).sum()
+        if total <= 0:
+            break
+        s = int(rng.choice(len(pool), p=resid.clip(min=0) / total))
+        col = np.asarray(k(Xp, Xp[s : s + 1]), dtype=np.float64)[:, 0]
+        g = col - F[:, :t] @ F[s, :t]
+        if g[s] <= 0:
+            resid[s] = 0
+            continue
+        F[:, t] = g / np.sqrt(g[s])
+        resid -= F[:, t] ** 2
+        resid[s] = 0
+        chosen.append(s)
+    if len(chosen) < m:  # the kernel has rank < m on the pool: top up uniformly
+        rest = np.setdiff1d(np.arange(len(pool)), chosen)
+        chosen += list(rng.choice(rest, size=m - len(chosen), replace=False))
+    return np.sort(pool[np.asarray(chosen)])
+
+
+class NystroemPreconditioner(LinearOperator):
+    """An approximate inverse of ``K(X, X) + diag(shift)`` from Nystroem.
+
+    With landmarks ``Z`` (m rows), ``K ~ K_nm K_mm^{-1} K_mn``, and by the
+    Woodbury identity (``D = diag(shift)``)::
+
+        (D + K_nm K_mm^{-1} K_mn)^{-1}
+            = D^{-1} - D^{-1} K_nm (K_mm + K_mn D^{-1} K_nm)^{-1} K_mn D^{-1}
+
+    Building it evaluates ``K_nm`` once, block by block (never whole), to form
+    the ``m x m`` matrix; applying it costs two lazy ``n x m`` reductions.
+    Memory: ``O(n d + m^2)``.
+
+    Parameters
+    ----------
+    kernel : as :class:`KernelOperator`
+    X : array (n, d)
+    shift : float or array (n,), > 0
+    n_components : int, default 500 (at most n)
+    landmarks : "uniform", "rpcholesky" or an array of row indices
+    random_state : int, Generator or None
+    backend : str, optional
+    """
+
+    def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
+                 random_state=None, backend=None):
+        self.kernel = make_kernel(kernel)
+        X = np.asarray(X)
+        n = len(X)
+        d = _shift(shift, n, "shift") + self.kernel.white_level()
+        if not np.all(np.asarray(d) > 0):
+            raise ValueError("NystroemPreconditioner: 'shift' must be > 0")
+        self.d_inv = np.broadcast_to(1.0 / np.asarray(d, dtype=np.float64), (n,))
+        if isinstance(landmarks, str):
+            idx = select_landmarks(self.kernel, X, min(int(n_components), n),
+                                   method=landmarks, random_state=random_state)
+        else:
+            idx = np.asarray(landmarks, dtype=np.int64)
+        self.landmarks_ = idx
+        self.Z = X[idx].astype(np.float64)
+        self.X = X.astype(np.float64, copy=False)
+        self.backend = backend
+        Kmm = self.kernel(self.Z).astype(np.float64)
+        Kmm[np.diag_indices_from(Kmm)] -= self.kernel.white_level()
+        inner = Kmm + _gram(self.kernel, self.X, self.Z, self.d_inv)
+        self._chol = _robust_cholesky(inner)
+        self._Knm = self.kernel.lazy(self.X, self.Z)
+        super().__init__(dtype=np.float64, shape=(n, n))
+
+    def _matmat(self, R):
+        R = np.asarray(R, dtype=np.float64)
+        R2 = R.reshape(R.shape[0], -1)
+        DR = self.d_inv[:, None] * R2
+        U = (self._Knm * Vi(DR)).sum(axis=0, backend=self.backend)  # K_mn D^-1 R
+        W = scipy.linalg.cho_solve(self._chol, U)
+        out = DR - self.d_inv[:, None] * (self._Knm @ W)
+        return out.reshape(R.shape)
+
+    def _matvec(self, r):
+        return self._matmat(np.asarray(r).reshape(-1, 1)).reshape(-1)
+
+
+def _gram(kernel: Kernel, X, Z, d_inv, block: int = 4096) -> np.ndarray:
+    """``K_mn D^{-1} K_nm``, accumulated over blocks of rows of X."""
+    m = len(Z)
+    out = np.zeros((m, m))
+    rows = max(256, min(block, (1 << 24) // max(m, 1)))
+    for i0 in range(0, len(X), rows):
+        Kb = np.asarray(kernel(X[i0 : i0 + rows], Z), dtype=np.float64)
+        out += Kb.T @ (d_inv[i0 : i0 + rows, None] * Kb)
+    return out
+
+
+def _robust_cholesky(A):
+    """Cholesky factor of a symmetric PSD matrix, with growing jitter if needed."""
+    scale = max(float(np.trace(A)) / len(A), np.finfo(np.float64).tiny)
+    jitter = 0.0
+    for _ in range(8):
+        try:
+            return scipy.linalg.cho_factor(A + jitter * np.eye(len(A)), lower=True)
+        except np.linalg.LinAlgError:
+            jitter = scale * 1e-12 if jitter == 0 else jitter * 100
+    raise np.linalg.LinAlgError("the Nystroem matrix is not positive definite")
+
+
+def _shift(shift, n, name):
+    s = np.asarray(shift, dtype=np.float64)
+    if s.ndim == 0:
+        if not np.isfinite(s):
+            raise ValueError(f"'{name}' must be finite, got {shift!r}")
+        return float(s)
+    if s.shape != (n,):
+        raise ValueError(f"'{name}' must be a scalar or have shape ({n},), got {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError(f"'{name}' contains NaN or infinity")
+    return s
+
+
+def _col(v, ndim):
+    v = np.asarray(v)
+    return v[:, None] if v.ndim == 1 and ndim == 2 else v
