@@ -57,4 +57,6 @@ def sample_weight(w, n: int) -> np.ndarray | None:
         raise ValueError(f"'sample_weight' must have shape ({n},), got {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError("'sample_weight' must be finite and >= 0")
+    if n and not np.any(w > 0):
+        raise ValueError("'sample_weight' is zero everywhere: at least one weight must be > 0")
     return w

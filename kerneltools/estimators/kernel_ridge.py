@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
@@ -78,7 +79,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         The training points, or the landmarks with ``solver='falkon'``.
     solver_ : str
     n_iter_ : int
-        Iterations of the iterative solver (0 for "cholesky").
+        Iterations of the iterative solver (the most over targets); 1 for
+        "cholesky".
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
@@ -94,8 +96,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    _rules = {
-        "kernel": (lambda k: k in PAIRWISE_KERNELS or not isinstance(k, str),
+    _rules: ClassVar[dict] = {
+        "kernel": (lambda k: not isinstance(k, str) or k in PAIRWISE_KERNELS,
                    f"one of {sorted(PAIRWISE_KERNELS)}, a callable or a GP kernel"),
         "gamma": (v.real(0, none=True), "a float >= 0 or None"),
         "degree": (v.real(0), "a float >= 0"),
@@ -168,7 +170,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if solver != "cholesky" and not np.all(alpha > 0):
             raise ValueError(f"the {solver!r} solver needs 'alpha' > 0, got {self.alpha!r}")
         start = time.perf_counter()
-        self.n_iter_ = 0
+        self.n_iter_ = 1  # one direct solve; the iterative solvers count their iterations
         if solver == "cholesky":
             self.X_fit_ = X
             self.dual_coef_ = _solve_dense(kernel(X), Y, alpha, w)
@@ -188,8 +190,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     # -- solvers ----------------------------------------------------------
     def _iterative_args(self):
-        return dict(tol=self.tol, max_iter=1000 if self.max_iter is None else self.max_iter,
-                    verbose=self.verbose)
+        max_iter = 1000 if self.max_iter is None else self.max_iter
+        return {"tol": self.tol, "max_iter": max_iter, "verbose": self.verbose}
 
     def _solve_cg(self, kernel, X, Y, alpha, w):
         # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
@@ -201,6 +203,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Xk = X64[keep]
         m = min(self.n_components, len(Xk))
         C = np.zeros((len(X), Y.shape[1]))
+        n_iters = []
         idx = select_landmarks(kernel, Xk, m, method=self.landmarks,
                                random_state=self.random_state)
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
@@ -211,7 +214,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
             sol, n_iter = conjugate_gradient(A, Y[keep][:, cols].astype(np.float64), M=M,
                                              **self._iterative_args())
             C[np.flatnonzero(keep)[:, None], cols] = sol
-            self.n_iter_ = max(self.n_iter_, n_iter)
+            n_iters.append(n_iter)
+        self.n_iter_ = max(n_iters)
         return C
 
     def _solve_falkon(self, kernel, X, Y, alpha, w):
@@ -232,25 +236,13 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Knm = kernel.lazy(X64, Z)
         wv = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
         beta = np.zeros((m, Y.shape[1]))
+        n_iters = []
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
-            lam = a / n
-            A = _upper_cholesky(T @ T.T / m + lam * np.eye(m))
-            solve_T = lambda v, tr=False: scipy.linalg.solve_triangular(T, v, trans=tr)
-            solve_A = lambda v, tr=False: scipy.linalg.solve_triangular(A, v, trans=tr)
-
-            def knm_t_knm(b):
-                Kb = Knm @ b
-                return _rsum(Knm, wv[:, None] * Kb, self.backend) / n
-
-            def bhb(u, lam=lam):
-                v = solve_T(solve_A(u))
-                return solve_A(solve_T(knm_t_knm(v), True) + lam * solve_A(u), True)
-
             rhs = _rsum(Knm, wv[:, None] * Y[:, cols].astype(np.float64), self.backend) / n
-            r = solve_A(solve_T(rhs, True), True)
-            u, n_iter = conjugate_gradient(bhb, r, **self._iterative_args())
-            beta[:, cols] = solve_T(solve_A(u))
-            self.n_iter_ = max(self.n_iter_, n_iter)
+            beta[:, cols], n_iter = _falkon_solve(Knm, T, wv, a / n, rhs, self.backend,
+                                                  self._iterative_args())
+            n_iters.append(n_iter)
+        self.n_iter_ = max(n_iters)
         return X[idx], beta
 
     def predict(self, X):
@@ -285,6 +277,23 @@ def _rsum(K, V, backend):
     from ..lazy import Vi
 
     return (K * Vi(V)).sum(axis=0, backend=backend)
+
+
+def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
+    """Falkon's preconditioned CG for (K_mn W K_nm / n + lam K_mm) b = rhs."""
+    n, m = Knm.shape[0], len(T)
+    A = _upper_cholesky(T @ T.T / m + lam * np.eye(m))
+
+    def solve(F, v, trans=False):
+        return scipy.linalg.solve_triangular(F, v, trans=trans)
+
+    def bhb(u):  # B^T H B u with B = T^-1 A^-1 and K_mm = T^T T
+        v = solve(T, solve(A, u))
+        knm_t_knm_v = _rsum(Knm, wv[:, None] * (Knm @ v), backend) / n
+        return solve(A, solve(T, knm_t_knm_v, True) + lam * solve(A, u), True)
+
+    u, n_iter = conjugate_gradient(bhb, solve(A, solve(T, rhs, True), True), **cg_args)
+    return solve(T, solve(A, u)), n_iter
 
 
 def _upper_cholesky(A):

@@ -1,0 +1,198 @@
+"""KernelRidge against scikit-learn's: dense, CG and Falkon paths, the estimator
+contract, grid search, and bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+from sklearn.kernel_ridge import KernelRidge as SKKernelRidge
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kerneltools.estimators import KernelRidge
+from kerneltools.kernels import PAIRWISE_KERNELS
+
+
+def _data(name):
+    if name == "diabetes":
+        X, y = load_diabetes(return_X_y=True)
+    else:
+        X, y = load_breast_cancer(return_X_y=True)
+        X = StandardScaler().fit_transform(X)
+        y = y.astype(float)
+    return X, y
+
+
+def _sk(kernel, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sklearn's own "Singular matrix" fallbacks
+        return SKKernelRidge(kernel=kernel, **kw).fit(X, y)
+
+
+@pytest.mark.parametrize("data", ["diabetes", "breast_cancer"])
+@pytest.mark.parametrize("kernel", sorted(PAIRWISE_KERNELS))
+def test_cholesky_matches_sklearn(data, kernel):
+    X, y = _data(data)
+    if "chi2" in kernel:
+        X = np.abs(X)
+    kw = {"alpha": 0.7, "gamma": 0.05, "degree": 2, "coef0": 0.5}
+    ref = _sk(kernel, X, y, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = KernelRidge(kernel=kernel, **kw).fit(X, y)
+    assert ours.solver_ == "cholesky" and ours.n_iter_ == 1
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, rtol=1e-8,
+                               atol=1e-8 * np.abs(ref.dual_coef_).max())
+    Xt = X[::3] + 0.01
+    np.testing.assert_allclose(ours.predict(Xt), ref.predict(Xt), rtol=1e-8,
+                               atol=1e-8 * np.abs(y).max())
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly", "sigmoid", "cosine", "linear"])
+def test_cg_matches_sklearn_to_solver_tolerance(kernel, backend):
+    X, y = _data("diabetes")
+    kw = {"alpha": 0.5, "gamma": 0.3, "degree": 2, "coef0": 1.0}
+    ref = _sk(kernel, X, y, **kw)
+    ours = KernelRidge(kernel=kernel, solver="cg", tol=1e-8, n_components=100,
+                       backend=backend, **kw).fit(X, y)
+    assert ours.solver_ == "cg" and ours.n_iter_ > 0
+    # |c - c*| <= cond * tol |c*|; the predictions are smoother still.
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5,
+                               atol=1e-5 * np.abs(y).max())
+
+
+def test_falkon_with_every_point_a_landmark_is_exact_kernel_ridge():
+    X, y = _data("diabetes")
+    ref = _sk("rbf", X, y, alpha=0.5, gamma=0.3)
+    ours = KernelRidge(kernel="rbf", alpha=0.5, gamma=0.3, solver="falkon",
+                       n_components=len(X), tol=1e-12).fit(X, y)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-7, atol=1e-6)
+    assert ours.X_fit_.shape == X.shape
+
+
+def test_falkon_with_few_landmarks_is_close():
+    X, y = _data("diabetes")
+    ref = _sk("rbf", X, y, alpha=0.5, gamma=0.3).score(X, y)
+    ours = KernelRidge(kernel="rbf", alpha=0.5, gamma=0.3, solver="falkon",
+                       n_components=100, random_state=0).fit(X, y)
+    assert ours.X_fit_.shape == (100, X.shape[1]) and ours.dual_coef_.shape == (100,)
+    assert abs(ours.score(X, y) - ref) < 0.01
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_sample_weight_and_multi_output_with_per_target_alpha(solver):
+    X, y = _data("diabetes")
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0, 2, len(X))
+    w[:10] = 0  # zero weights: those points get no dual coefficient
+    Y = np.column_stack([y, -2 * y + 5])
+    alpha = np.array([0.3, 1.5])
+    ref = SKKernelRidge(kernel="rbf", alpha=alpha, gamma=0.3).fit(X, Y, sample_weight=w)
+    ours = KernelRidge(kernel="rbf", alpha=alpha, gamma=0.3, solver=solver, tol=1e-10,
+                       n_components=100).fit(X, Y, sample_weight=w)
+    assert ours.dual_coef_.shape == (len(X), 2)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-6, atol=1e-4)
+
+
+def test_float32_stays_float32():
+    X, y = _data("diabetes")
+    X32 = X.astype(np.float32)
+    for solver in ("cholesky", "cg"):
+        model = KernelRidge(kernel="rbf", gamma=0.3, solver=solver, n_components=50).fit(X32, y)
+        assert model.dual_coef_.dtype == np.float32
+        assert model.predict(X32).dtype == np.float32
+
+
+def test_gp_kernel_object_and_callable_kernel():
+    X, y = _data("diabetes")
+    k = ConstantKernel(2.0) * RBF(1.5)
+    ours = KernelRidge(kernel=k, alpha=0.5).fit(X, y)
+    K = k(X)
+    c = np.linalg.solve(K + 0.5 * np.eye(len(X)), y)
+    np.testing.assert_allclose(ours.dual_coef_, c, rtol=1e-8, atol=1e-8 * np.abs(c).max())
+
+    def gauss(x_i, y_j, s=1.0):
+        return (-x_i.sqdist(y_j) / (2 * s * s)).exp()
+
+    cb = KernelRidge(kernel=gauss, kernel_params={"s": 1.5}, alpha=0.5).fit(X, y)
+    ref = _sk("rbf", X, y, alpha=0.5, gamma=1 / 4.5)
+    np.testing.assert_allclose(cb.predict(X), ref.predict(X), rtol=1e-8)
+
+
+def test_auto_switches_to_cg_above_the_threshold(monkeypatch):
+    from kerneltools.estimators import kernel_ridge
+
+    monkeypatch.setattr(kernel_ridge, "CHOLESKY_MAX_SAMPLES", 100)
+    X, y = _data("diabetes")
+    model = KernelRidge(kernel="rbf", gamma=0.3, n_components=50).fit(X, y)
+    assert model.solver_ == "cg"
+
+
+def test_verbose_reports_cg_progress(capsys):
+    X, y = _data("diabetes")
+    KernelRidge(kernel="rbf", gamma=0.3, solver="cg", verbose=1, n_components=50).fit(X, y)
+    out = capsys.readouterr().out
+    assert "[CG] iteration" in out and "relative residual" in out and "[KernelRidge] cg" in out
+
+
+def test_cg_warns_when_it_does_not_converge():
+    from kerneltools import ConvergenceWarning
+
+    X, y = _data("diabetes")
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        KernelRidge(kernel="laplacian", alpha=1e-6, solver="cg", max_iter=2, tol=1e-12,
+                    n_components=10).fit(X, y)
+
+
+def test_grid_search_picks_sklearns_parameters_and_compiles_each_kernel_once(tmp_path, monkeypatch):
+    from kerneltools.backend import _cpu_backend
+
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path))
+    X, y = _data("diabetes")
+    grid = {"kernelridge__alpha": [0.1, 1.0, 10.0], "kernelridge__gamma": [0.01, 0.1, 1.0]}
+    ref = GridSearchCV(make_pipeline(StandardScaler(), SKKernelRidge(kernel="rbf")), grid, cv=3)
+    before = _cpu_backend.compile_count()
+    ours = GridSearchCV(make_pipeline(StandardScaler(), KernelRidge(kernel="rbf", solver="cg",
+                                                                    tol=1e-10, n_components=50)),
+                        grid, cv=3)
+    ref.fit(X, y)
+    ours.fit(X, y)
+    assert ours.best_params_ == ref.best_params_
+    np.testing.assert_allclose(ours.best_score_, ref.best_score_, rtol=1e-6)
+    # Two kernels at most: the product K @ v and the transposed product of the
+    # preconditioner; gamma and alpha are run-time parameters.
+    assert _cpu_backend.compile_count() - before <= 3
+
+
+@pytest.mark.parametrize("params, X, y, match", [
+    ({"alpha": -1.0}, None, None, "alpha"),
+    ({"kernel": "gaussian"}, None, None, "kernel"),
+    ({"solver": "lu"}, None, None, "solver"),
+    ({"gamma": -2.0}, None, None, "gamma"),
+    ({"solver": "cg", "alpha": 0.0}, None, None, "alpha"),
+    ({}, np.full((5, 2), np.nan), np.ones(5), "NaN"),
+    ({}, np.ones((5, 2)), np.ones(4), "inconsistent"),
+])
+def test_bad_input(params, X, y, match):
+    X = np.random.default_rng(0).normal(size=(20, 3)) if X is None else X
+    y = np.ones(len(X)) if y is None else y
+    with pytest.raises(ValueError, match=match):
+        KernelRidge(**params).fit(X, y)
+
+
+def test_predict_with_wrong_feature_count():
+    X, y = _data("diabetes")
+    model = KernelRidge(kernel="rbf").fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :3])
+
+
+@parametrize_with_checks([KernelRidge(), KernelRidge(kernel="rbf", solver="cg", n_components=20, tol=1e-10),
+                          # sklearn compares weighted fits to 1e-7: the solver goes further
+                          KernelRidge(kernel="rbf", solver="falkon", n_components=20, tol=1e-10)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
