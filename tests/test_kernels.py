@@ -25,6 +25,8 @@ def test_named_kernel_matches_sklearn(name, backend, dtype, rtol):
     dense = k(Xd, Yd)
     assert dense.dtype == dtype
     np.testing.assert_allclose(dense, ref, rtol=10 * rtol, atol=10 * rtol)
+    formula = k.lazy(Xd, Yd).to_dense()[..., 0]  # the formula itself, not sklearn's code
+    np.testing.assert_allclose(formula, ref, rtol=10 * rtol, atol=10 * rtol)
     b = RNG.normal(size=30).astype(dtype)
     out = (k.lazy(Xd, Yd) * kt.Vj(b)).sum(axis=1, backend=backend)[:, 0]
     assert out.dtype == dtype

@@ -314,17 +314,15 @@ def _solve_dense(K, Y, alpha, w):
         K = K * np.outer(sw, sw)
         Y = Y * sw[:, None]
     C = np.empty(Y.shape, dtype=np.result_type(K.dtype, Y.dtype))
+    diag = K.flat[:: len(K) + 1]  # K is ours: shift its diagonal in place, and back
     for cols, a in _alpha_groups(alpha, Y.shape[1]):
-        A = K.copy()
-        A.flat[:: len(A) + 1] += a
+        K.flat[:: len(K) + 1] = diag + a
         try:
-            C[:, cols] = scipy.linalg.solve(A, Y[:, cols], assume_a="pos", overwrite_a=True)
+            C[:, cols] = scipy.linalg.solve(K, Y[:, cols], assume_a="pos")
         except np.linalg.LinAlgError:
             warnings.warn("Singular matrix in solving dual problem. Using "
                           "least-squares solution instead.", stacklevel=3)
-            A = K.copy()
-            A.flat[:: len(A) + 1] += a
-            C[:, cols] = scipy.linalg.lstsq(A, Y[:, cols])[0]
+            C[:, cols] = scipy.linalg.lstsq(K, Y[:, cols])[0]
     if w is not None:
         C *= np.sqrt(w)[:, None]
     return C
