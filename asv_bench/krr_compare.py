@@ -1,0 +1,118 @@
+"""Kernel ridge regression side by side: kerneltools vs scikit-learn, one run.
+
+Synthetic regression in D = 8 (a smooth function plus noise), the Gaussian
+kernel, float64. Each (system, n, solver) runs in its own subprocess, so the
+peak resident memory (``ru_maxrss``, Python and NumPy included) is its own.
+Prints a Markdown table: fit and predict time, peak memory, test R^2.
+
+    python asv_bench/krr_compare.py                      # the issue's sizes
+    python asv_bench/krr_compare.py --cases sklearn:10000:cholesky,kerneltools:100000:cg
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+DEFAULT_CASES = (
+    "sklearn:10000:cholesky,kerneltools:10000:cholesky,kerneltools:10000:cg,"
+    "kerneltools:100000:cg,kerneltools:1000000:falkon"
+)
+D = 8
+GAMMA = 0.1
+N_TEST = 10_000
+
+
+def make_data(n, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n + N_TEST, D))
+    f = np.sin(2 * X[:, 0]) + np.cos(X[:, 1]) * X[:, 2] + 0.5 * X[:, 3] * X[:, 4] + np.tanh(X[:, 5:].sum(1))
+    y = f + 0.3 * rng.normal(size=len(X))
+    return X[:n], y[:n], X[n:], f[n:]
+
+
+def alpha_for(n):
+    # A fixed lambda = alpha / n (the penalty of the (1/n)-averaged loss) keeps
+    # the same bias/variance trade-off as n grows.
+    return 1e-4 * n
+
+
+def child(system, n, solver, m):
+    import resource
+
+    import numpy as np
+
+    X, y, Xt, ft = make_data(n)
+    if system == "sklearn":
+        from sklearn.kernel_ridge import KernelRidge
+
+        model = KernelRidge(alpha=alpha_for(n), kernel="rbf", gamma=GAMMA)
+    else:
+        from kerneltools.estimators import KernelRidge
+
+        model = KernelRidge(alpha=alpha_for(n), kernel="rbf", gamma=GAMMA, solver=solver,
+                            n_components=m, tol=1e-4 if solver != "cholesky" else 1e-6,
+                            random_state=0)
+    t0 = time.perf_counter()
+    model.fit(X, y)
+    t1 = time.perf_counter()
+    pred = model.predict(Xt)
+    t2 = time.perf_counter()
+    r2 = 1 - np.mean((pred - ft) ** 2) / np.var(ft)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"system": system, "n": n, "solver": solver, "m": m, "fit_s": t1 - t0,
+                      "predict_s": t2 - t1, "peak_mb": rss, "r2": r2,
+                      "n_iter": getattr(model, "n_iter_", None)}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=DEFAULT_CASES,
+                    help="comma-separated system:n:solver (system: sklearn or kerneltools)")
+    ap.add_argument("--m", type=int, default=0,
+                    help="landmarks (default: 1000 for cg, 5000 for falkon)")
+    ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        system, n, solver, m = args.child
+        child(system, int(n), solver, int(m))
+        return
+    rows = []
+    for case in args.cases.split(","):
+        system, n, solver = case.split(":")
+        m = args.m or (5000 if solver == "falkon" else 1000)
+        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver, str(m)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"{case}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(rows[-1], file=sys.stderr, flush=True)
+    lines = [
+        f"Kernel ridge, synthetic D = {D}, rbf gamma = {GAMMA}, alpha = 1e-4 n, float64, "
+        f"test R^2 against the noiseless function on {N_TEST} points.",
+        "",
+        "| system | n | solver | m | fit (s) | predict (s) | peak RSS (MB) | test R^2 | CG iters |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        m = r["m"] if r["system"] == "kerneltools" and r["solver"] != "cholesky" else ""
+        lines.append(
+            f"| {r['system']} | {r['n']:,} | {r['solver']} | {m} | {r['fit_s']:.1f} | "
+            f"{r['predict_s']:.2f} | {r['peak_mb']:.0f} | {r['r2']:.4f} | {r['n_iter'] or ''} |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
