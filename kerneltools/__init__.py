@@ -3,7 +3,9 @@
 The public surface: :class:`LazyTensor` with :func:`Vi`, :func:`Vj`, :func:`Pm`,
 :func:`minimum` and :func:`maximum`; the exceptions of
 :mod:`kerneltools.exceptions`; :func:`info`, :func:`clear_cache` and
-:func:`cache_dir`.
+:func:`cache_dir`; the estimators of :mod:`kerneltools.estimators` (loaded on
+first use); the modules :mod:`kerneltools.kernels` (kernels as formulas) and
+:mod:`kerneltools.linalg` (kernel operators and conjugate gradients).
 """
 
 from ._version import __version__
@@ -31,8 +33,17 @@ __all__ = [
 
 
 def __getattr__(name):
-    if name == "ConvergenceWarning":  # built on first use (imports scikit-learn)
+    # Built on first use: these import scikit-learn, which `import kerneltools`
+    # does not.
+    if name == "ConvergenceWarning":
         from .exceptions import ConvergenceWarning
 
         return ConvergenceWarning
+    if name.startswith("__"):
+        raise AttributeError(name)
+    import importlib
+
+    estimators = importlib.import_module(".estimators", __name__)
+    if name in estimators.__all__:
+        return getattr(estimators, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
