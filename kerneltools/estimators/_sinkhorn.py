@@ -1,0 +1,587 @@
+"""Log-domain Sinkhorn iterations on symbolic reductions (private).
+
+The algorithm is GeomLoss's: J. Feydy, T. Séjourné, F.-X. Vialard, S. Amari,
+A. Trouvé, G. Peyré, "Interpolating between optimal transport and MMD using
+Sinkhorn divergences", AISTATS 2019, and J. Feydy's PhD thesis, "Geometric
+data analysis, beyond convolutions" (2020), Algorithm 3.5: symmetric
+log-domain Sinkhorn updates with epsilon-scaling, then one last
+"extrapolation" step whose outputs carry the gradients (envelope theorem).
+Unbalanced transport damps the updates by rho / (rho + eps) (T. Séjourné,
+J. Feydy, F.-X. Vialard, A. Trouvé, G. Peyré, "Sinkhorn divergences for
+unbalanced optimal transport", arXiv:1910.12958, Table 1 and Proposition 12).
+
+As in GeomLoss's ``sinkhorn_loop``, the solver takes the kernel operation as
+an argument: ``softmin(eps, C_xy, h_y)`` is the soft c-transform
+``f_i = -eps log sum_j exp(h_j - C(x_i, y_j) / eps)``. :func:`lse_softmin`
+gives the kerneltools one, a LogSumExp reduction that never stores the
+``N x M`` cost matrix; the temperature enters it as a run-time parameter, so
+the whole schedule runs one compiled kernel.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from kerneltools import LazyTensor, Vi, Vj
+
+__all__ = [
+    "Potentials",
+    "Problem",
+    "check_points",
+    "check_problem",
+    "cost",
+    "damping",
+    "epsilon_schedule",
+    "lse_softmin",
+    "max_diameter",
+    "ot_value",
+    "sinkhorn_loop",
+    "sinkhorn_refine",
+]
+
+#: Log-weight of a point of zero mass (GeomLoss's ``log_weights``): finite, so
+#: that no reduction ever meets ``-inf - (-inf)``.
+LOG_ZERO = -100000.0
+
+
+# -- input checks --------------------------------------------------------------
+
+
+def check_points(X, name: str, caller: str) -> np.ndarray:
+    """A finite, non-empty 2-D numeric array (its own dtype kept)."""
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:  # ragged lists and the like
+        raise TypeError(f"{caller}: '{name}' must be a numeric array; {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{caller}: '{name}' must be a real numeric array (float32, float64 or "
+            f"int); got dtype {arr.dtype}"
+        )
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{caller}: '{name}' must be a 2-D array of shape (n_points, "
+            f"n_features); got shape {arr.shape}. Reshape 1-D data with "
+            f"{name}.reshape(-1, 1)"
+        )
+    if arr.size == 0:
+        raise ValueError(
+            f"{caller}: '{name}' is empty (shape {arr.shape}); it needs at least "
+            "one point and one feature"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
+    return arr
+
+
+def compute_dtype(*arrays) -> np.dtype:
+    """NumPy promotion of the inputs; integers become float64, float16 float32."""
+    dt = np.result_type(*arrays)
+    if dt.kind in "biu":
+        return np.dtype(np.float64)
+    return np.dtype(np.float32) if dt.itemsize < 4 else dt
+
+
+def check_weights(w, n: int, name: str, points: str, caller: str, dtype) -> np.ndarray:
+    """Weights of a measure: None (uniform, 1 / n) or n finite values >= 0."""
+    if w is None:
+        return np.full(n, 1.0 / n, dtype=dtype)
+    arr = np.asarray(w)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{caller}: '{name}' must be real numbers, one per point of "
+            f"'{points}'; got dtype {arr.dtype}"
+        )
+    if arr.shape not in ((n,), (n, 1)):
+        raise ValueError(
+            f"{caller}: '{name}' must have shape ({n},), one weight per point of "
+            f"'{points}'; got shape {arr.shape}"
+        )
+    arr = arr.reshape(n).astype(dtype)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
+    if (arr < 0).any():
+        raise ValueError(
+            f"{caller}: '{name}' must be >= 0 (the masses of a measure); got a "
+            f"minimum of {arr.min()}"
+        )
+    if not arr.sum() > 0:
+        raise ValueError(f"{caller}: '{name}' sums to 0; a measure needs some mass")
+    return arr
+
+
+def _check_real(value, name: str, caller: str, *, low=0.0, high=None) -> float:
+    """A finite real number in (low, high)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok:
+        value = float(value)
+        ok = np.isfinite(value) and value > low and (high is None or value < high)
+    if not ok:
+        where = f"in ({low:g}, {high:g})" if high is not None else f"> {low:g}"
+        raise ValueError(
+            f"{caller}: the '{name}' parameter must be a float {where}. "
+            f"Got {value!r} instead."
+        )
+    return value
+
+
+def check_p(p, caller: str) -> int:
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or p not in (1, 2):
+        raise ValueError(
+            f"{caller}: the 'p' parameter must be 1 (cost |x - y|) or 2 (cost "
+            f"|x - y|^2 / 2), as in GeomLoss. Got {p!r} instead."
+        )
+    return int(p)
+
+
+class Problem(NamedTuple):
+    """A validated transport problem, arrays in the compute dtype."""
+
+    x: np.ndarray  # (N, D)
+    y: np.ndarray  # (M, D)
+    a: np.ndarray  # (N,) masses
+    b: np.ndarray  # (M,)
+    p: int
+    eps: float  # blur ** p
+    rho: float | None  # reach ** p, None for balanced transport
+    eps_list: list  # the epsilon-scaling schedule, ending at eps
+    diameter: float
+
+
+def check_problem(
+    x,
+    y,
+    a,
+    b,
+    *,
+    p,
+    blur,
+    reach,
+    scaling,
+    caller,
+    names=("x", "y", "a", "b"),
+    dtype=None,
+) -> Problem:
+    """Validate everything before any computation; the problem to solve."""
+    nx, ny, na, nb = names
+    x = check_points(x, nx, caller)
+    y = check_points(y, ny, caller)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(
+            f"{caller}: '{nx}' and '{ny}' must have the same number of features; "
+            f"got {x.shape[1]} and {y.shape[1]}"
+        )
+    p = check_p(p, caller)
+    blur = _check_real(blur, "blur", caller)
+    scaling = _check_real(scaling, "scaling", caller, high=1.0)
+    if reach is not None:
+        reach = _check_real(reach, "reach", caller)
+    dt = compute_dtype(x, y) if dtype is None else np.dtype(dtype)
+    x, y = np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt)
+    a = check_weights(a, len(x), na, nx, caller, dt)
+    b = check_weights(b, len(y), nb, ny, caller, dt)
+    if reach is None:
+        ma, mb = float(a.sum(dtype=np.float64)), float(b.sum(dtype=np.float64))
+        if abs(ma - mb) > 1e-5 * max(ma, mb):
+            raise ValueError(
+                f"{caller}: balanced transport needs '{na}' and '{nb}' of the same "
+                f"total mass; got {ma:.6g} and {mb:.6g}. Normalise them, or pass "
+                "reach= for unbalanced transport"
+            )
+    diameter = max_diameter(x, y)
+    if not diameter > 0:  # every point at the same place: no scale to anneal from
+        diameter = blur
+    return Problem(
+        x=x,
+        y=y,
+        a=a,
+        b=b,
+        p=p,
+        eps=blur**p,
+        rho=None if reach is None else reach**p,
+        eps_list=epsilon_schedule(p, diameter, blur, scaling),
+        diameter=diameter,
+    )
+
+
+# -- epsilon-scaling (GeomLoss's heuristic) ---------------------------------------
+
+
+def max_diameter(x: np.ndarray, y: np.ndarray) -> float:
+    """The diagonal of the bounding box of both clouds: a bound on |x_i - y_j|."""
+    lo = np.minimum(x.min(axis=0), y.min(axis=0)).astype(np.float64)
+    hi = np.maximum(x.max(axis=0), y.max(axis=0)).astype(np.float64)
+    return float(np.linalg.norm(hi - lo))
+
+
+def epsilon_schedule(p: int, diameter: float, blur: float, scaling: float) -> list:
+    """Temperatures from ``diameter^p`` down to ``blur^p``, ratio ``scaling^p``.
+
+    Feydy's thesis, Section 3.3.3 (Fig. 3.25-26): the first temperature is of
+    the order of the largest cost, then each step divides it by
+    ``scaling^-p``; the last one is the target ``blur^p``.
+    """
+    logs = np.arange(p * np.log(diameter), p * np.log(blur), p * np.log(scaling))
+    return [diameter**p] + [float(np.exp(e)) for e in logs] + [blur**p]
+
+
+def damping(eps: float, rho: float | None) -> float:
+    """rho / (rho + eps): the unbalanced (KL-penalised) update's factor, 1 if balanced."""
+    return 1.0 if rho is None else 1.0 / (1.0 + eps / rho)
+
+
+def log_weights(w: np.ndarray) -> np.ndarray:
+    """log w, with LOG_ZERO for points of zero mass."""
+    out = np.full_like(w, LOG_ZERO)
+    np.log(w, out=out, where=w > 0)
+    return out
+
+
+# -- the kernel operation ------------------------------------------------------------
+
+
+def cost(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
+    """C(u, v) = |u - v|^p / p, symbolic."""
+    return u.sqdist(v) / 2 if p == 2 else (u - v).norm2()
+
+
+def cost_gradient(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
+    """The gradient of C(u, v) in u: u - v for p = 2, (u - v) / |u - v| for p = 1."""
+    return u - v if p == 2 else (u - v).normalize()
+
+
+class CostMatrix(NamedTuple):
+    """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the formula."""
+
+    x: np.ndarray
+    y: np.ndarray
+    x_i: LazyTensor
+    y_j: LazyTensor
+    C: LazyTensor
+
+
+def cost_matrix(p: int, x: np.ndarray, y: np.ndarray) -> CostMatrix:
+    x_i, y_j = Vi(x), Vj(y)
+    return CostMatrix(x, y, x_i, y_j, cost(p, x_i, y_j))
+
+
+Softmin = Callable[[float, CostMatrix, np.ndarray], np.ndarray]
+
+
+def lse_softmin(backend) -> Softmin:
+    """The soft c-transform as a LogSumExp reduction over j.
+
+    ``softmin(eps, C, h)[i] = -eps log sum_j exp(h_j - C(x_i, y_j) / eps)``; the
+    float ``1 / eps`` is a run-time parameter of one compiled kernel.
+    """
+
+    def softmin(eps: float, C: CostMatrix, h: np.ndarray) -> np.ndarray:
+        F = Vj(h) - C.C * (1.0 / eps)
+        return -eps * F.logsumexp(axis=1, backend=backend)[:, 0]
+
+    return softmin
+
+
+def softmin_gradient(
+    p: int, eps: float, C: CostMatrix, h: np.ndarray, backend
+) -> np.ndarray:
+    """The gradient in x_i of ``softmin(eps, C, h)[i]``, the y_j held fixed.
+
+    ``sum_j w_ij grad_x C(x_i, y_j)`` with ``w_ij = softmax_j(h_j - C_ij / eps)``:
+    one SumSoftMaxWeight reduction (for p = 2, x_i minus the barycentre of
+    the y_j under the plan's row).
+    """
+    F = Vj(h) - C.C * (1.0 / eps)
+    W = cost_gradient(p, C.x_i, C.y_j)
+    return F.sumsoftmaxweight(W, axis=1, backend=backend)
+
+
+# -- the Sinkhorn loop (Feydy 2020, Algorithm 3.5) -----------------------------------
+
+
+class Potentials(NamedTuple):
+    """Dual potentials after the last extrapolation, and what produced them.
+
+    ``f_ba`` (on x) and ``g_ab`` (on y) solve OT(a, b); ``f_aa`` and ``g_bb``
+    the symmetric problems OT(a, a), OT(b, b) (None without debiasing). The
+    ``h_*`` are the inputs of the last softmins (held fixed for gradients).
+    """
+
+    f_ba: np.ndarray
+    g_ab: np.ndarray
+    f_aa: np.ndarray | None
+    g_bb: np.ndarray | None
+    h_ba: np.ndarray
+    h_ab: np.ndarray
+    h_aa: np.ndarray | None
+    h_bb: np.ndarray | None
+    eps: float
+    rho: float | None
+
+
+def marginal_error(w: np.ndarray, f: np.ndarray, ft: np.ndarray, eps: float) -> float:
+    """``sum_i w_i |exp((f_i - ft_i) / eps) - 1| / sum_i w_i``.
+
+    With ``ft = softmin(eps, C, log b + g / eps)`` (balanced transport), it is
+    the relative L1 error of the row marginal of the plan
+    ``w_i b_j exp((f_i + g_j - C_ij) / eps)``; with damping, the residual of
+    the fixed point ``f = damping * softmin(...)``.
+    """
+    d = (f.astype(np.float64) - ft.astype(np.float64)) / eps
+    with np.errstate(over="ignore"):
+        err = np.abs(np.expm1(d))
+    w64 = w.astype(np.float64)
+    return float(w64 @ err / w64.sum())
+
+
+def sinkhorn_loop(
+    *,
+    softmin: Softmin,
+    a_log: np.ndarray,
+    b_log: np.ndarray,
+    C_xy: CostMatrix,
+    C_yx: CostMatrix,
+    C_xx: CostMatrix | None,
+    C_yy: CostMatrix | None,
+    eps_list: list,
+    rho: float | None,
+    debias: bool,
+    callback=None,
+    a=None,
+) -> Potentials:
+    """Symmetric Sinkhorn with epsilon-scaling, then one extrapolation step.
+
+    ``callback(step, eps, error)``, if given, is called after each update with
+    the row-marginal error of the OT(a, b) plan (``a``, the masses, needed).
+    """
+    # Lines 1-2: the coarsest temperature; initial potentials are softmins of
+    # the log-weights (at eps ~ diameter^p, about a convolution with the cost).
+    eps = eps_list[0]
+    lam = damping(eps, rho)
+    f_ba = lam * softmin(eps, C_xy, b_log)  # b -> a
+    g_ab = lam * softmin(eps, C_yx, a_log)  # a -> b
+    if debias:
+        f_aa = lam * softmin(eps, C_xx, a_log)  # a -> a
+        g_bb = lam * softmin(eps, C_yy, b_log)  # b -> b
+    # Lines 4-5: epsilon-scaling descent.
+    for step, eps in enumerate(eps_list):
+        lam = damping(eps, rho)  # Line 6: the damping follows eps.
+        # Line 7: "coordinate ascent" on the dual problems, symmetric updates
+        # (thesis Section 3.3.3, Fig. 3.24.b): both Sinkhorn updates from the
+        # current pair, then their averages.
+        ft_ba = lam * softmin(eps, C_xy, b_log + g_ab / eps)
+        gt_ab = lam * softmin(eps, C_yx, a_log + f_ba / eps)
+        if debias:
+            ft_aa = lam * softmin(eps, C_xx, a_log + f_aa / eps)
+            gt_bb = lam * softmin(eps, C_yy, b_log + g_bb / eps)
+        if callback is not None:
+            callback(step, eps, marginal_error(a, f_ba, ft_ba, eps))
+        f_ba, g_ab = 0.5 * (f_ba + ft_ba), 0.5 * (g_ab + gt_ab)
+        if debias:
+            f_aa, g_bb = 0.5 * (f_aa + ft_aa), 0.5 * (g_bb + gt_bb)
+    # Last extrapolation: one plain Sinkhorn step from the converged inputs
+    # h, held fixed; the gradients are those of these softmins in their
+    # output points (envelope theorem, thesis Eq. 3.226-227).
+    h_ba, h_ab = b_log + g_ab / eps, a_log + f_ba / eps
+    f_ba, g_ab = lam * softmin(eps, C_xy, h_ba), lam * softmin(eps, C_yx, h_ab)
+    h_aa = h_bb = f_aa_out = g_bb_out = None
+    if debias:
+        h_aa, h_bb = a_log + f_aa / eps, b_log + g_bb / eps
+        f_aa_out, g_bb_out = (
+            lam * softmin(eps, C_xx, h_aa),
+            lam * softmin(eps, C_yy, h_bb),
+        )
+    return Potentials(f_ba, g_ab, f_aa_out, g_bb_out, h_ba, h_ab, h_aa, h_bb, eps, rho)
+
+
+def sinkhorn_refine(
+    *,
+    softmin: Softmin,
+    a_log,
+    b_log,
+    a,
+    b,
+    C_xy,
+    C_yx,
+    f,
+    g,
+    eps: float,
+    rho,
+    tol: float,
+    max_iter: int,
+    callback=None,
+):
+    """Over-relaxed Sinkhorn updates at the final temperature until converged.
+
+    Each iteration updates ``f`` then ``g`` by ``u <- (1 - w) u + w T(v)``
+    (T the damped soft c-transform), which measures both marginal errors of
+    the pair ``(f_new, g_old)`` on the way: the columns from ``T(f_new)``,
+    the rows from ``f_new - T(g_old) = (1 - w) (f_old - T(g_old))``. The
+    relaxation ``w`` starts at 1 (plain Sinkhorn) and follows the observed
+    convergence rate (successive over-relaxation, Young's relation; see
+    Lehmann et al., "A note on overrelaxation in the Sinkhorn algorithm",
+    Optim. Lett. 2022), capped at ``MAX_RELAXATION``, and falls back to 1 if
+    the error grows. Returns ``(f, g, n_iter, error)``: the pair whose
+    error, the larger of the two relative L1 marginal errors, was measured.
+    """
+    lam = damping(eps, rho)
+    omega, errs = 1.0, []
+    for it in range(1, max_iter + 1):
+        ft = lam * softmin(eps, C_xy, b_log + g / eps)
+        f_new = (1.0 - omega) * f + omega * ft
+        gt = lam * softmin(eps, C_yx, a_log + f_new / eps)
+        err = max(marginal_error(a, f_new, ft, eps), marginal_error(b, g, gt, eps))
+        errs.append(err)
+        if callback is not None:
+            callback(it, eps, err)
+        if err <= tol or it == max_iter:
+            return f_new, g, it, err
+        omega = _relaxation(omega, errs)
+        f, g = f_new, (1.0 - omega) * g + omega * gt
+    return f, g, 0, np.inf  # max_iter < 1
+
+
+def rounding_floor(f: np.ndarray, g: np.ndarray, eps: float) -> float:
+    """The marginal error below which rounding hides progress, in f's dtype.
+
+    A relative rounding u of the potentials moves ``exp((f + g - C) / eps)``
+    by about ``u (|f| + |g|) / eps``; the measured errors level off at 0.1 to
+    0.16 times that bound (float32: about 1e-6 to 1e-5), so half of it is a
+    tolerance that Sinkhorn iterations can reach. Negligible in float64.
+    """
+    u = np.finfo(f.dtype).eps
+    return 0.5 * u * float(np.abs(f).max() + np.abs(g).max()) / eps
+
+
+#: Largest over-relaxation factor: beyond about 1.9 the log-domain updates
+#: can diverge.
+MAX_RELAXATION = 1.8
+_RATE_WINDOW = 10
+
+
+def _relaxation(omega: float, errs: list) -> float:
+    """The next relaxation factor, from the error history."""
+    if not np.isfinite(errs[-1]) or errs[-1] > 10 * min(errs):
+        return 1.0  # diverging: back to plain Sinkhorn
+    n = len(errs)
+    if n % _RATE_WINDOW or n < 2 * _RATE_WINDOW:
+        return omega
+    rate = float(errs[-1] / errs[-1 - _RATE_WINDOW]) ** (1 / _RATE_WINDOW)
+    if not 0 < rate < 1:
+        return omega
+    # Young's relation (rate + w - 1)^2 = rate w^2 k links the rate at w to
+    # the plain Sinkhorn rate k; the optimal w is 2 / (1 + sqrt(1 - k)).
+    k = min((rate + omega - 1) ** 2 / (rate * omega**2), 0.9999)
+    return max(omega, min(MAX_RELAXATION, 2 / (1 + float(np.sqrt(1 - k)))))
+
+
+# -- values and gradients ----------------------------------------------------------
+
+
+def ot_value(a: np.ndarray, b: np.ndarray, pot: Potentials, debias: bool) -> float:
+    """S_eps (debias) or OT_eps from the potentials, accumulated in float64.
+
+    Balanced: thesis Eq. 3.207 / 3.209. Unbalanced: Séjourné et al. 2019,
+    Proposition 12, with GeomLoss's weight rho + eps / 2.
+    """
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+
+    def v(arr):
+        return arr.astype(np.float64)
+
+    rho = pot.rho
+    if rho is None:
+        fa, gb = v(pot.f_ba), v(pot.g_ab)
+        if debias:
+            fa, gb = fa - v(pot.f_aa), gb - v(pot.g_bb)
+        return float(a64 @ fa + b64 @ gb)
+    w = rho + pot.eps / 2
+
+    def e(arr):
+        return np.exp(-v(arr) / rho)
+
+    if debias:
+        fa, gb = e(pot.f_aa) - e(pot.f_ba), e(pot.g_bb) - e(pot.g_ab)
+    else:
+        fa, gb = 1.0 - e(pot.f_ba), 1.0 - e(pot.g_ab)
+    return float(w * (a64 @ fa + b64 @ gb))
+
+
+def _coefficient(pot: Potentials, f: np.ndarray) -> np.ndarray | float:
+    """d value / d f_i per unit mass: 1, or (rho + eps/2) / rho exp(-f_i / rho)."""
+    if pot.rho is None:
+        return 1.0
+    w = (pot.rho + pot.eps / 2) / pot.rho
+    return w * np.exp(-f.astype(np.float64) / pot.rho)
+
+
+def value_gradient(
+    p: int,
+    w: np.ndarray,
+    pot_cross,
+    pot_self,
+    C_cross,
+    C_self,
+    h_cross,
+    h_self,
+    pot: Potentials,
+    backend,
+) -> np.ndarray:
+    """Gradient of the value in the points of one measure (masses ``w``).
+
+    ``w_i (c(f) grad f - c(f_self) grad f_self)``, each ``grad`` from the last
+    extrapolation's softmin with its input held fixed.
+    """
+    lam = damping(pot.eps, pot.rho)
+    grad = softmin_gradient(p, pot.eps, C_cross, h_cross, backend).astype(np.float64)
+    grad *= lam * np.asarray(_coefficient(pot, pot_cross)).reshape(-1, 1)
+    if pot_self is not None:
+        g2 = softmin_gradient(p, pot.eps, C_self, h_self, backend).astype(np.float64)
+        grad -= lam * np.asarray(_coefficient(pot, pot_self)).reshape(-1, 1) * g2
+    return (w.astype(np.float64)[:, None] * grad).astype(C_cross.x.dtype)
+
+
+# -- one solve ------------------------------------------------------------------------
+
+
+class Costs(NamedTuple):
+    """The symbolic cost matrices of a problem (xx and yy only when debiasing)."""
+
+    xy: CostMatrix
+    yx: CostMatrix
+    xx: CostMatrix | None
+    yy: CostMatrix | None
+
+
+def cost_matrices(prob: Problem, debias: bool) -> Costs:
+    x, y, p = prob.x, prob.y, prob.p
+    return Costs(
+        cost_matrix(p, x, y),
+        cost_matrix(p, y, x),
+        cost_matrix(p, x, x) if debias else None,
+        cost_matrix(p, y, y) if debias else None,
+    )
+
+
+def solve(prob: Problem, *, debias: bool, backend, callback=None):
+    """Annealed Sinkhorn on ``prob``: ``(potentials, cost matrices, softmin)``."""
+    softmin = lse_softmin(backend)
+    costs = cost_matrices(prob, debias)
+    pot = sinkhorn_loop(
+        softmin=softmin,
+        a_log=log_weights(prob.a),
+        b_log=log_weights(prob.b),
+        C_xy=costs.xy,
+        C_yx=costs.yx,
+        C_xx=costs.xx,
+        C_yy=costs.yy,
+        eps_list=prob.eps_list,
+        rho=prob.rho,
+        debias=debias,
+        callback=callback,
+        a=prob.a,
+    )
+    return pot, costs, softmin
