@@ -189,6 +189,14 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return self
 
     # -- solvers ----------------------------------------------------------
+    def _working_data(self, X):
+        """The dtype the iterative solvers evaluate the kernel in. Products
+        accumulate in float64 either way; float32 kernel values (7 digits)
+        resolve residuals down to about 1e-6, so a tighter `tol` upcasts."""
+        if X.dtype == np.float32 and self.tol < 1e-5:
+            return X.astype(np.float64)
+        return X
+
     def _iterative_args(self):
         max_iter = 1000 if self.max_iter is None else self.max_iter
         return {"tol": self.tol, "max_iter": max_iter, "verbose": self.verbose}
@@ -196,11 +204,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _solve_cg(self, kernel, X, Y, alpha, w):
         # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
         # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
-        # others): an SPD system with a diagonal shift. The iterative solvers
-        # run in float64: the residual must be resolved below `tol`.
-        X64 = X.astype(np.float64, copy=False)
+        # others): an SPD system with a diagonal shift.
         keep = np.ones(len(X), bool) if w is None else w > 0
-        Xk = X64[keep]
+        Xk = self._working_data(X)[keep]
         m = min(self.n_components, len(Xk))
         C = np.zeros((len(X), Y.shape[1]))
         n_iters = []
@@ -224,16 +230,16 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         # normal equations (K_mn W K_nm + alpha K_mm) b = K_mn W y, left and
         # right preconditioned by B = T^-1 A^-1 with T^T T = K_mm and
         # A^T A = T T^T / m + (alpha / n) I (their lambda is alpha / n).
-        X64 = X.astype(np.float64, copy=False)
+        Xw = self._working_data(X)
         n = len(X)
         m = min(self.n_components, n)
-        idx = select_landmarks(kernel, X64, m, method=self.landmarks,
+        idx = select_landmarks(kernel, Xw, m, method=self.landmarks,
                                random_state=self.random_state)
-        Z = X64[idx]
-        Kmm = kernel(Z)
+        Z = Xw[idx]
+        Kmm = kernel(Z.astype(np.float64))
         Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
         T = _upper_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m))
-        Knm = kernel.lazy(X64, Z)
+        Knm = kernel.lazy(Xw, Z)
         wv = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
         beta = np.zeros((m, Y.shape[1]))
         n_iters = []
@@ -276,7 +282,7 @@ def _rsum(K, V, backend):
     """``K^T V`` for a lazy ``K`` (a reduction over its rows)."""
     from ..lazy import Vi
 
-    return (K * Vi(V)).sum(axis=0, backend=backend)
+    return (K * Vi(V.astype(K.dtype))).sum(axis=0, backend=backend).astype(np.float64)
 
 
 def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
@@ -289,7 +295,8 @@ def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
 
     def bhb(u):  # B^T H B u with B = T^-1 A^-1 and K_mm = T^T T
         v = solve(T, solve(A, u))
-        knm_t_knm_v = _rsum(Knm, wv[:, None] * (Knm @ v), backend) / n
+        Kv = Knm @ v.astype(Knm.dtype)
+        knm_t_knm_v = _rsum(Knm, wv[:, None] * Kv, backend) / n
         return solve(A, solve(T, knm_t_knm_v, True) + lam * solve(A, u), True)
 
     u, n_iter = conjugate_gradient(bhb, solve(A, solve(T, rhs, True), True), **cg_args)
@@ -297,7 +304,14 @@ def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
 
 
 def _upper_cholesky(A):
-    return scipy.linalg.cholesky(A, lower=False)
+    """Upper Cholesky factor, with a growing diagonal jitter if A is singular."""
+    jitter = 0.0
+    for _ in range(6):
+        try:
+            return scipy.linalg.cholesky(A + jitter * np.eye(len(A)), lower=False)
+        except np.linalg.LinAlgError:
+            jitter = max(jitter * 100, 1e-10 * float(np.trace(A)) / len(A))
+    raise np.linalg.LinAlgError("the landmarks' kernel matrix is not positive definite")
 
 
 def _alpha_groups(alpha, n_targets):
