@@ -1,7 +1,7 @@
 """Kernel ridge regression side by side: kerneltools vs scikit-learn, one run.
 
 Synthetic regression in D = 8 (a smooth function plus noise), the Gaussian
-kernel, float64. Each (system, n, solver) runs in its own subprocess, so the
+kernel, float64 or float32 (--dtype). Each (system, n, solver) runs in its own subprocess, so the
 peak resident memory (``ru_maxrss``, Python and NumPy included) is its own.
 Prints a Markdown table: fit and predict time, peak memory, test R^2.
 
@@ -42,12 +42,13 @@ def alpha_for(n):
     return 1e-4 * n
 
 
-def child(system, n, solver, m):
+def child(system, n, solver, m, dtype):
     import resource
 
     import numpy as np
 
     X, y, Xt, ft = make_data(n)
+    X, Xt = X.astype(dtype), Xt.astype(dtype)
     if system == "sklearn":
         from sklearn.kernel_ridge import KernelRidge
 
@@ -76,18 +77,20 @@ def main():
                     help="comma-separated system:n:solver (system: sklearn or kerneltools)")
     ap.add_argument("--m", type=int, default=0,
                     help="landmarks (default: 1000 for cg, 5000 for falkon)")
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     ap.add_argument("--out", default=None, help="also write the table to this file")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        system, n, solver, m = args.child
-        child(system, int(n), solver, int(m))
+        system, n, solver, m, dtype = args.child
+        child(system, int(n), solver, int(m), dtype)
         return
     rows = []
     for case in args.cases.split(","):
         system, n, solver = case.split(":")
         m = args.m or (5000 if solver == "falkon" else 1000)
-        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver, str(m)],
+        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver, str(m),
+                              args.dtype],
                              capture_output=True, text=True)
         if out.returncode != 0:
             print(f"{case}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
@@ -95,7 +98,7 @@ def main():
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(rows[-1], file=sys.stderr, flush=True)
     lines = [
-        f"Kernel ridge, synthetic D = {D}, rbf gamma = {GAMMA}, alpha = 1e-4 n, float64, "
+        f"Kernel ridge, synthetic D = {D}, rbf gamma = {GAMMA}, alpha = 1e-4 n, {args.dtype}, "
         f"test R^2 against the noiseless function on {N_TEST} points.",
         "",
         "| system | n | solver | m | fit (s) | predict (s) | peak RSS (MB) | test R^2 | CG iters |",

@@ -1,0 +1,124 @@
+"""linalg.py: kernel operators against dense NumPy, conjugate gradients against
+np.linalg.solve, and the Nystroem preconditioner."""
+
+import numpy as np
+import pytest
+from scipy.sparse.linalg import LinearOperator, aslinearoperator
+
+import kerneltools as kt
+from kerneltools.kernels import make_kernel
+from kerneltools.linalg import (
+    KernelOperator,
+    NystroemPreconditioner,
+    conjugate_gradient,
+    select_landmarks,
+)
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(300, 3))
+Y = RNG.normal(size=(200, 3))
+K = make_kernel("rbf", gamma=0.5)
+
+
+def test_operator_products_match_dense(backend, dtype, rtol):
+    Xd, Yd = X.astype(dtype), Y.astype(dtype)
+    A = KernelOperator(K, Xd, Yd, backend=backend)
+    dense = K(X, Y)
+    assert isinstance(A, LinearOperator) and A.shape == (300, 200)
+    v = RNG.normal(size=200)
+    V = RNG.normal(size=(200, 3))
+    u = RNG.normal(size=300)
+    tol = {"rtol": 100 * rtol, "atol": 100 * rtol * 200}
+    np.testing.assert_allclose(A @ v, dense @ v, **tol)
+    np.testing.assert_allclose(A @ V, dense @ V, **tol)
+    np.testing.assert_allclose(A.T @ u, dense.T @ u, **tol)
+    np.testing.assert_allclose(A.rmatvec(u), dense.T @ u, **tol)
+
+
+def test_square_operator_shift_and_lazytensor_input():
+    shift = RNG.uniform(0.5, 1.0, 300)
+    A = KernelOperator(K, X, shift=shift)
+    v = RNG.normal(size=300)
+    np.testing.assert_allclose(A @ v, K(X) @ v + shift * v, rtol=1e-10)
+    B = KernelOperator((-0.5 * kt.Vi(X).sqdist(kt.Vj(X))).exp(), shift=2.0)
+    np.testing.assert_allclose(B @ v, K(X) @ v + 2 * v, rtol=1e-10)
+    with pytest.raises(ValueError, match="square"):
+        KernelOperator(K, X, Y, shift=1.0)
+    with pytest.raises(ValueError, match="shift"):
+        KernelOperator(K, X, shift=np.ones(7))
+
+
+@pytest.mark.parametrize("precondition", [False, True])
+def test_conjugate_gradient_solves_several_right_hand_sides(precondition):
+    alpha = 1e-2
+    A = KernelOperator(K, X, shift=alpha)
+    B = RNG.normal(size=(300, 3))
+    M = NystroemPreconditioner(K, X, shift=alpha, n_components=100, random_state=0) \
+        if precondition else None
+    seen = []
+    sol, n_iter = conjugate_gradient(A, B, M=M, tol=1e-10, callback=seen.append)
+    ref = np.linalg.solve(K(X) + alpha * np.eye(300), B)
+    np.testing.assert_allclose(sol, ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
+    assert len(seen) == n_iter > 0
+
+
+def test_nystroem_preconditioner_cuts_iterations():
+    alpha = 1e-3
+    A = KernelOperator(K, X, shift=alpha)
+    b = RNG.normal(size=300)
+    _, plain = conjugate_gradient(A, b, tol=1e-8)
+    counts = {}
+    for lm in ("uniform", "rpcholesky"):
+        M = NystroemPreconditioner(K, X, shift=alpha, n_components=80, landmarks=lm,
+                                   random_state=0)
+        x, counts[lm] = conjugate_gradient(A, b, M=M, tol=1e-8)
+        assert np.linalg.norm(A @ x - b) <= 1e-7 * np.linalg.norm(b)
+    assert max(counts.values()) < plain / 2
+
+
+def test_preconditioner_is_the_inverse_when_every_point_is_a_landmark():
+    alpha = 0.1
+    M = NystroemPreconditioner(K, X[:100], shift=alpha, n_components=100)
+    v = RNG.normal(size=100)
+    exact = np.linalg.solve(K(X[:100]) + alpha * np.eye(100), v)
+    np.testing.assert_allclose(M @ v, exact, rtol=1e-6, atol=1e-8)
+
+
+def test_rpcholesky_landmarks_spread_over_clusters():
+    centers = np.array([[0, 0], [10, 0], [0, 10], [10, 10]])
+    sizes = [985, 5, 5, 5]  # one big cluster and three small ones
+    pts = np.concatenate([c + 0.1 * RNG.normal(size=(s, 2)) for c, s in zip(centers, sizes)])
+    idx = select_landmarks(make_kernel("rbf", gamma=1.0), pts, 8, method="rpcholesky",
+                           random_state=0)
+    clusters = {int(np.argmin(((pts[i] - centers) ** 2).sum(1))) for i in idx}
+    assert len(idx) == 8 and len(set(idx)) == 8
+    assert clusters == {0, 1, 2, 3}  # uniform sampling would mostly miss the small ones
+
+
+def test_convergence_warning_and_bad_input():
+    A = KernelOperator(K, X, shift=1e-8)
+    b = RNG.normal(size=300)
+    with pytest.warns(kt.ConvergenceWarning, match="did not converge"):
+        conjugate_gradient(A, b, tol=1e-14, max_iter=2)
+    with pytest.raises(ValueError, match="tol"):
+        conjugate_gradient(A, b, tol=0)
+    with pytest.raises(ValueError, match="max_iter"):
+        conjugate_gradient(A, b, max_iter=0)
+    with pytest.raises(ValueError, match="NaN"):
+        conjugate_gradient(A, np.full(300, np.nan))
+    with pytest.raises(TypeError, match="'A'"):
+        conjugate_gradient("matrix", b)
+    with pytest.raises(ValueError, match="n_components"):
+        select_landmarks(K, X, 0)
+    with pytest.raises(ValueError, match="landmark method"):
+        select_landmarks(K, X, 5, method="kmeans")
+    with pytest.raises(ValueError, match="shift"):
+        NystroemPreconditioner(K, X, shift=0.0)
+
+
+def test_dense_array_and_scipy_operators_are_accepted():
+    A = K(X) + 0.1 * np.eye(300)
+    b = RNG.normal(size=300)
+    for op in (A, aslinearoperator(A), lambda V: A @ V):
+        x, _ = conjugate_gradient(op, b, tol=1e-10)
+        np.testing.assert_allclose(A @ x, b, rtol=1e-8, atol=1e-8)
