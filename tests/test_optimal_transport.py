@@ -241,6 +241,24 @@ def test_zero_weights_are_points_absent():
     )
 
 
+def test_changing_blur_or_scaling_compiles_nothing(monkeypatch, tmp_path):
+    """Temperatures are run-time parameters: one kernel serves every schedule."""
+    from kerneltools.backend import _cpu_backend
+    from kerneltools.backend._dispatch import BACKENDS
+
+    if not BACKENDS["cpu"].available()[0]:
+        pytest.skip("the C backend is unavailable")
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path))
+    x, y, a, b = clouds(n=30, m=20, d=5, seed=11)
+    sinkhorn_divergence(x, y, a, b, blur=0.1, return_grad=True, backend="cpu")
+    before = _cpu_backend.compile_count()
+    for blur, scaling in [(0.3, 0.7), (0.02, 0.5)]:
+        sinkhorn_divergence(
+            x, y, a, b, blur=blur, scaling=scaling, return_grad=True, backend="cpu"
+        )
+    assert _cpu_backend.compile_count() == before
+
+
 def test_float32_reductions_float64_value():
     x, y, a, b = clouds(seed=6)
     v32, gx, gy = sinkhorn_divergence(

@@ -32,7 +32,7 @@ __all__ = [
     "Problem",
     "check_points",
     "check_problem",
-    "cost",
+    "cost_over_eps",
     "damping",
     "epsilon_schedule",
     "lse_softmin",
@@ -40,6 +40,7 @@ __all__ = [
     "ot_value",
     "sinkhorn_loop",
     "sinkhorn_refine",
+    "value_gradients",
 ]
 
 #: Log-weight of a point of zero mass (GeomLoss's ``log_weights``): finite, so
@@ -243,9 +244,15 @@ def log_weights(w: np.ndarray) -> np.ndarray:
 # -- the kernel operation ------------------------------------------------------------
 
 
-def cost(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
-    """C(u, v) = |u - v|^p / p, symbolic."""
-    return u.sqdist(v) / 2 if p == 2 else (u - v).norm2()
+def cost_over_eps(p: int, u: LazyTensor, v: LazyTensor, eps: float) -> LazyTensor:
+    """C(u, v) / eps = |u - v|^p / (p eps), symbolic.
+
+    One multiplication per pair by a run-time parameter (``0.5 / eps``), so
+    that every temperature runs the same compiled kernel.
+    """
+    if p == 2:
+        return u.sqdist(v) * (0.5 / eps)
+    return (u - v).norm2() * (1.0 / eps)
 
 
 def cost_gradient(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
@@ -254,18 +261,21 @@ def cost_gradient(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
 
 
 class CostMatrix(NamedTuple):
-    """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the formula."""
+    """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the exponent."""
 
     x: np.ndarray
     y: np.ndarray
     x_i: LazyTensor
     y_j: LazyTensor
-    C: LazyTensor
+    p: int
+
+    def over(self, eps: float) -> LazyTensor:
+        """The formula C(x_i, y_j) / eps."""
+        return cost_over_eps(self.p, self.x_i, self.y_j, eps)
 
 
 def cost_matrix(p: int, x: np.ndarray, y: np.ndarray) -> CostMatrix:
-    x_i, y_j = Vi(x), Vj(y)
-    return CostMatrix(x, y, x_i, y_j, cost(p, x_i, y_j))
+    return CostMatrix(x, y, Vi(x), Vj(y), p)
 
 
 Softmin = Callable[[float, CostMatrix, np.ndarray], np.ndarray]
@@ -279,23 +289,21 @@ def lse_softmin(backend) -> Softmin:
     """
 
     def softmin(eps: float, C: CostMatrix, h: np.ndarray) -> np.ndarray:
-        F = Vj(h) - C.C * (1.0 / eps)
+        F = Vj(h) - C.over(eps)
         return -eps * F.logsumexp(axis=1, backend=backend)[:, 0]
 
     return softmin
 
 
-def softmin_gradient(
-    p: int, eps: float, C: CostMatrix, h: np.ndarray, backend
-) -> np.ndarray:
+def softmin_gradient(eps: float, C: CostMatrix, h: np.ndarray, backend) -> np.ndarray:
     """The gradient in x_i of ``softmin(eps, C, h)[i]``, the y_j held fixed.
 
     ``sum_j w_ij grad_x C(x_i, y_j)`` with ``w_ij = softmax_j(h_j - C_ij / eps)``:
     one SumSoftMaxWeight reduction (for p = 2, x_i minus the barycentre of
     the y_j under the plan's row).
     """
-    F = Vj(h) - C.C * (1.0 / eps)
-    W = cost_gradient(p, C.x_i, C.y_j)
+    F = Vj(h) - C.over(eps)
+    W = cost_gradient(C.p, C.x_i, C.y_j)
     return F.sumsoftmaxweight(W, axis=1, backend=backend)
 
 
@@ -518,30 +526,33 @@ def _coefficient(pot: Potentials, f: np.ndarray) -> np.ndarray | float:
     return w * np.exp(-f.astype(np.float64) / pot.rho)
 
 
-def value_gradient(
-    p: int,
-    w: np.ndarray,
-    pot_cross,
-    pot_self,
-    C_cross,
-    C_self,
-    h_cross,
-    h_self,
-    pot: Potentials,
-    backend,
-) -> np.ndarray:
+def _gradient(w, f, h, C: CostMatrix, f_self, h_self, C_self, pot, backend):
     """Gradient of the value in the points of one measure (masses ``w``).
 
-    ``w_i (c(f) grad f - c(f_self) grad f_self)``, each ``grad`` from the last
-    extrapolation's softmin with its input held fixed.
+    ``w_i lam (c(f_i) grad f_i - c(f_self_i) grad f_self_i)``: each ``grad``
+    is that of the last extrapolation's softmin, its input ``h`` held fixed.
     """
     lam = damping(pot.eps, pot.rho)
-    grad = softmin_gradient(p, pot.eps, C_cross, h_cross, backend).astype(np.float64)
-    grad *= lam * np.asarray(_coefficient(pot, pot_cross)).reshape(-1, 1)
-    if pot_self is not None:
-        g2 = softmin_gradient(p, pot.eps, C_self, h_self, backend).astype(np.float64)
-        grad -= lam * np.asarray(_coefficient(pot, pot_self)).reshape(-1, 1) * g2
-    return (w.astype(np.float64)[:, None] * grad).astype(C_cross.x.dtype)
+
+    def term(f, h, C):
+        g = softmin_gradient(pot.eps, C, h, backend).astype(np.float64)
+        return lam * np.asarray(_coefficient(pot, f)).reshape(-1, 1) * g
+
+    grad = term(f, h, C)
+    if f_self is not None:
+        grad -= term(f_self, h_self, C_self)
+    return (w.astype(np.float64)[:, None] * grad).astype(C.x.dtype)
+
+
+def value_gradients(prob: Problem, pot: Potentials, costs, backend):
+    """``(grad_x, grad_y)``: the gradients of :func:`ot_value` in the points."""
+    grad_x = _gradient(
+        prob.a, pot.f_ba, pot.h_ba, costs.xy, pot.f_aa, pot.h_aa, costs.xx, pot, backend
+    )
+    grad_y = _gradient(
+        prob.b, pot.g_ab, pot.h_ab, costs.yx, pot.g_bb, pot.h_bb, costs.yy, pot, backend
+    )
+    return grad_x, grad_y
 
 
 # -- one solve ------------------------------------------------------------------------

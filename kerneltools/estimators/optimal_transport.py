@@ -128,30 +128,7 @@ def sinkhorn_divergence(
     value = sk.ot_value(prob.a, prob.b, pot, debias)
     if not return_grad:
         return value
-    grad_x = sk.value_gradient(
-        prob.p,
-        prob.a,
-        pot.f_ba,
-        pot.f_aa,
-        costs.xy,
-        costs.xx,
-        pot.h_ba,
-        pot.h_aa,
-        pot,
-        backend,
-    )
-    grad_y = sk.value_gradient(
-        prob.p,
-        prob.b,
-        pot.g_ab,
-        pot.g_bb,
-        costs.yx,
-        costs.yy,
-        pot.h_ab,
-        pot.h_bb,
-        pot,
-        backend,
-    )
+    grad_x, grad_y = sk.value_gradients(prob, pot, costs, backend)
     return value, grad_x, grad_y
 
 
@@ -325,8 +302,7 @@ def _potentials(prob, tol, max_iter, backend, caller, callback=None):
 def _plan(x, y, a, b, f, g, p, eps) -> LazyTensor:
     u = sk.log_weights(a) + f / eps
     v = sk.log_weights(b) + g / eps
-    C = sk.cost(p, Vi(x), Vj(y))
-    return (Vi(u) + Vj(v) - C * (1.0 / eps)).exp()
+    return (Vi(u) + Vj(v) - sk.cost_over_eps(p, Vi(x), Vj(y), eps)).exp()
 
 
 def _check_potentials(potentials, prob, caller):
@@ -561,7 +537,7 @@ class SinkhornTransport(BaseEstimator):
         eps = self.epsilon_
         h = sk.log_weights(mu) + potential / eps
         x_i, z_j = Vi(np.ascontiguousarray(X, dtype=dt)), Vj(z)
-        F = Vj(h) - sk.cost(self.p, x_i, z_j) * (1.0 / eps)
+        F = Vj(h) - sk.cost_over_eps(self.p, x_i, z_j, eps)
         out = F.sumsoftmaxweight(z_j, axis=1, backend=self.backend)
         return out.astype(X.dtype, copy=False)
 
