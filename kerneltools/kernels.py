@@ -137,6 +137,37 @@ class Kernel:
         G = np.concatenate(grads, axis=2) if grads else np.empty(K.shape + (0,))
         return K, G
 
+    def log_gradient(self, x_i: LazyTensor, y_j: LazyTensor):
+        """Formulas of ``d k(x_i, y_j) / d log h`` for each free hyperparameter h.
+
+        Returns a list, in :attr:`hyperparameter_names` order, of formulas of
+        dimension ``size(h)`` (None where ``k``'s formula does not involve h),
+        from the symbolic gradient rules: ``h * dk/dh``.
+        """
+        tensors = self._param_tensors()
+        f = self.formula(x_i, y_j, tensors)
+        out = []
+        for name in self.hyperparameter_names:
+            if f is None or not _depends_on(f, tensors[name]):
+                out.append(None)
+                continue
+            value = self.params[name]
+            scale = float(value) if np.ndim(value) == 0 else LazyTensor(
+                np.asarray(value, dtype=np.float64))
+            out.append(f.grad(tensors[name], 1.0) * scale)
+        return out
+
+    def white_log_gradient(self) -> np.ndarray:
+        """``d (white-noise level) / d log theta``, flattened like :attr:`theta`."""
+        parts = []
+        for name in self.hyperparameter_names:
+            g = np.zeros(np.size(self.params[name]))
+            for term in self.white:
+                if name in term:
+                    g += np.prod([_scalar(self.params[h]) for h in term]) * term.count(name)
+            parts.append(g)
+        return np.concatenate(parts) if parts else np.empty(0)
+
     def _dense_gradient(self, name, f, tensors, x_i, y_j) -> np.ndarray:
         value = np.atleast_1d(np.asarray(self.params[name], dtype=np.float64))
         n = x_i.shape[0]

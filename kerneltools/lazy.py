@@ -571,6 +571,8 @@ class LazyTensor:
                 f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
+        if b2.shape[1] > _MATMUL_BLOCK:
+            return self._matmul_blocks(b2).reshape((-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
         # product (conjugate gradients, say) skips planning on warm calls.
@@ -585,6 +587,19 @@ class LazyTensor:
         product = LazyTensor._new(formula, bindings, self.ni, b2.shape[0])
         out = product.sum(axis=1)
         return out[:, 0] if b_arr.ndim == 1 else out
+
+    def _matmul_blocks(self, b2):
+        """``K @ b`` for many columns, ``_MATMUL_BLOCK`` at a time: the column
+        count is code in a generated kernel, so one kernel (the last block
+        zero-padded) serves every width instead of one huge kernel per width."""
+        n_cols = b2.shape[1]
+        outs = []
+        for c0 in range(0, n_cols, _MATMUL_BLOCK):
+            block = b2[:, c0 : c0 + _MATMUL_BLOCK]
+            if block.shape[1] < _MATMUL_BLOCK:
+                block = np.pad(block, ((0, 0), (0, _MATMUL_BLOCK - block.shape[1])))
+            outs.append(self @ block)
+        return np.concatenate(outs, axis=1)[:, :n_cols]
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
               backend=None, callback=None):
@@ -722,6 +737,10 @@ def _install_unary_methods():
 
 
 _install_unary_methods()
+
+
+#: Widest right operand that ``K @ b`` reduces in one generated kernel.
+_MATMUL_BLOCK = 32
 
 
 def Vi(x) -> LazyTensor:

@@ -27,7 +27,7 @@ from .kernels import Kernel, make_kernel
 from .lazy import LazyTensor, Vi
 
 __all__ = ["KernelOperator", "NystroemPreconditioner", "conjugate_gradient",
-           "select_landmarks"]
+           "select_landmarks", "solve_with_logdet"]
 
 
 class KernelOperator(LinearOperator):
@@ -216,11 +216,11 @@ def select_landmarks(kernel, X, n_components: int, *, method="uniform",
 class NystroemPreconditioner(LinearOperator):
     """An approximate inverse of ``K(X, X) + diag(shift)`` from Nystroem.
 
-    With landmarks ``Z`` (m rows), ``K ~ K_nm K_mm^{-1} K_mn``, and by the
-    Woodbury identity (``D = diag(shift)``)::
+    With landmarks ``Z`` (m rows), ``K ~ F F^T`` with ``F = K_nm L^{-T}`` and
+    ``L L^T = K_mm`` (plus a tiny relative jitter), and by the Woodbury
+    identity (``D = diag(shift)``)::
 
-        (D + K_nm K_mm^{-1} K_mn)^{-1}
-            = D^{-1} - D^{-1} K_nm (K_mm + K_mn D^{-1} K_nm)^{-1} K_mn D^{-1}
+        (D + F F^T)^{-1} = D^{-1} - D^{-1} F (I + F^T D^{-1} F)^{-1} F^T D^{-1}
 
     Building it evaluates ``K_nm`` once, block by block (never whole), to form
     the ``m x m`` matrix; applying it costs two lazy ``n x m`` reductions.
@@ -257,32 +257,109 @@ class NystroemPreconditioner(LinearOperator):
         self.backend = backend
         Kmm = self.kernel(self.Z).astype(np.float64)
         Kmm[np.diag_indices_from(Kmm)] -= self.kernel.white_level()
-        inner = Kmm + _gram(self.kernel, self.X, self.Z, self.d_inv)
-        self._chol = _robust_cholesky(inner)
+        # P = D + F F^T with F = K_nm W, W = V_r S_r^{-1/2} from the
+        # eigenvalues of K_mm above 1e-8 of the largest (nearly dependent
+        # landmarks would otherwise amplify rounding without bound). F^T D^-1 F
+        # is accumulated from explicit blocks of F, never from K_mn K_nm,
+        # whose condition number is squared.
+        S, V = np.linalg.eigh(Kmm)
+        keep = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
+        self._W = V[:, keep] / np.sqrt(S[keep])
+        inner = np.eye(self._W.shape[1]) + _gram(self.kernel, self.X, self.Z, self.d_inv,
+                                                 self._W)
+        self._chol = _robust_cholesky(inner)  # I + F^T D^-1 F
         self._Knm = self.kernel.lazy(self.X, self.Z)
         super().__init__(dtype=np.float64, shape=(n, n))
 
     def _matmat(self, R):
+        # Woodbury: P^-1 = D^-1 - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1
         R = np.asarray(R, dtype=np.float64)
         R2 = R.reshape(R.shape[0], -1)
         DR = self.d_inv[:, None] * R2
-        U = (self._Knm * Vi(DR)).sum(axis=0, backend=self.backend)  # K_mn D^-1 R
-        W = scipy.linalg.cho_solve(self._chol, U)
-        out = DR - self.d_inv[:, None] * (self._Knm @ W)
+        U = self._W.T @ (self._Knm * Vi(DR)).sum(axis=0, backend=self.backend)
+        c = self._W @ scipy.linalg.cho_solve(self._chol, U)
+        out = DR - self.d_inv[:, None] * (self._Knm @ c)
         return out.reshape(R.shape)
 
     def _matvec(self, r):
         return self._matmat(np.asarray(r).reshape(-1, 1)).reshape(-1)
 
+    def logdet(self) -> float:
+        """``log det P``, by the matrix determinant lemma:
+        ``log det D + log det(I + F^T D^-1 F)``."""
+        return float(-np.log(self.d_inv).sum() + _chol_logdet(self._chol))
 
-def _gram(kernel: Kernel, X, Z, d_inv, block: int = 4096) -> np.ndarray:
-    """``K_mn D^{-1} K_nm``, accumulated over blocks of rows of X."""
-    m = len(Z)
-    out = np.zeros((m, m))
-    rows = max(256, min(block, (1 << 24) // max(m, 1)))
+    def sample(self, n_samples: int, random_state=None) -> np.ndarray:
+        """``n_samples`` columns drawn from ``N(0, P)``, shape (n, n_samples)."""
+        rng = np.random.default_rng(random_state)
+        n, m = len(self.X), len(self.Z)
+        e1 = rng.standard_normal((n, n_samples))
+        e2 = rng.standard_normal((m, n_samples))
+        coef = self._W @ e2[: self._W.shape[1]]  # F e2 = K_nm W e2
+        return e1 / np.sqrt(self.d_inv)[:, None] + self._Knm @ coef
+
+
+def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float = 1e-4,
+                      max_iter=None, verbose: int = 0):
+    """Solve ``A X = B`` and estimate ``log det A`` in one batched PCG run.
+
+    Stochastic Lanczos quadrature with a preconditioner (the BBMM estimator
+    of Gardner et al., 2018): probes ``z ~ N(0, P)`` from the Nystroem
+    approximation ``P`` that ``M`` inverts; preconditioned CG on ``A U = Z``
+    runs alongside ``A X = B``, and its coefficients give, per probe, the
+    Lanczos tridiagonal ``T`` of ``P^{-1/2} A P^{-1/2}``, so that::
+
+        log det A = log det P + tr log(P^{-1} A)
+                  ~ log det P + mean_i (z_i^T P^{-1} z_i) e_1^T log(T_i) e_1
+
+    Returns ``(X, U, Z, logdet, n_iter)``: the solutions for B and for the
+    probes, the probes, the estimate, and the CG iterations.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    B2 = B.reshape(B.shape[0], -1)
+    Z = M.sample(n_probes, random_state)
+    rhs = np.hstack([B2, Z])
+    record: list = []
+    sol, n_iter = _cg(_as_matmat(A, "A"), rhs, tol=tol, max_iter=max_iter,
+                      precond=_as_matmat(M, "M"), verbose=verbose, record=record)
+    k = B2.shape[1]
+    norms = np.einsum("ij,ij->j", Z, M @ Z)  # z^T P^{-1} z, the probes' start
+    quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]
+    logdet = M.logdet() + float(np.mean(norms * np.asarray(quad)))
+    return sol[:, :k].reshape(B.shape), sol[:, k:], Z, logdet, n_iter
+
+
+def _lanczos_log_quadrature(record, col) -> float:
+    """``e_1^T log(T) e_1`` for the Lanczos matrix ``T`` rebuilt from the CG
+    coefficients of column ``col`` (Saad, Iterative Methods, section 6.7.3)."""
+    alphas, betas = [], []
+    for a, b, active in record:
+        if not active[col]:
+            break
+        alphas.append(a[col])
+        betas.append(b[col])
+    if not alphas:
+        return 0.0
+    k = len(alphas)
+    diag = np.array([1 / alphas[j] + (betas[j - 1] / alphas[j - 1] if j else 0.0)
+                     for j in range(k)])
+    off = np.array([np.sqrt(max(betas[j], 0.0)) / alphas[j] for j in range(k - 1)])
+    lam, vec = scipy.linalg.eigh_tridiagonal(diag, off)
+    return float(np.sum(vec[0] ** 2 * np.log(np.clip(lam, 1e-300, None))))
+
+
+def _chol_logdet(chol) -> float:
+    return float(2 * np.log(np.diag(chol[0])).sum())
+
+
+def _gram(kernel: Kernel, X, Z, d_inv, W, block: int = 4096) -> np.ndarray:
+    """``F^T D^{-1} F`` with ``F = K(X, Z) W``, accumulated over blocks of rows."""
+    r = W.shape[1]
+    out = np.zeros((r, r))
+    rows = max(256, min(block, (1 << 24) // max(len(Z), 1)))
     for i0 in range(0, len(X), rows):
-        Kb = np.asarray(kernel(X[i0 : i0 + rows], Z), dtype=np.float64)
-        out += Kb.T @ (d_inv[i0 : i0 + rows, None] * Kb)
+        F = np.asarray(kernel(X[i0 : i0 + rows], Z), dtype=np.float64) @ W
+        out += F.T @ (d_inv[i0 : i0 + rows, None] * F)
     return out
 
 

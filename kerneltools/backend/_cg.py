@@ -17,7 +17,7 @@ def _col_dot(a, b):
 
 
 def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=None,
-                       precond=None, verbose=0):
+                       precond=None, verbose=0, record=None):
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
 
     Each column of ``b`` (shape (n, E)) runs its own (preconditioned) CG
@@ -27,7 +27,9 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     ``|r| <= tol |b|``; warns with :class:`ConvergenceWarning` when
     ``max_iter`` is reached first. ``callback(x)`` runs after each iteration;
     ``verbose`` prints the iteration, the largest relative residual and the
-    elapsed time.
+    elapsed time. ``record``, a list, receives ``(alpha, beta, active)`` per
+    iteration (arrays over the columns): the coefficients from which the
+    Lanczos tridiagonal matrix of each column is rebuilt.
 
     Returns ``(x, n_iter)``.
     """
@@ -60,6 +62,8 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
         p = z + beta * p
         rz = rz_new
         it += 1
+        if record is not None:
+            record.append((alpha, beta, active))
         if verbose:
             print(f"[CG] iteration {it:4d}  relative residual "
                   f"{float(np.max(rnorm / scale)):.3e}  {time.perf_counter() - start:7.2f} s",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import subprocess
 import shutil
 import struct
 import tempfile
@@ -503,7 +504,15 @@ def _build(source: str, comp, folder: Path, key: str, so: Path) -> None:
     fd, tmp_so = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".so")
     os.close(fd)
     try:
-        proc = comp.compile(str(src), tmp_so)
+        try:
+            proc = comp.compile(str(src), tmp_so)
+        except subprocess.TimeoutExpired as exc:
+            raise CompileError(
+                f"the C compiler did not finish the generated kernel {src} in "
+                f"{exc.timeout:.0f} s",
+                log=str(exc),
+                source_path=str(src),
+            ) from None
         _compiles[0] += 1
         if proc.returncode != 0:
             log = (proc.stderr or proc.stdout).strip()

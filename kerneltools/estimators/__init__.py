@@ -1,5 +1,6 @@
 """scikit-learn-compatible estimators built on kerneltools' reductions."""
 
+from .gaussian_process import GaussianProcessRegressor
 from .kernel_ridge import KernelRidge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from .optimal_transport import (
@@ -11,6 +12,7 @@ from .optimal_transport import (
 
 __all__ = [
     "KernelRidge",
+    "GaussianProcessRegressor",
     "NearestNeighbors",
     "KNeighborsClassifier",
     "KNeighborsRegressor",

@@ -1,0 +1,402 @@
+"""Gaussian-process regression: scikit-learn's results at small n, and a
+linear-memory iterative solver (BBMM) at large n."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from operator import itemgetter
+from typing import ClassVar
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..kernels import make_kernel
+from . import _gp_iterative as it
+from . import _validation as v
+
+__all__ = ["GaussianProcessRegressor"]
+
+#: Largest n that ``solver='auto'`` handles exactly (Cholesky): the exact
+#: gradient holds (n, n, n_theta) derivatives, 3 GB at n = 5,000 with 3 theta.
+CHOLESKY_MAX_SAMPLES = 5000
+
+
+def _default_kernel():
+    return C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
+
+
+class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
+    """Gaussian-process regression with kernels as generated formulas.
+
+    The constructor, attributes and results of scikit-learn's
+    :class:`sklearn.gaussian_process.GaussianProcessRegressor` (Algorithm 2.1 of
+    Rasmussen and Williams) on the exact path, where the kernel's derivatives
+    with respect to ``theta`` come from symbolic gradient rules. Above
+    ``CHOLESKY_MAX_SAMPLES`` points, or with ``solver='iterative'``, nothing of
+    size ``n x n`` is stored: solves by preconditioned conjugate gradients,
+    ``log det`` by stochastic Lanczos quadrature and the gradient's trace by
+    Hutchinson probes (BBMM, Gardner et al. 2018), each kernel product a
+    generated reduction.
+
+    Parameters
+    ----------
+    kernel : sklearn.gaussian_process.kernels object, default=None
+        None means ``ConstantKernel(1.0, "fixed") * RBF(1.0, "fixed")``.
+        Translated into formulas by :func:`kerneltools.kernels.from_sklearn`.
+    alpha : float or array of shape (n_samples,), default=1e-10
+        Added to the diagonal of the training kernel matrix.
+    optimizer : "fmin_l_bfgs_b", callable or None, default="fmin_l_bfgs_b"
+    n_restarts_optimizer : int, default=0
+    normalize_y : bool, default=False
+    copy_X_train : bool, default=True
+    n_targets : int, optional
+    random_state : int, RandomState or None
+        Seeds the optimizer restarts (and nothing of the iterative solver,
+        whose probes have their own fixed seed so that the objective the
+        optimizer sees is deterministic).
+    solver : {"auto", "cholesky", "iterative"}, default="auto"
+    n_probes : int, default=16
+        Probe vectors of the iterative solver's trace and log-det estimates.
+    n_components : int, default=300
+        Rank of the iterative solver's pivoted-Cholesky preconditioner.
+    tol : float, default=1e-4
+        Relative residual at which the iterative solver's CG stops.
+    max_iter : int, default=1000
+    backend : str, optional
+    verbose : int, default=0
+        Print each objective evaluation (theta, log marginal likelihood, CG
+        iterations, time).
+
+    Attributes
+    ----------
+    kernel_ : kernel object, with the fitted hyperparameters
+    alpha_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    X_train_, y_train_ : ndarray
+    L_ : ndarray (n, n), the Cholesky factor (exact path only; the iterative
+        path raises AttributeError)
+    log_marginal_likelihood_value_ : float
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from kerneltools.estimators import GaussianProcessRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 5, size=(80, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    >>> gp = GaussianProcessRegressor(RBF() + WhiteKernel(), random_state=0).fit(X, y)
+    >>> mean, std = gp.predict(X[:3], return_std=True)
+    >>> bool(np.all(std < 0.2))
+    True
+    """
+
+    _rules: ClassVar[dict] = {
+        "optimizer": (lambda o: o is None or o == "fmin_l_bfgs_b" or callable(o),
+                      "'fmin_l_bfgs_b', a callable or None"),
+        "n_restarts_optimizer": (v.integer(0), "an int >= 0"),
+        "normalize_y": (lambda b: isinstance(b, (bool, np.bool_)), "a bool"),
+        "copy_X_train": (lambda b: isinstance(b, (bool, np.bool_)), "a bool"),
+        "n_targets": (v.integer(1, none=True), "an int >= 1 or None"),
+        "solver": (v.one_of("auto", "cholesky", "iterative"),
+                   "one of 'auto', 'cholesky', 'iterative'"),
+        "n_probes": (v.integer(1), "an int >= 1"),
+        "n_components": (v.integer(1), "an int >= 1"),
+        "tol": (v.real(0, closed=False), "a float > 0"),
+        "max_iter": (v.integer(1), "an int >= 1"),
+        "backend": (lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
+                    "one of 'auto', 'cpu', 'cuda', 'numpy' or None"),
+        "verbose": (lambda x: isinstance(x, (bool, int)), "an int or bool"),
+    }
+
+    def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
+                 n_restarts_optimizer=0, normalize_y=False, copy_X_train=True,
+                 n_targets=None, random_state=None, solver="auto", n_probes=16,
+                 n_components=300, tol=1e-4, max_iter=1000, backend=None, verbose=0):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.normalize_y = normalize_y
+        self.copy_X_train = copy_X_train
+        self.n_targets = n_targets
+        self.random_state = random_state
+        self.solver = solver
+        self.n_probes = n_probes
+        self.n_components = n_components
+        self.tol = tol
+        self.max_iter = max_iter
+        self.backend = backend
+        self.verbose = verbose
+
+    # -- fit ----------------------------------------------------------------
+    def fit(self, X, y):
+        """Fit the Gaussian process (and its hyperparameters, with an optimizer).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self : object
+        """
+        v.check_params(self, self._rules)
+        self.kernel_ = _default_kernel() if self.kernel is None else clone(self.kernel)
+        make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
+        rng = check_random_state(self.random_state)
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
+                             dtype=np.float64)
+        n_seen = y.shape[1] if y.ndim > 1 else 1
+        if self.n_targets is not None and n_seen != self.n_targets:
+            raise ValueError(f"The number of targets seen in `y` is different from the "
+                             f"parameter `n_targets`. Got {n_seen} != {self.n_targets}.")
+        self._normalize(y)
+        y = (y - self._y_train_mean) / self._y_train_std
+        self._alpha = self._check_alpha(len(X))
+        self.X_train_ = np.copy(X) if self.copy_X_train else X
+        self.y_train_ = np.copy(y) if self.copy_X_train else y
+        self.solver_ = self.solver
+        if self.solver == "auto":
+            self.solver_ = "cholesky" if len(X) <= CHOLESKY_MAX_SAMPLES else "iterative"
+        if self.optimizer is not None and self.kernel_.n_dims > 0:
+            self._optimize(rng)
+        else:
+            self.log_marginal_likelihood_value_ = self.log_marginal_likelihood(
+                self.kernel_.theta, clone_kernel=False)
+        self._factor()
+        return self
+
+    def _normalize(self, y):
+        if self.normalize_y:
+            self._y_train_mean = np.mean(y, axis=0)
+            std = np.std(y, axis=0)
+            self._y_train_std = np.where(std < 10 * np.finfo(std.dtype).eps, 1.0, std)
+        else:
+            shape = (y.shape[1],) if y.ndim == 2 else 1
+            self._y_train_mean = np.zeros(shape)
+            self._y_train_std = np.ones(shape) if y.ndim == 2 else 1.0
+
+    def _check_alpha(self, n):
+        alpha = np.asarray(self.alpha, dtype=np.float64)
+        if alpha.ndim > 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
+            raise ValueError("The 'alpha' parameter of GaussianProcessRegressor must be a "
+                             f"float >= 0 or an array of them. Got {self.alpha!r} instead.")
+        if alpha.ndim == 1 and alpha.shape[0] != n:
+            if alpha.shape[0] != 1:
+                raise ValueError(f"alpha must be a scalar or an array with same number of "
+                                 f"entries as y. ({alpha.shape[0]} != {n})")
+            alpha = alpha[0]
+        return alpha
+
+    def _optimize(self, rng):
+        def obj_func(theta, eval_gradient=True):
+            if eval_gradient:
+                lml, grad = self.log_marginal_likelihood(theta, eval_gradient=True,
+                                                         clone_kernel=False)
+                return -lml, -grad
+            return -self.log_marginal_likelihood(theta, clone_kernel=False)
+
+        optima = [self._constrained_optimization(obj_func, self.kernel_.theta,
+                                                 self.kernel_.bounds)]
+        if self.n_restarts_optimizer > 0:
+            bounds = self.kernel_.bounds
+            if not np.isfinite(bounds).all():
+                raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) "
+                                 "requires that all bounds are finite.")
+            for _ in range(self.n_restarts_optimizer):
+                start = rng.uniform(bounds[:, 0], bounds[:, 1])
+                optima.append(self._constrained_optimization(obj_func, start, bounds))
+        values = list(map(itemgetter(1), optima))
+        self.kernel_.theta = optima[int(np.argmin(values))][0]
+        self.kernel_._check_bounds_params()
+        self.log_marginal_likelihood_value_ = -float(np.min(values))
+
+    def _constrained_optimization(self, obj_func, initial_theta, bounds):
+        if self.optimizer == "fmin_l_bfgs_b":
+            res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B",
+                                          jac=True, bounds=bounds)
+            if res.status != 0:
+                warnings.warn(f"lbfgs failed to converge (status={res.status}): "
+                              f"{res.message}", ConvergenceWarning, stacklevel=3)
+            return res.x, res.fun
+        return self.optimizer(obj_func, initial_theta, bounds=bounds)
+
+    def _factor(self):
+        """The quantities predict needs: alpha_ and, exactly, the Cholesky factor."""
+        y = self.y_train_
+        if self.solver_ == "cholesky":
+            K = self.kernel_(self.X_train_)
+            K[np.diag_indices_from(K)] += self._alpha
+            try:
+                self._L = scipy.linalg.cholesky(K, lower=True, check_finite=False)
+            except np.linalg.LinAlgError as exc:
+                exc.args = (f"The kernel, {self.kernel_}, is not returning a positive "
+                            "definite matrix. Try gradually increasing the 'alpha' "
+                            "parameter of your GaussianProcessRegressor estimator.",
+                            *exc.args)
+                raise
+            self.alpha_ = scipy.linalg.cho_solve((self._L, True), y, check_finite=False)
+        else:
+            self._L = None
+            self._iter = it.IterativeGP(self, make_kernel(self.kernel_))
+            self.alpha_ = self._iter.solve(y)
+
+    @property
+    def L_(self):
+        """The lower Cholesky factor of ``K + alpha I`` (exact path only)."""
+        check_is_fitted(self)
+        if self._L is None:
+            raise AttributeError(
+                "L_ does not exist with solver='iterative': it would be an n x n "
+                f"matrix ({len(self.X_train_)} x {len(self.X_train_)}), which the "
+                "iterative solver never forms; use solver='cholesky' to get it")
+        return self._L
+
+    # -- log marginal likelihood -------------------------------------------
+    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
+        """Log marginal likelihood of ``theta`` (and its gradient), as scikit-learn.
+
+        Parameters
+        ----------
+        theta : array-like of shape (n_kernel_params,), optional
+            None returns ``log_marginal_likelihood_value_``.
+        eval_gradient : bool, default=False
+        clone_kernel : bool, default=True
+
+        Returns
+        -------
+        log_likelihood : float
+        log_likelihood_gradient : ndarray of shape (n_kernel_params,), if eval_gradient
+        """
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("Gradient can only be evaluated for theta!=None")
+            return self.log_marginal_likelihood_value_
+        kernel = self.kernel_.clone_with_theta(theta) if clone_kernel else self.kernel_
+        kernel.theta = theta
+        start = time.perf_counter()
+        solver = getattr(self, "solver_", self.solver)
+        if solver == "iterative":
+            out = it.IterativeGP(self, make_kernel(kernel)).lml(eval_gradient)
+        else:
+            out = self._exact_lml(make_kernel(kernel), np.asarray(theta), eval_gradient)
+        if self.verbose:
+            lml = out[0] if eval_gradient else out
+            print(f"[GaussianProcessRegressor] theta={np.round(np.exp(theta), 4)} "
+                  f"lml={lml:.6g} ({time.perf_counter() - start:.2f} s)", flush=True)
+        return out
+
+    def _exact_lml(self, kernel, theta, eval_gradient):
+        if eval_gradient:
+            K, K_gradient = kernel(self.X_train_, eval_gradient=True)
+        else:
+            K = kernel(self.X_train_)
+        K[np.diag_indices_from(K)] += self._alpha
+        try:
+            L = scipy.linalg.cholesky(K, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            return (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
+        y = self.y_train_[:, None] if self.y_train_.ndim == 1 else self.y_train_
+        alpha = scipy.linalg.cho_solve((L, True), y, check_finite=False)
+        dims = -0.5 * np.einsum("ik,ik->k", y, alpha)
+        dims -= np.log(np.diag(L)).sum() + K.shape[0] / 2 * np.log(2 * np.pi)
+        lml = float(dims.sum())
+        if not eval_gradient:
+            return lml
+        # 1/2 tr((a a^T - K^-1) dK/dtheta), summed over the targets
+        K_inv = scipy.linalg.cho_solve((L, True), np.eye(len(K)), check_finite=False)
+        grad = 0.5 * np.einsum("ik,jk,ijl->l", alpha, alpha, K_gradient, optimize=True)
+        grad -= 0.5 * y.shape[1] * np.einsum("ij,ijl->l", K_inv, K_gradient)
+        return lml, grad
+
+    # -- predict -------------------------------------------------------------
+    def predict(self, X, return_std=False, return_cov=False):
+        """Predictive mean (and std or covariance) at X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std, return_cov : bool
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        y_std : ndarray, if return_std
+        y_cov : ndarray (n_samples, n_samples[, n_targets]), if return_cov
+        """
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        if not hasattr(self, "X_train_"):  # the prior
+            kernel = _default_kernel() if self.kernel is None else self.kernel
+            nt = self.n_targets if self.n_targets is not None else 1
+            mean = np.zeros((X.shape[0], nt)).squeeze()
+            if return_cov:
+                cov = kernel(X)
+                return mean, np.repeat(cov[:, :, None], nt, axis=2) if nt > 1 else cov
+            if return_std:
+                var = kernel.diag(X)
+                return mean, np.sqrt(np.repeat(var[:, None], nt, axis=1) if nt > 1 else var)
+            return mean
+        kernel = make_kernel(self.kernel_)
+        if self._L is None:
+            mean, var, cov = self._iter.predict(X, kernel, return_std, return_cov)
+        else:
+            mean, var, cov = self._exact_predict(X, return_std, return_cov)
+        mean = self._y_train_std * mean + self._y_train_mean
+        if mean.ndim > 1 and mean.shape[1] == 1:
+            mean = np.squeeze(mean, axis=1)
+        if return_cov:
+            cov = np.outer(cov, self._y_train_std**2).reshape(*cov.shape, -1)
+            return mean, np.squeeze(cov, axis=2) if cov.shape[2] == 1 else cov
+        if return_std:
+            if np.any(var < 0):
+                warnings.warn("Predicted variances smaller than 0. "
+                              "Setting those variances to 0.", stacklevel=2)
+                var = np.where(var < 0, 0.0, var)
+            var = np.outer(var, self._y_train_std**2).reshape(*var.shape, -1)
+            return mean, np.sqrt(np.squeeze(var, axis=1) if var.shape[1] == 1 else var)
+        return mean
+
+    def _exact_predict(self, X, return_std, return_cov):
+        K_trans = self.kernel_(X, self.X_train_)
+        mean = K_trans @ self.alpha_
+        if not (return_std or return_cov):
+            return mean, None, None
+        V = scipy.linalg.solve_triangular(self._L, K_trans.T, lower=True, check_finite=False)
+        if return_cov:
+            return mean, None, self.kernel_(X) - V.T @ V
+        var = self.kernel_.diag(X).copy() - np.einsum("ij,ji->i", V.T, V)
+        return mean, var, None
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draw samples from the Gaussian process at X.
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples_X, n_samples) or
+            (n_samples_X, n_targets, n_samples)
+        """
+        rng = check_random_state(random_state)
+        mean, cov = self.predict(X, return_cov=True)
+        if mean.ndim == 1:
+            return rng.multivariate_normal(mean, cov, n_samples).T
+        draws = [rng.multivariate_normal(mean[:, t], cov[..., t], n_samples).T[:, None]
+                 for t in range(mean.shape[1])]
+        return np.hstack(draws)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False
+        return tags
