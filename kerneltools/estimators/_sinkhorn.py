@@ -114,7 +114,7 @@ def check_weights(w, n: int, name: str, points: str, caller: str, dtype) -> np.n
     return arr
 
 
-def _check_real(value, name: str, caller: str, *, low=0.0, high=None) -> float:
+def check_real(value, name: str, caller: str, *, low=0.0, high=None) -> float:
     """A finite real number in (low, high)."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if ok:
@@ -176,10 +176,10 @@ def check_problem(
             f"got {x.shape[1]} and {y.shape[1]}"
         )
     p = check_p(p, caller)
-    blur = _check_real(blur, "blur", caller)
-    scaling = _check_real(scaling, "scaling", caller, high=1.0)
+    blur = check_real(blur, "blur", caller)
+    scaling = check_real(scaling, "scaling", caller, high=1.0)
     if reach is not None:
-        reach = _check_real(reach, "reach", caller)
+        reach = check_real(reach, "reach", caller)
     dt = compute_dtype(x, y) if dtype is None else np.dtype(dtype)
     x, y = np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt)
     a = check_weights(a, len(x), na, nx, caller, dt)

@@ -108,6 +108,18 @@ def sinkhorn_divergence(
     grad_x, grad_y : ndarray of shape (N, D) and (M, D)
         Only with ``return_grad=True``, in the inputs' dtype.
 
+    Notes
+    -----
+    The reductions run in the points' dtype (``a`` and ``b`` are cast to it);
+    integers become float64. The gradients are those of the last
+    extrapolation step with its inputs held fixed, as GeomLoss' autograd
+    computes them: exact at convergence (envelope theorem), first order
+    only. For unbalanced transport they differentiate GeomLoss' value
+    formula (weight ``rho + eps / 2``) as GeomLoss does. For p = 1 the
+    gradient of ``|x - y|`` at ``x = y`` is taken as 0; GeomLoss' tensorized
+    backend clamps such distances at 1e-4, its online backend does not (the
+    values here equal the online ones).
+
     Examples
     --------
     >>> import numpy as np
@@ -189,7 +201,7 @@ def sinkhorn_potentials(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     if tol is not None:
-        tol = sk._check_real(tol, "tol", caller)
+        tol = sk.check_real(tol, "tol", caller)
     max_iter = _check_int(max_iter, "max_iter", caller)
     f, g, *_ = _potentials(prob, tol, max_iter, backend, caller)
     return f, g
@@ -250,7 +262,7 @@ def transport_plan(
     )
     if potentials is None:
         if tol is not None:
-            tol = sk._check_real(tol, "tol", caller)
+            tol = sk.check_real(tol, "tol", caller)
         max_iter = _check_int(max_iter, "max_iter", caller)
         f, g, *_ = _potentials(prob, tol, max_iter, backend, caller)
     else:
@@ -456,7 +468,7 @@ class SinkhornTransport(BaseEstimator):
         caller = f"{type(self).__name__}.fit"
         if Xs is None or Xt is None:
             raise ValueError(f"{caller} needs both the source 'Xs' and the target 'Xt'")
-        tol = sk._check_real(self.tol, "tol", caller)
+        tol = sk.check_real(self.tol, "tol", caller)
         max_iter = _check_int(self.max_iter, "max_iter", caller)
         Xs = validate_data(self, Xs, dtype=[np.float64, np.float32])
         Xt = _check_samples(Xt, "Xt", self.n_features_in_, caller)
