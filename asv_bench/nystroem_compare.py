@@ -8,8 +8,9 @@ transform the n training points, the peak memory, the time of the landmark
 selection alone (timed apart, before the fit) and the relative error
 ``|K - F F^T|_F / |K|_F`` of the features F on 2,000 of the points.
 
-    python asv_bench/nystroem_compare.py
-    python asv_bench/nystroem_compare.py --n 20000 --cases sklearn:uniform,kerneltools:kmeans++
+    python asv_bench/nystroem_compare.py                 # 3 interleaved runs
+    python asv_bench/nystroem_compare.py --n 20000 --repeats 1 \\
+        --cases sklearn:uniform,kerneltools:kmeans++
 """
 
 from __future__ import annotations
@@ -120,21 +121,35 @@ def _run_case(case, n, m):
     return row
 
 
-def _table(rows, n, m, header):
+def _median_rows(runs):
+    """One row per case: the median of each measure over the case's runs."""
+    import statistics
+
+    rows = []
+    for case_runs in runs.values():
+        row = dict(case_runs[0], runs=len(case_runs))
+        for key in ("fit_s", "transform_s", "peak_mb", "select_s", "rel_err"):
+            if row[key] is not None:
+                row[key] = statistics.median(r[key] for r in case_runs)
+        rows.append(row)
+    return rows
+
+
+def _table(rows, header):
     lines = header + [
         "",
         (
             "| system | landmarks | fit (s) | transform (s) | fit + transform (s) | "
-            "peak RSS (MB) | selection alone (s) | rel. error |"
+            "peak RSS (MB) | selection alone (s) | rel. error | runs |"
         ),
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         sel = f"{r['select_s']:.2f}" if r["select_s"] is not None else ""
         lines.append(
             f"| {r['system']} | {r['landmarks']} | {r['fit_s']:.2f} | "
             f"{r['transform_s']:.2f} | {r['fit_s'] + r['transform_s']:.2f} | "
-            f"{r['peak_mb']:.0f} | {sel} | {r['rel_err']:.4f} |"
+            f"{r['peak_mb']:.0f} | {sel} | {r['rel_err']:.4f} | {r['runs']} |"
         )
     return "\n".join(lines)
 
@@ -148,6 +163,12 @@ def main():
     )
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--m", type=int, default=1_000)
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each case, interleaved (the table shows medians)",
+    )
     ap.add_argument("--out", default=None, help="also write the table to this file")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -156,23 +177,26 @@ def main():
         child(system, strategy, int(n), int(m))
         return
     load0 = os.getloadavg()
-    rows = [
-        r for case in args.cases.split(",") if (r := _run_case(case, args.n, args.m))
-    ]
+    runs = {case: [] for case in args.cases.split(",")}
+    for _ in range(args.repeats):
+        for case, case_runs in runs.items():
+            if (row := _run_case(case, args.n, args.m)) is not None:
+                case_runs.append(row)
     load1 = os.getloadavg()
     header = [
         (
             f"Nystroem, n = {args.n:,} points in D = {D} (200 Gaussian blobs of "
             f"unequal sizes), rbf gamma = {GAMMA}, m = {args.m:,} landmarks, "
             "float64, fit then transform of the n points; rel. error = "
-            f"|K - F F^T|_F / |K|_F on {N_CHECK:,} of them."
+            f"|K - F F^T|_F / |K|_F on {N_CHECK:,} of them. Medians of "
+            f"{args.repeats} interleaved runs, each in its own process."
         ),
         (
             f"Machine: {platform.node() or 'vm'}, {os.cpu_count()} logical CPUs; "
             f"load average (1 min) {load0[0]:.2f} at start, {load1[0]:.2f} at end."
         ),
     ]
-    text = _table(rows, args.n, args.m, header)
+    text = _table(_median_rows({k: r for k, r in runs.items() if r}), header)
     print(text)
     if args.out:
         with open(args.out, "w") as fh:

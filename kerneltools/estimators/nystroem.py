@@ -38,8 +38,10 @@ __all__ = ["LANDMARK_METHODS", "Nystroem"]
 
 #: The landmark strategies that ``Nystroem(landmarks=...)`` accepts by name.
 LANDMARK_METHODS = ("uniform", "kmeans++", "rls", "rpcholesky")
-#: Entries of ``K(X, Z)`` evaluated at once (16 MB in float64).
-_BLOCK_ENTRIES = 1 << 21
+#: Entries of ``K(X, Z)`` evaluated at once (64 MB in float64): blocks large
+#: enough that the product with ``normalization_.T`` runs as a few big BLAS
+#: calls (many small ones are slower, much slower on a busy machine).
+_BLOCK_ENTRIES = 1 << 23
 _FLOATS = [np.float64, np.float32]
 
 
