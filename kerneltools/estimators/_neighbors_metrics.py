@@ -299,7 +299,7 @@ def radius_search(search, X: np.ndarray, threshold: float, n_fit: int):
     Counts give each row's K; ``Kmin_argKmin`` with one more than the count
     then finds the points (rows grouped by K rounded up to 16, 64, 256, ...:
     each K is a kernel to compile, once). A row whose K-th value is still
-    within the threshold is searched again with twice the K: the result does
+    within the threshold is searched again with a larger K: the result does
     not rely on the count being computed exactly as the K-min values are.
 
     Returns per-row lists ``(values, indices)`` of arrays.

@@ -39,7 +39,7 @@ _FLOATS = [np.float64, np.float32]
 _COMMON_DOC = """
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
         Accepted for compatibility; the search is always brute force in
-        linear memory (``_fit_method_ == 'brute'``).
+        linear memory (``_fit_method == 'brute'``).
     leaf_size : int, default=30
         Accepted for compatibility, unused (there is no tree).
     metric : str or callable, default='minkowski'
