@@ -28,6 +28,7 @@ from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
     conjugate_gradient,
+    select_landmarks,
     solve_with_logdet,
 )
 
@@ -36,24 +37,37 @@ _SEED = 0
 _BATCH = 128
 
 
+def landmarks_for(est, kernel):
+    """The preconditioner's landmarks, by randomly pivoted Cholesky on ``kernel``.
+
+    Chosen once per fit (at the initial hyperparameters) and kept while the
+    optimizer moves theta: the objective stays a smooth, deterministic
+    function of theta, and each evaluation skips the pivoting."""
+    n = len(est.X_train_)
+    return select_landmarks(kernel, est.X_train_, min(est.n_components, n),
+                            method="rpcholesky", random_state=_SEED)
+
+
 class IterativeGP:
     def __init__(self, est, kernel):
         self.est = est
         self.kernel = kernel
         X = est.X_train_
-        n = len(X)
         self.A = KernelOperator(kernel, X, shift=est._alpha, backend=est.backend)
-        self.M = NystroemPreconditioner(kernel, X, shift=est._alpha,
-                                        n_components=min(est.n_components, n),
-                                        landmarks="rpcholesky", random_state=_SEED,
+        landmarks = getattr(est, "_landmarks", None)
+        if landmarks is None:
+            landmarks = landmarks_for(est, kernel)
+        self.M = NystroemPreconditioner(kernel, X, shift=est._alpha, landmarks=landmarks,
                                         backend=est.backend)
 
     def _cg(self, B):
-        est = self.est
-        return conjugate_gradient(self.A, B, M=self.M, tol=est.tol, max_iter=est.max_iter)[0]
+        return self.solve(B)[0]
 
-    def solve(self, y):
-        return self._cg(y)
+    def solve(self, B):
+        """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``."""
+        est = self.est
+        return conjugate_gradient(self.A, B, M=self.M, tol=min(est.tol, 1e-6),
+                                  max_iter=est.max_iter)
 
     def lml(self, eval_gradient):
         est = self.est

@@ -1,0 +1,197 @@
+"""GaussianProcessRegressor against scikit-learn's (exact path) and against the
+exact path (iterative solver)."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process import GaussianProcessRegressor as SKGPR
+from sklearn.gaussian_process.kernels import (
+    RBF,
+    ExpSineSquared,
+    Matern,
+    PairwiseKernel,
+    RationalQuadratic,
+    WhiteKernel,
+)
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kerneltools.estimators import GaussianProcessRegressor
+
+
+def _data(n, d=2, seed=0, targets=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, d))
+    f = np.sin(X[:, 0]) + 0.3 * X[:, 1] ** 2
+    y = f + 0.1 * rng.normal(size=n)
+    if targets > 1:
+        y = np.column_stack([y, np.cos(X[:, 0]) + 0.1 * rng.normal(size=n)])
+    return X, y
+
+
+KERNELS = [
+    C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1),
+    C(1.0) * Matern(1.0, nu=0.5) + WhiteKernel(0.1),
+    Matern([1.0, 2.0], nu=1.5) + WhiteKernel(0.1),
+    C(1.0) * Matern(1.0, nu=2.5),
+    RationalQuadratic(1.0, 1.0) + WhiteKernel(0.1),
+]
+
+
+def _fit_pair(kernel, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the same bound warnings on both sides
+        ref = SKGPR(kernel, random_state=0, **kw).fit(X, y)
+        ours = GaussianProcessRegressor(kernel, random_state=0, **kw).fit(X, y)
+    return ref, ours
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: repr(k)[:40])
+def test_exact_path_matches_sklearn(kernel):
+    X, y = _data(120)
+    ref, ours = _fit_pair(kernel, X, y, alpha=1e-6)
+    assert ours.solver_ == "cholesky"
+    theta = ref.kernel_.theta + 0.1
+    lml, grad = ours.log_marginal_likelihood(theta, eval_gradient=True)
+    lml_ref, grad_ref = ref.log_marginal_likelihood(theta, eval_gradient=True)
+    np.testing.assert_allclose(lml, lml_ref, rtol=1e-6)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-6, atol=1e-6 * np.abs(grad_ref).max())
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ours.log_marginal_likelihood_value_,
+                               ref.log_marginal_likelihood_value_, rtol=1e-6)
+    Xt = _data(30, seed=1)[0]
+    m, s = ours.predict(Xt, return_std=True)
+    m_ref, s_ref = ref.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m, m_ref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(s, s_ref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ours.L_, ref.L_, rtol=1e-4, atol=1e-8)
+
+
+def test_normalize_y_multi_target_restarts_and_covariance():
+    X, Y = _data(80, targets=2)
+    kernel = C(1.0, (1e-2, 1e2)) * RBF(1.0, (1e-2, 1e2)) + WhiteKernel(0.1, (1e-4, 1))
+    ref, ours = _fit_pair(kernel, X, Y, normalize_y=True, n_restarts_optimizer=2)
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, rtol=1e-4, atol=1e-4)
+    Xt = _data(10, seed=2)[0]
+    np.testing.assert_allclose(ours.predict(Xt), ref.predict(Xt), rtol=1e-4, atol=1e-6)
+    for kw in ({"return_std": True}, {"return_cov": True}):
+        for a, b in zip(ours.predict(Xt, **kw), ref.predict(Xt, **kw)):
+            assert np.shape(a) == np.shape(b)
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_prior_prediction_and_sample_y():
+    X, y = _data(60)
+    gp = GaussianProcessRegressor(RBF(1.0))
+    m, s = gp.predict(X[:5], return_std=True)
+    np.testing.assert_array_equal(m, 0)
+    np.testing.assert_allclose(s, 1.0)
+    gp.fit(X, y)
+    samples = gp.sample_y(X[:4], n_samples=4000, random_state=0)
+    assert samples.shape == (4, 4000)
+    mean, cov = gp.predict(X[:4], return_cov=True)
+    np.testing.assert_allclose(samples.mean(1), mean, atol=5 * np.sqrt(cov.diagonal().max() / 4000) + 1e-6)
+    X2, Y2 = _data(60, targets=2)
+    assert GaussianProcessRegressor(RBF(1.0)).fit(X2, Y2).sample_y(X2[:3], 5).shape == (3, 2, 5)
+
+
+def test_custom_optimizer_and_no_optimizer():
+    X, y = _data(60)
+    calls = []
+
+    def optimizer(obj_func, initial_theta, bounds):
+        calls.append(obj_func(initial_theta))
+        return initial_theta, obj_func(initial_theta, eval_gradient=False)
+
+    kernel = C(1.0) * RBF(1.0)
+    gp = GaussianProcessRegressor(kernel, optimizer=optimizer).fit(X, y)
+    assert len(calls) == 1 and len(calls[0]) == 2  # (value, gradient)
+    np.testing.assert_allclose(gp.kernel_.theta, kernel.theta)
+    fixed = GaussianProcessRegressor(kernel, optimizer=None).fit(X, y)
+    np.testing.assert_allclose(fixed.kernel_.theta, kernel.theta)
+
+
+def test_iterative_matches_exact_on_3000_points():
+    X, y = _data(3000, d=3)
+    kernel = C(1.5) * RBF([1.0, 1.5, 2.0]) + WhiteKernel(0.05)
+    exact = GaussianProcessRegressor(kernel, optimizer=None, solver="cholesky").fit(X, y)
+    approx = GaussianProcessRegressor(kernel, optimizer=None, solver="iterative").fit(X, y)
+    with pytest.raises(AttributeError, match="iterative"):
+        approx.L_
+    theta = kernel.theta
+    lml, grad = exact.log_marginal_likelihood(theta, eval_gradient=True)
+    lml2, grad2 = approx.log_marginal_likelihood(theta, eval_gradient=True)
+    assert abs(lml2 - lml) <= 1e-2 * abs(lml)
+    assert np.linalg.norm(grad2 - grad) <= 5e-2 * np.linalg.norm(grad)
+    Xt = _data(200, d=3, seed=3)[0]
+    m, s = exact.predict(Xt, return_std=True)
+    m2, s2 = approx.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m2, m, rtol=1e-4, atol=1e-4 * np.abs(m).max())
+    np.testing.assert_allclose(s2, s, rtol=1e-3, atol=1e-3 * s.max())
+
+
+def test_iterative_fit_finds_a_likelihood_close_to_the_exact_optimum():
+    X, y = _data(400)
+    kernel = C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1)
+    exact = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+    approx = GaussianProcessRegressor(kernel, solver="iterative", random_state=0).fit(X, y)
+    # the exact likelihood at the iterative optimum is within 0.1% of the best
+    at_approx = exact.log_marginal_likelihood(approx.kernel_.theta)
+    assert at_approx >= exact.log_marginal_likelihood_value_ - 1e-3 * abs(exact.log_marginal_likelihood_value_)
+
+
+def test_grid_search_and_pickle():
+    X, y = _data(80)
+    search = GridSearchCV(GaussianProcessRegressor(RBF(1.0) + WhiteKernel(0.1)),
+                          {"alpha": [1e-6, 1e-2, 1.0]}, cv=3).fit(X, y)
+    ref = GridSearchCV(SKGPR(RBF(1.0) + WhiteKernel(0.1)), {"alpha": [1e-6, 1e-2, 1.0]}, cv=3).fit(X, y)
+    assert search.best_params_ == ref.best_params_
+    gp = search.best_estimator_
+    clone = pickle.loads(pickle.dumps(gp))
+    np.testing.assert_allclose(clone.predict(X[:5]), gp.predict(X[:5]))
+    it = GaussianProcessRegressor(RBF(1.0) + WhiteKernel(0.1), solver="iterative").fit(X, y)
+    m, s = it.predict(X[:5], return_std=True)
+    m2, s2 = pickle.loads(pickle.dumps(it)).predict(X[:5], return_std=True)
+    np.testing.assert_allclose(m2, m, rtol=1e-12)
+    np.testing.assert_allclose(s2, s, rtol=1e-8)
+
+
+def test_bad_input():
+    X, y = _data(40)
+    X[1] = X[0]  # a duplicate point: K singular without noise
+    with pytest.raises(np.linalg.LinAlgError, match="alpha"):
+        GaussianProcessRegressor(RBF(1.0), alpha=0.0, optimizer=None).fit(X, y)
+    with pytest.raises(ValueError, match="NaN"):
+        GaussianProcessRegressor().fit(np.full((5, 2), np.nan), np.ones(5))
+    with pytest.raises(TypeError, match="PairwiseKernel"):
+        GaussianProcessRegressor(PairwiseKernel()).fit(X, y)
+    with pytest.raises(ValueError, match="nu"):
+        GaussianProcessRegressor(Matern(nu=1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="solver"):
+        GaussianProcessRegressor(solver="lanczos").fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        GaussianProcessRegressor(alpha=np.ones(3)).fit(X, y)
+    with pytest.raises(RuntimeError, match="At most one"):
+        GaussianProcessRegressor().fit(X, y).predict(X, return_std=True, return_cov=True)
+
+
+def test_periodic_kernel_gradient_matches_sklearn():
+    X, y = _data(50)
+    X = X[:, :1]  # a periodic kernel of the distance is positive definite in 1-D
+    kernel = ExpSineSquared(1.0, 3.0) + WhiteKernel(0.1)
+    ref, ours = _fit_pair(kernel, X, y, optimizer=None)
+    for theta in (kernel.theta, kernel.theta + 0.2):
+        a = ours.log_marginal_likelihood(theta, eval_gradient=True)
+        b = ref.log_marginal_likelihood(theta, eval_gradient=True)
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-8)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-6, atol=1e-8)
+
+
+@parametrize_with_checks([GaussianProcessRegressor(),
+                          GaussianProcessRegressor(RBF(1.0) + WhiteKernel(0.1), solver="iterative",
+                                                   n_components=10)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
