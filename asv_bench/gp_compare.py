@@ -1,0 +1,106 @@
+"""Gaussian-process regression side by side: kerneltools vs scikit-learn, one run.
+
+Synthetic D = 8 data (a smooth function plus noise), kernel
+``C * RBF(ARD) + WhiteKernel``, hyperparameters fitted by L-BFGS-B from the
+same start. Each case runs in its own subprocess, so its peak resident memory
+(``ru_maxrss``) is its own. Prints a Markdown table: fit time, peak memory,
+log marginal likelihood, test RMSE against the noiseless function.
+
+    python asv_bench/gp_compare.py                       # the issue's sizes
+    python asv_bench/gp_compare.py --cases sklearn:3000:cholesky,kerneltools:3000:iterative
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+DEFAULT_CASES = ("sklearn:3000:cholesky,kerneltools:3000:cholesky,"
+                 "kerneltools:3000:iterative,kerneltools:20000:iterative")
+D = 8
+N_TEST = 2000
+
+
+def make_data(n, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n + N_TEST, D))
+    f = np.sin(2 * X[:, 0]) + np.cos(X[:, 1]) * X[:, 2] + 0.5 * X[:, 3] * X[:, 4]
+    y = f + 0.2 * rng.normal(size=len(X))
+    return X[:n], y[:n], X[n:], f[n:]
+
+
+def child(system, n, solver):
+    import resource
+
+    import numpy as np
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    X, y, Xt, ft = make_data(n)
+    kernel = C(1.0) * RBF(np.ones(D)) + WhiteKernel(0.1)
+    if system == "sklearn":
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        model = GaussianProcessRegressor(kernel, random_state=0)
+    else:
+        from kerneltools.estimators import GaussianProcessRegressor
+        model = GaussianProcessRegressor(kernel, random_state=0, solver=solver)
+    t0 = time.perf_counter()
+    model.fit(X, y)
+    t1 = time.perf_counter()
+    pred = model.predict(Xt)
+    t2 = time.perf_counter()
+    rmse = float(np.sqrt(np.mean((pred - ft) ** 2)))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
+                      "predict_s": t2 - t1, "peak_mb": rss,
+                      "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
+                      "kernel": str(model.kernel_)}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=DEFAULT_CASES,
+                    help="comma-separated system:n:solver (system: sklearn or kerneltools)")
+    ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        system, n, solver = args.child
+        child(system, int(n), solver)
+        return
+    rows = []
+    for case in args.cases.split(","):
+        system, n, solver = case.split(":")
+        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"{case}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(rows[-1], file=sys.stderr, flush=True)
+    lines = [
+        f"GP regression, synthetic D = {D}, kernel C * RBF(ARD, {D} length scales) + "
+        f"WhiteKernel, L-BFGS-B from the same start; RMSE against the noiseless "
+        f"function on {N_TEST} test points.",
+        "",
+        "| system | n | solver | fit (s) | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.1f} | "
+                     f"{r['predict_s']:.2f} | {r['peak_mb']:.0f} | {r['lml']:.2f} | "
+                     f"{r['rmse']:.4f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
