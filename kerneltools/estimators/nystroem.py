@@ -42,6 +42,9 @@ LANDMARK_METHODS = ("uniform", "kmeans++", "rls", "rpcholesky")
 #: enough that the product with ``normalization_.T`` runs as a few big BLAS
 #: calls (many small ones are slower, much slower on a busy machine).
 _BLOCK_ENTRIES = 1 << 23
+#: Entries evaluated per kernel call inside a block (8 MB): the kernel's
+#: element-wise passes (distances, exp) run faster on pieces near cache size.
+_PIECE_ENTRIES = 1 << 20
 _FLOATS = [np.float64, np.float32]
 
 
@@ -314,11 +317,23 @@ def _inverse_sqrt(K):
 
 
 def _kernel_blocks(kernel, X, Z):
-    """``(i0, i1, K(X[i0:i1], Z))`` over blocks of rows of X."""
-    rows = max(1, _BLOCK_ENTRIES // max(1, len(Z)))
+    """``(i0, i1, K(X[i0:i1], Z))`` over blocks of rows of X, each block
+    evaluated piece by piece into one buffer."""
+    m = max(1, len(Z))
+    rows, piece = max(1, _BLOCK_ENTRIES // m), max(1, _PIECE_ENTRIES // m)
+    buf = None
     for i0 in range(0, len(X), rows):
         i1 = min(len(X), i0 + rows)
-        yield i0, i1, np.asarray(kernel(X[i0:i1], Z))
+        for j0 in range(i0, i1, piece):
+            j1 = min(i1, j0 + piece)
+            Kp = np.asarray(kernel(X[j0:j1], Z))
+            if j0 == i0 and j1 == i1:  # a single piece: no copy
+                buf = Kp
+                break
+            if buf is None or buf.dtype != Kp.dtype or len(buf) < i1 - i0:
+                buf = np.empty((i1 - i0, Kp.shape[1]), dtype=Kp.dtype)
+            buf[j0 - i0 : j1 - i0] = Kp
+        yield i0, i1, buf[: i1 - i0]
 
 
 def _self_kernel(kernel, X):
