@@ -3,6 +3,7 @@
 from .gaussian_process import GaussianProcessRegressor
 from .kernel_ridge import KernelRidge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+from .nystroem import Nystroem
 from .optimal_transport import (
     SinkhornTransport,
     sinkhorn_divergence,
@@ -16,6 +17,7 @@ __all__ = [
     "NearestNeighbors",
     "KNeighborsClassifier",
     "KNeighborsRegressor",
+    "Nystroem",
     "SinkhornTransport",
     "sinkhorn_divergence",
     "sinkhorn_potentials",
