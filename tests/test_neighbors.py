@@ -250,7 +250,9 @@ def test_results_do_not_depend_on_block_size(monkeypatch):
     X, _, Q, _ = data("digits")
     nn = NearestNeighbors(n_neighbors=5, radius=25.0).fit(X)
     before = nn.kneighbors(Q), nn.radius_neighbors(Q)
+    assert isinstance(nn._search(Q)[0], _neighbors_metrics.ExpandedSearch)  # D = 64
     monkeypatch.setattr(_neighbors_metrics, "QUERY_BLOCK_ENTRIES", 300)
+    monkeypatch.setattr(_neighbors_metrics, "RERANK_BLOCK_ENTRIES", 1000)
     after = nn.kneighbors(Q), nn.radius_neighbors(Q)
     for a, b in zip(before[0], after[0]):
         np.testing.assert_array_equal(a, b)
@@ -282,6 +284,123 @@ def test_dtype_parameter():
     assert d[0].dtype == np.float32
     Xi = np.arange(40).reshape(20, 2)
     assert NearestNeighbors(n_neighbors=2).fit(Xi).kneighbors()[0].dtype == np.float64
+
+
+# -- the expanded euclidean search (D >= EXPANDED_MIN_DIM) --------------------------
+
+
+@pytest.fixture
+def fallback_rows(monkeypatch) -> list:
+    """Sizes of the row batches that ExpandedSearch recomputed in the direct form."""
+    rows = []
+    original = _neighbors_metrics.ExpandedSearch.fallback
+
+    def spy(self, X, k):
+        rows.append(len(X))
+        return original(self, X, k)
+
+    monkeypatch.setattr(_neighbors_metrics.ExpandedSearch, "fallback", spy)
+    return rows
+
+
+@cache
+def _d64(name: str):
+    """(fitted points, queries), D = 64: Gaussian, or all of digits."""
+    if name == "digits":
+        X = datasets.load_digits().data[:800]
+    else:
+        X = np.random.default_rng(3).standard_normal((800, 64))
+    return X[:600], X[600:]
+
+
+def direct_knn(X, Q, k: int):
+    """Exact reference: squared distances by direct float64 differences, the k
+    smallest of each row in increasing order, ties by index."""
+    X = X.astype(np.float64)
+    d2 = np.stack([((X - q) ** 2).sum(axis=1) for q in Q.astype(np.float64)])
+    ind = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(d2, ind, axis=1), ind
+
+
+@pytest.mark.parametrize(
+    "name,metric",
+    [("gaussian", "euclidean"), ("digits", "euclidean"), ("digits", "sqeuclidean")],
+)
+def test_expanded_search_matches_sklearn(name, metric, dtype, fallback_rows):
+    X, Q = (a.astype(dtype) for a in _d64(name))
+    ours = NearestNeighbors(n_neighbors=10, metric=metric).fit(X)
+    assert isinstance(ours._search(Q)[0], _neighbors_metrics.ExpandedSearch)
+    ref = skn.NearestNeighbors(n_neighbors=10, metric=metric, algorithm="brute")
+    ref.fit(X)
+    got = ours.kneighbors(Q)
+    assert got[0].dtype == dtype
+    tol = {"rtol": DIST_RTOL[dtype], "metric": metric}
+    assert_neighbors_match(ref.kneighbors(Q), got, X, Q, **tol)
+    # X=None: digits has duplicate points, whose self-exclusion needs ties by index
+    pair = ref.kneighbors(n_neighbors=9), ours.kneighbors(n_neighbors=9)
+    assert_neighbors_match(*pair, X, X, **tol)
+    assert sum(fallback_rows) == 0  # the certificate holds on ordinary data
+
+
+@pytest.mark.parametrize("offset", [50.0, 1.5e6], ids=["float32", "float64"])
+def test_expanded_search_falls_back_far_from_the_origin(offset, fallback_rows):
+    """Far from the origin the expanded form's rounding (eps |x|^2) reaches the
+    gaps between neighbours: rows the certificate cannot vouch for are
+    searched again in the direct form, and every row stays exact."""
+    dtype = np.float32 if offset < 1e3 else np.float64
+    X, Q = ((a + offset).astype(dtype) for a in _d64("gaussian"))
+    dist, ind = NearestNeighbors(n_neighbors=5).fit(X).kneighbors(Q)
+    assert 0 < sum(fallback_rows) < len(Q)  # some rows, not all
+    ref_d2, ref_ind = direct_knn(X, Q, 5)
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=DIST_RTOL[np.dtype(dtype)])
+
+
+def test_expanded_search_far_from_the_origin_matches_sklearn(fallback_rows):
+    """digits + 1e3 in float32: every row falls back (scikit-learn computes
+    float32 data in float64, so it stays a fair reference here)."""
+    X, Q = (a.astype(np.float32) + np.float32(1e3) for a in _d64("digits"))
+    ours = NearestNeighbors(n_neighbors=10).fit(X)
+    ref = skn.NearestNeighbors(n_neighbors=10, algorithm="brute").fit(X)
+    got = ours.kneighbors(Q)
+    assert sum(fallback_rows) == len(Q)
+    assert_neighbors_match(ref.kneighbors(Q), got, X, Q, rtol=2e-6)
+
+
+@pytest.mark.parametrize("copies", [3, 30], ids=["within", "beyond"])
+def test_expanded_search_breaks_ties_by_index(copies, dtype, fallback_rows):
+    """Duplicated points: exact ties, kept in index order. Three copies stay
+    among the K + 8 candidates; thirty overflow them and the row falls back."""
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((40, 64))
+    X = np.repeat(base, copies, axis=0)[rng.permutation(40 * copies)].astype(dtype)
+    Q = np.concatenate([base[:10], base[10:20] + 0.1]).astype(dtype)
+    dist, ind = NearestNeighbors(n_neighbors=10).fit(X).kneighbors(Q)
+    ref_d2, ref_ind = direct_knn(X, Q, 10)
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=DIST_RTOL[dtype], atol=1e-6)
+    assert (sum(fallback_rows) >= 10) == (copies == 30)
+
+
+def test_expanded_search_declines(monkeypatch):
+    """Few features, other metrics and K' above the cap keep the direct form."""
+    X = np.random.default_rng(5).standard_normal((300, 64))
+    usable = _neighbors_metrics.ExpandedSearch.is_usable_for
+    make = _neighbors_metrics.make_metric
+    assert usable(make("euclidean", {}), X) and usable(make("sqeuclidean", {}), X)
+    assert not usable(make("euclidean", {}), X[:, :19])
+    assert not usable(make("manhattan", {}), X)
+    assert not usable(make("cosine", {}), X)
+
+    def no_expanded(self, X):
+        raise AssertionError("the expanded form was used")
+
+    monkeypatch.setattr(_neighbors_metrics.ExpandedSearch, "expanded", no_expanded)
+    k = _neighbors_metrics.EXPANDED_MAX_CANDIDATES - 7  # K' = K + 8 > the cap
+    got = NearestNeighbors(n_neighbors=k).fit(X).kneighbors(X[:5])
+    ref = skn.NearestNeighbors(n_neighbors=k, algorithm="brute").fit(X)
+    tol = {"rtol": 1e-6, "atol": 1e-6}  # scikit-learn's |x - x| is not 0
+    assert_neighbors_match(ref.kneighbors(X[:5]), got, X, X[:5], **tol)
 
 
 # -- custom metrics --------------------------------------------------------------

@@ -149,7 +149,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         if not self._lazy_metric:
             return M.DenseSearch(metric, params, Y), X
         backend = None if self.backend == "auto" else self.backend
-        return M.FormulaSearch(M.make_metric(metric, params), Y, backend), X
+        return M.formula_search(M.make_metric(metric, params), Y, backend), X
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
         """The K nearest fitted points of each query.
