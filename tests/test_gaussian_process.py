@@ -134,7 +134,7 @@ def test_iterative_matches_exact_on_3000_points():
 
 
 def test_iterative_fit_finds_a_likelihood_close_to_the_exact_optimum():
-    X, y = _data(400)
+    X, y = _data(250)
     kernel = C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1)
     exact = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
     approx = GaussianProcessRegressor(kernel, solver="iterative", random_state=0).fit(X, y)
