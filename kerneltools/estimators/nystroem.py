@@ -95,10 +95,13 @@ default="uniform"
           These distances are kept for all rows as a vector, updated by one
           ``Min`` reduction per batch of new landmarks; draws between updates
           are made exact by rejection.
-        - "rls": rows drawn with probability proportional to approximate
-          ridge leverage scores (Alaoui and Mahoney, 2015), estimated from a
-          uniform Nystroem sketch of ``n_components // 2`` landmarks, with
-          the ridge chosen so that the scores sum to ``n_components``.
+        - "rls": rows drawn in proportion to approximate ridge leverage
+          scores (Alaoui and Mahoney, 2015), in rounds: an eighth of the
+          landmarks uniform, then each round doubles them, drawing with the
+          scores estimated from the landmarks so far (Musco and Musco, 2017),
+          so that regions already covered stop drawing landmarks (see
+          :func:`ridge_leverage_sample`). Costs one half to three quarters
+          of a :meth:`transform` of the training data.
         - "rpcholesky": randomly pivoted Cholesky (Chen, Epperly, Tropp and
           Webber, 2022), see :func:`kerneltools.linalg.select_landmarks`.
         - an array: these rows are the landmarks (``component_indices_`` is
