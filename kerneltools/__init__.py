@@ -8,11 +8,11 @@ first use); the modules :mod:`kerneltools.kernels` (kernels as formulas) and
 :mod:`kerneltools.linalg` (kernel operators and conjugate gradients).
 """
 
+from ._info import info
 from ._version import __version__
+from .backend._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import LazyTensor, Pm, Vi, Vj, maximum, minimum
-from ._info import info
-from .backend._cache import cache_dir, clear_cache
 
 __all__ = [
     "__version__",

@@ -26,9 +26,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import subprocess
 import shutil
 import struct
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -36,13 +36,13 @@ from string import Template
 
 import numpy as np
 
+from . import _ops
 from ._cache import atomic_write, cache_dir
 from ._compiler import VECMATH_DECL, find_compiler
 from ._errors import CompileError
-from ._plan import Plan
-from . import _ops
 from ._ir import intcst, substitute, topo_order
 from ._ops import make
+from ._plan import Plan
 from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
