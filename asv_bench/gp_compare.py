@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
+
+from _runner import emit, run_child
 
 DEFAULT_CASES = ("sklearn:3000:cholesky,kerneltools:3000:cholesky,"
                  "kerneltools:3000:iterative,kerneltools:20000:iterative")
@@ -76,13 +76,9 @@ def main():
     rows = []
     for case in args.cases.split(","):
         system, n, solver = case.split(":")
-        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"{case}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
-            continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(rows[-1], file=sys.stderr, flush=True)
+        row = run_child(__file__, case, [system, n, solver])
+        if row is not None:
+            rows.append(row)
     lines = [
         f"GP regression, synthetic D = {D}, kernel C * RBF(ARD, {D} length scales) + "
         f"WhiteKernel, L-BFGS-B from the same start; RMSE against the noiseless "
@@ -95,11 +91,7 @@ def main():
         lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.1f} | "
                      f"{r['predict_s']:.2f} | {r['peak_mb']:.0f} | {r['lml']:.2f} | "
                      f"{r['rmse']:.4f} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

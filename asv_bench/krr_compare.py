@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
+
+from _runner import emit, run_child
 
 DEFAULT_CASES = (
     "sklearn:10000:cholesky,kerneltools:10000:cholesky,kerneltools:10000:cg,"
@@ -89,14 +89,9 @@ def main():
     for case in args.cases.split(","):
         system, n, solver = case.split(":")
         m = args.m or (5000 if solver == "falkon" else 1000)
-        out = subprocess.run([sys.executable, __file__, "--child", system, n, solver, str(m),
-                              args.dtype],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"{case}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
-            continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(rows[-1], file=sys.stderr, flush=True)
+        row = run_child(__file__, case, [system, n, solver, str(m), args.dtype])
+        if row is not None:
+            rows.append(row)
     lines = [
         f"Kernel ridge, synthetic D = {D}, rbf gamma = {GAMMA}, alpha = 1e-4 n, {args.dtype}, "
         f"test R^2 against the noiseless function on {N_TEST} points.",
@@ -110,11 +105,7 @@ def main():
             f"| {r['system']} | {r['n']:,} | {r['solver']} | {m} | {r['fit_s']:.1f} | "
             f"{r['predict_s']:.2f} | {r['peak_mb']:.0f} | {r['r2']:.4f} | {r['n_iter'] or ''} |"
         )
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
