@@ -82,6 +82,7 @@ typedef double acc_t;
 ${vecmath}
 ${kt_exp}
 #define KT_EXP(x) ${exp_fn}(x)
+#define KT_EXP2(x) exp2(x)
 
 typedef struct { ${state} } kt_state;
 

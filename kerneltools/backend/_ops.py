@@ -193,6 +193,15 @@ _register(
     grad=lambda n, g: (_mul(g, n),), domain=((-2, 2),), doc="exp(a)",
 )
 _register(
+    name="Exp2", arity=1,
+    # 2 ** a. Not a LazyTensor method: the CUDA renderer rewrites float32
+    # exp(c x) as exp2((c log2 e) x), one hardware instruction (see
+    # _cuda_backend); KT_EXP2 is defined by each template.
+    c="KT_EXP2({0})", numpy=lambda at, a: np.exp2(a),
+    grad=lambda n, g: (_mul(g, _mul(n, make("Log", intcst(2)))),),
+    domain=((-2, 2),), doc="2 ** a",
+)
+_register(
     name="Log", arity=1, method="log", c="log({0})", numpy=lambda at, a: np.log(a),
     grad=lambda n, g: (_div(g, n.children[0]),), domain=((0.2, 3),), doc="log(a)",
 )

@@ -54,6 +54,12 @@ class Reduction:
     # of row i). "fused" marks Sum, which the templates accumulate inside the
     # vectorised loop instead.
     c: dict | None = None
+    # CUDA form (string.Template over $E, $E1, $K and $S, the prefix of one
+    # output row's names): state (register declarations), init, update (fold
+    # the pair's values ${S}v0[e] (and ${S}v1) at reduced index j into the
+    # state), tile_end (optional: once per tile), final (write outf / outi of
+    # row i). KT_FOR(e, n) is an unrolled loop, so the state stays in registers.
+    cuda: dict | None = None
 
     @property
     def n_outputs(self) -> int:
@@ -429,3 +435,133 @@ def check_formulas(red: Reduction, formulas: list[Node]) -> None:
             f"{red.name}: the formula must be scalar (dimension 1) when a weight is "
             f"given, got dimension {formulas[0].dim}"
         )
+
+
+# ---------------------------------------------------------------------------
+# CUDA forms: per-pair updates of a state held in registers (see ``cuda``).
+# ---------------------------------------------------------------------------
+_CU_SUM = dict(
+    state="acc_t ${S}acc[$E]; real_t ${S}tacc[$E];",
+    init="KT_FOR(e, $E) { ${S}acc[e] = 0; ${S}tacc[e] = 0; }",
+    update="KT_FOR(e, $E) ${S}tacc[e] += ${S}v0[e];",
+    tile_end="KT_FOR(e, $E) { ${S}acc[e] += (acc_t)${S}tacc[e]; ${S}tacc[e] = 0; }",
+    final="KT_FOR(e, $E) outf[i * $E + e] = (real_t)${S}acc[e];",
+)
+REDUCTIONS["Sum"] = replace(REDUCTIONS["Sum"], cuda=_CU_SUM)
+
+for _lo, _init, _cmp in (("Min", "INFINITY", "<"), ("Max", "-INFINITY", ">")):
+    _cu = dict(
+        state="real_t ${S}mv[$E]; long long ${S}mi[$E];",
+        init=f"KT_FOR(e, $E) {{ ${{S}}mv[e] = {_init}; ${{S}}mi[e] = -1; }}",
+        # first index wins ties; a NaN wins and stays, as numpy.argmin
+        update=(
+            "KT_FOR(e, $E) {\n"
+            "  const real_t v = ${S}v0[e];\n"
+            f"  if (${{S}}mi[e] < 0 || v {_cmp} ${{S}}mv[e] || (v != v && ${{S}}mv[e] == ${{S}}mv[e])) "
+            "{ ${S}mv[e] = v; ${S}mi[e] = j; }\n"
+            "}"
+        ),
+    )
+    _val = "KT_FOR(e, $E) outf[i * $E + e] = ${S}mv[e];"
+    _arg = "KT_FOR(e, $E) outi[i * $E + e] = ${S}mi[e];"
+    for _name, _final in ((_lo, _val), (f"Arg{_lo}", _arg), (f"{_lo}_Arg{_lo}", _val + "\n" + _arg)):
+        REDUCTIONS[_name] = replace(REDUCTIONS[_name], cuda=dict(_cu, final=_final))
+
+_CU_KMIN = dict(
+    state="real_t ${S}kv[$E][$K]; long long ${S}ki[$E][$K];",
+    init="KT_FOR(e, $E) KT_FOR(k, $K) { ${S}kv[e][k] = INFINITY; ${S}ki[e][k] = -1; }",
+    # A sorted list in registers: the candidate replaces the last entry and
+    # moves up by compare-and-swap (unrolled: constant indices); empty slots
+    # (index -1) rank after everything; equal values keep index order.
+    update=(
+        "KT_FOR(e, $E) {\n"
+        "  const real_t v = ${S}v0[e];\n"
+        "  if (${S}ki[e][$K - 1] < 0 || KT_LT(v, ${S}kv[e][$K - 1])) {\n"
+        "    ${S}kv[e][$K - 1] = v; ${S}ki[e][$K - 1] = j;\n"
+        "    _Pragma(\"unroll\") for (int k = $K - 1; k > 0; k--) {\n"
+        "      if (${S}ki[e][k - 1] < 0 || KT_LT(${S}kv[e][k], ${S}kv[e][k - 1])) {\n"
+        "        const real_t tv = ${S}kv[e][k]; ${S}kv[e][k] = ${S}kv[e][k - 1]; ${S}kv[e][k - 1] = tv;\n"
+        "        const long long ti = ${S}ki[e][k]; ${S}ki[e][k] = ${S}ki[e][k - 1]; ${S}ki[e][k - 1] = ti;\n"
+        "      }\n"
+        "    }\n"
+        "  }\n"
+        "}"
+    ),
+)
+_kv = "KT_FOR(k, $K) KT_FOR(e, $E) outf[(i * $K + k) * $E + e] = ${S}kv[e][k];"
+_ki = "KT_FOR(k, $K) KT_FOR(e, $E) outi[(i * $K + k) * $E + e] = ${S}ki[e][k];"
+for _name, _final in (("KMin", _kv), ("ArgKMin", _ki), ("KMin_ArgKMin", _kv + "\n" + _ki)):
+    REDUCTIONS[_name] = replace(REDUCTIONS[_name], cuda=dict(_CU_KMIN, final=_final))
+
+# Log-sum-exp family, online: m is the running maximum of the finite values of
+# F, the sums are relative to it (a tile's part in real_t, folded into acc_t at
+# the tile's end) and a new maximum rescales them. +inf and NaN values of F
+# are summed apart in "bad" (as exp(F) w), which then gives the output, as the
+# NumPy monoid's zero shift does; -inf values add nothing.
+def _cu_lse_update(q: str, new: str, add: str, bad: str) -> str:
+    return (
+        "  const real_t v = ${S}v0[" + q + "];\n"
+        "  if (KT_FINITE(v)) {\n"
+        "    if (v > ${S}m[" + q + "]) {\n"
+        "      const real_t c = KT_EXP(${S}m[" + q + "] - v);\n"
+        f"      {new}\n"
+        "      ${S}m[" + q + "] = v;\n"
+        "    } else {\n"
+        "      const real_t x = KT_EXP(v - ${S}m[" + q + "]);\n"
+        f"      {add}\n"
+        "    }\n"
+        "  } else if (v != -INFINITY) {\n"
+        "    const real_t x = KT_EXP(v);\n"
+        f"    {bad}\n"
+        "  }"
+    )
+
+
+REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], cuda=dict(
+    state="real_t ${S}m[$E], ${S}ts[$E], ${S}bad[$E]; acc_t ${S}s[$E];",
+    init="KT_FOR(e, $E) { ${S}m[e] = -INFINITY; ${S}ts[e] = 0; ${S}bad[e] = 0; ${S}s[e] = 0; }",
+    update="KT_FOR(e, $E) {\n" + _cu_lse_update(
+        "e",
+        "${S}ts[e] = ${S}ts[e] * c + (real_t)1; ${S}s[e] *= (acc_t)c;",
+        "${S}ts[e] += x;",
+        "${S}bad[e] += x;",
+    ) + "\n}",
+    tile_end="KT_FOR(e, $E) { ${S}s[e] += (acc_t)${S}ts[e]; ${S}ts[e] = 0; }",
+    final=(
+        "KT_FOR(e, $E) outf[i * $E + e] = ${S}bad[e] != 0 ? (real_t)log(${S}bad[e])\n"
+        "    : (real_t)((acc_t)${S}m[e] + log(${S}s[e]));"
+    ),
+))
+REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], cuda=dict(
+    state="real_t ${S}m[1], ${S}ts[$E1], ${S}bad[$E1]; bool ${S}nf; acc_t ${S}s[$E1];",
+    init=("${S}m[0] = -INFINITY; ${S}nf = false;\n"
+          "KT_FOR(e, $E1) { ${S}ts[e] = 0; ${S}bad[e] = 0; ${S}s[e] = 0; }"),
+    update="{\n" + _cu_lse_update(
+        "0",
+        "KT_FOR(e, $E1) { ${S}ts[e] = ${S}ts[e] * c + ${S}v1[e]; ${S}s[e] *= (acc_t)c; }",
+        "KT_FOR(e, $E1) ${S}ts[e] += x * ${S}v1[e];",
+        "${S}nf = true; KT_FOR(e, $E1) ${S}bad[e] += x * ${S}v1[e];",
+    ) + "\n}",
+    tile_end="KT_FOR(e, $E1) { ${S}s[e] += (acc_t)${S}ts[e]; ${S}ts[e] = 0; }",
+    final=(
+        "KT_FOR(e, $E1) outf[i * $E1 + e] = ${S}nf ? (real_t)log(${S}bad[e])\n"
+        "    : (real_t)((acc_t)${S}m[0] + log(${S}s[e]));"
+    ),
+))
+REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], cuda=dict(
+    state="real_t ${S}m[1], ${S}ts, ${S}tv[$E1], ${S}bad[1]; acc_t ${S}s, ${S}sv[$E1];",
+    init=("${S}m[0] = -INFINITY; ${S}bad[0] = 0; ${S}ts = 0; ${S}s = 0;\n"
+          "KT_FOR(e, $E1) { ${S}tv[e] = 0; ${S}sv[e] = 0; }"),
+    update="{\n" + _cu_lse_update(
+        "0",
+        "${S}ts = ${S}ts * c + (real_t)1; ${S}s *= (acc_t)c;\n"
+        "      KT_FOR(e, $E1) { ${S}tv[e] = ${S}tv[e] * c + ${S}v1[e]; ${S}sv[e] *= (acc_t)c; }",
+        "${S}ts += x; KT_FOR(e, $E1) ${S}tv[e] += x * ${S}v1[e];",
+        "${S}bad[0] += x;",
+    ) + "\n}",
+    tile_end=("${S}s += (acc_t)${S}ts; ${S}ts = 0;\n"
+              "KT_FOR(e, $E1) { ${S}sv[e] += (acc_t)${S}tv[e]; ${S}tv[e] = 0; }"),
+    # +inf or NaN in F: inf / inf (or NaN), as the NumPy monoid gives
+    final=("KT_FOR(e, $E1) outf[i * $E1 + e] = ${S}bad[0] != 0 ? ${S}bad[0] - ${S}bad[0]\n"
+           "    : (real_t)(${S}sv[e] / ${S}s);"),
+))

@@ -1,0 +1,119 @@
+"""``python -m kerneltools check --backend cuda --compile-only``.
+
+Generates the CUDA source of a representative set of plans (every operation,
+every reduction over both axes, both dtypes, wide formulas that take the
+global-memory scheme) and compiles each with NVRTC, with the options the
+backend uses, for each target architecture, on a machine without a GPU.
+Fails on any compiler error or warning, printing the log and the numbered
+source; reports registers and spills (``-Xptxas -v``).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .backend._autodiff import grad
+from .backend._cuda_backend import (
+    generate_cuda_source, log_warnings, numbered, nvrtc, nvrtc_compile,
+)
+from .backend._ir import topo_order, var
+from .backend._ops import OPS, make, sqdist
+from .backend._plan import make_plan
+from .backend._reductions import REDUCTIONS
+
+__all__ = ["representative_plans", "check_cuda"]
+
+
+def _plan(formulas, reduction, axis=1, K=1, dtype=np.float32):
+    order = topo_order(list(formulas))
+    nodes = [n for n in order if n.op == "Var"]
+    arrays = {n: np.zeros((4, n.dim) if n.attrs[0] != "p" else (n.dim,)) for n in nodes}
+    plan, _ = make_plan(list(formulas), reduction, axis, K, arrays.__getitem__, dtype, 4, 4)
+    return plan
+
+
+def _op_formula(name):
+    """One formula applying operation ``name`` to i-, j- and parameter variables."""
+    op = OPS[name]
+    if op.examples:
+        dims, attrs = op.examples[0]
+    else:
+        dims, attrs = (3,) * op.arity, ()
+    cats = ("i", "j", "p")
+    children = [var(cats[k % 3], f"{name}{k}", d) for k, d in enumerate(dims)]
+    if op.arity == 1:  # let a unary operation see a pair-level operand
+        children = [make("Sub", children[0], var("j", f"{name}y", dims[0]))]
+    return make(name, *children, attrs=tuple(attrs))
+
+
+def representative_plans():
+    """(label, plan) pairs covering the generator's paths."""
+    plans = []
+    x, y = var("i", "x", 3), var("j", "y", 3)
+    d2 = sqdist(x, y)
+    w = var("j", "w", 3)
+    for dtype in (np.float32, np.float64):
+        dn = np.dtype(dtype).name
+        # Every operation, in one kernel: the concatenation of their outputs.
+        every_op = functools.reduce(lambda a, b: make("Concat", a, b),
+                                    [_op_formula(name) for name in OPS])
+        plans.append((f"every operation ({len(OPS)}) {dn}", _plan([every_op], "Sum", dtype=dtype)))
+        gauss = make("Exp", make("Neg", make("Mul", var("p", "g", 1), d2)))
+        for red in REDUCTIONS.values():
+            if red.n_formulas == 2:
+                formulas = [make("Neg", d2), w]
+            elif red.name == "Sum":
+                formulas = [make("Mul", gauss, w)]
+            else:
+                l1 = make("SumFeat", make("Abs", make("Sub", x, y)))
+                formulas = [make("Concat", d2, l1)]  # two components
+            K = 5 if red.uses_k else 1
+            for axis in (1, 0):
+                plans.append((f"{red.name} axis={axis} {dn}",
+                              _plan(formulas, red.name, axis=axis, K=K, dtype=dtype)))
+        g = grad(gauss, x, var("i", "e", 1))
+        plans.append((f"gradient of a Gaussian {dn}", _plan([make("Mul", g, var("j", "b", 1))],
+                                                            "Sum", dtype=dtype)))
+        plans.append((f"output E=32 {dn}", _plan(
+            [make("Mul", gauss, var("j", "B", 32))], "Sum", dtype=dtype)))
+    wide_x, wide_y = var("i", "X", 200), var("j", "Y", 200)
+    plans.append(("D=200 (i-variables read in place) float32",
+                  _plan([make("Exp", make("Neg", sqdist(wide_x, wide_y)))], "Sum")))
+    huge_x, huge_y = var("i", "X", 800), var("j", "Y", 800)
+    plans.append(("D=800 (global scheme) ArgKMin float64",
+                  _plan([sqdist(huge_x, huge_y)], "ArgKMin", K=3, dtype=np.float64)))
+    return plans
+
+
+def check_cuda(archs=("sm_80", "sm_90"), *, ops_archs=("sm_90",), workers=2,
+               verbose=True, file=None) -> int:
+    """Compile every representative plan; returns the number of failures."""
+    out = (lambda s: print(s, file=file, flush=True)) if verbose else (lambda s: None)
+    lib = nvrtc()
+    out(f"NVRTC {'.'.join(map(str, lib.version()))} from {lib.path}")
+    jobs = []
+    for label, plan in representative_plans():
+        source, launch = generate_cuda_source(plan, key="check")
+        for arch in (ops_archs if "axis=0" in label else archs):
+            jobs.append((label, arch, source, launch))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda job: nvrtc_compile(job[2], job[1]), jobs))
+    failures = 0
+    out(f"{'plan':<48} {'arch':<6} {'regs':>5} {'spill':>6} {'smem':>6}  scheme")
+    for (label, arch, source, launch), res in zip(jobs, results):
+        warnings = log_warnings(res.log) if res.ok else []
+        bad = not res.ok or warnings
+        scheme = f"shared tj={launch.tj}" if launch.nc else "global"
+        out(f"{label:<48} {arch:<6} {res.registers or 0:>5} "
+            f"{(res.spill_stores or 0):>6} {launch.smem:>6}  {scheme}"
+            + ("  FAILED" if bad else ""))
+        if bad:
+            failures += 1
+            out(f"--- NVRTC log ({arch}) ---\n{res.log}\n--- source ---\n{numbered(source)}")
+    out(f"{len(jobs)} compilations in {time.perf_counter() - t0:.1f} s, {failures} failed")
+    return failures

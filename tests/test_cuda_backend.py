@@ -1,0 +1,278 @@
+"""The CUDA backend on a machine without a GPU, and its GPU-only checks.
+
+Without a GPU: detection and errors, NVRTC compilation of the generated
+source (``python -m kerneltools check --backend cuda --compile-only``), golden
+files, and the generated kernels *run on the CPU* through a C++ shim
+(``_cuda_shim``) against the NumPy backend, which checks the tiles, tails,
+row blocking and the reductions' CUDA updates. On a GPU (marker ``gpu``):
+CuPy arrays in and out, on the current stream. The shared correctness suite
+(test_reductions, test_ops, ...) runs on CUDA through the ``backend`` fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kerneltools as kt
+from kerneltools.backend import _cuda_backend, _dispatch
+from kerneltools.backend._dispatch import run_plan
+from kerneltools.exceptions import BackendUnavailableError
+
+import _cuda_shim
+from _helpers import assert_close
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _nvrtc_status():
+    try:
+        _cuda_backend.nvrtc()
+        return True, ""
+    except OSError as exc:
+        return False, str(exc)
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc_status()[0], reason=f"NVRTC: {_nvrtc_status()[1]}")
+needs_shim = pytest.mark.skipif(not _cuda_shim.available()[0], reason=_cuda_shim.available()[1])
+needs_gpu = pytest.mark.skipif(not _cuda_backend.gpu_status()[0],
+                               reason=f"no GPU: {_cuda_backend.gpu_status()[1]}")
+
+
+# ---------------------------------------------------------------------------
+# Detection and errors
+# ---------------------------------------------------------------------------
+def test_import_does_not_probe_cuda():
+    code = ("import kerneltools, sys; "
+            "from kerneltools.backend import _cuda_backend as c; "
+            "print(c.gpu_status.cache_info().currsize, 'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["0", "False"], out.stdout + out.stderr
+
+
+def test_without_gpu_auto_goes_to_cpu_and_cuda_raises(monkeypatch):
+    monkeypatch.setattr(_cuda_backend, "gpu_status", lambda: (False, "no GPU in this test"))
+    monkeypatch.setattr(_dispatch, "_resolved", {})
+    x = np.random.default_rng(0).random((5, 2))
+    K = (-kt.Vi(x).sqdist(kt.Vj(x))).exp()
+    assert _dispatch.resolve_backend("auto", K._plan("Sum", 1)[0]).name in ("cpu", "numpy")
+    with pytest.raises(BackendUnavailableError, match="no GPU in this test"):
+        K.sum(axis=1, backend="cuda")
+
+
+def test_gpu_status_explains_itself():
+    ok, why = _cuda_backend.gpu_status()
+    assert isinstance(ok, bool) and why
+    if not ok:
+        assert "CuPy" in why or "NVRTC" in why or "KERNELTOOLS_DISABLE_CUDA" in why
+
+
+# ---------------------------------------------------------------------------
+# Compilation with NVRTC (no GPU needed)
+# ---------------------------------------------------------------------------
+@needs_nvrtc
+def test_compile_only_check_passes():
+    """Every representative plan compiles for sm_80 and sm_90 without warnings."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kerneltools", "check", "--backend", "cuda", "--compile-only"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert " 0 failed" in proc.stdout
+
+
+@needs_nvrtc
+def test_compile_error_reports_log_and_numbered_source():
+    x = np.ones((4, 3), dtype=np.float32)
+    plan = (kt.Vi(x) - kt.Vj(x)).exp()._plan("Sum", 1)[0]
+    source, _ = _cuda_backend.generate_cuda_source(plan)
+    broken = source.replace("__syncthreads();", "__syncthreads()", 1)
+    res = _cuda_backend.nvrtc_compile(broken, "sm_90")
+    assert not res.ok and "error" in res.log
+    assert "   1  /* kerneltools" in _cuda_backend.numbered(broken)
+
+
+def _golden_plans():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((5, 3)), rng.random((6, 3))
+    w = rng.random((6, 2))
+    gauss32 = (-kt.Vi(x.astype(np.float32)).sqdist(kt.Vj(y.astype(np.float32))) * 0.5).exp()
+    f = kt.Vi(x).sqdist(kt.Vj(y))
+    return {
+        "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
+        "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
+        "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_golden_plans()))
+def test_generated_cuda_is_pinned(name):
+    """Golden files: a change to the generated CUDA shows in review.
+
+    Regenerate with KERNELTOOLS_UPDATE_GOLDEN=1 after checking the diff.
+    """
+    source, _ = _cuda_backend.generate_cuda_source(_golden_plans()[name], key="golden")
+    path = GOLDEN / f"{name}.cu"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+# ---------------------------------------------------------------------------
+# The generated kernels, run on the CPU by the shim, against the NumPy backend
+# ---------------------------------------------------------------------------
+#: Small blocks keep the shim's thread count low; tiles of 16 points and
+#: 2 rows per thread make tails on both axes with N = 45, M = 71.
+SHIM_TUNING = {"block": {4: 16, 8: 16}, "rows": 2, "max_state": 8, "unroll": 4}
+
+
+@pytest.fixture(scope="module")
+def shim_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cuda-shim")
+
+
+def _compare(lazy_reduce, plan_args, shim_dir, rtol, tuning=SHIM_TUNING):
+    plan, args = plan_args
+    got = _cuda_shim.run(plan, args, tuning, shim_dir)
+    ref = run_plan(plan, args, "numpy")
+    for g, r in zip(got, ref):
+        if r.dtype.kind == "i":
+            np.testing.assert_array_equal(g, r)
+        else:
+            # signed sums cancel: scale by the column's typical magnitude too
+            finite = np.where(np.isfinite(r), np.abs(r), 0)
+            assert_close(g, r, rtol, scale=finite + finite.mean(axis=0) + 1e-30)
+
+
+def _data(dtype, n=45, m=71, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, d)).astype(dtype), rng.standard_normal((m, d)).astype(dtype),
+            rng.standard_normal((m, 2)).astype(dtype))
+
+
+REDUCTIONS = [
+    ("Sum", {}), ("LogSumExp", {}), ("Min", {}), ("Max", {}), ("ArgMin", {}), ("ArgMax", {}),
+    ("Min_ArgMin", {}), ("Max_ArgMax", {}), ("KMin", {"K": 4}), ("ArgKMin", {"K": 4}),
+    ("KMin_ArgKMin", {"K": 1}), ("LogSumExpWeight", {"w": True}),
+    ("SumSoftMaxWeight", {"w": True}),
+]
+
+
+@needs_shim
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("name,kw", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+def test_shim_reductions_match_numpy(name, kw, axis, dtype, shim_dir):
+    x, y, b = _data(dtype)
+    xi, yj = kt.Vi(x), kt.Vj(y)
+    d2 = xi.sqdist(yj)
+    if kw.get("w"):
+        F, weight = -d2, (kt.Vj(b) if axis == 1 else kt.Vi(x[:, :2]))
+    elif name in ("Sum", "LogSumExp"):
+        F, weight = ((-d2 * 0.7).exp() * kt.Vj(b) if axis == 1
+                     else (-d2 * 0.7).exp() * kt.Vi(x[:, :2])), None
+    else:  # two components, with ties (rounded values)
+        F, weight = (d2 * 2).round(0).concat((xi - yj).abs().sum(-1)), None
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    _compare(None, F._plan(name, axis, weight=weight, K=kw.get("K", 1)), shim_dir, rtol)
+
+
+@needs_shim
+def test_shim_nan_and_inf_follow_numpy(shim_dir):
+    x, y, b = _data(np.float64, n=20, m=40)
+    y[3, 0] = np.nan
+    y[7, 1] = np.inf
+    xi, yj = kt.Vi(x), kt.Vj(y)
+    F = -xi.sqdist(yj)
+    for name in ("LogSumExp", "Min_ArgMin", "Max_ArgMax", "KMin_ArgKMin"):
+        _compare(None, F._plan(name, 1, K=3 if "K" in name else 1), shim_dir, 1e-12)
+    F2 = -(xi - kt.Vj(np.where(np.isfinite(y), y, 0))).abs().sum(-1)
+    F2 = F2 + kt.Vj(np.where(np.arange(40) == 5, -np.inf, 0.0)[:, None])
+    _compare(None, F2._plan("LogSumExp", 1), shim_dir, 1e-12)
+    _compare(None, F2._plan("SumSoftMaxWeight", 1, weight=kt.Vj(b)), shim_dir, 1e-12)
+
+
+@needs_shim
+def test_shim_wide_and_global_schemes(shim_dir):
+    """D = 40 (i-variables read in place) and D = 800 float64 (global scheme)."""
+    for d in (40, 800):
+        x, y, _ = _data(np.float64, n=20, m=35, d=d)
+        F = kt.Vi(x).sqdist(kt.Vj(y))
+        plan_args = F._plan("ArgKMin", 1, K=3)
+        launch = _cuda_backend.launch_shape(plan_args[0], SHIM_TUNING)
+        assert (launch.nc == 0) == (d == 800)
+        _compare(None, plan_args, shim_dir, 1e-12)
+        _compare(None, (-F / d).exp()._plan("Sum", 0), shim_dir, 1e-12)
+
+
+@needs_shim
+def test_shim_gradient_and_large_output(shim_dir, dtype):
+    x, y, b = _data(dtype, n=30, m=50)
+    xi, yj = kt.Vi(x), kt.Vj(y)
+    K = (-xi.sqdist(yj) * 0.5).exp()
+    G = K.grad(xi, kt.Vi(x[:, :1])) * kt.Vj(b[:, :1])
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    _compare(None, G._plan("Sum", 1), shim_dir, rtol)
+    B = np.random.default_rng(1).standard_normal((50, 32)).astype(dtype)
+    _compare(None, (K * kt.Vj(B))._plan("Sum", 1), shim_dir, rtol)
+
+
+@needs_shim
+def test_shim_default_launch_shape(shim_dir):
+    """The real block size (256 threads) and index arithmetic of the j-index."""
+    x, y, _ = _data(np.float32, n=600, m=300)
+    F = kt.Vi(x).sqdist(kt.Vj(y)) + 1e-3 * kt.Vj(np.arange(300.0)[:, None].astype(np.float32))
+    _compare(None, F._plan("ArgKMin", 1, K=3), shim_dir, 0, tuning=_cuda_backend.TUNING)
+    _compare(None, F._plan("Sum", 1), shim_dir, 1e-5, tuning=_cuda_backend.TUNING)
+
+
+# ---------------------------------------------------------------------------
+# On a GPU
+# ---------------------------------------------------------------------------
+@pytest.mark.gpu
+@needs_gpu
+def test_cupy_in_cupy_out_on_the_current_stream():
+    import cupy
+
+    rng = np.random.default_rng(0)
+    x, y, b = rng.random((300, 3)), rng.random((400, 3)), rng.random((400, 2))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        xc, yc, bc = cupy.asarray(x), cupy.asarray(y), cupy.asarray(b)
+        out = (-kt.Vi(xc).sqdist(kt.Vj(yc))).exp() @ bc
+        assert isinstance(out, cupy.ndarray)
+        idx = kt.Vi(xc).sqdist(kt.Vj(yc)).argKmin(5, axis=1)
+        assert isinstance(idx, cupy.ndarray)
+    stream.synchronize()
+    ref = np.exp(-((x[:, None] - y[None]) ** 2).sum(-1)) @ b
+    np.testing.assert_allclose(cupy.asnumpy(out), ref, rtol=1e-10)
+    ref_idx = np.argsort(((x[:, None] - y[None]) ** 2).sum(-1), axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(cupy.asnumpy(idx), ref_idx)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cupy_input_with_a_host_backend_returns_cupy():
+    import cupy
+
+    x = cupy.asarray(np.random.default_rng(0).random((50, 2)))
+    out = kt.Vi(x).sqdist(kt.Vj(x)).sum(axis=1, backend="cpu")
+    assert isinstance(out, cupy.ndarray)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_float32_million_terms_accuracy():
+    """Block-wise summation keeps a float32 sum of 10^6 terms near 1e-6."""
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 3)).astype(np.float32)
+    y = rng.random((1_000_000, 3)).astype(np.float32)
+    out = (-kt.Vi(x).sqdist(kt.Vj(y))).exp().sum(axis=1, backend="cuda")
+    ref = (-kt.Vi(x.astype(np.float64)).sqdist(kt.Vj(y.astype(np.float64)))).exp().sum(
+        axis=1, backend="cpu")
+    assert_close(out, ref, 2e-6)
