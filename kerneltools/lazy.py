@@ -29,6 +29,7 @@ import numpy as np
 from .backend import _ops
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient
+from .backend._cuda_backend import is_cupy_array
 from .backend._dispatch import check_backend_name, run_plan
 from .backend._ir import Node, index, intcst, substitute, topo_order, var
 from .backend._numpy_backend import evaluate_formula_tile
@@ -48,12 +49,18 @@ class _Binding:
 
 
 def _check_array(x, what: str) -> np.ndarray:
-    if hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
-        raise TypeError(f"{what}: GPU arrays need the CUDA backend, not part of this version")
-    try:
-        a = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{what} must be a numeric array; {exc}") from None
+    if is_cupy_array(x):
+        a = x  # CuPy arrays stay on the GPU: CuPy in, CuPy out
+    elif hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(
+            f"{what} is a GPU array of type {type(x).__module__}.{type(x).__name__}; "
+            "kerneltools takes CuPy arrays on the GPU (convert with cupy.asarray)"
+        )
+    else:
+        try:
+            a = np.asarray(x)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{what} must be a numeric array; {exc}") from None
     if a.dtype.kind == "c":
         raise TypeError(f"{what} has complex dtype {a.dtype}; only real numbers are supported")
     if a.dtype.kind not in "biuf":
@@ -70,7 +77,7 @@ def _variable(cat: str, a: np.ndarray) -> tuple[Node, dict]:
     a = a if cat == "p" else a.reshape(a.shape[0], -1)
     dim = a.shape[-1] if a.ndim else 1
     node = var(cat, next(_keys), dim)
-    return node, {node: _Binding(np.atleast_1d(a))}
+    return node, {node: _Binding(a if a.ndim else a.reshape(1))}
 
 
 def _leaf(x, axis, what="the array given to LazyTensor"):
@@ -463,7 +470,10 @@ class LazyTensor:
         dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
 
         def array_of(node):
-            return np.ascontiguousarray(bindings[node].array, dtype=dtype)
+            a = bindings[node].array
+            if is_cupy_array(a):
+                return a.astype(dtype, order="C", copy=False)
+            return np.ascontiguousarray(a, dtype=dtype)
 
         return make_plan(formulas, reduction, axis, K, array_of, dtype, nx, ny)
 
@@ -669,7 +679,7 @@ class LazyTensor:
             outs.append(self.logsumexp(axis=axis, backend=backend))
         nodes, bindings = [], {}
         for o in outs:
-            o = np.asarray(o, dtype=self.dtype).reshape(len(o), -1)
+            o = o.astype(self.dtype, copy=False).reshape(len(o), -1)
             node = var(out_cat, next(_keys), o.shape[1])
             bindings[node] = _Binding(o)
             nodes.append(node)

@@ -23,7 +23,8 @@ BACKEND_NAMES = ["numpy", "cpu", "cuda"]
 RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 
 
-@pytest.fixture(params=BACKEND_NAMES)
+@pytest.fixture(params=[pytest.param(n, marks=pytest.mark.gpu) if n == "cuda" else n
+                        for n in BACKEND_NAMES])
 def backend(request) -> str:
     """Each backend of this build that can run here; the others are skipped."""
     name = request.param

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One GPU session, run on a machine with an NVIDIA GPU from the repository root:
+# the gpu-marked tests (the shared correctness suite on the CUDA backend), the
+# GPU benchmark against pykeops and dense CuPy, and the launch-shape sweep.
+# Results go under $OUT (default /tmp/kt-gpu). pykeops travels as wheels in .whl/.
+set -u
+OUT=${OUT:-/tmp/kt-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$OUT/session.log"; }
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+  export PYTHONPATH="$PWD:/tmp/site"
+else
+  export PYTHONPATH="$PWD"
+fi
+NV=$(python3 -c "import nvidia, os; print(list(nvidia.__path__)[0])" 2>/dev/null)
+[ -n "$NV" ] && export LD_LIBRARY_PATH="$(ls -d "$NV"/*/lib 2>/dev/null | tr '\n' ':')/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
+python3 -m kerneltools info > "$OUT/info.txt" 2>&1
+stamp "info done"
+timeout "${KT_TEST_TIMEOUT:-180}" python3 -m pytest -q -m gpu -n 16 -p no:cacheprovider -p no:randomly \
+  tests > "$OUT/gpu_tests.txt" 2>&1
+stamp "gpu tests rc=$?"
+timeout "${KT_BENCH_TIMEOUT:-240}" python3 asv_bench/cuda_compare.py --out "$OUT/cuda_bench.json" \
+  > "$OUT/bench.log" 2>&1
+stamp "benchmark rc=$?"
+timeout "${KT_SWEEP_TIMEOUT:-90}" python3 asv_bench/cuda_compare.py --sweep --repeat 2 \
+  --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
+stamp "sweep rc=$?"
+tail -5 "$OUT/gpu_tests.txt"
