@@ -89,6 +89,7 @@ REFERENCE = {
     "Pow": lambda at, a: np.power(a, float(at[0])),
     "Inv": lambda at, a: np.power(a, -1.0),
     "Exp": lambda at, a: _math(math.exp)(a),
+    "Exp2": lambda at, a: _math(lambda v: 2.0 ** v)(a),
     "Log": lambda at, a: _math(math.log)(a),
     "Sin": lambda at, a: _math(math.sin)(a),
     "Cos": lambda at, a: _math(math.cos)(a),

@@ -53,6 +53,7 @@ from ._errors import CompileError
 from ._ir import intcst, substitute, topo_order
 from ._ops import make
 from ._plan import Plan
+from ._reductions import CUDA_EXP_OF_F
 from ._render_c import node_levels, render_formulas
 
 __all__ = [
@@ -93,6 +94,7 @@ typedef ${acc} acc_t;
 #define KT_FINITE(x) ((x) - (x) == 0)
 #define KT_FOR(v, n) _Pragma("unroll") for (int v = 0; v < (n); v++)
 ${exp_defs}
+${red_defs}
 #define TJ ${tj}
 #define NC ${nc}
 
@@ -138,6 +140,14 @@ _EXP_DEFS = {
         "#define KT_EXP2(x) kt_exp2f(x)"
     ),
     "double": "#define KT_EXP(x) exp(x)\n#define KT_EXP2(x) exp2(x)",
+}
+#: The base of the log-sum-exp reductions' exp: 2 in float32 (F log2 e is
+#: computed by the formula), e in float64.
+_RED_DEFS = {
+    "float": ("#define KT_REAL_MAX 3.402823466e38f\n#define KT_EXPR(x) KT_EXP2(x)\n"
+              "#define KT_LOGR(x) log2(x)\n#define KT_RSCALE 0.693147180559945309417"),
+    "double": ("#define KT_REAL_MAX 1.7976931348623157e308\n#define KT_EXPR(x) KT_EXP(x)\n"
+               "#define KT_LOGR(x) log(x)\n#define KT_RSCALE 1.0"),
 }
 
 
@@ -201,41 +211,43 @@ class Launch:
         return self.block * self.rows
 
 
-def _rewrite_exp(formulas, levels):
-    """float32: ``exp(z)`` -> ``exp2(z log2 e)``, with the scale folded into a
-    parameter-level factor of ``z`` when there is one (``z = c * x``)."""
+def _split_scale(z, levels):
+    """(sign, factor, rest) with z = sign * factor * rest, factor the product of
+    z's scalar parameter-level factors (None when there are none)."""
+    if z.op == "Neg":
+        s, c, r = _split_scale(z.children[0], levels)
+        return -s, c, r
+    if z.op == "Mul":
+        a, b = z.children
+        for p, other in ((a, b), (b, a)):
+            if levels.get(p) == "p" and p.dim == 1:
+                s, c, r = _split_scale(other, levels)
+                return s, (p if c is None else make("Mul", p, c)), r
+    if z.op == "Div":
+        a, b = z.children
+        if levels.get(b) == "p" and b.dim == 1:
+            s, c, r = _split_scale(a, levels)
+            inv = make("Inv", b)
+            return s, (inv if c is None else make("Mul", c, inv)), r
+    return 1, None, z
+
+
+def _times_log2e(z, levels):
+    """``z log2 e``, the constant folded into z's parameter-level factor."""
     log2e = make("Inv", make("Log", intcst(2)))
+    s, c, rest = _split_scale(z, levels)
+    scale = log2e if c is None else make("Mul", c, log2e)
+    return make("Mul", make("Neg", scale) if s < 0 else scale, rest)
 
-    def split(z):
-        """(sign, p-level factor or None, rest) with z = sign * factor * rest."""
-        if z.op == "Neg":
-            s, c, r = split(z.children[0])
-            return -s, c, r
-        if z.op == "Mul":
-            a, b = z.children
-            if levels.get(a) == "p" and a.dim == 1:
-                s, c, r = split(b)
-                return s, (a if c is None else make("Mul", a, c)), r
-            if levels.get(b) == "p" and b.dim == 1:
-                s, c, r = split(a)
-                return s, (b if c is None else make("Mul", b, c)), r
-        if z.op == "Div":
-            a, b = z.children
-            if levels.get(b) == "p" and b.dim == 1:
-                s, c, r = split(a)
-                inv = make("Inv", b)
-                return s, (inv if c is None else make("Mul", c, inv)), r
-        return 1, None, z
 
-    mapping = {}
-    for node in topo_order(list(formulas)):
-        if node.op != "Exp" or levels.get(node) == "p":
-            continue
-        s, c, rest = split(node.children[0])
-        scale = log2e if c is None else make("Mul", c, log2e)
-        if s < 0:
-            scale = make("Neg", scale)
-        mapping[node] = make("Exp2", make("Mul", scale, rest))
+def _rewrite_exp(formulas, levels):
+    """float32: ``exp(z)`` -> ``exp2(z log2 e)``, the scale folded into a
+    parameter-level factor of ``z`` when there is one (``z = c * x``)."""
+    mapping = {
+        node: make("Exp2", _times_log2e(node.children[0], levels))
+        for node in topo_order(list(formulas))
+        if node.op == "Exp" and levels.get(node) != "p"
+    }
     return substitute(list(formulas), mapping) if mapping else list(formulas)
 
 
@@ -245,12 +257,16 @@ def _state_size(plan: Plan) -> int:
     return E * (plan.K if plan.red.uses_k else 1) + dims[0]
 
 
-def launch_shape(plan: Plan, tuning=None) -> Launch:
-    """Block size, rows per thread, tile and shared memory of ``plan``'s kernel."""
+def launch_shape(plan: Plan, tuning=None, shape=None) -> Launch:
+    """Block size, rows per thread, tile and shared memory of ``plan``'s kernel.
+
+    ``shape``: (threads per block, rows per thread), default from ``tuning``.
+    """
     tuning = tuning or TUNING
     itemsize = np.dtype(plan.dtype).itemsize
-    block = tuning["block"][itemsize]
-    rows = tuning["rows"] if _state_size(plan) <= tuning["max_state"] else 1
+    block, rows = shape or (tuning["block"][itemsize], tuning["rows"])
+    if _state_size(plan) > tuning["max_state"]:
+        rows = 1
     nc = _shared_layout(plan)[1]
     tj = block
     if nc and tj * nc * itemsize > SMEM_LIMIT:
@@ -272,10 +288,14 @@ def _shared_layout(plan: Plan):
 
 
 @functools.lru_cache(maxsize=256)
-def _prepare_cached(signature, formulas, dtype_name):
+def _prepare_cached(signature, formulas, dtype_name, reduction):
     levels = node_levels(list(formulas))
     if dtype_name == "float32":
-        formulas = tuple(_rewrite_exp(formulas, levels))
+        formulas = list(_rewrite_exp(formulas, levels))
+        if reduction in CUDA_EXP_OF_F:  # the reduction works in base 2
+            levels = node_levels(formulas)
+            formulas[0] = _times_log2e(formulas[0], levels)
+        formulas = tuple(formulas)
         levels = node_levels(list(formulas))
     # j-only nodes (besides variables) used by a pair-level node or output:
     # computed once per point into shared memory.
@@ -296,15 +316,30 @@ def _prepare_cached(signature, formulas, dtype_name):
 
 
 def _prepare(plan: Plan):
-    return _prepare_cached(plan.signature, plan.formulas, np.dtype(plan.dtype).name)
+    return _prepare_cached(plan.signature, plan.formulas, np.dtype(plan.dtype).name,
+                           plan.reduction)
 
 
-def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None):
+def choose_shape(plan: Plan, n_sm: int, tuning=None) -> tuple[int, int]:
+    """(block, rows) for ``plan.nx`` output rows on a GPU of ``n_sm``
+    multiprocessors: the default shape when it gives every multiprocessor
+    several blocks, else smaller blocks and one row per thread, down to one
+    warp, so that a few thousand rows still spread over the whole GPU."""
+    tuning = tuning or TUNING
+    block = tuning["block"][np.dtype(plan.dtype).itemsize]
+    shapes = [(block, tuning["rows"])] + [(b, 1) for b in (256, 128, 64, 32) if b <= block]
+    for b, r in shapes:
+        if -(-plan.nx // (b * r)) >= 4 * n_sm:
+            return b, r
+    return shapes[-1]
+
+
+def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, shape=None):
     """(source, Launch) of ``plan``'s CUDA kernel (deterministic: golden-tested)."""
     red = plan.red
     if red.cuda is None:
         raise NotImplementedError(f"{red.name} has no CUDA form")
-    launch = launch_shape(plan, tuning)
+    launch = launch_shape(plan, tuning, shape)
     tuning = tuning or TUNING
     real = "float" if plan.dtype == np.float32 else "double"
     formulas, jonly, jvars = _prepare(plan)
@@ -425,6 +460,7 @@ def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None):
         real=real,
         acc="double",
         exp_defs=_EXP_DEFS[real],
+        red_defs=_RED_DEFS[real],
         tj=launch.tj,
         nc=max(launch.nc, 1),
         block=launch.block,
@@ -580,15 +616,23 @@ def compile_count() -> int:
     return _compiles[0]
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
 def get_kernel(plan: Plan):
     """(RawKernel, Launch) of ``plan`` on the current device."""
     import cupy
 
     dev = cupy.cuda.Device().id
-    hit = _by_signature.get((dev, plan.signature))
+    shape = choose_shape(plan, _sm_count(dev))
+    hit = _by_signature.get((dev, plan.signature, shape))
     if hit is not None:
         return hit
-    source, launch = generate_cuda_source(plan, key="KT_KEY_PLACEHOLDER")
+    source, launch = generate_cuda_source(plan, key="KT_KEY_PLACEHOLDER", shape=shape)
     key = hashlib.sha256(source.encode()).hexdigest()[:40]
     source = source.replace("KT_KEY_PLACEHOLDER", key)
     with _kernel_lock:
@@ -607,7 +651,7 @@ def get_kernel(plan: Plan):
             _kernels[(dev, key)] = kernel
         if len(_by_signature) > 512:
             _by_signature.clear()
-        _by_signature[(dev, plan.signature)] = (kernel, launch)
+        _by_signature[(dev, plan.signature, shape)] = (kernel, launch)
     return kernel, launch
 
 

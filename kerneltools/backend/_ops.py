@@ -193,8 +193,8 @@ _register(
     grad=lambda n, g: (_mul(g, n),), domain=((-2, 2),), doc="exp(a)",
 )
 _register(
-    name="Exp2", arity=1,
-    # 2 ** a. Not a LazyTensor method: the CUDA renderer rewrites float32
+    name="Exp2", arity=1, method="exp2",
+    # 2 ** a. The CUDA renderer rewrites float32
     # exp(c x) as exp2((c log2 e) x), one hardware instruction (see
     # _cuda_backend); KT_EXP2 is defined by each template.
     c="KT_EXP2({0})", numpy=lambda at, a: np.exp2(a),

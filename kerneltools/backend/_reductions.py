@@ -493,75 +493,82 @@ _ki = "KT_FOR(k, $K) KT_FOR(e, $E) outi[(i * $K + k) * $E + e] = ${S}ki[e][k];"
 for _name, _final in (("KMin", _kv), ("ArgKMin", _ki), ("KMin_ArgKMin", _kv + "\n" + _ki)):
     REDUCTIONS[_name] = replace(REDUCTIONS[_name], cuda=dict(_CU_KMIN, final=_final))
 
-# Log-sum-exp family, online: m is the running maximum of the finite values of
-# F, the sums are relative to it (a tile's part in real_t, folded into acc_t at
-# the tile's end) and a new maximum rescales them. +inf and NaN values of F
-# are summed apart in "bad" (as exp(F) w), which then gives the output, as the
-# NumPy monoid's zero shift does; -inf values add nothing.
+# Log-sum-exp family, online: m is the running maximum of F (initially the
+# most negative finite number), the sums are relative to it (a tile's part in
+# real_t, folded into acc_t at the tile's end) and a new maximum rescales them.
+# The common case is one comparison, one exp and one add: -inf adds exp(-inf)
+# = 0 and NaN propagates through the sums by itself; only +inf, on the rare
+# new-maximum path, goes to "bad", which then gives inf (or NaN), as the NumPy
+# monoid's zero shift does. KT_EXPR / KT_LOGR / KT_RSCALE are the exp and log
+# of the kernel's base: float32 kernels get F in base 2 (F log2 e, the scale
+# folded into the formula) and use the hardware exp2.
 def _cu_lse_update(q: str, new: str, add: str, bad: str) -> str:
     return (
         "  const real_t v = ${S}v0[" + q + "];\n"
-        "  if (KT_FINITE(v)) {\n"
-        "    if (v > ${S}m[" + q + "]) {\n"
-        "      const real_t c = KT_EXP(${S}m[" + q + "] - v);\n"
+        "  if (v > ${S}m[" + q + "]) {\n"
+        "    if (KT_FINITE(v)) {\n"
+        "      const real_t c = KT_EXPR(${S}m[" + q + "] - v);\n"
         f"      {new}\n"
         "      ${S}m[" + q + "] = v;\n"
-        "    } else {\n"
-        "      const real_t x = KT_EXP(v - ${S}m[" + q + "]);\n"
-        f"      {add}\n"
-        "    }\n"
-        "  } else if (v != -INFINITY) {\n"
-        "    const real_t x = KT_EXP(v);\n"
-        f"    {bad}\n"
+        f"    }} else {{ {bad} }}\n"
+        "  } else {\n"
+        "    const real_t x = KT_EXPR(v - ${S}m[" + q + "]);\n"
+        f"    {add}\n"
         "  }"
     )
 
 
+_LSE_OUT = "(real_t)(((acc_t)${S}m[M] + KT_LOGR(S_)) * KT_RSCALE)"
+
 REDUCTIONS["LogSumExp"] = replace(REDUCTIONS["LogSumExp"], cuda=dict(
     state="real_t ${S}m[$E], ${S}ts[$E], ${S}bad[$E]; acc_t ${S}s[$E];",
-    init="KT_FOR(e, $E) { ${S}m[e] = -INFINITY; ${S}ts[e] = 0; ${S}bad[e] = 0; ${S}s[e] = 0; }",
+    init="KT_FOR(e, $E) { ${S}m[e] = -KT_REAL_MAX; ${S}ts[e] = 0; ${S}bad[e] = 0; ${S}s[e] = 0; }",
     update="KT_FOR(e, $E) {\n" + _cu_lse_update(
         "e",
         "${S}ts[e] = ${S}ts[e] * c + (real_t)1; ${S}s[e] *= (acc_t)c;",
         "${S}ts[e] += x;",
-        "${S}bad[e] += x;",
+        "${S}bad[e] += v;",
     ) + "\n}",
     tile_end="KT_FOR(e, $E) { ${S}s[e] += (acc_t)${S}ts[e]; ${S}ts[e] = 0; }",
     final=(
-        "KT_FOR(e, $E) outf[i * $E + e] = ${S}bad[e] != 0 ? (real_t)log(${S}bad[e])\n"
-        "    : (real_t)((acc_t)${S}m[e] + log(${S}s[e]));"
+        "KT_FOR(e, $E) outf[i * $E + e] = ${S}bad[e] != 0 ? (real_t)log(${S}bad[e] + ${S}s[e])\n"
+        "    : " + _LSE_OUT.replace("[M]", "[e]").replace("S_", "${S}s[e]") + ";"
     ),
 ))
 REDUCTIONS["LogSumExpWeight"] = replace(REDUCTIONS["LogSumExpWeight"], cuda=dict(
     state="real_t ${S}m[1], ${S}ts[$E1], ${S}bad[$E1]; bool ${S}nf; acc_t ${S}s[$E1];",
-    init=("${S}m[0] = -INFINITY; ${S}nf = false;\n"
+    init=("${S}m[0] = -KT_REAL_MAX; ${S}nf = false;\n"
           "KT_FOR(e, $E1) { ${S}ts[e] = 0; ${S}bad[e] = 0; ${S}s[e] = 0; }"),
     update="{\n" + _cu_lse_update(
         "0",
         "KT_FOR(e, $E1) { ${S}ts[e] = ${S}ts[e] * c + ${S}v1[e]; ${S}s[e] *= (acc_t)c; }",
         "KT_FOR(e, $E1) ${S}ts[e] += x * ${S}v1[e];",
-        "${S}nf = true; KT_FOR(e, $E1) ${S}bad[e] += x * ${S}v1[e];",
+        "${S}nf = true; KT_FOR(e, $E1) ${S}bad[e] += v * ${S}v1[e];",
     ) + "\n}",
     tile_end="KT_FOR(e, $E1) { ${S}s[e] += (acc_t)${S}ts[e]; ${S}ts[e] = 0; }",
+    # +inf in F: inf * w (+-inf, or NaN where w = 0), as with a zero shift
     final=(
-        "KT_FOR(e, $E1) outf[i * $E1 + e] = ${S}nf ? (real_t)log(${S}bad[e])\n"
-        "    : (real_t)((acc_t)${S}m[0] + log(${S}s[e]));"
+        "KT_FOR(e, $E1) outf[i * $E1 + e] = ${S}nf ? (real_t)log(${S}bad[e] + ${S}s[e])\n"
+        "    : " + _LSE_OUT.replace("[M]", "[0]").replace("S_", "${S}s[e]") + ";"
     ),
 ))
 REDUCTIONS["SumSoftMaxWeight"] = replace(REDUCTIONS["SumSoftMaxWeight"], cuda=dict(
     state="real_t ${S}m[1], ${S}ts, ${S}tv[$E1], ${S}bad[1]; acc_t ${S}s, ${S}sv[$E1];",
-    init=("${S}m[0] = -INFINITY; ${S}bad[0] = 0; ${S}ts = 0; ${S}s = 0;\n"
+    init=("${S}m[0] = -KT_REAL_MAX; ${S}bad[0] = 0; ${S}ts = 0; ${S}s = 0;\n"
           "KT_FOR(e, $E1) { ${S}tv[e] = 0; ${S}sv[e] = 0; }"),
     update="{\n" + _cu_lse_update(
         "0",
         "${S}ts = ${S}ts * c + (real_t)1; ${S}s *= (acc_t)c;\n"
         "      KT_FOR(e, $E1) { ${S}tv[e] = ${S}tv[e] * c + ${S}v1[e]; ${S}sv[e] *= (acc_t)c; }",
         "${S}ts += x; KT_FOR(e, $E1) ${S}tv[e] += x * ${S}v1[e];",
-        "${S}bad[0] += x;",
+        "${S}bad[0] += v;",
     ) + "\n}",
     tile_end=("${S}s += (acc_t)${S}ts; ${S}ts = 0;\n"
               "KT_FOR(e, $E1) { ${S}sv[e] += (acc_t)${S}tv[e]; ${S}tv[e] = 0; }"),
-    # +inf or NaN in F: inf / inf (or NaN), as the NumPy monoid gives
+    # +inf in F: inf / inf (or NaN), as the NumPy monoid gives
     final=("KT_FOR(e, $E1) outf[i * $E1 + e] = ${S}bad[0] != 0 ? ${S}bad[0] - ${S}bad[0]\n"
            "    : (real_t)(${S}sv[e] / ${S}s);"),
 ))
+
+#: Reductions whose CUDA form applies exp to F itself (float32: F in base 2).
+CUDA_EXP_OF_F = ("LogSumExp", "LogSumExpWeight", "SumSoftMaxWeight")

@@ -17,6 +17,10 @@ __device__ __forceinline__ float kt_exp2f(float x) {
 }
 #define KT_EXP(x) kt_exp2f((x) * 1.44269504088896341f)
 #define KT_EXP2(x) kt_exp2f(x)
+#define KT_REAL_MAX 3.402823466e38f
+#define KT_EXPR(x) KT_EXP2(x)
+#define KT_LOGR(x) log2(x)
+#define KT_RSCALE 0.693147180559945309417
 #define TJ 256
 #define NC 4
 

@@ -12,6 +12,10 @@ typedef double acc_t;
 #define KT_FOR(v, n) _Pragma("unroll") for (int v = 0; v < (n); v++)
 #define KT_EXP(x) exp(x)
 #define KT_EXP2(x) exp2(x)
+#define KT_REAL_MAX 1.7976931348623157e308
+#define KT_EXPR(x) KT_EXP(x)
+#define KT_LOGR(x) log(x)
+#define KT_RSCALE 1.0
 #define TJ 128
 #define NC 6
 
@@ -31,10 +35,10 @@ extern "C" __global__ void kt_kernel(const long long nx, const long long ny, con
   const real_t r1t1_1 = a1[i1 * 3 + 1];
   const real_t r1t1_2 = a1[i1 * 3 + 2];
   real_t r0m[1], r0ts[2], r0bad[2]; bool r0nf; acc_t r0s[2];
-  r0m[0] = -INFINITY; r0nf = false;
+  r0m[0] = -KT_REAL_MAX; r0nf = false;
   KT_FOR(e, 2) { r0ts[e] = 0; r0bad[e] = 0; r0s[e] = 0; }
   real_t r1m[1], r1ts[2], r1bad[2]; bool r1nf; acc_t r1s[2];
-  r1m[0] = -INFINITY; r1nf = false;
+  r1m[0] = -KT_REAL_MAX; r1nf = false;
   KT_FOR(e, 2) { r1ts[e] = 0; r1bad[e] = 0; r1s[e] = 0; }
   for (long long j0 = 0; j0 < ny; j0 += TJ) {
     const int nj = (int)(ny - j0 < TJ ? ny - j0 : TJ);
@@ -67,18 +71,15 @@ extern "C" __global__ void kt_kernel(const long long nx, const long long ny, con
       const real_t r0v1[2] = {r0t6_0, r0t6_1};
       {
         const real_t v = r0v0[0];
-        if (KT_FINITE(v)) {
-          if (v > r0m[0]) {
-            const real_t c = KT_EXP(r0m[0] - v);
+        if (v > r0m[0]) {
+          if (KT_FINITE(v)) {
+            const real_t c = KT_EXPR(r0m[0] - v);
             KT_FOR(e, 2) { r0ts[e] = r0ts[e] * c + r0v1[e]; r0s[e] *= (acc_t)c; }
             r0m[0] = v;
-          } else {
-            const real_t x = KT_EXP(v - r0m[0]);
-            KT_FOR(e, 2) r0ts[e] += x * r0v1[e];
-          }
-        } else if (v != -INFINITY) {
-          const real_t x = KT_EXP(v);
-          r0nf = true; KT_FOR(e, 2) r0bad[e] += x * r0v1[e];
+          } else { r0nf = true; KT_FOR(e, 2) r0bad[e] += v * r0v1[e]; }
+        } else {
+          const real_t x = KT_EXPR(v - r0m[0]);
+          KT_FOR(e, 2) r0ts[e] += x * r0v1[e];
         }
       }
       const real_t r1t2_0 = (r0t0_0 - r1t1_0);
@@ -93,18 +94,15 @@ extern "C" __global__ void kt_kernel(const long long nx, const long long ny, con
       const real_t r1v1[2] = {r0t6_0, r0t6_1};
       {
         const real_t v = r1v0[0];
-        if (KT_FINITE(v)) {
-          if (v > r1m[0]) {
-            const real_t c = KT_EXP(r1m[0] - v);
+        if (v > r1m[0]) {
+          if (KT_FINITE(v)) {
+            const real_t c = KT_EXPR(r1m[0] - v);
             KT_FOR(e, 2) { r1ts[e] = r1ts[e] * c + r1v1[e]; r1s[e] *= (acc_t)c; }
             r1m[0] = v;
-          } else {
-            const real_t x = KT_EXP(v - r1m[0]);
-            KT_FOR(e, 2) r1ts[e] += x * r1v1[e];
-          }
-        } else if (v != -INFINITY) {
-          const real_t x = KT_EXP(v);
-          r1nf = true; KT_FOR(e, 2) r1bad[e] += x * r1v1[e];
+          } else { r1nf = true; KT_FOR(e, 2) r1bad[e] += v * r1v1[e]; }
+        } else {
+          const real_t x = KT_EXPR(v - r1m[0]);
+          KT_FOR(e, 2) r1ts[e] += x * r1v1[e];
         }
       }
     }
@@ -113,12 +111,12 @@ extern "C" __global__ void kt_kernel(const long long nx, const long long ny, con
   }
   if (i0_raw < nx) {
     const long long i = i0;
-    KT_FOR(e, 2) outf[i * 2 + e] = r0nf ? (real_t)log(r0bad[e])
-        : (real_t)((acc_t)r0m[0] + log(r0s[e]));
+    KT_FOR(e, 2) outf[i * 2 + e] = r0nf ? (real_t)log(r0bad[e] + r0s[e])
+        : (real_t)(((acc_t)r0m[0] + KT_LOGR(r0s[e])) * KT_RSCALE);
   }
   if (i1_raw < nx) {
     const long long i = i1;
-    KT_FOR(e, 2) outf[i * 2 + e] = r1nf ? (real_t)log(r1bad[e])
-        : (real_t)((acc_t)r1m[0] + log(r1s[e]));
+    KT_FOR(e, 2) outf[i * 2 + e] = r1nf ? (real_t)log(r1bad[e] + r1s[e])
+        : (real_t)(((acc_t)r1m[0] + KT_LOGR(r1s[e])) * KT_RSCALE);
   }
 }

@@ -12,6 +12,10 @@ typedef double acc_t;
 #define KT_FOR(v, n) _Pragma("unroll") for (int v = 0; v < (n); v++)
 #define KT_EXP(x) exp(x)
 #define KT_EXP2(x) exp2(x)
+#define KT_REAL_MAX 1.7976931348623157e308
+#define KT_EXPR(x) KT_EXP(x)
+#define KT_LOGR(x) log(x)
+#define KT_RSCALE 1.0
 #define TJ 128
 #define NC 4
 
