@@ -200,7 +200,7 @@ def sweep(n, repeat):
     variants = [(256, 2, 4), (256, 1, 4), (128, 4, 4), (256, 2, 8), (256, 4, 8)]
     for block, rows_per_thread, unroll in variants:
         cb.TUNING.update(block={4: block, 8: block // 2}, rows=rows_per_thread,
-                         unroll=unroll)
+                         unroll=unroll, by_reduction={})
         cb._by_signature.clear()
         cases = _kt_cases(x, y, b)
         for case in ("gauss_matvec", "logsumexp", "argkmin"):

@@ -129,7 +129,8 @@ def test_generated_cuda_is_pinned(name):
 # ---------------------------------------------------------------------------
 #: Small blocks keep the shim's thread count low; tiles of 16 points and
 #: 2 rows per thread make tails on both axes with N = 45, M = 71.
-SHIM_TUNING = {"block": {4: 16, 8: 16}, "rows": 2, "max_state": 8, "unroll": 4}
+SHIM_TUNING = {"block": {4: 16, 8: 16}, "rows": 2, "max_state": 8, "unroll": 4,
+               "by_reduction": {"Sum": {4: (8, 4)}}}
 
 
 @pytest.fixture(scope="module")
