@@ -655,18 +655,16 @@ class LazyTensor:
         with respect to a variable of the reduced index is a reduction over the
         other index.
         """
-        from .backend._autodiff import grad
-
         name = _reduction_name(reduction, weight)
         red = REDUCTIONS[name]
         if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
             raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
         axis = _check_axis(axis)
-        out_cat, red_cat = ("i", "j") if axis == 1 else ("j", "i")
+        out_cat = "i" if axis == 1 else "j"
         W = self._lift(weight) if weight is not None else None
         if red.surrogate is None:  # argument-valued reductions: zero gradient
             return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
-        forward = {"Min": "Min_ArgMin", "Max": "Max_ArgMax", "KMin": "KMin_ArgKMin"}.get(name, name)
+        forward = GRAD_FORWARD.get(name, name)
         outs = self._reduce(forward, axis, weight=W, K=K, backend=backend)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         g = _check_array(gradout, "vjp: 'gradout'")
@@ -686,20 +684,44 @@ class LazyTensor:
         g = g.astype(self.dtype).reshape(g.shape[0], -1)
         gnode = var(out_cat, next(_keys), g.shape[1])
         bindings[gnode] = _Binding(g)
-        F = self.formula
-        S = red.surrogate(F, W.formula if W is not None else None, nodes, gnode)
-        if axis == 0:  # surrogates name the reduced index j
-            (S,) = substitute([S], {index("j"): index("i")})
+        G = vjp_formula(name, self.formula, W.formula if W is not None else None,
+                        wrt.formula, nodes, gnode, axis)
         parts = [self, wrt] + ([W] if W is not None else [])
         b0, ni, nj = self._merge(parts)
         bindings.update(b0)
-        G = LazyTensor._new(grad(S, wrt.formula, intcst(1)), bindings, ni, nj)
-        cat = wrt.formula.cat
-        if cat == out_cat:
-            return G.sum(axis=axis, backend=backend)
-        if cat == red_cat:
-            return G.sum(axis=1 - axis, backend=backend)
-        return G.sum(axis=1, backend=backend).sum(axis=0)
+        return reduce_gradient(LazyTensor._new(G, bindings, ni, nj), wrt.formula.cat, axis,
+                               backend)
+
+
+#: The forward reduction whose outputs a gradient needs (the arg-index too).
+GRAD_FORWARD = {"Min": "Min_ArgMin", "Max": "Max_ArgMax", "KMin": "KMin_ArgKMin"}
+
+
+def vjp_formula(name: str, F, W, wrt, out_nodes, gnode, axis: int):
+    """The formula whose reduction is the gradient of ``<gin, Red(F)>`` at ``wrt``.
+
+    ``out_nodes``: variables (of the output index) holding the forward outputs
+    of ``GRAD_FORWARD[name]`` (then the log-sum-exp where the reduction
+    ``needs_lse``); ``gnode``: the incoming gradient. Reduce the result with
+    :func:`reduce_gradient`.
+    """
+    from .backend._autodiff import grad
+
+    S = REDUCTIONS[name].surrogate(F, W, out_nodes, gnode)
+    if axis == 0:  # surrogates name the reduced index j
+        (S,) = substitute([S], {index("j"): index("i")})
+    return grad(S, wrt, intcst(1))
+
+
+def reduce_gradient(G, cat: str, axis: int, backend=None):
+    """Reduce a :func:`vjp_formula` LazyTensor to the gradient of a variable of
+    category ``cat``: over the reduced index, the output index, or both."""
+    out_cat = "i" if axis == 1 else "j"
+    if cat == out_cat:
+        return G.sum(axis=axis, backend=backend)
+    if cat != "p":
+        return G.sum(axis=1 - axis, backend=backend)
+    return G.sum(axis=1, backend=backend).sum(axis=0)
 
 
 def _reduction_name(reduction: str, weight) -> str:
