@@ -33,6 +33,7 @@ import torch
 
 from . import lazy as _lazy
 from .backend._ir import var
+from .backend._ops import make
 from .backend._reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
@@ -289,16 +290,33 @@ class _Reduce(torch.autograd.Function):
             bindings[node] = _lazy._Binding(_view(t))
         tensor_of = dict(zip(spec.nodes, tensors))
         tensor_of.update(extra)
-        grads = [None]
+        # One reduction per reduced axis: the gradient formulas of the variables
+        # reduced over the same index are concatenated (their common
+        # subexpressions are computed once) and split afterwards. Parameters
+        # ride with the output index's variables and are summed over its rows.
+        groups: dict = {}
         for k, node in enumerate(spec.nodes):
-            if not ctx.needs_input_grad[k + 1]:
-                grads.append(None)
-                continue
-            G = _lazy.vjp_formula(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
-                                  node, out_nodes, gnode, axis)
-            Gt = LazyTensor._wrap(_lazy.LazyTensor._new(G, bindings, ni, nj), tensor_of)
-            g = _lazy.reduce_gradient(Gt, node.cat, axis, spec.backend)
-            grads.append(g.reshape(tensor_of[node].shape).to(tensor_of[node].dtype))
+            if ctx.needs_input_grad[k + 1]:
+                G = _lazy.vjp_formula(spec.name, F._lt.formula,
+                                      W._lt.formula if W is not None else None,
+                                      node, out_nodes, gnode, axis)
+                over = (1 - axis) if node.cat not in (out_cat, "p") else axis
+                groups.setdefault(over, []).append((k, node, G))
+        grads = [None] * (len(spec.nodes) + 1)
+        for over, items in groups.items():
+            formula = items[0][2]
+            for _, _, G in items[1:]:
+                formula = make("Concat", formula, G)
+            Gt = LazyTensor._wrap(_lazy.LazyTensor._new(formula, bindings, ni, nj), tensor_of)
+            total = Gt.sum(axis=over, backend=spec.backend)
+            start = 0
+            for k, node, G in items:
+                g = total[:, start:start + G.dim]
+                start += G.dim
+                if node.cat == "p":
+                    g = g.sum(0)
+                t = tensor_of[node]
+                grads[k + 1] = g.reshape(t.shape).to(t.dtype)
         return tuple(grads)
 
 
