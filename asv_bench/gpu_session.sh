@@ -27,7 +27,9 @@ stamp "gpu tests rc=$?"
 timeout "${KT_BENCH_TIMEOUT:-240}" python3 asv_bench/cuda_compare.py --out "$OUT/cuda_bench.json" \
   > "$OUT/bench.log" 2>&1
 stamp "benchmark rc=$?"
-timeout "${KT_SWEEP_TIMEOUT:-90}" python3 asv_bench/cuda_compare.py --sweep --repeat 2 \
-  --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
-stamp "sweep rc=$?"
+if [ "${KT_SWEEP_TIMEOUT:-90}" != 0 ]; then
+  timeout "${KT_SWEEP_TIMEOUT:-90}" python3 asv_bench/cuda_compare.py --sweep --repeat 2 \
+    --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
+  stamp "sweep rc=$?"
+fi
 tail -5 "$OUT/gpu_tests.txt"

@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")  # no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import kerneltools as kt
 
-import kerneltools as kt  # noqa: E402
+matplotlib.use("Agg")  # files only, no display
 
 
 def cauchy(x_i, y_j, s):
@@ -42,16 +42,23 @@ def grid(lo, hi, n):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="500 source points, a coarser grid")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "figures",
-                        help="folder for the figure (default: examples/figures/)")
+    parser.add_argument(
+        "--quick", action="store_true", help="500 source points, a coarser grid"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "figures",
+        help="folder for the figure (default: examples/figures/)",
+    )
     args = parser.parse_args()
 
     m, n_grid = (500, 100) if args.quick else (20_000, 300)
     rng = np.random.default_rng(0)
     # Positive charges around (-1, 0), negative ones around (1, 0).
-    y = np.r_[rng.normal([-1, 0], 0.3, (m // 2, 2)), rng.normal([1, 0], 0.3, (m // 2, 2))]
+    y = np.r_[
+        rng.normal([-1, 0], 0.3, (m // 2, 2)), rng.normal([1, 0], 0.3, (m // 2, 2))
+    ]
     b = np.r_[np.ones(m // 2), -np.ones(m // 2)][:, None] / m
     s = kt.Pm(0.5)
 
@@ -81,8 +88,10 @@ def main():
 
     print(f"Cauchy kernel formula: {len(x)} points x {m:,} sources, float64")
     print(f"  gradient by F.grad(...).sum(axis=1) and by F.vjp(...): {t_grad:.2f} s")
-    print(f"  max relative error vs finite differences (h={h}): "
-          f"grad {err_formula:.1e}, vjp {err_vjp:.1e}")
+    print(
+        f"  max relative error vs finite differences (h={h}): "
+        f"grad {err_formula:.1e}, vjp {err_vjp:.1e}"
+    )
     print(f"  max finite-difference error = {max(err_formula, err_vjp):.1e}")
 
     u, v, fine = grid(-2.5, 2.5, n_grid)
@@ -94,17 +103,34 @@ def main():
     lim = np.abs(V).max()
     image = ax.contourf(u, v, V, levels=30, cmap="RdBu_r", vmin=-lim, vmax=lim)
     fig.colorbar(image, ax=ax, label="V(x)")
-    ax.quiver(x[:, 0], x[:, 1], grad_formula[:, 0], grad_formula[:, 1],
-              color="0.15", pivot="mid", width=0.0025)
+    ax.quiver(
+        x[:, 0],
+        x[:, 1],
+        grad_formula[:, 0],
+        grad_formula[:, 1],
+        color="0.15",
+        pivot="mid",
+        width=0.0025,
+    )
     shown = rng.choice(m, min(m, 400), replace=False)
     colors = np.where(b[shown, 0] > 0, "darkred", "navy")
-    ax.scatter(y[shown, 0], y[shown, 1], s=4, c=colors, alpha=0.6,
-               label="sources y_j (b_j > 0 red, < 0 blue)")
+    ax.scatter(
+        y[shown, 0],
+        y[shown, 1],
+        s=4,
+        c=colors,
+        alpha=0.6,
+        label="sources y_j (b_j > 0 red, < 0 blue)",
+    )
     ax.legend(loc="lower left", fontsize=8)
-    ax.set(title=f"V = Σ_j b_j / (1 + |x − y_j|² / s²) and ∇V\n"
-           f"(gradient vs finite differences: max rel. error "
-           f"{max(err_formula, err_vjp):.0e})",
-           xlabel="x1", ylabel="x2", aspect="equal")
+    ax.set(
+        title=f"V = Σ_j b_j / (1 + |x − y_j|² / s²) and ∇V\n"
+        f"(gradient vs finite differences: max rel. error "
+        f"{max(err_formula, err_vjp):.0e})",
+        xlabel="x1",
+        ylabel="x2",
+        aspect="equal",
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "custom_formula.png"
     fig.savefig(path, dpi=100)

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-matplotlib.use("Agg")  # no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from sklearn.gaussian_process.kernels import RBF, WhiteKernel  # noqa: E402
-from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
+import kerneltools as kt
 
-import kerneltools as kt  # noqa: E402
+matplotlib.use("Agg")  # files only, no display
 
 
 def truth(x):
@@ -41,8 +41,12 @@ def sample(rng, n, noise):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 points")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "figures",
-                        help="folder for the figure (default: examples/figures/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "figures",
+        help="folder for the figure (default: examples/figures/)",
+    )
     args = parser.parse_args()
 
     n, noise = (300 if args.quick else 1_000), 0.2
@@ -59,8 +63,10 @@ def main():
     mean, std = gp.predict(X_test, return_std=True)
     coverage = np.mean(np.abs(y_test - mean) <= 2 * std)
 
-    print(f"GaussianProcessRegressor on {n:,} points ({gp.solver_} solver), "
-          f"fit in {t_fit:.2f} s")
+    print(
+        f"GaussianProcessRegressor on {n:,} points ({gp.solver_} solver), "
+        f"fit in {t_fit:.2f} s"
+    )
     print(f"  kernel_: {gp.kernel_}")
     print(f"  log marginal likelihood: {gp.log_marginal_likelihood_value_:.2f}")
     print(f"  fitted noise std = {fitted_noise:.4f} (true: {noise})")
@@ -72,8 +78,14 @@ def main():
     ax.plot(X[:, 0], y, ".", ms=3, color="0.5", label=f"data ({n:,} points)")
     ax.plot(grid[:, 0], truth(grid[:, 0]), "k--", lw=1, label="truth")
     ax.plot(grid[:, 0], mean, color="tab:blue", lw=2, label="predictive mean")
-    ax.fill_between(grid[:, 0], mean - 2 * std, mean + 2 * std, color="tab:blue",
-                    alpha=0.25, label=f"± 2 std (held-out coverage {coverage:.0%})")
+    ax.fill_between(
+        grid[:, 0],
+        mean - 2 * std,
+        mean + 2 * std,
+        color="tab:blue",
+        alpha=0.25,
+        label=f"± 2 std (held-out coverage {coverage:.0%})",
+    )
     ax.set_title(f"kernel_ = {gp.kernel_}", fontsize=9)
     ax.set(xlabel="x", ylabel="y")
     ax.legend(loc="upper left", fontsize=8)

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")  # no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import kerneltools as kt
 
-import kerneltools as kt  # noqa: E402
+matplotlib.use("Agg")  # files only, no display
 
 
 def truth(x):
@@ -31,8 +31,12 @@ def truth(x):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3,000 points")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "figures",
-                        help="folder for the figure (default: examples/figures/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "figures",
+        help="folder for the figure (default: examples/figures/)",
+    )
     args = parser.parse_args()
 
     n, noise = (3_000 if args.quick else 100_000), 0.3
@@ -43,8 +47,14 @@ def main():
     y_test = truth(X_test[:, 0]) + noise * rng.standard_normal(2_000)
 
     # sklearn's objective sums the squared errors: the ridge grows with n.
-    model = kt.KernelRidge(alpha=1e-6 * n, kernel="rbf", gamma=2.0,
-                           solver="falkon", n_components=300, random_state=0)
+    model = kt.KernelRidge(
+        alpha=1e-6 * n,
+        kernel="rbf",
+        gamma=2.0,
+        solver="falkon",
+        n_components=300,
+        random_state=0,
+    )
     t0 = time.perf_counter()
     model.fit(X, y)
     t_fit = time.perf_counter() - t0
@@ -59,13 +69,27 @@ def main():
     grid = np.linspace(-3, 3, 400)[:, None]
     shown = rng.choice(n, min(n, 3_000), replace=False)
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-    ax.plot(X[shown, 0], y[shown], ".", ms=2, color="0.6",
-            label=f"data ({len(shown):,} of {n:,} shown)")
+    ax.plot(
+        X[shown, 0],
+        y[shown],
+        ".",
+        ms=2,
+        color="0.6",
+        label=f"data ({len(shown):,} of {n:,} shown)",
+    )
     ax.plot(grid[:, 0], truth(grid[:, 0]), "k--", lw=1, label="truth")
-    ax.plot(grid[:, 0], model.predict(grid), color="tab:red", lw=2,
-            label=f"KernelRidge (held-out R² = {r2:.3f})")
-    ax.set(title=f"Falkon kernel ridge on {n:,} points, fitted in {t_fit:.1f} s",
-           xlabel="x", ylabel="y")
+    ax.plot(
+        grid[:, 0],
+        model.predict(grid),
+        color="tab:red",
+        lw=2,
+        label=f"KernelRidge (held-out R² = {r2:.3f})",
+    )
+    ax.set(
+        title=f"Falkon kernel ridge on {n:,} points, fitted in {t_fit:.1f} s",
+        xlabel="x",
+        ylabel="y",
+    )
     ax.legend(loc="upper center")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "kernel_ridge.png"

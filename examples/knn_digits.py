@@ -17,28 +17,33 @@ import time
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.metrics import ConfusionMatrixDisplay, confusion_matrix
+from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.neighbors import KNeighborsClassifier
 
-matplotlib.use("Agg")  # no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.metrics import ConfusionMatrixDisplay, confusion_matrix  # noqa: E402
-from sklearn.model_selection import GridSearchCV, train_test_split  # noqa: E402
-from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
+import kerneltools as kt
 
-import kerneltools as kt  # noqa: E402
+matplotlib.use("Agg")  # files only, no display
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="k in {1, 3, 5} only")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "figures",
-                        help="folder for the figure (default: examples/figures/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "figures",
+        help="folder for the figure (default: examples/figures/)",
+    )
     args = parser.parse_args()
 
     X, y = load_digits(return_X_y=True)  # 1,797 images of 8 x 8 pixels
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=0.3, stratify=y, random_state=0)
+        X, y, test_size=0.3, stratify=y, random_state=0
+    )
     ks = [1, 3, 5] if args.quick else list(range(1, 16))
 
     t0 = time.perf_counter()
@@ -48,29 +53,43 @@ def main():
     elapsed = time.perf_counter() - t0
     accuracy = np.mean(y_pred == y_test)
 
-    print(f"KNeighborsClassifier on digits: {len(X_train)} training, "
-          f"{len(X_test)} test images of {X.shape[1]} pixels")
-    print(f"  5-fold CV over n_neighbors = {ks}: best {search.best_params_} "
-          f"(CV accuracy {search.best_score_:.4f}), {elapsed:.2f} s in all")
+    print(
+        f"KNeighborsClassifier on digits: {len(X_train)} training, "
+        f"{len(X_test)} test images of {X.shape[1]} pixels"
+    )
+    print(
+        f"  5-fold CV over n_neighbors = {ks}: best {search.best_params_} "
+        f"(CV accuracy {search.best_score_:.4f}), {elapsed:.2f} s in all"
+    )
     print(f"  test accuracy = {accuracy:.4f}")
     # A drop-in replacement: scikit-learn's classifier with the same k agrees
     # (up to ties between equidistant neighbours).
     reference = KNeighborsClassifier(**search.best_params_).fit(X_train, y_train)
     same = np.sum(reference.predict(X_test) == y_pred)
-    print(f"  same prediction as sklearn.neighbors.KNeighborsClassifier: "
-          f"{same}/{len(y_test)}")
+    print(
+        f"  same prediction as sklearn.neighbors.KNeighborsClassifier: "
+        f"{same}/{len(y_test)}"
+    )
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.3), layout="constrained",
-                                      width_ratios=[1.2, 1])
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(10, 4.3), layout="constrained", width_ratios=[1.2, 1]
+    )
     cm = confusion_matrix(y_test, y_pred)
     ConfusionMatrixDisplay(cm).plot(ax=left, colorbar=False, cmap="Blues")
-    left.set_title(f"test confusion matrix, k = {search.best_params_['n_neighbors']}"
-                   f" (accuracy {accuracy:.3f})")
+    left.set_title(
+        f"test confusion matrix, k = {search.best_params_['n_neighbors']}"
+        f" (accuracy {accuracy:.3f})"
+    )
     scores = search.cv_results_["mean_test_score"]
-    right.errorbar(ks, scores, yerr=search.cv_results_["std_test_score"],
-                   marker="o", capsize=3)
-    right.set(title="5-fold cross-validated accuracy", xlabel="n_neighbors",
-              ylabel="accuracy", xticks=ks)
+    right.errorbar(
+        ks, scores, yerr=search.cv_results_["std_test_score"], marker="o", capsize=3
+    )
+    right.set(
+        title="5-fold cross-validated accuracy",
+        xlabel="n_neighbors",
+        ylabel="accuracy",
+        xticks=ks,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "knn_digits.png"
     fig.savefig(path, dpi=100)

@@ -13,17 +13,21 @@ import time
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")  # no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import kerneltools as kt
 
-import kerneltools as kt  # noqa: E402
+matplotlib.use("Agg")  # files only, no display
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--quick", action="store_true", help="10,000 points")
-parser.add_argument("--out", type=Path, default=Path(__file__).parent / "figures",
-                    help="folder for the figure (default: examples/figures/)")
+parser.add_argument(
+    "--out",
+    type=Path,
+    default=Path(__file__).parent / "figures",
+    help="folder for the figure (default: examples/figures/)",
+)
 args = parser.parse_args()
 
 n, d, sigma = (10_000 if args.quick else 100_000), 3, 0.1
@@ -49,8 +53,10 @@ err = np.abs(a[rows] - dense).max() / np.abs(dense).max()
 print(f"kerneltools {kt.__version__}: a = K @ b, Gaussian kernel, sigma = {sigma}")
 print(f"  {n:,} x {n:,} points in dimension {d}, float32; output shape {a.shape}")
 print(f"  first call (compile + run): {t1 - t0:.2f} s")
-print(f"  second call:                {t2 - t1:.2f} s"
-      f" ({n * n / (t2 - t1) / 1e9:.2f} billion kernel evaluations per second)")
+print(
+    f"  second call:                {t2 - t1:.2f} s"
+    f" ({n * n / (t2 - t1) / 1e9:.2f} billion kernel evaluations per second)"
+)
 print(f"  relative error on 100 rows vs dense NumPy: {err:.1e}")
 print(f"  a[:3] = {a[:3, 0]}")
 
@@ -60,8 +66,11 @@ left.set(title=f"a = K @ b over {n:,} points", xlabel="a_i", ylabel="count")
 right.plot(dense[:, 0], a[rows, 0], ".", color="tab:orange")
 lim = [dense.min(), dense.max()]
 right.plot(lim, lim, "k-", lw=0.5)
-right.set(title=f"100 rows vs dense NumPy (rel. err. {err:.0e})",
-          xlabel="dense NumPy", ylabel="kerneltools")
+right.set(
+    title=f"100 rows vs dense NumPy (rel. err. {err:.0e})",
+    xlabel="dense NumPy",
+    ylabel="kerneltools",
+)
 args.out.mkdir(parents=True, exist_ok=True)
 path = args.out / "quickstart.png"
 fig.savefig(path, dpi=100)
