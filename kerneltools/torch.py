@@ -81,8 +81,20 @@ def _stream(tensors):
 
     with cupy.cuda.Device(cuda[0].device.index or 0):
         stream = torch.cuda.current_stream(cuda[0].device)
-        with cupy.cuda.ExternalStream(stream.cuda_stream):
+        with _cupy_stream(cupy, stream):
             yield
+
+
+def _cupy_stream(cupy, stream):
+    """CuPy's view of a torch stream (``Stream.from_external`` where CuPy has
+    it: ``ExternalStream`` is deprecated there)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        try:
+            return from_external(stream)
+        except Exception:  # a torch stream without the CUDA stream protocol
+            pass
+    return cupy.cuda.ExternalStream(stream.cuda_stream)
 
 
 class LazyTensor:

@@ -79,6 +79,9 @@ typedef double acc_t;
 #define IB ${ib}
 #define VL ${vl}
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+/* Below this many pairs (about a millisecond of work) one thread does it all:
+   waking a team costs more, and far more when another process holds a core. */
+#define KT_PARALLEL_PAIRS 1048576
 ${vecmath}
 ${kt_exp}
 #define KT_EXP(x) ${exp_fn}(x)
@@ -97,7 +100,7 @@ ${pointers}
   kt_state *restrict states = (kt_state *)outs[${n_outs}];
 ${p_code}
   const int64_t nblocks = (nx + IB - 1) / IB;
-  #pragma omp parallel for schedule(static) if (nx * ny > 32768)
+  #pragma omp parallel for schedule(static) if (nx * ny > KT_PARALLEL_PAIRS)
   for (int64_t ib = 0; ib < nblocks; ib++) {
     const int64_t i0 = ib * IB;
     const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;

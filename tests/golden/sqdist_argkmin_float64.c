@@ -11,6 +11,9 @@ typedef double acc_t;
 #define IB 8
 #define VL 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+/* Below this many pairs (about a millisecond of work) one thread does it all:
+   waking a team costs more, and far more when another process holds a core. */
+#define KT_PARALLEL_PAIRS 1048576
 #pragma omp declare simd notinbranch
 double (exp)(double);
 #pragma omp declare simd notinbranch
@@ -104,6 +107,7 @@ static inline double kt_exp(double x) {
 }
 
 #define KT_EXP(x) kt_exp(x)
+#define KT_EXP2(x) exp2(x)
 
 typedef struct { real_t kv[1][3]; int64_t ki[1][3]; } kt_state;
 
@@ -120,7 +124,7 @@ void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
   kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (nx + IB - 1) / IB;
-  #pragma omp parallel for schedule(static) if (nx * ny > 32768)
+  #pragma omp parallel for schedule(static) if (nx * ny > KT_PARALLEL_PAIRS)
   for (int64_t ib = 0; ib < nblocks; ib++) {
     const int64_t i0 = ib * IB;
     const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
