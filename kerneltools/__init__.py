@@ -43,6 +43,9 @@ def __getattr__(name):
         raise AttributeError(name)
     import importlib
 
+    if name == "ranges":  # block-sparsity helpers (NumPy only)
+        return importlib.import_module(".ranges", __name__)
+
     estimators = importlib.import_module(".estimators", __name__)
     if name in estimators.__all__:
         return getattr(estimators, name)

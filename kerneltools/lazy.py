@@ -504,7 +504,24 @@ class LazyTensor:
                 )
         return out
 
+    def with_ranges(self, ranges) -> LazyTensor:
+        """This formula, whose reductions visit only the blocks of ``ranges``.
+
+        ``ranges``: a :class:`kerneltools.ranges.BlockSparsity` (points in any
+        order; results in the caller's order) or KeOps' 6-tuple
+        ``(ranges_i, slices_i, redranges_j, ranges_j, slices_j, redranges_i)``
+        for data sorted by cluster; see :mod:`kerneltools.ranges`. Reductions
+        also take ``ranges=`` directly. Formulas built from the result do not
+        inherit it.
+        """
+        out = LazyTensor._new(self.formula, self._bindings, self.ni, self.nj)
+        out._ranges = ranges
+        return out
+
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
+        ranges = self.__dict__.get("_ranges")
+        if ranges is not None:
+            options.setdefault("ranges", ranges)
         plan, args = self._plan(reduction, axis, weight, K, backend)
         outs = run_plan(plan, args, backend, **options)
         if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
@@ -645,7 +662,7 @@ class LazyTensor:
         return x[:, 0] if b_arr.ndim == 1 else x
 
     def vjp(self, wrt: LazyTensor, gradout, reduction: str = "Sum", axis: int = 1, *,
-            weight=None, K: int = 1, backend=None):
+            weight=None, K: int = 1, backend=None, ranges=None):
         """Gradient of ``sum(gradout * reduction(self))`` with respect to ``wrt``.
 
         The vector-Jacobian product of a reduction, computed from symbolic
@@ -665,7 +682,9 @@ class LazyTensor:
         if red.surrogate is None:  # argument-valued reductions: zero gradient
             return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
         forward = GRAD_FORWARD.get(name, name)
-        outs = self._reduce(forward, axis, weight=W, K=K, backend=backend)
+        ranges = ranges if ranges is not None else self.__dict__.get("_ranges")
+        opts = {} if ranges is None else {"ranges": ranges}
+        outs = self._reduce(forward, axis, weight=W, K=K, backend=backend, **opts)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         g = _check_array(gradout, "vjp: 'gradout'")
         if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
@@ -674,7 +693,7 @@ class LazyTensor:
                 f"{outs[0].shape}; got {g.shape}"
             )
         if red.needs_lse:
-            outs.append(self.logsumexp(axis=axis, backend=backend))
+            outs.append(self.logsumexp(axis=axis, backend=backend, **opts))
         nodes, bindings = [], {}
         for o in outs:
             o = o.astype(self.dtype, copy=False).reshape(len(o), -1)
@@ -690,7 +709,7 @@ class LazyTensor:
         b0, ni, nj = self._merge(parts)
         bindings.update(b0)
         return reduce_gradient(LazyTensor._new(G, bindings, ni, nj), wrt.formula.cat, axis,
-                               backend)
+                               backend, **opts)
 
 
 #: The forward reduction whose outputs a gradient needs (the arg-index too).
@@ -713,15 +732,16 @@ def vjp_formula(name: str, F, W, wrt, out_nodes, gnode, axis: int):
     return grad(S, wrt, intcst(1))
 
 
-def reduce_gradient(G, cat: str, axis: int, backend=None):
+def reduce_gradient(G, cat: str, axis: int, backend=None, **options):
     """Reduce a :func:`vjp_formula` LazyTensor to the gradient of a variable of
-    category ``cat``: over the reduced index, the output index, or both."""
+    category ``cat``: over the reduced index, the output index, or both
+    (``options``: ``ranges``, whose transposed half serves the other axis)."""
     out_cat = "i" if axis == 1 else "j"
     if cat == out_cat:
-        return G.sum(axis=axis, backend=backend)
+        return G.sum(axis=axis, backend=backend, **options)
     if cat != "p":
-        return G.sum(axis=1 - axis, backend=backend)
-    return G.sum(axis=1, backend=backend).sum(axis=0)
+        return G.sum(axis=1 - axis, backend=backend, **options)
+    return G.sum(axis=1, backend=backend, **options).sum(axis=0)
 
 
 def _reduction_name(reduction: str, weight) -> str:

@@ -133,8 +133,9 @@ def _resolve(name: str, plan: Plan | None):
 
 
 #: Options a reduction accepts besides ``backend`` (``tiles``: the NumPy
-#: backend's tile sizes, for tests; the compiled backends choose their own).
-REDUCTION_OPTIONS = ("tiles",)
+#: backend's tile sizes, for tests; the compiled backends choose their own;
+#: ``ranges``: a block-sparsity description, see :mod:`._ranges`).
+REDUCTION_OPTIONS = ("tiles", "ranges")
 
 
 def run_plan(plan: Plan, args, backend=None, **options):
@@ -144,9 +145,24 @@ def run_plan(plan: Plan, args, backend=None, **options):
             f"unexpected keyword argument(s) {', '.join(map(repr, unknown))} for a "
             f"reduction; accepted: 'backend', {', '.join(map(repr, REDUCTION_OPTIONS))}"
         )
+    ranges = options.pop("ranges", None)
     b = resolve_backend(backend, plan)
     if options and b.name != "numpy":
         options = {}
+    if ranges is not None:
+        from ._ranges import blocks_for, run_blocks
+
+        n_i, n_j = (plan.nx, plan.ny) if plan.axis == 1 else (plan.ny, plan.nx)
+        blocks = blocks_for(ranges, plan.axis, n_i, n_j)
+        gpu = b.name == "cuda" or any(is_cupy_array(a) for a in args)
+        if gpu:
+            import cupy as xp
+
+            args = [xp.asarray(a) for a in args]
+        else:
+            xp = np
+        return run_blocks(plan, args, blocks,
+                          lambda p, a: run_plan(p, a, b.name, **options), xp=xp)
     if b.name != "cuda" and any(is_cupy_array(a) for a in args):
         # CuPy in, CuPy out, also when a host backend was asked for.
         import cupy

@@ -1,0 +1,248 @@
+"""Block-sparse reductions: cluster the points, keep the cluster pairs that matter.
+
+In low dimension most pairs (i, j) are far apart: a Gaussian kernel with a
+small bandwidth, the K nearest neighbours or a Sinkhorn iteration at a small
+blur only need the pairs of nearby clusters. The helpers here cluster points
+(:func:`grid_cluster`, :func:`kmeans_cluster`), summarise the clusters
+(:func:`cluster_centroids`, :func:`cluster_radii`), decide which cluster pairs
+to keep (:func:`distance_mask`: exact pruning for truncated kernels;
+:func:`knn_mask`: enough candidates for exact K nearest neighbours) and build
+the description that every reduction accepts as ``ranges=`` (or
+``LazyTensor.with_ranges``)::
+
+    import kerneltools as kt
+    from kerneltools import ranges as kr
+
+    lab_x, lab_y = kr.grid_cluster(x, 0.1), kr.grid_cluster(y, 0.1)
+    cx, cy = kr.cluster_centroids(x, lab_x), kr.cluster_centroids(y, lab_y)
+    rx, ry = kr.cluster_radii(x, lab_x, cx), kr.cluster_radii(y, lab_y, cy)
+    keep = kr.distance_mask(cx, rx, cy, ry, 5 * sigma)     # exp(-d^2/2s^2), cut at 5 sigma
+    bs = kr.block_sparsity(lab_x, lab_y, keep)
+    a = (K_ij * kt.Vj(b)).sum(axis=1, ranges=bs)          # in the caller's order
+
+:func:`block_sparsity` works on points in any order (outputs come back in the
+caller's order); :func:`from_sorted` builds KeOps' 6-tuple of ranges for data
+already sorted by cluster (:func:`sort_clusters`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .backend._ranges import BlockSparsity
+
+__all__ = [
+    "BlockSparsity", "grid_cluster", "kmeans_cluster", "cluster_centroids", "cluster_radii",
+    "cluster_counts", "distance_mask", "knn_mask", "block_sparsity", "sort_clusters",
+    "cluster_ranges", "from_sorted",
+]
+
+
+def _points(x, name: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.ndim != 2 or a.shape[0] == 0:
+        raise ValueError(f"'{name}' must be a non-empty 2-D array (N, D), got shape {a.shape}")
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"'{name}' must be numeric, got dtype {a.dtype}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"'{name}' contains NaN or inf")
+    return a
+
+
+def _labels(labels, n: int, name: str = "labels") -> np.ndarray:
+    lab = np.asarray(labels)
+    if lab.ndim != 1 or len(lab) != n or lab.dtype.kind not in "iu":
+        raise ValueError(f"'{name}' must be {n} integer cluster labels, got shape {lab.shape} "
+                         f"and dtype {lab.dtype}")
+    if len(lab) and lab.min() < 0:
+        raise ValueError(f"'{name}' must be >= 0")
+    return lab.astype(np.int64)
+
+
+def grid_cluster(x, size) -> np.ndarray:
+    """Labels 0..C-1 of the cells of a regular grid of side ``size`` (a number
+    or one per feature) that contain the points; cells numbered in
+    lexicographic order of their coordinates."""
+    x = _points(x, "x")
+    size = np.broadcast_to(np.asarray(size, dtype=np.float64), (x.shape[1],))
+    if not (size > 0).all():
+        raise ValueError(f"'size' must be > 0, got {size}")
+    cells = np.floor((x - x.min(axis=0)) / size).astype(np.int64)
+    _, labels = np.unique(cells, axis=0, return_inverse=True)
+    return labels.reshape(-1).astype(np.int64)
+
+
+def kmeans_cluster(x, n_clusters: int, *, n_iter: int = 10, random_state=None, backend=None):
+    """(labels, centroids) of Lloyd's k-means, initialised on random points;
+    each assignment step is one ArgMin reduction (linear memory)."""
+    from .lazy import Vi, Vj
+
+    x = _points(x, "x")
+    n_clusters = int(n_clusters)
+    if not 1 <= n_clusters <= len(x):
+        raise ValueError(f"'n_clusters' must be in [1, {len(x)}], got {n_clusters}")
+    rng = np.random.default_rng(random_state)
+    c = x[rng.choice(len(x), n_clusters, replace=False)].astype(np.float64)
+    xf = np.asarray(x, dtype=np.float64)
+    labels = np.zeros(len(x), np.int64)
+    for _ in range(int(n_iter)):
+        labels = Vi(xf).sqdist(Vj(c)).argmin(axis=1, backend=backend)[:, 0]
+        counts = np.bincount(labels, minlength=n_clusters)
+        sums = np.zeros_like(c)
+        np.add.at(sums, labels, xf)
+        nonempty = counts > 0
+        c[nonempty] = sums[nonempty] / counts[nonempty, None]
+    used, labels = np.unique(labels, return_inverse=True)
+    return labels.reshape(-1).astype(np.int64), c[used]
+
+
+def cluster_counts(labels) -> np.ndarray:
+    """Points per cluster."""
+    lab = _labels(labels, len(np.asarray(labels)))
+    return np.bincount(lab)
+
+
+def cluster_centroids(x, labels, weights=None) -> np.ndarray:
+    """(C, D) means of the clusters (weighted if ``weights``)."""
+    x = _points(x, "x")
+    lab = _labels(labels, len(x))
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    n = lab.max() + 1
+    sums = np.zeros((n, x.shape[1]))
+    np.add.at(sums, lab, x * w[:, None])
+    tot = np.bincount(lab, weights=w, minlength=n)
+    return sums / np.where(tot > 0, tot, 1)[:, None]
+
+
+def cluster_radii(x, labels, centroids) -> np.ndarray:
+    """(C,) largest distance from a cluster's centroid to its points."""
+    x = _points(x, "x")
+    lab = _labels(labels, len(x))
+    d = np.sqrt(((x - np.asarray(centroids)[lab]) ** 2).sum(axis=1))
+    r = np.zeros(len(centroids))
+    np.maximum.at(r, lab, d)
+    return r * (1 + 1e-12) + 1e-300  # rounding: radii are upper bounds
+
+
+def _centroid_distances(c_i, c_j) -> np.ndarray:
+    c_i, c_j = np.asarray(c_i, np.float64), np.asarray(c_j, np.float64)
+    d2 = (c_i ** 2).sum(1)[:, None] + (c_j ** 2).sum(1)[None, :] - 2 * c_i @ c_j.T
+    return np.sqrt(np.maximum(d2, 0))
+
+
+def distance_mask(c_i, r_i, c_j, r_j, threshold) -> np.ndarray:
+    """(Ci, Cj) bool: the cluster pairs holding a pair of points within
+    ``threshold`` (Euclidean), from centroid distances minus radii. Exact
+    pruning for kernels that vanish (or are truncated) beyond ``threshold``."""
+    threshold = float(threshold)
+    if not threshold >= 0:
+        raise ValueError(f"'threshold' must be >= 0, got {threshold}")
+    d = _centroid_distances(c_i, c_j)
+    # slack for the rounding of the centroid distances
+    slack = 1e-9 * (d + np.asarray(r_i)[:, None] + np.asarray(r_j)[None, :])
+    return d - np.asarray(r_i)[:, None] - np.asarray(r_j)[None, :] <= threshold + slack
+
+
+def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int) -> np.ndarray:
+    """(Ci, Cj) bool: for each query cluster, the clusters that may hold one
+    of the K nearest neighbours (Euclidean) of any of its points.
+
+    For a query cluster a, the clusters b sorted by the largest possible
+    distance ``|c_a - c_b| + r_a + r_b`` hold at least K points within some
+    ``u``: every query in a has its K-th neighbour within ``u``. A cluster
+    whose smallest possible distance ``|c_a - c_b| - r_a - r_b`` exceeds ``u``
+    cannot hold one of them; all others are kept (exact)."""
+    K = int(K)
+    counts_j = np.asarray(counts_j)
+    if K < 1 or K > counts_j.sum():
+        raise ValueError(f"'K' must be between 1 and the number of points, got {K}")
+    d = _centroid_distances(c_i, c_j)
+    r_i, r_j = np.asarray(r_i)[:, None], np.asarray(r_j)[None, :]
+    upper = d + r_i + r_j
+    lower = d - r_i - r_j
+    order = np.argsort(upper, axis=1, kind="stable")
+    cum = np.cumsum(counts_j[order], axis=1)
+    first = np.argmax(cum >= K, axis=1)
+    u = np.take_along_axis(upper, order, axis=1)[np.arange(len(d)), first]
+    slack = 1e-9 * (upper.max(axis=1) + 1)
+    return lower <= (u + slack)[:, None]
+
+
+def _members(labels: np.ndarray, n_clusters: int) -> list:
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_clusters + 1))
+    return [order[bounds[c]:bounds[c + 1]] for c in range(n_clusters)]
+
+
+def block_sparsity(labels_i, labels_j, keep) -> BlockSparsity:
+    """The description of the pairs of points whose clusters ``keep[a, b]``
+    holds, for points in any order: pass it as ``ranges=`` to a reduction."""
+    lab_i = np.asarray(labels_i)
+    lab_j = np.asarray(labels_j)
+    lab_i, lab_j = _labels(lab_i, len(lab_i), "labels_i"), _labels(lab_j, len(lab_j), "labels_j")
+    keep = np.asarray(keep, dtype=bool)
+    ci, cj = lab_i.max() + 1, lab_j.max() + 1
+    if keep.ndim != 2 or keep.shape[0] < ci or keep.shape[1] < cj:
+        raise ValueError(f"'keep' must be a ({ci}, {cj}) boolean mask of cluster pairs, got "
+                         f"shape {keep.shape}")
+    mem_i, mem_j = _members(lab_i, keep.shape[0]), _members(lab_j, keep.shape[1])
+
+    def blocks(members_out, members_red, mask):
+        out = []
+        for a, rows in enumerate(members_out):
+            if not len(rows):
+                continue
+            kept = np.flatnonzero(mask[a])
+            cols = (np.sort(np.concatenate([members_red[b] for b in kept])) if len(kept)
+                    else np.zeros(0, np.int64))
+            out.append((rows, cols))
+        return tuple(out)
+
+    return BlockSparsity(shape=(len(lab_i), len(lab_j)),
+                         over_j=blocks(mem_i, mem_j, keep),
+                         over_i=blocks(mem_j, mem_i, keep.T))
+
+
+def sort_clusters(x, labels):
+    """(x sorted by cluster, labels sorted, order): ``x_sorted = x[order]``."""
+    x = np.asarray(x)
+    lab = _labels(labels, len(x))
+    order = np.argsort(lab, kind="stable")
+    return x[order], lab[order], order
+
+
+def cluster_ranges(sorted_labels) -> np.ndarray:
+    """(C, 2) ``[start, end)`` of each cluster in sorted labels."""
+    lab = _labels(sorted_labels, len(np.asarray(sorted_labels)), "sorted_labels")
+    if len(lab) > 1 and (np.diff(lab) < 0).any():
+        raise ValueError("'sorted_labels' must be sorted (see sort_clusters)")
+    bounds = np.searchsorted(lab, np.arange(lab.max() + 2))
+    return np.stack([bounds[:-1], bounds[1:]], axis=1)
+
+
+def from_sorted(ranges_i, ranges_j, keep):
+    """KeOps' 6-tuple ``(ranges_i, slices_i, redranges_j, ranges_j, slices_j,
+    redranges_i)`` for data sorted by cluster, from the clusters' ``[start,
+    end)`` ranges and the (Ci, Cj) mask of kept pairs; adjacent kept clusters
+    are merged into one interval."""
+    ranges_i, ranges_j = np.asarray(ranges_i, np.int64), np.asarray(ranges_j, np.int64)
+    keep = np.asarray(keep, dtype=bool)
+    if keep.shape != (len(ranges_i), len(ranges_j)):
+        raise ValueError(f"'keep' must have shape ({len(ranges_i)}, {len(ranges_j)}), "
+                         f"got {keep.shape}")
+
+    def one_side(mask, red_ranges):
+        slices, red = [], []
+        for row in mask:
+            for b in np.flatnonzero(row):
+                s, e = red_ranges[b]
+                if red and red[-1][1] == s and len(red) > (slices[-1] if slices else 0):
+                    red[-1][1] = e
+                else:
+                    red.append([s, e])
+            slices.append(len(red))
+        return np.asarray(slices, np.int64), np.asarray(red, np.int64).reshape(-1, 2)
+
+    slices_i, redranges_j = one_side(keep, ranges_j)
+    slices_j, redranges_i = one_side(keep.T, ranges_i)
+    return ranges_i, slices_i, redranges_j, ranges_j, slices_j, redranges_i
