@@ -143,7 +143,7 @@ def distance_mask(c_i, r_i, c_j, r_j, threshold) -> np.ndarray:
     return d - np.asarray(r_i)[:, None] - np.asarray(r_j)[None, :] <= threshold + slack
 
 
-def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int) -> np.ndarray:
+def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
     """(Ci, Cj) bool: for each query cluster, the clusters that may hold one
     of the K nearest neighbours (Euclidean) of any of its points.
 
@@ -151,7 +151,13 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int) -> np.ndarray:
     distance ``|c_a - c_b| + r_a + r_b`` hold at least K points within some
     ``u``: every query in a has its K-th neighbour within ``u``. A cluster
     whose smallest possible distance ``|c_a - c_b| - r_a - r_b`` exceeds ``u``
-    cannot hold one of them; all others are kept (exact)."""
+    cannot hold one of them; all others are kept (exact).
+
+    ``kth_i`` (optional): for each query cluster, an upper bound of the K-th
+    neighbour distance of its centroid (the exact one, say, from a K-min
+    reduction over the centroids): the K-th neighbour distance being
+    1-Lipschitz, ``kth_i + r_a`` then bounds it for every query of the
+    cluster, often far more tightly."""
     K = int(K)
     counts_j = np.asarray(counts_j)
     if K < 1 or K > counts_j.sum():
@@ -164,6 +170,8 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int) -> np.ndarray:
     cum = np.cumsum(counts_j[order], axis=1)
     first = np.argmax(cum >= K, axis=1)
     u = np.take_along_axis(upper, order, axis=1)[np.arange(len(d)), first]
+    if kth_i is not None:
+        u = np.minimum(u, np.asarray(kth_i, np.float64) * (1 + 1e-9) + r_i[:, 0])
     slack = 1e-9 * (upper.max(axis=1) + 1)
     return lower <= (u + slack)[:, None]
 

@@ -205,3 +205,27 @@ def test_malformed_descriptions_raise_before_running():
         kr.block_sparsity(np.array([0.5]), lab, np.ones((1, 1)))
     with pytest.raises(ValueError, match="size"):
         kr.grid_cluster(x, 0)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_neighbors_use_cluster_pruning_in_low_dimension(d, monkeypatch):
+    from kerneltools.estimators import _neighbors_metrics as M
+
+    monkeypatch.setattr(M, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(M, "PRUNE_CELL_POINTS", 32)
+    rng = np.random.default_rng(d)
+    X = _clustered(rng, 3000, d).astype(np.float32)
+    Q = rng.random((400, d)).astype(np.float32)
+    y = (X[:, 0] > X[:, 0].mean()).astype(int)
+    pruned = kt.KNeighborsClassifier(n_neighbors=6).fit(X, y)
+    brute = kt.KNeighborsClassifier(n_neighbors=6, algorithm="brute").fit(X, y)
+    assert pruned._fit_method == "block_sparse" and brute._fit_method == "brute"
+    for q in (Q, None):
+        dp, ip = pruned.kneighbors(q)
+        db, ib = brute.kneighbors(q)
+        np.testing.assert_array_equal(ip, ib)
+        np.testing.assert_array_equal(dp, db)
+    np.testing.assert_array_equal(pruned.predict(Q), brute.predict(Q))
+    # high dimension or another metric: brute force
+    assert kt.NearestNeighbors().fit(rng.random((3000, 4)))._fit_method == "brute"
+    assert kt.NearestNeighbors(metric="manhattan").fit(X)._fit_method == "brute"

@@ -33,6 +33,7 @@ import numpy as np
 
 import kerneltools as kt
 from kerneltools import LazyTensor, Vi, Vj
+from kerneltools import ranges as kr
 
 #: Rows x K of one query block: the block's outputs stay near 32 MB.
 QUERY_BLOCK_ENTRIES = 2**21
@@ -400,8 +401,89 @@ def _rerank(X: np.ndarray, Y: np.ndarray, cand: np.ndarray, k: int):
     return d, ind
 
 
-def formula_search(metric: Metric, Y: np.ndarray, backend) -> FormulaSearch:
-    """The search of a formula metric: :class:`ExpandedSearch` where it applies."""
+#: Cluster pruning (``algorithm='auto'`` picks it): at most this many
+#: features, at least this many fitted points; cells of about
+#: ``PRUNE_CELL_POINTS`` fitted points, at most ``PRUNE_MAX_CELLS`` cells.
+PRUNE_MAX_DIM = 3
+PRUNE_MIN_FIT = 20_000
+PRUNE_CELL_POINTS = 256
+PRUNE_MAX_CELLS = 4096
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Fitted points binned on a regular grid (cells of about
+    ``PRUNE_CELL_POINTS`` points): labels, centroids, radii, counts."""
+
+    origin: np.ndarray
+    size: float
+    labels: np.ndarray
+    centroids: np.ndarray
+    radii: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def fit(cls, Y: np.ndarray) -> Grid:
+        lo, hi = Y.min(axis=0).astype(np.float64), Y.max(axis=0).astype(np.float64)
+        extent = np.maximum(hi - lo, 1e-12 * max(1.0, float(np.abs(hi).max())))
+        n_cells = min(PRUNE_MAX_CELLS, max(1, len(Y) // PRUNE_CELL_POINTS))
+        size = float((np.prod(extent) / n_cells) ** (1 / len(extent)))
+        labels = _grid_cells(Y, lo, size)
+        centroids = kr.cluster_centroids(Y, labels)
+        return cls(lo, size, labels, centroids, kr.cluster_radii(Y, labels, centroids),
+                   np.bincount(labels))
+
+    def cells(self, P: np.ndarray) -> np.ndarray:
+        """Labels 0..C-1 of the grid cells (of this grid) holding ``P``."""
+        return _grid_cells(P, self.origin, self.size)
+
+
+def _grid_cells(P, origin, size) -> np.ndarray:
+    cells = np.floor((P - origin) / size).astype(np.int64)
+    _, labels = np.unique(cells, axis=0, return_inverse=True)
+    return labels.reshape(-1).astype(np.int64)
+
+
+class PrunedSearch(FormulaSearch):
+    """Exact K-smallest searches that visit only the nearby grid cells.
+
+    The fitted points are binned on a regular grid; for the queries' cells,
+    :func:`kerneltools.ranges.knn_mask` keeps the fitted cells that may hold
+    one of the K nearest neighbours of any query in the cell (a bound from
+    cell centroids and radii), and the K-min reduction runs block-sparse on
+    those pairs only. Same results as the dense search (exact; ties by index).
+    """
+
+    def __init__(self, metric: Metric, Y: np.ndarray, backend, grid: Grid):
+        super().__init__(metric, Y, backend)
+        self.grid = grid
+
+    @staticmethod
+    def is_usable_for(metric: Metric, Y: np.ndarray, params: dict) -> bool:
+        return (metric.squared_l2 and params.get("w") is None
+                and Y.shape[1] <= PRUNE_MAX_DIM and len(Y) >= PRUNE_MIN_FIT)
+
+    def kmin(self, X: np.ndarray, k: int):
+        X = self.metric.prepare(X)
+        g = self.grid
+        lab = g.cells(X)
+        cq = kr.cluster_centroids(X, lab)
+        # the exact K-th neighbour distance of each query cell's centroid
+        kth = np.sqrt(Vi(cq.astype(self.Y.dtype)).sqdist(self._y_j).Kmin(
+            k, axis=1, backend=self.backend)[:, -1].astype(np.float64))
+        keep = kr.knn_mask(cq, kr.cluster_radii(X, lab, cq), g.centroids, g.radii,
+                           g.counts, k, kth_i=kth)
+        bs = kr.block_sparsity(lab, g.labels, keep)
+        v, i = self.rdist(X).Kmin_argKmin(k, axis=1, backend=self.backend, ranges=bs)
+        return v.reshape(-1, k), i.reshape(-1, k)
+
+
+def formula_search(metric: Metric, Y: np.ndarray, backend, grid: Grid | None = None
+                   ) -> FormulaSearch:
+    """The search of a formula metric: :class:`PrunedSearch` on a fitted
+    :class:`Grid`, else :class:`ExpandedSearch` where it applies."""
+    if grid is not None:
+        return PrunedSearch(metric, Y, backend, grid)
     usable = ExpandedSearch.is_usable_for(metric, Y)
     return (ExpandedSearch if usable else FormulaSearch)(metric, Y, backend)
 

@@ -38,8 +38,12 @@ _FLOATS = [np.float64, np.float32]
 
 _COMMON_DOC = """
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
-        Accepted for compatibility; the search is always brute force in
-        linear memory (``_fit_method == 'brute'``).
+        'brute' compares every pair, in linear memory. Otherwise, for the
+        Euclidean metrics in at most 3 features and at least 20,000 fitted
+        points, K-nearest searches bin the points on a grid and visit only
+        the cells that can hold a neighbour (block-sparse reductions, exact;
+        ``_fit_method == 'block_sparse'``); elsewhere they are brute force
+        (``_fit_method == 'brute'``).
     leaf_size : int, default=30
         Accepted for compatibility, unused (there is no tree).
     metric : str or callable, default='minkowski'
@@ -125,7 +129,14 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
             metric, params, X
         )
         self.effective_metric_, self.effective_metric_params_ = metric, params
-        self._fit_X, self._fit_method = X, "brute"
+        self._fit_X = X
+        # scikit-learn's attribute: "block_sparse" where the K-smallest
+        # searches prune far grid cells (low dimension, many points; exact),
+        # else "brute" (every pair, in linear memory).
+        usable = self._lazy_metric and M.PrunedSearch.is_usable_for(
+            M.make_metric(metric, params), X, params)
+        self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
+        self._grid = M.Grid.fit(X) if self._fit_method == "block_sparse" else None
         self.n_samples_fit_ = X.shape[0]
         return y
 
@@ -149,7 +160,8 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         if not self._lazy_metric:
             return M.DenseSearch(metric, params, Y), X
         backend = None if self.backend == "auto" else self.backend
-        return M.formula_search(M.make_metric(metric, params), Y, backend), X
+        grid = self._grid if self._fit_method == "block_sparse" else None
+        return M.formula_search(M.make_metric(metric, params), Y, backend, grid), X
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
         """The K nearest fitted points of each query.
