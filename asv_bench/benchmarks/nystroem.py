@@ -4,25 +4,38 @@ The problem (``asv_bench/nystroem_compare.py`` runs the large one, n = 1e5,
 each case in its own process): n points in D = 8 from Gaussian blobs of
 unequal sizes, the Gaussian kernel with gamma = 0.1, m landmarks.
 
-- ``NystroemFitTransform``  ``Nystroem(...).fit(X).transform(X)``, kerneltools
-  (every landmark strategy) and scikit-learn (uniform landmarks only);
-- ``NystroemTransform``     ``transform(X)`` of a fitted model;
-- ``LandmarkSelection``     the landmark choice alone (k-means++ and ridge
-  leverage scores).
+- ``Nystroem``           kerneltools' ``fit(X)`` and ``transform(X)``, uniform
+  landmarks, per dtype and backend; ``SklearnNystroem`` the same with
+  scikit-learn's (the baseline);
+- ``NystroemLandmarks``  kerneltools' ``fit(X)`` with each landmark strategy;
+- ``LandmarkSelection``  the landmark choice alone (k-means++, ridge leverage
+  scores, randomly pivoted Cholesky).
 
 Each ``setup`` makes one untimed call: the first call of a kerneltools
 formula compiles it. ``NotImplementedError`` in ``setup`` skips a parameter
-combination (scikit-learn has only uniform landmarks).
+combination (the numpy backend at the large size, no GPU for "cuda"); see
+``_common.py``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ._common import (
+    BACKENDS,
+    DTYPES,
+    _Fitted,
+    _Timed,
+    _Transformer,
+    require_backend,
+    require_small,
+)
+
 D = 8
 GAMMA = 0.1
-SIZES = [2_000, 20_000]
-STRATEGIES = ["uniform", "kmeans++", "rls", "rpcholesky"]
+M = 200  # landmarks
+SIZES = (2_000, 20_000)
+STRATEGIES = ("uniform", "kmeans++", "rls", "rpcholesky")
 
 
 def make_data(n: int, dtype="float64", seed: int = 0) -> np.ndarray:
@@ -34,7 +47,7 @@ def make_data(n: int, dtype="float64", seed: int = 0) -> np.ndarray:
     return (centers[labels] + 0.5 * rng.normal(size=(n, D))).astype(dtype)
 
 
-def nystroem(system: str, landmarks: str, m: int):
+def nystroem(system: str, landmarks: str, m: int, backend: str | None = None):
     """An unfitted Nystroem of ``system`` ('kerneltools' or 'sklearn')."""
     if system == "sklearn":
         if landmarks != "uniform":
@@ -45,17 +58,16 @@ def nystroem(system: str, landmarks: str, m: int):
     from kerneltools.estimators.nystroem import Nystroem
 
     return Nystroem(
-        "rbf", gamma=GAMMA, n_components=m, random_state=0, landmarks=landmarks
+        "rbf",
+        gamma=GAMMA,
+        n_components=m,
+        random_state=0,
+        landmarks=landmarks,
+        backend=backend,
     )
 
 
-class _Nystroem:
-    number = 1
-    repeat = (2, 5, 20.0)
-    rounds = 1
-    warmup_time = 0.0  # setup makes the warm-up call itself
-    timeout = 300
-
+class _Call(_Timed):
     def _setup(self, run):
         self.run = run
         self.run()  # compile (first call) and warm caches: never timed
@@ -67,45 +79,59 @@ class _Nystroem:
         self.run()
 
 
-class NystroemFitTransform(_Nystroem):
-    """fit + transform of the n training points, m = 200 landmarks."""
+class Nystroem(_Transformer):
+    """kerneltools: ``fit(X)`` (uniform landmarks) and ``transform(X)``, m = 200."""
 
-    params = (["kerneltools", "sklearn"], STRATEGIES, SIZES)
-    param_names = ("system", "landmarks", "N")
+    params = (DTYPES, BACKENDS, SIZES)
+    param_names = ("dtype", "backend", "N")
 
-    def setup(self, system, landmarks, n):
-        X = make_data(n)
-        model = nystroem(system, landmarks, 200)
-        self._setup(lambda: model.fit(X).transform(X))
-
-
-class NystroemTransform(_Nystroem):
-    """transform of n points by a fitted model, m = 200 landmarks."""
-
-    params = (["kerneltools", "sklearn"], ["float32", "float64"], SIZES)
-    param_names = ("system", "dtype", "N")
-
-    def setup(self, system, dtype, n):
+    def setup(self, dtype, backend, n):
+        require_small(backend, n, SIZES[0])
+        require_backend(backend)
         X = make_data(n, dtype)
-        model = nystroem(system, "uniform", 200).fit(X)
-        self._setup(lambda: model.transform(X))
+        self._prepare(lambda: nystroem("kerneltools", "uniform", M, backend), X)
 
 
-class LandmarkSelection(_Nystroem):
+class NystroemLandmarks(_Fitted):
+    """kerneltools: ``fit(X)`` with each landmark strategy, m = 200, float64."""
+
+    query = "transform"
+    params = (STRATEGIES, SIZES)
+    param_names = ("landmarks", "N")
+
+    def setup(self, landmarks, n):
+        self._prepare(lambda: nystroem("kerneltools", landmarks, M), make_data(n))
+
+
+class LandmarkSelection(_Call):
     """kerneltools: the choice of m = 200 landmarks alone."""
 
-    params = (["kmeans++", "rls"], SIZES)
+    params = (["kmeans++", "rls", "rpcholesky"], SIZES)
     param_names = ("landmarks", "N")
 
     def setup(self, landmarks, n):
         from kerneltools.estimators import nystroem as ny
         from kerneltools.kernels import make_kernel
+        from kerneltools.linalg import select_landmarks
 
         X = make_data(n)
         kernel = make_kernel("rbf", gamma=GAMMA)
-        select = (
-            ny.kmeans_plusplus
-            if landmarks == "kmeans++"
-            else (ny.ridge_leverage_sample)
-        )
-        self._setup(lambda: select(kernel, X, 200, random_state=0))
+        if landmarks == "kmeans++":
+            self._setup(lambda: ny.kmeans_plusplus(kernel, X, M, random_state=0))
+        elif landmarks == "rls":
+            self._setup(lambda: ny.ridge_leverage_sample(kernel, X, M, random_state=0))
+        else:
+            self._setup(
+                lambda: select_landmarks(kernel, X, M, method=landmarks, random_state=0)
+            )
+
+
+class SklearnNystroem(_Transformer):
+    """Baseline: scikit-learn's Nystroem (uniform landmarks), ``fit`` and ``transform``."""
+
+    params = (DTYPES, SIZES)
+    param_names = ("dtype", "N")
+
+    def setup(self, dtype, n):
+        X = make_data(n, dtype)
+        self._prepare(lambda: nystroem("sklearn", "uniform", M), X)

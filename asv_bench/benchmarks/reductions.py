@@ -19,9 +19,11 @@ input conversion). Each asv ``setup`` makes one call first: the first call
 of a formula compiles it (kerneltools: about a second; pykeops: 5-10 s) and
 must not be timed.
 
-asv conventions: ``NotImplementedError`` raised in ``setup`` skips a
-parameter combination (numpy backend at the large size, pykeops missing,
-dense NumPy whose N x M array would be too large, ...).
+asv conventions (see ``_common.py``): ``NotImplementedError`` raised in
+``setup`` skips a parameter combination (numpy backend at the large size, no
+GPU for "cuda", pykeops missing, dense NumPy whose N x M array would be too
+large, ...). On "cuda" the inputs are CuPy arrays made in ``setup`` and each
+timed call waits for the device: the kernel is timed, not the copies.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ import math
 import os
 
 import numpy as np
+
+from ._common import (
+    BACKENDS,
+    DTYPES,
+    _Timed,
+    require_backend,
+    require_small,
+    synchronized,
+    to_device,
+)
 
 TASKS = ("matvec", "lse", "argkmin", "grad")
 K_NN = 10
@@ -258,21 +270,15 @@ def error_vs_reference(task: str, result: np.ndarray, ref: np.ndarray, rows) -> 
 
 # -- asv benchmarks ------------------------------------------------------------
 
-DTYPES = ["float32", "float64"]
 SMALL, LARGE = 2_000, 20_000
 #: Dense NumPy cases above this working memory are skipped (asv shares the machine).
 DENSE_MAX_BYTES = int(float(os.environ.get("KT_BENCH_DENSE_MAX_GB", "4")) * 1e9)
 
 
-class _Reduction:
+class _Reduction(_Timed):
     """One task on one system; subclasses set ``task``, ``params`` and ``setup``."""
 
     task = "matvec"
-    number = 1  # each sample is one call (0.01 s to a few s)
-    repeat = (2, 5, 20.0)  # at least 2 and at most 5 samples, 20 s per benchmark
-    rounds = 1
-    warmup_time = 0.0  # setup makes the warm-up call itself
-    timeout = 300  # pykeops compiles each formula on its first call (5-10 s)
 
     def _setup(self, dtype, n, d, make):
         self.data = make_data(self.task, n, n, d, dtype)
@@ -287,9 +293,16 @@ class _Reduction:
 
 
 def _kt_setup(self, dtype, backend, n, d):
-    if backend == "numpy" and n > SMALL:
-        raise NotImplementedError("the numpy reference backend only at the small size")
-    self._setup(dtype, n, d, lambda data: kerneltools_callable(data, backend))
+    require_small(backend, n, SMALL)
+    require_backend(backend)
+
+    def make(data):
+        # On the GPU the inputs stay there (CuPy arrays): the kernel is timed,
+        # not the copies; the call waits for the device.
+        run = kerneltools_callable(to_device(backend, data), backend)
+        return synchronized(backend, run)
+
+    self._setup(dtype, n, d, make)
 
 
 def _pk_setup(self, dtype, n, d):
@@ -316,8 +329,8 @@ class GaussMatvec(_Reduction):
     """kerneltools: a = K b, Gaussian kernel, D = 3 and 64."""
 
     task = "matvec"
-    params = (DTYPES, ["cpu", "numpy"], [SMALL, LARGE], [3, 64])
-    param_names = ["dtype", "backend", "N", "D"]
+    params = (DTYPES, BACKENDS, (SMALL, LARGE), (3, 64))
+    param_names = ("dtype", "backend", "N", "D")
 
     def setup(self, dtype, backend, n, d):
         _kt_setup(self, dtype, backend, n, d)
@@ -327,8 +340,8 @@ class LogSumExp(_Reduction):
     """kerneltools: log sum_j exp(-|x_i - y_j|^2 / eps + h_j), D = 3."""
 
     task = "lse"
-    params = (DTYPES, ["cpu", "numpy"], [SMALL, LARGE])
-    param_names = ["dtype", "backend", "N"]
+    params = (DTYPES, BACKENDS, (SMALL, LARGE))
+    param_names = ("dtype", "backend", "N")
 
     def setup(self, dtype, backend, n):
         _kt_setup(self, dtype, backend, n, 3)
@@ -338,8 +351,8 @@ class ArgKMin(_Reduction):
     """kerneltools: indices of the K = 10 nearest neighbours, D = 3."""
 
     task = "argkmin"
-    params = (DTYPES, ["cpu", "numpy"], [SMALL, LARGE])
-    param_names = ["dtype", "backend", "N"]
+    params = (DTYPES, BACKENDS, (SMALL, LARGE))
+    param_names = ("dtype", "backend", "N")
 
     def setup(self, dtype, backend, n):
         _kt_setup(self, dtype, backend, n, 3)
@@ -349,8 +362,8 @@ class GaussMatvecGradX(_Reduction):
     """kerneltools: gradient of sum_i e_i (K b)_i with respect to x, D = 3."""
 
     task = "grad"
-    params = (DTYPES, ["cpu", "numpy"], [SMALL, LARGE])
-    param_names = ["dtype", "backend", "N"]
+    params = (DTYPES, BACKENDS, (SMALL, LARGE))
+    param_names = ("dtype", "backend", "N")
 
     def setup(self, dtype, backend, n):
         _kt_setup(self, dtype, backend, n, 3)
@@ -363,8 +376,8 @@ class DenseNumpyGaussMatvec(_Reduction):
     """Baseline: |x|^2 + |y|^2 - 2 x y^T, exp, @ b in one N x M array."""
 
     task = "matvec"
-    params = (DTYPES, [SMALL, LARGE], [3, 64])
-    param_names = ["dtype", "N", "D"]
+    params = (DTYPES, (SMALL, LARGE), (3, 64))
+    param_names = ("dtype", "N", "D")
 
     def setup(self, dtype, n, d):
         _np_setup(self, dtype, n, d)
@@ -374,8 +387,8 @@ class DenseNumpyLogSumExp(_Reduction):
     """Baseline: the same N x M array, max-shifted exp, row sums, log."""
 
     task = "lse"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _np_setup(self, dtype, n, 3)
@@ -385,8 +398,8 @@ class DenseNumpyArgKMin(_Reduction):
     """Baseline: the N x M squared distances, argpartition, sort of the K."""
 
     task = "argkmin"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _np_setup(self, dtype, n, 3)
@@ -396,8 +409,8 @@ class DenseNumpyGaussMatvecGradX(_Reduction):
     """Baseline: dense K, then -2 g e_i (x_i (K b)_i - (K (b y))_i)."""
 
     task = "grad"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _np_setup(self, dtype, n, 3)
@@ -407,38 +420,44 @@ class DenseNumpyGaussMatvecGradX(_Reduction):
 
 
 class PykeopsGaussMatvec(_Reduction):
-    """pykeops.numpy.LazyTensor, backend CPU (D = 64 only at the small size)."""
+    """Baseline: pykeops.numpy.LazyTensor, backend CPU (D = 64 only at the small N)."""
 
     task = "matvec"
-    params = (DTYPES, [SMALL, LARGE], [3, 64])
-    param_names = ["dtype", "N", "D"]
+    params = (DTYPES, (SMALL, LARGE), (3, 64))
+    param_names = ("dtype", "N", "D")
 
     def setup(self, dtype, n, d):
         _pk_setup(self, dtype, n, d)
 
 
 class PykeopsLogSumExp(_Reduction):
+    """Baseline: pykeops.numpy.LazyTensor, the log-sum-exp, backend CPU."""
+
     task = "lse"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _pk_setup(self, dtype, n, 3)
 
 
 class PykeopsArgKMin(_Reduction):
+    """Baseline: pykeops.numpy.LazyTensor, argKmin(10), backend CPU."""
+
     task = "argkmin"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _pk_setup(self, dtype, n, 3)
 
 
 class PykeopsGaussMatvecGradX(_Reduction):
+    """Baseline: pykeops.numpy.LazyTensor, the gradient formula F.grad(x_i, e_i), backend CPU."""
+
     task = "grad"
-    params = (DTYPES, [SMALL, LARGE])
-    param_names = ["dtype", "N"]
+    params = (DTYPES, (SMALL, LARGE))
+    param_names = ("dtype", "N")
 
     def setup(self, dtype, n):
         _pk_setup(self, dtype, n, 3)
