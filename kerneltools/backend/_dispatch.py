@@ -154,15 +154,18 @@ def run_plan(plan: Plan, args, backend=None, **options):
 
         n_i, n_j = (plan.nx, plan.ny) if plan.axis == 1 else (plan.ny, plan.nx)
         blocks = blocks_for(ranges, plan.axis, n_i, n_j)
-        gpu = b.name == "cuda" or any(is_cupy_array(a) for a in args)
-        if gpu:
+        gpu_in = any(is_cupy_array(a) for a in args)
+        if b.name == "cuda" or gpu_in:
             import cupy as xp
 
             args = [xp.asarray(a) for a in args]
         else:
             xp = np
-        return run_blocks(plan, args, blocks,
+        outs = run_blocks(plan, args, blocks,
                           lambda p, a: run_plan(p, a, b.name, **options), xp=xp)
+        if xp is not np and not gpu_in:  # NumPy in, NumPy out
+            outs = tuple(xp.asnumpy(o) for o in outs)
+        return outs
     if b.name != "cuda" and any(is_cupy_array(a) for a in args):
         # CuPy in, CuPy out, also when a host backend was asked for.
         import cupy
