@@ -162,6 +162,14 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
     counts_j = np.asarray(counts_j)
     if K < 1 or K > counts_j.sum():
         raise ValueError(f"'K' must be between 1 and the number of points, got {K}")
+    c_i, r_i = np.asarray(c_i), np.asarray(r_i)
+    if len(c_i) > 256:  # by rows: the (Ci, Cj) temporaries stay small
+        kth = None if kth_i is None else np.asarray(kth_i)
+        return np.concatenate([
+            knn_mask(c_i[s:s + 256], r_i[s:s + 256], c_j, r_j, counts_j, K,
+                     None if kth is None else kth[s:s + 256])
+            for s in range(0, len(c_i), 256)
+        ])
     d = _centroid_distances(c_i, c_j)
     r_i, r_j = np.asarray(r_i)[:, None], np.asarray(r_j)[None, :]
     upper = d + r_i + r_j
