@@ -229,3 +229,15 @@ def test_neighbors_use_cluster_pruning_in_low_dimension(d, monkeypatch):
     # high dimension or another metric: brute force
     assert kt.NearestNeighbors().fit(rng.random((3000, 4)))._fit_method == "brute"
     assert kt.NearestNeighbors(metric="manhattan").fit(X)._fit_method == "brute"
+
+
+def test_knn_mask_by_blocks_equals_whole():
+    rng = np.random.default_rng(9)
+    ci, cj = rng.random((600, 3)), rng.random((200, 3))
+    ri, rj = rng.random(600) * 0.05, rng.random(200) * 0.05
+    counts = rng.integers(1, 20, 200)
+    kth = rng.random(600) * 0.2
+    whole = kr.knn_mask(ci, ri, cj, rj, counts, 5, kth_i=kth)  # 3 blocks of rows
+    parts = [kr.knn_mask(ci[s:s + 200], ri[s:s + 200], cj, rj, counts, 5, kth_i=kth[s:s + 200])
+             for s in range(0, 600, 200)]
+    np.testing.assert_array_equal(whole, np.concatenate(parts))
