@@ -141,10 +141,10 @@ def cuda_table(path: str) -> str:
     """cuda_compare.py's JSON (``--out``) as a Markdown table."""
     with open(path) as fh:
         result = json.load(fh)
-    systems = ["kerneltools", "pykeops", "dense cupy"]
+    systems, meta = ["kerneltools", "pykeops", "dense cupy"], result["meta"]
     lines = [
         (
-            f"Device: {result['meta'].get('device')}, CuPy {result['meta'].get('cupy')}; "
+            f"Device: {meta.get('device')}, CuPy {meta.get('cupy')}; "
             "float32, D = 3, data on the GPU, medians after a warm-up call."
         ),
         "",

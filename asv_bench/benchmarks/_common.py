@@ -96,7 +96,7 @@ def synchronized(backend: str, run):
 
 
 class _Fitted(_Timed):
-    """``fit`` of one estimator, and its use once fitted.
+    """An estimator fitted in ``setup``; no benchmark of its own.
 
     Subclasses set ``params``, ``param_names`` and a ``setup`` that calls
     :meth:`_prepare`. ``query`` names the method that :meth:`_query` calls on
@@ -119,6 +119,10 @@ class _Fitted(_Timed):
     def _query(self):
         return getattr(self.model, self.query)(self.X_query)
 
+
+class _Fit(_Fitted):
+    """``fit``."""
+
     def time_fit(self, *args):
         self._fit()
 
@@ -126,7 +130,7 @@ class _Fitted(_Timed):
         self._fit()
 
 
-class _Estimator(_Fitted):
+class _Estimator(_Fit):
     """``fit`` and ``predict``."""
 
     def time_predict(self, *args):
@@ -136,7 +140,7 @@ class _Estimator(_Fitted):
         self._query()
 
 
-class _Transformer(_Fitted):
+class _Transformer(_Fit):
     """``fit`` and ``transform``."""
 
     query = "transform"

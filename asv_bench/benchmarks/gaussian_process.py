@@ -3,7 +3,7 @@
 The problem of ``asv_bench/gp_compare.py`` (which fits to convergence at
 3,000 and 20,000 points), at asv's sizes: N points uniform in [-2, 2]^8, a
 smooth target plus noise (std 0.2), the kernel ``C * RBF(8 length scales) +
-WhiteKernel``; 500 test points. Both libraries compute in float64 whatever
+WhiteKernel``; 200 test points. Both libraries compute in float64 whatever
 the input's dtype (scikit-learn's convention), so there is no dtype
 parameter.
 
@@ -14,13 +14,16 @@ compare the cost per evaluation. ``time_log_marginal_likelihood`` is one
 evaluation alone: the log marginal likelihood and its gradient at the fitted
 hyperparameters.
 
-- ``GaussianProcessRegressor``         kerneltools, solver "iterative"
-  (conjugate gradients and stochastic Lanczos log-determinants) or
-  "cholesky" (dense, as scikit-learn);
-- ``SklearnGaussianProcessRegressor``  scikit-learn's, the baseline.
+- ``GaussianProcessRegressor``              ``fit`` and ``predict`` (the mean);
+- ``GaussianProcessPredictStd``             ``predict(X, return_std=True)``;
+- ``GaussianProcessLogMarginalLikelihood``  the objective and its gradient;
 
-Each ``setup`` makes one untimed fit and prediction of each kind: the first
-call of a formula compiles it. ``NotImplementedError`` in ``setup`` skips a
+each for kerneltools with solver "iterative" (conjugate gradients and
+stochastic Lanczos log-determinants) or "cholesky" (dense, as scikit-learn),
+and as ``Sklearn...`` for scikit-learn's (the baselines).
+
+Each ``setup`` fits the model, then makes the timed call once untimed: the
+first call of a formula compiles it. ``NotImplementedError`` in ``setup`` skips a
 parameter combination (no GPU for "cuda"); see ``_common.py``.
 """
 
@@ -29,10 +32,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 
-from ._common import _Estimator, require_backend
+from ._common import _Estimator, _Fitted, require_backend
 
 D = 8
-N_TEST = 500
+N_TEST = 200
 SIZES = (500, 2_000)
 SOLVERS = ("iterative", "cholesky")
 MAX_FUN = 5  # objective evaluations of a timed fit (L-BFGS-B's maxfun)
@@ -68,28 +71,35 @@ def capped_lbfgs(obj_func, initial_theta, bounds):
     return res.x, res.fun
 
 
-class _GP(_Estimator):
-    def _prepare(self, make_model, X, y, X_query):
-        super()._prepare(make_model, X, y, X_query)
-        self.theta = self.model.kernel_.theta
-        self.model.predict(X_query, return_std=True)  # compiles the variances
-        self.time_log_marginal_likelihood()  # compiles the theta-gradient
+class _PredictStd(_Fitted):
+    """``predict(X, return_std=True)``: the mean and the predictive deviations."""
+
+    def _query(self):
+        return self.model.predict(self.X_query, return_std=True)
 
     def time_predict_std(self, *args):
-        self.model.predict(self.X_query, return_std=True)
+        self._query()
 
     def peakmem_predict_std(self, *args):
-        self.model.predict(self.X_query, return_std=True)
+        self._query()
+
+
+class _LogMarginalLikelihood(_Fitted):
+    """The log marginal likelihood and its gradient at the fitted hyperparameters:
+    one evaluation of the optimizer's objective."""
+
+    def _query(self):
+        theta = self.model.kernel_.theta
+        return self.model.log_marginal_likelihood(theta, eval_gradient=True)
 
     def time_log_marginal_likelihood(self, *args):
-        self.model.log_marginal_likelihood(self.theta, eval_gradient=True)
+        self._query()
+
+    def peakmem_log_marginal_likelihood(self, *args):
+        self._query()
 
 
-class GaussianProcessRegressor(_GP):
-    """kerneltools: GaussianProcessRegressor(solver=...): ``fit`` (MAX_FUN
-    evaluations), ``predict`` (mean; mean and std), one log marginal
-    likelihood with its gradient."""
-
+class _OnKerneltools:
     params = (("cpu", "cuda"), SOLVERS, SIZES)
     param_names = ("backend", "solver", "N")
 
@@ -97,7 +107,6 @@ class GaussianProcessRegressor(_GP):
         from kerneltools.estimators import GaussianProcessRegressor as Model
 
         require_backend(backend)
-        X, y, X_test = make_data(n)
 
         def make():
             return Model(
@@ -108,18 +117,45 @@ class GaussianProcessRegressor(_GP):
                 backend=backend,
             )
 
-        self._prepare(make, X, y, X_test)
+        self._prepare(make, *make_data(n))
 
 
-class SklearnGaussianProcessRegressor(_GP):
-    """Baseline: scikit-learn's GaussianProcessRegressor (dense Cholesky)."""
-
+class _OnSklearn:
     params = (SIZES,)
     param_names = ("N",)
 
     def setup(self, n):
         from sklearn.gaussian_process import GaussianProcessRegressor as Model
 
-        X, y, X_test = make_data(n)
         make = lambda: Model(make_kernel(), optimizer=capped_lbfgs, random_state=0)
-        self._prepare(make, X, y, X_test)
+        self._prepare(make, *make_data(n))
+
+
+# kerneltools: solver "iterative" or "cholesky" ------------------------------------
+
+
+class GaussianProcessRegressor(_OnKerneltools, _Estimator):
+    """kerneltools: ``fit`` (MAX_FUN evaluations) and ``predict`` (the mean)."""
+
+
+class GaussianProcessPredictStd(_OnKerneltools, _PredictStd):
+    """kerneltools: ``predict(X, return_std=True)`` of a fitted model."""
+
+
+class GaussianProcessLogMarginalLikelihood(_OnKerneltools, _LogMarginalLikelihood):
+    """kerneltools: ``log_marginal_likelihood(theta, eval_gradient=True)``."""
+
+
+# scikit-learn baselines -------------------------------------------------------------
+
+
+class SklearnGaussianProcessRegressor(_OnSklearn, _Estimator):
+    """Baseline: scikit-learn's ``fit`` (MAX_FUN evaluations) and ``predict``."""
+
+
+class SklearnGaussianProcessPredictStd(_OnSklearn, _PredictStd):
+    """Baseline: scikit-learn's ``predict(X, return_std=True)``."""
+
+
+class SklearnGaussianProcessLogMarginalLikelihood(_OnSklearn, _LogMarginalLikelihood):
+    """Baseline: scikit-learn's log marginal likelihood with its gradient."""

@@ -24,7 +24,7 @@ import numpy as np
 from ._common import (
     BACKENDS,
     DTYPES,
-    _Fitted,
+    _Fit,
     _Timed,
     _Transformer,
     require_backend,
@@ -92,7 +92,7 @@ class Nystroem(_Transformer):
         self._prepare(lambda: nystroem("kerneltools", "uniform", M, backend), X)
 
 
-class NystroemLandmarks(_Fitted):
+class NystroemLandmarks(_Fit):
     """kerneltools: ``fit(X)`` with each landmark strategy, m = 200, float64."""
 
     query = "transform"
@@ -127,7 +127,7 @@ class LandmarkSelection(_Call):
 
 
 class SklearnNystroem(_Transformer):
-    """Baseline: scikit-learn's Nystroem (uniform landmarks), ``fit`` and ``transform``."""
+    """Baseline: scikit-learn's Nystroem (uniform landmarks): fit, transform."""
 
     params = (DTYPES, SIZES)
     param_names = ("dtype", "N")

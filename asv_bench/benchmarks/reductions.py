@@ -453,7 +453,7 @@ class PykeopsArgKMin(_Reduction):
 
 
 class PykeopsGaussMatvecGradX(_Reduction):
-    """Baseline: pykeops.numpy.LazyTensor, the gradient formula F.grad(x_i, e_i), backend CPU."""
+    """Baseline: pykeops.numpy.LazyTensor, F.grad(x_i, e_i), backend CPU."""
 
     task = "grad"
     params = (DTYPES, (SMALL, LARGE))
