@@ -262,6 +262,15 @@ def _rewrite_exp(formulas, levels):
     return substitute(list(formulas), mapping) if mapping else list(formulas)
 
 
+#: Formulas with more scalar temporaries than this get one row per thread:
+#: each more row renders the whole formula again (registers, compile time).
+WIDE_FORMULA = 256
+
+
+def _width(plan: Plan) -> int:
+    return sum(n.dim for n in topo_order(list(plan.formulas)))
+
+
 def _state_size(plan: Plan) -> int:
     dims = [f.dim for f in plan.formulas]
     E = plan.red.out_dim(dims)
@@ -276,7 +285,7 @@ def launch_shape(plan: Plan, tuning=None, shape=None) -> Launch:
     tuning = tuning or TUNING
     itemsize = np.dtype(plan.dtype).itemsize
     block, rows = shape or _default_shape(plan, tuning)
-    if _state_size(plan) > tuning["max_state"]:
+    if _state_size(plan) > tuning["max_state"] or _width(plan) > WIDE_FORMULA:
         rows = 1
     nc = _shared_layout(plan)[1]
     tj = block
