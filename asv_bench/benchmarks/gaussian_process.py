@@ -36,7 +36,7 @@ from ._common import _Estimator, _Fitted, require_backend
 
 D = 8
 N_TEST = 200
-SIZES = (500, 2_000)
+SIZES = (500, 1_000)
 SOLVERS = ("iterative", "cholesky")
 MAX_FUN = 5  # objective evaluations of a timed fit (L-BFGS-B's maxfun)
 

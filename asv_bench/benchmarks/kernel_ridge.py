@@ -7,7 +7,8 @@ gamma = 0.1, alpha = 1e-4 N; ``predict`` on 1,000 new points.
 
 - ``KernelRidge``         kerneltools' ``fit`` and ``predict`` for each solver
   ("cg": conjugate gradients preconditioned by Nystroem with m = 300
-  landmarks, to tol = 1e-4; "falkon": m = 300 landmarks; "cholesky": dense);
+  landmarks, to tol = 1e-4; "falkon": m = 300 landmarks; "cholesky": dense,
+  at the small size only: at the large one SklearnKernelRidge times LAPACK);
 - ``SklearnKernelRidge``  scikit-learn's (dense Cholesky), the baseline.
 
 Each ``setup`` makes one untimed fit and prediction: the first call of a
@@ -60,6 +61,9 @@ class KernelRidge(_Estimator):
         from kerneltools.estimators import KernelRidge as Model
 
         require_small(backend, n, SIZES[0])
+        if solver == "cholesky" and n > SIZES[0]:
+            # LAPACK's dense path, as scikit-learn's: SklearnKernelRidge times it
+            raise NotImplementedError("solver='cholesky' only at the small size")
         require_backend(backend)
         X, y, X_test = make_data(n, dtype)
 
