@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._dask import check_dask_array, is_dask_array
 from .backend import _ops
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient
@@ -48,8 +49,24 @@ class _Binding:
     weak: bool = False  # Python floats: they do not take part in dtype promotion
 
 
+class _DaskPlan:
+    """A reduction over Dask arrays, validated; run lazily by :mod:`._dask`."""
+
+    def __init__(self, formulas, bindings, ni, nj, reduction, axis, K, dtype):
+        self.args = (formulas, bindings, ni, nj, reduction, axis, K, dtype)
+
+    def reduce(self, backend, options):
+        from ._dask import reduce_lazy
+
+        formulas, bindings, ni, nj, reduction, axis, K, dtype = self.args
+        return reduce_lazy(formulas, bindings, ni, nj, reduction, axis, K, dtype,
+                           backend, options)
+
+
 def _check_array(x, what: str) -> np.ndarray:
-    if is_cupy_array(x):
+    if is_dask_array(x):
+        a = check_dask_array(x, what)  # Dask arrays stay lazy: Dask in, Dask out
+    elif is_cupy_array(x):
         a = x  # CuPy arrays stay on the GPU: CuPy in, CuPy out
     elif hasattr(x, "__cuda_array_interface__"):
         raise TypeError(
@@ -468,6 +485,8 @@ class LazyTensor:
                     f"between 1 and {reduced}"
                 )
         dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
+        if any(is_dask_array(b.array) for b in bindings.values()):
+            return _DaskPlan(formulas, bindings, ni, nj, reduction, axis, K, dtype), None
 
         def array_of(node):
             a = bindings[node].array
@@ -492,6 +511,10 @@ class LazyTensor:
                 f"than max_elements={max_elements:,}; reduce the formula instead, or "
                 "raise max_elements"
             )
+        if any(is_dask_array(b.array) for b in self._bindings.values()):
+            bindings = {k: _Binding(np.asarray(b.array), b.weak) for k, b in self._bindings.items()}
+            return LazyTensor._new(self.formula, bindings, self.ni, self.nj).to_dense(
+                max_elements=max_elements)
         plan, args = self._plan("Sum", 1)
         order = topo_order(list(plan.formulas))
         out = np.empty((N, M, D), dtype=plan.dtype)
@@ -523,6 +546,8 @@ class LazyTensor:
         if ranges is not None:
             options.setdefault("ranges", ranges)
         plan, args = self._plan(reduction, axis, weight, K, backend)
+        if isinstance(plan, _DaskPlan):  # Dask arrays in, Dask arrays out
+            return plan.reduce(backend, options)
         outs = run_plan(plan, args, backend, **options)
         if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
             outs = tuple(o[..., 0] for o in outs)
@@ -635,7 +660,9 @@ class LazyTensor:
         ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
         j-points; ``b`` is (N,), (N, E) or an i-variable. Several columns are
         solved at once. Warns with ``ConvergenceWarning`` when ``max_iter``
-        iterations do not reach ``|r| <= tol |b|``.
+        iterations do not reach ``|r| <= tol |b|``. When K's points are Dask
+        arrays, each product ``K x`` runs on the cluster and the iterates
+        (one value per point) stay in this process: the result is NumPy.
         """
         if self.dim != 1:
             raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
@@ -651,11 +678,16 @@ class LazyTensor:
         alpha = float(alpha)
         if not alpha >= 0:
             raise ValueError(f"solve: 'alpha' must be >= 0, got {alpha}")
+        if is_dask_array(b_arr):  # one value per point, like the solution
+            b_arr = b_arr.compute()
         dtype = np.result_type(self.dtype, b_arr.dtype if b_arr.dtype.kind == "f" else np.float64)
         B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
 
         def matvec(X):
-            return (self * Vj(X)).sum(axis=1, backend=backend) + alpha * X
+            out = (self * Vj(X)).sum(axis=1, backend=backend)
+            if is_dask_array(out):  # K on Dask arrays: each product is distributed
+                out = out.compute()
+            return out + alpha * X
 
         x, self.n_iter_ = conjugate_gradient(matvec, B, tol=tol, max_iter=max_iter,
                                              callback=callback)

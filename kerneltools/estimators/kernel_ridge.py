@@ -11,6 +11,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (
     KernelOperator,
@@ -251,6 +252,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.n_iter_ = max(n_iters)
         return X[idx], beta
 
+    @rows_method
     def predict(self, X):
         """Predict with the fitted model: ``K(X, X_fit_) @ dual_coef_``.
 

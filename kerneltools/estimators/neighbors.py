@@ -29,6 +29,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dask import rows_method
 from . import _neighbors_metrics as M
 from ._neighbors_metrics import Interval, Options
 
@@ -163,6 +164,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         grid = self._grid if self._fit_method == "block_sparse" else None
         return M.formula_search(M.make_metric(metric, params), Y, backend, grid), X
 
+    @rows_method
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
         """The K nearest fitted points of each query.
 
@@ -501,6 +503,7 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
             self.classes_, self._y = self.classes_[0], self._y[:, 0]
         return self
 
+    @rows_method
     def predict_proba(self, X):
         """Class probabilities: the neighbours' (weighted) votes, normalised.
 
@@ -522,6 +525,7 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         out = [_votes(labels[..., k], w, len(c)) for k, c in enumerate(classes)]
         return out if self.outputs_2d_ else out[0]
 
+    @rows_method
     def predict(self, X):
         """The class with the most (weighted) votes among the K neighbours.
 
@@ -596,6 +600,7 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
         self._y = self._fit(X, y)
         return self
 
+    @rows_method
     def predict(self, X):
         """The (weighted) mean target of the K nearest neighbours.
 

@@ -30,6 +30,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Vi, Vj
+from .._dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import select_landmarks
 from . import _validation as v
@@ -266,6 +267,7 @@ default="uniform"
         seed = rnd.randint(np.iinfo(np.int32).max)
         return select_landmarks(kernel, X, m, method="rpcholesky", random_state=seed)
 
+    @rows_method
     def transform(self, X):
         """Map X to the approximate kernel features.
 
