@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend._ranges import BlockSparsity
+from .backend._ranges import BlockSparsity, tuple_from_pairs
 
 __all__ = [
     "BlockSparsity", "grid_cluster", "kmeans_cluster", "cluster_centroids", "cluster_radii",
@@ -184,39 +184,45 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
     return lower <= (u + slack)[:, None]
 
 
-def _members(labels: np.ndarray, n_clusters: int) -> list:
-    order = np.argsort(labels, kind="stable")
-    bounds = np.searchsorted(labels[order], np.arange(n_clusters + 1))
-    return [order[bounds[c]:bounds[c + 1]] for c in range(n_clusters)]
-
-
 def block_sparsity(labels_i, labels_j, keep) -> BlockSparsity:
     """The description of the pairs of points whose clusters ``keep[a, b]``
-    holds, for points in any order: pass it as ``ranges=`` to a reduction."""
+    holds, for points in any order: pass it as ``ranges=`` to a reduction.
+
+    ``keep``: a (Ci, Cj) boolean mask, or the kept pairs as two index arrays
+    ``(a, b)`` (sparse: for many clusters). The points are sorted by cluster
+    (stable, so that equal labels keep the caller's order) and the kept
+    pairs become KeOps' 6-tuple on the sorted positions (adjacent clusters
+    merged into one interval), which the C backend reduces natively."""
     lab_i = np.asarray(labels_i)
     lab_j = np.asarray(labels_j)
     lab_i, lab_j = _labels(lab_i, len(lab_i), "labels_i"), _labels(lab_j, len(lab_j), "labels_j")
-    keep = np.asarray(keep, dtype=bool)
     ci, cj = lab_i.max() + 1, lab_j.max() + 1
-    if keep.ndim != 2 or keep.shape[0] < ci or keep.shape[1] < cj:
-        raise ValueError(f"'keep' must be a ({ci}, {cj}) boolean mask of cluster pairs, got "
-                         f"shape {keep.shape}")
-    mem_i, mem_j = _members(lab_i, keep.shape[0]), _members(lab_j, keep.shape[1])
+    if isinstance(keep, tuple) and len(keep) == 2:
+        a, b = (np.asarray(k) for k in keep)
+        if (a.shape != b.shape or a.ndim != 1 or a.dtype.kind not in "iu"
+                or b.dtype.kind not in "iu"):
+            raise ValueError("'keep' as pairs must be two 1-D integer arrays of one length")
+        n_a = max(ci, int(a.max()) + 1 if len(a) else 0)
+        n_b = max(cj, int(b.max()) + 1 if len(b) else 0)
+        if len(a) and (a.min() < 0 or b.min() < 0):
+            raise ValueError("'keep' pairs must be >= 0")
+    else:
+        keep = np.asarray(keep, dtype=bool)
+        if keep.ndim != 2 or keep.shape[0] < ci or keep.shape[1] < cj:
+            raise ValueError(f"'keep' must be a ({ci}, {cj}) boolean mask of cluster pairs, "
+                             f"got shape {keep.shape}")
+        (a, b), (n_a, n_b) = np.nonzero(keep), keep.shape
+    order_i = np.argsort(lab_i, kind="stable")
+    order_j = np.argsort(lab_j, kind="stable")
+    ranges_i = _bounds(lab_i[order_i], n_a)
+    ranges_j = _bounds(lab_j[order_j], n_b)
+    return BlockSparsity((len(lab_i), len(lab_j)), order_i=order_i, order_j=order_j,
+                         ranges=tuple_from_pairs(a, b, ranges_i, ranges_j))
 
-    def blocks(members_out, members_red, mask):
-        out = []
-        for a, rows in enumerate(members_out):
-            if not len(rows):
-                continue
-            kept = np.flatnonzero(mask[a])
-            cols = (np.sort(np.concatenate([members_red[b] for b in kept])) if len(kept)
-                    else np.zeros(0, np.int64))
-            out.append((rows, cols))
-        return tuple(out)
 
-    return BlockSparsity(shape=(len(lab_i), len(lab_j)),
-                         over_j=blocks(mem_i, mem_j, keep),
-                         over_i=blocks(mem_j, mem_i, keep.T))
+def _bounds(sorted_labels: np.ndarray, n_clusters: int) -> np.ndarray:
+    bounds = np.searchsorted(sorted_labels, np.arange(n_clusters + 1))
+    return np.stack([bounds[:-1], bounds[1:]], axis=1)
 
 
 def sort_clusters(x, labels):
@@ -246,19 +252,4 @@ def from_sorted(ranges_i, ranges_j, keep):
     if keep.shape != (len(ranges_i), len(ranges_j)):
         raise ValueError(f"'keep' must have shape ({len(ranges_i)}, {len(ranges_j)}), "
                          f"got {keep.shape}")
-
-    def one_side(mask, red_ranges):
-        slices, red = [], []
-        for row in mask:
-            for b in np.flatnonzero(row):
-                s, e = red_ranges[b]
-                if red and red[-1][1] == s and len(red) > (slices[-1] if slices else 0):
-                    red[-1][1] = e
-                else:
-                    red.append([s, e])
-            slices.append(len(red))
-        return np.asarray(slices, np.int64), np.asarray(red, np.int64).reshape(-1, 2)
-
-    slices_i, redranges_j = one_side(keep, ranges_j)
-    slices_j, redranges_i = one_side(keep.T, ranges_i)
-    return ranges_i, slices_i, redranges_j, ranges_j, slices_j, redranges_i
+    return tuple_from_pairs(*np.nonzero(keep), ranges_i, ranges_j)

@@ -130,6 +130,136 @@ ${final}
 """
 )
 
+#: The block-sparse variant (``ranges=``): data sorted so that blocks and
+#: intervals are contiguous; ``blk`` holds, per output block, its rows
+#: ``[r0, r1)`` and its intervals ``red[v0:v1]`` of the reduced index; one
+#: call for every block, OpenMP over blocks (dynamic: their work differs).
+#: j-variables are structure-of-arrays over the whole axis (component c of
+#: point j at ``c * js + j``), so that an interval may start anywhere;
+#: ``jmap`` gives each reduced position's index in the caller's order, which
+#: the arg-reductions record and break ties by (as the dense kernel, whose
+#: order is the caller's).
+_RANGES_SKELETON = Template(
+    r"""/* kerneltools generated block-sparse kernel: ${title}
+ * key ${key}
+ */
+#include <tgmath.h>
+#include <stdint.h>
+
+typedef ${real} real_t;
+typedef double acc_t;
+#define PI_R ((real_t)3.141592653589793238462643383279502884)
+#define TJ ${tj}
+#define IB ${ib}
+#define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+/* (a, ja) before (b, jb): by value (NaN last), then by index */
+#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
+#define KT_PARALLEL_PAIRS 1048576
+${vecmath}
+${kt_exp}
+#define KT_EXP(x) ${exp_fn}(x)
+#define KT_EXP2(x) exp2(x)
+
+typedef struct { ${state} } kt_state;
+
+const char *kt_key(void) { return "${key}"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+
+/* i-variables are row-major (n, d), rows in sorted order; j-variables are
+ * (d, js), sorted. blk[4 b .. 4 b + 3] = r0, r1, v0, v1 of output block b;
+ * red[2 v], red[2 v + 1]: interval v of the reduced index. */
+void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
+               const int64_t *jmap, int64_t js, int64_t npairs,
+               void **args, void **outs) {
+${pointers}
+  kt_state *restrict states = (kt_state *)outs[${n_outs}];
+${p_code}
+  #pragma omp parallel for schedule(dynamic, 1) if (npairs > KT_PARALLEL_PAIRS)
+  for (int64_t ob = 0; ob < nblk; ob++) {
+    const int64_t r0 = blk[4 * ob], r1 = blk[4 * ob + 1];
+    const int64_t v0 = blk[4 * ob + 2], v1 = blk[4 * ob + 3];
+    for (int64_t i0 = r0; i0 < r1; i0 += IB) {
+      const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
+      kt_state *st = states + i0;
+      for (int64_t ii = 0; ii < ni; ii++) {
+        kt_state *S = &st[ii];
+${init}
+      }
+${block_setup}
+      for (int64_t iv = v0; iv < v1; iv++) {
+        const int64_t jend = red[2 * iv + 1];
+        for (int64_t j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
+          const int64_t nj = (jend - j0 < TJ) ? jend - j0 : TJ;
+${tile_setup}
+          for (int64_t ii = 0; ii < ni; ii++) {
+            const int64_t i = i0 + ii;
+            kt_state *S = &st[ii];
+${i_code}
+${tile}
+          }
+        }
+      }
+      for (int64_t ii = 0; ii < ni; ii++) {
+        const int64_t i = i0 + ii;
+        kt_state *S = &st[ii];
+${final}
+      }
+    }
+  }
+}
+"""
+)
+
+#: Folds of the arg-reductions in the block-sparse kernel: as their monoids'
+#: C forms (``Reduction.c``), but the index kept is the caller's (``jmap``)
+#: and equal values keep the smallest such index, since sorted positions are
+#: not visited in the caller's order.
+_RANGES_MIN_FOLD = (
+    "for (int e = 0; e < $E; e++) {\n"
+    "  const real_t *b = buf0 + e * TJ;\n"
+    "  for (int64_t jj = 0; jj < nj; jj++) {\n"
+    "    const real_t v = b[jj];\n"
+    "    const real_t w = S->mv[e];\n"
+    "    /* NaN wins (first index among NaNs), as numpy.argmin */\n"
+    "    const int better = v $CMP w || (v != v && w == w);\n"
+    "    const int equal = v == w || (v != v && w != w);\n"
+    "    if (S->mi[e] < 0 || better || (equal && jmap[j0 + jj] < S->mi[e])) {\n"
+    "      S->mv[e] = v; S->mi[e] = jmap[j0 + jj];\n"
+    "    }\n"
+    "  }\n"
+    "}"
+)
+_RANGES_KMIN_FOLD = (
+    "for (int e = 0; e < $E; e++) {\n"
+    "  const real_t *b = buf0 + e * TJ;\n"
+    "  for (int64_t jc = 0; jc < nj; jc += 16) {\n"
+    "    const int64_t je = jc + 16 < nj ? jc + 16 : nj;\n"
+    "    if (S->ki[e][$K - 1] >= 0) {\n"
+    "      const real_t thr = S->kv[e][$K - 1];\n"
+    "      int any = 0;\n"
+    "      #pragma omp simd reduction(|:any)\n"
+    "      for (int64_t jj = jc; jj < je; jj++) any |= !KT_LT(thr, b[jj]);\n"
+    "      if (!any) continue;\n"
+    "    }\n"
+    "    for (int64_t jj = jc; jj < je; jj++) {\n"
+    "      const real_t v = b[jj];\n"
+    "      const int64_t jo = jmap[j0 + jj];\n"
+    "      if (S->ki[e][$K - 1] >= 0 && !KT_KLT(v, jo, S->kv[e][$K - 1], S->ki[e][$K - 1])) continue;\n"
+    "      int p = $K - 1;\n"
+    "      while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {\n"
+    "        S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
+    "      }\n"
+    "      S->kv[e][p] = v; S->ki[e][p] = jo;\n"
+    "    }\n"
+    "  }\n"
+    "}"
+)
+_RANGES_FOLDS = {
+    **{n: _RANGES_MIN_FOLD.replace("$CMP", "<") for n in ("Min", "ArgMin", "Min_ArgMin")},
+    **{n: _RANGES_MIN_FOLD.replace("$CMP", ">") for n in ("Max", "ArgMax", "Max_ArgMax")},
+    **{n: _RANGES_KMIN_FOLD for n in ("KMin", "ArgKMin", "KMin_ArgKMin")},
+}
+
 _FUSED_TILE = Template(
     r"""real_t ${tile_sums};
 #pragma omp simd reduction(+:${sum_names})
@@ -196,6 +326,13 @@ def _var_expr(node, c: int) -> str:
     if cat == "j":
         return f"y{k}[{c} * TJ + jj]"
     return f"a{k}[{c}]"
+
+
+def _var_expr_ranges(node, c: int) -> str:
+    """The block-sparse kernel's reads: j-variables as (d, js) arrays."""
+    if node.attrs[0] == "j":
+        return f"y{node.attrs[1]}[{c} * js + jj]"
+    return _var_expr(node, c)
 
 
 #: Reductions whose result is smooth in F: there, squared distances may take
@@ -267,28 +404,36 @@ def block_rows(plan: Plan) -> int:
     return IB
 
 
-def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None) -> str:
+def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
+                    ranges: bool = False) -> str:
     """The C source of ``plan``'s kernel (deterministic: golden-tested).
 
     ``key`` is what ``kt_key()`` returns (default: the plan's key); the cache
-    stores the kernel key there and checks it when loading.
+    stores the kernel key there and checks it when loading. ``ranges``: the
+    block-sparse variant (``_RANGES_SKELETON``), which reads the j-variables
+    pair by pair (no matrix-product micro-kernel: it is meant for low
+    dimension).
     """
     red = plan.red
     itemsize = np.dtype(plan.dtype).itemsize
     real = "float" if plan.dtype == np.float32 else "double"
-    formulas, dots = _rewrite_dots(plan.formulas, plan.reduction)
+    if ranges:
+        formulas, dots, var_expr = list(plan.formulas), [], _var_expr_ranges
+    else:
+        formulas, dots = _rewrite_dots(plan.formulas, plan.reduction)
+        var_expr = _var_expr
     ib = block_rows(plan)
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
     # j-only nodes (other than variables and the index) are computed once per
     # tile into buffers jb*, shared by the block's rows.
-    pre = render_formulas(formulas, _var_expr, {"i": "i", "j": "j"}, given=given)
+    pre = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given=given)
     jonly = [
         n for n, lv in pre.levels.items()
         if lv == "j" and n.op not in ("Var", "Index") and n not in given
         and (n in formulas or any(pre.levels.get(p) == "ij" for p in _parents(n, pre.levels)))
     ]
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
-    r = render_formulas(formulas, _var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
+    r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
 
     pointers = [
         f"  const real_t *restrict a{k} = (const real_t *)args[{k}];"
@@ -305,7 +450,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     block_setup, tile_setup = [], []
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
         if cat == "j":
-            tile_setup.append(f"const real_t *restrict y{k} = a{k} + j0 * {d};")
+            offset = "j0" if ranges else f"j0 * {d}"
+            tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
     nargs = len(plan.arg_cats)
     for q, (node, x, y) in enumerate(dots):
         d, kx = x.dim, x.attrs[1]
@@ -323,7 +469,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     if jonly:
         for k, n in enumerate(jonly):
             block_setup += [f"real_t jb{k}_{c}[TJ];" for c in range(n.dim)]
-        jr = render_formulas(jonly, _var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
+        jr = render_formulas(jonly, var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
         p_code_jonly = jr.code("p", "  ")
         writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
                   for c, x in enumerate(outs)]
@@ -352,7 +498,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         tile = _BUFFERED_TILE.substitute(
             ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
             buf_writes="\n".join(writes),
-            fold=Template(red.c["tile"]).substitute(subs),
+            fold=Template(_RANGES_FOLDS.get(red.name, red.c["tile"]) if ranges
+                          else red.c["tile"]).substitute(subs),
         )
         block_setup.append(f"real_t buf0[{formulas[0].dim} * TJ];")
         if len(formulas) > 1:
@@ -362,7 +509,9 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         final = Template(red.c["final"]).substitute(subs)
     # i-level values are recomputed per tile (cheap loads, mostly); the j-level
     # statements left in the inner loop are the variables' loads.
-    return _SKELETON.substitute(
+    skeleton = _RANGES_SKELETON if ranges else _SKELETON
+    deeper = 2 if ranges else 0  # the block-sparse loops nest two levels deeper
+    return skeleton.substitute(
         title=f"{red.name}, {real}, " + ", ".join(
             f"{c}{k}[{d}]" for k, (c, d) in enumerate(zip(plan.arg_cats, plan.arg_dims))
         ),
@@ -378,12 +527,12 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         state=state,
         pointers="\n".join(pointers),
         p_code="\n".join(x for x in (r.code("p", "  "), p_code_jonly) if x),
-        init=_indent(init, 6),
-        block_setup=_indent("\n".join(block_setup), 4),
-        tile_setup=_indent("\n".join(tile_setup), 6),
-        i_code=r.code("i", "        "),
-        tile=_indent(tile, 8),
-        final=_indent(final, 6),
+        init=_indent(init, 6 + deeper),
+        block_setup=_indent("\n".join(block_setup), 4 + deeper),
+        tile_setup=_indent("\n".join(tile_setup), 6 + 2 * deeper),
+        i_code=r.code("i", " " * (8 + 2 * deeper)),
+        tile=_indent(tile, 8 + 2 * deeper),
+        final=_indent(final, 6 + deeper),
     )
 
 
@@ -457,15 +606,17 @@ def _load_fresh_copy(path: Path, key: str):
 _by_signature: dict = {}  # plan.signature -> (fn, tile size): the warm path
 
 
-def get_kernel(plan: Plan):
-    """The compiled ``kt_kernel`` of ``plan``: from memory, disk, or the compiler.
+def get_kernel(plan: Plan, *, ranges: bool = False):
+    """The compiled ``kt_kernel`` of ``plan``: from memory, disk, or the compiler
+    (``ranges``: its block-sparse variant).
 
     The kernel key hashes the generated source itself (with the compiler's
     identity and flags), so a change to a template or a tile size can never
     pick up a library built from other code.
     """
     comp = find_compiler()
-    source = generate_source(plan, vector_math=comp.vector_math, key="KT_KEY_PLACEHOLDER")
+    source = generate_source(plan, vector_math=comp.vector_math, key="KT_KEY_PLACEHOLDER",
+                             ranges=ranges)
     key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
     source = source.replace("KT_KEY_PLACEHOLDER", key)
     fn = _loaded.get(key)
@@ -493,7 +644,9 @@ def get_kernel(plan: Plan):
                 )
         fn = lib.kt_kernel
         fn.restype = None
-        fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+        fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
+                       + [ctypes.c_void_p] * 2 if ranges else
+                       [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p])
         fn._kt_lib = lib  # keep the library alive with the function
         fn._kt_key = key
         lib.kt_state_size.restype = ctypes.c_int64
@@ -612,4 +765,43 @@ class CpuBackend:
         outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
                                                    scratch.ctypes.data)
         fn(plan.nx, plan.ny, argv, outv)
+        return tuple(outs)
+
+    def run_ranges(self, plan: Plan, args, blk: np.ndarray, red: np.ndarray,
+                   jmap: np.ndarray, npairs: int):
+        """The block-sparse reduction of ``plan`` in one call: ``args`` sorted
+        (blocks and intervals contiguous), ``blk`` (B, 4) int64 rows [r0, r1)
+        and intervals ``red[v0:v1]`` of each output block, ``red`` (R, 2),
+        ``jmap`` the caller's index of each reduced position. Every output row
+        lies in one block (a block with no interval: the identity). Outputs
+        in sorted order."""
+        key = (plan.signature, "ranges")
+        warm = _by_signature.get(key)
+        if warm is None or warm[0] is not _loaded.get(warm[2]):
+            fn = get_kernel(plan, ranges=True)
+            warm = (fn, None, fn._kt_key)
+            if len(_by_signature) > 512:
+                _by_signature.clear()
+            _by_signature[key] = warm
+        fn = warm[0]
+        arrays = [
+            np.ascontiguousarray(np.asarray(a, dtype=plan.dtype).T) if cat == "j"
+            else np.ascontiguousarray(a, dtype=plan.dtype)
+            for a, cat in zip(args, plan.arg_cats)
+        ]
+        E = plan.red.out_dim([f.dim for f in plan.formulas])
+        shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
+        outs = [
+            np.empty(shape, dtype=np.int64 if is_int else plan.dtype)
+            for is_int in plan.red.int_outputs
+        ]
+        blk = np.ascontiguousarray(blk, dtype=np.int64)
+        red = np.ascontiguousarray(red, dtype=np.int64).reshape(-1, 2)
+        jmap = np.ascontiguousarray(jmap, dtype=np.int64)
+        argv = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
+        outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
+                                                   scratch.ctypes.data)
+        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, plan.ny,
+           int(npairs), argv, outv)
         return tuple(outs)

@@ -150,11 +150,15 @@ def run_plan(plan: Plan, args, backend=None, **options):
     if options and b.name != "numpy":
         options = {}
     if ranges is not None:
-        from ._ranges import blocks_for, run_blocks
+        from ._ranges import SortedSide, describe, run_blocks, run_native
 
         n_i, n_j = (plan.nx, plan.ny) if plan.axis == 1 else (plan.ny, plan.nx)
-        blocks = blocks_for(ranges, plan.axis, n_i, n_j)
+        side = describe(ranges, plan.axis, n_i, n_j)
         gpu_in = any(is_cupy_array(a) for a in args)
+        if b.name == "cpu" and not gpu_in and isinstance(side, SortedSide):
+            # one call of the C backend's block-sparse kernel
+            return run_native(plan, args, side, b.run_ranges)
+        blocks = side.blocks() if isinstance(side, SortedSide) else side
         if b.name == "cuda" or gpu_in:
             import cupy as xp
 

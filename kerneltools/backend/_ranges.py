@@ -10,17 +10,21 @@ that build them):
   over j, ``slices_i`` (B,) the cumulative end of each block's intervals in
   ``redranges_j`` (R, 2), the intervals of j to visit; the last three are the
   transposed description, for reductions over i;
-* a :class:`BlockSparsity` (cluster-based, any point order): for each output
-  block, its rows and the reduced indices to visit, as index arrays.
+* a :class:`BlockSparsity` (cluster-based, points in any order): permutations
+  ``order_i``, ``order_j`` that make the clusters contiguous and the 6-tuple
+  on the permuted positions (or, built by hand, index arrays per block).
 
-Both become a list of ``(rows, cols)`` index arrays per reduction axis. Each
-block is one dense reduction of the backend on the gathered rows and
-candidates (so every backend supports it, with its own kernels); outputs are
-written back at ``rows`` (the caller's order) and arg-indices mapped through
-``cols``. Candidates are visited in increasing index order, so ties resolve
-as in the dense reduction; a description that covers everything gives
-exactly the dense result. Rows in no block get the reduction's identity (the
-value of an empty reduction: 0 for sums, +inf and index -1 for minima).
+Each reduction axis becomes a :class:`SortedSide`: the output rows' and the
+reduced points' permutations and the blocks and intervals on the permuted
+positions. The C backend reduces it natively (:func:`run_native`: the
+arguments gathered in sorted order, one kernel call for every block, the
+outputs scattered back); the other backends run one dense reduction per
+block on the gathered rows and candidates (:func:`run_blocks`, the
+reference). Either way outputs come back in the caller's order, arg-indices
+are the caller's, equal values resolve to the smallest such index, as in the
+dense reduction, and a description that covers everything gives exactly the
+dense result. Rows in no block get the reduction's identity (the value of an
+empty reduction: 0 for sums, +inf and index -1 for minima).
 """
 
 from __future__ import annotations
@@ -32,44 +36,76 @@ import numpy as np
 from ._ir import index, substitute, topo_order, var
 from ._plan import Plan
 
-__all__ = ["BlockSparsity", "blocks_for", "run_blocks"]
+__all__ = ["BlockSparsity", "SortedSide", "describe", "run_blocks", "run_native",
+           "tuple_from_pairs"]
 
 
 @dataclass(frozen=True)
-class BlockSparsity:
-    """Blocks of a reduction, as index arrays, for each axis.
+class SortedSide:
+    """One reduction axis of a description, on sorted positions.
 
-    ``over_j[k] = (rows, cols)``: output rows (i) of block k and the j to
-    visit for them, increasing; ``over_i``: the same for reductions over i
-    (output rows j, visited i). ``shape`` is (N, M).
+    ``out_order[r]`` / ``red_order[v]``: the caller's index of sorted output
+    row r / reduced point v (None: the identity); ``out_ranges`` (B, 2),
+    ``slices`` (B,), ``red`` (R, 2): KeOps' blocks, interval ends and
+    intervals, validated.
     """
 
-    shape: tuple
-    over_j: tuple
-    over_i: tuple
+    n_out: int
+    n_red: int
+    out_order: np.ndarray | None
+    red_order: np.ndarray | None
+    out_ranges: np.ndarray
+    slices: np.ndarray
+    red: np.ndarray
 
-    @property
-    def density(self) -> float:
-        """Fraction of the N x M pairs that a reduction over j visits."""
-        n, m = self.shape
-        return sum(len(r) * len(c) for r, c in self.over_j) / max(1, n * m)
+    def blocks(self) -> tuple:
+        """``(rows, cols)`` per block in the caller's indices, cols increasing."""
+        out, start = [], 0
+        for (r0, r1), end in zip(self.out_ranges, self.slices):
+            iv = self.red[start:end]
+            start = end
+            cols = (np.concatenate([np.arange(a, b) for a, b in iv]) if len(iv)
+                    else np.zeros(0, np.int64))
+            rows = np.arange(r0, r1)
+            if self.out_order is not None:
+                rows = self.out_order[rows]
+            if self.red_order is not None:
+                cols = np.sort(self.red_order[cols])
+            out.append((rows, cols.astype(np.int64)))
+        return tuple(out)
 
-    def __repr__(self) -> str:
-        return (f"BlockSparsity(shape={self.shape}, blocks={len(self.over_j)}, "
-                f"density={self.density:.3g})")
+    def native(self) -> tuple:
+        """(blk (B', 4): r0, r1, v0, v1 per block, every output row in one
+        block (rows in none get a block with no interval); red; pairs)."""
+        v1 = self.slices
+        v0 = np.concatenate([[0], v1[:-1]]).astype(np.int64)
+        blk = np.stack([self.out_ranges[:, 0], self.out_ranges[:, 1], v0, v1], axis=1)
+        s = self.out_ranges[np.argsort(self.out_ranges[:, 0], kind="stable")]
+        g0 = np.concatenate([[0], s[:, 1]])
+        g1 = np.concatenate([s[:, 0], [self.n_out]])
+        gaps = g0 < g1
+        zeros = np.zeros(int(gaps.sum()), np.int64)
+        blk = np.concatenate([blk, np.stack([g0[gaps], g1[gaps], zeros, zeros], 1)])
+        cum = np.concatenate([[0], np.cumsum(self.red[:, 1] - self.red[:, 0])])
+        pairs = int(((blk[:, 1] - blk[:, 0]) * (cum[blk[:, 3]] - cum[blk[:, 2]])).sum())
+        return blk.astype(np.int64), self.red, pairs
 
 
 def _int_array(a, name: str, shape_tail: tuple) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"ranges: '{name}' must hold integers, got dtype {arr.dtype}")
+    if arr.ndim == 1 and arr.shape == (0,) and shape_tail:
+        arr = arr.reshape(0, *shape_tail)
     if arr.ndim != 1 + len(shape_tail) or arr.shape[1:] != shape_tail:
         want = "(B,)" if not shape_tail else "(B, 2)"
         raise ValueError(f"ranges: '{name}' must have shape {want}, got {arr.shape}")
     return arr.astype(np.int64)
 
 
-def _from_tuple(ranges, n_out: int, n_red: int, names) -> tuple:
+def check_side(ranges, n_out: int, n_red: int, names) -> tuple:
+    """KeOps' (ranges, slices, redranges) of one axis, validated (vectorised):
+    int64 arrays, or a ValueError / TypeError naming the faulty part."""
     out_ranges = _int_array(ranges[0], names[0], (2,))
     slices = _int_array(ranges[1], names[1], ())
     red = _int_array(ranges[2], names[2], (2,))
@@ -81,43 +117,146 @@ def _from_tuple(ranges, n_out: int, n_red: int, names) -> tuple:
                          or (arr[:, 0] > arr[:, 1]).any()):
             raise ValueError(f"ranges: '{name}' holds an interval outside [0, {n}] "
                              "or with start > end")
-    order = np.argsort(out_ranges[:, 0], kind="stable")
-    s = out_ranges[order]
+    s = out_ranges[np.argsort(out_ranges[:, 0], kind="stable")]
     if len(s) > 1 and (s[1:, 0] < s[:-1, 1]).any():
         raise ValueError(f"ranges: the output blocks of '{names[0]}' overlap")
     if len(slices) and ((np.diff(slices) < 0).any() or slices[0] < 0
                         or slices[-1] > len(red)):
         raise ValueError(f"ranges: '{names[1]}' must be non-decreasing ends of intervals "
                          f"in '{names[2]}' (at most {len(red)})")
-    blocks = []
-    start = 0
-    for (r0, r1), end in zip(out_ranges, slices):
-        iv = red[start:end]
-        start = end
-        if len(iv) > 1 and (iv[1:, 0] < iv[:-1, 1]).any():
+    if len(red) > 1:
+        # consecutive intervals of one block: sorted, not overlapping
+        same = np.ones(len(red) - 1, bool)
+        same[slices[(slices > 0) & (slices < len(red))] - 1] = False
+        if (same & (red[1:, 0] < red[:-1, 1])).any():
             raise ValueError(f"ranges: the intervals of '{names[2]}' of one block must be "
                              "sorted and must not overlap")
-        cols = (np.concatenate([np.arange(a, b) for a, b in iv]) if len(iv)
-                else np.zeros(0, np.int64))
-        blocks.append((np.arange(r0, r1), cols.astype(np.int64)))
-    return tuple(blocks)
+    return out_ranges, slices, red
 
 
-def blocks_for(ranges, axis: int, n_i: int, n_j: int) -> tuple:
-    """The ``(rows, cols)`` blocks of ``ranges`` for a reduction over ``axis``
-    (1: over j, rows are i; 0: over i, rows are j), validated."""
+def _check_order(order, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(order)
+    if arr.dtype.kind not in "iu" or arr.shape != (n,):
+        raise ValueError(f"ranges: '{name}' must be a permutation of range({n}) (int array "
+                         f"of shape ({n},)), got shape {arr.shape} and dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if n and (arr.min() < 0 or arr.max() >= n or (np.bincount(arr, minlength=n) != 1).any()):
+        raise ValueError(f"ranges: '{name}' must be a permutation of range({n})")
+    return arr
+
+
+class BlockSparsity:
+    """Blocks of a reduction for points in any order (see the module docstring).
+
+    ``BlockSparsity(shape, order_i=, order_j=, ranges=)``: data sorted by
+    ``x[order_i]``, ``y[order_j]``, and KeOps' 6-tuple on the sorted
+    positions (what :func:`kerneltools.ranges.block_sparsity` builds; the C
+    backend reduces it natively). ``BlockSparsity(shape, over_j, over_i)``:
+    for each output block, its rows and the reduced indices to visit, as
+    index arrays (``over_j[k] = (rows, cols)``, cols increasing; ``over_i``
+    the same for reductions over i): every backend runs it block by block.
+    ``shape`` is (N, M).
+    """
+
+    def __init__(self, shape, over_j=None, over_i=None, *, order_i=None, order_j=None,
+                 ranges=None):
+        self.shape = tuple(int(n) for n in shape)
+        n, m = self.shape
+        if ranges is None:
+            if over_j is None or over_i is None:
+                raise TypeError("BlockSparsity needs 'over_j' and 'over_i', or 'ranges' "
+                                "(with 'order_i' and 'order_j')")
+            self._sides = {1: tuple(over_j), 0: tuple(over_i)}
+            return
+        if not isinstance(ranges, (tuple, list)) or len(ranges) != 6:
+            raise TypeError("BlockSparsity: 'ranges' must be KeOps' 6-tuple")
+        oi = None if order_i is None else _check_order(order_i, n, "order_i")
+        oj = None if order_j is None else _check_order(order_j, m, "order_j")
+        self._sides = {
+            1: SortedSide(n, m, oi, oj, *check_side(
+                ranges[:3], n, m, ("ranges_i", "slices_i", "redranges_j"))),
+            0: SortedSide(m, n, oj, oi, *check_side(
+                ranges[3:], m, n, ("ranges_j", "slices_j", "redranges_i"))),
+        }
+
+    def side(self, axis: int):
+        """The description of reductions over ``axis`` (1: over j)."""
+        return self._sides[axis]
+
+    @property
+    def over_j(self) -> tuple:
+        s = self._sides[1]
+        return s.blocks() if isinstance(s, SortedSide) else s
+
+    @property
+    def over_i(self) -> tuple:
+        s = self._sides[0]
+        return s.blocks() if isinstance(s, SortedSide) else s
+
+    @property
+    def density(self) -> float:
+        """Fraction of the N x M pairs that a reduction over j visits."""
+        n, m = self.shape
+        s = self._sides[1]
+        if isinstance(s, SortedSide):
+            return s.native()[2] / max(1, n * m)
+        return sum(len(r) * len(c) for r, c in s) / max(1, n * m)
+
+    def __repr__(self) -> str:
+        s = self._sides[1]
+        blocks = len(s.out_ranges) if isinstance(s, SortedSide) else len(s)
+        return (f"BlockSparsity(shape={self.shape}, blocks={blocks}, "
+                f"density={self.density:.3g})")
+
+
+def tuple_from_pairs(a, b, ranges_a, ranges_b) -> tuple:
+    """KeOps' 6-tuple from the kept cluster pairs ``(a[k], b[k])`` of data
+    sorted by cluster (``ranges_a`` (Ca, 2), ``ranges_b`` (Cb, 2): each
+    cluster's ``[start, end)``); a block's clusters that follow each other in
+    the sorted order merge into one interval. Vectorised (no loop over
+    clusters)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ranges_a = np.asarray(ranges_a, np.int64).reshape(-1, 2)
+    ranges_b = np.asarray(ranges_b, np.int64).reshape(-1, 2)
+
+    def one_side(out, red_c, n_out, red_ranges):
+        order = np.lexsort((red_c, out))
+        out, red_c = out[order], red_c[order]
+        s, e = red_ranges[red_c, 0], red_ranges[red_c, 1]
+        full = e > s
+        out, s, e = out[full], s[full], e[full]
+        new = np.ones(len(out), bool)
+        new[1:] = (out[1:] != out[:-1]) | (s[1:] != e[:-1])
+        last = np.ones(len(out), bool)
+        last[:-1] = new[1:]
+        red = np.stack([s[new], e[last]], axis=1).reshape(-1, 2)
+        slices = np.cumsum(np.bincount(out[new], minlength=n_out))
+        return slices.astype(np.int64), red
+
+    slices_a, red_b = one_side(a, b, len(ranges_a), ranges_b)
+    slices_b, red_a = one_side(b, a, len(ranges_b), ranges_a)
+    return ranges_a, slices_a, red_b, ranges_b, slices_b, red_a
+
+
+def describe(ranges, axis: int, n_i: int, n_j: int):
+    """The description of ``ranges`` for a reduction over ``axis`` (1: over
+    j, outputs are i; 0: over i, outputs are j), validated: a
+    :class:`SortedSide`, or ``(rows, cols)`` blocks for a BlockSparsity built
+    from index arrays."""
     if isinstance(ranges, BlockSparsity):
         if tuple(ranges.shape) != (n_i, n_j):
             raise ValueError(f"ranges: this BlockSparsity was built for shape "
                              f"{tuple(ranges.shape)}, the formula has shape ({n_i}, {n_j})")
-        return ranges.over_j if axis == 1 else ranges.over_i
+        return ranges.side(axis)
     if not isinstance(ranges, (tuple, list)) or len(ranges) != 6:
         raise TypeError("ranges must be a BlockSparsity (kerneltools.ranges) or KeOps' "
                         "6-tuple (ranges_i, slices_i, redranges_j, ranges_j, slices_j, "
                         "redranges_i)")
     if axis == 1:
-        return _from_tuple(ranges[:3], n_i, n_j, ("ranges_i", "slices_i", "redranges_j"))
-    return _from_tuple(ranges[3:], n_j, n_i, ("ranges_j", "slices_j", "redranges_i"))
+        return SortedSide(n_i, n_j, None, None, *check_side(
+            ranges[:3], n_i, n_j, ("ranges_i", "slices_i", "redranges_j")))
+    return SortedSide(n_j, n_i, None, None, *check_side(
+        ranges[3:], n_j, n_i, ("ranges_j", "slices_j", "redranges_i")))
 
 
 def _index_as_variables(plan: Plan):
@@ -177,3 +316,31 @@ def run_blocks(plan: Plan, args, blocks, run, xp=np):
             else:
                 out[rows_x] = r
     return tuple(outs)
+
+
+def run_native(plan: Plan, args, side: SortedSide, run_ranges):
+    """Outputs of ``plan`` restricted to ``side`` through a backend's native
+    block-sparse kernel ``run_ranges(plan, sorted args, blk, red, jmap,
+    pairs)`` (sorted outputs): arguments gathered in sorted order, outputs
+    scattered back to the caller's."""
+    plan, extra = _index_as_variables(plan)
+    oo, ro = side.out_order, side.red_order
+    sub = []
+    for a, cat in zip(args, plan.arg_cats[:len(args)]):
+        order = oo if cat == "i" else ro if cat == "j" else None
+        sub.append(a if order is None else np.asarray(a)[order])
+    for cat in extra:
+        n, order = (side.n_out, oo) if cat == "i" else (side.n_red, ro)
+        idx = np.arange(n) if order is None else order
+        sub.append(idx.astype(plan.dtype)[:, None])
+    jmap = np.arange(side.n_red, dtype=np.int64) if ro is None else ro
+    blk, red, pairs = side.native()
+    outs = run_ranges(plan, sub, blk, red, jmap, pairs)
+    if oo is None:
+        return outs
+    back = []
+    for o in outs:
+        r = np.empty_like(o)
+        r[oo] = o
+        back.append(r)
+    return tuple(back)
