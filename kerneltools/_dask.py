@@ -376,3 +376,54 @@ def rows_method(method):
         return method(self, X, *args, **kwargs)
 
     return wrapper
+
+
+class Rows:
+    """Row access to a Dask array for code written for NumPy: ``len`` and
+    ``rows[idx]`` (computed), so that a sample of rows (landmarks, a pool)
+    can be taken without gathering the rest."""
+
+    def __init__(self, X):
+        self.X = X
+
+    def __len__(self):
+        return int(self.X.shape[0])
+
+    def __getitem__(self, idx):
+        idx = np.asarray(idx)
+        if idx.dtype.kind == "b":
+            idx = np.flatnonzero(idx)
+        order = np.argsort(idx, kind="stable")
+        out = np.empty((len(idx),) + tuple(self.X.shape[1:]), dtype=self.X.dtype)
+        out[order] = self.X[idx[order]].compute()
+        return out
+
+
+def check_rows(X, name: str, caller: str, *, persist: bool = True):
+    """A Dask array of samples, validated for an estimator: 2-D, float32 or
+    float64 (other numbers become float64), finite, whole along its
+    features; persisted (kept in the workers' memory) for the iterations
+    to come. Computes one pass over the data (the finiteness check)."""
+    da = require_dask()
+    X = check_dask_array(X, f"{caller}: '{name}'")
+    if X.ndim != 2:
+        raise ValueError(f"{caller}: '{name}' must be a 2-D array (n_samples, n_features), "
+                         f"got shape {X.shape}")
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"{caller}: '{name}' must be numeric, got dtype {X.dtype}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{caller}: '{name}' is empty (shape {X.shape})")
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = X.rechunk({1: -1})
+    if persist:
+        X = X.persist()
+    if not bool(da.isfinite(X).all().compute()):
+        raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
+    return X
+
+
+def to_numpy(a):
+    """A Dask array computed (one value per sample: targets, weights); other
+    inputs unchanged."""
+    return a.compute() if is_dask_array(a) else a

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._dask import is_dask_array
 from .lazy import LazyTensor, Vi, Vj
 
 __all__ = ["PAIRWISE_KERNELS", "Kernel", "from_sklearn", "make_kernel"]
@@ -86,7 +87,8 @@ class Kernel:
 
     # -- formulas ---------------------------------------------------------
     def _data(self, X):
-        X = np.asarray(X)
+        if not is_dask_array(X):  # Dask arrays stay lazy (reductions over chunks)
+            X = np.asarray(X)
         if X.ndim != 2:
             raise ValueError(f"{self.name} kernel: X must be 2-D, got shape {X.shape}")
         return self.prepare(X) if self.prepare is not None else X

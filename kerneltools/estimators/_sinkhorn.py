@@ -26,6 +26,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from kerneltools import LazyTensor, Vi, Vj
+from kerneltools._dask import check_rows, is_dask_array, to_numpy
 
 __all__ = [
     "Potentials",
@@ -51,8 +52,21 @@ LOG_ZERO = -100000.0
 # -- input checks --------------------------------------------------------------
 
 
+def _compute(*arrays):
+    """Dask arrays among ``arrays`` computed in one pass; the rest as they are."""
+    if any(is_dask_array(a) for a in arrays):
+        import dask
+
+        return dask.compute(*arrays)
+    return arrays
+
+
 def check_points(X, name: str, caller: str) -> np.ndarray:
-    """A finite, non-empty 2-D numeric array (its own dtype kept)."""
+    """A finite, non-empty 2-D numeric array (its own dtype kept). A Dask
+    array stays one, persisted on the workers: the potentials (one value per
+    point) then live here and every softmin is a distributed reduction."""
+    if is_dask_array(X):
+        return check_rows(X, name, caller)
     try:
         arr = np.asarray(X)
     except (TypeError, ValueError) as exc:  # ragged lists and the like
@@ -90,7 +104,7 @@ def check_weights(w, n: int, name: str, points: str, caller: str, dtype) -> np.n
     """Weights of a measure: None (uniform, 1 / n) or n finite values >= 0."""
     if w is None:
         return np.full(n, 1.0 / n, dtype=dtype)
-    arr = np.asarray(w)
+    arr = np.asarray(to_numpy(w))
     if arr.dtype.kind not in "biuf":
         raise TypeError(
             f"{caller}: '{name}' must be real numbers, one per point of "
@@ -181,7 +195,8 @@ def check_problem(
     if reach is not None:
         reach = check_real(reach, "reach", caller)
     dt = compute_dtype(x, y) if dtype is None else np.dtype(dtype)
-    x, y = np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt)
+    x, y = (c.astype(dt) if is_dask_array(c) else np.ascontiguousarray(c, dtype=dt)
+            for c in (x, y))
     a = check_weights(a, len(x), na, nx, caller, dt)
     b = check_weights(b, len(y), nb, ny, caller, dt)
     if reach is None:
@@ -213,8 +228,10 @@ def check_problem(
 
 def max_diameter(x: np.ndarray, y: np.ndarray) -> float:
     """The diagonal of the bounding box of both clouds: a bound on |x_i - y_j|."""
-    lo = np.minimum(x.min(axis=0), y.min(axis=0)).astype(np.float64)
-    hi = np.maximum(x.max(axis=0), y.max(axis=0)).astype(np.float64)
+    x_lo, x_hi, y_lo, y_hi = (to_numpy(r) for r in _compute(
+        x.min(axis=0), x.max(axis=0), y.min(axis=0), y.max(axis=0)))
+    lo = np.minimum(x_lo, y_lo).astype(np.float64)
+    hi = np.maximum(x_hi, y_hi).astype(np.float64)
     return float(np.linalg.norm(hi - lo))
 
 
@@ -290,7 +307,7 @@ def lse_softmin(backend) -> Softmin:
 
     def softmin(eps: float, C: CostMatrix, h: np.ndarray) -> np.ndarray:
         F = Vj(h) - C.over(eps)
-        return -eps * F.logsumexp(axis=1, backend=backend)[:, 0]
+        return -eps * to_numpy(F.logsumexp(axis=1, backend=backend))[:, 0]
 
     return softmin
 

@@ -11,7 +11,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._dask import rows_method
+from .._dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (
     KernelOperator,
@@ -156,8 +156,13 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if alpha.ndim != 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
             raise ValueError("The 'alpha' parameter of KernelRidge must be a float >= 0 "
                              f"or an array of them. Got {self.alpha!r} instead.")
+        if is_dask_array(X):
+            return self._fit_dask(X, y, sample_weight, alpha)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
                              dtype=[np.float64, np.float32])
+        return self._fit_arrays(X, y, sample_weight, alpha)
+
+    def _fit_arrays(self, X, y, sample_weight, alpha, solver=None):
         kernel = self._kernel()
         w = v.sample_weight(sample_weight, len(X))
         ravel = y.ndim == 1
@@ -165,7 +170,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"'alpha' has {alpha.size} values but y has {Y.shape[1]} targets; "
                              "give one alpha, or one per target")
-        solver = self.solver
+        solver = self.solver if solver is None else solver
         if solver == "auto":
             solver = "cholesky" if len(X) <= CHOLESKY_MAX_SAMPLES else "cg"
         if solver != "cholesky" and not np.all(alpha > 0):
@@ -188,6 +193,30 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
             print(f"[KernelRidge] {solver} solve of {len(X)} points: "
                   f"{self.n_iter_} iterations, {time.perf_counter() - start:.2f} s")
         return self
+
+    def _fit_dask(self, X, y, sample_weight, alpha):
+        """Fit on a Dask array X: "falkon" (the default here) keeps X on the
+        workers and moves only landmark-sized vectors per iteration; "cg"
+        needs the Nystroem preconditioner over all the points and is not
+        available on Dask arrays yet."""
+        solver = "falkon" if self.solver == "auto" else self.solver
+        if solver != "falkon":
+            raise ValueError(
+                f"KernelRidge(solver={self.solver!r}) cannot fit on a Dask array: the "
+                "'cholesky' solver needs the n x n matrix in one process and 'cg' on "
+                "Dask arrays is not supported yet; use solver='falkon' (or 'auto')"
+            )
+        X = check_rows(X, "X", "KernelRidge.fit")
+        y = np.asarray(to_numpy(y))
+        if y.ndim not in (1, 2) or y.shape[0] != X.shape[0]:
+            raise ValueError(f"KernelRidge.fit: 'y' must have shape ({X.shape[0]},) or "
+                             f"({X.shape[0]}, n_targets), got {y.shape}")
+        if y.dtype.kind not in "biuf" or not np.all(np.isfinite(y)):
+            raise ValueError("KernelRidge.fit: 'y' must be numeric and finite")
+        self.n_features_in_ = int(X.shape[1])
+        self.__dict__.pop("feature_names_in_", None)
+        # the in-memory code path, with X's rows on the workers
+        return self._fit_arrays(X, y, to_numpy(sample_weight), alpha, solver)
 
     # -- solvers ----------------------------------------------------------
     def _working_data(self, X):
@@ -234,9 +263,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Xw = self._working_data(X)
         n = len(X)
         m = min(self.n_components, n)
-        idx = select_landmarks(kernel, Xw, m, method=self.landmarks,
+        rows = Rows(Xw) if is_dask_array(Xw) else Xw
+        idx = select_landmarks(kernel, rows, m, method=self.landmarks,
                                random_state=self.random_state)
-        Z = Xw[idx]
+        Z = rows[idx]
         Kmm = kernel(Z.astype(np.float64))
         Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
         T = _upper_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m))
@@ -250,7 +280,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
                                                   self._iterative_args())
             n_iters.append(n_iter)
         self.n_iter_ = max(n_iters)
-        return X[idx], beta
+        return rows[idx].astype(X.dtype, copy=False), beta
 
     @rows_method
     def predict(self, X):
@@ -284,7 +314,8 @@ def _rsum(K, V, backend):
     """``K^T V`` for a lazy ``K`` (a reduction over its rows)."""
     from ..lazy import Vi
 
-    return (K * Vi(V.astype(K.dtype))).sum(axis=0, backend=backend).astype(np.float64)
+    out = (K * Vi(V.astype(K.dtype))).sum(axis=0, backend=backend)
+    return to_numpy(out).astype(np.float64)  # m values: gathered
 
 
 def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
