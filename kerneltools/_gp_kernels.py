@@ -13,6 +13,7 @@ hyperparameters (``white``).
 from __future__ import annotations
 
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -142,19 +143,77 @@ def _matern(k, prefix, params):
     name = _register(params, prefix + "length_scale", k.length_scale)
 
     def build(x, y, P):
-        s = _scaled_sqdist(x, y, P[name])
-        if nu == math.inf:
-            return (-0.5 * s).exp()
-        r = _safe_sqrt(s)
-        if nu == 0.5:
-            return (-r).exp()
-        if nu == 1.5:
-            t = math.sqrt(3) * r
-            return (1.0 + t) * (-t).exp()
-        t = math.sqrt(5) * r
-        return (1.0 + t + t.square() / 3.0) * (-t).exp()
+        return _matern_of_sqdist(nu, _scaled_sqdist(x, y, P[name]))
 
     return build, (), None
+
+
+def _matern_of_sqdist(nu, s):
+    """The Matern correlation as a formula of the scaled squared distance ``s``."""
+    if nu == math.inf:
+        return (-0.5 * s).exp()
+    r = _safe_sqrt(s)
+    if nu == 0.5:
+        return (-r).exp()
+    if nu == 1.5:
+        t = math.sqrt(3) * r
+        return (1.0 + t) * (-t).exp()
+    t = math.sqrt(5) * r
+    return (1.0 + t + t.square() / 3.0) * (-t).exp()
+
+
+class StationaryForm(NamedTuple):
+    """``k(x, y) = c * phi(|x / l - y / l|^2)`` off the diagonal (see
+    :func:`stationary_form`); ``constants`` and ``length_scale_name`` are the
+    hyperparameter names (as in ``theta``) of c's factors and of l."""
+
+    c: float
+    length_scale: np.ndarray
+    phi: Callable
+    constants: tuple
+    length_scale_name: str
+
+
+def stationary_form(kernel):
+    """A :class:`StationaryForm` when ``kernel`` is, up to WhiteKernel terms,
+    ``c * RBF`` or ``c * Matern`` (c a product of ConstantKernels, possibly
+    empty); None for any other kernel.
+
+    Products with this kernel can then run on the rescaled points ``X / l``,
+    whose formula has no per-pair division by the length scales: the
+    iterative GP solver's conjugate gradients and gradient use it.
+    """
+    from sklearn.gaussian_process import kernels as gk
+
+    def summands(k, prefix):
+        if type(k) is gk.Sum:
+            return summands(k.k1, prefix + "k1__") + summands(k.k2, prefix + "k2__")
+        return [] if type(k) is gk.WhiteKernel else [(k, prefix)]
+
+    def factors(k, prefix):
+        if type(k) is gk.Product:
+            return factors(k.k1, prefix + "k1__") + factors(k.k2, prefix + "k2__")
+        return [(k, prefix)]
+
+    terms = summands(kernel, "")
+    if len(terms) != 1:
+        return None
+    c, leaf, constants = 1.0, None, []
+    for f, prefix in factors(*terms[0]):
+        if type(f) is gk.ConstantKernel:
+            c *= float(f.constant_value)
+            constants.append(prefix + "constant_value")
+        elif type(f) in (gk.RBF, gk.Matern) and leaf is None:
+            leaf, ls_name = f, prefix + "length_scale"
+        else:
+            return None
+    if leaf is None:
+        return None
+    nu = math.inf if type(leaf) is gk.RBF else float(leaf.nu)
+    if nu not in (0.5, 1.5, 2.5, math.inf):
+        return None
+    ls = np.asarray(leaf.length_scale, dtype=np.float64)
+    return StationaryForm(c, ls, lambda s: _matern_of_sqdist(nu, s), tuple(constants), ls_name)
 
 
 def _rational_quadratic(k, prefix, params):

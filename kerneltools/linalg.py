@@ -226,6 +226,14 @@ class NystroemPreconditioner(LinearOperator):
     the ``m x m`` matrix; applying it costs two lazy ``n x m`` reductions.
     Memory: ``O(n d + m^2)``.
 
+    With ``diag_correction=True``, ``D`` also holds the diagonal of the
+    Nystroem residual, ``D = diag(shift) + diag(K - F F^T)`` (the FITC form),
+    so ``P`` has the exact diagonal of ``K + diag(shift)``. For a kernel that
+    the landmarks explain badly (short length scales, many dimensions), where
+    ``K`` is close to its diagonal, this keeps ``P^{-1} A`` close to the
+    identity instead of leaving ``diag(K)`` to the iterations; where the
+    landmarks explain ``K`` well, the residual is small and nothing changes.
+
     Parameters
     ----------
     kernel : as :class:`KernelOperator`
@@ -235,17 +243,19 @@ class NystroemPreconditioner(LinearOperator):
     landmarks : "uniform", "rpcholesky" or an array of row indices
     random_state : int, Generator or None
     backend : str, optional
+    diag_correction : bool, default False
+        Add the diagonal of ``K - F F^T`` to ``D`` (see above).
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
-                 random_state=None, backend=None):
+                 random_state=None, backend=None, diag_correction=False):
         self.kernel = make_kernel(kernel)
         X = np.asarray(X)
         n = len(X)
         d = _shift(shift, n, "shift") + self.kernel.white_level()
         if not np.all(np.asarray(d) > 0):
             raise ValueError("NystroemPreconditioner: 'shift' must be > 0")
-        self.d_inv = np.broadcast_to(1.0 / np.asarray(d, dtype=np.float64), (n,))
+        d = np.broadcast_to(np.asarray(d, dtype=np.float64), (n,))
         if isinstance(landmarks, str):
             idx = select_landmarks(self.kernel, X, min(int(n_components), n),
                                    method=landmarks, random_state=random_state)
@@ -265,8 +275,12 @@ class NystroemPreconditioner(LinearOperator):
         S, V = np.linalg.eigh(Kmm)
         keep = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
         self._W = V[:, keep] / np.sqrt(S[keep])
-        inner = np.eye(self._W.shape[1]) + _gram(self.kernel, self.X, self.Z, self.d_inv,
-                                                 self._W)
+        kdiag = None
+        if diag_correction:
+            kdiag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
+            kdiag = kdiag - self.kernel.white_level()
+        gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
+        inner = np.eye(self._W.shape[1]) + gram
         self._chol = _robust_cholesky(inner)  # I + F^T D^-1 F
         self._Knm = self.kernel.lazy(self.X, self.Z)
         super().__init__(dtype=np.float64, shape=(n, n))
@@ -352,15 +366,23 @@ def _chol_logdet(chol) -> float:
     return float(2 * np.log(np.diag(chol[0])).sum())
 
 
-def _gram(kernel: Kernel, X, Z, d_inv, W, block: int = 4096) -> np.ndarray:
-    """``F^T D^{-1} F`` with ``F = K(X, Z) W``, accumulated over blocks of rows."""
+def _gram(kernel: Kernel, X, Z, d, W, kdiag=None, block: int = 4096):
+    """``(F^T D^{-1} F, 1 / diag(D))`` with ``F = K(X, Z) W``, accumulated over
+    blocks of rows; ``D = diag(d)``, plus ``diag(K) - rowsums(F^2)`` (clipped
+    at 0) when ``kdiag``, the diagonal of ``K``, is given."""
     r = W.shape[1]
     out = np.zeros((r, r))
+    d_inv = np.empty(len(X))
     rows = max(256, min(block, (1 << 24) // max(len(Z), 1)))
     for i0 in range(0, len(X), rows):
-        F = np.asarray(kernel(X[i0 : i0 + rows], Z), dtype=np.float64) @ W
-        out += F.T @ (d_inv[i0 : i0 + rows, None] * F)
-    return out
+        sl = slice(i0, i0 + rows)
+        F = np.asarray(kernel(X[sl], Z), dtype=np.float64) @ W
+        dd = d[sl]
+        if kdiag is not None:
+            dd = dd + np.clip(kdiag[sl] - np.einsum("ij,ij->i", F, F), 0, None)
+        d_inv[sl] = 1.0 / dd
+        out += F.T @ (d_inv[sl, None] * F)
+    return out, d_inv
 
 
 def _robust_cholesky(A):

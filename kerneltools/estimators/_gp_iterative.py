@@ -21,9 +21,14 @@ sees is a deterministic function of theta.
 
 from __future__ import annotations
 
-import numpy as np
+import copy
+import functools
 
-from .. import Vi, Vj
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .. import Pm, Vi, Vj
+from .. import _gp_kernels
 from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
@@ -48,32 +53,80 @@ def landmarks_for(est, kernel):
                             method="rpcholesky", random_state=_SEED)
 
 
+def kernel_operator(kernel, sk_kernel, X, shift, dtype=np.float64, backend=None):
+    """``K(X, X) + shift I`` (white noise included) as a :class:`KernelOperator`.
+
+    For ``c * RBF`` or ``c * Matern`` (plus WhiteKernel terms) the formula runs
+    on the rescaled points ``X / l`` in ``dtype``, ``c * phi(|x' - y'|^2)``:
+    no division per pair and feature (1.7x faster at D = 8), and in float32
+    half the bandwidth; the reductions accumulate in float64 and the vectors
+    stay float64. Other kernels use their formula as written."""
+    form = None if sk_kernel is None else _gp_kernels.stationary_form(sk_kernel)
+    if form is None:
+        return KernelOperator(kernel, X, shift=shift, backend=backend)
+    Xs = np.ascontiguousarray(X / form.length_scale, dtype=dtype)
+    K = form.phi(Vi(Xs).sqdist(Vj(Xs))) * form.c
+    return KernelOperator(K, shift=np.asarray(shift) + kernel.white_level(), backend=backend)
+
+
+def _one_blas_thread(method):
+    """Run ``method`` with BLAS on one thread.
+
+    Its BLAS calls are small (``m x m`` factorisations, ``n x m`` products)
+    and alternate with the OpenMP reductions, whose idle threads spin for a
+    while after each one: a multi-threaded BLAS call right after a reduction
+    competes with them (a 300 x 300 Cholesky took 0.5 s instead of 5 ms on
+    two cores)."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
 class IterativeGP:
-    def __init__(self, est, kernel):
+    """The iterative solver at one value of the hyperparameters.
+
+    ``kernel`` is the translated :class:`~kerneltools.kernels.Kernel` and
+    ``sk_kernel`` the scikit-learn kernel object it comes from (optional):
+    with it, dense blocks (the preconditioner's ``K(X, landmarks)``) come
+    from scikit-learn, and ``c * RBF`` / ``c * Matern`` kernels take the
+    rescaled fast path (:func:`kernel_operator`)."""
+
+    @_one_blas_thread
+    def __init__(self, est, kernel, sk_kernel=None):
         self.est = est
+        if sk_kernel is not None:
+            kernel = copy.copy(kernel)
+            kernel.dense = sk_kernel.__call__
         self.kernel = kernel
+        self.sk_kernel = sk_kernel
         X = est.X_train_
-        self.A = KernelOperator(kernel, X, shift=est._alpha, backend=est.backend)
+        self.A = kernel_operator(kernel, sk_kernel, X, est._alpha, backend=est.backend)
         landmarks = getattr(est, "_landmarks", None)
         if landmarks is None:
             landmarks = landmarks_for(est, kernel)
         self.M = NystroemPreconditioner(kernel, X, shift=est._alpha, landmarks=landmarks,
-                                        backend=est.backend)
+                                        backend=est.backend, diag_correction=True)
 
     def _cg(self, B):
         return self.solve(B)[0]
 
+    @_one_blas_thread
     def solve(self, B):
         """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``."""
         est = self.est
         return conjugate_gradient(self.A, B, M=self.M, tol=min(est.tol, 1e-6),
                                   max_iter=est.max_iter)
 
+    @_one_blas_thread
     def lml(self, eval_gradient):
         est = self.est
         y = est.y_train_[:, None] if est.y_train_.ndim == 1 else est.y_train_
         n, t = y.shape
-        alpha, U, Z, logdet, _ = solve_with_logdet(
+        alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
             self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED, tol=est.tol,
             max_iter=est.max_iter)
         lml = float(-0.5 * np.einsum("ik,ik->", y, alpha) - 0.5 * t * logdet
@@ -82,15 +135,31 @@ class IterativeGP:
             return lml
         return lml, self._gradient(alpha, U, self.M @ Z, t)
 
-    def _gradient(self, alpha, U, V, t):
+    def _gradient(self, alpha, U, V, t, dtype=np.float64):
         """1/2 sum_t a_t^T dK a_t - t/2 mean_p (A^-1 z_p)^T dK (P^-1 z_p), for all theta."""
         p = U.shape[1]
         left = np.hstack([0.5 * alpha, -t / (2 * p) * U])
         right = np.hstack([alpha, V])
+        form = None if self.sk_kernel is None else _gp_kernels.stationary_form(self.sk_kernel)
+        if form is None:
+            grad = self._formula_gradient(left, right)
+        else:
+            grad = self._stationary_gradient(form, left, right, dtype)
+        # white noise: dA / d log h = level * I
+        trace_term = 0.5 * np.einsum("ik,ik->", alpha, alpha) \
+            - t / (2 * p) * np.einsum("ik,ik->", U, V)
+        return grad + self.kernel.white_log_gradient() * trace_term
+
+    def _sizes(self):
+        return [int(np.size(self.kernel.params[h])) for h in self.kernel.hyperparameter_names]
+
+    def _formula_gradient(self, left, right):
+        """``sum_ij left_i . right_j d k_ij / d theta`` from the kernel's
+        symbolic derivatives: one reduction for all hyperparameters."""
         X = self.est.X_train_
         x_i, y_j = Vi(X), Vj(X)
         formulas = self.kernel.log_gradient(x_i, y_j)
-        sizes = [int(np.size(self.kernel.params[h])) for h in self.kernel.hyperparameter_names]
+        sizes = self._sizes()
         grad = np.zeros(sum(sizes))
         present = [f for f in formulas if f is not None]
         if present:
@@ -105,11 +174,31 @@ class IterativeGP:
                     grad[pos : pos + size] = total[k : k + size]
                     k += size
                 pos += size
-        # white noise: dA / d log h = level * I
-        trace_term = 0.5 * np.einsum("ik,ik->", alpha, alpha) \
-            - t / (2 * p) * np.einsum("ik,ik->", U, V)
-        return grad + self.kernel.white_log_gradient() * trace_term
+        return grad
 
+    def _stationary_gradient(self, form, left, right, dtype):
+        """The same for ``c * phi(|x/l - y/l|^2)`` on the rescaled points, in
+        ``dtype`` (accumulated in float64): ``d k / d log c = k`` for every
+        constant factor, and ``d k / d log l = -d k / d s`` at ``s = 1`` for
+        ``k = c * phi(|(x/l - y/l) * s|^2)``, one reduction."""
+        Xs = np.ascontiguousarray(self.est.X_train_ / form.length_scale, dtype=dtype)
+        x_i, y_j = Vi(Xs), Vj(Xs)
+        s = Pm(np.ones(form.length_scale.size, dtype=dtype))
+        k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
+        weight = Vi(left.astype(dtype)) | Vj(right.astype(dtype))
+        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=self.est.backend)
+        total = total.astype(np.float64).sum(0)
+        grad, pos = [], 0
+        for name, size in zip(self.kernel.hyperparameter_names, self._sizes()):
+            if name in form.constants:
+                grad.append(np.full(size, total[0]))
+            elif name == form.length_scale_name:
+                grad.append(-total[1 : 1 + size])
+            else:
+                grad.append(np.zeros(size))
+        return np.concatenate(grad) if grad else np.empty(0)
+
+    @_one_blas_thread
     def predict(self, X, kernel, return_std, return_cov):
         train = self.est.X_train_
         alpha = self.est.alpha_
