@@ -184,7 +184,7 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
     return lower <= (u + slack)[:, None]
 
 
-def block_sparsity(labels_i, labels_j, keep) -> BlockSparsity:
+def block_sparsity(labels_i, labels_j, keep, priority=None) -> BlockSparsity:
     """The description of the pairs of points whose clusters ``keep[a, b]``
     holds, for points in any order: pass it as ``ranges=`` to a reduction.
 
@@ -192,7 +192,11 @@ def block_sparsity(labels_i, labels_j, keep) -> BlockSparsity:
     ``(a, b)`` (sparse: for many clusters). The points are sorted by cluster
     (stable, so that equal labels keep the caller's order) and the kept
     pairs become KeOps' 6-tuple on the sorted positions (adjacent clusters
-    merged into one interval), which the C backend reduces natively."""
+    merged into one interval), which the C backend reduces natively.
+    ``priority`` (with pairs): each cluster visits the other side's clusters
+    in increasing priority, say their distance, so that a K-min reduction
+    meets the nearest points first and skips most of the others; results do
+    not depend on it."""
     lab_i = np.asarray(labels_i)
     lab_j = np.asarray(labels_j)
     lab_i, lab_j = _labels(lab_i, len(lab_i), "labels_i"), _labels(lab_j, len(lab_j), "labels_j")
@@ -216,8 +220,12 @@ def block_sparsity(labels_i, labels_j, keep) -> BlockSparsity:
     order_j = np.argsort(lab_j, kind="stable")
     ranges_i = _bounds(lab_i[order_i], n_a)
     ranges_j = _bounds(lab_j[order_j], n_b)
-    return BlockSparsity((len(lab_i), len(lab_j)), order_i=order_i, order_j=order_j,
-                         ranges=tuple_from_pairs(a, b, ranges_i, ranges_j))
+    if priority is not None:
+        priority = np.asarray(priority, dtype=np.float64)
+        if not isinstance(keep, tuple) or priority.shape != np.shape(a):
+            raise ValueError("'priority' needs 'keep' as pairs (a, b), one value per pair")
+    return BlockSparsity.from_pairs((len(lab_i), len(lab_j)), order_i, order_j, a, b,
+                                    ranges_i, ranges_j, priority)
 
 
 def _bounds(sorted_labels: np.ndarray, n_clusters: int) -> np.ndarray:

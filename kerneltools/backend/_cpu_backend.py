@@ -151,6 +151,7 @@ typedef double acc_t;
 #define PI_R ((real_t)3.141592653589793238462643383279502884)
 #define TJ ${tj}
 #define IB ${ib}
+#define KT_VL ${vl}
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* (a, ja) before (b, jb): by value (NaN last), then by index */
 #define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
@@ -190,6 +191,7 @@ ${block_setup}
         const int64_t jend = red[2 * iv + 1];
         for (int64_t j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
           const int64_t nj = (jend - j0 < TJ) ? jend - j0 : TJ;
+          const int64_t njv = (nj + KT_VL - 1) / KT_VL * KT_VL;
 ${tile_setup}
           for (int64_t ii = 0; ii < ni; ii++) {
             const int64_t i = i0 + ii;
@@ -232,24 +234,40 @@ _RANGES_MIN_FOLD = (
 _RANGES_KMIN_FOLD = (
     "for (int e = 0; e < $E; e++) {\n"
     "  const real_t *b = buf0 + e * TJ;\n"
+    "  /* the K-th (value, index), kept in registers: with few candidates per\n"
+    "     row (block-sparse), most of the time goes to this test */\n"
+    "  real_t thr = S->kv[e][$K - 1];\n"
+    "  int64_t thri = S->ki[e][$K - 1];\n"
+    "  if (thri >= 0) { /* most tiles hold nothing below the K-th value */\n"
+    "    int any = 0;\n"
+    "    #pragma omp simd reduction(|:any)\n"
+    "    for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);\n"
+    "    if (!any) continue;\n"
+    "  }\n"
     "  for (int64_t jc = 0; jc < nj; jc += 16) {\n"
     "    const int64_t je = jc + 16 < nj ? jc + 16 : nj;\n"
-    "    if (S->ki[e][$K - 1] >= 0) {\n"
-    "      const real_t thr = S->kv[e][$K - 1];\n"
-    "      int any = 0;\n"
-    "      #pragma omp simd reduction(|:any)\n"
-    "      for (int64_t jj = jc; jj < je; jj++) any |= !KT_LT(thr, b[jj]);\n"
-    "      if (!any) continue;\n"
+    "    /* bit t: candidate jc + t may enter (vectorised test); then only\n"
+    "       those are visited, without a mispredicted branch per candidate */\n"
+    "    uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;\n"
+    "    if (thri >= 0) {\n"
+    "      uint32_t pass = 0;\n"
+    "      #pragma omp simd reduction(|:pass)\n"
+    "      for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);\n"
+    "      mask &= pass;\n"
     "    }\n"
-    "    for (int64_t jj = jc; jj < je; jj++) {\n"
+    "    while (mask) {\n"
+    "      const int64_t jj = jc + __builtin_ctz(mask);\n"
+    "      mask &= mask - 1u;\n"
     "      const real_t v = b[jj];\n"
+    "      if (thri >= 0 && KT_LT(thr, v)) continue;\n"
     "      const int64_t jo = jmap[j0 + jj];\n"
-    "      if (S->ki[e][$K - 1] >= 0 && !KT_KLT(v, jo, S->kv[e][$K - 1], S->ki[e][$K - 1])) continue;\n"
+    "      if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;\n"
     "      int p = $K - 1;\n"
     "      while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {\n"
     "        S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
     "      }\n"
     "      S->kv[e][p] = v; S->ki[e][p] = jo;\n"
+    "      thr = S->kv[e][$K - 1]; thri = S->ki[e][$K - 1];\n"
     "    }\n"
     "  }\n"
     "}"
@@ -273,7 +291,7 @@ ${acc_updates}"""
 
 _BUFFERED_TILE = Template(
     r"""#pragma omp simd
-for (int64_t jj = 0; jj < nj; jj++) {
+for (int64_t jj = 0; jj < ${bound}; jj++) {
   const int64_t j = j0 + jj;
 ${ij_code}
 ${buf_writes}
@@ -283,7 +301,7 @@ ${fold}"""
 
 _JONLY_PASS = Template(
     r"""#pragma omp simd
-for (int64_t jj = 0; jj < nj; jj++) {
+for (int64_t jj = 0; jj < ${bound}; jj++) {
   const int64_t j = j0 + jj;
 ${j_code}
 ${writes}
@@ -417,6 +435,10 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     red = plan.red
     itemsize = np.dtype(plan.dtype).itemsize
     real = "float" if plan.dtype == np.float32 else "double"
+    # the block-sparse kernel's buffered loops run over whole vectors (njv:
+    # nj rounded up; the j-variables are padded), whose values past nj are
+    # never read: no scalar remainder loop on short intervals
+    bound = "njv" if ranges and not red.c.get("fused") else "nj"
     if ranges:
         formulas, dots, var_expr = list(plan.formulas), [], _var_expr_ranges
     else:
@@ -474,7 +496,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
                   for c, x in enumerate(outs)]
         tile_setup.append(_JONLY_PASS.substitute(
-            j_code=jr.code("j", "  "), writes="\n".join(writes)))
+            j_code=jr.code("j", "  "), writes="\n".join(writes), bound=bound))
 
     subs = {"E": formulas[0].dim, "E1": formulas[-1].dim, "K": plan.K}
     E = formulas[0].dim
@@ -496,6 +518,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         for b, outs in enumerate(r.outputs):
             writes += [f"  buf{b}[{e} * TJ + jj] = {x};" for e, x in enumerate(outs)]
         tile = _BUFFERED_TILE.substitute(
+            bound=bound,
             ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
             buf_writes="\n".join(writes),
             fold=Template(_RANGES_FOLDS.get(red.name, red.c["tile"]) if ranges
@@ -784,11 +807,17 @@ class CpuBackend:
                 _by_signature.clear()
             _by_signature[key] = warm
         fn = warm[0]
-        arrays = [
-            np.ascontiguousarray(np.asarray(a, dtype=plan.dtype).T) if cat == "j"
-            else np.ascontiguousarray(a, dtype=plan.dtype)
-            for a, cat in zip(args, plan.arg_cats)
-        ]
+        # j-variables (d, js): padded by a vector, read by the whole-vector loops
+        js = plan.ny + max(1, 64 // np.dtype(plan.dtype).itemsize)
+        arrays = []
+        for a, cat in zip(args, plan.arg_cats):
+            if cat == "j":
+                a = np.asarray(a, dtype=plan.dtype)
+                padded = np.zeros((a.shape[1], js), dtype=plan.dtype)
+                padded[:, :plan.ny] = a.T
+                arrays.append(padded)
+            else:
+                arrays.append(np.ascontiguousarray(a, dtype=plan.dtype))
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [
@@ -802,6 +831,6 @@ class CpuBackend:
         scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
         outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
                                                    scratch.ctypes.data)
-        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, plan.ny,
+        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, js,
            int(npairs), argv, outv)
         return tuple(outs)

@@ -125,12 +125,14 @@ def check_side(ranges, n_out: int, n_red: int, names) -> tuple:
         raise ValueError(f"ranges: '{names[1]}' must be non-decreasing ends of intervals "
                          f"in '{names[2]}' (at most {len(red)})")
     if len(red) > 1:
-        # consecutive intervals of one block: sorted, not overlapping
-        same = np.ones(len(red) - 1, bool)
-        same[slices[(slices > 0) & (slices < len(red))] - 1] = False
-        if (same & (red[1:, 0] < red[:-1, 1])).any():
-            raise ValueError(f"ranges: the intervals of '{names[2]}' of one block must be "
-                             "sorted and must not overlap")
+        # the intervals of one block must not overlap (any order: a block may
+        # visit its nearest clusters first; results do not depend on it)
+        owner = np.searchsorted(slices, np.arange(len(red)), side="right")
+        o = np.lexsort((red[:, 0], owner))
+        same = owner[o][1:] == owner[o][:-1]
+        if (same & (red[o][1:, 0] < red[o][:-1, 1])).any():
+            raise ValueError(f"ranges: the intervals of '{names[2]}' of one block must not "
+                             "overlap")
     return out_ranges, slices, red
 
 
@@ -179,63 +181,92 @@ class BlockSparsity:
                 ranges[3:], m, n, ("ranges_j", "slices_j", "redranges_i"))),
         }
 
+    @classmethod
+    def from_pairs(cls, shape, order_i, order_j, a, b, ranges_i, ranges_j,
+                   priority=None) -> BlockSparsity:
+        """From kept cluster pairs ``(a[k], b[k])`` (see
+        :func:`tuple_from_pairs`), valid by construction: nothing to check,
+        and each axis's description is built when a reduction first asks."""
+        self = cls.__new__(cls)
+        self.shape = tuple(int(n) for n in shape)
+        n, m = self.shape
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        ranges_i = np.asarray(ranges_i, np.int64).reshape(-1, 2)
+        ranges_j = np.asarray(ranges_j, np.int64).reshape(-1, 2)
+        self._sides = {
+            1: lambda: SortedSide(n, m, order_i, order_j, ranges_i, *_side_from_pairs(
+                a, b, len(ranges_i), ranges_j, priority)),
+            0: lambda: SortedSide(m, n, order_j, order_i, ranges_j, *_side_from_pairs(
+                b, a, len(ranges_j), ranges_i, priority)),
+        }
+        return self
+
     def side(self, axis: int):
         """The description of reductions over ``axis`` (1: over j)."""
-        return self._sides[axis]
+        s = self._sides[axis]
+        if callable(s):
+            s = self._sides[axis] = s()
+        return s
 
     @property
     def over_j(self) -> tuple:
-        s = self._sides[1]
+        s = self.side(1)
         return s.blocks() if isinstance(s, SortedSide) else s
 
     @property
     def over_i(self) -> tuple:
-        s = self._sides[0]
+        s = self.side(0)
         return s.blocks() if isinstance(s, SortedSide) else s
 
     @property
     def density(self) -> float:
         """Fraction of the N x M pairs that a reduction over j visits."""
         n, m = self.shape
-        s = self._sides[1]
+        s = self.side(1)
         if isinstance(s, SortedSide):
             return s.native()[2] / max(1, n * m)
         return sum(len(r) * len(c) for r, c in s) / max(1, n * m)
 
     def __repr__(self) -> str:
-        s = self._sides[1]
+        s = self.side(1)
         blocks = len(s.out_ranges) if isinstance(s, SortedSide) else len(s)
         return (f"BlockSparsity(shape={self.shape}, blocks={blocks}, "
                 f"density={self.density:.3g})")
 
 
-def tuple_from_pairs(a, b, ranges_a, ranges_b) -> tuple:
+def tuple_from_pairs(a, b, ranges_a, ranges_b, priority=None) -> tuple:
     """KeOps' 6-tuple from the kept cluster pairs ``(a[k], b[k])`` of data
     sorted by cluster (``ranges_a`` (Ca, 2), ``ranges_b`` (Cb, 2): each
     cluster's ``[start, end)``); a block's clusters that follow each other in
     the sorted order merge into one interval. Vectorised (no loop over
-    clusters)."""
+    clusters). ``priority`` (optional, one per pair): each block visits its
+    clusters by increasing priority (else by position)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ranges_a = np.asarray(ranges_a, np.int64).reshape(-1, 2)
     ranges_b = np.asarray(ranges_b, np.int64).reshape(-1, 2)
-
-    def one_side(out, red_c, n_out, red_ranges):
-        order = np.lexsort((red_c, out))
-        out, red_c = out[order], red_c[order]
-        s, e = red_ranges[red_c, 0], red_ranges[red_c, 1]
-        full = e > s
-        out, s, e = out[full], s[full], e[full]
-        new = np.ones(len(out), bool)
-        new[1:] = (out[1:] != out[:-1]) | (s[1:] != e[:-1])
-        last = np.ones(len(out), bool)
-        last[:-1] = new[1:]
-        red = np.stack([s[new], e[last]], axis=1).reshape(-1, 2)
-        slices = np.cumsum(np.bincount(out[new], minlength=n_out))
-        return slices.astype(np.int64), red
-
-    slices_a, red_b = one_side(a, b, len(ranges_a), ranges_b)
-    slices_b, red_a = one_side(b, a, len(ranges_b), ranges_a)
+    slices_a, red_b = _side_from_pairs(a, b, len(ranges_a), ranges_b, priority)
+    slices_b, red_a = _side_from_pairs(b, a, len(ranges_b), ranges_a, priority)
     return ranges_a, slices_a, red_b, ranges_b, slices_b, red_a
+
+
+def _side_from_pairs(out, red_c, n_out, red_ranges, priority=None):
+    """(slices, intervals) of the blocks ``out`` visiting clusters ``red_c``."""
+    key = red_c if priority is None else priority
+    ordered = len(out) < 2 or bool(
+        ((out[1:] > out[:-1]) | ((out[1:] == out[:-1]) & (key[1:] >= key[:-1]))).all())
+    if not ordered:  # (pairs often come grouped and sorted: no sort then)
+        order = np.lexsort((red_c, out) if priority is None else (red_c, priority, out))
+        out, red_c = out[order], red_c[order]
+    s, e = red_ranges[red_c, 0], red_ranges[red_c, 1]
+    full = e > s
+    out, s, e = out[full], s[full], e[full]
+    new = np.ones(len(out), bool)
+    new[1:] = (out[1:] != out[:-1]) | (s[1:] != e[:-1])
+    last = np.ones(len(out), bool)
+    last[:-1] = new[1:]
+    red = np.stack([s[new], e[last]], axis=1).reshape(-1, 2)
+    slices = np.cumsum(np.bincount(out[new], minlength=n_out))
+    return slices.astype(np.int64), red
 
 
 def describe(ranges, axis: int, n_i: int, n_j: int):

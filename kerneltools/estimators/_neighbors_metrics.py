@@ -24,6 +24,7 @@ scikit-learn's, whose constraint classes are not public.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -402,56 +403,194 @@ def _rerank(X: np.ndarray, Y: np.ndarray, cand: np.ndarray, k: int):
 
 
 #: Cluster pruning (``algorithm='auto'`` picks it): at most this many
-#: features, at least this many fitted points; cells of about
-#: ``PRUNE_CELL_POINTS`` fitted points, at most ``PRUNE_MAX_CELLS`` cells.
+#: features, at least this many fitted points. Fitted points are cut into
+#: cells of ``PRUNE_CELL_POINTS`` consecutive points along a Morton
+#: (Z-order) curve, queries into cells of ``PRUNE_QUERY_POINTS``: balanced
+#: cells whatever the density (uniform or clustered data). Smaller cells mean
+#: fewer candidate pairs and more blocks; the C backend reduces every block
+#: in one call.
 PRUNE_MAX_DIM = 3
 PRUNE_MIN_FIT = 20_000
-PRUNE_CELL_POINTS = 256
-PRUNE_MAX_CELLS = 4096
+PRUNE_CELL_POINTS = 32
+PRUNE_QUERY_POINTS = 32
+#: Fitted cells nearest to a query cell's centre that bound its K-th
+#: neighbour distance (besides the K / PRUNE_CELL_POINTS cells needed).
+PRUNE_NEAR_CELLS = 8
+#: The first pass visits the cells within this times the K-th neighbour
+#: distance of a query cell's centre (queries farther out: a second pass).
+PRUNE_RADIUS_FACTOR = 1.3
+#: Relative slack on the pruning radii: the K-min values are rounded (float32).
+_PRUNE_SLACK = 1e-4
+
+
+#: Bit spreading for Z-order codes: (shift, mask) steps that put bit b of a
+#: coordinate at bit d * b (the classic "part1by1" / "part1by2").
+_SPREAD = {
+    2: [(16, 0x0000FFFF0000FFFF), (8, 0x00FF00FF00FF00FF), (4, 0x0F0F0F0F0F0F0F0F),
+        (2, 0x3333333333333333), (1, 0x5555555555555555)],
+    3: [(32, 0x001F00000000FFFF), (16, 0x001F0000FF0000FF), (8, 0x100F00F00F00F00F),
+        (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)],
+}
+
+
+def _morton(P: np.ndarray, lo: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Z-order codes of ``P`` on the grid ``(P - lo) * scale`` (clipped)."""
+    d = P.shape[1]
+    bits = {1: 62, 2: 31, 3: 21}[d]
+    top = 2.0**bits - 1
+    q = np.clip((P - lo) * scale * top, 0, top).astype(np.uint64)
+    if d == 1:
+        return q[:, 0]
+    code = np.zeros(len(P), np.uint64)
+    for c in range(d):
+        x = q[:, c]
+        for shift, mask in _SPREAD[d]:
+            x = (x | (x << np.uint64(shift))) & np.uint64(mask)
+        code |= x << np.uint64(c)
+    return code
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Points cut into cells of consecutive points along a Z-order curve:
+    ``order`` (sorted -> caller's index), ``labels`` (cell of each point, in
+    the caller's order), ``ranges`` (C, 2) in sorted order, bounding boxes
+    ``lo``, ``hi`` (float64), ``radii``: the largest distance from a box's
+    centre to its points.
+
+    A run of consecutive Z-order points may jump across the space; cells
+    whose box is much larger than most are halved (a few rounds), so that
+    boxes stay compact."""
+
+    order: np.ndarray
+    labels: np.ndarray
+    ranges: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    radii: np.ndarray
+
+    @classmethod
+    def cut(cls, P: np.ndarray, per_cell: int, frame) -> Cells:
+        order = np.argsort(_morton(P, *frame), kind="stable")
+        Ps = P[order].astype(np.float64)
+        starts = np.arange(0, len(P), per_cell)
+        for _ in range(8):
+            ends = np.append(starts[1:], len(P))
+            half = _half_diagonals(Ps, starts)
+            split = (half > 2 * np.median(half)) & (ends - starts > 1)
+            if not split.any():
+                break
+            starts = np.sort(np.concatenate([starts, (starts + ends)[split] // 2]))
+        ends = np.append(starts[1:], len(P))
+        lo, hi = np.minimum.reduceat(Ps, starts), np.maximum.reduceat(Ps, starts)
+        counts = ends - starts
+        d2 = ((Ps - np.repeat((lo + hi) / 2, counts, axis=0)) ** 2).sum(1)
+        labels = np.empty(len(P), np.int64)
+        labels[order] = np.repeat(np.arange(len(starts)), counts)
+        return cls(order, labels, np.stack([starts, ends], 1), lo, hi,
+                   np.sqrt(np.maximum.reduceat(d2, starts)) * (1 + 1e-12))
+
+    @property
+    def centers(self) -> np.ndarray:
+        return (self.lo + self.hi) / 2
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self.ranges[:, 1] - self.ranges[:, 0]
+
+
+def _half_diagonals(Ps: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    lo, hi = np.minimum.reduceat(Ps, starts), np.maximum.reduceat(Ps, starts)
+    return np.sqrt((((hi - lo) / 2) ** 2).sum(1))
 
 
 @dataclass(frozen=True)
 class Grid:
-    """Fitted points binned on a regular grid (cells of about
-    ``PRUNE_CELL_POINTS`` points): labels, centroids, radii, counts."""
+    """The fitted points in Z-order cells (:class:`Cells`), the frame of
+    their Z-order codes, and k-d trees of the cells' centres (scipy's, on
+    the n / ``PRUNE_CELL_POINTS`` cells only: they find the cells near a
+    query cell; the point pairs go through the block-sparse reduction). One
+    tree per class of cell radius (the smaller three quarters, the others):
+    a search reaches out by the largest radius of the tree's cells."""
 
-    origin: np.ndarray
-    size: float
-    labels: np.ndarray
-    centroids: np.ndarray
-    radii: np.ndarray
-    counts: np.ndarray
+    frame: tuple
+    cells: Cells
+    trees: tuple  # (cKDTree, cell labels, largest radius) per radius class
 
     @classmethod
     def fit(cls, Y: np.ndarray) -> Grid:
-        lo, hi = Y.min(axis=0).astype(np.float64), Y.max(axis=0).astype(np.float64)
-        extent = np.maximum(hi - lo, 1e-12 * max(1.0, float(np.abs(hi).max())))
-        n_cells = min(PRUNE_MAX_CELLS, max(1, len(Y) // PRUNE_CELL_POINTS))
-        size = float((np.prod(extent) / n_cells) ** (1 / len(extent)))
-        labels = _grid_cells(Y, lo, size)
-        centroids = kr.cluster_centroids(Y, labels)
-        return cls(lo, size, labels, centroids, kr.cluster_radii(Y, labels, centroids),
-                   np.bincount(labels))
+        from scipy.spatial import cKDTree
 
-    def cells(self, P: np.ndarray) -> np.ndarray:
-        """Labels 0..C-1 of the grid cells (of this grid) holding ``P``."""
-        return _grid_cells(P, self.origin, self.size)
+        lo = Y.min(axis=0).astype(np.float64)
+        extent = Y.max(axis=0).astype(np.float64) - lo
+        scale = 1 / np.maximum(extent.max(), 1e-300) * np.ones_like(extent)
+        frame = (lo, scale)
+        cells = Cells.cut(Y, PRUNE_CELL_POINTS, frame)
+        small = cells.radii <= np.quantile(cells.radii, 0.75)
+        trees = tuple(
+            (cKDTree(cells.centers[ids]), ids, cells.radii[ids].max())
+            for ids in (np.flatnonzero(small), np.flatnonzero(~small)) if len(ids)
+        )
+        return cls(frame, cells, trees)
+
+    def nearest(self, c: np.ndarray, m: int) -> np.ndarray:
+        """(len(c), m) labels of the cells of nearest centres."""
+        if len(self.trees) == 1:
+            tree, ids, _ = self.trees[0]
+            return ids[tree.query(c, k=m)[1].reshape(len(c), m)]
+        dist = np.concatenate([t.query(c, k=min(m, len(ids)))[0].reshape(len(c), -1)
+                               for t, ids, _ in self.trees], axis=1)
+        labels = np.concatenate([ids[t.query(c, k=min(m, len(ids)))[1].reshape(len(c), -1)]
+                                 for t, ids, _ in self.trees], axis=1)
+        order = np.argsort(dist, axis=1)[:, :m]
+        return np.take_along_axis(labels, order, axis=1)
 
 
-def _grid_cells(P, origin, size) -> np.ndarray:
-    cells = np.floor((P - origin) / size).astype(np.int64)
-    _, labels = np.unique(cells, axis=0, return_inverse=True)
-    return labels.reshape(-1).astype(np.int64)
+def _box_dist(lo_a, hi_a, lo_b, hi_b) -> np.ndarray:
+    """Smallest distance between points of boxes a and b."""
+    gap = np.maximum(np.maximum(lo_b - hi_a, lo_a - hi_b), 0)
+    return np.sqrt((gap**2).sum(-1))
+
+
+def _near_pairs(lo, hi, radius, g: Grid):
+    """(a, b, d): the pairs of boxes ``[lo[a], hi[a]]`` and fitted cells ``b``
+    within ``radius[a]`` (d: box to box), found through the cells' trees
+    (centres within radius + both radii)."""
+    fc = g.cells
+    c = (lo + hi) / 2
+    half = np.sqrt((((hi - lo) / 2) ** 2).sum(1))
+    a_parts, b_parts = [], []
+    for tree, ids, r_max in g.trees:
+        reach = (radius + half + r_max) * (1 + 1e-9) + 1e-300
+        lists = tree.query_ball_point(c, reach, return_sorted=False)
+        lens = np.fromiter(map(len, lists), np.int64, len(lists))
+        b_parts.append(ids[np.fromiter(itertools.chain.from_iterable(lists), np.int64,
+                                       int(lens.sum()))])
+        a_parts.append(np.repeat(np.arange(len(lists)), lens))
+    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+    dist = _box_dist(lo[a], hi[a], fc.lo[b], fc.hi[b])
+    near = dist <= radius[a]
+    return a[near], b[near], dist[near]
 
 
 class PrunedSearch(FormulaSearch):
-    """Exact K-smallest searches that visit only the nearby grid cells.
+    """Exact K-smallest searches that visit only the nearby cells.
 
-    The fitted points are binned on a regular grid; for the queries' cells,
-    :func:`kerneltools.ranges.knn_mask` keeps the fitted cells that may hold
-    one of the K nearest neighbours of any query in the cell (a bound from
-    cell centroids and radii), and the K-min reduction runs block-sparse on
-    those pairs only. Same results as the dense search (exact; ties by index).
+    Fitted points and queries are cut into cells along a Z-order curve
+    (:class:`Cells`). For each query cell a, a radius ``u_a``: the K-th
+    neighbour distance of its centre among the points of the nearest fitted
+    cells (a first, small block-sparse K-min), times
+    ``PRUNE_RADIUS_FACTOR``. The K-min reduction then runs block-sparse on
+    the pairs of cells within ``u_a`` box to box, in one call of the C
+    backend, nearest cells first (the K-th value falls early and most tiles
+    are skipped whole).
+
+    The result of a query q at depth ``delta`` inside its cell's box is
+    exact if its K-th distance is at most ``u_a + delta``: every point
+    closer than that lies in a visited cell. The other queries (a few
+    percent) are searched again, each alone, within their K-th distance
+    found, which bounds the true one. Same results as the dense search
+    (exact; ties by index).
     """
 
     def __init__(self, metric: Metric, Y: np.ndarray, backend, grid: Grid):
@@ -463,19 +602,45 @@ class PrunedSearch(FormulaSearch):
         return (metric.squared_l2 and params.get("w") is None
                 and Y.shape[1] <= PRUNE_MAX_DIM and len(Y) >= PRUNE_MIN_FIT)
 
-    def kmin(self, X: np.ndarray, k: int):
-        X = self.metric.prepare(X)
-        g = self.grid
-        lab = g.cells(X)
-        cq = kr.cluster_centroids(X, lab)
-        # the exact K-th neighbour distance of each query cell's centroid
-        kth = np.sqrt(Vi(cq.astype(self.Y.dtype)).sqdist(self._y_j).Kmin(
-            k, axis=1, backend=self.backend)[:, -1].astype(np.float64))
-        keep = kr.knn_mask(cq, kr.cluster_radii(X, lab, cq), g.centroids, g.radii,
-                           g.counts, k, kth_i=kth)
-        bs = kr.block_sparsity(lab, g.labels, keep)
+    def _centre_kth(self, c: np.ndarray, k: int) -> np.ndarray:
+        """The K-th neighbour distance of points ``c`` among the points of
+        their nearest fitted cells (an upper bound of the true one; inf
+        where these cells hold fewer than K points)."""
+        fc = self.grid.cells
+        m = min(len(fc.counts), -(-k // PRUNE_CELL_POINTS) + PRUNE_NEAR_CELLS)
+        near = self.grid.nearest(c, m)
+        bs = kr.block_sparsity(np.arange(len(c)), fc.labels,
+                               (np.repeat(np.arange(len(c)), m), near.ravel()),
+                               priority=np.tile(np.arange(m), len(c)))
+        kth = Vi(c.astype(self.Y.dtype)).sqdist(self._y_j).Kmin(
+            k, axis=1, backend=self.backend, ranges=bs)[:, -1]
+        return np.sqrt(kth.astype(np.float64))
+
+    def _pruned(self, X, labels, lo, hi, radius, k: int):
+        """K-min of the queries ``X`` (in cells ``labels`` with boxes ``lo``,
+        ``hi``) over the fitted cells within ``radius`` of their cell."""
+        a, b, dist = _near_pairs(lo, hi, radius, self.grid)
+        bs = kr.block_sparsity(labels, self.grid.cells.labels, (a, b), priority=dist)
         v, i = self.rdist(X).Kmin_argKmin(k, axis=1, backend=self.backend, ranges=bs)
         return v.reshape(-1, k), i.reshape(-1, k)
+
+    def kmin(self, X: np.ndarray, k: int):
+        X = self.metric.prepare(X)
+        if k >= len(self.Y) // 2:  # most pairs anyway
+            return super().kmin(X, k)
+        qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
+        u = self._centre_kth(qc.centers, k) * PRUNE_RADIUS_FACTOR
+        v, i = self._pruned(X, qc.labels, qc.lo, qc.hi, u, k)
+        # the certificate: the K-th distance (rounded up) within u + depth
+        Xd = X.astype(np.float64)
+        depth = np.minimum(Xd - qc.lo[qc.labels], qc.hi[qc.labels] - Xd).min(1)
+        dk = np.sqrt(v[:, -1].astype(np.float64)) * (1 + _PRUNE_SLACK) + 1e-30
+        again = np.flatnonzero(~(dk <= u[qc.labels] + depth))
+        if len(again):
+            P = Xd[again]
+            v[again], i[again] = self._pruned(X[again], np.arange(len(again)), P, P,
+                                              dk[again], k)
+        return v, i
 
 
 def formula_search(metric: Metric, Y: np.ndarray, backend, grid: Grid | None = None
