@@ -45,8 +45,9 @@ _keys = itertools.count()
 
 @dataclass(frozen=True)
 class _Binding:
-    array: np.ndarray  # (n, d) for i- and j-variables, (d,) for parameters
+    array: np.ndarray  # (*batch, n, d) for i- and j-variables, (*batch, d) for parameters
     weak: bool = False  # Python floats: they do not take part in dtype promotion
+    batch: tuple = ()  # leading batch axes, reduced independently
 
 
 class _DaskPlan:
@@ -140,10 +141,30 @@ def _leaf(x, axis, what="the array given to LazyTensor"):
             f"{what} has shape {a.shape}; expected (N, 1, D) for an i-variable, "
             "(1, M, D) for a j-variable or (1, 1, D) for a parameter"
         )
+    if axis is not None:
+        raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
+    batch, (n, m, _) = tuple(a.shape[:-3]), a.shape[-3:]
+    if m == 1 and n != 1:
+        return _batched("i", a[..., :, 0, :], batch, what)
+    if n == 1 and m != 1:
+        return _batched("j", a[..., 0, :, :], batch, what)
+    if (n, m) == (1, 1):
+        return _batched("p", a[..., 0, 0, :], batch, what)
     raise ValueError(
-        f"{what} has shape {a.shape}: batch dimensions are not supported; expected "
-        "(N, 1, D), (1, M, D), (D,) or a 2-D array with axis="
+        f"{what} has shape {a.shape}; with batch axes, expected (..., N, 1, D) for "
+        "an i-variable, (..., 1, M, D) for a j-variable or (..., 1, 1, D) for a parameter"
     )
+
+
+def _batched(cat: str, a, batch: tuple, what: str):
+    """(formula, bindings, ni, nj) of a variable with leading batch axes:
+    ``a`` is (*batch, n, d) for i and j, (*batch, d) for a parameter."""
+    if is_dask_array(a):
+        raise NotImplementedError(f"{what}: batch axes are not supported on Dask arrays")
+    node = var(cat, next(_keys), a.shape[-1])
+    n = a.shape[-2] if cat != "p" else None
+    return (node, {node: _Binding(a, batch=tuple(int(b) for b in batch))},
+            n if cat == "i" else None, n if cat == "j" else None)
 
 
 class LazyTensor:
@@ -157,6 +178,11 @@ class LazyTensor:
         constant; a 2-D ``(N, D)`` array with ``axis=0`` (i) or ``axis=1`` (j).
     axis : {0, 1}, optional
         Only for 2-D arrays.
+
+    Batches: leading axes before those, ``(B, N, 1, D)``, ``(B, 1, M, D)``,
+    ``(B, 1, 1, D)`` (or ``Vi``/``Vj`` of a ``(B, N, D)`` array), stand for B
+    independent problems reduced in one call (block-diagonal); batch axes of
+    size 1, or none, broadcast. Reductions then return ``(B, N, E)``.
     """
 
     __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
@@ -184,11 +210,19 @@ class LazyTensor:
         return self.formula.dim
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """``(N, M, D)``, with 1 for an index that the formula does not use."""
-        return (self.ni or 1, self.nj or 1, self.formula.dim)
+    def batch(self) -> tuple:
+        """The batch axes (broadcast over the variables'); () without any."""
+        return _batch_of(self._bindings.values())
 
-    ndim = 3
+    @property
+    def shape(self) -> tuple:
+        """``(N, M, D)``, with 1 for an index that the formula does not use;
+        ``(B..., N, M, D)`` with batch axes."""
+        return self.batch + (self.ni or 1, self.nj or 1, self.formula.dim)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -233,6 +267,14 @@ class LazyTensor:
                     )
             ni = ni if p.ni is None else p.ni
             nj = nj if p.nj is None else p.nj
+        if any(b.batch for b in bindings.values()):
+            try:
+                _batch_of(bindings.values())
+            except ValueError:
+                raise ValueError(
+                    "the operands' batch axes do not broadcast (operand shapes: "
+                    f"{', '.join(str(q.shape) for q in parts)})"
+                ) from None
         return bindings, ni, nj
 
     def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
@@ -484,6 +526,11 @@ class LazyTensor:
                     f"K={K} but the reduced axis has {reduced} points; K must be "
                     f"between 1 and {reduced}"
                 )
+        if any(b.batch for b in bindings.values()):
+            raise NotImplementedError(
+                "this operation does not support batch axes yet (reductions do); "
+                "loop over the batch"
+            )
         dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
         if any(is_dask_array(b.array) for b in bindings.values()):
             return _DaskPlan(formulas, bindings, ni, nj, reduction, axis, K, dtype), None
@@ -504,6 +551,10 @@ class LazyTensor:
         reference evaluator, block of rows by block of rows. Raises
         ``MemoryError`` above ``max_elements`` values rather than swapping.
         """
+        if self.batch:
+            raise NotImplementedError(
+                "to_dense does not support batch axes yet; loop over the batch"
+            )
         N, M, D = self.shape
         if N * M * D > max_elements:
             raise MemoryError(
@@ -542,6 +593,10 @@ class LazyTensor:
         return out
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
+        if any(b.batch for b in self._bindings.values()) or (
+                isinstance(weight, LazyTensor)
+                and any(b.batch for b in weight._bindings.values())):
+            return _reduce_batched(self, reduction, axis, weight, K, backend, options)
         ranges = self.__dict__.get("_ranges")
         if ranges is not None:
             options.setdefault("ranges", ranges)
@@ -615,6 +670,17 @@ class LazyTensor:
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b_arr = _check_array(b, "the right operand of @")
+        if b_arr.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
+            rows = b_arr.shape[-2] if b_arr.ndim >= 2 else b_arr.shape[0]
+            if self.nj is not None and rows != self.nj:
+                raise ValueError(
+                    f"K @ b: K has shape {self.shape}, so the right operand b must have "
+                    f"{self.nj} rows, shape ({self.nj},), ({self.nj}, E) or batched "
+                    f"(B..., {self.nj}, E); got {b_arr.shape}"
+                )
+            bj = Vj(b_arr if b_arr.ndim >= 2 else b_arr[:, None])
+            out = (self * bj).sum(axis=1)
+            return out[..., 0] if b_arr.ndim == 1 else out
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
         if self.nj is not None and b_arr.shape[0] != self.nj:
@@ -828,18 +894,26 @@ _MATMUL_BLOCK = 32
 
 
 def Vi(x) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) array."""
+    """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
+    with leading batch axes, each batch reduced on its own."""
     a = _check_array(x, "Vi: 'x'")
+    if a.ndim >= 3:
+        return LazyTensor._new(*_batched("i", a, a.shape[:-2], "Vi: 'x'"))
     if a.ndim not in (1, 2):
-        raise ValueError(f"Vi: 'x' must be 1-D (N,) or 2-D (N, D), got shape {a.shape}")
+        raise ValueError(f"Vi: 'x' must be 1-D (N,), 2-D (N, D) or batched (B, N, D), "
+                         f"got shape {a.shape}")
     return LazyTensor(a.reshape(a.shape[0], -1), axis=0)
 
 
 def Vj(x) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) array."""
+    """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D):
+    with leading batch axes, each batch reduced on its own."""
     a = _check_array(x, "Vj: 'x'")
+    if a.ndim >= 3:
+        return LazyTensor._new(*_batched("j", a, a.shape[:-2], "Vj: 'x'"))
     if a.ndim not in (1, 2):
-        raise ValueError(f"Vj: 'x' must be 1-D (M,) or 2-D (M, D), got shape {a.shape}")
+        raise ValueError(f"Vj: 'x' must be 1-D (M,), 2-D (M, D) or batched (B, M, D), "
+                         f"got shape {a.shape}")
     return LazyTensor(a.reshape(a.shape[0], -1), axis=1)
 
 
@@ -863,3 +937,81 @@ def minimum(a, b) -> LazyTensor:
 def maximum(a, b) -> LazyTensor:
     """Element-wise maximum of two formulas (NaN propagates)."""
     return LazyTensor._lift(a)._apply("Maximum", b)
+
+
+def _batch_of(bindings) -> tuple:
+    """The broadcast batch shape of bindings (ValueError if they do not)."""
+    shapes = [b.batch for b in bindings if b.batch]
+    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+
+
+def _reduce_batched(lt, reduction, axis, weight, K, backend, options):
+    """A reduction with batch axes: the B problems become one block-diagonal
+    problem on stacked rows (batched parameters become variables of the
+    output index), reduced with block-sparsity ranges in one call; outputs
+    come back as (B..., n, E), with indices local to each problem."""
+    if options.get("ranges") is not None or lt.__dict__.get("_ranges") is not None:
+        raise ValueError("ranges= cannot be combined with batch axes (they are "
+                         "block-diagonal ranges already)")
+    parts = [lt] + ([LazyTensor._lift(weight)] if weight is not None else [])
+    bindings, ni, nj = LazyTensor._merge(parts)
+    batch = _batch_of(bindings.values())
+    B = int(np.prod(batch))
+    n, m = ni or 1, nj or 1
+    out_cat = "i" if _check_axis(axis) == 1 else "j"
+    n_out, n_red = (n, m) if out_cat == "i" else (m, n)
+    if REDUCTIONS[reduction].uses_k:
+        K = _int_arg(K, "K")
+        if not 1 <= K <= n_red:
+            raise ValueError(f"K={K} but each problem of the batch reduces {n_red} points; "
+                             f"K must be between 1 and {n_red}")
+    flat, swap = {}, {}
+    for node, b in bindings.items():
+        a = b.array
+        xp = _array_module(a)
+        if node.cat == "p":
+            if not b.batch:
+                flat[node] = b
+                continue
+            # one value per problem: a variable of the output index, repeated
+            p = xp.broadcast_to(a, batch + a.shape[-1:]).reshape(B, -1)
+            new = var(out_cat, next(_keys), node.dim)
+            swap[node] = new
+            flat[new] = _Binding(xp.repeat(p, n_out, axis=0), b.weak)
+            continue
+        rows = a.shape[-2]
+        full = xp.broadcast_to(a.reshape(b.batch + a.shape[-2:]) if b.batch else a,
+                               batch + (rows, a.shape[-1]))
+        flat[node] = _Binding(xp.ascontiguousarray(full.reshape(B * rows, -1)), b.weak)
+    formulas = [p.formula for p in parts]
+    if swap:
+        formulas = substitute(formulas, swap)
+    nb, mb = B * n, B * m
+    F = LazyTensor._new(formulas[0], flat, nb, mb)
+    W = LazyTensor._new(formulas[1], flat, nb, mb) if weight is not None else None
+    starts_i, starts_j = np.arange(B) * n, np.arange(B) * m
+    r_i = np.stack([starts_i, starts_i + n], 1)
+    r_j = np.stack([starts_j, starts_j + m], 1)
+    slices = np.arange(1, B + 1)
+    ranges = (r_i, slices, r_j, r_j, slices, r_i)
+    outs = F._reduce(reduction, axis, weight=W, K=K, backend=backend, ranges=ranges,
+                     **options)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    red = REDUCTIONS[reduction]
+    result = []
+    for o, is_int in zip(outs, red.int_outputs):
+        o = o.reshape(batch + (n_out,) + o.shape[1:])
+        if is_int:  # global row of the stacked problem -> index within its problem
+            xp = _array_module(o)
+            offset = (xp.arange(B) * n_red).reshape(batch + (1,) * (o.ndim - len(batch)))
+            o = xp.where(o >= 0, o - offset, o)
+        result.append(o)
+    return tuple(result) if len(result) > 1 else result[0]
+
+
+def _array_module(a):
+    if is_cupy_array(a):
+        import cupy
+
+        return cupy
+    return np
