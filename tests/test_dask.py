@@ -331,3 +331,31 @@ def test_bad_dask_input():
         kt.Vi(unknown)
     with pytest.raises(ValueError, match="ranges="):
         kt.Vi(x).sqdist(kt.Vj(x)).sum(axis=1, ranges=((0,),))
+
+
+def test_large_numpy_operand_is_scattered_once(client, monkeypatch):
+    """A NumPy array beside Dask ones travels to the workers once (scattered,
+    broadcast), not inside the graph; the results do not change."""
+    import pickle
+
+    import kerneltools._dask as kd
+
+    rng = np.random.default_rng(8)
+    x = rng.random((2000, 3))
+    y = rng.random((30_000, 3))  # 720 kB
+    dx = da.from_array(x, chunks=500)
+    ref = kt.Vi(x).sqdist(kt.Vj(y)).min(axis=1)
+    monkeypatch.setattr(kd, "SCATTER_BYTES", 1 << 16)
+    lazy = kt.Vi(dx).sqdist(kt.Vj(y)).min(axis=1)
+    def key_name(k):
+        return k[0] if isinstance(k, tuple) else k
+
+    def graph_bytes(lazy):  # everything but x's own chunks
+        graph = dict(lazy.__dask_graph__())
+        return len(pickle.dumps({k: v for k, v in graph.items()
+                                 if not key_name(k).startswith(dx.name)}))
+
+    assert graph_bytes(lazy) < y.nbytes / 10
+    np.testing.assert_array_equal(lazy.compute(), ref)
+    monkeypatch.setattr(kd, "SCATTER_BYTES", 1 << 30)  # the check sees an embedded y
+    assert graph_bytes(kt.Vi(dx).sqdist(kt.Vj(y)).min(axis=1)) > y.nbytes
