@@ -31,6 +31,7 @@ import statistics
 import time
 
 import numpy as np
+from _runner import emit
 
 
 def _median_time(fn, repeat):
@@ -125,11 +126,7 @@ def main():
     for cx, cy, nt, med, wall, ob, ib in scale:
         lines.append(f"| {cx} | {cy} | {nt} | {med:.3f} | {wall:.3f} | {ob / 1e6:.2f} | "
                      f"{ib / 1e6:.2f} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
