@@ -167,11 +167,12 @@ const char *kt_key(void) { return "${key}"; }
 int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 
 /* i-variables are row-major (n, d), rows in sorted order; j-variables are
- * (d, js), sorted. blk[4 b .. 4 b + 3] = r0, r1, v0, v1 of output block b;
+ * (d, js), sorted; imap: the caller's index of each sorted output row.
+ * blk[4 b .. 4 b + 3] = r0, r1, v0, v1 of output block b;
  * red[2 v], red[2 v + 1]: interval v of the reduced index. */
 void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
-               const int64_t *jmap, int64_t js, int64_t npairs,
-               void **args, void **outs) {
+               const int64_t *jmap, const int64_t *imap, int64_t js,
+               int64_t npairs, void **args, void **outs) {
 ${pointers}
   kt_state *restrict states = (kt_state *)outs[${n_outs}];
 ${p_code}
@@ -202,7 +203,7 @@ ${tile}
         }
       }
       for (int64_t ii = 0; ii < ni; ii++) {
-        const int64_t i = i0 + ii;
+        const int64_t i = imap[i0 + ii]; /* outputs in the caller's order */
         kt_state *S = &st[ii];
 ${final}
       }
@@ -667,7 +668,7 @@ def get_kernel(plan: Plan, *, ranges: bool = False):
                 )
         fn = lib.kt_kernel
         fn.restype = None
-        fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2
+        fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
                        + [ctypes.c_void_p] * 2 if ranges else
                        [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p])
         fn._kt_lib = lib  # keep the library alive with the function
@@ -791,13 +792,13 @@ class CpuBackend:
         return tuple(outs)
 
     def run_ranges(self, plan: Plan, args, blk: np.ndarray, red: np.ndarray,
-                   jmap: np.ndarray, npairs: int):
+                   jmap: np.ndarray, imap: np.ndarray, npairs: int):
         """The block-sparse reduction of ``plan`` in one call: ``args`` sorted
         (blocks and intervals contiguous), ``blk`` (B, 4) int64 rows [r0, r1)
         and intervals ``red[v0:v1]`` of each output block, ``red`` (R, 2),
-        ``jmap`` the caller's index of each reduced position. Every output row
-        lies in one block (a block with no interval: the identity). Outputs
-        in sorted order."""
+        ``jmap`` / ``imap`` the caller's index of each reduced position /
+        output row. Every output row lies in one block (a block with no
+        interval: the identity). Outputs in the caller's order."""
         key = (plan.signature, "ranges")
         warm = _by_signature.get(key)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
@@ -827,10 +828,11 @@ class CpuBackend:
         blk = np.ascontiguousarray(blk, dtype=np.int64)
         red = np.ascontiguousarray(red, dtype=np.int64).reshape(-1, 2)
         jmap = np.ascontiguousarray(jmap, dtype=np.int64)
+        imap = np.ascontiguousarray(imap, dtype=np.int64)
         argv = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
         outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
                                                    scratch.ctypes.data)
-        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, js,
+        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, imap.ctypes.data, js,
            int(npairs), argv, outv)
         return tuple(outs)

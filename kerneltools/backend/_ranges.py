@@ -352,8 +352,8 @@ def run_blocks(plan: Plan, args, blocks, run, xp=np):
 def run_native(plan: Plan, args, side: SortedSide, run_ranges):
     """Outputs of ``plan`` restricted to ``side`` through a backend's native
     block-sparse kernel ``run_ranges(plan, sorted args, blk, red, jmap,
-    pairs)`` (sorted outputs): arguments gathered in sorted order, outputs
-    scattered back to the caller's."""
+    imap, pairs)``: arguments gathered in sorted order, outputs written in
+    the caller's order by the kernel."""
     plan, extra = _index_as_variables(plan)
     oo, ro = side.out_order, side.red_order
     sub = []
@@ -365,13 +365,6 @@ def run_native(plan: Plan, args, side: SortedSide, run_ranges):
         idx = np.arange(n) if order is None else order
         sub.append(idx.astype(plan.dtype)[:, None])
     jmap = np.arange(side.n_red, dtype=np.int64) if ro is None else ro
+    imap = np.arange(side.n_out, dtype=np.int64) if oo is None else oo
     blk, red, pairs = side.native()
-    outs = run_ranges(plan, sub, blk, red, jmap, pairs)
-    if oo is None:
-        return outs
-    back = []
-    for o in outs:
-        r = np.empty_like(o)
-        r[oo] = o
-        back.append(r)
-    return tuple(back)
+    return run_ranges(plan, sub, blk, red, jmap, imap, pairs)

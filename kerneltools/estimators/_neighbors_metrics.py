@@ -474,7 +474,7 @@ class Cells:
         order = np.argsort(_morton(P, *frame), kind="stable")
         Ps = P[order].astype(np.float64)
         starts = np.arange(0, len(P), per_cell)
-        for _ in range(8):
+        for _ in range(4):
             ends = np.append(starts[1:], len(P))
             half = _half_diagonals(Ps, starts)
             split = (half > 2 * np.median(half)) & (ends - starts > 1)
@@ -504,18 +504,30 @@ def _half_diagonals(Ps: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.sqrt((((hi - lo) / 2) ** 2).sum(1))
 
 
+#: Cells per group in the search for near cells: groups of 8 consecutive
+#: cells (query side and fitted side) are paired first, through k-d trees of
+#: the fitted groups' centres, then their cells box by box.
+_GROUP = 8
+
+
 @dataclass(frozen=True)
 class Grid:
     """The fitted points in Z-order cells (:class:`Cells`), the frame of
-    their Z-order codes, and k-d trees of the cells' centres (scipy's, on
-    the n / ``PRUNE_CELL_POINTS`` cells only: they find the cells near a
-    query cell; the point pairs go through the block-sparse reduction). One
-    tree per class of cell radius (the smaller three quarters, the others):
-    a search reaches out by the largest radius of the tree's cells."""
+    their Z-order codes, the cells' groups (``_GROUP`` consecutive cells:
+    ``first`` cell of each, bounding boxes ``glo``, ``ghi``), a k-d tree of
+    the cells' centres and k-d trees of the groups' centres (scipy's, on n / 256 points: they find the groups
+    near a group of query cells; the point pairs go through the block-sparse
+    reduction). One tree per class of group radius (the smaller three
+    quarters, the others): a search reaches out by the largest radius of the
+    tree's groups."""
 
     frame: tuple
     cells: Cells
-    trees: tuple  # (cKDTree, cell labels, largest radius) per radius class
+    first: np.ndarray
+    glo: np.ndarray
+    ghi: np.ndarray
+    trees: tuple  # (cKDTree, group ids, largest radius) per radius class
+    cell_tree: object  # cKDTree of the cells' centres
 
     @classmethod
     def fit(cls, Y: np.ndarray) -> Grid:
@@ -526,51 +538,106 @@ class Grid:
         scale = 1 / np.maximum(extent.max(), 1e-300) * np.ones_like(extent)
         frame = (lo, scale)
         cells = Cells.cut(Y, PRUNE_CELL_POINTS, frame)
-        small = cells.radii <= np.quantile(cells.radii, 0.75)
+        first = np.arange(0, len(cells.counts) + _GROUP, _GROUP)
+        first[-1] = len(cells.counts)
+        first = np.unique(first)
+        glo = np.minimum.reduceat(cells.lo, first[:-1])
+        ghi = np.maximum.reduceat(cells.hi, first[:-1])
+        radii = np.sqrt((((ghi - glo) / 2) ** 2).sum(1))
+        small = radii <= np.quantile(radii, 0.75)
         trees = tuple(
-            (cKDTree(cells.centers[ids]), ids, cells.radii[ids].max())
+            (cKDTree((glo[ids] + ghi[ids]) / 2), ids, radii[ids].max())
             for ids in (np.flatnonzero(small), np.flatnonzero(~small)) if len(ids)
         )
-        return cls(frame, cells, trees)
+        return cls(frame, cells, first, glo, ghi, trees, cKDTree((cells.lo + cells.hi) / 2))
 
     def nearest(self, c: np.ndarray, m: int) -> np.ndarray:
-        """(len(c), m) labels of the cells of nearest centres."""
-        if len(self.trees) == 1:
-            tree, ids, _ = self.trees[0]
-            return ids[tree.query(c, k=m)[1].reshape(len(c), m)]
-        dist = np.concatenate([t.query(c, k=min(m, len(ids)))[0].reshape(len(c), -1)
-                               for t, ids, _ in self.trees], axis=1)
-        labels = np.concatenate([ids[t.query(c, k=min(m, len(ids)))[1].reshape(len(c), -1)]
-                                 for t, ids, _ in self.trees], axis=1)
-        order = np.argsort(dist, axis=1)[:, :m]
-        return np.take_along_axis(labels, order, axis=1)
+        """(len(c), m) labels of the cells of nearest centres to points ``c``."""
+        m = min(m, len(self.cells.counts))
+        return self.cell_tree.query(c, k=m)[1].reshape(len(c), m)
 
 
-def _box_dist(lo_a, hi_a, lo_b, hi_b) -> np.ndarray:
-    """Smallest distance between points of boxes a and b."""
-    gap = np.maximum(np.maximum(lo_b - hi_a, lo_a - hi_b), 0)
-    return np.sqrt((gap**2).sum(-1))
+def _box_dist(a, lo_a, hi_a, b, lo_b, hi_b) -> np.ndarray:
+    """Smallest distance between points of boxes ``[lo_a[a], hi_a[a]]`` and
+    ``[lo_b[b], hi_b[b]]``, feature by feature (1-D gathers: 6x faster than
+    gathering rows)."""
+    acc = np.zeros(len(a))
+    col = np.ascontiguousarray
+    for f in range(lo_a.shape[1]):
+        g = np.maximum(col(lo_b[:, f]).take(b) - col(hi_a[:, f]).take(a),
+                       col(lo_a[:, f]).take(a) - col(hi_b[:, f]).take(b))
+        np.maximum(g, 0, out=g)
+        acc += g * g
+    return np.sqrt(acc, out=acc)
+
+
+def _group_pairs(lo, hi, radius, g: Grid):
+    """(A, B): the groups of boxes ``[lo[A], hi[A]]`` and fitted groups
+    ``B`` within ``radius[A]``, through k-d trees of centres (within radius
+    + both radii); boxes are grouped by that reach (classes a factor sqrt(2)
+    apart), so that no search reaches much farther than it needs to."""
+    from scipy.spatial import cKDTree
+
+    c = (lo + hi) / 2
+    reach = radius + np.sqrt((((hi - lo) / 2) ** 2).sum(1))
+    finite = np.isfinite(reach)
+    cls = np.full(len(c), -1, np.int64)  # -1: no bound, every group
+    if finite.any():
+        base = max(reach[finite].min(), 1e-300)
+        cls[finite] = np.floor(2 * np.log2(reach[finite] / base)).astype(np.int64)
+    n_groups = len(g.first) - 1
+    a_parts, b_parts = [], []
+    for k in np.unique(cls):
+        rows = np.flatnonzero(cls == k)
+        if k < 0:
+            a_parts.append(np.repeat(rows, n_groups))
+            b_parts.append(np.tile(np.arange(n_groups), len(rows)))
+            continue
+        qtree = cKDTree(c[rows])
+        for tree, ids, r_max in g.trees:
+            m = qtree.sparse_distance_matrix(
+                tree, (reach[rows].max() + r_max) * (1 + 1e-9) + 1e-300,
+                output_type="ndarray")
+            a_parts.append(rows[m["i"]])
+            b_parts.append(ids[m["j"]])
+    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+    near = _box_dist(a, lo, hi, b, g.glo, g.ghi) <= radius[a]
+    return a[near], b[near]
+
+
+def _expand(outer, first, n_inner):
+    """(outer index, inner index) of every member ``first[outer] + t``,
+    ``t < n_inner`` (vectorised, for groups of varying sizes)."""
+    reps = np.repeat(np.arange(len(outer)), n_inner)
+    t = np.arange(len(reps)) - np.repeat(np.cumsum(n_inner) - n_inner, n_inner)
+    return reps, first[reps] + t
 
 
 def _near_pairs(lo, hi, radius, g: Grid):
-    """(a, b, d): the pairs of boxes ``[lo[a], hi[a]]`` and fitted cells ``b``
-    within ``radius[a]`` (d: box to box), found through the cells' trees
-    (centres within radius + both radii)."""
+    """(a, b): the pairs of boxes ``[lo[a], hi[a]]`` (in an order where
+    neighbours follow each other: cells of a Z-order) and fitted cells ``b``
+    within ``radius[a]`` box to box, grouped by a, nearest first: pairs of
+    groups of ``_GROUP`` boxes first (:func:`_group_pairs`), then query
+    groups and fitted cells, then cells and cells, vectorised."""
     fc = g.cells
-    c = (lo + hi) / 2
-    half = np.sqrt((((hi - lo) / 2) ** 2).sum(1))
-    a_parts, b_parts = [], []
-    for tree, ids, r_max in g.trees:
-        reach = (radius + half + r_max) * (1 + 1e-9) + 1e-300
-        lists = tree.query_ball_point(c, reach, return_sorted=False)
-        lens = np.fromiter(map(len, lists), np.int64, len(lists))
-        b_parts.append(ids[np.fromiter(itertools.chain.from_iterable(lists), np.int64,
-                                       int(lens.sum()))])
-        a_parts.append(np.repeat(np.arange(len(lists)), lens))
-    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
-    dist = _box_dist(lo[a], hi[a], fc.lo[b], fc.hi[b])
+    starts = np.arange(0, len(lo), _GROUP)
+    glo, ghi = np.minimum.reduceat(lo, starts), np.maximum.reduceat(hi, starts)
+    grad = np.maximum.reduceat(radius, starts)
+    A, B = _group_pairs(glo, ghi, grad, g)
+    # query groups x fitted cells
+    k, b = _expand(B, g.first[B], g.first[B + 1] - g.first[B])
+    A = A[k]
+    near = _box_dist(A, glo, ghi, b, fc.lo, fc.hi) <= grad[A]
+    A, b = A[near], b[near]
+    # query cells x fitted cells
+    k, a = _expand(A, starts[A], np.minimum(_GROUP, len(lo) - starts[A]))
+    b = b[k]
+    dist = _box_dist(a, lo, hi, b, fc.lo, fc.hi)
     near = dist <= radius[a]
-    return a[near], b[near], dist[near]
+    a, b, dist = a[near], b[near], dist[near]
+    # grouped by a, by increasing distance: one sort of a float key
+    order = np.argsort(a + dist / (2 * dist.max(initial=0) + 1e-300))
+    return a[order], b[order]
 
 
 class PrunedSearch(FormulaSearch):
@@ -607,20 +674,25 @@ class PrunedSearch(FormulaSearch):
         their nearest fitted cells (an upper bound of the true one; inf
         where these cells hold fewer than K points)."""
         fc = self.grid.cells
-        m = min(len(fc.counts), -(-k // PRUNE_CELL_POINTS) + PRUNE_NEAR_CELLS)
-        near = self.grid.nearest(c, m)
-        bs = kr.block_sparsity(np.arange(len(c)), fc.labels,
-                               (np.repeat(np.arange(len(c)), m), near.ravel()),
-                               priority=np.tile(np.arange(m), len(c)))
+        near = self.grid.nearest(c, -(-k // PRUNE_CELL_POINTS) + PRUNE_NEAR_CELLS)
+        m = near.shape[1]
+        one = np.arange(len(c))
+        bs = kr.BlockSparsity.from_pairs(
+            (len(c), len(self.Y)), one, fc.order, np.repeat(one, m), near.ravel(),
+            np.stack([one, one + 1], 1), fc.ranges, priority=np.arange(len(c) * m))
         kth = Vi(c.astype(self.Y.dtype)).sqdist(self._y_j).Kmin(
             k, axis=1, backend=self.backend, ranges=bs)[:, -1]
         return np.sqrt(kth.astype(np.float64))
 
-    def _pruned(self, X, labels, lo, hi, radius, k: int):
-        """K-min of the queries ``X`` (in cells ``labels`` with boxes ``lo``,
-        ``hi``) over the fitted cells within ``radius`` of their cell."""
-        a, b, dist = _near_pairs(lo, hi, radius, self.grid)
-        bs = kr.block_sparsity(labels, self.grid.cells.labels, (a, b), priority=dist)
+    def _pruned(self, X, order, ranges, lo, hi, radius, k: int):
+        """K-min of the queries ``X`` (cells ``ranges`` of ``X[order]`` with
+        boxes ``lo``, ``hi``) over the fitted cells within ``radius`` of
+        their cell, nearest cells first (the K-th value falls early, most
+        tiles are skipped)."""
+        a, b = _near_pairs(lo, hi, radius, self.grid)
+        fc = self.grid.cells
+        bs = kr.BlockSparsity.from_pairs((len(X), len(self.Y)), order, fc.order, a, b,
+                                         ranges, fc.ranges, priority=np.arange(len(a)))
         v, i = self.rdist(X).Kmin_argKmin(k, axis=1, backend=self.backend, ranges=bs)
         return v.reshape(-1, k), i.reshape(-1, k)
 
@@ -630,16 +702,21 @@ class PrunedSearch(FormulaSearch):
             return super().kmin(X, k)
         qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
         u = self._centre_kth(qc.centers, k) * PRUNE_RADIUS_FACTOR
-        v, i = self._pruned(X, qc.labels, qc.lo, qc.hi, u, k)
+        v, i = self._pruned(X, qc.order, qc.ranges, qc.lo, qc.hi, u, k)
         # the certificate: the K-th distance (rounded up) within u + depth
         Xd = X.astype(np.float64)
         depth = np.minimum(Xd - qc.lo[qc.labels], qc.hi[qc.labels] - Xd).min(1)
         dk = np.sqrt(v[:, -1].astype(np.float64)) * (1 + _PRUNE_SLACK) + 1e-30
         again = np.flatnonzero(~(dk <= u[qc.labels] + depth))
         if len(again):
+            # (in the queries' Z-order, so that groups of them are compact)
+            rank = np.empty(len(X), np.int64)
+            rank[qc.order] = np.arange(len(X))
+            again = again[np.argsort(rank[again])]
             P = Xd[again]
-            v[again], i[again] = self._pruned(X[again], np.arange(len(again)), P, P,
-                                              dk[again], k)
+            one = np.arange(len(again))
+            v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
+                                              P, P, dk[again], k)
         return v, i
 
 
