@@ -241,3 +241,169 @@ def test_knn_mask_by_blocks_equals_whole():
     parts = [kr.knn_mask(ci[s:s + 200], ri[s:s + 200], cj, rj, counts, 5, kth_i=kth[s:s + 200])
              for s in range(0, 600, 200)]
     np.testing.assert_array_equal(whole, np.concatenate(parts))
+
+
+# -- the C backend's native block-sparse kernel ------------------------------------
+
+
+def _mask_of(ranges_out, slices, red, n_out, n_red):
+    """(n_out, n_red) bool: the pairs a KeOps description (one axis) keeps."""
+    mask = np.zeros((n_out, n_red), bool)
+    start = 0
+    for (r0, r1), end in zip(ranges_out, slices):
+        for a, b in red[start:end]:
+            mask[r0:r1, a:b] = True
+        start = end
+    return mask
+
+
+def _masked_references(D, mask, w, K):
+    """Independent NumPy results of the reductions of ``D`` (n_out, n_red)
+    over the kept pairs: sum of exp(-D) w, min/argmin (first index on ties),
+    the K smallest (ties by index), logsumexp of -D; rows with no pair get
+    the identity (0; +inf, -1; -inf)."""
+    n = len(D)
+    E = np.where(mask, np.exp(-D), 0)
+    ref = {"sum": E @ w, "min": np.full(n, np.inf), "argmin": np.full(n, -1),
+           "kmin": np.full((n, K), np.inf), "argkmin": np.full((n, K), -1),
+           "lse": np.full(n, -np.inf)}
+    for r in range(n):
+        idx = np.flatnonzero(mask[r])
+        if not len(idx):
+            continue
+        order = idx[np.argsort(D[r, idx], kind="stable")]
+        ref["min"][r], ref["argmin"][r] = D[r, order[0]], order[0]
+        ref["kmin"][r, :min(K, len(order))] = D[r, order[:K]]
+        ref["argkmin"][r, :min(K, len(order))] = order[:K]
+        m = (-D[r, idx]).max()
+        ref["lse"][r] = m + np.log(np.exp(-D[r, idx] - m).sum())
+    return ref
+
+
+#: Descriptions (over j) of a 23 x 31 reduction: empty output blocks, blocks
+#: with no interval, rows in no block, intervals at both ends, one block
+#: covering every row, intervals given in decreasing order.
+EDGE_CASES = {
+    "edges": ([[0, 5], [5, 5], [5, 9], [12, 23]], [2, 2, 2, 4],
+              [[0, 1], [30, 31], [3, 17], [29, 31]]),
+    "single block": ([[0, 23]], [1], [[0, 31]]),
+    "single block, two intervals": ([[0, 23]], [2], [[0, 1], [30, 31]]),
+    "no intervals at all": ([[0, 10], [10, 23]], [0, 0], np.zeros((0, 2), np.int64)),
+    "any order": ([[0, 7], [7, 23]], [3, 5], [[20, 31], [0, 4], [9, 12], [30, 31], [0, 2]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_CASES))
+@pytest.mark.parametrize("axis", [0, 1])
+def test_block_sparse_edge_cases(case, axis, dtype, rtol, backend):
+    rng = np.random.default_rng(11)
+    n_out, n_red, K = 23, 31, 4
+    out_r, sl, red = (np.asarray(a, np.int64).reshape(-1, 2) if k != 1
+                      else np.asarray(a, np.int64) for k, a in enumerate(EDGE_CASES[case]))
+    mask = _mask_of(out_r, sl, red, n_out, n_red)
+    # the other axis: every pair, so that the description is complete
+    full = (np.array([[0, n_red]]), np.array([1]), np.array([[0, n_out]]))
+    ranges = (out_r, sl, red) + full if axis == 1 else full + (out_r, sl, red)
+    # integer coordinates: many equal distances (ties by index)
+    o = rng.integers(0, 3, (n_out, 2)).astype(dtype)
+    r_ = rng.integers(0, 3, (n_red, 2)).astype(dtype)
+    w = rng.random((n_red, 1)).astype(dtype)
+    x, y = (o, r_) if axis == 1 else (r_, o)
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    D = ((o[:, None].astype(np.float64) - r_[None]) ** 2).sum(-1)
+    ref = _masked_references(D, mask, w.astype(np.float64), K)
+    Wv = kt.Vj(w) if axis == 1 else kt.Vi(w)
+    got_sum = ((-F).exp() * Wv).sum(axis=axis, ranges=ranges, backend=backend)
+    assert_close(got_sum, ref["sum"], 10 * rtol, scale=ref["sum"] + 1)
+    v, i = F.min_argmin(axis=axis, ranges=ranges, backend=backend)
+    np.testing.assert_array_equal(i[:, 0], ref["argmin"])
+    np.testing.assert_array_equal(v[:, 0], ref["min"])
+    v, i = F.Kmin_argKmin(K, axis=axis, ranges=ranges, backend=backend)
+    np.testing.assert_array_equal(i.reshape(-1, K), ref["argkmin"])
+    np.testing.assert_array_equal(v.reshape(-1, K), ref["kmin"])
+    lse = (-F).logsumexp(axis=axis, ranges=ranges, backend=backend)[:, 0]
+    assert_close(lse, ref["lse"], 10 * rtol, scale=np.abs(ref["lse"]) + 1)
+
+
+def test_cpu_backend_runs_block_sparse_reductions_natively(monkeypatch):
+    """One call of the compiled block-sparse kernel, no dense reduction per block."""
+    from kerneltools.backend import _dispatch
+
+    calls = {"native": 0, "dense": 0}
+    cpu = _dispatch.BACKENDS["cpu"]
+    if not cpu.available()[0]:
+        pytest.skip("no C compiler")
+    run_ranges, run = cpu.run_ranges, cpu.run
+
+    def spy_native(*a, **k):
+        calls["native"] += 1
+        return run_ranges(*a, **k)
+
+    def spy_dense(*a, **k):
+        calls["dense"] += 1
+        return run(*a, **k)
+
+    monkeypatch.setattr(cpu, "run_ranges", spy_native)
+    monkeypatch.setattr(cpu, "run", spy_dense)
+    _, x, y, lab_x, lab_y, keep = _setup(np.float64, seed=6)
+    bs = kr.block_sparsity(lab_x, lab_y, keep)
+    kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, ranges=bs, backend="cpu")
+    kt.Vi(x).sqdist(kt.Vj(y)).sum(axis=0, ranges=bs, backend="cpu")
+    assert calls == {"native": 2, "dense": 0}
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_pairs_with_priority_give_the_mask_result(axis, backend):
+    """block_sparsity from sparse pairs, in any visiting order, equals the
+    same description from a dense mask (ties on an integer grid included)."""
+    rng, _, _, lab_x, lab_y, keep = _setup(np.float64, seed=7)
+    x = rng.integers(0, 4, (len(lab_x), 2)).astype(np.float64)
+    y = rng.integers(0, 4, (len(lab_y), 2)).astype(np.float64)
+    a, b = np.nonzero(keep)
+    perm = rng.permutation(len(a))
+    pairs = kr.block_sparsity(lab_x, lab_y, (a[perm], b[perm]), priority=rng.random(len(a)))
+    dense = kr.block_sparsity(lab_x, lab_y, keep)
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    for red in ("argKmin", "Kmin"):
+        np.testing.assert_array_equal(
+            getattr(F, red)(5, axis=axis, ranges=pairs, backend=backend),
+            getattr(F, red)(5, axis=axis, ranges=dense, backend="numpy"))
+    np.testing.assert_allclose(F.sum(axis=axis, ranges=pairs, backend=backend),
+                               F.sum(axis=axis, ranges=dense, backend="numpy"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "ties"])
+def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
+    """The estimators' pruned search (Z-order cells, certificate, second
+    pass) returns exactly the brute-force neighbours, ties by index."""
+    from kerneltools.estimators import _neighbors_metrics as M
+
+    monkeypatch.setattr(M, "PRUNE_MIN_FIT", 1000)
+    rng = np.random.default_rng(20 + d)
+    n = 4000
+    if kind == "uniform":
+        X, Q = rng.random((n, d)), rng.random((900, d))
+    elif kind == "clustered":
+        centers = rng.random((8, d))
+        X = centers[rng.integers(0, 8, n)] + 0.01 * rng.standard_normal((n, d))
+        Q = centers[rng.integers(0, 8, 900)] + 0.01 * rng.standard_normal((900, d))
+    else:  # integer grid: many equal distances and duplicate points
+        X, Q = rng.integers(0, 12, (n, d)), rng.integers(-2, 14, (900, d))
+    X, Q = X.astype(np.float32), Q.astype(np.float32)
+    pruned = kt.NearestNeighbors(n_neighbors=9).fit(X)
+    assert pruned._fit_method == "block_sparse"
+    brute = kt.NearestNeighbors(n_neighbors=9, algorithm="brute").fit(X)
+    for q in (Q, None):
+        dp, ip = pruned.kneighbors(q)
+        db, ib = brute.kneighbors(q)
+        np.testing.assert_array_equal(ip, ib)
+        np.testing.assert_array_equal(dp, db)
+    # and against an independent float64 reference (ties: smallest index)
+    dd = ((Q[:50, None].astype(np.float64) - X[None]) ** 2).sum(-1)
+    ref = np.argsort(dd, axis=1, kind="stable")[:, :9]
+    got = pruned.kneighbors(Q[:50], return_distance=False)
+    if kind == "ties":  # exact in float32 too: small integers
+        np.testing.assert_array_equal(got, ref)
+    else:
+        assert (got == ref).mean() > 0.999

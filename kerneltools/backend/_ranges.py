@@ -69,8 +69,8 @@ class SortedSide:
             rows = np.arange(r0, r1)
             if self.out_order is not None:
                 rows = self.out_order[rows]
-            if self.red_order is not None:
-                cols = np.sort(self.red_order[cols])
+            # increasing caller's index: ties resolve as in the dense reduction
+            cols = np.sort(cols if self.red_order is None else self.red_order[cols])
             out.append((rows, cols.astype(np.int64)))
         return tuple(out)
 
