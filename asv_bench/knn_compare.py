@@ -11,9 +11,12 @@ Systems (each fits on the M points, then finds the K nearest of the N
 queries; all on the 2 cores of the machine):
 
 - ``kerneltools``      ``NearestNeighbors(n_neighbors=K).fit(Y).kneighbors(X)``
-  (for D >= 20, its expanded search: candidates from ``|y|^2 - 2 <x, y>``,
-  exact re-ranking, a per-row certificate; the note gives how many query
-  rows per call failed it and were searched again in the direct form)
+  (for D <= 3 and M >= 20,000, its pruned search: Z-order cells, one
+  block-sparse K-min over the nearby cell pairs; for D >= 20, its expanded
+  search: candidates from ``|y|^2 - 2 <x, y>``, exact re-ranking, a per-row
+  certificate; the note gives how many query rows per call failed it and
+  were searched again in the direct form)
+- ``kerneltools-brute`` the same with ``algorithm="brute"`` (every pair)
 - ``sklearn-brute``    scikit-learn ``NearestNeighbors(algorithm="brute", n_jobs=2)``
 - ``sklearn-kd_tree``  the same with ``algorithm="kd_tree"`` (not brute force)
 - ``faiss``            ``faiss.IndexFlatL2``: ``add(Y)``, ``search(X, K)``
@@ -21,7 +24,9 @@ queries; all on the 2 cores of the machine):
 
 Points follow ``/work/shared/research/anchor_numbers.md`` (section 3): D = 3
 uniform in the unit cube, larger D standard Gaussian; queries and points
-are independent draws.
+are independent draws. ``--data clustered``: 50 Gaussian blobs (centres
+drawn as above, the same for queries and points; standard deviation 0.02
+for D <= 3, 0.2 above).
 
 Method (as ``compare.py``, whose helpers this script uses): per D, the first
 case (``--warmup-case``, 1e4 x 1e4 by default) compiles kerneltools' and
@@ -38,6 +43,9 @@ Examples (from the repository root)::
     python asv_bench/knn_compare.py                             # the issue's table
     python asv_bench/knn_compare.py --cases 2e4:2e4 --dims 3    # a quick look
     python asv_bench/knn_compare.py --systems kerneltools,faiss --repeats 3
+    python asv_bench/knn_compare.py --cases 1e5:1e5,1e6:1e6 --dims 3 \
+        --data uniform,clustered --repeats 3 \
+        --systems kerneltools,kerneltools-brute,sklearn-kd_tree,faiss  # issue 8
 """
 
 from __future__ import annotations
@@ -55,8 +63,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare as C  # needs the path above
 from benchmarks import neighbors as B
 
-SYSTEMS = ("kerneltools", "sklearn-brute", "sklearn-kd_tree", "faiss", "pykeops")
-BRUTE = ("sklearn-brute", "faiss", "pykeops")
+SYSTEMS = ("kerneltools", "kerneltools-brute", "sklearn-brute", "sklearn-kd_tree",
+           "faiss", "pykeops")
+BRUTE = ("kerneltools-brute", "sklearn-brute", "faiss", "pykeops")
+DATA = ("uniform", "clustered")
 
 
 # -- systems --------------------------------------------------------------------------
@@ -81,6 +91,13 @@ def kerneltools_knn(X, Y, k, fallback_rows: list):
             M.ExpandedSearch.fallback = original
 
     return call
+
+
+def kerneltools_brute_knn(X, Y, k):
+    from kerneltools.estimators.neighbors import NearestNeighbors
+
+    nn = NearestNeighbors(n_neighbors=k, algorithm="brute", backend="cpu")
+    return lambda: nn.fit(Y).kneighbors(X)
 
 
 def faiss_knn(X, Y, k):
@@ -108,6 +125,8 @@ def make_callable(system: str, X, Y, k: int, fallback_rows: list):
     """A function doing fit + query, returning (distances or None, indices)."""
     if system == "kerneltools":
         return kerneltools_knn(X, Y, k, fallback_rows)
+    if system == "kerneltools-brute":
+        return kerneltools_brute_knn(X, Y, k)
     if system.startswith("sklearn-"):
         return B.sklearn_knn(X, Y, k, algorithm=system.split("-", 1)[1])
     if system == "faiss":
@@ -161,11 +180,22 @@ def recall(found, true) -> float:
 # -- running ---------------------------------------------------------------------------
 
 
-def plan(args, system, d, n, m, last) -> dict:
+def make_data(kind: str, n: int, d: int, seed: int) -> np.ndarray:
+    """n points of the kind (see the module docstring), float32."""
+    if kind == "uniform":
+        return B.make_points(n, d, np.float32, seed=seed)
+    centres = B.make_points(50, d, np.float64, seed=12345)
+    rng = np.random.default_rng(seed)
+    spread = 0.02 if d <= 3 else 0.2
+    pts = centres[rng.integers(0, 50, n)] + spread * rng.standard_normal((n, d))
+    return pts.astype(np.float32)
+
+
+def plan(args, system, d, n, m, last, data="uniform") -> dict:
     why = availability(system)
     if why:
         return {"status": "unavailable", "note": why}
-    prev = last.get((system, d))
+    prev = last.get((system, d, data))
     est = prev[1] * (n * m) / prev[0] if prev else None
     # kerneltools, the subject, always runs; the estimate skips the others
     if est is not None and est > args.max_seconds and system != "kerneltools":
@@ -201,31 +231,33 @@ def run_system(args, system, X, Y, est, rows, true) -> dict:
     return rec
 
 
-def run_case(args, d, n, m, last) -> dict:
+def run_case(args, d, n, m, last, data="uniform") -> dict:
     load = round(os.getloadavg()[0], 2)
     case = {
         "d": d,
+        "data": data,
         "dtype": "float32",
         "n": n,
         "m": m,
         "loadavg_1m_start": load,
         "systems": {},
     }
-    X = B.make_points(n, d, np.float32, seed=args.seed + 1)
-    Y = B.make_points(m, d, np.float32, seed=args.seed + 2)
+    X = make_data(data, n, d, seed=args.seed + 1)
+    Y = make_data(data, m, d, seed=args.seed + 2)
     rng = np.random.default_rng(args.seed)
     rows = np.sort(rng.choice(n, min(args.check_rows, n), replace=False))
     true = exact_knn(X[rows], Y, args.k)
-    print(f"[knn] D={d} N={C.fmt_n(n)} M={C.fmt_n(m)} (load {load})", file=sys.stderr)
+    print(f"[knn] D={d} {data} N={C.fmt_n(n)} M={C.fmt_n(m)} (load {load})",
+          file=sys.stderr)
     for system in args.systems:
-        p = plan(args, system, d, n, m, last)
+        p = plan(args, system, d, n, m, last, data)
         rec = (
             run_system(args, system, X, Y, p["est_s"], rows, true)
             if p["status"] == "run"
             else p
         )
         if rec["status"] == "ok":
-            last[(system, d)] = (n * m, rec["median_s"])
+            last[(system, d, data)] = (n * m, rec["median_s"])
         case["systems"][system] = rec
         print(
             f"[knn]   {system:<16} {C.fmt_s(rec.get('median_s')):>9}  "
@@ -292,11 +324,12 @@ def report(args, records, load_start, wall) -> str:
         "",
     ]
     others = [s for s in args.systems if s != "kerneltools"]
-    head = ["D", "dtype", "N", "M"] + list(args.systems)
+    head = ["D", "data", "dtype", "N", "M"] + list(args.systems)
     head += [f"{s} / kt" for s in others] + ["fastest brute / kt"]
     rows = []
     for c in records:
-        row = [str(c["d"]), c["dtype"], C.fmt_n(c["n"]), C.fmt_n(c["m"])]
+        row = [str(c["d"]), c.get("data", "uniform"), c["dtype"], C.fmt_n(c["n"]),
+               C.fmt_n(c["m"])]
         row += [_cell(c["systems"][s]) for s in args.systems]
         row += [_ratio(c, s) for s in others] + [_fastest_brute(c)]
         rows.append(row)
@@ -312,6 +345,7 @@ def report(args, records, load_start, wall) -> str:
     ]
     head = [
         "D",
+        "data",
         "N",
         "M",
         "system",
@@ -333,6 +367,7 @@ def report(args, records, load_start, wall) -> str:
             detail.append(
                 [
                     str(c["d"]),
+                    c.get("data", "uniform"),
                     C.fmt_n(c["n"]),
                     C.fmt_n(c["m"]),
                     s,
@@ -402,6 +437,12 @@ def parse_args(argv=None):
         default=list(SYSTEMS),
         help="from " + ",".join(SYSTEMS) + " (default: all)",
     )
+    add(
+        "--data",
+        type=lambda t: C._choices(t, DATA, "data"),
+        default=["uniform"],
+        help="point distributions, from " + ",".join(DATA) + " (default uniform)",
+    )
     add("--k", type=int, default=B.K_NN, help="neighbours per query (default 10)")
     add("--repeats", type=int, default=1, help="timed calls per case (default 1)")
     add(
@@ -437,8 +478,9 @@ def main(argv=None) -> int:
     load_start, t0 = os.getloadavg(), time.perf_counter()
     last: dict = {}  # (system, d) -> (pairs, median seconds)
     records = [
-        run_case(args, d, n, m, last)
+        run_case(args, d, n, m, last, data)
         for d in args.dims
+        for data in args.data
         for n, m in args.warmup_case + args.cases
     ]
     text = report(args, records, load_start, time.perf_counter() - t0)

@@ -212,7 +212,8 @@ def test_neighbors_use_cluster_pruning_in_low_dimension(d, monkeypatch):
     from kerneltools.estimators import _neighbors_metrics as M
 
     monkeypatch.setattr(M, "PRUNE_MIN_FIT", 500)
-    monkeypatch.setattr(M, "PRUNE_CELL_POINTS", 32)
+    monkeypatch.setattr(M, "PRUNE_MIN_PAIRS", 0)
+    monkeypatch.setattr(M, "PRUNE_CELL_POINTS", 16)
     rng = np.random.default_rng(d)
     X = _clustered(rng, 3000, d).astype(np.float32)
     Q = rng.random((400, d)).astype(np.float32)
@@ -380,6 +381,7 @@ def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
     from kerneltools.estimators import _neighbors_metrics as M
 
     monkeypatch.setattr(M, "PRUNE_MIN_FIT", 1000)
+    monkeypatch.setattr(M, "PRUNE_MIN_PAIRS", 0)
     rng = np.random.default_rng(20 + d)
     n = 4000
     if kind == "uniform":
@@ -399,6 +401,7 @@ def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
         db, ib = brute.kneighbors(q)
         np.testing.assert_array_equal(ip, ib)
         np.testing.assert_array_equal(dp, db)
+    assert "_built" in vars(pruned._grid)  # the cells were built and searched
     # and against an independent float64 reference (ties: smallest index)
     dd = ((Q[:50, None].astype(np.float64) - X[None]) ** 2).sum(-1)
     ref = np.argsort(dd, axis=1, kind="stable")[:, :9]

@@ -24,7 +24,7 @@ scikit-learn's, whose constraint classes are not public.
 
 from __future__ import annotations
 
-import itertools
+import functools
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -410,7 +410,12 @@ def _rerank(X: np.ndarray, Y: np.ndarray, cand: np.ndarray, k: int):
 #: fewer candidate pairs and more blocks; the C backend reduces every block
 #: in one call.
 PRUNE_MAX_DIM = 3
-PRUNE_MIN_FIT = 20_000
+PRUNE_MIN_FIT = 1_000
+#: ... and a search prunes only from this many pairs (queries x fitted
+#: points): below, brute force is as fast (measured, K = 10, D = 3 float32,
+#: fit + query: pruned / brute 0.9 at 1e5 x 1e3, 1.3 at 5e3 x 3e3, 2.4 at
+#: 1e4 x 1e4; a fit with few queries never builds the cells).
+PRUNE_MIN_PAIRS = 2**24
 PRUNE_CELL_POINTS = 32
 PRUNE_QUERY_POINTS = 32
 #: Fitted cells nearest to a query cell's centre that bound its K-th
@@ -510,29 +515,31 @@ def _half_diagonals(Ps: np.ndarray, starts: np.ndarray) -> np.ndarray:
 _GROUP = 8
 
 
-@dataclass(frozen=True)
 class Grid:
     """The fitted points in Z-order cells (:class:`Cells`), the frame of
     their Z-order codes, the cells' groups (``_GROUP`` consecutive cells:
     ``first`` cell of each, bounding boxes ``glo``, ``ghi``), a k-d tree of
-    the cells' centres and k-d trees of the groups' centres (scipy's, on n / 256 points: they find the groups
-    near a group of query cells; the point pairs go through the block-sparse
-    reduction). One tree per class of group radius (the smaller three
-    quarters, the others): a search reaches out by the largest radius of the
-    tree's groups."""
+    the cells' centres and k-d trees of the groups' centres (scipy's, on
+    n / 256 points: they find the groups near a group of query cells; the
+    point pairs go through the block-sparse reduction). One tree per class
+    of group radius (the smaller three quarters, the others): a search
+    reaches out by the largest radius of the tree's groups.
 
-    frame: tuple
-    cells: Cells
-    first: np.ndarray
-    glo: np.ndarray
-    ghi: np.ndarray
-    trees: tuple  # (cKDTree, group ids, largest radius) per radius class
-    cell_tree: object  # cKDTree of the cells' centres
+    Built at the first pruned search (``Grid.fit`` only stores the points):
+    a fit followed by a few queries stays as cheap as brute force."""
+
+    def __init__(self, Y: np.ndarray):
+        self._Y = Y
 
     @classmethod
     def fit(cls, Y: np.ndarray) -> Grid:
+        return cls(Y)
+
+    @functools.cached_property
+    def _built(self) -> tuple:
         from scipy.spatial import cKDTree
 
+        Y = self._Y
         lo = Y.min(axis=0).astype(np.float64)
         extent = Y.max(axis=0).astype(np.float64) - lo
         scale = 1 / np.maximum(extent.max(), 1e-300) * np.ones_like(extent)
@@ -549,7 +556,16 @@ class Grid:
             (cKDTree((glo[ids] + ghi[ids]) / 2), ids, radii[ids].max())
             for ids in (np.flatnonzero(small), np.flatnonzero(~small)) if len(ids)
         )
-        return cls(frame, cells, first, glo, ghi, trees, cKDTree((cells.lo + cells.hi) / 2))
+        self._Y = None
+        return frame, cells, first, glo, ghi, trees, cKDTree((cells.lo + cells.hi) / 2)
+
+    frame = property(lambda self: self._built[0])
+    cells = property(lambda self: self._built[1])
+    first = property(lambda self: self._built[2])  # first cell of each group
+    glo = property(lambda self: self._built[3])  # groups' boxes
+    ghi = property(lambda self: self._built[4])
+    trees = property(lambda self: self._built[5])  # (tree, group ids, largest radius)
+    cell_tree = property(lambda self: self._built[6])  # the cells' centres
 
     def nearest(self, c: np.ndarray, m: int) -> np.ndarray:
         """(len(c), m) labels of the cells of nearest centres to points ``c``."""
@@ -698,8 +714,8 @@ class PrunedSearch(FormulaSearch):
 
     def kmin(self, X: np.ndarray, k: int):
         X = self.metric.prepare(X)
-        if k >= len(self.Y) // 2:  # most pairs anyway
-            return super().kmin(X, k)
+        if len(X) * len(self.Y) < PRUNE_MIN_PAIRS or k >= len(self.Y) // 2:
+            return super().kmin(X, k)  # brute force pays here
         qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
         u = self._centre_kth(qc.centers, k) * PRUNE_RADIUS_FACTOR
         v, i = self._pruned(X, qc.order, qc.ranges, qc.lo, qc.hi, u, k)
