@@ -245,10 +245,17 @@ class NystroemPreconditioner(LinearOperator):
     backend : str, optional
     diag_correction : bool, default False
         Add the diagonal of ``K - F F^T`` to ``D`` (see above).
+    smooth : bool, default False
+        Take ``F = K_nm L^{-T}`` with ``L L^T = K_mm + j I`` (Cholesky),
+        ``j = min(10^-8 tr(K_mm), 10^-3 min(shift))``, instead of dropping the eigenvalues of ``K_mm`` below
+        ``10^-8`` of the largest: ``P``, its log-determinant and
+        :meth:`sample` are then smooth functions of the kernel's
+        hyperparameters, with no jump where an eigenvalue crosses the
+        threshold (a Gaussian-process objective needs that).
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
-                 random_state=None, backend=None, diag_correction=False):
+                 random_state=None, backend=None, diag_correction=False, smooth=False):
         self.kernel = make_kernel(kernel)
         X = np.asarray(X)
         n = len(X)
@@ -272,9 +279,18 @@ class NystroemPreconditioner(LinearOperator):
         # landmarks would otherwise amplify rounding without bound). F^T D^-1 F
         # is accumulated from explicit blocks of F, never from K_mn K_nm,
         # whose condition number is squared.
-        S, V = np.linalg.eigh(Kmm)
-        keep = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
-        self._W = V[:, keep] / np.sqrt(S[keep])
+        if smooth:
+            # small next to the diagonal D, so F F^T loses nothing that P
+            # needs; the Cholesky factor of K_mm + j I is then a smooth
+            # function of the kernel, unlike a truncated spectrum
+            jitter = min(1e-8 * float(np.trace(Kmm)), 1e-3 * float(np.min(d)))
+            jitter = max(jitter, 1e-14 * float(np.trace(Kmm)), np.finfo(np.float64).tiny)
+            L = _robust_cholesky(Kmm + jitter * np.eye(len(Kmm)))[0]
+            self._W = scipy.linalg.solve_triangular(L, np.eye(len(Kmm)), lower=True).T
+        else:
+            S, V = np.linalg.eigh(Kmm)
+            keep = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
+            self._W = V[:, keep] / np.sqrt(S[keep])
         kdiag = None
         if diag_correction:
             kdiag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from .. import Pm, Vi, Vj
@@ -38,6 +40,8 @@ from ..linalg import (
 )
 
 _SEED = 0
+#: Most CG iterations per evaluation of the optimizer's objective.
+OBJECTIVE_MAX_ITER = 100
 #: Test points per batch of the variance solves: an n x 128 block at a time.
 _BATCH = 128
 
@@ -109,7 +113,8 @@ class IterativeGP:
         if landmarks is None:
             landmarks = landmarks_for(est, kernel)
         self.M = NystroemPreconditioner(kernel, X, shift=est._alpha, landmarks=landmarks,
-                                        backend=est.backend, diag_correction=True)
+                                        backend=est.backend, diag_correction=True,
+                                        smooth=True)
 
     def _cg(self, B):
         return self.solve(B)[0]
@@ -122,13 +127,28 @@ class IterativeGP:
                                   max_iter=est.max_iter)
 
     @_one_blas_thread
-    def lml(self, eval_gradient):
+    def lml(self, eval_gradient, objective=False):
+        """The log marginal likelihood (and its gradient) by BBMM.
+
+        With ``objective`` (the optimizer's calls), CG stops after
+        ``min(max_iter, OBJECTIVE_MAX_ITER)`` iterations, and a point where it
+        has not converged by then gets ``-inf`` (zero gradient): L-BFGS-B
+        steps back from it as from a kernel that is not positive definite on
+        the exact path, instead of spending up to ``max_iter`` iterations on
+        a trial point far from the optimum."""
         est = self.est
         y = est.y_train_[:, None] if est.y_train_.ndim == 1 else est.y_train_
         n, t = y.shape
-        alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
-            self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED, tol=est.tol,
-            max_iter=est.max_iter)
+        max_iter = min(est.max_iter, OBJECTIVE_MAX_ITER) if objective else est.max_iter
+        with warnings.catch_warnings():
+            if objective:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
+                self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED, tol=est.tol,
+                max_iter=max_iter)
+        if objective and self.n_iter >= max_iter:
+            theta = self.kernel.theta
+            return (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
         lml = float(-0.5 * np.einsum("ik,ik->", y, alpha) - 0.5 * t * logdet
                     - 0.5 * t * n * np.log(2 * np.pi))
         if not eval_gradient:

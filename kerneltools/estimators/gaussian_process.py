@@ -73,6 +73,16 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         the solves for ``alpha_`` and the predictive variances go to
         ``min(tol, 1e-6)``.
     max_iter : int, default=1000
+    n_pretrain : int, "auto" or None, default="auto"
+        Iterative solver with an optimizer: first fit the hyperparameters on
+        a random subset of ``n_pretrain`` training points (by the same rule,
+        recursively) and start the optimizer on all points from there, as
+        Wang et al. (2019) pretrain on a subset. The first steps of the
+        optimizer, far from the optimum, are then taken where each step is
+        cheap, and the preconditioner's landmarks are drawn for the
+        pretrained kernel. ``"auto"``: ``n // 4`` when ``n >= 8000``, else
+        no pretraining; None: no pretraining. Restarts
+        (``n_restarts_optimizer``) start from random points as always.
     backend : str, optional
     verbose : int, default=0
         Print each objective evaluation (theta, log marginal likelihood, CG
@@ -119,6 +129,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         "n_components": (v.integer(1), "an int >= 1"),
         "tol": (v.real(0, closed=False), "a float > 0"),
         "max_iter": (v.integer(1), "an int >= 1"),
+        "n_pretrain": (lambda x: x is None or x == "auto" or v.integer(1)(x),
+                       "'auto', None or an int >= 1"),
         "backend": (lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
                     "one of 'auto', 'cpu', 'cuda', 'numpy' or None"),
         "verbose": (lambda x: isinstance(x, (bool, int)), "an int or bool"),
@@ -127,7 +139,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
                  n_restarts_optimizer=0, normalize_y=False, copy_X_train=True,
                  n_targets=None, random_state=None, solver="auto", n_probes=16,
-                 n_components=300, tol=1e-2, max_iter=1000, backend=None, verbose=0):
+                 n_components=300, tol=1e-2, max_iter=1000, n_pretrain="auto", backend=None,
+                 verbose=0):
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
@@ -141,6 +154,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.n_components = n_components
         self.tol = tol
         self.max_iter = max_iter
+        self.n_pretrain = n_pretrain
         self.backend = backend
         self.verbose = verbose
 
@@ -176,15 +190,40 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self.solver == "auto":
             self.solver_ = "cholesky" if len(X) <= CHOLESKY_MAX_SAMPLES else "iterative"
         self._landmarks = None
+        optimize = self.optimizer is not None and self.kernel_.n_dims > 0
         if self.solver_ == "iterative":
+            if optimize:
+                self._pretrain(rng)
             self._landmarks = it.landmarks_for(self, make_kernel(self.kernel_))
-        if self.optimizer is not None and self.kernel_.n_dims > 0:
+        if optimize:
             self._optimize(rng)
         else:
             self.log_marginal_likelihood_value_ = self.log_marginal_likelihood(
                 self.kernel_.theta, clone_kernel=False)
         self._factor()
         return self
+
+    def _pretrain(self, rng):
+        """Start ``kernel_`` from the hyperparameters fitted on a subset."""
+        n = len(self.X_train_)
+        m = self.n_pretrain
+        if m == "auto":
+            m = n // 4 if n >= 8000 else None
+        if m is None or m >= n:
+            return
+        idx = np.sort(np.random.default_rng(it._SEED).choice(n, size=m, replace=False))
+        sub = clone(self).set_params(n_restarts_optimizer=0)
+        sub.kernel_ = clone(self.kernel_)
+        sub._alpha = self._alpha[idx] if np.ndim(self._alpha) else self._alpha
+        sub.X_train_, sub.y_train_ = self.X_train_[idx], self.y_train_[idx]
+        sub.solver_ = "iterative"
+        sub._pretrain(rng)
+        sub._landmarks = it.landmarks_for(sub, make_kernel(sub.kernel_))
+        sub._optimize(rng)
+        self.kernel_.theta = sub.kernel_.theta
+        if self.verbose:
+            print(f"[GaussianProcessRegressor] pretrained on {m} of {n} points: "
+                  f"{self.kernel_}", flush=True)
 
     def _normalize(self, y):
         if self.normalize_y:
@@ -211,10 +250,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _optimize(self, rng):
         def obj_func(theta, eval_gradient=True):
             if eval_gradient:
-                lml, grad = self.log_marginal_likelihood(theta, eval_gradient=True,
-                                                         clone_kernel=False)
+                lml, grad = self._lml(theta, True, False, objective=True)
                 return -lml, -grad
-            return -self.log_marginal_likelihood(theta, clone_kernel=False)
+            return -self._lml(theta, False, False, objective=True)
 
         optima = [self._constrained_optimization(obj_func, self.kernel_.theta,
                                                  self.kernel_.bounds)]
@@ -316,6 +354,11 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             if eval_gradient:
                 raise ValueError("Gradient can only be evaluated for theta!=None")
             return self.log_marginal_likelihood_value_
+        return self._lml(theta, eval_gradient, clone_kernel)
+
+    def _lml(self, theta, eval_gradient, clone_kernel, objective=False):
+        """log_marginal_likelihood; ``objective``: called by the optimizer
+        (see :meth:`_gp_iterative.IterativeGP.lml`)."""
         kernel = self.kernel_.clone_with_theta(theta) if clone_kernel else self.kernel_
         kernel.theta = theta
         start = time.perf_counter()
@@ -323,7 +366,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         cg = ""
         if solver == "iterative":
             solver = it.IterativeGP(self, make_kernel(kernel), kernel)
-            out = solver.lml(eval_gradient)
+            out = solver.lml(eval_gradient, objective)
             cg = f", {solver.n_iter} CG iterations"
         else:
             out = self._exact_lml(make_kernel(kernel), np.asarray(theta), eval_gradient)
