@@ -300,6 +300,23 @@ ${buf_writes}
 ${fold}"""
 )
 
+_RANGES_KMIN_TILE = Template(
+    r"""{
+  const real_t thr = S->kv[0][${K} - 1];
+  int any = S->ki[0][${K} - 1] < 0;
+  #pragma omp simd reduction(|:any)
+  for (int64_t jj = 0; jj < njv; jj++) {
+    const int64_t j = j0 + jj;
+${ij_code}
+    buf0[jj] = ${value};
+    any |= (jj < nj) & !KT_LT(thr, ${value});
+  }
+  if (any) {
+${fold}
+  }
+}"""
+)
+
 _JONLY_PASS = Template(
     r"""#pragma omp simd
 for (int64_t jj = 0; jj < ${bound}; jj++) {
@@ -518,13 +535,21 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         writes = []
         for b, outs in enumerate(r.outputs):
             writes += [f"  buf{b}[{e} * TJ + jj] = {x};" for e, x in enumerate(outs)]
-        tile = _BUFFERED_TILE.substitute(
-            bound=bound,
-            ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
-            buf_writes="\n".join(writes),
-            fold=Template(_RANGES_FOLDS.get(red.name, red.c["tile"]) if ranges
-                          else red.c["tile"]).substitute(subs),
-        )
+        fold = Template(_RANGES_FOLDS.get(red.name, red.c["tile"]) if ranges
+                        else red.c["tile"]).substitute(subs)
+        if ranges and red.uses_k and E == 1:
+            # K-min of a scalar: the test against the K-th value rides along
+            # the loop that computes the tile, and most tiles end there
+            tile = _RANGES_KMIN_TILE.substitute(
+                ij_code=r.code("j", "    ") + "\n" + r.code("ij", "    "),
+                value=r.outputs[0][0], K=plan.K, fold=_indent(fold, 2))
+        else:
+            tile = _BUFFERED_TILE.substitute(
+                bound=bound,
+                ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
+                buf_writes="\n".join(writes),
+                fold=fold,
+            )
         block_setup.append(f"real_t buf0[{formulas[0].dim} * TJ];")
         if len(formulas) > 1:
             block_setup.append(f"real_t buf1[{formulas[1].dim} * TJ];")
