@@ -772,6 +772,10 @@ class LazyTensor:
         """
         name = _reduction_name(reduction, weight)
         red = REDUCTIONS[name]
+        if self.batch or (isinstance(weight, LazyTensor) and weight.batch):
+            raise NotImplementedError(
+                "vjp does not support batch axes yet; loop over the batch"
+            )
         if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
             raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
         axis = _check_axis(axis)

@@ -104,6 +104,8 @@ def test_batch_errors():
     F = kt.Vi(x).sqdist(kt.Vj(np.zeros((3, 8, 2))))
     with pytest.raises(NotImplementedError, match="batch axes"):
         F.to_dense()
+    with pytest.raises(NotImplementedError, match="batch axes"):
+        F.vjp(kt.Vi(x), np.ones((3, 10, 1)))
     with pytest.raises(ValueError, match="ranges= cannot be combined"):
         F.sum(axis=1, ranges=((0,),))
     with pytest.raises(ValueError, match=r"\(\.\.\., N, 1, D\)"):
