@@ -122,3 +122,30 @@ def test_dense_array_and_scipy_operators_are_accepted():
     for op in (A, aslinearoperator(A), lambda V: A @ V):
         x, _ = conjugate_gradient(op, b, tol=1e-10)
         np.testing.assert_allclose(A @ x, b, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("diag_correction", [False, True])
+def test_preconditioner_against_its_dense_definition(diag_correction, smooth):
+    """P = D + F F^T with F F^T = K_nm K_mm^-1 K_mn (dense NumPy), D = shift
+    plus, with the correction, diag(K - F F^T): P^-1, log det P and the
+    covariance of the probes all match."""
+    shift = RNG.uniform(0.05, 0.1, 300)
+    k = make_kernel("rbf", gamma=2.0)  # rough: the landmarks leave a large residual
+    M = NystroemPreconditioner(k, X, shift=shift, n_components=40, landmarks="rpcholesky",
+                               random_state=0, diag_correction=diag_correction,
+                               smooth=smooth)
+    idx = M.landmarks_
+    Knm = k(X, X[idx])
+    FFt = Knm @ np.linalg.solve(k(X[idx]), Knm.T)
+    D = shift + (np.clip(np.diag(k(X)) - np.diag(FFt), 0, None) if diag_correction else 0)
+    P = FFt + np.diag(D)
+    if diag_correction:
+        np.testing.assert_allclose(np.diag(P), np.diag(k(X)) + shift, rtol=1e-6)
+    V = RNG.normal(size=(300, 2))
+    tol = 1e-4 if smooth else 1e-6  # the smooth factor adds a jitter of 1e-3 min(shift)
+    np.testing.assert_allclose(M @ V, np.linalg.solve(P, V), rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(M.logdet(), np.linalg.slogdet(P)[1], rtol=tol)
+    Z = M.sample(20000, random_state=0)
+    cov = Z @ Z.T / Z.shape[1]
+    assert np.abs(cov - P).max() <= 0.05 * np.abs(P).max()
