@@ -301,12 +301,28 @@ def reduce_lazy(formulas, bindings, ni, nj, reduction, axis, K, dtype, backend, 
 
 
 # -- estimators ---------------------------------------------------------------
+#: The estimators scattered lately, by content: their futures stay alive, so
+#: the workers keep their copies (and what those cache at their first call,
+#: such as the cells of a pruned k-NN search) from one call to the next.
+_SCATTERED: dict = {}
+_SCATTERED_MAX = 8
+
+
 def _shared(obj):
     """A graph key holding ``obj`` once (scattered to every worker under a
-    ``distributed`` client), and the graph that defines it."""
+    ``distributed`` client, reused while its content is unchanged), and the
+    graph that defines it."""
     client = _client()
     if client is not None:
-        future = client.scatter(obj, broadcast=True, hash=False)
+        from dask.base import tokenize
+
+        token = (client.id, tokenize(obj))
+        future = _SCATTERED.pop(token, None)
+        if future is None or future.status != "finished":
+            future = client.scatter(obj, broadcast=True, hash=False)
+        _SCATTERED[token] = future  # most recent last
+        while len(_SCATTERED) > _SCATTERED_MAX:
+            _SCATTERED.pop(next(iter(_SCATTERED)))
         return future, {}
     key = f"kt-shared-{next(_names)}"
     return key, {key: obj}

@@ -272,6 +272,15 @@ def test_neighbors_estimators(client):
     for g, r in zip(got["kn"], nn.kneighbors(Q)):
         np.testing.assert_array_equal(g, r)
     np.testing.assert_array_equal(got["kn_ind"], nn.kneighbors(Q, 6, False))
+    # the fitted estimator is scattered once and reused by later calls
+    def estimator_key(lazy):
+        tasks = [t for k, t in dict(lazy.__dask_graph__()).items() if "kt-rows" in str(k)]
+        (future,) = {t[2] for t in tasks}  # (_call_rows, name, estimator, block, ...)
+        assert isinstance(future, distributed.Future)
+        return future.key
+
+    assert estimator_key(nn.kneighbors(dQ)[0]) == estimator_key(nn.kneighbors(dQ)[0])
+    assert estimator_key(nn.kneighbors(dQ)[0]) != estimator_key(clf.kneighbors(dQ)[0])
 
 
 def test_kernel_ridge_and_nystroem_transform(client):
