@@ -79,7 +79,7 @@ def _cases(axis, be):
 CHUNKS = {  # rows per chunk of x (500) and y (350)
     "uneven": ((150, 225, 125), (50, 125, 25, 150)),
     "one-chunk": ((500,), (350,)),
-    "many": (32, 24),  # y in 15 chunks: a merge tree of two levels (SPLIT_EVERY 8)
+    "many": (100, 45),  # y in 8 chunks: three levels of merges two by two (below)
 }
 
 
@@ -108,9 +108,12 @@ def _check_same(got, ref, rtol):
 
 @pytest.mark.parametrize("axis", [1, 0])
 @pytest.mark.parametrize("case", list(_cases(1, None)))
-def test_reductions_equal_in_memory(client, axis, case):
-    """Every chunking (uneven, one chunk, a two-level merge tree), on the CPU
-    backend, and the NumPy backend on uneven chunks: one graph, one compute."""
+def test_reductions_equal_in_memory(client, axis, case, monkeypatch):
+    """Every chunking (uneven, one chunk, a merge tree of three levels), on the
+    CPU backend, and the NumPy backend on uneven chunks: one graph, one compute."""
+    import kerneltools._dask as kd
+
+    monkeypatch.setattr(kd, "SPLIT_EVERY", 2)
     x, y, a, b = _data()
     runs = [(c, "cpu") for c in CHUNKS] + [("uneven", "numpy")]
     refs, lazies = [], []
