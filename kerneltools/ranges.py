@@ -21,8 +21,13 @@ the description that every reduction accepts as ``ranges=`` (or
     a = (K_ij * kt.Vj(b)).sum(axis=1, ranges=bs)          # in the caller's order
 
 :func:`block_sparsity` works on points in any order (outputs come back in the
-caller's order); :func:`from_sorted` builds KeOps' 6-tuple of ranges for data
-already sorted by cluster (:func:`sort_clusters`).
+caller's order); it takes the kept cluster pairs as a (Ci, Cj) mask or, for
+many clusters, as index pairs (``distance_mask(..., pairs=True)``), with an
+optional visiting priority (nearest clusters first helps K-min reductions).
+:func:`from_sorted` builds KeOps' 6-tuple of ranges for data already sorted
+by cluster (:func:`sort_clusters`). The C backend reduces either form in one
+call of a block-sparse kernel (OpenMP over output blocks); the NumPy and CUDA
+backends run one dense reduction per block.
 """
 
 from __future__ import annotations
@@ -68,7 +73,15 @@ def grid_cluster(x, size) -> np.ndarray:
     if not (size > 0).all():
         raise ValueError(f"'size' must be > 0, got {size}")
     cells = np.floor((x - x.min(axis=0)) / size).astype(np.int64)
-    _, labels = np.unique(cells, axis=0, return_inverse=True)
+    span = cells.max(axis=0) + 1
+    if np.prod(span.astype(np.float64)) < 2.0**62:
+        # one integer key per cell, in lexicographic order: a 1-D unique
+        key = np.zeros(len(x), np.int64)
+        for f in range(x.shape[1]):
+            key = key * span[f] + cells[:, f]
+        _, labels = np.unique(key, return_inverse=True)
+    else:
+        _, labels = np.unique(cells, axis=0, return_inverse=True)
     return labels.reshape(-1).astype(np.int64)
 
 
@@ -108,8 +121,8 @@ def cluster_centroids(x, labels, weights=None) -> np.ndarray:
     lab = _labels(labels, len(x))
     w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
     n = lab.max() + 1
-    sums = np.zeros((n, x.shape[1]))
-    np.add.at(sums, lab, x * w[:, None])
+    sums = np.stack([np.bincount(lab, weights=x[:, f] * w, minlength=n)
+                     for f in range(x.shape[1])], axis=1)
     tot = np.bincount(lab, weights=w, minlength=n)
     return sums / np.where(tot > 0, tot, 1)[:, None]
 
@@ -120,7 +133,9 @@ def cluster_radii(x, labels, centroids) -> np.ndarray:
     lab = _labels(labels, len(x))
     d = np.sqrt(((x - np.asarray(centroids)[lab]) ** 2).sum(axis=1))
     r = np.zeros(len(centroids))
-    np.maximum.at(r, lab, d)
+    order = np.argsort(lab, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(lab[order]) != 0])
+    r[lab[order][starts]] = np.maximum.reduceat(d[order], starts)
     return r * (1 + 1e-12) + 1e-300  # rounding: radii are upper bounds
 
 
@@ -130,17 +145,42 @@ def _centroid_distances(c_i, c_j) -> np.ndarray:
     return np.sqrt(np.maximum(d2, 0))
 
 
-def distance_mask(c_i, r_i, c_j, r_j, threshold) -> np.ndarray:
+#: Cluster pairs per block of :func:`distance_mask` (32 MB of float64).
+_MASK_BLOCK_ENTRIES = 2**22
+
+
+def distance_mask(c_i, r_i, c_j, r_j, threshold, *, pairs: bool = False):
     """(Ci, Cj) bool: the cluster pairs holding a pair of points within
     ``threshold`` (Euclidean), from centroid distances minus radii. Exact
-    pruning for kernels that vanish (or are truncated) beyond ``threshold``."""
+    pruning for kernels that vanish (or are truncated) beyond ``threshold``.
+
+    ``pairs=True``: the kept pairs as two index arrays ``(a, b)`` instead
+    (computed by blocks of rows: for many clusters, where the (Ci, Cj) mask
+    would not fit in memory); :func:`block_sparsity` takes either."""
     threshold = float(threshold)
     if not threshold >= 0:
         raise ValueError(f"'threshold' must be >= 0, got {threshold}")
-    d = _centroid_distances(c_i, c_j)
-    # slack for the rounding of the centroid distances
-    slack = 1e-9 * (d + np.asarray(r_i)[:, None] + np.asarray(r_j)[None, :])
-    return d - np.asarray(r_i)[:, None] - np.asarray(r_j)[None, :] <= threshold + slack
+    c_i, c_j = np.asarray(c_i, np.float64), np.asarray(c_j, np.float64)
+    r_i, r_j = np.asarray(r_i, np.float64), np.asarray(r_j, np.float64)
+    rows = max(1, _MASK_BLOCK_ENTRIES // max(1, len(c_j)))
+    parts = []
+    for s in range(0, len(c_i), rows):
+        d = _centroid_distances(c_i[s:s + rows], c_j)
+        ri = r_i[s:s + rows, None]
+        # slack for the rounding of the centroid distances
+        slack = 1e-9 * (d + ri + r_j[None, :])
+        keep = d - ri - r_j[None, :] <= threshold + slack
+        if pairs:
+            a, b = np.nonzero(keep)
+            parts.append((a + s, b))
+        else:
+            parts.append(keep)
+    if not pairs:
+        return np.concatenate(parts) if parts else np.zeros((0, len(c_j)), bool)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return (np.concatenate([a for a, _ in parts]).astype(np.int64),
+            np.concatenate([b for _, b in parts]).astype(np.int64))
 
 
 def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:

@@ -72,6 +72,17 @@ def test_generated_source_is_pinned(name):
     assert source == path.read_text()
 
 
+@pytest.mark.parametrize("name", ["gauss_sum_float32", "sqdist_argkmin_float64"])
+def test_generated_block_sparse_source_is_pinned(name):
+    """The block-sparse variant (``ranges=``) of two golden plans."""
+    source = _cpu_backend.generate_source(_golden_plans()[name], vector_math=True,
+                                          key="golden", ranges=True)
+    path = GOLDEN / f"{name}_ranges.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
 def test_float_parameter_change_reuses_the_kernel(cache):
     K1, b, dense1 = _gauss(gamma=0.5)
     np.testing.assert_allclose(K1.__matmul__(b), dense1, rtol=1e-12)

@@ -410,3 +410,17 @@ def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
         np.testing.assert_array_equal(got, ref)
     else:
         assert (got == ref).mean() > 0.999
+
+
+def test_distance_mask_pairs_by_blocks_equal_the_mask(monkeypatch):
+    rng = np.random.default_rng(12)
+    ci, cj = rng.random((300, 3)), rng.random((70, 3))
+    ri, rj = rng.random(300) * 0.05, rng.random(70) * 0.05
+    whole = kr.distance_mask(ci, ri, cj, rj, 0.2)
+    monkeypatch.setattr(kr, "_MASK_BLOCK_ENTRIES", 1000)  # blocks of 14 rows
+    np.testing.assert_array_equal(kr.distance_mask(ci, ri, cj, rj, 0.2), whole)
+    a, b = kr.distance_mask(ci, ri, cj, rj, 0.2, pairs=True)
+    np.testing.assert_array_equal(np.stack([a, b]), np.stack(np.nonzero(whole)))
+    # the brute-force rule, pair by pair
+    d = np.sqrt(((ci[:, None] - cj[None]) ** 2).sum(-1))
+    np.testing.assert_array_equal(whole, d - ri[:, None] - rj[None] <= 0.2 + 1e-12)

@@ -1,0 +1,188 @@
+/* kerneltools generated block-sparse kernel: Sum, float, i0[3], j1[3], p2[1], j3[1]
+ * key golden
+ */
+#include <tgmath.h>
+#include <stdint.h>
+
+typedef float real_t;
+typedef double acc_t;
+#define PI_R ((real_t)3.141592653589793238462643383279502884)
+#define TJ 512
+#define IB 8
+#define KT_VL 16
+#define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+/* (a, ja) before (b, jb): by value (NaN last), then by index */
+#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
+#define KT_PARALLEL_PAIRS 1048576
+#pragma omp declare simd notinbranch
+double (exp)(double);
+#pragma omp declare simd notinbranch
+float (expf)(float);
+#pragma omp declare simd notinbranch
+double (log)(double);
+#pragma omp declare simd notinbranch
+float (logf)(float);
+#pragma omp declare simd notinbranch
+double (sin)(double);
+#pragma omp declare simd notinbranch
+float (sinf)(float);
+#pragma omp declare simd notinbranch
+double (cos)(double);
+#pragma omp declare simd notinbranch
+float (cosf)(float);
+/* Vectorisable exp for the generated kernels (no library call, no slow path).
+ *
+ * exp(x) = 2^n exp(r) with n = rint(x / ln 2) and r = x - n ln 2 (Cody-Waite,
+ * two constants), |r| <= ln(2) / 2; exp(r) by a polynomial (float: degree 6,
+ * minimax; double: Taylor to degree 13, error below 1e-17 relative); 2^n built
+ * from exponent bits in two halves so that no intermediate overflows. Results
+ * below (about) the smallest normal number are flushed to 0, above the largest
+ * finite one they are +inf, and NaN propagates.
+ */
+/* The clamp bounds live in (never written) global variables on purpose: with
+ * literal constants the compiler folds exp(lo) and rewrites exp(clamp(x)) as
+ * select(x < lo, exp(lo), exp(x)), evaluating the polynomial on unclamped
+ * lanes, whose subnormal intermediates cost a ~100-cycle assist each. */
+float kt_exp_lo_f = -87.0f, kt_exp_hi_f = 88.72283f;
+double kt_exp_lo_d = -708.0, kt_exp_hi_d = 709.782712893384;
+
+#pragma omp declare simd notinbranch
+static inline float kt_expf(float x) {
+  /* lo keeps 2^n p (p >= 0.7) above the smallest normal number even for the
+     clamped lanes; exp(hi) is the largest float */
+  const float lo = kt_exp_lo_f, hi = kt_exp_hi_f;
+  const float xc = x < lo ? lo : (x > hi ? hi : x);
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  union { float f; int32_t i; } ut, s1, s2;
+  ut.f = t;
+  const int32_t ni = ut.i - 0x4B400000; /* the integer n, from t's mantissa */
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  s1.i = (n1 + 127) << 23;
+  s2.i = (n2 + 127) << 23;
+  const float y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0f : (xc >= hi ? INFINITY : y));
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp(double x) {
+  const double lo = kt_exp_lo_d, hi = kt_exp_hi_d; /* as in kt_expf */
+  const double xc = x < lo ? lo : (x > hi ? hi : x);
+  const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+  const double t = xc * 1.4426950408889634074 + magic;
+  const double n = t - magic;
+  double r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r * r + r + 1.0;
+  union { double f; int64_t i; } ut, s1, s2;
+  ut.f = t;
+  const int64_t ni = ut.i - 0x4338000000000000LL;
+  const int64_t n1 = ni >> 1, n2 = ni - n1;
+  s1.i = (n1 + 1023) << 52;
+  s2.i = (n2 + 1023) << 52;
+  const double y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0 : (xc >= hi ? INFINITY : y));
+}
+
+#define KT_EXP(x) kt_expf(x)
+#define KT_EXP2(x) exp2(x)
+
+typedef struct { acc_t A[1]; } kt_state;
+
+const char *kt_key(void) { return "golden"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+
+/* i-variables are row-major (n, d), rows in sorted order; j-variables are
+ * (d, js), sorted; imap: the caller's index of each sorted output row.
+ * blk[4 b .. 4 b + 3] = r0, r1, v0, v1 of output block b;
+ * red[2 v], red[2 v + 1]: interval v of the reduced index. */
+void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
+               const int64_t *jmap, const int64_t *imap, int64_t js,
+               int64_t npairs, void **args, void **outs) {
+  const real_t *restrict a0 = (const real_t *)args[0];
+  const real_t *restrict a1 = (const real_t *)args[1];
+  const real_t *restrict a2 = (const real_t *)args[2];
+  const real_t *restrict a3 = (const real_t *)args[3];
+  real_t *restrict outf = (real_t *)outs[0];
+  kt_state *restrict states = (kt_state *)outs[1];
+  const real_t t5_0 = a2[0];
+  #pragma omp parallel for schedule(dynamic, 1) if (npairs > KT_PARALLEL_PAIRS)
+  for (int64_t ob = 0; ob < nblk; ob++) {
+    const int64_t r0 = blk[4 * ob], r1 = blk[4 * ob + 1];
+    const int64_t v0 = blk[4 * ob + 2], v1 = blk[4 * ob + 3];
+    for (int64_t i0 = r0; i0 < r1; i0 += IB) {
+      const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
+      kt_state *st = states + i0;
+      for (int64_t ii = 0; ii < ni; ii++) {
+        kt_state *S = &st[ii];
+        for (int e = 0; e < 1; e++) S->A[e] = 0;
+      }
+
+      for (int64_t iv = v0; iv < v1; iv++) {
+        const int64_t jend = red[2 * iv + 1];
+        for (int64_t j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
+          const int64_t nj = (jend - j0 < TJ) ? jend - j0 : TJ;
+          const int64_t njv = (nj + KT_VL - 1) / KT_VL * KT_VL;
+          const real_t *restrict y1 = a1 + j0;
+          const real_t *restrict y3 = a3 + j0;
+          for (int64_t ii = 0; ii < ni; ii++) {
+            const int64_t i = i0 + ii;
+            kt_state *S = &st[ii];
+            const real_t t0_0 = a0[i * 3 + 0];
+            const real_t t0_1 = a0[i * 3 + 1];
+            const real_t t0_2 = a0[i * 3 + 2];
+            real_t s0 = 0;
+            #pragma omp simd reduction(+:s0)
+            for (int64_t jj = 0; jj < nj; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * js + jj];
+              const real_t t1_1 = y1[1 * js + jj];
+              const real_t t1_2 = y1[2 * js + jj];
+              const real_t t9_0 = y3[0 * js + jj];
+              const real_t t2_0 = (t0_0 - t1_0);
+              const real_t t2_1 = (t0_1 - t1_1);
+              const real_t t2_2 = (t0_2 - t1_2);
+              const real_t t3_0 = (t2_0 * t2_0);
+              const real_t t3_1 = (t2_1 * t2_1);
+              const real_t t3_2 = (t2_2 * t2_2);
+              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+              const real_t t6_0 = (t4_0 * t5_0);
+              const real_t t7_0 = (-t6_0);
+              const real_t t8_0 = KT_EXP(t7_0);
+              const real_t t10_0 = (t8_0 * t9_0);
+              s0 += t10_0;
+            }
+            S->A[0] += s0;
+          }
+        }
+      }
+      for (int64_t ii = 0; ii < ni; ii++) {
+        const int64_t i = imap[i0 + ii]; /* outputs in the caller's order */
+        kt_state *S = &st[ii];
+        for (int e = 0; e < 1; e++) outf[i * 1 + e] = (real_t)S->A[e];
+      }
+    }
+  }
+}
