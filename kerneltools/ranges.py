@@ -162,6 +162,8 @@ def distance_mask(c_i, r_i, c_j, r_j, threshold, *, pairs: bool = False):
         raise ValueError(f"'threshold' must be >= 0, got {threshold}")
     c_i, c_j = np.asarray(c_i, np.float64), np.asarray(c_j, np.float64)
     r_i, r_j = np.asarray(r_i, np.float64), np.asarray(r_j, np.float64)
+    if pairs and len(c_i) * len(c_j) > _MASK_BLOCK_ENTRIES and len(c_i) and len(c_j):
+        return _distance_pairs_by_tree(c_i, r_i, c_j, r_j, threshold)
     rows = max(1, _MASK_BLOCK_ENTRIES // max(1, len(c_j)))
     parts = []
     for s in range(0, len(c_i), rows):
@@ -181,6 +183,34 @@ def distance_mask(c_i, r_i, c_j, r_j, threshold, *, pairs: bool = False):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return (np.concatenate([a for a, _ in parts]).astype(np.int64),
             np.concatenate([b for _, b in parts]).astype(np.int64))
+
+
+def _distance_pairs_by_tree(c_i, r_i, c_j, r_j, threshold: float):
+    """:func:`distance_mask`'s pairs for many clusters: candidates from k-d
+    trees of the centroids (scipy's; centroid distance at most threshold +
+    the largest radii), then the rule pair by pair. Clusters of very unequal
+    radii are searched in two classes each, so that the reach stays tight."""
+    from scipy.spatial import cKDTree
+
+    def classes(r):
+        big = r > 2 * np.median(r)
+        return [ids for ids in (np.flatnonzero(~big), np.flatnonzero(big)) if len(ids)]
+
+    a_parts, b_parts = [], []
+    for ia in classes(r_i):
+        ta = cKDTree(c_i[ia])
+        for jb in classes(r_j):
+            reach = (threshold + r_i[ia].max() + r_j[jb].max()) * (1 + 1e-9) + 1e-300
+            m = ta.sparse_distance_matrix(cKDTree(c_j[jb]), reach, output_type="ndarray")
+            a_parts.append(ia[m["i"]])
+            b_parts.append(jb[m["j"]])
+    a, b = np.concatenate(a_parts), np.concatenate(b_parts)
+    d = np.sqrt(((c_i[a] - c_j[b]) ** 2).sum(1))
+    slack = 1e-9 * (d + r_i[a] + r_j[b])
+    keep = d - r_i[a] - r_j[b] <= threshold + slack
+    a, b = a[keep], b[keep]
+    order = np.lexsort((b, a))
+    return a[order].astype(np.int64), b[order].astype(np.int64)
 
 
 def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:

@@ -424,3 +424,17 @@ def test_distance_mask_pairs_by_blocks_equal_the_mask(monkeypatch):
     # the brute-force rule, pair by pair
     d = np.sqrt(((ci[:, None] - cj[None]) ** 2).sum(-1))
     np.testing.assert_array_equal(whole, d - ri[:, None] - rj[None] <= 0.2 + 1e-12)
+
+
+def test_distance_pairs_through_trees_keep_every_close_pair(monkeypatch):
+    """Many clusters (the k-d tree route): the pairs are those of the rule,
+    up to the rounding slack of the centroid distances."""
+    rng = np.random.default_rng(13)
+    ci, cj = rng.random((500, 3)), rng.random((400, 3))
+    ri, rj = rng.random(500) * 0.03, rng.random(400) * 0.03
+    ri[:5] = 0.3  # a few large clusters: their own class
+    monkeypatch.setattr(kr, "_MASK_BLOCK_ENTRIES", 1000)
+    a, b = kr.distance_mask(ci, ri, cj, rj, 0.1, pairs=True)
+    d = np.sqrt(((ci[:, None] - cj[None]) ** 2).sum(-1))
+    ref = np.nonzero(d - ri[:, None] - rj[None] <= 0.1 * (1 + 1e-9))
+    np.testing.assert_array_equal(np.stack([a, b]), np.stack(ref))

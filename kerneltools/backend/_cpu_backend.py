@@ -282,7 +282,7 @@ _RANGES_FOLDS = {
 _FUSED_TILE = Template(
     r"""real_t ${tile_sums};
 #pragma omp simd reduction(+:${sum_names})
-for (int64_t jj = 0; jj < nj; jj++) {
+for (int64_t jj = 0; jj < ${bound}; jj++) {
   const int64_t j = j0 + jj;
 ${ij_code}
 ${sum_updates}
@@ -453,10 +453,10 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     red = plan.red
     itemsize = np.dtype(plan.dtype).itemsize
     real = "float" if plan.dtype == np.float32 else "double"
-    # the block-sparse kernel's buffered loops run over whole vectors (njv:
-    # nj rounded up; the j-variables are padded), whose values past nj are
-    # never read: no scalar remainder loop on short intervals
-    bound = "njv" if ranges and not red.c.get("fused") else "nj"
+    # the block-sparse kernel's loops run over whole vectors (njv: nj rounded
+    # up; the j-variables are padded), whose values past nj are never read
+    # (sums: masked out): no scalar remainder loop on short intervals
+    bound = "njv" if ranges else "nj"
     if ranges:
         formulas, dots, var_expr = list(plan.formulas), [], _var_expr_ranges
     else:
@@ -525,7 +525,10 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
             tile_sums=", ".join(f"{n} = 0" for n in names),
             sum_names=", ".join(names),
             ij_code=r.code("j", "  ") + "\n" + r.code("ij", "  "),
-            sum_updates="\n".join(f"  {n} += {out[e]};" for e, n in enumerate(names)),
+            bound=bound,
+            sum_updates="\n".join(
+                f"  {n} += (jj < nj) ? {out[e]} : (real_t)0;" if ranges else f"  {n} += {out[e]};"
+                for e, n in enumerate(names)),
             acc_updates="\n".join(f"S->A[{e}] += {n};" for e, n in enumerate(names)),
         )
         state = f"acc_t A[{E}];"

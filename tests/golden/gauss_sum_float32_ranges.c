@@ -155,7 +155,7 @@ void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
             const real_t t0_2 = a0[i * 3 + 2];
             real_t s0 = 0;
             #pragma omp simd reduction(+:s0)
-            for (int64_t jj = 0; jj < nj; jj++) {
+            for (int64_t jj = 0; jj < njv; jj++) {
               const int64_t j = j0 + jj;
               const real_t t1_0 = y1[0 * js + jj];
               const real_t t1_1 = y1[1 * js + jj];
@@ -172,7 +172,7 @@ void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
               const real_t t7_0 = (-t6_0);
               const real_t t8_0 = KT_EXP(t7_0);
               const real_t t10_0 = (t8_0 * t9_0);
-              s0 += t10_0;
+              s0 += (jj < nj) ? t10_0 : (real_t)0;
             }
             S->A[0] += s0;
           }
