@@ -220,6 +220,8 @@ class IterativeGP:
 
     @_one_blas_thread
     def predict(self, X, kernel, return_std, return_cov):
+        if self.sk_kernel is not None:
+            kernel = self.kernel  # dense blocks K(train, X) by scikit-learn
         train = self.est.X_train_
         alpha = self.est.alpha_
         coef = alpha.reshape(len(alpha), -1)
