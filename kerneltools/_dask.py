@@ -380,14 +380,33 @@ def map_rows(est, name, X, args=(), kwargs=None):
     return structure(outs)
 
 
-def rows_method(method):
+def rows_method(method=None, *, coupled=()):
     """Decorate an estimator method ``(self, X, ...)`` so that a Dask array
-    ``X`` maps it over its row chunks (:func:`map_rows`): Dask in, Dask out."""
+    ``X`` maps it over its row chunks (:func:`map_rows`): Dask in, Dask out.
+
+    ``coupled``: names of the method's arguments that, when true, ask for an
+    output relating different rows (a joint covariance): refused on Dask
+    arrays, whose chunks are processed apart."""
+    if method is None:
+        return lambda m: rows_method(m, coupled=coupled)
     import functools
+    import inspect
+
+    signature = inspect.signature(method)
 
     @functools.wraps(method)
     def wrapper(self, X=None, *args, **kwargs):
         if is_dask_array(X):
+            if coupled:
+                bound = signature.bind(self, X, *args, **kwargs)
+                bound.apply_defaults()
+                for name in coupled:
+                    if bound.arguments.get(name):
+                        raise ValueError(
+                            f"{type(self).__name__}.{method.__name__}({name}=True) relates "
+                            "every pair of rows; it is not available on a Dask array "
+                            "(compute X, or ask for per-row outputs)"
+                        )
             return map_rows(self, method.__name__, X, args, kwargs)
         return method(self, X, *args, **kwargs)
 

@@ -18,6 +18,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it
 from . import _validation as v
@@ -402,6 +403,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return lml, grad
 
     # -- predict -------------------------------------------------------------
+    @rows_method(coupled=("return_cov",))
     def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean (and std or covariance) at X.
 
