@@ -121,18 +121,19 @@ def main(argv=None) -> int:
     L += [
         "- Load average at end (1, 5, 15 min): "
         + ", ".join(f"{v:.2f}" for v in os.getloadavg()),
-        f"- N = M = {C.fmt_n(n)}, D = {args.d}, {args.dtype}, uniform in the unit cube; "
-        f"sigma = {args.sigma:g} (5 sigma = {5 * args.sigma:g}); grid cells of side "
-        f"{args.cell:g}; {bs!r}; the C backend.",
-        f"- Median of {args.repeats} calls after a warm-up (dense: of "
-        f"{len(t_dense)}{scaled}). Description: the helpers' time (grid "
-        "clustering, centroids, radii, distance mask, block_sparsity), once.",
+        (f"- N = M = {C.fmt_n(n)}, D = {args.d}, {args.dtype}, uniform in the unit "
+         f"cube; sigma = {args.sigma:g} (5 sigma = {5 * args.sigma:g}); grid cells of "
+         f"side {args.cell:g}; {bs!r}; the C backend."),
+        (f"- Median of {args.repeats} calls after a warm-up (dense: of "
+         f"{len(t_dense)}{scaled}). Description: the helpers' time (grid "
+         "clustering, centroids, radii, distance mask, block_sparsity), once."),
         "",
-        "| description (clusters + mask) | block-sparse reduction | dense reduction | "
-        "speed-up (reduction) | speed-up (incl. description) | max rel. difference |",
+        ("| description (clusters + mask) | block-sparse reduction | dense reduction | "
+         "speed-up (reduction) | speed-up (incl. description) | max rel. difference |"),
         "|---|---|---|---|---|---|",
-        f"| {C.fmt_s(t_desc)} | {C.fmt_s(sparse_s)} | {C.fmt_s(dense_s)}{'*' if scaled else ''} "
-        f"| {dense_s / sparse_s:.0f}x | {dense_s / (sparse_s + t_desc):.0f}x | {err:.1e} |",
+        (f"| {C.fmt_s(t_desc)} | {C.fmt_s(sparse_s)} | {C.fmt_s(dense_s)}"
+         f"{'*' if scaled else ''} | {dense_s / sparse_s:.0f}x | "
+         f"{dense_s / (sparse_s + t_desc):.0f}x | {err:.1e} |"),
         "",
     ]
     if scaled:
