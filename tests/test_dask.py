@@ -371,3 +371,27 @@ def test_large_numpy_operand_is_scattered_once(client, monkeypatch):
     np.testing.assert_array_equal(lazy.compute(), ref)
     monkeypatch.setattr(kd, "SCATTER_BYTES", 1 << 30)  # the check sees an embedded y
     assert graph_bytes(kt.Vi(dx).sqdist(kt.Vj(y)).min(axis=1)) > y.nbytes
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "iterative"])
+def test_gaussian_process_predict(client, solver):
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    from kerneltools.estimators import GaussianProcessRegressor
+
+    rng = np.random.default_rng(9)
+    X = rng.random((400, 2))
+    y = np.sin(5 * X[:, 0]) + 0.1 * rng.standard_normal(len(X))
+    gp = GaussianProcessRegressor(RBF(0.3) + WhiteKernel(0.01), optimizer=None,
+                                  solver=solver).fit(X, y)
+    Q = _queries(300, 2)
+    dQ = da.from_array(Q, chunks=120)
+    mean, std = gp.predict(dQ, return_std=True)
+    assert is_dask_array(mean) and is_dask_array(std)
+    mean, std, mean_only = dask.compute(mean, std, gp.predict(dQ))
+    ref_mean, ref_std = gp.predict(Q, return_std=True)
+    np.testing.assert_allclose(mean, ref_mean, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(mean_only, ref_mean, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(std, ref_std, rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="return_cov=True.*Dask"):
+        gp.predict(dQ, return_cov=True)
