@@ -401,7 +401,12 @@ def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
         db, ib = brute.kneighbors(q)
         np.testing.assert_array_equal(ip, ib)
         np.testing.assert_array_equal(dp, db)
+        if q is Q:
+            ib_q = ib
     assert "_built" in vars(pruned._grid)  # the cells were built and searched
+    # queries by chunks (consecutive in Z-order): the same neighbours
+    monkeypatch.setattr(M, "PRUNE_QUERY_CHUNK", 256)
+    np.testing.assert_array_equal(pruned.kneighbors(Q, return_distance=False), ib_q)
     # and against an independent float64 reference (ties: smallest index)
     dd = ((Q[:50, None].astype(np.float64) - X[None]) ** 2).sum(-1)
     ref = np.argsort(dd, axis=1, kind="stable")[:, :9]
