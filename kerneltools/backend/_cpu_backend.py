@@ -47,10 +47,13 @@ from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
 
+#: C text read at import: kt_exp.h and the block-sparse kernel's skeleton and
+#: folds (string.Template slots; .h, which the package data ships).
+_TEMPLATES = Path(__file__).parent / "templates"
 #: The vectorisable exp shared by the C templates (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
 #: underflows, which Gaussian kernels with a small bandwidth do on most pairs.
-_KT_EXP_H = (Path(__file__).parent / "templates" / "kt_exp.h").read_text()
+_KT_EXP_H = (_TEMPLATES / "kt_exp.h").read_text()
 
 #: Most scalar temporaries a formula may render to before the plan is declined.
 MAX_COMPONENTS = 20000
@@ -139,140 +142,16 @@ ${final}
 #: ``jmap`` gives each reduced position's index in the caller's order, which
 #: the arg-reductions record and break ties by (as the dense kernel, whose
 #: order is the caller's).
-_RANGES_SKELETON = Template(
-    r"""/* kerneltools generated block-sparse kernel: ${title}
- * key ${key}
- */
-#include <tgmath.h>
-#include <stdint.h>
-
-typedef ${real} real_t;
-typedef double acc_t;
-#define PI_R ((real_t)3.141592653589793238462643383279502884)
-#define TJ ${tj}
-#define IB ${ib}
-#define KT_VL ${vl}
-#define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
-/* (a, ja) before (b, jb): by value (NaN last), then by index */
-#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
-#define KT_PARALLEL_PAIRS 1048576
-${vecmath}
-${kt_exp}
-#define KT_EXP(x) ${exp_fn}(x)
-#define KT_EXP2(x) exp2(x)
-
-typedef struct { ${state} } kt_state;
-
-const char *kt_key(void) { return "${key}"; }
-int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
-
-/* i-variables are row-major (n, d), rows in sorted order; j-variables are
- * (d, js), sorted; imap: the caller's index of each sorted output row.
- * blk[4 b .. 4 b + 3] = r0, r1, v0, v1 of output block b;
- * red[2 v], red[2 v + 1]: interval v of the reduced index. */
-void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
-               const int64_t *jmap, const int64_t *imap, int64_t js,
-               int64_t npairs, void **args, void **outs) {
-${pointers}
-  kt_state *restrict states = (kt_state *)outs[${n_outs}];
-${p_code}
-  #pragma omp parallel for schedule(dynamic, 1) if (npairs > KT_PARALLEL_PAIRS)
-  for (int64_t ob = 0; ob < nblk; ob++) {
-    const int64_t r0 = blk[4 * ob], r1 = blk[4 * ob + 1];
-    const int64_t v0 = blk[4 * ob + 2], v1 = blk[4 * ob + 3];
-    for (int64_t i0 = r0; i0 < r1; i0 += IB) {
-      const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
-      kt_state *st = states + i0;
-      for (int64_t ii = 0; ii < ni; ii++) {
-        kt_state *S = &st[ii];
-${init}
-      }
-${block_setup}
-      for (int64_t iv = v0; iv < v1; iv++) {
-        const int64_t jend = red[2 * iv + 1];
-        for (int64_t j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
-          const int64_t nj = (jend - j0 < TJ) ? jend - j0 : TJ;
-          const int64_t njv = (nj + KT_VL - 1) / KT_VL * KT_VL;
-${tile_setup}
-          for (int64_t ii = 0; ii < ni; ii++) {
-            const int64_t i = i0 + ii;
-            kt_state *S = &st[ii];
-${i_code}
-${tile}
-          }
-        }
-      }
-      for (int64_t ii = 0; ii < ni; ii++) {
-        const int64_t i = imap[i0 + ii]; /* outputs in the caller's order */
-        kt_state *S = &st[ii];
-${final}
-      }
-    }
-  }
-}
-"""
-)
+_RANGES_SKELETON = Template((_TEMPLATES / "ranges_kernel.h").read_text())
 
 #: Folds of the arg-reductions in the block-sparse kernel: as their monoids'
 #: C forms (``Reduction.c``), but the index kept is the caller's (``jmap``)
 #: and equal values keep the smallest such index, since sorted positions are
-#: not visited in the caller's order.
-_RANGES_MIN_FOLD = (
-    "for (int e = 0; e < $E; e++) {\n"
-    "  const real_t *b = buf0 + e * TJ;\n"
-    "  for (int64_t jj = 0; jj < nj; jj++) {\n"
-    "    const real_t v = b[jj];\n"
-    "    const real_t w = S->mv[e];\n"
-    "    /* NaN wins (first index among NaNs), as numpy.argmin */\n"
-    "    const int better = v $CMP w || (v != v && w == w);\n"
-    "    const int equal = v == w || (v != v && w != w);\n"
-    "    if (S->mi[e] < 0 || better || (equal && jmap[j0 + jj] < S->mi[e])) {\n"
-    "      S->mv[e] = v; S->mi[e] = jmap[j0 + jj];\n"
-    "    }\n"
-    "  }\n"
-    "}"
-)
-_RANGES_KMIN_FOLD = (
-    "for (int e = 0; e < $E; e++) {\n"
-    "  const real_t *b = buf0 + e * TJ;\n"
-    "  /* the K-th (value, index), kept in registers: with few candidates per\n"
-    "     row (block-sparse), most of the time goes to this test */\n"
-    "  real_t thr = S->kv[e][$K - 1];\n"
-    "  int64_t thri = S->ki[e][$K - 1];\n"
-    "  if (thri >= 0) { /* most tiles hold nothing below the K-th value */\n"
-    "    int any = 0;\n"
-    "    #pragma omp simd reduction(|:any)\n"
-    "    for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);\n"
-    "    if (!any) continue;\n"
-    "  }\n"
-    "  for (int64_t jc = 0; jc < nj; jc += 16) {\n"
-    "    const int64_t je = jc + 16 < nj ? jc + 16 : nj;\n"
-    "    /* bit t: candidate jc + t may enter (vectorised test); then only\n"
-    "       those are visited, without a mispredicted branch per candidate */\n"
-    "    uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;\n"
-    "    if (thri >= 0) {\n"
-    "      uint32_t pass = 0;\n"
-    "      #pragma omp simd reduction(|:pass)\n"
-    "      for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);\n"
-    "      mask &= pass;\n"
-    "    }\n"
-    "    while (mask) {\n"
-    "      const int64_t jj = jc + __builtin_ctz(mask);\n"
-    "      mask &= mask - 1u;\n"
-    "      const real_t v = b[jj];\n"
-    "      if (thri >= 0 && KT_LT(thr, v)) continue;\n"
-    "      const int64_t jo = jmap[j0 + jj];\n"
-    "      if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;\n"
-    "      int p = $K - 1;\n"
-    "      while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {\n"
-    "        S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
-    "      }\n"
-    "      S->kv[e][p] = v; S->ki[e][p] = jo;\n"
-    "      thr = S->kv[e][$K - 1]; thri = S->ki[e][$K - 1];\n"
-    "    }\n"
-    "  }\n"
-    "}"
-)
+#: not visited in the caller's order. The K-min fold keeps the K-th (value,
+#: index) in registers and visits only the candidates that a vectorised test
+#: lets through: with few candidates per row, that test is most of the work.
+_RANGES_MIN_FOLD = (_TEMPLATES / "ranges_min_fold.h").read_text().rstrip("\n")
+_RANGES_KMIN_FOLD = (_TEMPLATES / "ranges_kmin_fold.h").read_text().rstrip("\n")
 _RANGES_FOLDS = {
     **{n: _RANGES_MIN_FOLD.replace("$CMP", "<") for n in ("Min", "ArgMin", "Min_ArgMin")},
     **{n: _RANGES_MIN_FOLD.replace("$CMP", ">") for n in ("Max", "ArgMax", "Max_ArgMax")},
@@ -300,22 +179,10 @@ ${buf_writes}
 ${fold}"""
 )
 
+#: K-min of a scalar in the block-sparse kernel: the test against the K-th
+#: value rides along the loop that computes the tile.
 _RANGES_KMIN_TILE = Template(
-    r"""{
-  const real_t thr = S->kv[0][${K} - 1];
-  int any = S->ki[0][${K} - 1] < 0;
-  #pragma omp simd reduction(|:any)
-  for (int64_t jj = 0; jj < njv; jj++) {
-    const int64_t j = j0 + jj;
-${ij_code}
-    buf0[jj] = ${value};
-    any |= (jj < nj) & !KT_LT(thr, ${value});
-  }
-  if (any) {
-${fold}
-  }
-}"""
-)
+    (_TEMPLATES / "ranges_kmin_tile.h").read_text().rstrip("\n"))
 
 _JONLY_PASS = Template(
     r"""#pragma omp simd
