@@ -40,10 +40,12 @@ _FLOATS = [np.float64, np.float32]
 _COMMON_DOC = """
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
         'brute' compares every pair, in linear memory. Otherwise, for the
-        Euclidean metrics in at most 3 features and at least 20,000 fitted
-        points, K-nearest searches bin the points on a grid and visit only
-        the cells that can hold a neighbour (block-sparse reductions, exact;
-        ``_fit_method == 'block_sparse'``); elsewhere they are brute force
+        Euclidean metrics in at most 3 features and at least 1,000 fitted
+        points, pruning is enabled (``_fit_method == 'block_sparse'``): a
+        K-nearest search of at least 2^24 query x fitted pairs cuts the
+        points into cells along a Z-order curve and visits only the cells
+        that can hold a neighbour (one block-sparse reduction, exact; smaller
+        searches run brute force); elsewhere every search is brute force
         (``_fit_method == 'brute'``).
     leaf_size : int, default=30
         Accepted for compatibility, unused (there is no tree).
@@ -131,9 +133,10 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         )
         self.effective_metric_, self.effective_metric_params_ = metric, params
         self._fit_X = X
-        # scikit-learn's attribute: "block_sparse" where the K-smallest
-        # searches prune far grid cells (low dimension, many points; exact),
-        # else "brute" (every pair, in linear memory).
+        # scikit-learn's attribute: "block_sparse" where pruning is enabled
+        # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
+        # PRUNE_MIN_PAIRS query x fitted pairs still runs brute force), else
+        # "brute" (every pair, in linear memory).
         usable = self._lazy_metric and M.PrunedSearch.is_usable_for(
             M.make_metric(metric, params), X, params)
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
