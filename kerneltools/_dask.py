@@ -380,6 +380,12 @@ def map_rows(est, name, X, args=(), kwargs=None):
     return structure(outs)
 
 
+def _holds_dask(est) -> bool:
+    """Whether a fitted estimator keeps Dask arrays (then its methods reduce
+    over their chunks themselves rather than being mapped over X's rows)."""
+    return any(is_dask_array(v) for v in vars(est).values())
+
+
 def rows_method(method=None, *, coupled=()):
     """Decorate an estimator method ``(self, X, ...)`` so that a Dask array
     ``X`` maps it over its row chunks (:func:`map_rows`): Dask in, Dask out.
@@ -396,7 +402,7 @@ def rows_method(method=None, *, coupled=()):
 
     @functools.wraps(method)
     def wrapper(self, X=None, *args, **kwargs):
-        if is_dask_array(X):
+        if is_dask_array(X) and not _holds_dask(self):
             if coupled:
                 bound = signature.bind(self, X, *args, **kwargs)
                 bound.apply_defaults()
@@ -434,7 +440,7 @@ class Rows:
         return out
 
 
-def check_rows(X, name: str, caller: str, *, persist: bool = True):
+def check_rows(X, name: str, caller: str, *, persist: bool = True, finite: bool = True):
     """A Dask array of samples, validated for an estimator: 2-D, float32 or
     float64 (other numbers become float64), finite, whole along its
     features; persisted (kept in the workers' memory) for the iterations
@@ -453,7 +459,7 @@ def check_rows(X, name: str, caller: str, *, persist: bool = True):
     X = X.rechunk({1: -1})
     if persist:
         X = X.persist()
-    if not bool(da.isfinite(X).all().compute()):
+    if finite and not bool(da.isfinite(X).all().compute()):
         raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
     return X
 

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 
+from ._dask import Rows, is_dask_array, to_numpy
 from .backend._cg import conjugate_gradient as _cg
 from .kernels import Kernel, make_kernel
 from .lazy import LazyTensor, Vi
@@ -70,7 +71,7 @@ class KernelOperator(LinearOperator):
 
     def _matmat(self, V):
         V = np.asarray(V)
-        out = self.K @ V.astype(self.K.dtype, copy=False)
+        out = to_numpy(self.K @ V.astype(self.K.dtype, copy=False))  # Dask: computed here
         if np.ndim(self.diag_shift) or self.diag_shift:
             out = out + _col(self.diag_shift, V.ndim) * V
         return out
@@ -81,7 +82,7 @@ class KernelOperator(LinearOperator):
     def _rmatmat(self, V):
         V = np.asarray(V).astype(self.K.dtype, copy=False)
         V2 = V.reshape(V.shape[0], -1)
-        out = (self.K * Vi(V2)).sum(axis=0, backend=self.backend)
+        out = to_numpy((self.K * Vi(V2)).sum(axis=0, backend=self.backend))
         if np.ndim(self.diag_shift) or self.diag_shift:
             out = out + _col(self.diag_shift, 2) * V2
         return out.reshape((self.shape[1],) + V.shape[1:])
@@ -257,20 +258,21 @@ class NystroemPreconditioner(LinearOperator):
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
                  random_state=None, backend=None, diag_correction=False, smooth=False):
         self.kernel = make_kernel(kernel)
-        X = np.asarray(X)
+        X = X if is_dask_array(X) else np.asarray(X)  # Dask: rows stay on the workers
+        rows = Rows(X) if is_dask_array(X) else X
         n = len(X)
         d = _shift(shift, n, "shift") + self.kernel.white_level()
         if not np.all(np.asarray(d) > 0):
             raise ValueError("NystroemPreconditioner: 'shift' must be > 0")
         d = np.broadcast_to(np.asarray(d, dtype=np.float64), (n,))
         if isinstance(landmarks, str):
-            idx = select_landmarks(self.kernel, X, min(int(n_components), n),
+            idx = select_landmarks(self.kernel, rows, min(int(n_components), n),
                                    method=landmarks, random_state=random_state)
         else:
             idx = np.asarray(landmarks, dtype=np.int64)
         self.landmarks_ = idx
-        self.Z = X[idx].astype(np.float64)
-        self.X = X.astype(np.float64, copy=False)
+        self.Z = rows[idx].astype(np.float64)
+        self.X = X.astype(np.float64) if is_dask_array(X) else X.astype(np.float64, copy=False)
         self.backend = backend
         Kmm = self.kernel(self.Z).astype(np.float64)
         Kmm[np.diag_indices_from(Kmm)] -= self.kernel.white_level()
@@ -291,11 +293,14 @@ class NystroemPreconditioner(LinearOperator):
             S, V = np.linalg.eigh(Kmm)
             keep = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
             self._W = V[:, keep] / np.sqrt(S[keep])
-        kdiag = None
-        if diag_correction:
-            kdiag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
-            kdiag = kdiag - self.kernel.white_level()
-        gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
+        if is_dask_array(self.X):
+            gram, self.d_inv = _gram_chunks(self.kernel, self.X, self.Z, d, self._W,
+                                            diag_correction)
+        else:
+            kdiag = None
+            if diag_correction:
+                kdiag = _residual_diag(self.kernel, self.X)
+            gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
         inner = np.eye(self._W.shape[1]) + gram
         self._chol = _robust_cholesky(inner)  # I + F^T D^-1 F
         self._Knm = self.kernel.lazy(self.X, self.Z)
@@ -306,9 +311,9 @@ class NystroemPreconditioner(LinearOperator):
         R = np.asarray(R, dtype=np.float64)
         R2 = R.reshape(R.shape[0], -1)
         DR = self.d_inv[:, None] * R2
-        U = self._W.T @ (self._Knm * Vi(DR)).sum(axis=0, backend=self.backend)
+        U = self._W.T @ to_numpy((self._Knm * Vi(DR)).sum(axis=0, backend=self.backend))
         c = self._W @ scipy.linalg.cho_solve(self._chol, U)
-        out = DR - self.d_inv[:, None] * (self._Knm @ c)
+        out = DR - self.d_inv[:, None] * to_numpy(self._Knm @ c)
         return out.reshape(R.shape)
 
     def _matvec(self, r):
@@ -326,7 +331,7 @@ class NystroemPreconditioner(LinearOperator):
         e1 = rng.standard_normal((n, n_samples))
         e2 = rng.standard_normal((m, n_samples))
         coef = self._W @ e2[: self._W.shape[1]]  # F e2 = K_nm W e2
-        return e1 / np.sqrt(self.d_inv)[:, None] + self._Knm @ coef
+        return e1 / np.sqrt(self.d_inv)[:, None] + to_numpy(self._Knm @ coef)
 
 
 def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float = 1e-4,
@@ -399,6 +404,29 @@ def _gram(kernel: Kernel, X, Z, d, W, kdiag=None, block: int = 4096):
         d_inv[sl] = 1.0 / dd
         out += F.T @ (d_inv[sl, None] * F)
     return out, d_inv
+
+
+def _residual_diag(kernel, X):
+    """The diagonal of ``K(X, X)`` without its white noise."""
+    return np.asarray(kernel.diag(X), dtype=np.float64) - kernel.white_level()
+
+
+def _gram_chunk(kernel, X, Z, d, W, diag_correction):
+    return _gram(kernel, X, Z, d, W, _residual_diag(kernel, X) if diag_correction else None)
+
+
+def _gram_chunks(kernel, X, Z, d, W, diag_correction):
+    """:func:`_gram` of a Dask array X: one task per chunk of rows, the
+    ``r x r`` parts summed here (nothing of X comes back)."""
+    import dask
+
+    X = X.rechunk({1: -1})
+    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    tasks = [dask.delayed(_gram_chunk)(kernel, block, Z, d[bounds[k]:bounds[k + 1]], W,
+                                       diag_correction)
+             for k, block in enumerate(X.to_delayed().ravel())]
+    parts = dask.compute(*tasks)
+    return sum(p[0] for p in parts), np.concatenate([p[1] for p in parts])
 
 
 def _robust_cholesky(A):

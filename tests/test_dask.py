@@ -315,11 +315,39 @@ def test_kernel_ridge_falkon_fit_on_dask(client, landmarks):
     Q = _queries(500, 3)
     # the normal equations are ill-conditioned: compare the models' outputs
     np.testing.assert_allclose(got.predict(Q), ref.predict(Q), atol=1e-5)
-    with pytest.raises(ValueError, match="solver='falkon'"):
+    with pytest.raises(ValueError, match="solver='cholesky'.*Dask.*'falkon'.*'cg'"):
         KernelRidge(solver="cholesky").fit(dX, dy)
     bad = da.from_array(np.where(X > 0.99, np.nan, X), chunks=700)
     with pytest.raises(ValueError, match="'X' contains NaN"):
         KernelRidge(solver="falkon").fit(bad, dy)
+
+
+def test_kernel_ridge_cg_fit_on_dask(client):
+    """CG on Dask arrays (every product K v and the preconditioner's blocks on
+    the workers): the same coefficients as in memory; X_fit_ stays a Dask
+    array and predictions reduce over its chunks (NumPy in, NumPy out; Dask
+    in, Dask out); sample weights too."""
+    rng = np.random.default_rng(10)
+    X = rng.random((2000, 3))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.standard_normal(len(X))
+    w = rng.random(len(X))
+    w[:10] = 0
+    kw = dict(alpha=1e-2, kernel="rbf", gamma=2.0, solver="cg", n_components=80,
+              random_state=0, landmarks="rpcholesky")
+    dX, dy = da.from_array(X, chunks=450), da.from_array(y, chunks=450)
+    Q = _queries(300, 3)
+    for weights in (None, w):
+        ref = KernelRidge(**kw).fit(X, y, sample_weight=weights)
+        got = KernelRidge(**kw).fit(dX, dy, sample_weight=weights)
+        assert is_dask_array(got.X_fit_) and got.n_iter_ == ref.n_iter_
+        np.testing.assert_allclose(got.dual_coef_, ref.dual_coef_, rtol=0,
+                                   atol=1e-8 * np.abs(ref.dual_coef_).max())
+        pred = got.predict(Q)
+        assert isinstance(pred, np.ndarray)
+        np.testing.assert_allclose(pred, ref.predict(Q), rtol=0, atol=1e-9)
+    lazy = got.predict(da.from_array(Q, chunks=100))
+    assert is_dask_array(lazy)
+    np.testing.assert_allclose(lazy.compute(), ref.predict(Q), rtol=0, atol=1e-9)
 
 
 def test_sinkhorn_divergence_on_dask(client):

@@ -195,16 +195,16 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return self
 
     def _fit_dask(self, X, y, sample_weight, alpha):
-        """Fit on a Dask array X: "falkon" (the default here) keeps X on the
-        workers and moves only landmark-sized vectors per iteration; "cg"
-        needs the Nystroem preconditioner over all the points and is not
-        available on Dask arrays yet."""
+        """Fit on a Dask array X, which stays on the workers: "falkon" (the
+        default here) moves landmark-sized vectors per iteration; "cg" moves
+        one value per point per iteration and keeps X (a Dask array) as
+        ``X_fit_``, so that predictions reduce over its chunks there."""
         solver = "falkon" if self.solver == "auto" else self.solver
-        if solver != "falkon":
+        if solver == "cholesky":
             raise ValueError(
-                f"KernelRidge(solver={self.solver!r}) cannot fit on a Dask array: the "
-                "'cholesky' solver needs the n x n matrix in one process and 'cg' on "
-                "Dask arrays is not supported yet; use solver='falkon' (or 'auto')"
+                "KernelRidge(solver='cholesky') cannot fit on a Dask array: it needs "
+                "the n x n matrix in one process; use solver='falkon' (the default "
+                "on Dask arrays) or 'cg'"
             )
         X = check_rows(X, "X", "KernelRidge.fit")
         y = np.asarray(to_numpy(y))
@@ -236,12 +236,13 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
         # others): an SPD system with a diagonal shift.
         keep = np.ones(len(X), bool) if w is None else w > 0
-        Xk = self._working_data(X)[keep]
+        Xk = self._working_data(X)
+        Xk = Xk if keep.all() else Xk[keep]
         m = min(self.n_components, len(Xk))
         C = np.zeros((len(X), Y.shape[1]))
         n_iters = []
-        idx = select_landmarks(kernel, Xk, m, method=self.landmarks,
-                               random_state=self.random_state)
+        idx = select_landmarks(kernel, Rows(Xk) if is_dask_array(Xk) else Xk, m,
+                               method=self.landmarks, random_state=self.random_state)
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
             shift = a if w is None else a / w[keep]
             A = KernelOperator(kernel, Xk, shift=shift, backend=self.backend)
@@ -295,6 +296,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self)
+        if is_dask_array(self.X_fit_):  # fitted on Dask by CG: reduce over its chunks
+            return self._predict_dask_fit(X)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         kernel = self._kernel()
         coef = self.dual_coef_
@@ -303,6 +306,21 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         K = kernel.lazy(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_)
         out = K @ coef.reshape(len(coef), -1)
         return out.reshape((len(X),) + coef.shape[1:])
+
+    def _predict_dask_fit(self, X):
+        dask_in = is_dask_array(X)
+        if dask_in:
+            X = check_rows(X, "X", "KernelRidge.predict", persist=False, finite=False)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but KernelRidge is expecting "
+                             f"{self.n_features_in_} features as input")
+        coef = self.dual_coef_
+        K = self._kernel().lazy(X.astype(self.X_fit_.dtype), self.X_fit_)
+        out = K @ coef.reshape(len(coef), -1)
+        out = out.reshape((X.shape[0],) + coef.shape[1:])
+        return out if dask_in else to_numpy(out)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
