@@ -30,8 +30,7 @@ REDUCTIONS = {
                                                           backend=be),
     "softmax_weight": lambda F, w, ax, be: (-3 * F).sumsoftmaxweight(w, axis=ax, backend=be),
     "min_argmin": lambda F, w, ax, be: F.min_argmin(axis=ax, backend=be),
-    "max_argmax": lambda F, w, ax, be: F.max_argmax(axis=ax, backend=be),
-    "argmin": lambda F, w, ax, be: F.argmin(axis=ax, backend=be),
+    "argmax": lambda F, w, ax, be: F.argmax(axis=ax, backend=be),
     "kmin_argkmin": lambda F, w, ax, be: F.Kmin_argKmin(4, axis=ax, backend=be),
 }
 

@@ -303,12 +303,12 @@ def test_kernel_ridge_and_nystroem_transform(client):
 def test_kernel_ridge_falkon_fit_on_dask(client, landmarks):
     """Falkon on Dask arrays: the same landmarks and model as in memory."""
     rng = np.random.default_rng(6)
-    X = rng.random((3000, 3))
+    X = rng.random((2000, 3))
     y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.standard_normal(len(X))
-    kw = dict(alpha=1e-3, kernel="rbf", gamma=2.0, n_components=100, random_state=0,
+    kw = dict(alpha=1e-3, kernel="rbf", gamma=2.0, n_components=60, random_state=0,
               landmarks=landmarks)
     ref = KernelRidge(solver="falkon", **kw).fit(X, y)
-    dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+    dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
     got = KernelRidge(solver="auto", **kw).fit(dX, dy)
     assert got.solver_ == "falkon" and got.n_features_in_ == 3
     np.testing.assert_array_equal(got.X_fit_, ref.X_fit_)
@@ -317,7 +317,7 @@ def test_kernel_ridge_falkon_fit_on_dask(client, landmarks):
     np.testing.assert_allclose(got.predict(Q), ref.predict(Q), atol=1e-5)
     with pytest.raises(ValueError, match="solver='cholesky'.*Dask.*'falkon'.*'cg'"):
         KernelRidge(solver="cholesky").fit(dX, dy)
-    bad = da.from_array(np.where(X > 0.99, np.nan, X), chunks=700)
+    bad = da.from_array(np.where(X > 0.99, np.nan, X), chunks=500)
     with pytest.raises(ValueError, match="'X' contains NaN"):
         KernelRidge(solver="falkon").fit(bad, dy)
 
@@ -408,12 +408,12 @@ def test_gaussian_process_predict(client, solver):
     from kerneltools.estimators import GaussianProcessRegressor
 
     rng = np.random.default_rng(9)
-    X = rng.random((400, 2))
+    X = rng.random((300, 2))
     y = np.sin(5 * X[:, 0]) + 0.1 * rng.standard_normal(len(X))
     gp = GaussianProcessRegressor(RBF(0.3) + WhiteKernel(0.01), optimizer=None,
                                   solver=solver).fit(X, y)
-    Q = _queries(300, 2)
-    dQ = da.from_array(Q, chunks=120)
+    Q = _queries(120, 2)
+    dQ = da.from_array(Q, chunks=50)
     mean, std = gp.predict(dQ, return_std=True)
     assert is_dask_array(mean) and is_dask_array(std)
     mean, std, mean_only = dask.compute(mean, std, gp.predict(dQ))

@@ -13,15 +13,15 @@ import kerneltools as kt
 
 @pytest.mark.slow
 def test_gaussian_kernel_product_in_linear_memory(monkeypatch):
-    """30,000 x 30,000 Gaussian kernel times a vector on the NumPy backend.
+    """20,000 x 20,000 Gaussian kernel times a vector on the NumPy backend.
 
-    The dense kernel matrix alone would take 7.2 GB in float64; the tiled
+    The dense kernel matrix alone would take 3.2 GB in float64; the tiled
     evaluator must stay under 100 MB of Python-visible allocations (NumPy
     reports its buffers to tracemalloc).
     """
     monkeypatch.setenv("KERNELTOOLS_BACKEND", "numpy")  # K @ b takes no backend=
     rng = np.random.default_rng(0)
-    N = M = 30_000
+    N = M = 20_000
     x, y = rng.normal(size=(N, 3)), rng.normal(size=(M, 3))
     b = rng.normal(size=M)
     K = (-kt.Vi(x).sqdist(kt.Vj(y)) / 2).exp()
