@@ -222,6 +222,7 @@ class LazyTensor:
 
     @property
     def ndim(self) -> int:
+        """``len(shape)``: 3, plus the number of batch axes."""
         return len(self.shape)
 
     @property
