@@ -4,6 +4,8 @@ from .backend import _errors
 from .backend._errors import (
     BackendFallbackWarning,
     BackendUnavailableError,
+    CacheError,
+    CacheWarning,
     CompileError,
     KernelToolsError,
 )
@@ -12,8 +14,10 @@ __all__ = [
     "KernelToolsError",
     "BackendUnavailableError",
     "CompileError",
+    "CacheError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
+    "CacheWarning",
 ]
 
 

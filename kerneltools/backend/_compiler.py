@@ -7,6 +7,13 @@ glibc vector math library (``libmvec``) when it links, so that ``exp`` and
 ``log`` vectorise. ``-ffast-math`` is never used: it would break NaN and inf
 propagation and the reductions' semantics; only ``-fno-math-errno`` (pure math
 functions, so they can be hoisted and vectorised) and ``-fno-trapping-math``.
+
+The probe's findings (about five compiler runs, 0.2-0.5 s) are recorded in the
+kernel cache (``compiler-<hash>.json``, read with the kernels' ownership and
+no-link checks), keyed by the compiler's path, ``--version``, the binary's
+size and mtime, ``$CC``, the probe itself and the CPU, so a new process with a
+warm cache runs only ``--version``. The record holds the findings as booleans,
+from which the flags are rebuilt: it cannot smuggle other flags in.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -21,7 +29,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-__all__ = ["Compiler", "find_compiler"]
+from ._cache import read_record, write_record
+
+__all__ = ["Compiler", "find_compiler", "probe_count"]
 
 _PROBE = r"""
 #include <math.h>
@@ -99,7 +109,16 @@ def _candidates() -> list[str]:
     return ["cc", "gcc", "clang"]
 
 
+_probe_runs = [0]
+
+
+def probe_count() -> int:
+    """How many probe compiles this process ran (tests check the record spares them)."""
+    return _probe_runs[0]
+
+
 def _try(path: str, flags: list, libs: list, source: str, tmp: str) -> tuple[bool, str]:
+    _probe_runs[0] += 1
     src = os.path.join(tmp, "probe.c")
     out = os.path.join(tmp, f"probe{abs(hash((tuple(flags), tuple(libs))))}.so")
     with open(src, "w") as fh:
@@ -121,9 +140,75 @@ def _try(path: str, flags: list, libs: list, source: str, tmp: str) -> tuple[boo
     return True, ""
 
 
+# -ffp-contract=fast: fused multiply-adds (ISO C mode turns them off).
+_BASE_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
+               "-fno-trapping-math", "-ffp-contract=fast")
+#: What the probe finds out; the flags follow from it (``_flags``).
+_FEATURES = ("march_native", "openmp", "openmp_simd", "vector_math")
+
+
+def _flags(features: dict) -> tuple[list, list]:
+    flags = list(_BASE_FLAGS)
+    if features["march_native"]:
+        flags.append("-march=native")
+    if features["openmp"]:
+        flags.append("-fopenmp")
+    elif features["openmp_simd"]:
+        flags.append("-fopenmp-simd")
+    return flags, ["-lmvec", "-lm"] if features["vector_math"] else ["-lm"]
+
+
+def _probe(path: str) -> tuple[dict | None, str]:
+    """(the features of the compiler at ``path``, or None and why it is unusable)."""
+    found = dict.fromkeys(_FEATURES, False)
+    with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
+        plain = _PROBE.replace("VECMATH_DECL", "")
+
+        def works(source: str = plain, **extra) -> bool:
+            flags, libs = _flags({**found, **extra})
+            return _try(path, flags, libs, source, tmp)[0]
+
+        ok, why = _try(path, list(_BASE_FLAGS), ["-lm"], plain, tmp)
+        if not ok:
+            return None, why
+        found["march_native"] = works(march_native=True)
+        found["openmp"] = works(openmp=True)
+        if not found["openmp"]:
+            found["openmp_simd"] = works(openmp_simd=True)
+        if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
+            vec_src = _PROBE.replace("VECMATH_DECL", VECMATH_DECL)
+            found["vector_math"] = works(vec_src, vector_math=True)
+    return found, ""
+
+
+def _record_key(path: str, version: str) -> str:
+    """What the probe's findings depend on, hashed: the compiler binary, $CC,
+    the probe's source and flags, the platform and CPU."""
+    st = os.stat(path)
+    probe = hashlib.sha256((_PROBE + VECMATH_DECL + repr(_BASE_FLAGS)).encode()).hexdigest()
+    parts = [path, os.path.realpath(path), version, str(st.st_size), str(st.st_mtime_ns),
+             os.environ.get("CC", ""), probe, platform.system(), platform.machine(),
+             _cpu_flags_digest(), "-".join(platform.libc_ver())]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def _recorded(key: str) -> dict | None:
+    """The findings recorded under ``key``, or None (none, foreign, corrupt)."""
+    data = read_record(f"compiler-{key}.json")
+    try:
+        entry = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    found = {k: entry.get(k) for k in _FEATURES}
+    return found if all(isinstance(v, bool) for v in found.values()) else None
+
+
 @functools.lru_cache(maxsize=None)
 def find_compiler() -> Compiler:
-    """Probe once per process; a Compiler with ok=False says why none works."""
+    """Probe once per process (or read the probe's record); a Compiler with
+    ok=False says why none works."""
     reasons = []
     for name in _candidates():
         path = shutil.which(name)
@@ -133,37 +218,22 @@ def find_compiler() -> Compiler:
         try:
             ver = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
             version = (ver.stdout or ver.stderr).splitlines()[0].strip()
+            key = _record_key(path, version)
         except (OSError, subprocess.SubprocessError, IndexError) as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        # -ffp-contract=fast: fused multiply-adds (ISO C mode turns them off).
-        base = ["-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
-                "-fno-trapping-math", "-ffp-contract=fast"]
-        with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
-            plain = _PROBE.replace("VECMATH_DECL", "")
-            ok, why = _try(path, base, ["-lm"], plain, tmp)
-            if not ok:
+        found = _recorded(key)
+        if found is None:
+            found, why = _probe(path)
+            if found is None:
                 reasons.append(f"{name}: cannot build a shared library: {why}")
                 continue
-            flags, libs = list(base), ["-lm"]
-            if _try(path, flags + ["-march=native"], libs, plain, tmp)[0]:
-                flags.append("-march=native")
-            openmp = _try(path, flags + ["-fopenmp"], libs, plain, tmp)[0]
-            if openmp:
-                flags.append("-fopenmp")
-            else:
-                flags.append("-fopenmp-simd") if _try(
-                    path, flags + ["-fopenmp-simd"], libs, plain, tmp
-                )[0] else None
-            vecmath = False
-            if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
-                vec_src = _PROBE.replace("VECMATH_DECL", VECMATH_DECL)
-                vecmath = _try(path, flags, ["-lmvec", "-lm"], vec_src, tmp)[0]
-                if vecmath:
-                    libs = ["-lmvec", "-lm"]
+            write_record(f"compiler-{key}.json",
+                         json.dumps({"key": key, "path": path, **found}).encode())
+        flags, libs = _flags(found)
         return Compiler(
             ok=True, path=path, version=version, flags=flags, libs=libs,
-            openmp=openmp, vector_math=vecmath,
+            openmp=found["openmp"], vector_math=found["vector_math"],
         )
     hint = (
         "install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "

@@ -1,6 +1,6 @@
 """The CPU backend: generated C + OpenMP kernels, compiled at run time.
 
-A plan becomes one C function ``kt_kernel(nx, ny, args, outs)``: the formula,
+A plan becomes one C function ``kt_kernel(r0, r1, ny, args, outs)``: the formula,
 rendered as straight-line scalar statements by :mod:`._render_c`, is wrapped in
 the skeleton below (one ``string.Template``). OpenMP splits the output rows,
 in blocks of ``IB``, between threads; the reduced index is walked in tiles of
@@ -17,8 +17,8 @@ polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
 
 Compiled libraries live in the kernel cache (:mod:`._cache`), keyed by the
 generated source and the compiler's identity and flags, written to a
-temporary name and renamed, checked on load (``kt_key``) and rebuilt when
-truncated or foreign.
+temporary name and renamed; only a library whose folder, owner and recorded
+SHA-256 check out is loaded, anything else is rebuilt (see ``_cache.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
-import struct
 import subprocess
 import tempfile
 import threading
@@ -37,12 +35,13 @@ from string import Template
 import numpy as np
 
 from . import _ops
-from ._cache import atomic_write, cache_dir
+from ._cache import atomic_write, kernel_folder, load_verified_library, store_library
 from ._compiler import VECMATH_DECL, find_compiler
 from ._errors import CompileError
 from ._ir import intcst, substitute, topo_order
 from ._ops import make
 from ._plan import Plan
+from ._progress import chunks
 from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
@@ -94,19 +93,23 @@ typedef struct { ${state} } kt_state;
 
 const char *kt_key(void) { return "${key}"; }
 int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+/* 0 in a process forked after OpenMP started: its thread pool is gone there. */
+static int kt_parallel = 1;
+void kt_set_parallel(int on) { kt_parallel = on; }
 
-/* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
+/* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
+ * by chunks of rows). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
  * point t * TJ + jj at [t * d * TJ + c * TJ + jj], zero-padded to whole tiles. */
-void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
+void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
 ${pointers}
   kt_state *restrict states = (kt_state *)outs[${n_outs}];
 ${p_code}
-  const int64_t nblocks = (nx + IB - 1) / IB;
-  #pragma omp parallel for schedule(static) if (nx * ny > KT_PARALLEL_PAIRS)
+  const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
+  #pragma omp parallel for schedule(static) if (kt_parallel && (r1 - r0) * ny > KT_PARALLEL_PAIRS)
   for (int64_t ib = 0; ib < nblocks; ib++) {
-    const int64_t i0 = ib * IB;
-    const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
+    const int64_t i0 = r0 + ib * IB;
+    const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
     kt_state *st = states + i0; /* per-row states live in the caller's scratch */
     for (int64_t ii = 0; ii < ni; ii++) {
       kt_state *S = &st[ii];
@@ -472,54 +475,14 @@ def compile_count() -> int:
     return _compiles[0]
 
 
-def _elf_complete(path: Path) -> bool:
-    """False for an ELF file cut short: loading one would crash with SIGBUS.
-
-    Checks that the program headers' file ranges and the section header table
-    lie inside the file. Files that are not 64-bit little-endian ELF pass (the
-    loader itself rejects what it cannot read).
-    """
+def _carries(lib, key: str) -> bool:
+    """Whether ``lib`` says it is the kernel ``key`` (a sanity check: its bytes
+    were verified against the recorded digest before it was loaded)."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return True
-    if len(data) < 64:
-        return False
-    phoff, shoff = struct.unpack_from("<QQ", data, 32)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-    if shoff + shentsize * shnum > len(data) or phoff + phentsize * phnum > len(data):
-        return False
-    for k in range(phnum):
-        _, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
-        if offset + filesz > len(data):
-            return False
-    return True
-
-
-def _try_load(path: Path, key: str):
-    """The library at ``path`` if it is whole, loads and carries ``key``; else None."""
-    if not _elf_complete(path):
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
         lib.kt_key.restype = ctypes.c_char_p
-        if lib.kt_key().decode() != key:
-            return None
-        return lib
-    except (OSError, AttributeError, UnicodeDecodeError):
-        return None
-
-
-def _load_fresh_copy(path: Path, key: str):
-    """Load through a private copy: the dynamic loader may hold a stale handle
-    for ``path`` if a foreign library with that name was loaded before."""
-    with tempfile.TemporaryDirectory(prefix="kerneltools-") as tmp:
-        copy = Path(tmp) / f"k{os.getpid()}.so"
-        shutil.copyfile(path, copy)
-        return _try_load(copy, key)
+        return lib.kt_key().decode() == key
+    except (AttributeError, UnicodeDecodeError):
+        return False
 
 
 _by_signature: dict = {}  # plan.signature -> (fn, tile size): the warm path
@@ -547,25 +510,16 @@ def get_kernel(plan: Plan, *, ranges: bool = False):
         fn = _loaded.get(key)
         if fn is not None:
             return fn
-        folder = cache_dir() / "cpu"
-        folder.mkdir(mode=0o700, exist_ok=True)
-        so = folder / f"{key}.so"
-        lib = _try_load(so, key) if so.exists() else None
-        stale = so.exists() and lib is None
-        if lib is None:
-            if stale:  # truncated, corrupt or foreign: never trusted, rebuilt
-                so.unlink(missing_ok=True)
-            _build(source, comp, folder, key, so)
-            lib = _load_fresh_copy(so, key) if stale else _try_load(so, key)
-            if lib is None:
-                raise CompileError(
-                    f"the compiled kernel {so} does not load", source_path=str(so.with_suffix(".c"))
-                )
+        folder = kernel_folder("cpu")
+        # Missing, foreign, a link or not the recorded bytes: rebuilt, never run.
+        lib = load_verified_library(folder, key)
+        if lib is None or not _carries(lib, key):
+            lib = _build(source, comp, folder, key)
         fn = lib.kt_kernel
         fn.restype = None
         fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
                        + [ctypes.c_void_p] * 2 if ranges else
-                       [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p])
+                       [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2)
         fn._kt_lib = lib  # keep the library alive with the function
         fn._kt_key = key
         lib.kt_state_size.restype = ctypes.c_int64
@@ -574,7 +528,8 @@ def get_kernel(plan: Plan, *, ranges: bool = False):
         return fn
 
 
-def _build(source: str, comp, folder: Path, key: str, so: Path) -> None:
+def _build(source: str, comp, folder: Path, key: str):
+    """Compile ``source`` into the cache as ``key``; the loaded library."""
     src = folder / f"{key}.c"
     atomic_write(src, source.encode())
     fd, tmp_so = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".so")
@@ -597,8 +552,14 @@ def _build(source: str, comp, folder: Path, key: str, so: Path) -> None:
                 log=log,
                 source_path=str(src),
             )
-        os.chmod(tmp_so, 0o700)
-        os.replace(tmp_so, so)
+        try:
+            lib = store_library(folder, key, tmp_so)
+        except OSError as exc:
+            lib, why = None, str(exc)
+        if lib is None or not _carries(lib, key):
+            raise CompileError(f"the compiled kernel {folder / key}.so does not load"
+                               f"{': ' + why if lib is None else ''}", source_path=str(src))
+        return lib
     finally:
         if os.path.exists(tmp_so):
             os.unlink(tmp_so)
@@ -630,6 +591,41 @@ def _pack_chunks(a: np.ndarray, tj: int, vl: int) -> np.ndarray:
     return out
 
 
+# -- calls: fork safety and chunks ---------------------------------------------
+#: [whether a kernel ran in this process, whether this process must run serial]
+_omp_state = [False, False]
+
+
+def _after_fork_in_child() -> None:
+    """GNU OpenMP's thread pool does not survive ``fork``: a child that enters
+    a parallel region after its parent used one waits forever for threads
+    that only the parent has. Such a child runs its kernels on one thread."""
+    if _omp_state[0]:
+        _omp_state[1] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _before_call(fn) -> None:
+    if _omp_state[1] and not getattr(fn, "_kt_serial", False):
+        fn._kt_lib.kt_set_parallel(0)
+        fn._kt_serial = True
+    _omp_state[0] = True
+
+
+def _threads() -> int:
+    return 1 if _omp_state[1] else max(1, len(os.sched_getaffinity(0))
+                                        if hasattr(os, "sched_getaffinity")
+                                        else os.cpu_count() or 1)
+
+
+def _width(plan: Plan) -> int:
+    """Scalar temporaries of the plan's formulas: the relative cost of a pair."""
+    return sum(n.dim for n in topo_order(list(plan.formulas)))
+
+
 class CpuBackend:
     """Generated C with OpenMP; see the module docstring."""
 
@@ -651,9 +647,7 @@ class CpuBackend:
         if plan.red.c is None:
             return False
         # Scalar rendering of huge dimensions would compile for minutes.
-        from ._ir import topo_order
-
-        return sum(n.dim for n in topo_order(list(plan.formulas))) <= MAX_COMPONENTS
+        return _width(plan) <= MAX_COMPONENTS
 
     def run(self, plan: Plan, args, **options):
         warm = _by_signature.get(plan.signature)
@@ -662,11 +656,11 @@ class CpuBackend:
             dot_args = tuple(
                 y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.reduction)[1]
             )
-            warm = (fn, tile_size(plan), fn._kt_key, dot_args)
+            warm = (fn, tile_size(plan), fn._kt_key, dot_args, _width(plan))
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
-        fn, tj, dot_args = warm[0], warm[1], warm[3]
+        fn, tj, dot_args, width = warm[0], warm[1], warm[3], warm[4]
         arrays = [
             _pack_tiles(a, tj) if cat == "j" else np.ascontiguousarray(a, dtype=plan.dtype)
             for a, cat in zip(args, plan.arg_cats)
@@ -683,7 +677,12 @@ class CpuBackend:
         scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
         outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
                                                    scratch.ctypes.data)
-        fn(plan.nx, plan.ny, argv, outv)
+        _before_call(fn)
+        what = f"the {plan.reduction} reduction over {plan.nx:,} x {plan.ny:,} pairs (cpu)"
+        # by chunks of rows: Ctrl-C is seen between chunks (see _progress)
+        for r0, r1 in chunks(plan.nx, plan.ny * width, what=what, align=IB,
+                             min_items=IB * _threads()):
+            fn(r0, r1, plan.ny, argv, outv)
         return tuple(outs)
 
     def run_ranges(self, plan: Plan, args, blk: np.ndarray, red: np.ndarray,
@@ -728,6 +727,16 @@ class CpuBackend:
         scratch = np.empty(plan.nx * fn._kt_state_size, dtype=np.uint8)
         outv = (ctypes.c_void_p * (len(outs) + 1))(*[o.ctypes.data for o in outs],
                                                    scratch.ctypes.data)
-        fn(len(blk), blk.ctypes.data, red.ctypes.data, jmap.ctypes.data, imap.ctypes.data, js,
-           int(npairs), argv, outv)
+        _before_call(fn)
+        # by chunks of output blocks (rows are written in place through imap):
+        # Ctrl-C is seen between chunks; a block's pairs weigh its share
+        lens = red[:, 1] - red[:, 0]
+        cum = np.concatenate([[0], np.cumsum(lens)])
+        pairs = (blk[:, 1] - blk[:, 0]) * (cum[blk[:, 3]] - cum[blk[:, 2]])
+        what = f"the block-sparse {plan.reduction} reduction over {int(npairs):,} pairs (cpu)"
+        per_block = max(1, int(npairs) // max(1, len(blk))) * _width(plan)
+        for b0, b1 in chunks(len(blk), per_block, what=what, min_items=_threads()):
+            sub = blk[b0:b1]
+            fn(b1 - b0, sub.ctypes.data, red.ctypes.data, jmap.ctypes.data, imap.ctypes.data,
+               js, int(pairs[b0:b1].sum()), argv, outv)
         return tuple(outs)

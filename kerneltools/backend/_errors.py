@@ -8,8 +8,10 @@ __all__ = [
     "KernelToolsError",
     "BackendUnavailableError",
     "CompileError",
+    "CacheError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
+    "CacheWarning",
 ]
 
 
@@ -38,6 +40,12 @@ class CompileError(KernelToolsError, RuntimeError):
         self.source_path = source_path
 
 
+class CacheError(KernelToolsError, OSError):
+    """The kernel cache folder could let another user plant code that kerneltools
+    would run (owned by someone else, writable by group or others, a link); the
+    message names the folder and how to fix it."""
+
+
 @functools.lru_cache(maxsize=None)
 def _convergence_warning() -> type:
     # Built on first use: importing scikit-learn takes about a second, and
@@ -63,3 +71,8 @@ def __getattr__(name):
 
 class BackendFallbackWarning(UserWarning):
     """``backend='auto'`` fell back to a slower backend (said once per process)."""
+
+
+class CacheWarning(UserWarning):
+    """The kernel cache folder cannot be written: this process compiles into a
+    private temporary folder instead (said once; the message says how to fix)."""

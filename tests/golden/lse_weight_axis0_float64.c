@@ -113,22 +113,26 @@ typedef struct { acc_t lm[1], ls[2]; } kt_state;
 
 const char *kt_key(void) { return "golden"; }
 int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+/* 0 in a process forked after OpenMP started: its thread pool is gone there. */
+static int kt_parallel = 1;
+void kt_set_parallel(int on) { kt_parallel = on; }
 
-/* Reduces rows [0, nx) over j in [0, ny). i-variables are row-major (n, d);
+/* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
+ * by chunks of rows). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
  * point t * TJ + jj at [t * d * TJ + c * TJ + jj], zero-padded to whole tiles. */
-void kt_kernel(int64_t nx, int64_t ny, void **args, void **outs) {
+void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const real_t *restrict a0 = (const real_t *)args[0];
   const real_t *restrict a1 = (const real_t *)args[1];
   const real_t *restrict a2 = (const real_t *)args[2];
   real_t *restrict outf = (real_t *)outs[0];
   kt_state *restrict states = (kt_state *)outs[1];
 
-  const int64_t nblocks = (nx + IB - 1) / IB;
-  #pragma omp parallel for schedule(static) if (nx * ny > KT_PARALLEL_PAIRS)
+  const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
+  #pragma omp parallel for schedule(static) if (kt_parallel && (r1 - r0) * ny > KT_PARALLEL_PAIRS)
   for (int64_t ib = 0; ib < nblocks; ib++) {
-    const int64_t i0 = ib * IB;
-    const int64_t ni = (nx - i0 < IB) ? nx - i0 : IB;
+    const int64_t i0 = r0 + ib * IB;
+    const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
     kt_state *st = states + i0; /* per-row states live in the caller's scratch */
     for (int64_t ii = 0; ii < ni; ii++) {
       kt_state *S = &st[ii];

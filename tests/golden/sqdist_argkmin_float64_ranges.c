@@ -113,6 +113,9 @@ typedef struct { real_t kv[1][3]; int64_t ki[1][3]; } kt_state;
 
 const char *kt_key(void) { return "golden"; }
 int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+/* 0 in a process forked after OpenMP started: its thread pool is gone there. */
+static int kt_parallel = 1;
+void kt_set_parallel(int on) { kt_parallel = on; }
 
 /* i-variables are row-major (n, d), rows in sorted order; j-variables are
  * (d, js), sorted; imap: the caller's index of each sorted output row.
@@ -126,7 +129,7 @@ void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
   int64_t *restrict outi = (int64_t *)outs[0];
   kt_state *restrict states = (kt_state *)outs[1];
 
-  #pragma omp parallel for schedule(dynamic, 1) if (npairs > KT_PARALLEL_PAIRS)
+  #pragma omp parallel for schedule(dynamic, 1) if (kt_parallel && npairs > KT_PARALLEL_PAIRS)
   for (int64_t ob = 0; ob < nblk; ob++) {
     const int64_t r0 = blk[4 * ob], r1 = blk[4 * ob + 1];
     const int64_t v0 = blk[4 * ob + 2], v1 = blk[4 * ob + 3];
