@@ -8,6 +8,7 @@ from .backend._errors import (
     CacheWarning,
     CompileError,
     KernelToolsError,
+    NotPositiveDefiniteError,
 )
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "BackendUnavailableError",
     "CompileError",
     "CacheError",
+    "NotPositiveDefiniteError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
     "CacheWarning",

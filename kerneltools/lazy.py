@@ -27,9 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._dask import check_dask_array, is_dask_array
+from ._lazy_args import alias as _alias
+from ._lazy_args import check_axis as _check_axis
+from ._lazy_args import check_finite_data, is_int, solve_alpha
+from ._lazy_args import int_arg as _int_arg
 from .backend import _ops
 from .backend._autodiff import grad as _grad
-from .backend._cg import conjugate_gradient
+from .backend._cg import conjugate_gradient as _cg
 from .backend._cuda_backend import is_cupy_array
 from .backend._dispatch import check_backend_name, run_plan
 from .backend._ir import Node, index, intcst, substitute, topo_order, var
@@ -116,7 +120,7 @@ def _leaf(x, axis, what="the array given to LazyTensor"):
         node, b = _variable("p", a.reshape(-1))
         return node, b, None, None
     if a.ndim == 2:
-        if axis not in (0, 1):
+        if not is_int(axis) or int(axis) not in (0, 1):
             raise ValueError(
                 f"{what} has shape {a.shape}: a 2-D array needs axis=0 (indexed by i) "
                 "or axis=1 (indexed by j); or use kt.Vi / kt.Vj"
@@ -612,7 +616,7 @@ class LazyTensor:
     def sum(self, axis: int = -1, dim: int | None = None, backend=None, **options):
         """``axis=-1``: symbolic sum over features; ``axis=0/1``: reduce over i / j."""
         axis = _alias(axis, dim)
-        if axis in (-1, 2):
+        if is_int(axis) and int(axis) in (-1, 2):
             return self._apply("SumFeat")
         return self._reduce("Sum", axis, backend=backend, **options)
 
@@ -727,9 +731,13 @@ class LazyTensor:
         ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
         j-points; ``b`` is (N,), (N, E) or an i-variable. Several columns are
         solved at once. Warns with ``ConvergenceWarning`` when ``max_iter``
-        iterations do not reach ``|r| <= tol |b|``. When K's points are Dask
-        arrays, each product ``K x`` runs on the cluster and the iterates
-        (one value per point) stay in this process: the result is NumPy.
+        iterations do not reach ``|r| <= tol |b|``. Raises ``ValueError`` on
+        NaN or infinity in ``b`` or in K's points and parameters, and
+        :class:`~kerneltools.exceptions.NotPositiveDefiniteError` when
+        ``K + alpha I`` is not positive definite (raise ``alpha``). When K's
+        points are Dask arrays, each product ``K x`` runs on the cluster and
+        the iterates (one value per point) stay in this process: the result
+        is NumPy.
         """
         if self.dim != 1:
             raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
@@ -742,9 +750,8 @@ class LazyTensor:
         b_arr = _check_array(b, "solve: 'b'")
         if b_arr.shape[0] != (self.ni or 1) or b_arr.ndim > 2:
             raise ValueError(f"solve: 'b' must have shape ({self.ni},) or ({self.ni}, E), got {b_arr.shape}")
-        alpha = float(alpha)
-        if not alpha >= 0:
-            raise ValueError(f"solve: 'alpha' must be >= 0, got {alpha}")
+        alpha = solve_alpha(alpha)
+        check_finite_data(self.formula, self._bindings, "solve")
         if is_dask_array(b_arr):  # one value per point, like the solution
             b_arr = b_arr.compute()
         dtype = np.result_type(self.dtype, b_arr.dtype if b_arr.dtype.kind == "f" else np.float64)
@@ -756,8 +763,9 @@ class LazyTensor:
                 out = out.compute()
             return out + alpha * X
 
-        x, self.n_iter_ = conjugate_gradient(matvec, B, tol=tol, max_iter=max_iter,
-                                             callback=callback)
+        x, self.n_iter_ = _cg(matvec, B, tol=tol, max_iter=max_iter, callback=callback,
+                              eps=np.finfo(self.dtype).eps, who="solve", b_name="b",
+                              shift_name=f"'alpha' (now {alpha:g})")
         return x[:, 0] if b_arr.ndim == 1 else x
 
     def vjp(self, wrt: LazyTensor, gradout, reduction: str = "Sum", axis: int = 1, *,
@@ -857,24 +865,6 @@ def _reduction_name(reduction: str, weight) -> str:
     if name == "LogSumExp" and weight is not None:
         return "LogSumExpWeight"
     return name
-
-
-def _alias(axis, dim):
-    return dim if dim is not None else axis
-
-
-def _check_axis(axis) -> int:
-    if isinstance(axis, numbers.Integral) and int(axis) in (0, 1):
-        return int(axis)
-    raise ValueError(
-        f"the reduction 'axis' must be 0 (reduce over i) or 1 (reduce over j); got {axis!r}"
-    )
-
-
-def _int_arg(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"'{name}' must be an integer, got {v!r}")
-    return int(v)
 
 
 def _install_unary_methods():

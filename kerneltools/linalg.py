@@ -16,8 +16,6 @@ True
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
@@ -137,23 +135,36 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     -------
     X : array of B's shape
     n_iter : int
+
+    Raises
+    ------
+    ValueError
+        NaN or infinity in ``B`` or ``x0``; ``tol`` not a finite float > 0;
+        ``max_iter`` not an int >= 1.
+    kerneltools.exceptions.NotPositiveDefiniteError
+        ``p^T A p < 0`` beyond rounding: ``A`` is not positive definite.
     """
     B = np.asarray(B)
     if B.ndim not in (1, 2):
         raise ValueError(f"conjugate_gradient: 'B' must be 1-D or 2-D, got shape {B.shape}")
-    if not np.all(np.isfinite(B)):
-        raise ValueError("conjugate_gradient: 'B' contains NaN or infinity")
-    tol = float(tol)
-    if not tol > 0:
-        raise ValueError(f"conjugate_gradient: 'tol' must be > 0, got {tol}")
-    if max_iter is not None and (not isinstance(max_iter, numbers.Integral) or max_iter < 1):
-        raise ValueError(f"conjugate_gradient: 'max_iter' must be an int >= 1, got {max_iter!r}")
     B2 = B.reshape(B.shape[0], -1).astype(np.result_type(B.dtype, np.float32))
     matvec = _as_matmat(A, "A")
     precond = None if M is None else _as_matmat(M, "M")
     X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
-                    precond=precond, verbose=verbose)
+                    precond=precond, verbose=verbose, **_cg_context(A))
     return X.reshape(B.shape), n_iter
+
+
+def _cg_context(A) -> dict:
+    """What :func:`~kerneltools.backend._cg.conjugate_gradient` needs to judge
+    and explain ``p^T A p <= 0``: the products' unit roundoff (float32's
+    where unknown) and the name of the diagonal shift to raise."""
+    if isinstance(A, KernelOperator):
+        return {"eps": float(np.finfo(A.K.dtype).eps),
+                "shift_name": "the KernelOperator's 'shift'"}
+    dtype = getattr(A, "dtype", None)
+    kind = np.dtype(dtype).kind if dtype is not None else ""
+    return {"eps": float(np.finfo(dtype).eps) if kind == "f" else None}
 
 
 def _as_matmat(A, name):
@@ -356,7 +367,8 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
     rhs = np.hstack([B2, Z])
     record: list = []
     sol, n_iter = _cg(_as_matmat(A, "A"), rhs, tol=tol, max_iter=max_iter,
-                      precond=_as_matmat(M, "M"), verbose=verbose, record=record)
+                      precond=_as_matmat(M, "M"), verbose=verbose, record=record,
+                      who="solve_with_logdet", **_cg_context(A))
     k = B2.shape[1]
     norms = np.einsum("ij,ij->j", Z, M @ Z)  # z^T P^{-1} z, the probes' start
     quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]

@@ -1,23 +1,61 @@
-"""Conjugate gradients with several right-hand sides, over any mat-vec."""
+"""Conjugate gradients with several right-hand sides, over any mat-vec.
+
+The one implementation behind :func:`kerneltools.linalg.conjugate_gradient`,
+:meth:`kerneltools.LazyTensor.solve` and the estimators' solvers; its
+arguments are checked here, once, for all of them.
+"""
 
 from __future__ import annotations
 
+import numbers
 import time
 import warnings
 
 import numpy as np
 
-from ._errors import _convergence_warning
+from ._errors import NotPositiveDefiniteError, _convergence_warning
 
-__all__ = ["conjugate_gradient"]
+__all__ = ["conjugate_gradient", "check_cg_arguments"]
+
+#: Rounding allowance of ``p^T A p``: ``p^T A p < -slack`` proves that A is
+#: not positive definite, with ``slack = _SLACK sqrt(n) eps |A| |p|^2`` and
+#: ``|A|`` the largest ``|A p| / |p|`` seen so far.
+_SLACK = 64.0
 
 
 def _col_dot(a, b):
     return np.einsum("ij,ij->j", a, b)
 
 
+def check_cg_arguments(b, *, tol, max_iter, x0=None, who="conjugate_gradient",
+                       b_name="B"):
+    """``(tol, max_iter, x0)`` checked for a 2-D right-hand side ``b``:
+    ValueError naming the argument for NaN/inf in ``b`` or ``x0``, a ``tol``
+    that is not a finite float > 0, a ``max_iter`` that is not an int >= 1."""
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"{who}: '{b_name}' contains NaN or infinity")
+    if (isinstance(tol, bool) or not isinstance(tol, numbers.Real)
+            or not np.isfinite(tol) or not tol > 0):
+        raise ValueError(f"{who}: 'tol' must be a finite float > 0, got {tol!r}")
+    if max_iter is not None and (isinstance(max_iter, bool)
+                                 or not isinstance(max_iter, numbers.Integral)
+                                 or max_iter < 1):
+        raise ValueError(f"{who}: 'max_iter' must be an int >= 1, got {max_iter!r}")
+    if x0 is not None:
+        x0 = np.asarray(x0)
+        if x0.size != b.size or x0.shape[0] != b.shape[0]:
+            raise ValueError(f"{who}: 'x0' must have shape {b.shape} (that of "
+                             f"'{b_name}'), got {x0.shape}")
+        x0 = np.array(x0, dtype=b.dtype).reshape(b.shape)
+        if not np.all(np.isfinite(x0)):
+            raise ValueError(f"{who}: 'x0' contains NaN or infinity")
+    return float(tol), None if max_iter is None else int(max_iter), x0
+
+
 def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=None,
-                       precond=None, verbose=0, record=None):
+                       precond=None, verbose=0, record=None, eps=None,
+                       who="conjugate_gradient", b_name="B",
+                       shift_name="the diagonal shift of 'A'"):
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
 
     Each column of ``b`` (shape (n, E)) runs its own (preconditioned) CG
@@ -31,12 +69,22 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     iteration (arrays over the columns): the coefficients from which the
     Lanczos tridiagonal matrix of each column is rebuilt.
 
+    Raises :class:`NotPositiveDefiniteError` when a column that has not
+    converged meets ``p^T A p < 0`` beyond rounding (``eps``: the unit
+    roundoff of the products, float32's by default); its message says to
+    raise ``shift_name``, the caller's diagonal shift. A column whose ``p^T A p`` is 0
+    to rounding (A singular there) stops, with the warning. ``who`` and
+    ``b_name`` name the caller and its right-hand side in errors.
+
     Returns ``(x, n_iter)``.
     """
+    tol, max_iter, x0 = check_cg_arguments(b, tol=tol, max_iter=max_iter, x0=x0,
+                                           who=who, b_name=b_name)
     n = b.shape[0]
-    max_iter = 10 * n + 100 if max_iter is None else int(max_iter)
+    max_iter = 10 * n + 100 if max_iter is None else max_iter
+    eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
     apply_m = precond if precond is not None else (lambda r: r)
-    x = np.zeros_like(b) if x0 is None else np.array(x0, dtype=b.dtype).reshape(b.shape)
+    x = np.zeros_like(b) if x0 is None else x0
     r = b - matvec(x) if x0 is not None else b.copy()
     z = apply_m(r)
     p = z.copy()
@@ -45,11 +93,15 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     scale = np.where(bnorm > 0, bnorm, 1)
     target = tol * scale
     rnorm = np.sqrt(_col_dot(r, r))
+    anorm, singular = 0.0, False
     it, start = 0, time.perf_counter()
     while it < max_iter and not np.all(rnorm <= target):
         Ap = matvec(p)
         pAp = _col_dot(p, Ap)
-        active = (rnorm > target) & (pAp > 0)
+        working = rnorm > target
+        anorm = _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name)
+        active = working & (pAp > 0)
+        singular |= bool(np.any(working & ~active))
         if not np.any(active):
             break
         alpha = np.where(active, rz / np.where(active, pAp, 1), 0)
@@ -71,11 +123,41 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
         if callback is not None:
             callback(x)
     if not np.all(rnorm <= target):
+        why = ("; p^T A p was 0 to rounding: the operator is singular, or not "
+               "positive definite, to working precision" if singular else "")
         warnings.warn(
             f"conjugate gradient did not converge in {it} iterations: relative residual "
-            f"{float(np.max(rnorm / scale)):.2e} > tol={tol}; "
-            "raise max_iter or alpha, or loosen tol",
+            f"{float(np.max(rnorm / scale)):.2e} > tol={tol}{why}; "
+            f"raise max_iter or {shift_name}, or loosen tol",
             _convergence_warning(),
             stacklevel=3,
         )
     return x, it
+
+
+def _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name) -> float:
+    """Raise unless ``p^T A p`` is finite, and > 0 to rounding, on the
+    columns still ``working``; returns the updated estimate of ``|A|``."""
+    if not np.any(working):
+        return anorm
+    if not np.all(np.isfinite(pAp[working])):
+        raise FloatingPointError(
+            f"{who}: the operator's product A p is NaN or infinite at iteration "
+            f"{it + 1}: the operator overflows or computes NaN on finite input"
+        )
+    pp = _col_dot(p, p)
+    nonzero = working & (pp > 0)
+    if np.any(nonzero):
+        ratio = np.sqrt(_col_dot(Ap, Ap)[nonzero] / pp[nonzero])
+        anorm = max(anorm, float(np.max(ratio)))
+    slack = _SLACK * np.sqrt(p.shape[0]) * eps * anorm * pp
+    bad = np.flatnonzero(working & (pAp < -slack))
+    if len(bad):
+        c = int(bad[0])
+        raise NotPositiveDefiniteError(
+            f"{who}: the operator is not positive definite: conjugate gradients met "
+            f"p^T A p = {float(pAp[c]):.3g} < 0 (|p|^2 = {float(pp[c]):.3g}) at "
+            f"iteration {it + 1}, column {c}, beyond rounding; raise {shift_name}, "
+            "or check that the kernel is positive semi-definite"
+        )
+    return anorm

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 __all__ = [
     "KernelToolsError",
     "BackendUnavailableError",
     "CompileError",
     "CacheError",
+    "NotPositiveDefiniteError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
     "CacheWarning",
@@ -44,6 +47,12 @@ class CacheError(KernelToolsError, OSError):
     """The kernel cache folder could let another user plant code that kerneltools
     would run (owned by someone else, writable by group or others, a link); the
     message names the folder and how to fix it."""
+
+
+class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):
+    """Conjugate gradients met ``p^T A p <= 0`` beyond rounding: the operator
+    is not positive definite (an indefinite kernel, a negative shift); the
+    message says which diagonal shift to raise."""
 
 
 @functools.lru_cache(maxsize=None)

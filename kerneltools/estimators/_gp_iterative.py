@@ -31,6 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import Pm, Vi, Vj
 from .. import _gp_kernels
+from ..exceptions import NotPositiveDefiniteError
 from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
@@ -132,7 +133,8 @@ class IterativeGP:
 
         With ``objective`` (the optimizer's calls), CG stops after
         ``min(max_iter, OBJECTIVE_MAX_ITER)`` iterations, and a point where it
-        has not converged by then gets ``-inf`` (zero gradient): L-BFGS-B
+        has not converged by then, or where CG finds ``K + alpha I`` not
+        positive definite, gets ``-inf`` (zero gradient): L-BFGS-B
         steps back from it as from a kernel that is not positive definite on
         the exact path, instead of spending up to ``max_iter`` iterations on
         a trial point far from the optimum."""
@@ -140,15 +142,21 @@ class IterativeGP:
         y = est.y_train_[:, None] if est.y_train_.ndim == 1 else est.y_train_
         n, t = y.shape
         max_iter = min(est.max_iter, OBJECTIVE_MAX_ITER) if objective else est.max_iter
+        theta = self.kernel.theta
+        failed = (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
         with warnings.catch_warnings():
             if objective:
                 warnings.simplefilter("ignore", ConvergenceWarning)
-            alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
-                self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED, tol=est.tol,
-                max_iter=max_iter)
+            try:
+                alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
+                    self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED,
+                    tol=est.tol, max_iter=max_iter)
+            except NotPositiveDefiniteError:
+                if not objective:
+                    raise
+                return failed  # as the exact path's failed Cholesky
         if objective and self.n_iter >= max_iter:
-            theta = self.kernel.theta
-            return (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
+            return failed
         lml = float(-0.5 * np.einsum("ik,ik->", y, alpha) - 0.5 * t * logdet
                     - 0.5 * t * n * np.log(2 * np.pi))
         if not eval_gradient:
