@@ -99,8 +99,20 @@ def _pow(f, e):
     return f ** int(e) if e == int(e) else f ** e
 
 
-def _register(params, name, value):
-    v = np.asarray(value, dtype=np.float64)
+def _register(params, prefix, k, attr, *, zero=False):
+    """Record hyperparameter ``attr`` of ``k`` under ``prefix + attr``: finite
+    and > 0 (>= 0 with ``zero``), else ValueError naming it."""
+    value = getattr(k, attr)
+    try:
+        v = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        v = np.array(np.nan)
+    if v.size == 0 or not (np.isfinite(v) & ((v >= 0) if zero else (v > 0))).all():
+        raise ValueError(
+            f"The {attr!r} parameter of {type(k).__name__} must be a float "
+            f"{'>= 0' if zero else '> 0'} (or an array of them). Got {value!r} instead."
+        )
+    name = prefix + attr
     params[name] = float(v) if v.ndim == 0 else v.ravel().copy()
     return name
 
@@ -119,17 +131,17 @@ def _safe_sqrt(s):
 
 
 def _constant(k, prefix, params):
-    name = _register(params, prefix + "constant_value", k.constant_value)
+    name = _register(params, prefix, k, "constant_value")
     return (lambda x, y, P: _param(P[name])), (), (name,)
 
 
 def _white(k, prefix, params):
-    name = _register(params, prefix + "noise_level", k.noise_level)
+    name = _register(params, prefix, k, "noise_level")
     return (lambda x, y, P: None), ((name,),), None
 
 
 def _rbf(k, prefix, params):
-    name = _register(params, prefix + "length_scale", k.length_scale)
+    name = _register(params, prefix, k, "length_scale")
     return (lambda x, y, P: (-0.5 * _scaled_sqdist(x, y, P[name])).exp()), (), None
 
 
@@ -140,7 +152,7 @@ def _matern(k, prefix, params):
             f"{k!r}: Matern with nu={nu} has no closed form here; supported nu: "
             "0.5, 1.5, 2.5, inf"
         )
-    name = _register(params, prefix + "length_scale", k.length_scale)
+    name = _register(params, prefix, k, "length_scale")
 
     def build(x, y, P):
         return _matern_of_sqdist(nu, _scaled_sqdist(x, y, P[name]))
@@ -219,8 +231,8 @@ def stationary_form(kernel):
 def _rational_quadratic(k, prefix, params):
     if np.ndim(k.length_scale) and np.size(k.length_scale) > 1:
         raise ValueError(f"{k!r}: RationalQuadratic takes a scalar length_scale only")
-    a = _register(params, prefix + "alpha", k.alpha)
-    ls = _register(params, prefix + "length_scale", k.length_scale)
+    a = _register(params, prefix, k, "alpha")
+    ls = _register(params, prefix, k, "length_scale")
 
     def build(x, y, P):
         base = 1.0 + x.sqdist(y) / (2.0 * P[a] * P[ls].square())
@@ -230,8 +242,8 @@ def _rational_quadratic(k, prefix, params):
 
 
 def _exp_sine_squared(k, prefix, params):
-    ls = _register(params, prefix + "length_scale", k.length_scale)
-    per = _register(params, prefix + "periodicity", k.periodicity)
+    ls = _register(params, prefix, k, "length_scale")
+    per = _register(params, prefix, k, "periodicity")
 
     def build(x, y, P):
         d = _safe_sqrt(x.sqdist(y))
@@ -241,7 +253,7 @@ def _exp_sine_squared(k, prefix, params):
 
 
 def _dot_product(k, prefix, params):
-    name = _register(params, prefix + "sigma_0", k.sigma_0)
+    name = _register(params, prefix, k, "sigma_0", zero=True)
     return (lambda x, y, P: P[name].square() + (x * y).sum(-1)), (), None
 
 

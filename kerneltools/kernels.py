@@ -314,7 +314,7 @@ def make_kernel(kernel="rbf", *, gamma=None, degree=None, coef0=None,
             v = given[p] if given[p] is not None else _DEFAULTS[p]
             if kernel == "chi2" and p == "gamma" and v is None:
                 v = 1.0
-            params[p] = None if v is None else _check_real(v, p, kernel)
+            params[p] = None if v is None else _check_param(v, p, kernel)
         dense = _sklearn_dense(kernel, dict(params))
         if kernel in ("poly", "polynomial"):  # an integer power is code, not a parameter
             build = _poly(params.pop("degree"))
@@ -366,10 +366,24 @@ def _sklearn_dense(kernel, params):
     return dense
 
 
-def _check_real(v, name, kernel):
-    if not isinstance(v, numbers.Real) or not np.isfinite(v):
-        raise ValueError(f"the {name!r} parameter of the {kernel!r} kernel must be a "
-                         f"finite real number, got {v!r}")
+#: What each named kernel parameter must be: (lower bound, open?, wording).
+_PARAM_RULES = {
+    "gamma": (0.0, True, "a float > 0"),
+    "degree": (0.0, False, "a float >= 0"),
+    "coef0": (None, False, "a finite float"),
+}
+
+
+def _check_param(v, name, kernel):
+    """``v`` as a float, or ValueError in scikit-learn's wording."""
+    lo, open_, expected = _PARAM_RULES[name]
+    ok = (isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+          and bool(np.isfinite(v)))
+    if ok and lo is not None:
+        ok = v > lo if open_ else v >= lo
+    if not ok:
+        raise ValueError(f"The {name!r} parameter of make_kernel({kernel!r}) must be "
+                         f"{expected}. Got {v!r} instead.")
     return float(v)
 
 

@@ -69,10 +69,15 @@ def grid_cluster(x, size) -> np.ndarray:
     or one per feature) that contain the points; cells numbered in
     lexicographic order of their coordinates."""
     x = _points(x, "x")
-    size = np.broadcast_to(np.asarray(size, dtype=np.float64), (x.shape[1],))
-    if not (size > 0).all():
-        raise ValueError(f"'size' must be > 0, got {size}")
-    cells = np.floor((x - x.min(axis=0)) / size).astype(np.int64)
+    cells = np.floor((x - x.min(axis=0)) / _cell_size(size, x.shape[1]))
+    if not cells.max() < 2.0**62:  # then the products below overflow int64
+        f = int(np.argmax(cells.max(axis=0)))
+        raise ValueError(
+            f"'size'={size!r} is too small for these points: feature {f} spans "
+            f"{float(np.ptp(x[:, f])):.3g}, about {float(cells[:, f].max()):.3g} "
+            "cells, and the cell indices would overflow int64; use a larger 'size'"
+        )
+    cells = cells.astype(np.int64)
     span = cells.max(axis=0) + 1
     if np.prod(span.astype(np.float64)) < 2.0**62:
         # one integer key per cell, in lexicographic order: a 1-D unique
@@ -85,20 +90,39 @@ def grid_cluster(x, size) -> np.ndarray:
     return labels.reshape(-1).astype(np.int64)
 
 
+def _integer(v, name: str) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"'{name}' must be an integer, got {v!r}")
+    return int(v)
+
+
+def _cell_size(size, d: int) -> np.ndarray:
+    try:
+        s = np.asarray(size, dtype=np.float64)
+        s = np.broadcast_to(s, (d,))
+    except (TypeError, ValueError):
+        raise ValueError(f"'size' must be a number or {d} numbers (one per feature), "
+                         f"got {size!r}") from None
+    if not (np.isfinite(s) & (s > 0)).all():
+        raise ValueError(f"'size' must be finite and > 0, got {size!r}")
+    return s
+
+
 def kmeans_cluster(x, n_clusters: int, *, n_iter: int = 10, random_state=None, backend=None):
     """(labels, centroids) of Lloyd's k-means, initialised on random points;
     each assignment step is one ArgMin reduction (linear memory)."""
     from .lazy import Vi, Vj
 
     x = _points(x, "x")
-    n_clusters = int(n_clusters)
+    n_clusters = _integer(n_clusters, "n_clusters")
+    n_iter = _integer(n_iter, "n_iter")
     if not 1 <= n_clusters <= len(x):
         raise ValueError(f"'n_clusters' must be in [1, {len(x)}], got {n_clusters}")
     rng = np.random.default_rng(random_state)
     c = x[rng.choice(len(x), n_clusters, replace=False)].astype(np.float64)
     xf = np.asarray(x, dtype=np.float64)
     labels = np.zeros(len(x), np.int64)
-    for _ in range(int(n_iter)):
+    for _ in range(n_iter):
         labels = Vi(xf).sqdist(Vj(c)).argmin(axis=1, backend=backend)[:, 0]
         counts = np.bincount(labels, minlength=n_clusters)
         sums = np.zeros_like(c)
@@ -228,7 +252,7 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
     reduction over the centroids): the K-th neighbour distance being
     1-Lipschitz, ``kth_i + r_a`` then bounds it for every query of the
     cluster, often far more tightly."""
-    K = int(K)
+    K = _integer(K, "K")
     counts_j = np.asarray(counts_j)
     if K < 1 or K > counts_j.sum():
         raise ValueError(f"'K' must be between 1 and the number of points, got {K}")
@@ -276,16 +300,24 @@ def block_sparsity(labels_i, labels_j, keep, priority=None) -> BlockSparsity:
         if (a.shape != b.shape or a.ndim != 1 or a.dtype.kind not in "iu"
                 or b.dtype.kind not in "iu"):
             raise ValueError("'keep' as pairs must be two 1-D integer arrays of one length")
-        n_a = max(ci, int(a.max()) + 1 if len(a) else 0)
-        n_b = max(cj, int(b.max()) + 1 if len(b) else 0)
         if len(a) and (a.min() < 0 or b.min() < 0):
             raise ValueError("'keep' pairs must be >= 0")
+        for side, k, c in (("i", a, ci), ("j", b, cj)):
+            if len(k) and k.max() >= c:
+                raise ValueError(
+                    f"'keep' pairs name cluster {int(k.max())} but labels_{side} has "
+                    f"{c} clusters (0 to {c - 1}): the pairs must come from the same "
+                    "clusterings as the labels"
+                )
     else:
         keep = np.asarray(keep, dtype=bool)
-        if keep.ndim != 2 or keep.shape[0] < ci or keep.shape[1] < cj:
-            raise ValueError(f"'keep' must be a ({ci}, {cj}) boolean mask of cluster pairs, "
-                             f"got shape {keep.shape}")
-        (a, b), (n_a, n_b) = np.nonzero(keep), keep.shape
+        if keep.shape != (ci, cj):
+            raise ValueError(
+                f"'keep' must be a ({ci}, {cj}) boolean mask of cluster pairs "
+                f"(labels_i has {ci} clusters, labels_j {cj}), got shape {keep.shape}"
+            )
+        a, b = np.nonzero(keep)
+    n_a, n_b = ci, cj
     order_i = np.argsort(lab_i, kind="stable")
     order_j = np.argsort(lab_j, kind="stable")
     ranges_i = _bounds(lab_i[order_i], n_a)

@@ -560,6 +560,8 @@ _register(
 
 
 def _onehot_dim(at, dims):
+    if at[0] < 1:
+        raise FormulaError(f"one_hot: 'D' must be an integer >= 1, got {at[0]}")
     if dims[0] != 1:
         raise FormulaError(f"one_hot: needs a scalar formula, got dimension {dims[0]}")
     return at[0]
