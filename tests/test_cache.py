@@ -143,7 +143,9 @@ def test_foreign_library_at_the_key_path_never_runs(tmp_path, monkeypatch, plant
     assert not target.is_symlink() and target.stat().st_uid == os.geteuid()
 
 
-@pytest.mark.parametrize("damage", ["so_owner", "so_mode", "digest_owner", "digest_missing"])
+@pytest.mark.parametrize(
+    "damage", ["so_owner", "so_mode", "digest_owner", "digest_missing"]
+)
 def test_untrusted_entry_is_rebuilt(tmp_path, monkeypatch, damage):
     """Genuine bytes but another owner, group-writable, or no trusted digest:
     not loaded, rebuilt (and then loaded)."""
@@ -187,14 +189,17 @@ _CHILD = textwrap.dedent(
 
 def _text_section(data: bytes) -> tuple[int, int]:
     """(offset, size) of the .text section of a 64-bit little-endian ELF file."""
-    shoff = int.from_bytes(data[40:48], "little")
-    shentsize, shnum, shstrndx = (int.from_bytes(data[k:k + 2], "little") for k in (58, 60, 62))
-    sections = [data[shoff + k * shentsize: shoff + (k + 1) * shentsize] for k in range(shnum)]
-    names_at = int.from_bytes(sections[shstrndx][24:32], "little")
-    for sh in sections:
-        name_at = names_at + int.from_bytes(sh[0:4], "little")
+
+    def u(at, n):
+        return int.from_bytes(data[at:at + n], "little")
+
+    shoff, shentsize, shnum, shstrndx = u(40, 8), u(58, 2), u(60, 2), u(62, 2)
+    headers = [shoff + k * shentsize for k in range(shnum)]
+    names_at = u(headers[shstrndx] + 24, 8)
+    for h in headers:
+        name_at = names_at + u(h, 4)
         if data[name_at:name_at + 6] == b".text\0":
-            return int.from_bytes(sh[24:32], "little"), int.from_bytes(sh[32:40], "little")
+            return u(h + 24, 8), u(h + 32, 8)
     raise AssertionError("no .text section")
 
 
@@ -210,8 +215,8 @@ def test_corrupted_bytes_of_the_same_size_are_rebuilt(cache):
     offset, size = _text_section(bytes(data))
     data[offset:offset + size] = b"\x0f\x0b" * (size // 2) + b"\x90" * (size % 2)
     so.write_bytes(bytes(data))
-    second = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                            text=True, timeout=120)
+    second = subprocess.run([sys.executable, "-c", _CHILD], env=env,
+                            capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, f"rc {second.returncode}: {second.stderr}"
     assert second.stdout.split() == ["ok", "compiled=1"]
 
@@ -250,6 +255,17 @@ def test_default_cache_folder_is_repaired_to_owner_only(tmp_path, monkeypatch):
     assert stat.S_IMODE((root / "cpu").stat().st_mode) == 0o700
 
 
+def test_cache_folder_removed_while_running_is_made_again(cache, monkeypatch):
+    """The folder is prepared once per process; if the user deletes it
+    meanwhile, the next new kernel makes it again (owner-only, marked)."""
+    _check_on_cpu(*_gauss())
+    shutil.rmtree(cache)
+    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    _check_on_cpu(*_gauss())
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert (cache / _cache.MARKER).is_file() and list((cache / "cpu").glob("*.so"))
+
+
 # -- 2. clear-cache deletes only what kerneltools wrote -----------------------
 def test_clear_cache_keeps_the_users_files(cache, capsys, fresh_probe):
     from kerneltools.__main__ import main
@@ -282,12 +298,15 @@ def test_clear_cache_of_a_folder_kerneltools_did_not_create(tmp_path, monkeypatc
     (folder / "cpu" / "notes.c").write_text("mine")
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(folder))
     kt.clear_cache()
-    assert sorted(p.name for p in folder.iterdir()) == [".tmp-draft.txt", "cpu", "results.csv"]
+    kept = sorted(p.name for p in folder.iterdir())
+    assert kept == [".tmp-draft.txt", "cpu", "results.csv"]
     assert [p.name for p in (folder / "cpu").iterdir()] == ["notes.c"]
 
 
 # -- 3. an unusable folder; leftovers of killed compiles ----------------------
-def test_unwritable_cache_falls_back_to_a_private_temporary_cache(tmp_path, monkeypatch):
+def test_unwritable_cache_falls_back_to_a_private_temporary_cache(
+    tmp_path, monkeypatch
+):
     """Simulated: tests run as root, whom permission bits do not stop, so the
     configured folder is made impossible to create (it lies under a regular
     file). Two kernels, one warning naming the folder, right results."""
@@ -365,7 +384,8 @@ _PROBE_CHILD = textwrap.dedent(
     import dataclasses, json
     from kerneltools.backend import _compiler
     comp = _compiler.find_compiler()
-    print(json.dumps({"runs": _compiler.probe_count(), "compiler": dataclasses.asdict(comp)}))
+    runs = _compiler.probe_count()
+    print(json.dumps({"runs": runs, "compiler": dataclasses.asdict(comp)}))
     """
 )
 
@@ -383,8 +403,12 @@ def test_second_process_runs_no_probe_compile(cache):
     assert got[1]["compiler"]["ok"]
 
 
-@pytest.mark.parametrize("damage", ["garbage", "other_owner", "symlink", "other_compiler"])
-def test_damaged_probe_file_is_ignored_and_rewritten(cache, fresh_probe, damage, tmp_path):
+@pytest.mark.parametrize(
+    "damage", ["garbage", "other_owner", "symlink", "other_compiler"]
+)
+def test_damaged_probe_file_is_ignored_and_rewritten(
+    cache, fresh_probe, damage, tmp_path
+):
     first = find_compiler()
     (probe,) = cache.glob("compiler-*.json")
     text = probe.read_text()

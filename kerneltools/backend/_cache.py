@@ -62,6 +62,8 @@ _KERNEL_FILE = re.compile(r"[0-9a-f]{40}\.(so|c|sha256)")
 #: Small JSON records at the root (the compiler probe's, see ``_compiler.py``).
 RECORD_FILE = re.compile(r"compiler-[0-9a-f]{20}\.json")
 _TMP = ".tmp-"
+_MARKER_TEXT = (b"kerneltools kernel cache: 'python -m kerneltools clear-cache' "
+                b"deletes what kerneltools wrote here\n")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -127,8 +129,7 @@ def _prepare(root: Path, from_env: bool) -> Path:
             os.unlink(probe)
         marked = _is_marked(root)
         if not marked and (new or _only_ours(root)):
-            atomic_write(root / MARKER, b"kerneltools kernel cache: 'python -m "
-                         b"kerneltools clear-cache' deletes what kerneltools wrote here\n")
+            atomic_write(root / MARKER, _MARKER_TEXT)
             marked = True
     except OSError as exc:
         return _fall_back(root, exc)
@@ -187,8 +188,9 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
     finally:
         os.close(fd)
     if problem:
-        fix = (f"chmod 700 {path}" if st.st_uid == os.geteuid()
-               else f"use a folder of yours (or chown it to yourself: chown {os.geteuid()} {path})")
+        me = os.geteuid()
+        fix = (f"chmod 700 {path}" if st.st_uid == me
+               else f"use a folder of yours (or make it yours: chown {me} {path})")
         raise CacheError(
             f"the kernel cache folder {path} is {problem}: another user could put "
             f"code there that kerneltools would run, so it is not used. To fix: {fix}, "
@@ -197,9 +199,12 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
 
 
 def kernel_folder(sub: str) -> Path:
-    """``sub`` of the cache root, checked: a folder of ours alone (CacheError if not)."""
+    """``sub`` of the cache root, checked: a folder of ours alone (else CacheError)."""
     configured, from_env = _configured()
     root = cache_dir()
+    if not root.is_dir():  # removed since this process prepared it: again
+        _prepared.pop(str(configured), None)
+        root = cache_dir()
     repair = not from_env or root != configured  # the default, or our fallback
     folder = root / sub
     folder.mkdir(mode=0o700, exist_ok=True)  # again, if removed since
@@ -277,7 +282,8 @@ def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
     data = _read_trusted(Path(built))
     if data is None:
         raise OSError(f"the compiled kernel {built} is not a regular file of this user")
-    atomic_write(folder / f"{key}.sha256", hashlib.sha256(data).hexdigest().encode() + b"\n")
+    digest = hashlib.sha256(data).hexdigest()
+    atomic_write(folder / f"{key}.sha256", digest.encode() + b"\n")
     os.replace(built, folder / f"{key}.so")
     return _dlopen_bytes(folder, key, data)
 
@@ -317,10 +323,11 @@ def _only_ours(root: Path) -> bool:
     return all(n in SUBFOLDERS or RECORD_FILE.fullmatch(n) for n in names)
 
 
-def _entries(folder: Path):
-    """(name, lstat) of the entries of ``folder``, skipping any that vanish."""
+def _entries(folder: Path, prefix: str = ""):
+    """(name, lstat) of the entries of ``folder`` whose name starts with
+    ``prefix``, skipping any that vanish meanwhile."""
     try:
-        names = os.listdir(folder)
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
     except OSError:
         return
     for name in names:
@@ -345,8 +352,8 @@ def _remove_stale(root: Path, marked: bool) -> None:
     kerneltools created it: elsewhere such a name may be the user's)."""
     now = time.time()
     for folder in (*(root / sub for sub in SUBFOLDERS), *((root,) if marked else ())):
-        for name, st in _entries(folder):
-            if name.startswith(_TMP) and now - st.st_mtime > STALE_AGE:
+        for name, st in _entries(folder, _TMP):
+            if now - st.st_mtime > STALE_AGE:
                 _remove(folder / name, st)
 
 

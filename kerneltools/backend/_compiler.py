@@ -185,10 +185,10 @@ def _record_key(path: str, version: str) -> str:
     """What the probe's findings depend on, hashed: the compiler binary, $CC,
     the probe's source and flags, the platform and CPU."""
     st = os.stat(path)
-    probe = hashlib.sha256((_PROBE + VECMATH_DECL + repr(_BASE_FLAGS)).encode()).hexdigest()
-    parts = [path, os.path.realpath(path), version, str(st.st_size), str(st.st_mtime_ns),
-             os.environ.get("CC", ""), probe, platform.system(), platform.machine(),
-             _cpu_flags_digest(), "-".join(platform.libc_ver())]
+    probe = _PROBE + VECMATH_DECL + repr(_BASE_FLAGS)
+    parts = [path, os.path.realpath(path), version, str(st.st_size),
+             str(st.st_mtime_ns), os.environ.get("CC", ""), probe, platform.system(),
+             platform.machine(), _cpu_flags_digest(), "-".join(platform.libc_ver())]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
