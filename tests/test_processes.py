@@ -247,3 +247,25 @@ def test_slow_notice_speaks_only_when_slow(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0] == "compiling X" and lines[1].startswith("done in "), lines
     assert len(lines) == 2
+
+
+def test_a_slow_first_compile_says_so(tmp_path, monkeypatch, caplog):
+    """A first compile still running after COMPILE_NOTICE_SECONDS (2 s; 0
+    here) says what it compiles, then how long it took; a cached kernel
+    says nothing."""
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_by_signature", {})
+    monkeypatch.setattr(_progress, "COMPILE_NOTICE_SECONDS", 0.0)
+    caplog.set_level(logging.INFO, logger="kerneltools")
+    x = np.random.default_rng(0).random((20, 5))
+    K = (-kt.Vi(x).sqdist(kt.Vj(x)) * 0.25).exp()
+    K.sum(axis=1, backend="cpu")
+    lines = [r.getMessage() for r in caplog.records if r.name == "kerneltools"]
+    assert len(lines) == 2 and lines[0].startswith("compiling the C kernel "), lines
+    assert lines[1].startswith("done in ")
+    caplog.clear()
+    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_by_signature", {})
+    K.sum(axis=1, backend="cpu")  # from the disk cache: no compile, no line
+    assert not [r for r in caplog.records if r.name == "kerneltools"]

@@ -41,7 +41,7 @@ from ._errors import CompileError
 from ._ir import intcst, substitute, topo_order
 from ._ops import make
 from ._plan import Plan
-from ._progress import chunks
+from ._progress import chunks, compiling
 from ._render_c import render_formulas
 
 __all__ = ["CpuBackend", "generate_source", "compile_count"]
@@ -536,7 +536,8 @@ def _build(source: str, comp, folder: Path, key: str):
     os.close(fd)
     try:
         try:
-            proc = comp.compile(str(src), tmp_so)
+            with compiling(f"the C kernel {key[:12]}"):
+                proc = comp.compile(str(src), tmp_so)
         except subprocess.TimeoutExpired as exc:
             raise CompileError(
                 f"the C compiler did not finish the generated kernel {src} in "

@@ -53,6 +53,7 @@ from ._errors import CompileError
 from ._ir import intcst, substitute, topo_order
 from ._ops import make
 from ._plan import Plan
+from ._progress import compiling
 from ._reductions import CUDA_EXP_OF_F
 from ._render_c import node_levels, render_formulas
 
@@ -659,8 +660,9 @@ def get_kernel(plan: Plan):
         kernel = _kernels.get((dev, key))
         if kernel is None:
             try:
-                module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
-                kernel = module.get_function("kt_kernel")
+                with compiling(f"the CUDA kernel {key[:12]}"):
+                    module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+                    kernel = module.get_function("kt_kernel")
             except cupy.cuda.compiler.CompileException as exc:
                 raise CompileError(
                     f"NVRTC failed on the generated CUDA kernel:\n{exc}\n\n"

@@ -21,10 +21,12 @@ import threading
 import time
 from typing import Iterator
 
-__all__ = ["logger", "notice", "slow_notice", "chunks", "LONG_SECONDS"]
+__all__ = ["logger", "notice", "slow_notice", "compiling", "chunks", "LONG_SECONDS"]
 
 logger = logging.getLogger("kerneltools")
 
+#: A first compile still running after this many seconds says so.
+COMPILE_NOTICE_SECONDS = 2.0
 #: A reduction estimated above this many seconds says so once.
 LONG_SECONDS = 10.0
 #: The wall time of one chunk: the longest a Ctrl-C waits for.
@@ -63,6 +65,13 @@ def slow_notice(after: float, message: str):
         timer.cancel()
         if said.is_set():
             notice(f"done in {time.perf_counter() - start:.1f} s")
+
+
+def compiling(what: str):
+    """:func:`slow_notice` for a compile of ``what`` (once per formula)."""
+    return slow_notice(COMPILE_NOTICE_SECONDS,
+                       f"compiling {what} (first use of this formula; "
+                       "the kernel cache keeps it for later runs)...")
 
 
 def chunks(n: int, work_per_item: int, *, what: str, align: int = 1,
