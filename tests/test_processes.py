@@ -223,6 +223,17 @@ def test_a_long_reduction_says_how_long(tiny_chunks, monkeypatch, caplog):
     assert "Sum reduction over 300 x 300 pairs" in lines[0] and "s in all" in lines[0]
 
 
+def test_a_long_numpy_reduction_says_how_long(monkeypatch, caplog):
+    """The NumPy backend (the fallback without a compiler) estimates too."""
+    monkeypatch.setattr(_progress, "LONG_SECONDS", 0.0)
+    monkeypatch.setattr(_progress, "ESTIMATE_AFTER", 0.0)
+    caplog.set_level(logging.INFO, logger="kerneltools")
+    x = np.random.default_rng(0).random((3000, 3))
+    (-kt.Vi(x).sqdist(kt.Vj(x[:50]))).exp().sum(axis=1, backend="numpy")
+    lines = [r.getMessage() for r in caplog.records if r.name == "kerneltools"]
+    assert len(lines) == 1 and "Sum reduction over 3,000 x 50 pairs (numpy)" in lines[0]
+
+
 def test_progress_goes_to_stderr_when_logging_is_not_configured():
     """A user who configured no logging still sees the line (on stderr)."""
     proc = _python("""

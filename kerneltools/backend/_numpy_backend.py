@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._ir import Node, topo_order
+from ._progress import Estimate
 from ._ops import OPS
 from ._reductions import Reduction
 
@@ -99,8 +100,10 @@ def evaluate_reduction(
     order = topo_order(formulas)
     dims = [f.dim for f in formulas]
     outs = [[] for _ in range(red.n_outputs)]
+    estimate = Estimate(f"the {red.name} reduction over {nx:,} x {ny:,} pairs (numpy)", nx)
     with np.errstate(all="ignore"):
         for i0 in range(0, nx, ti):
+            estimate.update(i0)
             i1 = min(nx, i0 + ti)
             state = red.init(i1 - i0, dims, K)
             for j0 in range(0, ny, tj):

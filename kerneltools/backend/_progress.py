@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Iterator
 
-__all__ = ["logger", "notice", "slow_notice", "compiling", "chunks", "LONG_SECONDS"]
+__all__ = ["logger", "notice", "slow_notice", "compiling", "chunks", "Estimate", "LONG_SECONDS"]
 
 logger = logging.getLogger("kerneltools")
 
@@ -74,6 +74,24 @@ def compiling(what: str):
                        "the kernel cache keeps it for later runs)...")
 
 
+class Estimate:
+    """Says once, when the part done so far predicts more than
+    :data:`LONG_SECONDS` in all, how long ``what`` will take."""
+
+    def __init__(self, what: str, total: int):
+        self.what, self.total, self.told = what, total, False
+        self.start = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        if self.told or not 0 < done < self.total:
+            return
+        elapsed = time.perf_counter() - self.start
+        if elapsed >= ESTIMATE_AFTER and elapsed * self.total / done > LONG_SECONDS:
+            notice(f"{self.what}: about {elapsed * self.total / done:.0f} s in all "
+                   f"({100 * done / self.total:.0f}% done after {elapsed:.1f} s)")
+            self.told = True
+
+
 def chunks(n: int, work_per_item: int, *, what: str, align: int = 1,
            min_items: int = 1) -> Iterator[tuple[int, int]]:
     """Ranges ``[a, b)`` covering ``range(n)``, each about ``CHUNK_SECONDS``.
@@ -88,8 +106,7 @@ def chunks(n: int, work_per_item: int, *, what: str, align: int = 1,
         yield 0, n
         return
     size = max(min_items, CHUNK_WORK // (8 * work_per_item))
-    start = time.perf_counter()
-    told = False
+    estimate = Estimate(what, n)
     a = 0
     while a < n:
         size = max(align, size // align * align)
@@ -98,13 +115,7 @@ def chunks(n: int, work_per_item: int, *, what: str, align: int = 1,
         yield a, b
         dt = time.perf_counter() - t0
         a = b
-        elapsed = time.perf_counter() - start
-        if not told and a < n and elapsed >= ESTIMATE_AFTER:
-            total = elapsed * n / a
-            if total > LONG_SECONDS:
-                notice(f"{what}: about {total:.0f} s in all "
-                       f"({100 * a / n:.0f}% done after {elapsed:.1f} s)")
-                told = True
+        estimate.update(a)
         # the next chunk lasts about CHUNK_SECONDS; grow by at most 4x a step
         scale = CHUNK_SECONDS / dt if dt > 0 else 4.0
         size = max(min_items, int(size * min(4.0, scale)))
