@@ -20,7 +20,6 @@ data) are raised when the expression is built, naming the operands' shapes.
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
 from .backend._cuda_backend import is_cupy_array
 from .backend._dispatch import check_backend_name, run_plan
-from .backend._ir import Node, index, intcst, substitute, topo_order, var
+from .backend._ir import VAR_KEYS, Node, index, intcst, substitute, topo_order, var
 from .backend._numpy_backend import evaluate_formula_tile
 from .backend._ops import OPS, FormulaError, make
 from .backend._plan import make_plan
@@ -44,7 +43,8 @@ from .backend._reductions import REDUCTIONS, check_formulas
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
-_keys = itertools.count()
+#: Keys of new variables, unique across processes (see backend._ir.VarKey).
+_keys = VAR_KEYS
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ so structural equality is identity, common subexpressions are shared for free
 and every walk over a formula can memoise on the node itself.
 
 Leaves are variables (``Var``: an i-, j- or parameter variable with a key and a
-dimension), integer constants (``Int``, exact, possibly a constant vector), the
+dimension; user variables are keyed by :data:`VAR_KEYS`, unique across
+processes, so that formulas pickled in one process and combined in another
+never mistake two variables for one), integer constants (``Int``, exact, possibly a constant vector), the
 constant pi (``Pi``) and the running index of a reduction (``Index``). Inner
 nodes name an operation of the registry in :mod:`._ops`.
 """
@@ -14,10 +16,15 @@ nodes name an operation of the registry in :mod:`._ops`.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
+import secrets
 import threading
 import weakref
+from typing import NamedTuple
 
-__all__ = ["Node", "CATEGORIES", "var", "intcst", "pi", "index", "topo_order"]
+__all__ = ["Node", "CATEGORIES", "VAR_KEYS", "VarKey", "var", "intcst", "pi", "index",
+           "topo_order"]
 
 #: Variable categories: indexed by i, indexed by j, parameter (shared by all).
 CATEGORIES = ("i", "j", "p")
@@ -128,6 +135,43 @@ def _unflatten(entries: tuple) -> Node:
     return nodes[-1]
 
 
+class VarKey(NamedTuple):
+    """The key of a user variable: a serial number in the process that made
+    it, and that process's random token (64 bits, drawn again in a forked
+    child). Unique across processes, and it survives pickling, so variables
+    keep their identity; compiled kernels never see it (plans renumber the
+    variables by position)."""
+
+    serial: int
+    origin: str
+
+    def __str__(self) -> str:
+        return f"{self.serial}@{self.origin}"
+
+
+class _VarKeys:
+    """``next(VAR_KEYS)``: a new :class:`VarKey`."""
+
+    def __init__(self):
+        self._serial = itertools.count()
+        self.renew()
+
+    def renew(self) -> None:
+        self._origin = secrets.token_hex(8)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> VarKey:
+        return VarKey(next(self._serial), self._origin)
+
+
+#: The source of user variables' keys.
+VAR_KEYS = _VarKeys()
+if hasattr(os, "register_at_fork"):  # a forked child must not reuse its parent's keys
+    os.register_at_fork(after_in_child=VAR_KEYS.renew)
+
+
 def var(cat: str, key, dim: int) -> Node:
     """A variable leaf: category 'i', 'j' or 'p', any hashable key, dimension."""
     if cat not in CATEGORIES:
@@ -178,9 +222,12 @@ def topo_order(roots) -> list[Node]:
     return order
 
 
-def _leaf_text(node: Node) -> str:
+def _leaf_text(node: Node, full: bool = True) -> str:
     if node.op == "Var":
-        return f"Var({node.attrs[0]},{node.attrs[1]},{node.dim})"
+        key = node.attrs[1]
+        if not full and isinstance(key, VarKey):
+            key = key.serial  # readable; the canonical text keeps the whole key
+        return f"Var({node.attrs[0]},{key},{node.dim})"
     if node.op == "Int":
         return f"{node.attrs[0]}" if node.dim == 1 else f"Int({node.attrs[0]},{node.dim})"
     if node.op == "Index":
@@ -211,7 +258,7 @@ def short_text(node: Node, limit: int = 400) -> str:
     memo: dict[int, str] = {}
     for n in topo_order([node]):
         if not n.children:
-            memo[id(n)] = _leaf_text(n)
+            memo[id(n)] = _leaf_text(n, full=False)
             continue
         args = [memo[id(c)] for c in n.children] + [repr(a) for a in n.attrs]
         s = f"{n.op}({', '.join(args)})"
