@@ -641,14 +641,22 @@ class CpuBackend:
     def supports(self, plan: Plan) -> bool:
         if plan.signature in _by_signature:
             return True
+        return self.unsupported(plan) is None
+
+    def unsupported(self, plan: Plan) -> str | None:
+        """Why this backend cannot run ``plan`` (None: it can)."""
         # Only float32 and float64 have a C real type here.
         if plan.dtype not in (np.float32, np.float64):
-            return False
+            return f"no C type for {np.dtype(plan.dtype).name} (float32 and float64 only)"
         # Every reduction needs its C form.
         if plan.red.c is None:
-            return False
+            return f"the {plan.reduction} reduction has no C form"
         # Scalar rendering of huge dimensions would compile for minutes.
-        return _width(plan) <= MAX_COMPONENTS
+        width = _width(plan)
+        if width > MAX_COMPONENTS:
+            return (f"too wide for the {self.name} backend: {width} scalar temporaries "
+                    f"> limit {MAX_COMPONENTS}")
+        return None
 
     def run(self, plan: Plan, args, **options):
         warm = _by_signature.get(plan.signature)

@@ -686,13 +686,21 @@ class CudaBackend:
         return gpu_status()
 
     def supports(self, plan: Plan) -> bool:
+        return self.unsupported(plan) is None
+
+    def unsupported(self, plan: Plan) -> str | None:
+        """Why this backend cannot run ``plan`` (None: it can)."""
         if plan.dtype not in (np.float32, np.float64):
-            return False
+            return f"no CUDA type for {np.dtype(plan.dtype).name} (float32 and float64 only)"
         if plan.red.cuda is None:
-            return False
+            return f"the {plan.reduction} reduction has no CUDA form"
         from ._cpu_backend import MAX_COMPONENTS
 
-        return sum(n.dim for n in topo_order(list(plan.formulas))) <= MAX_COMPONENTS
+        width = sum(n.dim for n in topo_order(list(plan.formulas)))
+        if width > MAX_COMPONENTS:
+            return (f"too wide for the {self.name} backend: {width} scalar temporaries "
+                    f"> limit {MAX_COMPONENTS}")
+        return None
 
     def run(self, plan: Plan, args, **options):
         import cupy

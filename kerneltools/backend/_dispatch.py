@@ -1,9 +1,11 @@
 """Choosing a backend and running a plan on it.
 
 Each backend says whether it can run here (``available``) and whether it can
-run a given plan (``supports``, with every eligibility rule in one place);
-``run_plan`` picks one and calls it. Callers never learn why a backend
-declined; ``python -m kerneltools info`` shows the reasons.
+run a given plan (``supports``, with every eligibility rule in one place,
+and ``unsupported``, the reason when it cannot); ``run_plan`` picks one and
+calls it. A backend that declines a plan is named with its reason in the
+error (an explicit ``backend=``) or the fallback warning (``"auto"``);
+``python -m kerneltools info`` shows why a backend cannot run at all.
 """
 
 from __future__ import annotations
@@ -110,16 +112,29 @@ def _resolve(name: str, plan: Plan | None):
         if not ok:
             raise BackendUnavailableError(f"backend={name!r} cannot run here: {why}")
         if plan is not None and not b.supports(plan):
+            why = _unsupported(b, plan)
             raise BackendUnavailableError(
                 f"backend={name!r} does not support this reduction ({plan.reduction}, "
-                f"{np.dtype(plan.dtype).name}); use backend='auto' or 'numpy'"
+                f"{np.dtype(plan.dtype).name}){': ' + why if why else ''}; use "
+                "backend='auto' or 'numpy'"
             )
         return b
+    reasons, declined = [], False
     for candidate in ("cuda", "cpu"):
         b = BACKENDS[candidate]
-        if b.available()[0] and (plan is None or b.supports(plan)):
+        ok, why = b.available()
+        if ok and (plan is None or b.supports(plan)):
             return b
-    if not _warned_fallback and not all(
+        declined |= ok
+        reasons.append(f"{candidate}: {_unsupported(b, plan) if ok else why}")
+    if declined:  # a backend that runs here declined this plan: said for each plan
+        warnings.warn(
+            f"kerneltools runs this reduction on its slow NumPy backend "
+            f"({'; '.join(reasons)})",
+            BackendFallbackWarning,
+            stacklevel=4,
+        )
+    elif not _warned_fallback and not all(
         isinstance(BACKENDS[c], _Missing) for c in ("cuda", "cpu")
     ):
         _warned_fallback = True
@@ -130,6 +145,12 @@ def _resolve(name: str, plan: Plan | None):
             stacklevel=4,
         )
     return BACKENDS["numpy"]
+
+
+def _unsupported(b, plan) -> str:
+    """Why backend ``b`` declines ``plan``, as it says (or a generic reason)."""
+    why = getattr(b, "unsupported", None)
+    return (why(plan) if why is not None else None) or "it does not support this plan"
 
 
 #: Options a reduction accepts besides ``backend`` (``tiles``: the NumPy
