@@ -191,7 +191,7 @@ def select_landmarks(kernel, X, n_components: int, *, method="uniform",
     """
     rng = np.random.default_rng(random_state)
     n = len(X)
-    m = int(n_components)
+    m = _count(n_components, "n_components")
     if not 1 <= m <= n:
         raise ValueError(f"'n_components' must be between 1 and n_samples={n}, got {m}")
     if method == "uniform":
@@ -277,7 +277,8 @@ class NystroemPreconditioner(LinearOperator):
             raise ValueError("NystroemPreconditioner: 'shift' must be > 0")
         d = np.broadcast_to(np.asarray(d, dtype=np.float64), (n,))
         if isinstance(landmarks, str):
-            idx = select_landmarks(self.kernel, rows, min(int(n_components), n),
+            idx = select_landmarks(self.kernel, rows,
+                                   min(_count(n_components, "n_components"), n),
                                    method=landmarks, random_state=random_state)
         else:
             idx = np.asarray(landmarks, dtype=np.int64)
@@ -363,7 +364,7 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
     """
     B = np.asarray(B, dtype=np.float64)
     B2 = B.reshape(B.shape[0], -1)
-    Z = M.sample(n_probes, random_state)
+    Z = M.sample(_count(n_probes, "n_probes"), random_state)
     rhs = np.hstack([B2, Z])
     record: list = []
     sol, n_iter = _cg(_as_matmat(A, "A"), rhs, tol=tol, max_iter=max_iter,
@@ -451,6 +452,14 @@ def _robust_cholesky(A):
         except np.linalg.LinAlgError:
             jitter = scale * 1e-12 if jitter == 0 else jitter * 100
     raise np.linalg.LinAlgError("the Nystroem matrix is not positive definite")
+
+
+def _count(v, name: str) -> int:
+    """An integer >= 1 (NumPy's too; never a bool or a float)."""
+    if (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
+            or v < 1):
+        raise ValueError(f"'{name}' must be an int >= 1, got {v!r}")
+    return int(v)
 
 
 def _shift(shift, n, name):

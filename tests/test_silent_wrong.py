@@ -26,7 +26,7 @@ from kerneltools.exceptions import (
     NotPositiveDefiniteError,
 )
 from kerneltools.kernels import make_kernel
-from kerneltools.linalg import KernelOperator, conjugate_gradient
+from kerneltools.linalg import KernelOperator, conjugate_gradient, select_landmarks
 
 RNG = np.random.default_rng(19)
 
@@ -335,6 +335,26 @@ def test_grid_cluster_small_cells_still_work():
     cells = np.floor((x - x.min(0)) / 1e-6)
     _, ref = np.unique(cells, axis=0, return_inverse=True)
     np.testing.assert_array_equal(lab, ref.ravel())
+
+
+_c2, _r2, _n2 = np.zeros((2, 2)), np.ones(2), np.array([2, 2])
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: kr.kmeans_cluster(_x, 2.5), r"'n_clusters' must be an integer, got 2.5"),
+        (lambda: kr.kmeans_cluster(_x, True), r"'n_clusters' must be an integer, got True"),
+        (lambda: kr.kmeans_cluster(_x, 2, n_iter=1.5), r"'n_iter' must be an integer"),
+        (lambda: kr.knn_mask(_c2, _r2, _c2, _r2, _n2, 1.5), r"'K' must be an integer"),
+        (lambda: select_landmarks("rbf", _x, 2.5), r"'n_components' must be an int >= 1"),
+        (lambda: select_landmarks("rbf", _x, True), r"'n_components' must be an int >= 1"),
+    ],
+)
+def test_counts_must_be_integers(call, match):
+    # int() used to truncate them (2.5 -> 2, True -> 1) without a word
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()
 
 
 @pytest.mark.parametrize(
