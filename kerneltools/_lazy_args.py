@@ -35,9 +35,8 @@ def check_axis(axis) -> int:
     """The reduction axis: 0 (over i) or 1 (over j), as an int."""
     if is_int(axis) and int(axis) in (0, 1):
         return int(axis)
-    raise ValueError(
-        f"the reduction 'axis' must be 0 (reduce over i) or 1 (reduce over j); got {axis!r}"
-    )
+    raise ValueError("the reduction 'axis' must be 0 (reduce over i) or 1 (reduce "
+                     f"over j); got {axis!r}")
 
 
 def alias(axis, dim):
@@ -90,5 +89,5 @@ def check_finite_data(formula, bindings: dict, who: str) -> None:
         if not ok:
             raise ValueError(
                 f"{who}: K's {_CATEGORY[node.cat]} of shape {tuple(a.shape)} contains "
-                "NaN or infinity; the points and parameters of the kernel must be finite"
+                "NaN or infinity; the kernel's points and parameters must be finite"
             )
