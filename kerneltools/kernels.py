@@ -368,7 +368,8 @@ def _sklearn_dense(kernel, params):
 
 #: What each named kernel parameter must be: (lower bound, open?, wording).
 _PARAM_RULES = {
-    "gamma": (0.0, True, "a float > 0"),
+    # >= 0 as scikit-learn's estimators: gamma = 0 is the constant kernel
+    "gamma": (0.0, False, "a float >= 0"),
     "degree": (0.0, False, "a float >= 0"),
     "coef0": (None, False, "a finite float"),
 }

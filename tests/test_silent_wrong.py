@@ -360,18 +360,17 @@ def test_counts_must_be_integers(call, match):
 @pytest.mark.parametrize(
     "kernel,kwargs,param,expected,got",
     [
-        ("rbf", {"gamma": -1}, "gamma", "a float > 0", "-1"),
-        ("rbf", {"gamma": 0.0}, "gamma", "a float > 0", "0.0"),
-        ("laplacian", {"gamma": -0.5}, "gamma", "a float > 0", "-0.5"),
-        ("chi2", {"gamma": float("nan")}, "gamma", "a float > 0", "nan"),
-        ("poly", {"gamma": -2.0}, "gamma", "a float > 0", "-2.0"),
+        ("rbf", {"gamma": -1}, "gamma", "a float >= 0", "-1"),
+        ("laplacian", {"gamma": -0.5}, "gamma", "a float >= 0", "-0.5"),
+        ("chi2", {"gamma": float("nan")}, "gamma", "a float >= 0", "nan"),
+        ("poly", {"gamma": -2.0}, "gamma", "a float >= 0", "-2.0"),
         ("polynomial", {"degree": -1}, "degree", "a float >= 0", "-1"),
         ("poly", {"degree": float("inf")}, "degree", "a float >= 0", "inf"),
         ("poly", {"coef0": float("nan")}, "coef0", "a finite float", "nan"),
-        ("sigmoid", {"gamma": -1.0}, "gamma", "a float > 0", "-1.0"),
+        ("sigmoid", {"gamma": -1.0}, "gamma", "a float >= 0", "-1.0"),
         ("sigmoid", {"coef0": float("inf")}, "coef0", "a finite float", "inf"),
-        ("rbf", {"gamma": "big"}, "gamma", "a float > 0", "'big'"),
-        ("rbf", {"gamma": True}, "gamma", "a float > 0", "True"),
+        ("rbf", {"gamma": "big"}, "gamma", "a float >= 0", "'big'"),
+        ("rbf", {"gamma": True}, "gamma", "a float >= 0", "True"),
     ],
 )
 def test_make_kernel_validates_named_kernel_parameters(kernel, kwargs, param, expected, got):
@@ -391,7 +390,8 @@ def test_make_kernel_accepts_valid_parameters():
     X = RNG.random((6, 3))
     from sklearn.metrics.pairwise import pairwise_kernels
 
-    for name, kw in [("rbf", {"gamma": 0.3}), ("poly", {"degree": 0, "coef0": -1.0}),
+    # gamma = 0 is scikit-learn's constant kernel (KernelRidge's gamma is >= 0)
+    for name, kw in [("rbf", {"gamma": 0.3}), ("rbf", {"gamma": 0.0}), ("laplacian", {"gamma": 0}), ("poly", {"degree": 0, "coef0": -1.0}),
                      ("sigmoid", {"gamma": 0.1, "coef0": -2.0}), ("chi2", {"gamma": 2.0})]:
         k = make_kernel(name, **kw)
         np.testing.assert_allclose(k.lazy(X).to_dense()[..., 0],
