@@ -17,6 +17,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ._kernel import Kernel
+from .lazy import LazyTensor
+
 SUPPORTED = ("RBF", "Matern (nu = 0.5, 1.5, 2.5, inf)", "RationalQuadratic",
              "ExpSineSquared", "DotProduct", "ConstantKernel", "WhiteKernel",
              "Sum", "Product", "Exponentiation")
@@ -31,8 +34,6 @@ def from_sklearn(kernel):
     """A :class:`~kerneltools.kernels.Kernel` computing the same values as the
     ``sklearn.gaussian_process.kernels`` object ``kernel``, with the same
     ``theta`` (log of the free hyperparameters, in scikit-learn's order)."""
-    from .kernels import Kernel
-
     params: dict = {}
     build, white, _ = _translate(kernel, "", params)
     free = [h.name for h in kernel.hyperparameters if not h.fixed]
@@ -258,8 +259,6 @@ def _dot_product(k, prefix, params):
 
 
 def _param(p):
-    from .lazy import LazyTensor
-
     return p if isinstance(p, LazyTensor) else LazyTensor(float(p))
 
 

@@ -34,10 +34,10 @@ from .backend import _ops
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
 from .backend._cuda_backend import is_cupy_array
-from .backend._dispatch import check_backend_name, run_plan
-from .backend._ir import VAR_KEYS, Node, index, intcst, substitute, topo_order, var
+from .backend._dispatch import check_backend_name, configured_backend, run_plan
+from .backend._ir import VAR_KEYS, Node, index, intcst, topo_order, var
 from .backend._numpy_backend import evaluate_formula_tile
-from .backend._ops import OPS, FormulaError, make
+from .backend._ops import OPS, FormulaError, make, substitute
 from .backend._plan import make_plan
 from .backend._reductions import REDUCTIONS, check_formulas
 
@@ -607,7 +607,10 @@ class LazyTensor:
             options.setdefault("ranges", ranges)
         plan, args = self._plan(reduction, axis, weight, K, backend)
         if isinstance(plan, _DaskPlan):  # Dask arrays in, Dask arrays out
-            return plan.reduce(backend, options)
+            # the workers (other threads or processes) do not see this thread's
+            # configuration: the graph carries the backend it stands for
+            return plan.reduce(backend if backend is not None else configured_backend(),
+                               options)
         outs = run_plan(plan, args, backend, **options)
         if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
             outs = tuple(o[..., 0] for o in outs)
@@ -671,7 +674,18 @@ class LazyTensor:
         return self._reduce("KMin_ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
 
     def __matmul__(self, b):
-        """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E)."""
+        """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E).
+
+        On the configured backend (:func:`kerneltools.config_context`); use
+        :meth:`matmul` to name one."""
+        return self.matmul(b)
+
+    def matmul(self, b, *, backend=None):
+        """``K @ b = sum_j K_ij b_j``, on ``backend`` (None: the configured one).
+
+        ``K`` a scalar formula; ``b`` of shape (M,), (M, E) or batched
+        (B..., M, E), as ``K @ b``, which is ``K.matmul(b)``.
+        """
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b_arr = _check_array(b, "the right operand of @")
@@ -684,7 +698,7 @@ class LazyTensor:
                     f"(B..., {self.nj}, E); got {b_arr.shape}"
                 )
             bj = Vj(b_arr if b_arr.ndim >= 2 else b_arr[:, None])
-            out = (self * bj).sum(axis=1)
+            out = (self * bj).sum(axis=1, backend=backend)
             return out[..., 0] if b_arr.ndim == 1 else out
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
@@ -695,7 +709,7 @@ class LazyTensor:
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
         if b2.shape[1] > _MATMUL_BLOCK:
-            return self._matmul_blocks(b2).reshape((-1,) + b_arr.shape[1:])
+            return self._matmul_blocks(b2, backend).reshape((-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
         # product (conjugate gradients, say) skips planning on warm calls.
@@ -708,10 +722,10 @@ class LazyTensor:
         bindings = dict(self._bindings)
         bindings[bvar] = _Binding(b2)
         product = LazyTensor._new(formula, bindings, self.ni, b2.shape[0])
-        out = product.sum(axis=1)
+        out = product.sum(axis=1, backend=backend)
         return out[:, 0] if b_arr.ndim == 1 else out
 
-    def _matmul_blocks(self, b2):
+    def _matmul_blocks(self, b2, backend=None):
         """``K @ b`` for many columns, ``_MATMUL_BLOCK`` at a time: the column
         count is code in a generated kernel, so one kernel (the last block
         zero-padded) serves every width instead of one huge kernel per width."""
@@ -721,7 +735,7 @@ class LazyTensor:
             block = b2[:, c0 : c0 + _MATMUL_BLOCK]
             if block.shape[1] < _MATMUL_BLOCK:
                 block = np.pad(block, ((0, 0), (0, _MATMUL_BLOCK - block.shape[1])))
-            outs.append(self @ block)
+            outs.append(self.matmul(block, backend=backend))
         return np.concatenate(outs, axis=1)[:, :n_cols]
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,

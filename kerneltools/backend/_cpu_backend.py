@@ -38,8 +38,8 @@ from . import _ops
 from ._cache import atomic_write, kernel_folder, load_verified_library, store_library
 from ._compiler import VECMATH_DECL, find_compiler
 from ._errors import CompileError
-from ._ir import intcst, substitute, topo_order
-from ._ops import make
+from ._ir import intcst, topo_order
+from ._ops import make, substitute
 from ._plan import Plan
 from ._progress import chunks, compiling
 from ._render_c import render_formulas

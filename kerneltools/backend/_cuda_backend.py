@@ -50,8 +50,8 @@ from string import Template
 import numpy as np
 
 from ._errors import CompileError
-from ._ir import intcst, substitute, topo_order
-from ._ops import make
+from ._ir import intcst, topo_order
+from ._ops import make, substitute
 from ._plan import Plan
 from ._progress import compiling
 from ._reductions import CUDA_EXP_OF_F

@@ -264,25 +264,3 @@ def short_text(node: Node, limit: int = 400) -> str:
         s = f"{n.op}({', '.join(args)})"
         memo[id(n)] = s if len(s) <= limit else s[: limit - 3] + "..."
     return memo[id(node)]
-
-
-def substitute(roots, mapping: dict) -> list[Node]:
-    """Rebuild ``roots`` with the leaves in ``mapping`` (node -> node) replaced.
-
-    Inner nodes are rebuilt with :func:`._ops.make`, so simplification applies.
-    """
-    from ._ops import make  # local import: _ops imports this module
-
-    memo: dict[int, Node] = {}
-    for node in topo_order(roots):
-        if node in mapping:
-            memo[id(node)] = mapping[node]
-        elif not node.children:
-            memo[id(node)] = node
-        else:
-            kids = tuple(memo[id(c)] for c in node.children)
-            if all(k is c for k, c in zip(kids, node.children)):
-                memo[id(node)] = node
-            else:
-                memo[id(node)] = make(node.op, *kids, attrs=node.attrs)
-    return [memo[id(r)] for r in roots]

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._ir import Node, intcst, pi
+from ._ir import Node, intcst, pi, topo_order
 
 __all__ = ["OpDef", "OPS", "make", "FormulaError"]
 
@@ -622,6 +622,26 @@ def make(name: str, *children: Node, attrs: tuple = ()) -> Node:
     if simplified is not None:
         return simplified
     return Node(name, tuple(children), tuple(attrs), dim)
+
+
+def substitute(roots, mapping: dict) -> list[Node]:
+    """Rebuild ``roots`` with the leaves in ``mapping`` (node -> node) replaced.
+
+    Inner nodes are rebuilt with :func:`make`, so simplification applies.
+    """
+    memo: dict[int, Node] = {}
+    for node in topo_order(roots):
+        if node in mapping:
+            memo[id(node)] = mapping[node]
+        elif not node.children:
+            memo[id(node)] = node
+        else:
+            kids = tuple(memo[id(c)] for c in node.children)
+            if all(k is c for k, c in zip(kids, node.children)):
+                memo[id(node)] = node
+            else:
+                memo[id(node)] = make(node.op, *kids, attrs=node.attrs)
+    return [memo[id(r)] for r in roots]
 
 
 def _simplify(name, ch, attrs, dim):

@@ -109,7 +109,7 @@ def canonicalize(formulas, axis: int):
 
 
 def _canonicalize(formulas, axis: int):
-    from ._ir import substitute
+    from ._ops import substitute
 
     mapping: dict[Node, Node] = {}
     originals: list[Node] = []

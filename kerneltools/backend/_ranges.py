@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._ir import index, substitute, topo_order, var
+from ._ir import index, topo_order, var
+from ._ops import substitute
 from ._plan import Plan
 
 __all__ = ["BlockSparsity", "SortedSide", "describe", "run_blocks", "run_native",

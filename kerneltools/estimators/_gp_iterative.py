@@ -29,9 +29,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from .. import Pm, Vi, Vj
-from .. import _gp_kernels
 from ..exceptions import NotPositiveDefiniteError
+from ..kernels import stationary_form
+from ..lazy import Pm, Vi, Vj
 from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
@@ -66,7 +66,7 @@ def kernel_operator(kernel, sk_kernel, X, shift, dtype=np.float64, backend=None)
     no division per pair and feature (1.7x faster at D = 8), and in float32
     half the bandwidth; the reductions accumulate in float64 and the vectors
     stay float64. Other kernels use their formula as written."""
-    form = None if sk_kernel is None else _gp_kernels.stationary_form(sk_kernel)
+    form = None if sk_kernel is None else stationary_form(sk_kernel)
     if form is None:
         return KernelOperator(kernel, X, shift=shift, backend=backend)
     Xs = np.ascontiguousarray(X / form.length_scale, dtype=dtype)
@@ -168,7 +168,7 @@ class IterativeGP:
         p = U.shape[1]
         left = np.hstack([0.5 * alpha, -t / (2 * p) * U])
         right = np.hstack([alpha, V])
-        form = None if self.sk_kernel is None else _gp_kernels.stationary_form(self.sk_kernel)
+        form = None if self.sk_kernel is None else stationary_form(self.sk_kernel)
         if form is None:
             grad = self._formula_gradient(left, right)
         else:
@@ -233,7 +233,9 @@ class IterativeGP:
         train = self.est.X_train_
         alpha = self.est.alpha_
         coef = alpha.reshape(len(alpha), -1)
-        mean = (kernel.lazy(X, train) @ coef).reshape((len(X),) + alpha.shape[1:])
+        backend = self.est.backend
+        mean = kernel.lazy(X, train).matmul(coef, backend=backend)
+        mean = mean.reshape((len(X),) + alpha.shape[1:])
         if not (return_std or return_cov):
             return mean, None, None
         if return_cov:
@@ -241,7 +243,7 @@ class IterativeGP:
             lazy = kernel.lazy(X, train)
             for b0 in range(0, len(X), _BATCH):
                 W = self._cg(kernel(train, X[b0 : b0 + _BATCH]))
-                cov[:, b0 : b0 + _BATCH] -= lazy @ W
+                cov[:, b0 : b0 + _BATCH] -= lazy.matmul(W, backend=backend)
             return mean, None, cov
         var = kernel.diag(X)
         for b0 in range(0, len(X), _BATCH):
