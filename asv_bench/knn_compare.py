@@ -74,7 +74,7 @@ DATA = ("uniform", "clustered")
 
 def kerneltools_knn(X, Y, k, fallback_rows: list):
     """kerneltools' fit + query; appends the rows that fell back per call."""
-    from kerneltools.estimators import _neighbors_metrics as M
+    from kerneltools.estimators import _neighbors_search as M
 
     run, original = B.kerneltools_knn(X, Y, k, backend="cpu"), M.ExpandedSearch.fallback
 

@@ -26,7 +26,7 @@ from .kernels import Kernel, make_kernel
 from .lazy import LazyTensor, Vi
 
 __all__ = ["KernelOperator", "NystroemPreconditioner", "conjugate_gradient",
-           "select_landmarks", "solve_with_logdet"]
+           "robust_cholesky", "select_landmarks", "solve_with_logdet"]
 
 
 class KernelOperator(LinearOperator):
@@ -254,7 +254,8 @@ class NystroemPreconditioner(LinearOperator):
     n_components : int, default 500 (at most n)
     landmarks : "uniform", "rpcholesky" or an array of row indices
     random_state : int, Generator or None
-    backend : str, optional
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where its products run, as :class:`KernelOperator`'s.
     diag_correction : bool, default False
         Add the diagonal of ``K - F F^T`` to ``D`` (see above).
     smooth : bool, default False
@@ -299,7 +300,7 @@ class NystroemPreconditioner(LinearOperator):
             # function of the kernel, unlike a truncated spectrum
             jitter = min(1e-8 * float(np.trace(Kmm)), 1e-3 * float(np.min(d)))
             jitter = max(jitter, 1e-14 * float(np.trace(Kmm)), np.finfo(np.float64).tiny)
-            L = _robust_cholesky(Kmm + jitter * np.eye(len(Kmm)))[0]
+            L = robust_cholesky(Kmm + jitter * np.eye(len(Kmm)))
             self._W = scipy.linalg.solve_triangular(L, np.eye(len(Kmm)), lower=True).T
         else:
             S, V = np.linalg.eigh(Kmm)
@@ -314,7 +315,8 @@ class NystroemPreconditioner(LinearOperator):
                 kdiag = _residual_diag(self.kernel, self.X)
             gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
         inner = np.eye(self._W.shape[1]) + gram
-        self._chol = _robust_cholesky(inner)  # I + F^T D^-1 F
+        # I + F^T D^-1 F, as (factor, lower) for cho_solve
+        self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
         self._Knm = self.kernel.lazy(self.X, self.Z)
         super().__init__(dtype=np.float64, shape=(n, n))
 
@@ -442,16 +444,30 @@ def _gram_chunks(kernel, X, Z, d, W, diag_correction):
     return sum(p[0] for p in parts), np.concatenate([p[1] for p in parts])
 
 
-def _robust_cholesky(A):
-    """Cholesky factor of a symmetric PSD matrix, with growing jitter if needed."""
+def robust_cholesky(A, *, lower: bool = True, what: str = "the matrix") -> np.ndarray:
+    """The Cholesky factor of a symmetric positive semi-definite matrix.
+
+    ``L`` with ``L L^T = A + j I`` (``lower=True``), or ``U`` with
+    ``U^T U = A + j I``. The jitter ``j`` is 0 when ``A`` factors as it is;
+    otherwise the first of ``10^-12 s``, ``10^-10 s``, ... ``s`` that lets it
+    factor, ``s`` the mean of the diagonal: rounding makes kernel matrices of
+    nearly dependent points fail a plain Cholesky by about ``n eps s``.
+    ``what`` names the matrix in the ``LinAlgError`` raised beyond that.
+
+    >>> L = robust_cholesky(np.ones((2, 2)))  # singular: j = 1e-12 lets it factor
+    >>> bool(np.allclose(L @ L.T, np.ones((2, 2))))
+    True
+    """
     scale = max(float(np.trace(A)) / len(A), np.finfo(np.float64).tiny)
     jitter = 0.0
     for _ in range(8):
         try:
-            return scipy.linalg.cho_factor(A + jitter * np.eye(len(A)), lower=True)
+            return scipy.linalg.cholesky(A + jitter * np.eye(len(A)), lower=lower)
         except np.linalg.LinAlgError:
             jitter = scale * 1e-12 if jitter == 0 else jitter * 100
-    raise np.linalg.LinAlgError("the Nystroem matrix is not positive definite")
+    raise np.linalg.LinAlgError(
+        f"{what} is not positive definite, even with {jitter / 100:.3g} added to its "
+        "diagonal")
 
 
 def _count(v, name: str) -> int:

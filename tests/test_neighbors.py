@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kerneltools.estimators import _neighbors_metrics, neighbors
+from kerneltools.estimators import _neighbors_metrics, _neighbors_search, neighbors
 from kerneltools.estimators.neighbors import (
     KNeighborsClassifier,
     KNeighborsRegressor,
@@ -250,9 +250,9 @@ def test_results_do_not_depend_on_block_size(monkeypatch):
     X, _, Q, _ = data("digits")
     nn = NearestNeighbors(n_neighbors=5, radius=25.0).fit(X)
     before = nn.kneighbors(Q), nn.radius_neighbors(Q)
-    assert isinstance(nn._search(Q)[0], _neighbors_metrics.ExpandedSearch)  # D = 64
-    monkeypatch.setattr(_neighbors_metrics, "QUERY_BLOCK_ENTRIES", 300)
-    monkeypatch.setattr(_neighbors_metrics, "RERANK_BLOCK_ENTRIES", 1000)
+    assert isinstance(nn._search(Q)[0], _neighbors_search.ExpandedSearch)  # D = 64
+    monkeypatch.setattr(_neighbors_search, "QUERY_BLOCK_ENTRIES", 300)
+    monkeypatch.setattr(_neighbors_search, "RERANK_BLOCK_ENTRIES", 1000)
     after = nn.kneighbors(Q), nn.radius_neighbors(Q)
     for a, b in zip(before[0], after[0]):
         np.testing.assert_array_equal(a, b)
@@ -268,7 +268,7 @@ def test_radius_search_does_not_trust_the_counts(monkeypatch):
     ref = nn.radius_neighbors(Q)
     assert max(len(a) for a in ref[1]) > 4
     monkeypatch.setattr(
-        _neighbors_metrics.FormulaSearch,
+        _neighbors_search.FormulaSearch,
         "count",
         lambda self, X, t: np.zeros(len(X), dtype=np.int64),
     )
@@ -293,13 +293,13 @@ def test_dtype_parameter():
 def fallback_rows(monkeypatch) -> list:
     """Sizes of the row batches that ExpandedSearch recomputed in the direct form."""
     rows = []
-    original = _neighbors_metrics.ExpandedSearch.fallback
+    original = _neighbors_search.ExpandedSearch.fallback
 
     def spy(self, X, k):
         rows.append(len(X))
         return original(self, X, k)
 
-    monkeypatch.setattr(_neighbors_metrics.ExpandedSearch, "fallback", spy)
+    monkeypatch.setattr(_neighbors_search.ExpandedSearch, "fallback", spy)
     return rows
 
 
@@ -329,7 +329,7 @@ def direct_knn(X, Q, k: int):
 def test_expanded_search_matches_sklearn(name, metric, dtype, fallback_rows):
     X, Q = (a.astype(dtype) for a in _d64(name))
     ours = NearestNeighbors(n_neighbors=10, metric=metric).fit(X)
-    assert isinstance(ours._search(Q)[0], _neighbors_metrics.ExpandedSearch)
+    assert isinstance(ours._search(Q)[0], _neighbors_search.ExpandedSearch)
     ref = skn.NearestNeighbors(n_neighbors=10, metric=metric, algorithm="brute")
     ref.fit(X)
     got = ours.kneighbors(Q)
@@ -385,7 +385,7 @@ def test_expanded_search_breaks_ties_by_index(copies, dtype, fallback_rows):
 def test_expanded_search_declines(monkeypatch):
     """Few features, other metrics and K' above the cap keep the direct form."""
     X = np.random.default_rng(5).standard_normal((300, 64))
-    usable = _neighbors_metrics.ExpandedSearch.is_usable_for
+    usable = _neighbors_search.ExpandedSearch.is_usable_for
     make = _neighbors_metrics.make_metric
     assert usable(make("euclidean", {}), X) and usable(make("sqeuclidean", {}), X)
     assert not usable(make("euclidean", {}), X[:, :19])
@@ -395,8 +395,8 @@ def test_expanded_search_declines(monkeypatch):
     def no_expanded(self, X):
         raise AssertionError("the expanded form was used")
 
-    monkeypatch.setattr(_neighbors_metrics.ExpandedSearch, "expanded", no_expanded)
-    k = _neighbors_metrics.EXPANDED_MAX_CANDIDATES - 7  # K' = K + 8 > the cap
+    monkeypatch.setattr(_neighbors_search.ExpandedSearch, "expanded", no_expanded)
+    k = _neighbors_search.EXPANDED_MAX_CANDIDATES - 7  # K' = K + 8 > the cap
     got = NearestNeighbors(n_neighbors=k).fit(X).kneighbors(X[:5])
     ref = skn.NearestNeighbors(n_neighbors=k, algorithm="brute").fit(X)
     tol = {"rtol": 1e-6, "atol": 1e-6}  # scikit-learn's |x - x| is not 0

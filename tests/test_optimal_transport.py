@@ -394,17 +394,18 @@ NAN[3, 1] = np.nan
         ({"b": np.full(8, np.inf)}, ValueError, "'b' contains NaN or infinity"),
         ({"b": np.zeros(8)}, ValueError, "'b' sums to 0"),
         ({"a": 2 * uniform(10)}, ValueError, "same total mass"),
-        ({"blur": 0.0}, ValueError, "'blur' parameter must be a float > 0"),
-        ({"blur": -1}, ValueError, "'blur' parameter must be a float > 0"),
+        ({"blur": 0.0}, ValueError, r"'blur' parameter of sinkhorn_divergence must be a "
+         r"float in the range \(0.0, inf\)"),
+        ({"blur": -1}, ValueError, r"'blur' parameter .* range \(0.0, inf\)"),
         ({"blur": np.nan}, ValueError, "'blur' parameter"),
         (
             {"scaling": 1.0},
             ValueError,
-            r"'scaling' parameter must be a float in \(0, 1\)",
+            r"'scaling' parameter .* must be a float in the range \(0.0, 1.0\)",
         ),
         ({"reach": -2.0}, ValueError, "'reach' parameter"),
-        ({"p": 3}, ValueError, "'p' parameter must be 1"),
-        ({"debias": "yes"}, TypeError, "'debias' parameter must be a bool"),
+        ({"p": 3}, ValueError, r"'p' parameter .* must be a float among \{1, 2\}"),
+        ({"debias": "yes"}, TypeError, "'debias' parameter .* must be an instance of 'bool'"),
         ({"backend": "gpu"}, ValueError, "'backend'"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 from operator import itemgetter
 from typing import ClassVar
 
@@ -13,7 +14,7 @@ import scipy.linalg
 import scipy.optimize
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -21,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it
-from . import _validation as v
+from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["GaussianProcessRegressor"]
 
@@ -119,24 +120,26 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    _rules: ClassVar[dict] = {
-        "optimizer": (lambda o: o is None or o == "fmin_l_bfgs_b" or callable(o),
-                      "'fmin_l_bfgs_b', a callable or None"),
-        "n_restarts_optimizer": (v.integer(0), "an int >= 0"),
-        "normalize_y": (lambda b: isinstance(b, (bool, np.bool_)), "a bool"),
-        "copy_X_train": (lambda b: isinstance(b, (bool, np.bool_)), "a bool"),
-        "n_targets": (v.integer(1, none=True), "an int >= 1 or None"),
-        "solver": (v.one_of("auto", "cholesky", "iterative"),
-                   "one of 'auto', 'cholesky', 'iterative'"),
-        "n_probes": (v.integer(1), "an int >= 1"),
-        "n_components": (v.integer(1), "an int >= 1"),
-        "tol": (v.real(0, closed=False), "a float > 0"),
-        "max_iter": (v.integer(1), "an int >= 1"),
-        "n_pretrain": (lambda x: x is None or x == "auto" or v.integer(1)(x),
-                       "'auto', None or an int >= 1"),
-        "backend": (lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
-                    "one of 'auto', 'cpu', 'cuda', 'numpy' or None"),
-        "verbose": (lambda x: isinstance(x, (bool, int)), "an int or bool"),
+    _parameter_constraints: ClassVar[dict] = {
+        # scikit-learn's GaussianProcessRegressor's
+        "kernel": [None, Kernel],
+        "alpha": [Interval(Real, 0, None, closed="left"), np.ndarray],
+        "optimizer": [StrOptions({"fmin_l_bfgs_b"}), callable, None],
+        "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
+        "normalize_y": ["boolean"],
+        "copy_X_train": ["boolean"],
+        "n_targets": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        # ours
+        "solver": [StrOptions(("auto", "cholesky", "iterative"))],
+        "n_probes": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_pretrain": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}),
+                       None],
+        "backend": ["backend"],
+        "verbose": ["verbose"],
     }
 
     def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
@@ -174,7 +177,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         -------
         self : object
         """
-        v.check_params(self, self._rules)
+        validate_params(self)
         self.kernel_ = _default_kernel() if self.kernel is None else clone(self.kernel)
         make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
         rng = check_random_state(self.random_state)
@@ -239,10 +242,11 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             self._y_train_std = np.ones(shape) if y.ndim == 2 else 1.0
 
     def _check_alpha(self, n):
+        # a float or an array, by the constraints; an array's values here
         alpha = np.asarray(self.alpha, dtype=np.float64)
         if alpha.ndim > 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
-            raise ValueError("The 'alpha' parameter of GaussianProcessRegressor must be a "
-                             f"float >= 0 or an array of them. Got {self.alpha!r} instead.")
+            raise ValueError("GaussianProcessRegressor: 'alpha' must be a float or a 1-D "
+                             f"array of finite values >= 0; got {self.alpha!r}")
         if alpha.ndim == 1 and alpha.shape[0] != n:
             if alpha.shape[0] != 1:
                 raise ValueError(f"alpha must be a scalar or an array with same number of "

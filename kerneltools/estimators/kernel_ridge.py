@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -17,9 +18,10 @@ from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
     conjugate_gradient,
+    robust_cholesky,
     select_landmarks,
 )
-from . import _validation as v
+from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["KernelRidge"]
 
@@ -97,22 +99,25 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    _rules: ClassVar[dict] = {
-        "kernel": (lambda k: not isinstance(k, str) or k in PAIRWISE_KERNELS,
-                   f"one of {sorted(PAIRWISE_KERNELS)}, a callable or a GP kernel"),
-        "gamma": (v.real(0, none=True), "a float >= 0 or None"),
-        "degree": (v.real(0), "a float >= 0"),
-        "coef0": (v.real(), "a float"),
-        "kernel_params": (lambda p: p is None or isinstance(p, dict), "a dict or None"),
-        "solver": (v.one_of("auto", "cholesky", "cg", "falkon"),
-                   "one of 'auto', 'cholesky', 'cg', 'falkon'"),
-        "n_components": (v.integer(1), "an int >= 1"),
-        "tol": (v.real(0, closed=False), "a float > 0"),
-        "max_iter": (v.integer(1, none=True), "an int >= 1 or None"),
-        "landmarks": (v.one_of("uniform", "rpcholesky"), "'uniform' or 'rpcholesky'"),
-        "backend": (lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
-                    "one of 'auto', 'cpu', 'cuda', 'numpy' or None"),
-        "verbose": (lambda x: isinstance(x, (bool, int)), "an int or bool"),
+    _parameter_constraints: ClassVar[dict] = {
+        # scikit-learn's KernelRidge's (kernel: the names we compute)
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "kernel": [StrOptions(PAIRWISE_KERNELS), callable],
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        # ours
+        "solver": [StrOptions(("auto", "cholesky", "cg", "falkon"))],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "landmarks": [StrOptions(("uniform", "rpcholesky"))],
+        # seeds np.random.default_rng
+        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         None],
+        "backend": ["backend"],
+        "verbose": ["verbose"],
     }
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
@@ -151,11 +156,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         -------
         self : object
         """
-        v.check_params(self, self._rules)
-        alpha = np.atleast_1d(np.asarray(self.alpha, dtype=np.float64))
-        if alpha.ndim != 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
-            raise ValueError("The 'alpha' parameter of KernelRidge must be a float >= 0 "
-                             f"or an array of them. Got {self.alpha!r} instead.")
+        validate_params(self)
+        alpha = _check_alpha(self.alpha)
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight, alpha)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
@@ -164,7 +166,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     def _fit_arrays(self, X, y, sample_weight, alpha, solver=None):
         kernel = self._kernel()
-        w = v.sample_weight(sample_weight, len(X))
+        w = _check_sample_weight(sample_weight, len(X))
         ravel = y.ndim == 1
         Y = y.reshape(len(y), -1).astype(X.dtype, copy=False)
         if alpha.size not in (1, Y.shape[1]):
@@ -270,7 +272,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Z = rows[idx]
         Kmm = kernel(Z.astype(np.float64))
         Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
-        T = _upper_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m))
+        T = robust_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m),
+                            lower=False, what="the landmarks' kernel matrix")
         Knm = kernel.lazy(Xw, Z)
         wv = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
         beta = np.zeros((m, Y.shape[1]))
@@ -339,7 +342,8 @@ def _rsum(K, V, backend):
 def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
     """Falkon's preconditioned CG for (K_mn W K_nm / n + lam K_mm) b = rhs."""
     n, m = Knm.shape[0], len(T)
-    A = _upper_cholesky(T @ T.T / m + lam * np.eye(m))
+    A = robust_cholesky(T @ T.T / m + lam * np.eye(m), lower=False,
+                        what="Falkon's preconditioner matrix")
 
     def solve(F, v, trans=False):
         return scipy.linalg.solve_triangular(F, v, trans=trans)
@@ -354,15 +358,30 @@ def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
     return solve(T, solve(A, u)), n_iter
 
 
-def _upper_cholesky(A):
-    """Upper Cholesky factor, with a growing diagonal jitter if A is singular."""
-    jitter = 0.0
-    for _ in range(6):
-        try:
-            return scipy.linalg.cholesky(A + jitter * np.eye(len(A)), lower=False)
-        except np.linalg.LinAlgError:
-            jitter = max(jitter * 100, 1e-10 * float(np.trace(A)) / len(A))
-    raise np.linalg.LinAlgError("the landmarks' kernel matrix is not positive definite")
+def _check_alpha(alpha) -> np.ndarray:
+    """``alpha`` (a float or an array-like, by the constraints) as a 1-D float64
+    array of finite values >= 0, which the constraints cannot say."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError("KernelRidge: 'alpha' must be a float or a 1-D array (one value "
+                         f"per target) of finite values >= 0; got {alpha!r}")
+    return a
+
+
+def _check_sample_weight(w, n: int) -> np.ndarray | None:
+    """``w`` as a float64 array of shape (n,), finite and >= 0 (None stays None)."""
+    if w is None:
+        return None
+    if isinstance(w, Real):
+        w = np.full(n, float(w))
+    w = np.asarray(w, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"'sample_weight' must have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("'sample_weight' must be finite and >= 0")
+    if n and not np.any(w > 0):
+        raise ValueError("'sample_weight' is zero everywhere: at least one weight must be > 0")
+    return w
 
 
 def _alpha_groups(alpha, n_targets):

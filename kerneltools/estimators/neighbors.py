@@ -5,7 +5,9 @@
 methods, so that swapping the import keeps user code working. The search is
 always brute force, but in linear memory: each query's K nearest points come
 from a ``Kmin_argKmin`` reduction of the metric's formula over the fitted
-points (see :mod:`._neighbors_metrics`), queries taken in blocks.
+points (metrics in :mod:`._neighbors_metrics`, searches in
+:mod:`._neighbors_search`), queries taken in blocks; in low dimension a
+pruned search visits only the nearby cells (:mod:`._neighbors_pruned`).
 
 Beyond scikit-learn: ``metric`` may be a callable that builds a formula from
 LazyTensors ``(x_i, y_j)`` (a custom metric at full speed); ``backend``
@@ -14,8 +16,8 @@ chooses where the reductions run and ``dtype`` the precision.
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -31,7 +33,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dask import rows_method
 from . import _neighbors_metrics as M
-from ._neighbors_metrics import Interval, Options
+from . import _neighbors_pruned as P
+from . import _neighbors_search as S
+from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 
 __all__ = ["KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors"]
 
@@ -104,20 +108,22 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
     """Fitting, queries and K-nearest searches shared by the estimators."""
 
     _parameter_constraints: ClassVar[dict] = {
-        "n_neighbors": [Interval(numbers.Integral, 1, None), None],
-        "algorithm": [Options(("auto", "ball_tree", "kd_tree", "brute"))],
-        "leaf_size": [Interval(numbers.Integral, 1, None)],
-        "metric": [Options(M.VALID_METRICS), callable],
-        "p": [Interval(numbers.Real, 0, None, closed="right"), None],
+        # scikit-learn's (metric: the names we compute, or a callable)
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "algorithm": [StrOptions({"auto", "ball_tree", "kd_tree", "brute"})],
+        "leaf_size": [Interval(Integral, 1, None, closed="left")],
+        "p": [Interval(Real, 0, None, closed="right"), None],
+        "metric": [StrOptions(M.VALID_METRICS), callable],
         "metric_params": [dict, None],
-        "n_jobs": [Interval(numbers.Integral, None, None), None],
-        "backend": [Options(("auto", "cpu", "cuda", "numpy"))],
-        "dtype": [Options(("float32", "float64"), dtypes=True), None],
+        "n_jobs": [Integral, None],
+        # ours
+        "backend": ["backend"],
+        "dtype": [Dtypes(("float32", "float64")), None],
     }
 
     # -- fitting ---------------------------------------------------------------
     def _fit(self, X, y=None):
-        M.validate_params(self)
+        validate_params(self)
         if y is None and not self.__sklearn_tags__().target_tags.required:
             X = validate_data(self, X, dtype=_FLOATS, order="C")
         else:
@@ -137,10 +143,10 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
         # PRUNE_MIN_PAIRS query x fitted pairs still runs brute force), else
         # "brute" (every pair, in linear memory).
-        usable = self._lazy_metric and M.PrunedSearch.is_usable_for(
+        usable = self._lazy_metric and P.PrunedSearch.is_usable_for(
             M.make_metric(metric, params), X, params)
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
-        self._grid = M.Grid.fit(X) if self._fit_method == "block_sparse" else None
+        self._grid = P.Grid.fit(X) if self._fit_method == "block_sparse" else None
         self.n_samples_fit_ = X.shape[0]
         return y
 
@@ -162,10 +168,14 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
         metric, params = self.effective_metric_, self.effective_metric_params_
         if not self._lazy_metric:
-            return M.DenseSearch(metric, params, Y), X
-        backend = None if self.backend == "auto" else self.backend
-        grid = self._grid if self._fit_method == "block_sparse" else None
-        return M.formula_search(M.make_metric(metric, params), Y, backend, grid), X
+            return S.DenseSearch(metric, params, Y), X
+        backend = self.backend
+        formula = M.make_metric(metric, params)
+        if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
+            return P.PrunedSearch(formula, Y, backend, self._grid), X
+        expanded = S.ExpandedSearch.is_usable_for(formula, Y)
+        search = S.ExpandedSearch if expanded else S.FormulaSearch
+        return search(formula, Y, backend), X
 
     @rows_method
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
@@ -189,7 +199,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
             Indices of the neighbours in the fitted data; equal distances
             come in index order.
         """
-        n_neighbors = M.check_n_neighbors(n_neighbors, self.n_neighbors)
+        n_neighbors = S.check_n_neighbors(n_neighbors, self.n_neighbors)
         X, is_train = self._query(X)
         k = n_neighbors + is_train
         if k > self.n_samples_fit_:
@@ -205,7 +215,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         search, X = self._search(X)
         vals, ind = search.kmin(X, k)
         if is_train:
-            vals, ind = M.drop_self(vals, ind)
+            vals, ind = S.drop_self(vals, ind)
         return (search.metric.to_dist(vals), ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
@@ -225,13 +235,13 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         A : sparse matrix of shape (n_queries, n_samples_fit)
             ``A[i, j]``: the edge from query i to fitted point j.
         """
-        M.check_mode(mode)
-        k = M.check_n_neighbors(n_neighbors, self.n_neighbors)
+        S.check_mode(mode)
+        k = S.check_n_neighbors(n_neighbors, self.n_neighbors)
         out = self.kneighbors(X, k, return_distance=mode == "distance")
         dist, ind = out if mode == "distance" else (None, out)
         data = np.ones(ind.size) if dist is None else dist.ravel()
         indptr = np.arange(0, ind.size + 1, k)
-        return M.csr(data, ind.ravel(), indptr, (ind.shape[0], self.n_samples_fit_))
+        return S.csr(data, ind.ravel(), indptr, (ind.shape[0], self.n_samples_fit_))
 
 
 class NearestNeighbors(_NeighborsBase):
@@ -266,7 +276,7 @@ class NearestNeighbors(_NeighborsBase):
 
     _parameter_constraints: ClassVar[dict] = {
         **_NeighborsBase._parameter_constraints,
-        "radius": [Interval(numbers.Real, 0, None, closed="both"), None],
+        "radius": [Interval(Real, 0, None, closed="both"), None],
     }
 
     def __init__(
@@ -280,7 +290,7 @@ class NearestNeighbors(_NeighborsBase):
         p=2,
         metric_params=None,
         n_jobs=None,
-        backend="auto",
+        backend=None,
         dtype=None,
     ):
         self.n_neighbors = n_neighbors
@@ -340,20 +350,20 @@ class NearestNeighbors(_NeighborsBase):
             raise ValueError("return_distance must be True if sort_results is True.")
         X, is_train = self._query(X)
         radius = self.radius if radius is None else radius
-        if not Interval(numbers.Real, 0, None, closed="both")(radius):
+        if not Interval(Real, 0, None, closed="both").is_satisfied_by(radius):
             raise ValueError(f"radius must be a float >= 0; got {radius!r}")
         search, X = self._search(X)
         metric = search.metric
         threshold = metric.to_rdist(float(radius))
-        vals, ind = M.radius_search(search, X, threshold, self.n_samples_fit_)
+        vals, ind = S.radius_search(search, X, threshold, self.n_samples_fit_)
         if is_train:
             for r in range(len(ind)):
                 keep = ind[r] != r
                 vals[r], ind[r] = vals[r][keep], ind[r][keep]
-        ind_out = M.object_array(ind)
+        ind_out = S.object_array(ind)
         if not return_distance:
             return ind_out
-        return M.object_array([metric.to_dist(v) for v in vals]), ind_out
+        return S.object_array([metric.to_dist(v) for v in vals]), ind_out
 
     def radius_neighbors_graph(
         self, X=None, radius=None, mode="connectivity", sort_results=False
@@ -376,7 +386,7 @@ class NearestNeighbors(_NeighborsBase):
         A : sparse matrix of shape (n_queries, n_samples_fit)
             ``A[i, j]``: the edge from query i to fitted point j.
         """
-        M.check_mode(mode)
+        S.check_mode(mode)
         if mode == "distance":
             dist, ind = self.radius_neighbors(X, radius, return_distance=True)
             data = np.concatenate(list(dist))
@@ -387,13 +397,13 @@ class NearestNeighbors(_NeighborsBase):
             data = np.ones(len(indices))
         counts = np.fromiter((len(a) for a in ind), dtype=np.int64, count=len(ind))
         indptr = np.concatenate(([0], np.cumsum(counts)))
-        return M.csr(data, indices, indptr, (len(ind), self.n_samples_fit_))
+        return S.csr(data, indices, indptr, (len(ind), self.n_samples_fit_))
 
 
 class _SupervisedNeighbors(_NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **_NeighborsBase._parameter_constraints,
-        "weights": [Options(("uniform", "distance")), callable, None],
+        "weights": [StrOptions({"uniform", "distance"}), callable, None],
     }
 
     def __init__(
@@ -407,7 +417,7 @@ class _SupervisedNeighbors(_NeighborsBase):
         metric="minkowski",
         metric_params=None,
         n_jobs=None,
-        backend="auto",
+        backend=None,
         dtype=None,
     ):
         self.n_neighbors = n_neighbors

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from numbers import Integral
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -33,7 +33,7 @@ from .. import Vi, Vj
 from .._dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import select_landmarks
-from . import _validation as v
+from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["LANDMARK_METHODS", "Nystroem"]
 
@@ -141,29 +141,20 @@ default="uniform"
     True
     """
 
-    _rules: ClassVar[dict] = {
-        "kernel": (
-            lambda k: k in PAIRWISE_KERNELS if isinstance(k, str) else callable(k),
-            f"one of {sorted(PAIRWISE_KERNELS)}, a callable or a GP kernel",
-        ),
-        "gamma": (v.real(0, none=True), "a float >= 0 or None"),
-        "coef0": (v.real(none=True), "a float or None"),
-        "degree": (v.real(1, none=True), "a float >= 1 or None"),
-        "kernel_params": (lambda p: p is None or isinstance(p, dict), "a dict or None"),
-        "n_components": (v.integer(1), "an int >= 1"),
-        "n_jobs": (v.integer(none=True), "an int or None"),
-        "landmarks": (
-            lambda x: not isinstance(x, str) or x in LANDMARK_METHODS,
-            (
-                f"one of {', '.join(map(repr, LANDMARK_METHODS))} or an array "
-                "of shape (n_landmarks, n_features)"
-            ),
-        ),
-        "backend": (
-            lambda b: b is None or b in ("auto", "cpu", "cuda", "numpy"),
-            "one of 'auto', 'cpu', 'cuda', 'numpy' or None",
-        ),
-        "verbose": (lambda x: isinstance(x, (bool, Integral)), "an int or bool"),
+    _parameter_constraints: ClassVar[dict] = {
+        # scikit-learn's Nystroem's (kernel: the names we compute)
+        "kernel": [StrOptions(PAIRWISE_KERNELS), callable],
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "coef0": [Interval(Real, None, None, closed="neither"), None],
+        "degree": [Interval(Real, 1, None, closed="left"), None],
+        "kernel_params": [dict, None],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        # ours
+        "landmarks": [StrOptions(LANDMARK_METHODS), "array-like"],
+        "backend": ["backend"],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -222,7 +213,7 @@ default="uniform"
         -------
         self : object
         """
-        v.check_params(self, self._rules)
+        validate_params(self)
         X = validate_data(self, X, dtype=_FLOATS)
         kernel = self._kernel()
         start = time.perf_counter()
@@ -482,7 +473,13 @@ def _ridge_residual(kernel, X, S, kd, ridge):
 
 def _inverse_factor(K, ridge):
     """``W`` with ``W W^T = (K + ridge I)^{-1}`` (K's negative eigenvalues,
-    if any, raised to 0), the ridge at least ``m eps |K|``."""
+    if any, raised to 0), the ridge at least ``m eps |K|``.
+
+    Not :func:`kerneltools.linalg.robust_cholesky`, on purpose: the ridge is
+    part of the scores being estimated (Musco and Musco's ``lam'``), so it may
+    not grow until the matrix factors; a kernel that is not positive
+    semi-definite (sigmoid) has its negative eigenvalues clipped instead.
+    """
     m = len(K)
     ridge = max(ridge, m * np.finfo(np.float64).eps * np.abs(K).max(initial=0.0))
     if ridge <= 0:  # K = 0

@@ -23,8 +23,9 @@ Conventions that differ between libraries:
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -34,6 +35,8 @@ from kerneltools import LazyTensor, Vi, Vj
 from kerneltools.exceptions import ConvergenceWarning
 
 from . import _sinkhorn as sk
+from ._param_validation import Interval, validate_arguments, validate_params
+from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem
 
 try:
     from sklearn.utils.validation import validate_data
@@ -63,7 +66,7 @@ def sinkhorn_divergence(
     scaling=0.5,
     debias=True,
     return_grad=False,
-    backend="auto",
+    backend=None,
 ):
     r"""Sinkhorn divergence between two weighted point clouds, as GeomLoss.
 
@@ -131,11 +134,13 @@ def sinkhorn_divergence(
     0.045
     """
     caller = "sinkhorn_divergence"
-    prob = sk.check_problem(
+    validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
+                       scaling=scaling, debias=debias, return_grad=return_grad,
+                       backend=backend)
+    prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
-    debias = _check_bool(debias, "debias", caller)
-    return_grad = _check_bool(return_grad, "return_grad", caller)
+    debias, return_grad = bool(debias), bool(return_grad)
     pot, costs, _ = sk.solve(prob, debias=debias, backend=backend)
     value = sk.ot_value(prob.a, prob.b, pot, debias)
     if not return_grad:
@@ -156,7 +161,7 @@ def sinkhorn_potentials(
     scaling=0.5,
     tol=None,
     max_iter=1000,
-    backend="auto",
+    backend=None,
 ):
     """Dual potentials ``(f, g)`` of the entropic transport ``OT(a, b)``.
 
@@ -197,13 +202,12 @@ def sinkhorn_potentials(
     ((100,), (100,))
     """
     caller = "sinkhorn_potentials"
-    prob = sk.check_problem(
+    validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
+                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend)
+    prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
-    if tol is not None:
-        tol = sk.check_real(tol, "tol", caller)
-    max_iter = _check_int(max_iter, "max_iter", caller)
-    f, g, *_ = _potentials(prob, tol, max_iter, backend, caller)
+    f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller)
     return f, g
 
 
@@ -220,7 +224,7 @@ def transport_plan(
     tol=1e-6,
     max_iter=1000,
     potentials=None,
-    backend="auto",
+    backend=None,
 ) -> LazyTensor:
     """The entropic transport plan between two point clouds, as a LazyTensor.
 
@@ -257,14 +261,13 @@ def transport_plan(
     (100, 2)
     """
     caller = "transport_plan"
-    prob = sk.check_problem(
+    validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
+                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend)
+    prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     if potentials is None:
-        if tol is not None:
-            tol = sk.check_real(tol, "tol", caller)
-        max_iter = _check_int(max_iter, "max_iter", caller)
-        f, g, *_ = _potentials(prob, tol, max_iter, backend, caller)
+        f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller)
     else:
         f, g = _check_potentials(potentials, prob, caller)
     return _plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps)
@@ -332,27 +335,6 @@ def _check_potentials(potentials, prob, caller):
     if not (np.isfinite(f).all() and np.isfinite(g).all()):
         raise ValueError(f"{caller}: 'potentials' contain NaN or infinity")
     return f, g
-
-
-def _check_bool(value, name: str, caller: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(
-            f"{caller}: the '{name}' parameter must be a bool. Got {value!r} instead."
-        )
-    return bool(value)
-
-
-def _check_int(value, name: str, caller: str, low: int = 1) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or value < low
-    ):
-        raise ValueError(
-            f"{caller}: the '{name}' parameter must be an int >= {low}. "
-            f"Got {value!r} instead."
-        )
-    return int(value)
 
 
 class SinkhornTransport(BaseEstimator):
@@ -427,6 +409,13 @@ class SinkhornTransport(BaseEstimator):
     True
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        **{name: TRANSPORT_CONSTRAINTS[name]
+           for name in ("blur", "p", "scaling", "reach", "max_iter", "backend",
+                        "verbose")},
+        "tol": [Interval(Real, 0, None, closed="neither")],  # None: no stopping rule
+    }
+
     def __init__(
         self,
         blur=0.05,
@@ -436,7 +425,7 @@ class SinkhornTransport(BaseEstimator):
         reach=None,
         tol=1e-6,
         max_iter=1000,
-        backend="auto",
+        backend=None,
         verbose=False,
     ):
         self.blur = blur
@@ -466,13 +455,13 @@ class SinkhornTransport(BaseEstimator):
         self
         """
         caller = f"{type(self).__name__}.fit"
+        validate_params(self)
         if Xs is None or Xt is None:
             raise ValueError(f"{caller} needs both the source 'Xs' and the target 'Xt'")
-        tol = sk.check_real(self.tol, "tol", caller)
-        max_iter = _check_int(self.max_iter, "max_iter", caller)
+        tol, max_iter = float(self.tol), int(self.max_iter)
         Xs = validate_data(self, Xs, dtype=[np.float64, np.float32])
         Xt = _check_samples(Xt, "Xt", self.n_features_in_, caller)
-        prob = sk.check_problem(
+        prob = check_problem(
             Xs,
             Xt,
             None,
