@@ -5,9 +5,13 @@ The public surface: :class:`LazyTensor` with :func:`Vi`, :func:`Vj`, :func:`Pm`,
 :mod:`kerneltools.exceptions`; :func:`info`, :func:`clear_cache` and
 :func:`cache_dir`; the estimators of :mod:`kerneltools.estimators` (loaded on
 first use); the modules :mod:`kerneltools.kernels` (kernels as formulas) and
-:mod:`kerneltools.linalg` (kernel operators and conjugate gradients).
+:mod:`kerneltools.linalg` (kernel operators and conjugate gradients);
+:func:`config_context`, :func:`set_config` and :func:`get_config`, which choose
+the backend of every reduction whose ``backend`` is None (thread-local, as
+scikit-learn's).
 """
 
+from ._config import config_context, get_config, set_config
 from ._info import info
 from ._version import __version__
 from .backend._cache import cache_dir, clear_cache
@@ -25,6 +29,9 @@ __all__ = [
     "info",
     "clear_cache",
     "cache_dir",
+    "config_context",
+    "set_config",
+    "get_config",
     "KernelToolsError",
     "BackendUnavailableError",
     "CompileError",

@@ -6,11 +6,17 @@ and ``unsupported``, the reason when it cannot); ``run_plan`` picks one and
 calls it. A backend that declines a plan is named with its reason in the
 error (an explicit ``backend=``) or the fallback warning (``"auto"``);
 ``python -m kerneltools info`` shows why a backend cannot run at all.
+
+``backend=None`` (every reduction's default) means this thread's configured
+backend (``kerneltools.set_config`` / ``config_context``, kept here so that the
+one place that dispatches a plan reads it), else the process default
+``KERNELTOOLS_BACKEND``, else ``"auto"``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -21,9 +27,17 @@ from ._cuda_backend import CudaBackend, is_cupy_array
 from ._errors import BackendFallbackWarning, BackendUnavailableError
 from ._plan import Plan
 
-__all__ = ["BACKEND_NAMES", "resolve_backend", "run_plan", "backend_status", "BACKENDS"]
-
-BACKEND_NAMES = ("auto", "cpu", "cuda", "numpy")
+__all__ = [
+    "BACKEND_NAMES",
+    "BACKENDS",
+    "backend_status",
+    "check_available",
+    "check_backend_name",
+    "configure_backend",
+    "configured_backend",
+    "resolve_backend",
+    "run_plan",
+]
 
 
 class NumpyBackend:
@@ -62,28 +76,63 @@ BACKENDS: dict = {
     "cuda": CudaBackend(),
 }
 
+#: The names ``backend=`` accepts, everywhere: "auto" and the registered
+#: backends (the one spelling of this list; the errors quote it).
+BACKEND_NAMES = ("auto", *sorted(BACKENDS))
+
+#: This thread's configuration (``kerneltools.set_config``): a new thread
+#: starts unconfigured, from the process default, as in scikit-learn.
+_local = threading.local()
+
 _warned_fallback = False
 
 
 def register_backend(backend) -> None:
     """Install a backend object (used by the CPU and CUDA backend modules)."""
+    global BACKEND_NAMES
     BACKENDS[backend.name] = backend
+    BACKEND_NAMES = ("auto", *sorted(BACKENDS))
 
 
-def check_backend_name(backend) -> str:
+def configured_backend() -> str | None:
+    """This thread's configured backend name; None when none is set."""
+    return getattr(_local, "backend", None)
+
+
+def configure_backend(backend) -> None:
+    """Set this thread's backend (a valid name, or None to unset)."""
+    _local.backend = None if backend is None else check_backend_name(
+        backend, "kerneltools.set_config: 'backend'")
+
+
+def check_backend_name(backend, source: str = "the 'backend' argument") -> str:
+    """``backend`` as a valid name; None: the configured backend, else
+    ``KERNELTOOLS_BACKEND``, else "auto". Raises ``ValueError`` listing the
+    valid names."""
     if backend in BACKEND_NAMES:
         return backend
     if backend is None:
+        backend = getattr(_local, "backend", None)
+        if backend is not None:  # checked when it was set
+            return backend
         backend = os.environ.get("KERNELTOOLS_BACKEND", "auto") or "auto"
         source = "the environment variable KERNELTOOLS_BACKEND"
-    else:
-        source = "the 'backend' argument"
     if not isinstance(backend, str) or backend.lower() not in BACKEND_NAMES:
         raise ValueError(
             f"{source} must be one of {', '.join(map(repr, BACKEND_NAMES))}; "
             f"got {backend!r}"
         )
     return backend.lower()
+
+
+def check_available(backend=None) -> str:
+    """The name ``backend`` stands for (see :func:`check_backend_name`);
+    raises :class:`BackendUnavailableError`, saying why, when it names a
+    backend that cannot run here ("auto" always can)."""
+    name = check_backend_name(backend)
+    if name != "auto":
+        _resolve(name, None)
+    return name
 
 
 _resolved: dict = {}  # (name, plan signature) -> backend: the warm path
