@@ -44,8 +44,9 @@ class KernelOperator(LinearOperator):
         :class:`~kerneltools.LazyTensor` formula ``K_ij`` (then X is unused).
     X, Y : arrays (n, d) and (m, d)
     shift : float or array (n,), default 0
-    backend : str, optional
-        ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"numpy"``.
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where every product runs; None: the configured backend
+        (:func:`kerneltools.config_context`), read at each product.
     """
 
     def __init__(self, kernel, X=None, Y=None, *, shift=0.0, backend=None):
@@ -69,7 +70,8 @@ class KernelOperator(LinearOperator):
 
     def _matmat(self, V):
         V = np.asarray(V)
-        out = to_numpy(self.K @ V.astype(self.K.dtype, copy=False))  # Dask: computed here
+        out = to_numpy(self.K.matmul(V.astype(self.K.dtype, copy=False),
+                                     backend=self.backend))  # Dask: computed here
         if np.ndim(self.diag_shift) or self.diag_shift:
             out = out + _col(self.diag_shift, V.ndim) * V
         return out
@@ -327,7 +329,8 @@ class NystroemPreconditioner(LinearOperator):
         DR = self.d_inv[:, None] * R2
         U = self._W.T @ to_numpy((self._Knm * Vi(DR)).sum(axis=0, backend=self.backend))
         c = self._W @ scipy.linalg.cho_solve(self._chol, U)
-        out = DR - self.d_inv[:, None] * to_numpy(self._Knm @ c)
+        Fc = to_numpy(self._Knm.matmul(c, backend=self.backend))
+        out = DR - self.d_inv[:, None] * Fc
         return out.reshape(R.shape)
 
     def _matvec(self, r):
@@ -345,7 +348,8 @@ class NystroemPreconditioner(LinearOperator):
         e1 = rng.standard_normal((n, n_samples))
         e2 = rng.standard_normal((m, n_samples))
         coef = self._W @ e2[: self._W.shape[1]]  # F e2 = K_nm W e2
-        return e1 / np.sqrt(self.d_inv)[:, None] + to_numpy(self._Knm @ coef)
+        Fe2 = to_numpy(self._Knm.matmul(coef, backend=self.backend))
+        return e1 / np.sqrt(self.d_inv)[:, None] + Fe2
 
 
 def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float = 1e-4,

@@ -19,6 +19,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._config import check_backend
 from .._dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it
@@ -87,7 +88,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         pretrained kernel. ``"auto"``: ``n // 4`` when ``n >= 8000``, else
         no pretraining; None: no pretraining. Restarts
         (``n_restarts_optimizer``) start from random points as always.
-    backend : str, optional
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the iterative solver reduces (the exact path uses scikit-learn's
+        dense kernels); None: the configured backend
+        (:func:`kerneltools.config_context`). ``fit`` raises
+        :class:`~kerneltools.exceptions.BackendUnavailableError` for one that
+        cannot run here.
     verbose : int, default=0
         Print each objective evaluation (theta, log marginal likelihood, CG
         iterations, time).
@@ -178,6 +184,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self : object
         """
         validate_params(self)
+        check_backend(self.backend, "GaussianProcessRegressor")
         self.kernel_ = _default_kernel() if self.kernel is None else clone(self.kernel)
         make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
         rng = check_random_state(self.random_state)

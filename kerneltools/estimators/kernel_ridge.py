@@ -12,6 +12,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._config import check_backend
 from .._dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (
@@ -70,8 +71,11 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         How the landmarks are drawn.
     random_state : int, Generator or None
         Seeds the landmark choice.
-    backend : str, optional
-        "auto", "cpu", "cuda" or "numpy".
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the iterative solvers and large predictions reduce; None: the
+        configured backend (:func:`kerneltools.config_context`). ``fit``
+        raises :class:`~kerneltools.exceptions.BackendUnavailableError` for
+        one that cannot run here.
     verbose : int, default=0
         Print the solver's progress (iteration, residual, time).
 
@@ -157,6 +161,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self : object
         """
         validate_params(self)
+        check_backend(self.backend, "KernelRidge")
         alpha = _check_alpha(self.alpha)
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight, alpha)
@@ -307,7 +312,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if len(X) * len(self.X_fit_) <= _DENSE_PREDICT_MAX:
             return kernel(X, self.X_fit_) @ coef
         K = kernel.lazy(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_)
-        out = K @ coef.reshape(len(coef), -1)
+        out = K.matmul(coef.reshape(len(coef), -1), backend=self.backend)
         return out.reshape((len(X),) + coef.shape[1:])
 
     def _predict_dask_fit(self, X):
@@ -321,7 +326,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
                              f"{self.n_features_in_} features as input")
         coef = self.dual_coef_
         K = self._kernel().lazy(X.astype(self.X_fit_.dtype), self.X_fit_)
-        out = K @ coef.reshape(len(coef), -1)
+        out = K.matmul(coef.reshape(len(coef), -1), backend=self.backend)
         out = out.reshape((X.shape[0],) + coef.shape[1:])
         return out if dask_in else to_numpy(out)
 
@@ -350,7 +355,7 @@ def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
 
     def bhb(u):  # B^T H B u with B = T^-1 A^-1 and K_mm = T^T T
         v = solve(T, solve(A, u))
-        Kv = Knm @ v.astype(Knm.dtype)
+        Kv = Knm.matmul(v.astype(Knm.dtype), backend=backend)
         knm_t_knm_v = _rsum(Knm, wv[:, None] * Kv, backend) / n
         return solve(A, solve(T, knm_t_knm_v, True) + lam * solve(A, u), True)
 

@@ -31,6 +31,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._config import check_backend
 from .._dask import rows_method
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
@@ -69,9 +70,12 @@ _COMMON_DOC = """
         'minkowski'; keyword arguments of a callable metric.
     n_jobs : int, default=None
         Accepted for compatibility; the reductions use every OpenMP thread.
-    backend : {'auto', 'cpu', 'cuda', 'numpy'}, default='auto'
-        Where the reductions run; 'auto' follows ``KERNELTOOLS_BACKEND`` or
-        picks the fastest available.
+    backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
+        Where the reductions run; None: the configured backend
+        (:func:`kerneltools.config_context`, else ``KERNELTOOLS_BACKEND``,
+        else 'auto', the fastest available). ``fit`` raises
+        :class:`~kerneltools.exceptions.BackendUnavailableError` for one that
+        cannot run here.
     dtype : {'float32', 'float64'} or None, default=None
         Precision of the computation; None keeps float32 data in float32
         and computes everything else in float64.
@@ -124,6 +128,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
     # -- fitting ---------------------------------------------------------------
     def _fit(self, X, y=None):
         validate_params(self)
+        check_backend(self.backend, type(self).__name__)
         if y is None and not self.__sklearn_tags__().target_tags.required:
             X = validate_data(self, X, dtype=_FLOATS, order="C")
         else:

@@ -30,6 +30,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Vi, Vj
+from .._config import check_backend
 from .._dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import select_landmarks
@@ -107,8 +108,12 @@ default="uniform"
           Webber, 2022), see :func:`kerneltools.linalg.select_landmarks`.
         - an array: these rows are the landmarks (``component_indices_`` is
           then None and ``n_components`` unused).
-    backend : {"auto", "cpu", "cuda", "numpy"}, default=None
-        Where the reductions of "kmeans++" run (default: "auto").
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the reductions of "kmeans++" run (the other landmark choices
+        and :meth:`transform` use dense kernel blocks); None: the configured
+        backend (:func:`kerneltools.config_context`). ``fit`` raises
+        :class:`~kerneltools.exceptions.BackendUnavailableError` for one that
+        cannot run here.
     verbose : int, default=0
         Print how the landmarks were chosen and how long it took.
 
@@ -214,6 +219,7 @@ default="uniform"
         self : object
         """
         validate_params(self)
+        check_backend(self.backend, "Nystroem")
         X = validate_data(self, X, dtype=_FLOATS)
         kernel = self._kernel()
         start = time.perf_counter()

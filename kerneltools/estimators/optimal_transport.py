@@ -34,6 +34,8 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from kerneltools import LazyTensor, Vi, Vj
 from kerneltools.exceptions import ConvergenceWarning
 
+from .._config import check_backend
+
 from . import _sinkhorn as sk
 from ._param_validation import Interval, validate_arguments, validate_params
 from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem
@@ -101,8 +103,9 @@ def sinkhorn_divergence(
     return_grad : bool, default=False
         Also return the gradients of the value in ``x`` and ``y``, from the
         dual potentials (envelope theorem), one extra reduction per potential.
-    backend : {"auto", "cpu", "cuda", "numpy"}, default="auto"
-        Where the reductions run.
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the reductions run; None: the configured backend
+        (:func:`kerneltools.config_context`).
 
     Returns
     -------
@@ -137,6 +140,7 @@ def sinkhorn_divergence(
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, debias=debias, return_grad=return_grad,
                        backend=backend)
+    check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
@@ -204,6 +208,7 @@ def sinkhorn_potentials(
     caller = "sinkhorn_potentials"
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, tol=tol, max_iter=max_iter, backend=backend)
+    check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
@@ -368,8 +373,9 @@ class SinkhornTransport(BaseEstimator):
         is raised to that floor.
     max_iter : int >= 1, default=1000
         Most Sinkhorn iterations at the final temperature.
-    backend : {"auto", "cpu", "cuda", "numpy"}, default="auto"
-        Where the reductions run.
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the reductions run; None: the configured backend
+        (:func:`kerneltools.config_context`).
     verbose : bool, default=False
         Print the temperature schedule and the marginal error at each step.
 
@@ -456,6 +462,7 @@ class SinkhornTransport(BaseEstimator):
         """
         caller = f"{type(self).__name__}.fit"
         validate_params(self)
+        check_backend(self.backend, caller)
         if Xs is None or Xt is None:
             raise ValueError(f"{caller} needs both the source 'Xs' and the target 'Xt'")
         tol, max_iter = float(self.tol), int(self.max_iter)
