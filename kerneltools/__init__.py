@@ -11,7 +11,7 @@ the backend of every reduction whose ``backend`` is None (thread-local, as
 scikit-learn's).
 """
 
-from ._config import config_context, get_config, set_config
+from .config import config_context, get_config, set_config
 from ._info import info
 from ._version import __version__
 from .backend._cache import cache_dir, clear_cache

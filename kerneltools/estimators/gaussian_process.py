@@ -19,7 +19,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_backend
+from ..config import check_backend
 from .._dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it

@@ -12,7 +12,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_backend
+from ..config import check_backend
 from .._dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (

@@ -30,7 +30,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import Vi, Vj
-from .._config import check_backend
+from ..config import check_backend
 from .._dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import select_landmarks

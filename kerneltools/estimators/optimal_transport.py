@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from kerneltools import LazyTensor, Vi, Vj
 from kerneltools.exceptions import ConvergenceWarning
 
-from .._config import check_backend
+from ..config import check_backend
 
 from . import _sinkhorn as sk
 from ._param_validation import Interval, validate_arguments, validate_params

@@ -9,6 +9,8 @@ C backend when a C compiler works, else NumPy with one warning).
 
 The configuration is thread-local: a new thread starts from the process
 default, whatever the thread that started it set (as scikit-learn's).
+:func:`check_backend` is what estimators call in ``fit``: the backend they
+would run on, or :class:`~kerneltools.exceptions.BackendUnavailableError`.
 """
 
 from __future__ import annotations
