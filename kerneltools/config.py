@@ -21,7 +21,11 @@ from collections.abc import Iterator
 from .backend import _dispatch
 from .exceptions import BackendUnavailableError
 
-__all__ = ["config_context", "get_config", "set_config", "check_backend"]
+__all__ = ["BACKEND_NAMES", "config_context", "get_config", "set_config", "check_backend"]
+
+#: The names every ``backend`` argument accepts (besides None): "auto" and the
+#: registered backends, from the dispatch registry.
+BACKEND_NAMES = _dispatch.BACKEND_NAMES
 
 
 def get_config() -> dict:

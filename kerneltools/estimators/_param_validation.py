@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import BACKEND_NAMES
+
 __all__ = [
     "BACKEND_NAMES",
     "Dtypes",
@@ -50,10 +52,9 @@ __all__ = [
     "validate_params",
 ]
 
-#: The backend names every estimator's ``backend`` accepts (with None, the
-#: configured default); the same as those the reductions accept
-#: (``tests/test_param_validation.py`` checks that they agree).
-BACKEND_NAMES = ("auto", "cpu", "cuda", "numpy")
+#: BACKEND_NAMES (imported above): the backend names every estimator's
+#: ``backend`` accepts (with None, the configured default), the reductions'
+#: own list (``tests/test_param_validation.py`` checks that they agree).
 
 
 class InvalidParameterError(ValueError, TypeError):
