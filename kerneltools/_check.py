@@ -23,7 +23,7 @@ from .backend._cuda_backend import (
 from .backend._ir import topo_order, var
 from .backend._ops import OPS, make, sqdist
 from .backend._plan import make_plan
-from .backend._reductions import REDUCTIONS
+from .backend.reductions import REDUCTIONS
 
 __all__ = ["representative_plans", "check_cuda"]
 

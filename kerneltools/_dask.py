@@ -71,62 +71,15 @@ def check_dask_array(a, what: str):
 
 
 # -- partial states ---------------------------------------------------------
-# Each reduction runs on a block as ``PARTIAL[name]`` (one or two in-memory
-# reductions) and the block's outputs become the registry state of ``name``.
-
-def _family(name: str) -> str:
-    if name in ("Min", "ArgMin", "Min_ArgMin"):
-        return "Min_ArgMin"
-    if name in ("Max", "ArgMax", "Max_ArgMax"):
-        return "Max_ArgMax"
-    if name in ("KMin", "ArgKMin", "KMin_ArgKMin"):
-        return "KMin_ArgKMin"
-    return name
-
-
-def _state_of_block(name, outs, j0, K):
-    """The registry state of reduction ``name`` from a block's outputs."""
-    from .backend._reductions import _exp_shifted, _finite_shift
-
-    fam = _family(name)
-    if fam == "Sum":
-        return (outs[0].astype(np.float64),)
-    if fam in ("Min_ArgMin", "Max_ArgMax"):
-        sign = 1.0 if fam == "Min_ArgMin" else -1.0
-        val, idx = outs
-        return sign * val.astype(np.float64), np.where(idx >= 0, idx + j0, -1)
-    if fam == "KMin_ArgKMin":
-        val, idx = outs
-        val = val.astype(np.float64)
-        idx = np.where(idx >= 0, idx + j0, -1)
-        if val.shape[1] < K:  # a block of fewer than K points: empty slots last
-            pad = K - val.shape[1]
-            val = np.concatenate([val, np.full(val.shape[:1] + (pad,) + val.shape[2:], np.inf)], 1)
-            idx = np.concatenate([idx, np.full(idx.shape[:1] + (pad,) + idx.shape[2:], -1)], 1)
-        return val, idx
-    lse = outs[0].astype(np.float64)
-    shift = _finite_shift(lse)
-    scale = _exp_shifted(lse, shift)  # sum_j exp(F_ij - shift): inf/NaN kept
-    if fam == "LogSumExp":
-        return shift, scale
-    ssmw = np.where(scale[:, :1] == 0, 0.0, outs[1].astype(np.float64))
-    if fam == "LogSumExpWeight":  # sum_j exp(F - shift) W = SSMW * sum_j exp(F - shift)
-        return shift, ssmw * scale
-    return shift, scale, ssmw * scale  # SumSoftMaxWeight
-
-
-def _block_reductions(name):
-    """The in-memory reductions a block runs: [(reduction, uses the weight)]."""
-    fam = _family(name)
-    if fam in ("LogSumExpWeight", "SumSoftMaxWeight"):
-        return [("LogSumExp", False), ("SumSoftMaxWeight", True)]
-    return [(fam, False)]
-
+# Each block runs the in-memory reductions ``red.block`` and turns their
+# outputs into the registry state of ``red`` (``red.state_of_block``); the
+# states are folded by ``red.merge`` and finished by ``red.finalize``.
 
 def _partial(spec, j0, *arrays):
     """One (output chunk, reduced chunk) block: the partial state."""
     from .backend._dispatch import run_plan
     from .backend._plan import make_plan
+    from .backend.reductions import REDUCTIONS
 
     name, axis, K, dtype, backend, options = (spec[k] for k in (
         "reduction", "axis", "K", "dtype", "backend", "options"))
@@ -140,18 +93,19 @@ def _partial(spec, j0, *arrays):
     def array_of(node):
         return np.ascontiguousarray(values[node], dtype=dtype)
 
+    red = REDUCTIONS[name]
     outs = []
-    for red, weighted in _block_reductions(name):
+    for block_red, weighted in red.block:
         formulas = list(spec["formulas"]) if weighted else [spec["formulas"][0]]
         Kb = min(K, n_red)
-        plan, args = make_plan(formulas, red, axis, Kb, array_of, dtype,
+        plan, args = make_plan(formulas, block_red, axis, Kb, array_of, dtype,
                                sizes["i"], sizes["j"])
         outs.extend(run_plan(plan, args, backend, **options))
-    return _state_of_block(name, outs, j0, K)
+    return red.state_of_block(outs, j0, K)
 
 
 def _merge(spec, *states):
-    from .backend._reductions import REDUCTIONS
+    from .backend.reductions import REDUCTIONS
 
     merge = REDUCTIONS[spec["reduction"]].merge
     out = states[0]
@@ -161,7 +115,7 @@ def _merge(spec, *states):
 
 
 def _finalize(spec, state):
-    from .backend._reductions import REDUCTIONS
+    from .backend.reductions import REDUCTIONS
 
     red = REDUCTIONS[spec["reduction"]]
     outs = red.finalize(state, spec["K"])
@@ -220,7 +174,7 @@ def reduce_lazy(formulas, bindings, ni, nj, reduction, axis, K, dtype, backend, 
     da = require_dask()
     from dask.highlevelgraph import HighLevelGraph
 
-    from .backend._reductions import REDUCTIONS
+    from .backend.reductions import REDUCTIONS
 
     if options.get("ranges") is not None:
         raise ValueError(

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._dask import check_dask_array, is_dask_array
-from ._lazy_args import alias as _alias
 from ._lazy_args import check_axis as _check_axis
 from ._lazy_args import check_finite_data, is_int, solve_alpha
 from ._lazy_args import int_arg as _int_arg
+from ._reduction_methods import reduction_methods
 from .backend import _ops
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
@@ -39,7 +39,7 @@ from .backend._ir import VAR_KEYS, Node, index, intcst, topo_order, var
 from .backend._numpy_backend import evaluate_formula_tile
 from .backend._ops import OPS, FormulaError, make, substitute
 from .backend._plan import make_plan
-from .backend._reductions import REDUCTIONS, check_formulas
+from .backend.reductions import REDUCTIONS, check_formulas, resolve
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
@@ -616,62 +616,8 @@ class LazyTensor:
             outs = tuple(o[..., 0] for o in outs)
         return outs if len(outs) > 1 else outs[0]
 
-    def sum(self, axis: int = -1, dim: int | None = None, backend=None, **options):
-        """``axis=-1``: symbolic sum over features; ``axis=0/1``: reduce over i / j."""
-        axis = _alias(axis, dim)
-        if is_int(axis) and int(axis) in (-1, 2):
-            return self._apply("SumFeat")
-        return self._reduce("Sum", axis, backend=backend, **options)
-
-    def logsumexp(self, axis=None, dim=None, weight=None, backend=None, **options):
-        """``log sum exp(F)`` over the axis, stable; with ``weight``, ``log sum exp(F) w``."""
-        if weight is not None:
-            return self._reduce("LogSumExpWeight", _alias(axis, dim), weight=weight,
-                                backend=backend, **options)
-        return self._reduce("LogSumExp", _alias(axis, dim), backend=backend, **options)
-
-    lse = logsumexp
-
-    def sumsoftmaxweight(self, weight, axis=None, dim=None, backend=None, **options):
-        """``sum exp(F) w / sum exp(F)`` over the axis (F scalar)."""
-        return self._reduce("SumSoftMaxWeight", _alias(axis, dim), weight=weight,
-                            backend=backend, **options)
-
-    def min(self, axis=None, dim=None, backend=None, **options):
-        """Minimum over i (``axis=0``) or j (``axis=1``), per component: (N, E)."""
-        return self._reduce("Min", _alias(axis, dim), backend=backend, **options)
-
-    def max(self, axis=None, dim=None, backend=None, **options):
-        """Maximum over i (``axis=0``) or j (``axis=1``), per component: (N, E)."""
-        return self._reduce("Max", _alias(axis, dim), backend=backend, **options)
-
-    def argmin(self, axis=None, dim=None, backend=None, **options):
-        """Index (int64) of the minimum, the first one on ties, NaN first as NumPy."""
-        return self._reduce("ArgMin", _alias(axis, dim), backend=backend, **options)
-
-    def argmax(self, axis=None, dim=None, backend=None, **options):
-        """Index (int64) of the maximum, the first one on ties, NaN first as NumPy."""
-        return self._reduce("ArgMax", _alias(axis, dim), backend=backend, **options)
-
-    def min_argmin(self, axis=None, dim=None, backend=None, **options):
-        """``(min, argmin)`` in one pass."""
-        return self._reduce("Min_ArgMin", _alias(axis, dim), backend=backend, **options)
-
-    def max_argmax(self, axis=None, dim=None, backend=None, **options):
-        """``(max, argmax)`` in one pass."""
-        return self._reduce("Max_ArgMax", _alias(axis, dim), backend=backend, **options)
-
-    def Kmin(self, K, axis=None, dim=None, backend=None, **options):
-        """The K smallest values, increasing: (N, K) for a scalar formula."""
-        return self._reduce("KMin", _alias(axis, dim), K=K, backend=backend, **options)
-
-    def argKmin(self, K, axis=None, dim=None, backend=None, **options):
-        """Indices (int64) of the K smallest values, ties broken by index."""
-        return self._reduce("ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
-
-    def Kmin_argKmin(self, K, axis=None, dim=None, backend=None, **options):
-        """``(Kmin, argKmin)`` in one pass."""
-        return self._reduce("KMin_ArgKMin", _alias(axis, dim), K=K, backend=backend, **options)
+    # sum, logsumexp, min, Kmin, ...: one method per name of the reductions'
+    # registry (``Reduction.methods``), installed below the class.
 
     def __matmul__(self, b):
         """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E).
@@ -793,8 +739,8 @@ class LazyTensor:
         with respect to a variable of the reduced index is a reduction over the
         other index.
         """
-        name = _reduction_name(reduction, weight)
-        red = REDUCTIONS[name]
+        red = resolve(reduction, weight is not None)
+        name = red.name
         if self.batch or (isinstance(weight, LazyTensor) and weight.batch):
             raise NotImplementedError(
                 "vjp does not support batch axes yet; loop over the batch"
@@ -806,7 +752,7 @@ class LazyTensor:
         W = self._lift(weight) if weight is not None else None
         if red.surrogate is None:  # argument-valued reductions: zero gradient
             return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
-        forward = GRAD_FORWARD.get(name, name)
+        forward = red.grad_forward or name
         ranges = ranges if ranges is not None else self.__dict__.get("_ranges")
         opts = {} if ranges is None else {"ranges": ranges}
         outs = self._reduce(forward, axis, weight=W, K=K, backend=backend, **opts)
@@ -837,15 +783,12 @@ class LazyTensor:
                                backend, **opts)
 
 
-#: The forward reduction whose outputs a gradient needs (the arg-index too).
-GRAD_FORWARD = {"Min": "Min_ArgMin", "Max": "Max_ArgMax", "KMin": "KMin_ArgKMin"}
-
 
 def vjp_formula(name: str, F, W, wrt, out_nodes, gnode, axis: int):
     """The formula whose reduction is the gradient of ``<gin, Red(F)>`` at ``wrt``.
 
     ``out_nodes``: variables (of the output index) holding the forward outputs
-    of ``GRAD_FORWARD[name]`` (then the log-sum-exp where the reduction
+    of the reduction's ``grad_forward`` (then the log-sum-exp where it
     ``needs_lse``); ``gnode``: the incoming gradient. Reduce the result with
     :func:`reduce_gradient`.
     """
@@ -869,16 +812,10 @@ def reduce_gradient(G, cat: str, axis: int, backend=None, **options):
     return G.sum(axis=1, backend=backend, **options).sum(axis=0)
 
 
-def _reduction_name(reduction: str, weight) -> str:
-    names = {k.lower(): k for k in REDUCTIONS}
-    aliases = {"lse": "logsumexp"}
-    key = aliases.get(str(reduction).lower(), str(reduction).lower())
-    if key not in names:
-        raise ValueError(f"unknown reduction {reduction!r}; known: {sorted(REDUCTIONS)}")
-    name = names[key]
-    if name == "LogSumExp" and weight is not None:
-        return "LogSumExpWeight"
-    return name
+def _install_reduction_methods():
+    """One method per method name of the reductions' registry (aliases too)."""
+    for name, method in reduction_methods().items():
+        setattr(LazyTensor, name, method)
 
 
 def _install_unary_methods():
@@ -895,6 +832,7 @@ def _install_unary_methods():
         setattr(LazyTensor, op.method, method)
 
 
+_install_reduction_methods()
 _install_unary_methods()
 
 

@@ -34,7 +34,8 @@ import torch
 from . import lazy as _lazy
 from .backend._ir import var
 from .backend._ops import make
-from .backend._reductions import REDUCTIONS
+from ._reduction_methods import reduction_methods
+from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
 
@@ -42,13 +43,6 @@ _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
            "__gt__", "__ge__", "__or__", "__ror__")
 _UNARY = ("__neg__", "__pos__", "__abs__")
-
-#: Reductions by LazyTensor method name.
-_METHODS = {
-    "logsumexp": "LogSumExp", "min": "Min", "max": "Max", "argmin": "ArgMin",
-    "argmax": "ArgMax", "min_argmin": "Min_ArgMin", "max_argmax": "Max_ArgMax",
-    "Kmin": "KMin", "argKmin": "ArgKMin", "Kmin_argKmin": "KMin_ArgKMin",
-}
 
 
 def _view(t: torch.Tensor):
@@ -164,16 +158,8 @@ class LazyTensor:
         return self._call("__getitem__", k)
 
     # -- reductions ------------------------------------------------------------
-    def sum(self, axis: int = -1, dim: int | None = None, backend=None):
-        """``axis=-1``: symbolic sum over features; ``axis=0/1``: reduce over i / j."""
-        axis = _lazy._alias(axis, dim) if dim is not None else axis
-        if axis in (-1, 2):
-            return self._call("sum", -1)
-        return self._reduce("Sum", axis, backend=backend)
-
-    def sumsoftmaxweight(self, weight, axis=None, dim=None, backend=None):
-        return self._reduce("SumSoftMaxWeight", _lazy._alias(axis, dim), weight=weight,
-                            backend=backend)
+    # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
+    # (``Reduction.methods``), installed below the class; they call _reduce.
 
     def __matmul__(self, b):
         """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b (M,) or (M, E)."""
@@ -187,9 +173,10 @@ class LazyTensor:
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
         return out[:, 0] if b.ndim == 1 else out
 
+    def _apply(self, op: str) -> LazyTensor:
+        return self._wrap(self._lt._apply(op), self._tensors)
+
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None):
-        if name == "LogSumExp" and weight is not None:
-            name = "LogSumExpWeight"
         axis = _lazy._check_axis(axis)
         W = None
         if weight is not None:
@@ -204,24 +191,8 @@ class LazyTensor:
         return outs
 
 
-def _make_reduction(method: str, name: str):
-    def reduce(self, *args, axis=None, dim=None, weight=None, backend=None):
-        K = 1
-        if REDUCTIONS[name].uses_k:
-            if not args:
-                raise TypeError(f"{method}() needs K")
-            K, args = args[0], args[1:]
-        if args:
-            axis = args[0]
-        return self._reduce(name, _lazy._alias(axis, dim), weight=weight, K=K,
-                            backend=backend)
-    reduce.__name__ = method
-    reduce.__doc__ = f"The {name} reduction over i (axis=0) or j (axis=1), as a torch tensor."
-    return reduce
-
-
-for _method, _name in _METHODS.items():
-    setattr(LazyTensor, _method, _make_reduction(_method, _name))
+for _method, _fn in reduction_methods().items():
+    setattr(LazyTensor, _method, _fn)
 
 
 def _forward_binary(name):
@@ -251,7 +222,7 @@ class _Reduce(torch.autograd.Function):
     def forward(ctx, spec, *tensors):
         red = REDUCTIONS[spec.name]
         differentiable = red.surrogate is not None and any(ctx.needs_input_grad[1:])
-        run = _lazy.GRAD_FORWARD.get(spec.name, spec.name) if differentiable else spec.name
+        run = (red.grad_forward or spec.name) if differentiable else spec.name
         like = tensors[0] if tensors else torch.zeros(())
         with _stream(tensors):
             outs = spec.F._lt._reduce(run, spec.axis, weight=spec.W._lt if spec.W is not None else None,

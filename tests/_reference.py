@@ -1,9 +1,11 @@
-"""Independent references of the registry's operations (used by several tests).
+"""Independent references of the registry's operations and reductions.
 
 ``REFERENCE[name](attrs, *operands)`` computes operation ``name`` on float64
-arrays broadcast on their leading axes, features on the last. Each one is
-written from the documented meaning of the operation, never from the
-registry's NumPy function.
+arrays broadcast on their leading axes, features on the last.
+``REDUCTION_REFERENCE[name](V, W, K)`` computes the outputs of reduction
+``name`` of the dense values V (nx, ny, E) over axis 1 (W: the weights grid
+or None), and ``REDUCTION_METHOD[name]`` is its LazyTensor method. Each one
+is written from the documented meaning, never from the registry's code.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import math
 import numpy as np
 import scipy.special
 
-__all__ = ["REFERENCE", "matvec"]
+__all__ = ["REDUCTION_ERROR_SCALE", "REDUCTION_METHOD", "REDUCTION_REFERENCE", "REFERENCE",
+           "matvec"]
 
 
 def _math(f):
@@ -132,4 +135,57 @@ REFERENCE = {
     "VecMatMult": lambda at, v, A: _vecmat(v, A),
     "TensorProd": lambda at, a, b: _tensorprod(a, b),
     "OneHot": _one_hot,
+}
+
+
+# ---------------------------------------------------------------------------
+# Reductions: V (nx, ny, E) reduced over axis 1; W the weights grid or None.
+# ---------------------------------------------------------------------------
+def _kmin(V, K):
+    return np.sort(V, axis=1, kind="stable")[:, :K]  # NaN last, as numpy.sort
+
+
+def _argkmin(V, K):
+    return np.argsort(V, axis=1, kind="stable")[:, :K]
+
+
+REDUCTION_REFERENCE = {
+    "Sum": lambda V, W, K: (V.sum(axis=1),),
+    "LogSumExp": lambda V, W, K: (scipy.special.logsumexp(V, axis=1),),
+    "LogSumExpWeight": lambda V, W, K: (
+        scipy.special.logsumexp(np.broadcast_to(V, W.shape), b=W, axis=1),
+    ),
+    "SumSoftMaxWeight": lambda V, W, K: ((scipy.special.softmax(V, axis=1) * W).sum(axis=1),),
+    "Min": lambda V, W, K: (V.min(axis=1),),
+    "Max": lambda V, W, K: (V.max(axis=1),),
+    "ArgMin": lambda V, W, K: (V.argmin(axis=1),),
+    "ArgMax": lambda V, W, K: (V.argmax(axis=1),),
+    "Min_ArgMin": lambda V, W, K: (V.min(axis=1), V.argmin(axis=1)),
+    "Max_ArgMax": lambda V, W, K: (V.max(axis=1), V.argmax(axis=1)),
+    "KMin": lambda V, W, K: (_kmin(V, K),),
+    "ArgKMin": lambda V, W, K: (_argkmin(V, K),),
+    "KMin_ArgKMin": lambda V, W, K: (_kmin(V, K), _argkmin(V, K)),
+}
+
+#: The LazyTensor method of each reduction.
+REDUCTION_METHOD = {
+    "Sum": "sum",
+    "LogSumExp": "logsumexp",
+    "LogSumExpWeight": "logsumexp",
+    "SumSoftMaxWeight": "sumsoftmaxweight",
+    "Min": "min",
+    "Max": "max",
+    "ArgMin": "argmin",
+    "ArgMax": "argmax",
+    "Min_ArgMin": "min_argmin",
+    "Max_ArgMax": "max_argmax",
+    "KMin": "Kmin",
+    "ArgKMin": "argKmin",
+    "KMin_ArgKMin": "Kmin_argKmin",
+}
+
+#: What bounds the rounding error of a sum's output: the sum of the magnitudes
+#: of its terms (the other reductions: the largest |F| reduced, by default).
+REDUCTION_ERROR_SCALE = {
+    "Sum": lambda V: np.abs(V).sum(axis=1),
 }

@@ -7,18 +7,22 @@ reductions (``LazyTensor.vjp``) against finite differences, ``@`` and
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import zlib
 
 import numpy as np
 import pytest
 from _helpers import assert_close, fd_gradient
+from _reference import REDUCTION_ERROR_SCALE
+from _reference import REDUCTION_METHOD as METHOD
+from _reference import REDUCTION_REFERENCE as REFERENCE
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from scipy.special import logsumexp, softmax
+from scipy.special import logsumexp
 
 import kerneltools as kt
-from kerneltools.backend._reductions import REDUCTIONS
+from kerneltools.backend.reductions import REDUCTIONS, register
 from kerneltools.exceptions import ConvergenceWarning
 
 
@@ -35,53 +39,6 @@ def _quiet(fn):
             return fn(*args)
 
     return wrapped
-
-
-# ---------------------------------------------------------------------------
-# References: V (nx, ny, E) reduced over axis 1; W the weights grid or None.
-# ---------------------------------------------------------------------------
-def _kmin(V, K):
-    return np.sort(V, axis=1, kind="stable")[:, :K]  # NaN last, as numpy.sort
-
-
-def _argkmin(V, K):
-    return np.argsort(V, axis=1, kind="stable")[:, :K]
-
-
-REFERENCE = {
-    "Sum": lambda V, W, K: (V.sum(axis=1),),
-    "LogSumExp": lambda V, W, K: (logsumexp(V, axis=1),),
-    "LogSumExpWeight": lambda V, W, K: (
-        logsumexp(np.broadcast_to(V, W.shape), b=W, axis=1),
-    ),
-    "SumSoftMaxWeight": lambda V, W, K: ((softmax(V, axis=1) * W).sum(axis=1),),
-    "Min": lambda V, W, K: (V.min(axis=1),),
-    "Max": lambda V, W, K: (V.max(axis=1),),
-    "ArgMin": lambda V, W, K: (V.argmin(axis=1),),
-    "ArgMax": lambda V, W, K: (V.argmax(axis=1),),
-    "Min_ArgMin": lambda V, W, K: (V.min(axis=1), V.argmin(axis=1)),
-    "Max_ArgMax": lambda V, W, K: (V.max(axis=1), V.argmax(axis=1)),
-    "KMin": lambda V, W, K: (_kmin(V, K),),
-    "ArgKMin": lambda V, W, K: (_argkmin(V, K),),
-    "KMin_ArgKMin": lambda V, W, K: (_kmin(V, K), _argkmin(V, K)),
-}
-
-#: The LazyTensor method of each reduction.
-METHOD = {
-    "Sum": "sum",
-    "LogSumExp": "logsumexp",
-    "LogSumExpWeight": "logsumexp",
-    "SumSoftMaxWeight": "sumsoftmaxweight",
-    "Min": "min",
-    "Max": "max",
-    "ArgMin": "argmin",
-    "ArgMax": "argmax",
-    "Min_ArgMin": "min_argmin",
-    "Max_ArgMax": "max_argmax",
-    "KMin": "Kmin",
-    "ArgKMin": "argKmin",
-    "KMin_ArgKMin": "Kmin_argKmin",
-}
 
 
 def reduce(F, name, axis, *, W=None, K=3, backend=None, **options):
@@ -120,7 +77,7 @@ def check_outputs(name, got, V, W, K, rtol, err_msg=""):
         g = np.asarray(g)
         assert g.shape == r.shape, f"{name}: shape {g.shape} != {r.shape}. {err_msg}"
         if not is_int:
-            scale = np.abs(V).sum(axis=1) if name == "Sum" else mag
+            scale = REDUCTION_ERROR_SCALE[name](V) if name in REDUCTION_ERROR_SCALE else mag
             scale = np.broadcast_to(scale, r.shape)
             assert_close(g, r, rtol, scale=scale, err_msg=f"{name}. {err_msg}")
             continue
@@ -141,6 +98,77 @@ def check_outputs(name, got, V, W, K, rtol, err_msg=""):
 
 def test_every_reduction_has_a_reference():
     assert set(REFERENCE) == set(REDUCTIONS) == set(METHOD)
+    for name, red in REDUCTIONS.items():  # the method comes from the registry
+        assert red.methods[0] == METHOD[name]
+        assert getattr(kt.LazyTensor, METHOD[name]).__name__ == METHOD[name]
+
+
+def test_every_reduction_is_complete():
+    """Each definition holds every form: NumPy monoid, C, CUDA, gradient rule
+    (or None: zero), smoothness, partial state and method names."""
+    for name, red in REDUCTIONS.items():
+        for f in dataclasses.fields(red):
+            if f.default is dataclasses.MISSING and f.name != "surrogate":
+                assert getattr(red, f.name) is not None, (name, f.name)
+        assert red.c == {"fused": True} or {"state", "init", "tile", "final"} <= set(red.c)
+        assert {"state", "init", "update", "final"} <= set(red.cuda), name
+        assert all(b in REDUCTIONS for b, _ in red.block), name
+        assert red.grad_forward is None or red.grad_forward in REDUCTIONS
+        assert isinstance(red.smooth, bool), name
+
+
+def _fields_of(base, **changes):
+    red = REDUCTIONS[base]
+    fields = {f.name: getattr(red, f.name) for f in dataclasses.fields(red)}
+    return {**fields, "name": "TestOnly", "methods": (), **changes}
+
+
+@pytest.mark.parametrize("drop", ["cuda", "state_of_block", "smooth", "surrogate", "methods"])
+def test_an_incomplete_reduction_fails_at_registration(drop):
+    fields = _fields_of("LogSumExp")
+    del fields[drop]
+    with pytest.raises(ValueError, match=f"'TestOnly' is incomplete.*'{drop}'"):
+        register(**fields)
+    assert "TestOnly" not in REDUCTIONS
+
+
+def test_a_reduction_with_incomplete_forms_fails_at_registration():
+    cuda = {k: v for k, v in REDUCTIONS["Min"].cuda.items() if k != "update"}
+    with pytest.raises(ValueError, match=r"'TestOnly': its 'cuda' form lacks \['update'\]"):
+        register(**_fields_of("Min", cuda=cuda))
+    with pytest.raises(ValueError, match="unknown keys"):
+        register(**_fields_of("Min", c=dict(REDUCTIONS["Min"].c, tiel="")))
+    with pytest.raises(ValueError, match="already registered"):
+        register(**_fields_of("Min", name="Min"))  # a second definition
+    assert "TestOnly" not in REDUCTIONS
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_partial_states_merge_to_the_one_pass_result(name):
+    """What the Dask layer does, in memory: chunks of the reduced axis give
+    partial states (``block`` and ``state_of_block``), folded by ``merge``."""
+    from kerneltools import _dask
+
+    red = REDUCTIONS[name]
+    rng = _rng("partial", name)
+    x, y = rng.normal(size=(7, 2)), rng.integers(0, 3, (11, 2)) * 1.0  # ties
+    F, W = -kt.Vi(x).sqdist(kt.Vj(y)), kt.Vj(rng.uniform(0.5, 1.5, (11, 2)))
+    parts = [F] + ([W] if red.n_formulas == 2 else [])
+    bindings = kt.LazyTensor._merge(parts)[0]
+    nodes = tuple(bindings)
+    spec = dict(formulas=tuple(p.formula for p in parts), nodes=nodes, reduction=name,
+                axis=1, K=4, dtype=np.dtype(np.float64), backend="numpy", options={},
+                squeeze=red.uses_k)
+    states = []
+    for j0, j1 in ((0, 3), (3, 4), (4, 11)):  # chunks of fewer than K points too
+        arrays = [bindings[n].array[j0:j1] if n.cat == "j" else bindings[n].array
+                  for n in nodes]
+        states.append(_dask._partial(spec, j0, *arrays))
+    got = _dask._finalize(spec, _dask._merge(spec, *states))
+    ref = reduce(F, name, 1, W=W, K=4, backend="numpy")
+    for g, r in zip(got, ref, strict=True):
+        assert g.dtype == r.dtype and g.shape == r.shape
+        assert_close(g, r, 1e-12, scale=1 + np.abs(r))
 
 
 # ---------------------------------------------------------------------------

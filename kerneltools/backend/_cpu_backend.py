@@ -147,20 +147,6 @@ ${final}
 #: order is the caller's).
 _RANGES_SKELETON = Template((_TEMPLATES / "ranges_kernel.h").read_text())
 
-#: Folds of the arg-reductions in the block-sparse kernel: as their monoids'
-#: C forms (``Reduction.c``), but the index kept is the caller's (``jmap``)
-#: and equal values keep the smallest such index, since sorted positions are
-#: not visited in the caller's order. The K-min fold keeps the K-th (value,
-#: index) in registers and visits only the candidates that a vectorised test
-#: lets through: with few candidates per row, that test is most of the work.
-_RANGES_MIN_FOLD = (_TEMPLATES / "ranges_min_fold.h").read_text().rstrip("\n")
-_RANGES_KMIN_FOLD = (_TEMPLATES / "ranges_kmin_fold.h").read_text().rstrip("\n")
-_RANGES_FOLDS = {
-    **{n: _RANGES_MIN_FOLD.replace("$CMP", "<") for n in ("Min", "ArgMin", "Min_ArgMin")},
-    **{n: _RANGES_MIN_FOLD.replace("$CMP", ">") for n in ("Max", "ArgMax", "Max_ArgMax")},
-    **{n: _RANGES_KMIN_FOLD for n in ("KMin", "ArgKMin", "KMin_ArgKMin")},
-}
-
 _FUSED_TILE = Template(
     r"""real_t ${tile_sums};
 #pragma omp simd reduction(+:${sum_names})
@@ -181,11 +167,6 @@ ${buf_writes}
 }
 ${fold}"""
 )
-
-#: K-min of a scalar in the block-sparse kernel: the test against the K-th
-#: value rides along the loop that computes the tile.
-_RANGES_KMIN_TILE = Template(
-    (_TEMPLATES / "ranges_kmin_tile.h").read_text().rstrip("\n"))
 
 _JONLY_PASS = Template(
     r"""#pragma omp simd
@@ -241,18 +222,14 @@ def _var_expr_ranges(node, c: int) -> str:
     return _var_expr(node, c)
 
 
-#: Reductions whose result is smooth in F: there, squared distances may take
-#: the expanded form, whose rounding error (eps |x|^2, as with BLAS-based
-#: codes) blurs F slightly. Min, Max and K-min keep the direct form: their
-#: outputs depend on the exact order of nearby distances.
-_EXPANDED_SQDIST_OK = {"Sum", "LogSumExp", "LogSumExpWeight", "SumSoftMaxWeight"}
-
-
-def _rewrite_dots(formulas, reduction: str = "Sum"):
+def _rewrite_dots(formulas, smooth: bool = True):
     """Find large dot products and squared distances between an i- and a j-variable.
 
     Returns the formulas (squared distances rewritten in expanded form where
-    the reduction allows it) and the list of dot-product nodes
+    the reduction is ``smooth`` in F: the expanded form's rounding error,
+    eps |x|^2 as with BLAS-based codes, blurs F slightly; Min, Max and K-min
+    keep the direct form, their outputs depending on the exact order of
+    nearby distances) and the list of dot-product nodes
     ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
     """
     def is_pair(a, b):
@@ -261,7 +238,7 @@ def _rewrite_dots(formulas, reduction: str = "Sum"):
 
     mapping = {}
     for node in topo_order(list(formulas)):
-        if node.op != "SumFeat" or reduction not in _EXPANDED_SQDIST_OK:
+        if node.op != "SumFeat" or not smooth:
             continue
         (inner,) = node.children
         if inner.op == "Square" and inner.children[0].op == "Sub":
@@ -330,7 +307,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     if ranges:
         formulas, dots, var_expr = list(plan.formulas), [], _var_expr_ranges
     else:
-        formulas, dots = _rewrite_dots(plan.formulas, plan.reduction)
+        formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
         var_expr = _var_expr
     ib = block_rows(plan)
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
@@ -408,12 +385,12 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         writes = []
         for b, outs in enumerate(r.outputs):
             writes += [f"  buf{b}[{e} * TJ + jj] = {x};" for e, x in enumerate(outs)]
-        fold = Template(_RANGES_FOLDS.get(red.name, red.c["tile"]) if ranges
+        fold = Template(red.c.get("ranges_tile", red.c["tile"]) if ranges
                         else red.c["tile"]).substitute(subs)
-        if ranges and red.uses_k and E == 1:
-            # K-min of a scalar: the test against the K-th value rides along
-            # the loop that computes the tile, and most tiles end there
-            tile = _RANGES_KMIN_TILE.substitute(
+        if ranges and E == 1 and "ranges_scalar_tile" in red.c:
+            # e.g. K-min of a scalar: the test against the K-th value rides
+            # along the loop that computes the tile, and most tiles end there
+            tile = Template(red.c["ranges_scalar_tile"]).substitute(
                 ij_code=r.code("j", "    ") + "\n" + r.code("ij", "    "),
                 value=r.outputs[0][0], K=plan.K, fold=_indent(fold, 2))
         else:
@@ -663,7 +640,7 @@ class CpuBackend:
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
             dot_args = tuple(
-                y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.reduction)[1]
+                y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.red.smooth)[1]
             )
             warm = (fn, tile_size(plan), fn._kt_key, dot_args, _width(plan))
             if len(_by_signature) > 512:

@@ -54,7 +54,6 @@ from ._ir import intcst, topo_order
 from ._ops import make, substitute
 from ._plan import Plan
 from ._progress import compiling
-from ._reductions import CUDA_EXP_OF_F
 from ._render_c import node_levels, render_formulas
 
 __all__ = [
@@ -71,18 +70,20 @@ NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177")
 #: Launch shape. ``block``: threads per block (by itemsize: float32,
 #: float64); ``rows``: output rows per thread when the state is small
 #: (``max_state`` values at most); ``unroll``: the inner loop's unroll factor;
-#: ``by_reduction``: (block, rows) by reduction and itemsize where another
-#: shape measured faster. Benchmarks may change these; the generated source
-#: (and so the cache key) follows. Measured on an H200 (asv_bench/
-#: cuda_compare.py --sweep): a Gaussian sum at N = M = 10^6 takes 0.37 s with
-#: 128 x 4, 0.40 s with 256 x 2; log-sum-exp and argKmin are fastest at 256 x 2.
-TUNING = {"block": {4: 256, 8: 128}, "rows": 2, "max_state": 8, "unroll": 4,
-          "by_reduction": {"Sum": {4: (128, 4)}}}
+#: ``by_reduction``, if given: (block, rows) by reduction name and itemsize,
+#: in place of the reductions' own ``cuda["launch"]`` (the shapes that
+#: measured faster for them). Benchmarks may change these; the generated
+#: source (and so the cache key) follows. Measured on an H200 (asv_bench/
+#: cuda_compare.py --sweep): log-sum-exp and argKmin are fastest at 256 x 2.
+TUNING = {"block": {4: 256, 8: 128}, "rows": 2, "max_state": 8, "unroll": 4}
 
 
 def _default_shape(plan: Plan, tuning) -> tuple[int, int]:
     itemsize = np.dtype(plan.dtype).itemsize
-    special = tuning.get("by_reduction", {}).get(plan.reduction, {}).get(itemsize)
+    if "by_reduction" in tuning:
+        special = tuning["by_reduction"].get(plan.reduction, {}).get(itemsize)
+    else:
+        special = plan.red.cuda.get("launch", {}).get(itemsize)
     return special or (tuning["block"][itemsize], tuning["rows"])
 
 #: Shared memory a block may use without opting in (bytes).
@@ -309,11 +310,11 @@ def _shared_layout(plan: Plan):
 
 
 @functools.lru_cache(maxsize=256)
-def _prepare_cached(signature, formulas, dtype_name, reduction):
+def _prepare_cached(signature, formulas, dtype_name, exp_of_f: bool):
     levels = node_levels(list(formulas))
     if dtype_name == "float32":
         formulas = list(_rewrite_exp(formulas, levels))
-        if reduction in CUDA_EXP_OF_F:  # the reduction works in base 2
+        if exp_of_f:  # the reduction works in base 2
             levels = node_levels(formulas)
             formulas[0] = _times_log2e(formulas[0], levels)
         formulas = tuple(formulas)
@@ -338,7 +339,7 @@ def _prepare_cached(signature, formulas, dtype_name, reduction):
 
 def _prepare(plan: Plan):
     return _prepare_cached(plan.signature, plan.formulas, np.dtype(plan.dtype).name,
-                           plan.reduction)
+                           bool(plan.red.cuda.get("exp_of_f")))
 
 
 def choose_shape(plan: Plan, n_sm: int, tuning=None) -> tuple[int, int]:

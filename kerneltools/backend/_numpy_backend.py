@@ -15,7 +15,7 @@ import numpy as np
 from ._ir import Node, topo_order
 from ._progress import Estimate
 from ._ops import OPS
-from ._reductions import Reduction
+from .reductions import Reduction
 
 __all__ = ["evaluate_reduction", "auto_tiles", "evaluate_formula_tile"]
 
@@ -91,7 +91,7 @@ def evaluate_reduction(
     dtype=np.float64,
     tiles: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """Reduce ``formulas`` over j for every i in [0, nx); see :mod:`._reductions`.
+    """Reduce ``formulas`` over j for every i in [0, nx); see :mod:`.reductions`.
 
     Returns the reduction's outputs: float arrays of ``dtype`` and int64 indices,
     of shape (nx, E), or (nx, K, E) for the K-reductions.

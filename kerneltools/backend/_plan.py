@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._ir import Node, canonical_text, index, topo_order, var
-from ._reductions import REDUCTIONS, Reduction
+from .reductions import REDUCTIONS, Reduction
 
 __all__ = ["Plan", "make_plan"]
 

@@ -1,0 +1,78 @@
+"""The reduction methods of ``LazyTensor`` (NumPy and torch), made from the registry.
+
+Each method name of :data:`kerneltools.backend.reductions.REDUCTIONS`
+(``Reduction.methods``) becomes one method. Its signature follows from the
+reductions that share the name:
+
+* a K-reduction: ``m(K, axis=None, dim=None, backend=None, **options)``;
+* only a 2-formula one: ``m(weight, axis=None, ...)`` (the weight is needed);
+* a 1- and a 2-formula one: ``m(axis=None, dim=None, weight=None, ...)``,
+  ``weight=`` choosing the second;
+* with a ``feature_op``: ``m(axis=-1, ...)``, where ``axis=-1`` applies that
+  operation over the features instead (``sum(-1)``);
+* otherwise ``m(axis=None, dim=None, backend=None, **options)``.
+
+The methods call ``self._reduce(name, axis, weight=, K=, backend=, **options)``
+and ``self._apply(op)``, which both LazyTensor classes provide.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ._lazy_args import alias, is_int
+from .backend.reductions import Reduction, method_variants
+
+__all__ = ["reduction_methods"]
+
+
+def reduction_methods() -> dict[str, Callable]:
+    """{method name: function} for every method name of the registry."""
+    return {m: _method(m, variants) for m, variants in method_variants().items()}
+
+
+def _method(method: str, variants: dict[int, Reduction]) -> Callable:
+    one, two = variants.get(1), variants.get(2)
+    red = one or two
+    if red.uses_k:
+        def fn(self, K, axis=None, dim=None, backend=None, **options):
+            return self._reduce(red.name, alias(axis, dim), K=K, backend=backend,
+                                **options)
+    elif one is None:
+        def fn(self, weight, axis=None, dim=None, backend=None, **options):
+            return self._reduce(two.name, alias(axis, dim), weight=weight,
+                                backend=backend, **options)
+    elif two is not None:
+        def fn(self, axis=None, dim=None, weight=None, backend=None, **options):
+            name = one.name if weight is None else two.name
+            return self._reduce(name, alias(axis, dim), weight=weight, backend=backend,
+                                **options)
+    elif one.feature_op is not None:
+        def fn(self, axis=-1, dim=None, backend=None, **options):
+            axis = alias(axis, dim)
+            if is_int(axis) and int(axis) in (-1, 2):
+                return self._apply(one.feature_op)
+            return self._reduce(one.name, axis, backend=backend, **options)
+    else:
+        def fn(self, axis=None, dim=None, backend=None, **options):
+            return self._reduce(one.name, alias(axis, dim), backend=backend, **options)
+    fn.__name__ = method
+    fn.__doc__ = _doc(one, two)
+    return fn
+
+
+def _doc(one: Reduction | None, two: Reduction | None) -> str:
+    red = one or two
+    lines = [f"``{red.doc}``, reduced over i (``axis=0``) or j (``axis=1``)."]
+    if one is not None and one.feature_op is not None:
+        lines[0] = (f"``{one.doc}`` over j (``axis=1``) or i (``axis=0``); "
+                    f"``axis=-1``: over the features, symbolically.")
+    if one is not None and two is not None:
+        lines.append(f"With ``weight``: ``{two.doc}``.")
+    if red.uses_k:
+        lines.append("Outputs (N, K, E), or (N, K) for a scalar formula.")
+    if any(red.int_outputs):
+        lines.append("Indices are int64; the first one on ties.")
+    lines.append(f"The {' / '.join(r.name for r in (one, two) if r)} reduction of "
+                 "``kerneltools.backend.reductions``.")
+    return "\n\n".join(lines)

@@ -1,0 +1,144 @@
+"""The K smallest values and their indices: ``Kmin``, ``argKmin``, both in one pass.
+
+One monoid serves the three: per component, a sorted list of K (value,
+index) pairs; empty slots (index -1) rank after every value, NaN included
+(NaN sorts last, as in ``numpy.sort``); equal values keep index order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _ops
+from .._ir import index
+from ._spec import TEMPLATES, dim0, register
+
+
+def _kmin_init(n, dims, K):
+    return np.full((n, K, dims[0]), np.inf), np.full((n, K, dims[0]), -1, dtype=np.int64)
+
+
+def _kmin_tile(v, j0, K):
+    v = v[0].astype(np.float64)
+    idx = np.broadcast_to(np.arange(j0, j0 + v.shape[1])[None, :, None], v.shape)
+    return _kmin_keep(v, idx, K)
+
+
+def _kmin_keep(v, idx, K):
+    # Stable sort on (placeholder, value): the identity's (inf, -1) entries come
+    # after every real value, NaN included (NaN sorts last, as in numpy.sort);
+    # on ties the smaller index (earlier in j) comes first.
+    order = np.lexsort((v, idx < 0), axis=1)[:, :K]
+    return np.take_along_axis(v, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+def _kmin_merge(a, b):
+    K = a[0].shape[1]
+    return _kmin_keep(
+        np.concatenate([a[0], b[0]], axis=1), np.concatenate([a[1], b[1]], axis=1), K
+    )
+
+
+def _kmin_surrogate(F, W, outs, gin):
+    if F.dim != 1:
+        raise NotImplementedError("gradients of KMin need a scalar formula")
+    hit = _ops.make("Equal", index("j"), outs[-1])
+    return _ops.make("Mul", F, _ops.make("SumFeat", _ops.make("Mul", gin, hit)))
+
+
+def _state_of_block(outs, j0, K):
+    """The state from a block's KMin_ArgKMin (a block of fewer than K points:
+    its empty slots come last)."""
+    val, idx = outs
+    val = val.astype(np.float64)
+    idx = np.where(idx >= 0, idx + j0, -1)
+    if val.shape[1] < K:
+        pad = K - val.shape[1]
+        val = np.concatenate([val, np.full(val.shape[:1] + (pad,) + val.shape[2:], np.inf)], 1)
+        idx = np.concatenate([idx, np.full(idx.shape[:1] + (pad,) + idx.shape[2:], -1)], 1)
+    return val, idx
+
+
+_C = dict(
+    state="real_t kv[$E][$K]; int64_t ki[$E][$K];",
+    init=(
+        "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }"
+    ),
+    tile=(
+        "for (int e = 0; e < $E; e++) {\n"
+        "  const real_t *b = buf0 + e * TJ;\n"
+        "  for (int64_t jc = 0; jc < nj; jc += 16) {\n"
+        "    const int64_t je = jc + 16 < nj ? jc + 16 : nj;\n"
+        "    /* threshold test, vectorised over 16 candidates: most chunks hold\n"
+        "       nothing below the current K-th value and are skipped whole */\n"
+        "    if (S->ki[e][$K - 1] >= 0) {\n"
+        "      const real_t thr = S->kv[e][$K - 1];\n"
+        "      int any = 0;\n"
+        "      #pragma omp simd reduction(|:any)\n"
+        "      for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);\n"
+        "      if (!any) continue;\n"
+        "    }\n"
+        "    for (int64_t jj = jc; jj < je; jj++) {\n"
+        "      const real_t v = b[jj];\n"
+        "      if (S->ki[e][$K - 1] >= 0 && !KT_LT(v, S->kv[e][$K - 1])) continue;\n"
+        "      /* insertion into the sorted list; equal values keep index order */\n"
+        "      int p = $K - 1;\n"
+        "      while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {\n"
+        "        S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
+        "      }\n"
+        "      S->kv[e][p] = v; S->ki[e][p] = j0 + jj;\n"
+        "    }\n"
+        "  }\n"
+        "}"
+    ),
+    # Block-sparse: the caller's index (jmap); the fold keeps the K-th (value,
+    # index) in registers and visits only the candidates that a vectorised
+    # test lets through (with few candidates per row, that test is most of
+    # the work); for a scalar formula the test rides along the loop that
+    # computes the tile, and most tiles end there.
+    ranges_tile=(TEMPLATES / "ranges_kmin_fold.h").read_text().rstrip("\n"),
+    ranges_scalar_tile=(TEMPLATES / "ranges_kmin_tile.h").read_text().rstrip("\n"),
+)
+_C_VAL = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = S->kv[e][k];"
+_C_ARG = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = S->ki[e][k];"
+
+_CUDA = dict(
+    state="real_t ${S}kv[$E][$K]; long long ${S}ki[$E][$K];",
+    init="KT_FOR(e, $E) KT_FOR(k, $K) { ${S}kv[e][k] = INFINITY; ${S}ki[e][k] = -1; }",
+    # A sorted list in registers: the candidate replaces the last entry and
+    # moves up by compare-and-swap (unrolled: constant indices); empty slots
+    # (index -1) rank after everything; equal values keep index order.
+    update=(
+        "KT_FOR(e, $E) {\n"
+        "  const real_t v = ${S}v0[e];\n"
+        "  if (${S}ki[e][$K - 1] < 0 || KT_LT(v, ${S}kv[e][$K - 1])) {\n"
+        "    ${S}kv[e][$K - 1] = v; ${S}ki[e][$K - 1] = j;\n"
+        "    _Pragma(\"unroll\") for (int k = $K - 1; k > 0; k--) {\n"
+        "      if (${S}ki[e][k - 1] < 0 || KT_LT(${S}kv[e][k], ${S}kv[e][k - 1])) {\n"
+        "        const real_t tv = ${S}kv[e][k]; ${S}kv[e][k] = ${S}kv[e][k - 1]; ${S}kv[e][k - 1] = tv;\n"
+        "        const long long ti = ${S}ki[e][k]; ${S}ki[e][k] = ${S}ki[e][k - 1]; ${S}ki[e][k - 1] = ti;\n"
+        "      }\n"
+        "    }\n"
+        "  }\n"
+        "}"
+    ),
+)
+_CU_VAL = "KT_FOR(k, $K) KT_FOR(e, $E) outf[(i * $K + k) * $E + e] = ${S}kv[e][k];"
+_CU_ARG = "KT_FOR(k, $K) KT_FOR(e, $E) outi[(i * $K + k) * $E + e] = ${S}ki[e][k];"
+
+for _name, _method, _fin, _ints, _sur, _c_final, _cu_final in (
+    ("KMin", "Kmin", lambda s, K: (s[0],), (False,), _kmin_surrogate, _C_VAL, _CU_VAL),
+    ("ArgKMin", "argKmin", lambda s, K: (s[1],), (True,), None, _C_ARG, _CU_ARG),
+    ("KMin_ArgKMin", "Kmin_argKmin", lambda s, K: (s[0], s[1]), (False, True),
+     _kmin_surrogate, _C_VAL + "\n" + _C_ARG, _CU_VAL + "\n" + _CU_ARG),
+):
+    register(
+        name=_name, doc="the K smallest values of F_ij over j, in increasing order",
+        methods=(_method,), n_formulas=1, out_dim=dim0, int_outputs=_ints, uses_k=True,
+        init=_kmin_init, tile=_kmin_tile, merge=_kmin_merge, finalize=_fin,
+        c=dict(_C, final=_c_final), cuda=dict(_CUDA, final=_cu_final),
+        surrogate=_sur,
+        # the gradient selects the arg-indices: run the pair forward
+        grad_forward="KMin_ArgKMin" if _name == "KMin" else None,
+        smooth=False, block=(("KMin_ArgKMin", False),), state_of_block=_state_of_block,
+    )
