@@ -288,8 +288,12 @@ def _unwrapped(est, name):
     return inspect.unwrap(getattr(type(est), name))
 
 
-def _call_rows(name, est, block, args, kwargs):
-    out = _unwrapped(est, name)(est, block, *args, **kwargs)
+def _call_rows(name, est, block, args, kwargs, config):
+    from .config import config_context
+
+    # in the caller's configuration: the task runs in another thread or process
+    with config_context(**config):
+        out = _unwrapped(est, name)(est, block, *args, **kwargs)
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
@@ -318,8 +322,12 @@ def map_rows(est, name, X, args=(), kwargs=None):
     tag = f"{next(_names)}-{name}"
     shared, layer = _shared(est)
     rows = f"kt-rows-{tag}"
+    from .config import get_config
+
+    config = get_config()
     for a in range(len(X.chunks[0])):
-        layer[(rows, a)] = (_call_rows, name, shared, (X.name, a, 0), args, kwargs)
+        layer[(rows, a)] = (_call_rows, name, shared, (X.name, a, 0), args, kwargs,
+                            config)
     outs = []
     for k, p in enumerate(probes):
         p = np.asarray(p)

@@ -276,6 +276,25 @@ def test_dask_workers_use_the_callers_context(ran):
     ran_only(ran)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_estimator_methods_mapped_over_dask_rows_use_the_callers_context(
+        ran, small_thresholds):
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    X, y = data()
+    Xd = da.from_array(X, chunks=20)
+    kr = KernelRidge(kernel="rbf", solver="cg", n_components=10,
+                     backend="numpy").fit(X, y)
+    knn = KNeighborsRegressor(n_neighbors=3, backend="numpy").fit(X, y)
+    ran.clear()
+    kr.backend = knn.backend = None
+    with dask.config.set(scheduler="threads"), kt.config_context(backend="numpy"):
+        kr.predict(Xd).compute()
+        knn.predict(Xd).compute()
+    ran_only(ran)
+
+
 # -- the configuration itself --------------------------------------------------
 def test_config_context_sets_and_restores():
     assert kt.get_config() == {"backend": None}
