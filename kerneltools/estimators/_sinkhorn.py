@@ -46,6 +46,8 @@ __all__ = [
 LOG_ZERO = -100000.0
 
 
+# -- the problem (checked and built by _transport_inputs.check_problem) ---------
+
 
 def _compute(*arrays):
     """Dask arrays among ``arrays`` computed in one pass; the rest as they are."""
@@ -54,7 +56,6 @@ def _compute(*arrays):
 
         return dask.compute(*arrays)
     return arrays
-
 
 
 class Problem(NamedTuple):

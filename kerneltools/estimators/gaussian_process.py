@@ -308,6 +308,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self.solver_ == "cholesky":
             K = self.kernel_(self.X_train_)
             K[np.diag_indices_from(K)] += self._alpha
+            # No jitter (not linalg.robust_cholesky), as in scikit-learn:
+            # alpha is the jitter, and the error says to raise it.
             try:
                 self._L = scipy.linalg.cholesky(K, lower=True, check_finite=False)
             except np.linalg.LinAlgError as exc:
