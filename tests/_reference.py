@@ -151,6 +151,7 @@ def _argkmin(V, K):
 
 REDUCTION_REFERENCE = {
     "Sum": lambda V, W, K: (V.sum(axis=1),),
+    "SumSquares": lambda V, W, K: ((V * V).sum(axis=1),),
     "LogSumExp": lambda V, W, K: (scipy.special.logsumexp(V, axis=1),),
     "LogSumExpWeight": lambda V, W, K: (
         scipy.special.logsumexp(np.broadcast_to(V, W.shape), b=W, axis=1),
@@ -170,6 +171,7 @@ REDUCTION_REFERENCE = {
 #: The LazyTensor method of each reduction.
 REDUCTION_METHOD = {
     "Sum": "sum",
+    "SumSquares": "sumsquares",
     "LogSumExp": "logsumexp",
     "LogSumExpWeight": "logsumexp",
     "SumSoftMaxWeight": "sumsoftmaxweight",
@@ -188,4 +190,5 @@ REDUCTION_METHOD = {
 #: of its terms (the other reductions: the largest |F| reduced, by default).
 REDUCTION_ERROR_SCALE = {
     "Sum": lambda V: np.abs(V).sum(axis=1),
+    "SumSquares": lambda V: (V * V).sum(axis=1),
 }

@@ -161,7 +161,7 @@ REDUCTIONS = [
     ("Sum", {}), ("LogSumExp", {}), ("Min", {}), ("Max", {}), ("ArgMin", {}), ("ArgMax", {}),
     ("Min_ArgMin", {}), ("Max_ArgMax", {}), ("KMin", {"K": 4}), ("ArgKMin", {"K": 4}),
     ("KMin_ArgKMin", {"K": 1}), ("LogSumExpWeight", {"w": True}),
-    ("SumSoftMaxWeight", {"w": True}),
+    ("SumSoftMaxWeight", {"w": True}), ("SumSquares", {}),
 ]
 
 

@@ -61,6 +61,7 @@ def _cases(axis, be):
     kw = dict(axis=axis, backend=be)
     return {
         "sum": lambda F, w: ((-F).exp() * w).sum(**kw),
+        "sumsquares": lambda F, w: ((-F).exp() * w).sumsquares(**kw),
         "lse": lambda F, w: (-4 * F).logsumexp(**kw),
         "lse_weight": lambda F, w: (-4 * F).logsumexp(weight=w.abs() + 0.1, **kw),
         "lse_signed_weight": lambda F, w: (-4 * F).logsumexp(weight=w.elem(0) + 2.0, **kw),

@@ -346,6 +346,7 @@ def test_results_do_not_depend_on_tile_sizes(name, axis, data, ti, tj):
 # ---------------------------------------------------------------------------
 VJP_CASES = [
     ("Sum", False),
+    ("SumSquares", False),
     ("LogSumExp", False),
     ("LogSumExp", True),
     ("SumSoftMaxWeight", True),

@@ -104,8 +104,12 @@ def _kmin(x, y, b, s):
     return (Vi(x).sqdist(Vj(y)) * Pm(s)).Kmin(2, axis=1)
 
 
+def _sumsquares(x, y, b, s):
+    return ((-Vi(x).sqdist(Vj(y)) * Pm(s)).exp() * Vj(b)).sumsquares(axis=1)
+
+
 @pytest.mark.parametrize("fn", [_gauss_sum, _lse_axis1, _lse_axis0, _softmax_weight,
-                                _cauchy_with_parameter, _kmin],
+                                _cauchy_with_parameter, _kmin, _sumsquares],
                          ids=lambda f: f.__name__.strip("_"))
 def test_gradcheck_and_gradgradcheck(fn, device):
     inputs = _data(device, n=7, m=5)
