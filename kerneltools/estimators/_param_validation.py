@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The names every estimator's ``backend`` accepts (with None, the configured
+# default): the engine's own list, public as kerneltools.config.BACKEND_NAMES.
 from ..config import BACKEND_NAMES
 
 __all__ = [
@@ -51,10 +53,6 @@ __all__ = [
     "validate_arguments",
     "validate_params",
 ]
-
-#: BACKEND_NAMES (imported above): the backend names every estimator's
-#: ``backend`` accepts (with None, the configured default), the reductions'
-#: own list (``tests/test_param_validation.py`` checks that they agree).
 
 
 class InvalidParameterError(ValueError, TypeError):
