@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from ._dask import is_dask_array
+from .backend._dask import is_dask_array
 from .lazy import LazyTensor, Vi, Vj
 
 __all__ = ["Kernel"]

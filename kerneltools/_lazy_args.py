@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from ._dask import is_dask_array
+from .backend._dask import is_dask_array
 from .backend._cuda_backend import is_cupy_array
 from .backend._ir import topo_order
 

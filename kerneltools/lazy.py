@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._dask import check_dask_array, is_dask_array
+from .backend._dask import check_dask_array, is_dask_array
 from ._lazy_args import check_axis as _check_axis
 from ._lazy_args import check_finite_data, is_int, solve_alpha
 from ._lazy_args import int_arg as _int_arg
@@ -55,13 +55,13 @@ class _Binding:
 
 
 class _DaskPlan:
-    """A reduction over Dask arrays, validated; run lazily by :mod:`._dask`."""
+    """A reduction over Dask arrays, validated; run lazily by :mod:`.backend._dask`."""
 
     def __init__(self, formulas, bindings, ni, nj, reduction, axis, K, dtype):
         self.args = (formulas, bindings, ni, nj, reduction, axis, K, dtype)
 
     def reduce(self, backend, options):
-        from ._dask import reduce_lazy
+        from .backend._dask import reduce_lazy
 
         formulas, bindings, ni, nj, reduction, axis, K, dtype = self.args
         return reduce_lazy(formulas, bindings, ni, nj, reduction, axis, K, dtype,

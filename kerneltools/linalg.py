@@ -20,7 +20,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 
-from ._dask import Rows, is_dask_array, to_numpy
+from .dask import Rows, is_dask_array, to_numpy
 from .backend._cg import conjugate_gradient as _cg
 from .kernels import Kernel, make_kernel
 from .lazy import LazyTensor, Vi

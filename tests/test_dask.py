@@ -20,7 +20,7 @@ distributed = pytest.importorskip("distributed", reason="Dask is the optional 'd
 import dask  # noqa: E402
 
 import kerneltools as kt  # noqa: E402
-from kerneltools._dask import SPLIT_EVERY, is_dask_array  # noqa: E402
+from kerneltools.backend._dask import SPLIT_EVERY, is_dask_array  # noqa: E402
 from kerneltools.estimators import (  # noqa: E402
     KernelRidge,
     KNeighborsClassifier,
@@ -112,7 +112,7 @@ def _check_same(got, ref, rtol):
 def test_reductions_equal_in_memory(client, axis, case, monkeypatch):
     """Every chunking (uneven, one chunk, a merge tree of three levels), on the
     CPU backend, and the NumPy backend on uneven chunks: one graph, one compute."""
-    import kerneltools._dask as kd
+    import kerneltools.backend._dask as kd
 
     monkeypatch.setattr(kd, "SPLIT_EVERY", 2)
     x, y, a, b = _data()
@@ -379,7 +379,7 @@ def test_large_numpy_operand_is_scattered_once(client, monkeypatch):
     broadcast), not inside the graph; the results do not change."""
     import pickle
 
-    import kerneltools._dask as kd
+    import kerneltools.backend._dask as kd
 
     rng = np.random.default_rng(8)
     x = rng.random((2000, 3))

@@ -147,7 +147,7 @@ def test_a_reduction_with_incomplete_forms_fails_at_registration():
 def test_partial_states_merge_to_the_one_pass_result(name):
     """What the Dask layer does, in memory: chunks of the reduced axis give
     partial states (``block`` and ``state_of_block``), folded by ``merge``."""
-    from kerneltools import _dask
+    from kerneltools.backend import _dask
 
     red = REDUCTIONS[name]
     rng = _rng("partial", name)

@@ -19,8 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-import kerneltools as kt
-from kerneltools import LazyTensor, Vi, Vj
+from ..lazy import LazyTensor, Pm, Vi, Vj, maximum
 
 from ._param_validation import Interval
 
@@ -61,7 +60,7 @@ def _max_over_features(v: LazyTensor) -> LazyTensor:
     """The largest component of ``v``, by halving: log2(D) element-wise maxima."""
     while v.dim > 1:
         h = v.dim // 2
-        m = kt.maximum(v[:h], v[h : 2 * h])
+        m = maximum(v[:h], v[h : 2 * h])
         v = m if v.dim % 2 == 0 else m.concat(v[2 * h :])
     return v
 
@@ -74,7 +73,7 @@ def _minkowski(x_i, y_j, params):
     p = float(params["p"])
     terms = (x_i - y_j).abs() ** p  # an integral p is an exact power
     if params.get("w") is not None:
-        terms = kt.Pm(np.asarray(params["w"], dtype=x_i.dtype)) * terms
+        terms = Pm(np.asarray(params["w"], dtype=x_i.dtype)) * terms
     return terms.sum(-1)
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kerneltools import Vi
-from kerneltools import ranges as kr
+from .. import ranges as kr
+from ..lazy import Vi
 
 from ._neighbors_metrics import Metric
 from ._neighbors_search import FormulaSearch

@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 
-from kerneltools import LazyTensor, Vi, Vj
+from ..lazy import LazyTensor, Vi, Vj
 
 from ._neighbors_metrics import Metric, _identity
 

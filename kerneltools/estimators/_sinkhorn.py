@@ -24,8 +24,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from kerneltools import LazyTensor, Vi, Vj
-from kerneltools._dask import is_dask_array, to_numpy
+from ..dask import is_dask_array, to_numpy
+from ..lazy import LazyTensor, Vi, Vj
 
 __all__ = [
     "Potentials",

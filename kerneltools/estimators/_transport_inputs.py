@@ -13,7 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from kerneltools._dask import check_rows, is_dask_array, to_numpy
+from ..dask import check_rows, is_dask_array, to_numpy
 
 from ._param_validation import Interval, Options
 from ._sinkhorn import Problem, epsilon_schedule, max_diameter

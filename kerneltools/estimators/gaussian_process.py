@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend
-from .._dask import rows_method
+from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it
 from ._param_validation import Interval, StrOptions, validate_params

@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend
-from .._dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
+from ..dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (
     KernelOperator,

@@ -32,7 +32,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend
-from .._dask import rows_method
+from ..dask import rows_method
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S

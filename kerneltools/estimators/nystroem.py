@@ -29,10 +29,10 @@ from sklearn.base import (
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import Vi, Vj
 from ..config import check_backend
-from .._dask import rows_method
+from ..dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
+from ..lazy import Vi, Vj
 from ..linalg import select_landmarks
 from ._param_validation import Interval, StrOptions, validate_params
 

@@ -31,11 +31,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from kerneltools import LazyTensor, Vi, Vj
-from kerneltools.exceptions import ConvergenceWarning
-
 from ..config import check_backend
-
+from ..exceptions import ConvergenceWarning
+from ..lazy import LazyTensor, Vi, Vj
 from . import _sinkhorn as sk
 from ._param_validation import Interval, validate_arguments, validate_params
 from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem

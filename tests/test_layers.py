@@ -1,0 +1,131 @@
+"""Layering, from the code's imports (module level and inside functions).
+
+DESIGN.md's layers: the engine (``kerneltools.backend``) imports nothing above
+it; the estimators use the public API only, which this test follows through
+every private module they import (an estimator's private helper may not reach
+a private module outside the estimators either); and no two modules import
+each other, directly or through others.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "kerneltools"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+MODULES = _modules()
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    """The kerneltools modules an ``import from`` names (a package's names
+    that are submodules count as those submodules)."""
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    out = []
+    for alias in node.names:
+        sub = f"{target}.{alias.name}"
+        out.append(sub if sub in MODULES else target)
+    return [t for t in out if t in MODULES]
+
+
+def imports_of(module: str) -> set[str]:
+    """Every kerneltools module ``module`` imports, anywhere in its code."""
+    path = MODULES[module]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            found.update(_resolve(module, path.name == "__init__.py", node))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+    found.discard(module)
+    return found
+
+
+GRAPH = {m: imports_of(m) for m in MODULES}
+
+
+def _is_private(module: str) -> bool:
+    parts = module.split(".")
+    return any(p.startswith("_") for p in parts[1:]) or "backend" in parts
+
+
+def test_the_engine_imports_nothing_above_it():
+    for module, targets in GRAPH.items():
+        if module.startswith("kerneltools.backend"):
+            above = {t for t in targets if not t.startswith("kerneltools.backend")
+                     and t != "kerneltools.exceptions"}
+            assert not above, f"{module} imports {sorted(above)}"
+
+
+def test_estimators_reach_private_modules_only_through_public_ones():
+    """From every estimator module, follow imports of private modules: none
+    may lie outside kerneltools.estimators (public modules are the boundary:
+    what they import is their own business)."""
+    start = [m for m in MODULES if m.startswith("kerneltools.estimators")]
+    seen, stack = set(start), list(start)
+    while stack:
+        module = stack.pop()
+        for target in GRAPH[module]:
+            if target.startswith("kerneltools.estimators"):
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+                continue
+            assert not _is_private(target), (
+                f"{module} imports the private module {target}; estimators use "
+                "the public API (kerneltools, kerneltools.lazy, .kernels, .linalg, "
+                ".ranges, .dask, .exceptions)"
+            )
+            assert target != "kerneltools", (
+                f"{module} imports the package root: import from the public module "
+                "that defines the name (the root imports the estimators lazily)"
+            )
+
+
+def test_no_import_circles():
+    """Depth-first search for a cycle; the package root is left out (it loads
+    the estimators lazily, by name, for ``kerneltools.KernelRidge``)."""
+    graph = {m: {t for t in ts if t != "kerneltools"} for m, ts in GRAPH.items()
+             if m != "kerneltools"}
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                cycle = path[path.index(t):] + [t]
+                raise AssertionError("import circle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_the_import_graph_is_read():
+    """The checks above see real edges (a parser that found none would pass)."""
+    assert "kerneltools.backend._ir" in GRAPH["kerneltools.backend._ops"]
+    assert "kerneltools.lazy" in GRAPH["kerneltools.kernels"]
+    assert any(t.startswith("kerneltools.estimators") for t in GRAPH["kerneltools.estimators"])
