@@ -4,28 +4,11 @@
 #include <tgmath.h>
 #include <stdint.h>
 
-typedef ${real} real_t;
-typedef double acc_t;
-#define PI_R ((real_t)3.141592653589793238462643383279502884)
-#define TJ ${tj}
-#define IB ${ib}
-#define KT_VL ${vl}
-#define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+${preamble}
 /* (a, ja) before (b, jb): by value (NaN last), then by index */
 #define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
 #define KT_PARALLEL_PAIRS 1048576
-${vecmath}
-${kt_exp}
-#define KT_EXP(x) ${exp_fn}(x)
-#define KT_EXP2(x) exp2(x)
-
-typedef struct { ${state} } kt_state;
-
-const char *kt_key(void) { return "${key}"; }
-int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
-/* 0 in a process forked after OpenMP started: its thread pool is gone there. */
-static int kt_parallel = 1;
-void kt_set_parallel(int on) { kt_parallel = on; }
+${c_runtime}
 
 /* i-variables are row-major (n, d), rows in sorted order; j-variables are
  * (d, js), sorted; imap: the caller's index of each sorted output row.

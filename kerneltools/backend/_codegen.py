@@ -1,0 +1,158 @@
+"""The scaffolding that the C and CUDA kernels share around the renderer.
+
+:mod:`._render_c` turns formulas into straight-line statements; a kernel also
+needs its skeleton (``templates/``: one ``string.Template`` file per kernel,
+``cpu_kernel.h``, ``ranges_kernel.h``, ``cuda_kernel.cu``, each opening with
+the common ``kt_preamble.h``: real type, ``PI_R``, ``KT_LT``), the reads of
+its variables, the nodes hoisted out of the pair loop because they depend on
+j only, its array arguments and the reduction's state, init and final code.
+Those pieces are built here, once for both targets; what is left in
+``_cpu_codegen`` and ``_cuda_codegen`` is what really differs: how each
+target tiles the reduced index (packed tiles per block of rows and OpenMP,
+or shared memory per thread block) and the target's own spellings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from string import Template
+
+import numpy as np
+
+from ._ir import topo_order
+from ._plan import Plan
+
+__all__ = ["MAX_COMPONENTS", "TEMPLATES", "template_text", "skeleton", "c_real", "title",
+           "defines", "indent", "red_subs", "red_form", "width", "jonly_nodes",
+           "var_reader", "row_major", "array_args", "unsupported"]
+
+#: The kernels' C text (string.Template slots; .h and .cu, which the package
+#: data ships).
+TEMPLATES = Path(__file__).parent / "templates"
+
+#: Most scalar temporaries a formula may render to before a plan is declined:
+#: scalar rendering of huge dimensions would compile for minutes.
+MAX_COMPONENTS = 20000
+
+
+def template_text(name: str) -> str:
+    """A template file's text, without its final newline."""
+    return (TEMPLATES / name).read_text().removesuffix("\n")
+
+
+#: Included by every skeleton; ``${defines}``: the target's constants.
+_PREAMBLE = template_text("kt_preamble.h")
+#: Included by the two C skeletons: exp, the state struct, the entry points.
+_C_RUNTIME = template_text("kt_c_runtime.h")
+
+
+def skeleton(name: str) -> Template:
+    """The kernel skeleton ``templates/<name>``, its ``${preamble}`` (and, in
+    the C kernels, ``${c_runtime}``) replaced by the shared files: one
+    Template, whose slots are the skeleton's and theirs."""
+    text = (TEMPLATES / name).read_text()
+    text = text.replace("${preamble}", _PREAMBLE).replace("${c_runtime}", _C_RUNTIME)
+    return Template(text)
+
+
+def c_real(plan: Plan) -> str:
+    """The C type of the plan's reals (float32 and float64 only)."""
+    return "float" if plan.dtype == np.float32 else "double"
+
+
+def title(plan: Plan) -> str:
+    """The generated source's first line: reduction, type, arguments."""
+    args = ", ".join(f"{c}{k}[{d}]" for k, (c, d) in enumerate(zip(plan.arg_cats,
+                                                                    plan.arg_dims)))
+    return f"{plan.red.name}, {c_real(plan)}, {args}"
+
+
+def defines(**values) -> str:
+    """``#define NAME value`` lines, in the order given."""
+    return "\n".join(f"#define {name} {value}" for name, value in values.items())
+
+
+def indent(code: str, n: int) -> str:
+    pad = " " * n
+    return "\n".join(pad + line if line else line for line in code.splitlines())
+
+
+def red_subs(formulas, K: int) -> dict:
+    """The slots of a reduction's C and CUDA forms: output dims and K."""
+    return {"E": formulas[0].dim, "E1": formulas[-1].dim, "K": K}
+
+
+def red_form(form: dict, part: str, subs: dict, **extra) -> str:
+    """One part (state, init, final, ...) of a reduction's C or CUDA form,
+    its slots filled (``extra``: more slots, e.g. CUDA's row prefix ``S``;
+    slots not given are left as they are)."""
+    return Template(form.get(part, "")).safe_substitute(subs, **extra)
+
+
+def width(plan: Plan) -> int:
+    """Scalar temporaries of the plan's formulas: the relative cost of a pair."""
+    return sum(n.dim for n in topo_order(list(plan.formulas)))
+
+
+def jonly_nodes(formulas, levels: dict) -> list:
+    """Nodes that depend on j only (variables and the index aside) and feed
+    the pair level or an output: computed once per reduced point, not once
+    per pair. In the order of ``levels`` (a topological order)."""
+    parents: dict = {}
+    for n in levels:
+        for c in n.children:
+            parents.setdefault(c, []).append(n)
+    return [
+        n for n, lv in levels.items()
+        if lv == "j" and n.op not in ("Var", "Index", "Int", "Pi")
+        and (n in formulas or any(levels.get(p) == "ij" for p in parents.get(n, ())))
+    ]
+
+
+def row_major(index: str):
+    """Reads of row ``index`` of a row-major (n, d) array ``a<k>``."""
+    return lambda node, c: f"a{node.attrs[1]}[{index} * {node.dim} + {c}]"
+
+
+def var_reader(i_read, j_read):
+    """``var_expr(node, component)`` for the renderer: i-variables through
+    ``i_read``, j-variables through ``j_read``, parameters as ``a<k>[c]``."""
+    def var_expr(node, c: int) -> str:
+        cat = node.attrs[0]
+        if cat == "i":
+            return i_read(node, c)
+        if cat == "j":
+            return j_read(node, c)
+        return f"a{node.attrs[1]}[{c}]"
+    return var_expr
+
+
+def array_args(plan: Plan, int_type: str) -> list[tuple[str, str]]:
+    """(C type, name) of the kernel's arrays in call order: the variables
+    ``a<k>``, then the float outputs ``outf`` and the index outputs ``outi``
+    (the outputs present)."""
+    ints = plan.red.int_outputs
+    arrays = [("const real_t", f"a{k}") for k in range(len(plan.arg_cats))]
+    if not all(ints):
+        arrays.append(("real_t", "outf"))
+    if any(ints):
+        arrays.append((int_type, "outi"))
+    return arrays
+
+
+def unsupported(plan: Plan, backend: str, language: str, form) -> str | None:
+    """The eligibility rules that the C and CUDA backends share: why
+    ``backend`` cannot run ``plan`` (None: it can)."""
+    # Only float32 and float64 have a real type here.
+    if plan.dtype not in (np.float32, np.float64):
+        return (f"no {language} type for {np.dtype(plan.dtype).name} "
+                "(float32 and float64 only)")
+    # Every reduction needs its form in the target's language.
+    if form is None:
+        return f"the {plan.reduction} reduction has no {language} form"
+    # Scalar rendering of huge dimensions would compile for minutes.
+    w = width(plan)
+    if w > MAX_COMPONENTS:
+        return (f"too wide for the {backend} backend: {w} scalar temporaries "
+                f"> limit {MAX_COMPONENTS}")
+    return None

@@ -1,0 +1,307 @@
+"""C code generation for the CPU backend (C + OpenMP).
+
+A plan becomes one C function ``kt_kernel(r0, r1, ny, args, outs)``: the
+formula, rendered as straight-line scalar statements by :mod:`._render_c`, is
+wrapped in ``templates/cpu_kernel.h`` (one ``string.Template``; the
+block-sparse variant: ``templates/ranges_kernel.h``), with the scaffolding
+that both targets share from :mod:`._codegen`. OpenMP splits the output rows,
+in blocks of ``IB``, between threads; the reduced index is walked in tiles of
+``TJ`` points, packed structure-of-arrays by tile so that the inner loop
+``#pragma omp simd`` vectorises across j with contiguous loads. Per tile,
+values that depend on j only are computed once for the block's rows, and large
+dot products (and squared distances) between an i- and a j-variable come from
+a register-blocked matrix-product micro-kernel. Sum accumulates inside the
+vectorised loop in ``real_t`` per tile and in double across tiles (block-wise
+summation: a float32 sum of 10^6 terms keeps a relative error near 1e-7).
+Every other reduction writes the tile's values to a small buffer and folds it
+with the C form of its monoid (``Reduction.c``). ``exp`` is an inline
+polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+import numpy as np
+
+from . import _ops
+from ._codegen import (
+    array_args, c_real, defines, indent, jonly_nodes, red_form, red_subs, row_major,
+    skeleton, template_text, title, var_reader,
+)
+from ._compiler import VECMATH_DECL
+from ._ir import intcst, topo_order
+from ._ops import make, substitute
+from ._plan import Plan
+from ._render_c import node_levels, render_formulas
+
+__all__ = ["generate_source", "tile_size", "block_rows", "dot_products", "IB",
+           "DOT_MIN_DIM"]
+
+#: The vectorisable exp shared by the C kernels (see the file's comment):
+#: vector library exps fall back to slow scalar code when an argument
+#: underflows, which Gaussian kernels with a small bandwidth do on most pairs.
+_KT_EXP_H = template_text("kt_exp.h") + "\n"
+
+#: Dot products and squared distances of at least this dimension between an
+#: i-variable and a j-variable are computed by a register-blocked
+#: matrix-product micro-kernel (IB rows x VL columns per step) instead of
+#: pair by pair; the squared distance then takes the expanded form
+#: |x|^2 + |y|^2 - 2 <x, y>, clamped at 0, as BLAS-based codes do.
+DOT_MIN_DIM = 16
+
+#: Output rows per block: the j-tiles are reused from cache by IB rows.
+IB = 8
+
+_SKELETON = skeleton("cpu_kernel.h")
+
+#: The block-sparse variant (``ranges=``): data sorted so that blocks and
+#: intervals are contiguous; ``blk`` holds, per output block, its rows
+#: ``[r0, r1)`` and its intervals ``red[v0:v1]`` of the reduced index; one
+#: call for every block, OpenMP over blocks (dynamic: their work differs).
+#: j-variables are structure-of-arrays over the whole axis (component c of
+#: point j at ``c * js + j``), so that an interval may start anywhere;
+#: ``jmap`` gives each reduced position's index in the caller's order, which
+#: the arg-reductions record and break ties by (as the dense kernel, whose
+#: order is the caller's).
+_RANGES_SKELETON = skeleton("ranges_kernel.h")
+
+#: The vectorised loop over a tile's points (``bound``: nj, or njv in the
+#: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
+_TILE_LOOP = Template(
+    r"""#pragma omp simd${clauses}
+for (int64_t jj = 0; jj < ${bound}; jj++) {
+  const int64_t j = j0 + jj;
+${code}
+${writes}
+}"""
+)
+
+
+def _tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
+    return _TILE_LOOP.substitute(bound=bound, code=code, writes="\n".join(writes),
+                                 clauses=clauses)
+
+
+_DOT_KERNEL = Template(
+    r"""/* <x_i, y_j> for the block's rows and the tile: IB x 2 VL accumulators
+   (two vectors per row, so that each broadcast x feeds two FMAs). yq holds y
+   in chunks of VL points, each chunk d x VL contiguous. */
+for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
+  real_t acc[IB][2 * VL];
+  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
+  const real_t *y0 = yq${q} + (j0 + jc) * ${d};
+  const real_t *y1 = y0 + ${d} * VL;
+  for (int c = 0; c < ${d}; c++) {
+    for (int r = 0; r < IB; r++) {
+      const real_t xv = xs${q}[r * ${d} + c];
+      #pragma omp simd
+      for (int l = 0; l < VL; l++) {
+        acc[r][l] += xv * y0[c * VL + l];
+        acc[r][VL + l] += xv * y1[c * VL + l];
+      }
+    }
+  }
+  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
+}"""
+)
+
+
+def _rewrite_dots(formulas, smooth: bool = True):
+    """Find large dot products and squared distances between an i- and a j-variable.
+
+    Returns the formulas (squared distances rewritten in expanded form where
+    the reduction is ``smooth`` in F: the expanded form's rounding error,
+    eps |x|^2 as with BLAS-based codes, blurs F slightly; Min, Max and K-min
+    keep the direct form, their outputs depending on the exact order of
+    nearby distances) and the list of dot-product nodes
+    ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
+    """
+    def is_pair(a, b):
+        return (a.op == "Var" and b.op == "Var" and a.cat == "i" and b.cat == "j"
+                and a.dim == b.dim and a.dim >= DOT_MIN_DIM)
+
+    mapping = {}
+    for node in topo_order(list(formulas)):
+        if node.op != "SumFeat" or not smooth:
+            continue
+        (inner,) = node.children
+        if inner.op == "Square" and inner.children[0].op == "Sub":
+            a, b = inner.children[0].children
+            if is_pair(b, a):
+                a, b = b, a
+            if is_pair(a, b):
+                dot = make("SumFeat", make("Mul", a, b))
+                norms = make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b))
+                expanded = make("ReLU", make("Sub", norms, make("Mul", intcst(2), dot)))
+                # An infinite norm gives inf - inf = NaN above: use the norms'
+                # sum there (inf, or NaN where the direct form is NaN too).
+                # (norms - floor(norms) is NaN exactly when norms is inf or NaN.)
+                frac = make("Sub", norms, make("Floor", norms))
+                finite = make("Sub", make("Equal", frac, frac), intcst(1))
+                mapping[node] = make("IfElse", finite, expanded, norms)
+    if mapping:
+        formulas = substitute(list(formulas), mapping)
+    dots = []
+    for node in topo_order(list(formulas)):
+        if node.op == "SumFeat" and node.children[0].op == "Mul":
+            a, b = node.children[0].children
+            if is_pair(b, a):
+                a, b = b, a
+            if is_pair(a, b):
+                dots.append((node, a, b))
+    return list(formulas), dots
+
+
+def tile_size(plan: Plan) -> int:
+    """Reduced-index tile: at most 512, so that buffers stay near 64 KB and the
+    packed j-variables of a tile near 256 KB."""
+    itemsize = np.dtype(plan.dtype).itemsize
+    width = sum(f.dim for f in plan.formulas) + 2 * IB
+    jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
+    tj = 512
+    while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
+        tj //= 2
+    return tj
+
+
+def block_rows(plan: Plan) -> int:
+    """Rows per block: IB, or 1 when the per-row states are large (K-reductions)."""
+    if plan.red.uses_k and plan.K * plan.formulas[0].dim > 256:
+        return 1
+    return IB
+
+
+def dot_products(plan: Plan) -> tuple:
+    """Positions of the j-arguments whose dot products with an i-variable the
+    micro-kernel computes (the run packs them once more, by chunks)."""
+    return tuple(y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.red.smooth)[1])
+
+
+def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
+                    ranges: bool = False) -> str:
+    """The C source of ``plan``'s kernel (deterministic: golden-tested).
+
+    ``key`` is what ``kt_key()`` returns (default: the plan's key); the cache
+    stores the kernel key there and checks it when loading. ``ranges``: the
+    block-sparse variant (``_RANGES_SKELETON``), which reads the j-variables
+    pair by pair (no matrix-product micro-kernel: it is meant for low
+    dimension).
+    """
+    # the block-sparse kernel's loops run over whole vectors (njv: nj rounded
+    # up; the j-variables are padded), whose values past nj are never read
+    # (sums: masked out): no scalar remainder loop on short intervals
+    bound = "njv" if ranges else "nj"
+    if ranges:
+        formulas, dots = list(plan.formulas), []
+    else:
+        formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
+    var_expr = var_reader(row_major("i"), lambda n, c: (
+        f"y{n.attrs[1]}[{c} * {'js' if ranges else 'TJ'} + jj]"))
+    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    block_setup, tile_setup = _dot_setup(plan, dots, ranges)
+    # j-only nodes (other than variables and the index) are computed once per
+    # tile into buffers jb*, shared by the block's rows.
+    jonly = jonly_nodes(formulas, node_levels(formulas, given))
+    p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup)
+    jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
+    r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
+    tile, state, init, final = _reduction_code(plan, formulas, r, bound, ranges, block_setup)
+    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
+    # i-level values are recomputed per tile (cheap loads, mostly); the j-level
+    # statements left in the inner loop are the variables' loads.
+    deeper = 2 if ranges else 0  # the block-sparse loops nest two levels deeper
+    return (_RANGES_SKELETON if ranges else _SKELETON).substitute(
+        title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
+        defines=(defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=vl) if ranges
+                 else defines(TJ=tile_size(plan), IB=block_rows(plan), VL=vl)),
+        n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
+        exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        vecmath=VECMATH_DECL if vector_math else "",
+        pointers="\n".join(_pointers(plan, dots)),
+        p_code="\n".join(x for x in (r.code("p", "  "), p_jonly) if x),
+        init=indent(init, 6 + deeper),
+        block_setup=indent("\n".join(block_setup), 4 + deeper),
+        tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),
+        i_code=r.code("i", " " * (8 + 2 * deeper)),
+        tile=indent(tile, 8 + 2 * deeper),
+        final=indent(final, 6 + deeper),
+    )
+
+
+def _pointers(plan: Plan, dots) -> list[str]:
+    """The kernel's arrays from ``args`` and ``outs``: the variables, the
+    outputs, then the dot products' chunk-packed j-variables ``yq<q>``."""
+    nargs = len(plan.arg_cats)
+    arrays = array_args(plan, "int64_t")
+    ins = arrays[:nargs] + [("const real_t", f"yq{q}") for q in range(len(dots))]
+    lines = [f"  {t} *restrict {n} = ({t} *)args[{k}];" for k, (t, n) in enumerate(ins)]
+    lines[nargs:nargs] = [f"  {t} *restrict {n} = ({t} *)outs[{k}];"
+                          for k, (t, n) in enumerate(arrays[nargs:])]
+    return lines
+
+
+def _dot_setup(plan: Plan, dots, ranges: bool):
+    """(block setup, tile setup) lines: the j-variables' tile pointers and the
+    dot products' micro-kernel (x rows copied per block, products per tile)."""
+    block_setup, tile_setup = [], []
+    for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
+        if cat == "j":
+            offset = "j0" if ranges else f"j0 * {d}"
+            tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
+    for q, (node, x, y) in enumerate(dots):
+        d, kx = x.dim, x.attrs[1]
+        block_setup += [
+            f"real_t xs{q}[IB * {d}];",
+            f"for (int r = 0; r < IB; r++) for (int c = 0; c < {d}; c++)",
+            f"  xs{q}[r * {d} + c] = r < ni ? a{kx}[(i0 + r) * {d} + c] : (real_t)0;",
+            f"real_t dq{q}[IB * TJ];",
+        ]
+        tile_setup.append(_DOT_KERNEL.substitute(d=d, q=q))
+    return block_setup, tile_setup
+
+
+def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup) -> str:
+    """Buffers and the per-tile pass for the j-only nodes (appended to the
+    setup lists); their parameter-level statements."""
+    if not jonly:
+        return ""
+    for k, n in enumerate(jonly):
+        block_setup += [f"real_t jb{k}_{c}[TJ];" for c in range(n.dim)]
+    jr = render_formulas(jonly, var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
+    writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
+              for c, x in enumerate(outs)]
+    tile_setup.append(_tile_loop(bound, jr.code("j", "  "), writes))
+    return jr.code("p", "  ")
+
+
+def _reduction_code(plan: Plan, formulas, r, bound, ranges: bool, block_setup):
+    """(tile, state, init, final): Sum fused into the vectorised loop, any
+    other reduction through buffers and its C fold (buffers appended to
+    ``block_setup``)."""
+    red, E = plan.red, formulas[0].dim
+    ij_code = r.code("j", "  ") + "\n" + r.code("ij", "  ")
+    if red.c.get("fused"):
+        names = [f"s{e}" for e in range(E)]
+        out = r.outputs[0]
+        sums = _tile_loop(bound, ij_code, [
+            f"  {n} += (jj < nj) ? {out[e]} : (real_t)0;" if ranges else f"  {n} += {out[e]};"
+            for e, n in enumerate(names)], clauses=f" reduction(+:{', '.join(names)})")
+        tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in names)};", sums]
+                          + [f"S->A[{e}] += {n};" for e, n in enumerate(names)])
+        return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
+                f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
+    subs = red_subs(formulas, plan.K)
+    fold = red_form(red.c, "ranges_tile" if ranges and "ranges_tile" in red.c else "tile", subs)
+    if ranges and E == 1 and "ranges_scalar_tile" in red.c:
+        # e.g. K-min of a scalar: the test against the K-th value rides
+        # along the loop that computes the tile, and most tiles end there
+        tile = Template(red.c["ranges_scalar_tile"]).substitute(
+            ij_code=r.code("j", "    ") + "\n" + r.code("ij", "    "),
+            value=r.outputs[0][0], K=plan.K, fold=indent(fold, 2))
+    else:
+        writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(r.outputs)
+                  for e, x in enumerate(outs)]
+        tile = _tile_loop(bound, ij_code, writes) + "\n" + fold
+    block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
+    return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
