@@ -10,8 +10,8 @@ import numbers
 
 import numpy as np
 
+from .backend._arrays import is_cupy_array
 from .backend._dask import is_dask_array
-from .backend._cuda_backend import is_cupy_array
 from .backend._ir import topo_order
 
 __all__ = ["alias", "check_axis", "check_finite_data", "int_arg", "is_int",

@@ -21,154 +21,29 @@ data) are raised when the expression is built, naming the operands' shapes.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
-from .backend._dask import check_dask_array, is_dask_array
+from . import _reducing
 from ._lazy_args import check_axis as _check_axis
-from ._lazy_args import check_finite_data, is_int, solve_alpha
+from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
+from ._leaves import batched as _batched
+from ._leaves import check_array as _check_array
+from ._leaves import leaf as _leaf
 from ._reduction_methods import reduction_methods
+from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, compose, dtype_of,
+                        from_parts, lift, merge, new_var, ranges_of)
 from .backend import _ops
+from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
-from .backend._cuda_backend import is_cupy_array
-from .backend._dispatch import check_backend_name, configured_backend, run_plan
-from .backend._ir import VAR_KEYS, Node, index, intcst, topo_order, var
-from .backend._numpy_backend import evaluate_formula_tile
-from .backend._ops import OPS, FormulaError, make, substitute
-from .backend._plan import make_plan
-from .backend.reductions import REDUCTIONS, check_formulas, resolve
+from .backend._dask import is_dask_array
+from .backend._ir import Node, index, topo_order, var
+from .backend._ops import OPS, substitute
+from .backend.reductions import resolve
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
-
-#: Keys of new variables, unique across processes (see backend._ir.VarKey).
-_keys = VAR_KEYS
-
-
-@dataclass(frozen=True)
-class _Binding:
-    array: np.ndarray  # (*batch, n, d) for i- and j-variables, (*batch, d) for parameters
-    weak: bool = False  # Python floats: they do not take part in dtype promotion
-    batch: tuple = ()  # leading batch axes, reduced independently
-
-
-class _DaskPlan:
-    """A reduction over Dask arrays, validated; run lazily by :mod:`.backend._dask`."""
-
-    def __init__(self, formulas, bindings, ni, nj, reduction, axis, K, dtype):
-        self.args = (formulas, bindings, ni, nj, reduction, axis, K, dtype)
-
-    def reduce(self, backend, options):
-        from .backend._dask import reduce_lazy
-
-        formulas, bindings, ni, nj, reduction, axis, K, dtype = self.args
-        return reduce_lazy(formulas, bindings, ni, nj, reduction, axis, K, dtype,
-                           backend, options)
-
-
-def _check_array(x, what: str) -> np.ndarray:
-    if is_dask_array(x):
-        a = check_dask_array(x, what)  # Dask arrays stay lazy: Dask in, Dask out
-    elif is_cupy_array(x):
-        a = x  # CuPy arrays stay on the GPU: CuPy in, CuPy out
-    elif hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(
-            f"{what} is a GPU array of type {type(x).__module__}.{type(x).__name__}; "
-            "kerneltools takes CuPy arrays on the GPU (convert with cupy.asarray)"
-        )
-    else:
-        try:
-            a = np.asarray(x)
-        except Exception as exc:  # ragged lists and the like
-            raise TypeError(f"{what} must be a numeric array; {exc}") from None
-    if a.dtype.kind == "c":
-        raise TypeError(f"{what} has complex dtype {a.dtype}; only real numbers are supported")
-    if a.dtype.kind not in "biuf":
-        raise TypeError(
-            f"{what} must be a numeric array (float32, float64, int or bool); "
-            f"got dtype {a.dtype}"
-        )
-    if a.size == 0:
-        raise ValueError(f"{what} is empty (shape {a.shape}); it needs at least one entry")
-    return a
-
-
-def _variable(cat: str, a: np.ndarray) -> tuple[Node, dict]:
-    a = a if cat == "p" else a.reshape(a.shape[0], -1)
-    dim = a.shape[-1] if a.ndim else 1
-    node = var(cat, next(_keys), dim)
-    return node, {node: _Binding(a if a.ndim else a.reshape(1))}
-
-
-def _leaf(x, axis, what="the array given to LazyTensor"):
-    """(formula, bindings, ni, nj) of a new leaf."""
-    if isinstance(x, (bool, np.bool_)):
-        x = int(x)
-    if isinstance(x, numbers.Integral) and not isinstance(x, np.ndarray):
-        return intcst(int(x)), {}, None, None
-    if isinstance(x, float):
-        node = var("p", next(_keys), 1)
-        return node, {node: _Binding(np.array([x]), weak=True)}, None, None
-    if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
-        raise TypeError(f"{what} is complex ({x!r}); only real numbers are supported")
-    a = _check_array(x, what)
-    if a.ndim <= 1:
-        if axis is not None:
-            raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
-        node, b = _variable("p", a.reshape(-1))
-        return node, b, None, None
-    if a.ndim == 2:
-        if not is_int(axis) or int(axis) not in (0, 1):
-            raise ValueError(
-                f"{what} has shape {a.shape}: a 2-D array needs axis=0 (indexed by i) "
-                "or axis=1 (indexed by j); or use kt.Vi / kt.Vj"
-            )
-        cat = "i" if axis == 0 else "j"
-        node, b = _variable(cat, a)
-        n = a.shape[0]
-        return node, b, (n if cat == "i" else None), (n if cat == "j" else None)
-    if a.ndim == 3:
-        if axis is not None:
-            raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
-        if a.shape[1] == 1 and a.shape[0] != 1:
-            node, b = _variable("i", a[:, 0, :])
-            return node, b, a.shape[0], None
-        if a.shape[0] == 1 and a.shape[1] != 1:
-            node, b = _variable("j", a[0, :, :])
-            return node, b, None, a.shape[1]
-        if a.shape[:2] == (1, 1):
-            node, b = _variable("p", a.reshape(-1))
-            return node, b, None, None
-        raise ValueError(
-            f"{what} has shape {a.shape}; expected (N, 1, D) for an i-variable, "
-            "(1, M, D) for a j-variable or (1, 1, D) for a parameter"
-        )
-    if axis is not None:
-        raise ValueError(f"{what}: axis is only meaningful for 2-D arrays, got shape {a.shape}")
-    batch, (n, m, _) = tuple(a.shape[:-3]), a.shape[-3:]
-    if m == 1 and n != 1:
-        return _batched("i", a[..., :, 0, :], batch, what)
-    if n == 1 and m != 1:
-        return _batched("j", a[..., 0, :, :], batch, what)
-    if (n, m) == (1, 1):
-        return _batched("p", a[..., 0, 0, :], batch, what)
-    raise ValueError(
-        f"{what} has shape {a.shape}; with batch axes, expected (..., N, 1, D) for "
-        "an i-variable, (..., 1, M, D) for a j-variable or (..., 1, 1, D) for a parameter"
-    )
-
-
-def _batched(cat: str, a, batch: tuple, what: str):
-    """(formula, bindings, ni, nj) of a variable with leading batch axes:
-    ``a`` is (*batch, n, d) for i and j, (*batch, d) for a parameter."""
-    if is_dask_array(a):
-        raise NotImplementedError(f"{what}: batch axes are not supported on Dask arrays")
-    node = var(cat, next(_keys), a.shape[-1])
-    n = a.shape[-2] if cat != "p" else None
-    return (node, {node: _Binding(a, batch=tuple(int(b) for b in batch))},
-            n if cat == "i" else None, n if cat == "j" else None)
 
 
 class LazyTensor:
@@ -203,9 +78,7 @@ class LazyTensor:
 
     @classmethod
     def _new(cls, formula, bindings, ni, nj) -> LazyTensor:
-        out = object.__new__(cls)
-        out.formula, out._bindings, out.ni, out.nj = formula, bindings, ni, nj
-        return out
+        return from_parts(cls, formula, bindings, ni, nj)
 
     # -- description -------------------------------------------------------
     @property
@@ -216,7 +89,7 @@ class LazyTensor:
     @property
     def batch(self) -> tuple:
         """The batch axes (broadcast over the variables'); () without any."""
-        return _batch_of(self._bindings.values())
+        return batch_of(self._bindings.values())
 
     @property
     def shape(self) -> tuple:
@@ -232,15 +105,7 @@ class LazyTensor:
     @property
     def dtype(self) -> np.dtype:
         """The dtype that reductions compute in (NumPy promotion of the inputs)."""
-        strong = [b.array.dtype for b in self._bindings.values() if not b.weak]
-        if not strong:
-            return np.dtype(np.float64)
-        dt = np.result_type(*strong)
-        if dt.kind in "biu":
-            return np.dtype(np.float64)
-        if dt == np.float16:
-            return np.dtype(np.float32)
-        return dt
+        return dtype_of(self._bindings)
 
     def __repr__(self) -> str:
         return f"LazyTensor(shape={self.shape}, formula={self.formula})"
@@ -250,58 +115,19 @@ class LazyTensor:
             "the truth value of a LazyTensor is undefined; comparisons build 0/1 formulas"
         )
 
-    # -- building ----------------------------------------------------------
+    # -- building (see kerneltools._symbolic) ---------------------------------
     @staticmethod
     def _lift(x) -> LazyTensor:
-        return x if isinstance(x, LazyTensor) else LazyTensor(x)
+        return lift(LazyTensor, x)
 
-    @staticmethod
-    def _merge(parts) -> tuple[dict, int | None, int | None]:
-        bindings: dict = {}
-        ni = nj = None
-        for p in parts:
-            bindings.update(p._bindings)
-            for attr, cur in (("ni", ni), ("nj", nj)):
-                n = getattr(p, attr)
-                if n is not None and cur is not None and n != cur:
-                    idx = attr[1]
-                    raise ValueError(
-                        f"the operands index {cur} and {n} points by {idx}: every "
-                        f"{idx}-variable of a formula must have the same number of rows "
-                        f"(operand shapes: {', '.join(str(q.shape) for q in parts)})"
-                    )
-            ni = ni if p.ni is None else p.ni
-            nj = nj if p.nj is None else p.nj
-        if any(b.batch for b in bindings.values()):
-            try:
-                _batch_of(bindings.values())
-            except ValueError:
-                raise ValueError(
-                    "the operands' batch axes do not broadcast (operand shapes: "
-                    f"{', '.join(str(q.shape) for q in parts)})"
-                ) from None
-        return bindings, ni, nj
+    _merge = staticmethod(merge)
 
     def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
-        parts = [self] + [self._lift(o) for o in others]
-        bindings, ni, nj = self._merge(parts)
-        try:
-            node = make(name, *(p.formula for p in parts), attrs=attrs)
-        except FormulaError as exc:
-            shapes = ", ".join(str(p.shape) for p in parts)
-            raise ValueError(f"{exc} (operand shapes {shapes})") from None
-        return LazyTensor._new(node, bindings, ni, nj)
+        return apply(self, name, *others, attrs=attrs)
 
     def _compose(self, fn, *others) -> LazyTensor:
         """Apply a composite (a function of formula nodes) with error context."""
-        parts = [self] + [self._lift(o) for o in others]
-        bindings, ni, nj = self._merge(parts)
-        try:
-            node = fn(*(p.formula for p in parts))
-        except FormulaError as exc:
-            shapes = ", ".join(str(p.shape) for p in parts)
-            raise ValueError(f"{exc} (operand shapes {shapes})") from None
-        return LazyTensor._new(node, bindings, ni, nj)
+        return compose(self, fn, *others)
 
     # arithmetic
     def __add__(self, o):
@@ -504,49 +330,12 @@ class LazyTensor:
                 f"grad: 'gradin' has dimension {g.dim}; it must match the formula's "
                 f"dimension {self.dim}"
             )
-        bindings, ni, nj = self._merge([self, v, g])
+        bindings, ni, nj = merge([self, v, g])
         return LazyTensor._new(_grad(self.formula, v.formula, g.formula), bindings, ni, nj)
 
     # -- reductions --------------------------------------------------------
     def _plan(self, reduction: str, axis, weight=None, K=1, backend=None):
-        axis = _check_axis(axis)
-        check_backend_name(backend)
-        parts = [self] + ([self._lift(weight)] if weight is not None else [])
-        if weight is None:  # the common case: nothing to merge
-            bindings, ni, nj = self._bindings, self.ni, self.nj
-        else:
-            bindings, ni, nj = self._merge(parts)
-        formulas = [p.formula for p in parts]
-        red = REDUCTIONS[reduction]
-        try:
-            check_formulas(red, formulas)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (shapes {', '.join(str(p.shape) for p in parts)})") from None
-        nx, ny = ni or 1, nj or 1
-        if red.uses_k:
-            K = _int_arg(K, "K")
-            reduced = ny if axis == 1 else nx
-            if not 1 <= K <= reduced:
-                raise ValueError(
-                    f"K={K} but the reduced axis has {reduced} points; K must be "
-                    f"between 1 and {reduced}"
-                )
-        if any(b.batch for b in bindings.values()):
-            raise NotImplementedError(
-                "this operation does not support batch axes yet (reductions do); "
-                "loop over the batch"
-            )
-        dtype = LazyTensor._new(formulas[0], bindings, ni, nj).dtype
-        if any(is_dask_array(b.array) for b in bindings.values()):
-            return _DaskPlan(formulas, bindings, ni, nj, reduction, axis, K, dtype), None
-
-        def array_of(node):
-            a = bindings[node].array
-            if is_cupy_array(a):
-                return a.astype(dtype, order="C", copy=False)
-            return np.ascontiguousarray(a, dtype=dtype)
-
-        return make_plan(formulas, reduction, axis, K, array_of, dtype, nx, ny)
+        return _reducing.plan(self, reduction, axis, weight, K, backend)
 
     def to_dense(self, *, max_elements: int = 1 << 28) -> np.ndarray:
         """The formula's values on every pair, as a dense (N, M, D) NumPy array.
@@ -556,32 +345,7 @@ class LazyTensor:
         reference evaluator, block of rows by block of rows. Raises
         ``MemoryError`` above ``max_elements`` values rather than swapping.
         """
-        if self.batch:
-            raise NotImplementedError(
-                "to_dense does not support batch axes yet; loop over the batch"
-            )
-        N, M, D = self.shape
-        if N * M * D > max_elements:
-            raise MemoryError(
-                f"to_dense: a ({N}, {M}, {D}) array has {N * M * D:,} values, more "
-                f"than max_elements={max_elements:,}; reduce the formula instead, or "
-                "raise max_elements"
-            )
-        if any(is_dask_array(b.array) for b in self._bindings.values()):
-            bindings = {k: _Binding(np.asarray(b.array), b.weak) for k, b in self._bindings.items()}
-            return LazyTensor._new(self.formula, bindings, self.ni, self.nj).to_dense(
-                max_elements=max_elements)
-        plan, args = self._plan("Sum", 1)
-        order = topo_order(list(plan.formulas))
-        out = np.empty((N, M, D), dtype=plan.dtype)
-        rows = max(1, (1 << 20) // max(1, M * sum(n.dim for n in order)))
-        with np.errstate(all="ignore"):
-            for i0 in range(0, N, rows):
-                i1 = min(N, i0 + rows)
-                (out[i0:i1],) = evaluate_formula_tile(
-                    order, plan.formulas, args, i0, i1, 0, M, plan.dtype
-                )
-        return out
+        return _reducing.to_dense(self, max_elements)
 
     def with_ranges(self, ranges) -> LazyTensor:
         """This formula, whose reductions visit only the blocks of ``ranges``.
@@ -593,28 +357,12 @@ class LazyTensor:
         also take ``ranges=`` directly. Formulas built from the result do not
         inherit it.
         """
-        out = LazyTensor._new(self.formula, self._bindings, self.ni, self.nj)
-        out._ranges = ranges
-        return out
+        return from_parts(LazyTensor, self.formula, self._bindings, self.ni, self.nj,
+                          ranges=ranges)
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
-        if any(b.batch for b in self._bindings.values()) or (
-                isinstance(weight, LazyTensor)
-                and any(b.batch for b in weight._bindings.values())):
-            return _reduce_batched(self, reduction, axis, weight, K, backend, options)
-        ranges = self.__dict__.get("_ranges")
-        if ranges is not None:
-            options.setdefault("ranges", ranges)
-        plan, args = self._plan(reduction, axis, weight, K, backend)
-        if isinstance(plan, _DaskPlan):  # Dask arrays in, Dask arrays out
-            # the workers (other threads or processes) do not see this thread's
-            # configuration: the graph carries the backend it stands for
-            return plan.reduce(backend if backend is not None else configured_backend(),
-                               options)
-        outs = run_plan(plan, args, backend, **options)
-        if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
-            outs = tuple(o[..., 0] for o in outs)
-        return outs if len(outs) > 1 else outs[0]
+        return _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
+                                **options)
 
     # sum, logsumexp, min, Kmin, ...: one method per name of the reductions'
     # registry (``Reduction.methods``), installed below the class.
@@ -654,7 +402,7 @@ class LazyTensor:
                 f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
-        if b2.shape[1] > _MATMUL_BLOCK:
+        if b2.shape[1] > MATMUL_BLOCK:
             return self._matmul_blocks(b2, backend).reshape((-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
@@ -662,25 +410,25 @@ class LazyTensor:
         cache = self.__dict__.setdefault("_matmul_vars", {})
         hit = cache.get(b2.shape[1])
         if hit is None:
-            bvar = var("j", next(_keys), b2.shape[1])
-            hit = cache[b2.shape[1]] = (bvar, make("Mul", self.formula, bvar))
+            bvar = new_var("j", b2.shape[1])
+            hit = cache[b2.shape[1]] = (bvar, _ops.make("Mul", self.formula, bvar))
         bvar, formula = hit
         bindings = dict(self._bindings)
-        bindings[bvar] = _Binding(b2)
+        bindings[bvar] = Binding(b2)
         product = LazyTensor._new(formula, bindings, self.ni, b2.shape[0])
         out = product.sum(axis=1, backend=backend)
         return out[:, 0] if b_arr.ndim == 1 else out
 
     def _matmul_blocks(self, b2, backend=None):
-        """``K @ b`` for many columns, ``_MATMUL_BLOCK`` at a time: the column
+        """``K @ b`` for many columns, ``MATMUL_BLOCK`` at a time: the column
         count is code in a generated kernel, so one kernel (the last block
         zero-padded) serves every width instead of one huge kernel per width."""
         n_cols = b2.shape[1]
         outs = []
-        for c0 in range(0, n_cols, _MATMUL_BLOCK):
-            block = b2[:, c0 : c0 + _MATMUL_BLOCK]
-            if block.shape[1] < _MATMUL_BLOCK:
-                block = np.pad(block, ((0, 0), (0, _MATMUL_BLOCK - block.shape[1])))
+        for c0 in range(0, n_cols, MATMUL_BLOCK):
+            block = b2[:, c0 : c0 + MATMUL_BLOCK]
+            if block.shape[1] < MATMUL_BLOCK:
+                block = np.pad(block, ((0, 0), (0, MATMUL_BLOCK - block.shape[1])))
             outs.append(self.matmul(block, backend=backend))
         return np.concatenate(outs, axis=1)[:, :n_cols]
 
@@ -740,7 +488,6 @@ class LazyTensor:
         other index.
         """
         red = resolve(reduction, weight is not None)
-        name = red.name
         if self.batch or (isinstance(weight, LazyTensor) and weight.batch):
             raise NotImplementedError(
                 "vjp does not support batch axes yet; loop over the batch"
@@ -748,68 +495,37 @@ class LazyTensor:
         if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
             raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
         axis = _check_axis(axis)
-        out_cat = "i" if axis == 1 else "j"
         W = self._lift(weight) if weight is not None else None
         if red.surrogate is None:  # argument-valued reductions: zero gradient
             return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
-        forward = red.grad_forward or name
-        ranges = ranges if ranges is not None else self.__dict__.get("_ranges")
+        ranges = ranges if ranges is not None else ranges_of(self)
         opts = {} if ranges is None else {"ranges": ranges}
-        outs = self._reduce(forward, axis, weight=W, K=K, backend=backend, **opts)
+        outs = self._reduce(forward_reduction(red.name), axis, weight=W, K=K,
+                            backend=backend, **opts)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         g = _check_array(gradout, "vjp: 'gradout'")
         if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
             raise ValueError(
-                f"vjp: 'gradout' must have the shape of the {name} reduction's output, "
-                f"{outs[0].shape}; got {g.shape}"
+                f"vjp: 'gradout' must have the shape of the {red.name} reduction's "
+                f"output, {outs[0].shape}; got {g.shape}"
             )
         if red.needs_lse:
             outs.append(self.logsumexp(axis=axis, backend=backend, **opts))
-        nodes, bindings = [], {}
-        for o in outs:
+        # The forward outputs and the incoming gradient enter the gradient
+        # formula as variables of the output index.
+        bindings, ni, nj = merge([self, wrt] + ([W] if W is not None else []))
+        bindings, nodes = dict(bindings), []
+        for o in outs + [g]:
             o = o.astype(self.dtype, copy=False).reshape(len(o), -1)
-            node = var(out_cat, next(_keys), o.shape[1])
-            bindings[node] = _Binding(o)
-            nodes.append(node)
-        g = g.astype(self.dtype).reshape(g.shape[0], -1)
-        gnode = var(out_cat, next(_keys), g.shape[1])
-        bindings[gnode] = _Binding(g)
-        G = vjp_formula(name, self.formula, W.formula if W is not None else None,
-                        wrt.formula, nodes, gnode, axis)
-        parts = [self, wrt] + ([W] if W is not None else [])
-        b0, ni, nj = self._merge(parts)
-        bindings.update(b0)
-        return reduce_gradient(LazyTensor._new(G, bindings, ni, nj), wrt.formula.cat, axis,
-                               backend, **opts)
+            nodes.append(new_var("i" if axis == 1 else "j", o.shape[1]))
+            bindings[nodes[-1]] = Binding(o)
 
+        def reduce(G, over):
+            return LazyTensor._new(G, bindings, ni, nj).sum(axis=over, backend=backend, **opts)
 
-
-def vjp_formula(name: str, F, W, wrt, out_nodes, gnode, axis: int):
-    """The formula whose reduction is the gradient of ``<gin, Red(F)>`` at ``wrt``.
-
-    ``out_nodes``: variables (of the output index) holding the forward outputs
-    of the reduction's ``grad_forward`` (then the log-sum-exp where it
-    ``needs_lse``); ``gnode``: the incoming gradient. Reduce the result with
-    :func:`reduce_gradient`.
-    """
-    from .backend._autodiff import grad
-
-    S = REDUCTIONS[name].surrogate(F, W, out_nodes, gnode)
-    if axis == 0:  # surrogates name the reduced index j
-        (S,) = substitute([S], {index("j"): index("i")})
-    return grad(S, wrt, intcst(1))
-
-
-def reduce_gradient(G, cat: str, axis: int, backend=None, **options):
-    """Reduce a :func:`vjp_formula` LazyTensor to the gradient of a variable of
-    category ``cat``: over the reduced index, the output index, or both
-    (``options``: ``ranges``, whose transposed half serves the other axis)."""
-    out_cat = "i" if axis == 1 else "j"
-    if cat == out_cat:
-        return G.sum(axis=axis, backend=backend, **options)
-    if cat != "p":
-        return G.sum(axis=1 - axis, backend=backend, **options)
-    return G.sum(axis=1, backend=backend, **options).sum(axis=0)
+        (grad,) = reduction_vjp(red.name, self.formula, W.formula if W is not None else None,
+                                [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
+        return grad
 
 
 def _install_reduction_methods():
@@ -834,10 +550,6 @@ def _install_unary_methods():
 
 _install_reduction_methods()
 _install_unary_methods()
-
-
-#: Widest right operand that ``K @ b`` reduces in one generated kernel.
-_MATMUL_BLOCK = 32
 
 
 def Vi(x) -> LazyTensor:
@@ -884,81 +596,3 @@ def minimum(a, b) -> LazyTensor:
 def maximum(a, b) -> LazyTensor:
     """Element-wise maximum of two formulas (NaN propagates)."""
     return LazyTensor._lift(a)._apply("Maximum", b)
-
-
-def _batch_of(bindings) -> tuple:
-    """The broadcast batch shape of bindings (ValueError if they do not)."""
-    shapes = [b.batch for b in bindings if b.batch]
-    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
-
-
-def _reduce_batched(lt, reduction, axis, weight, K, backend, options):
-    """A reduction with batch axes: the B problems become one block-diagonal
-    problem on stacked rows (batched parameters become variables of the
-    output index), reduced with block-sparsity ranges in one call; outputs
-    come back as (B..., n, E), with indices local to each problem."""
-    if options.get("ranges") is not None or lt.__dict__.get("_ranges") is not None:
-        raise ValueError("ranges= cannot be combined with batch axes (they are "
-                         "block-diagonal ranges already)")
-    parts = [lt] + ([LazyTensor._lift(weight)] if weight is not None else [])
-    bindings, ni, nj = LazyTensor._merge(parts)
-    batch = _batch_of(bindings.values())
-    B = int(np.prod(batch))
-    n, m = ni or 1, nj or 1
-    out_cat = "i" if _check_axis(axis) == 1 else "j"
-    n_out, n_red = (n, m) if out_cat == "i" else (m, n)
-    if REDUCTIONS[reduction].uses_k:
-        K = _int_arg(K, "K")
-        if not 1 <= K <= n_red:
-            raise ValueError(f"K={K} but each problem of the batch reduces {n_red} points; "
-                             f"K must be between 1 and {n_red}")
-    flat, swap = {}, {}
-    for node, b in bindings.items():
-        a = b.array
-        xp = _array_module(a)
-        if node.cat == "p":
-            if not b.batch:
-                flat[node] = b
-                continue
-            # one value per problem: a variable of the output index, repeated
-            p = xp.broadcast_to(a, batch + a.shape[-1:]).reshape(B, -1)
-            new = var(out_cat, next(_keys), node.dim)
-            swap[node] = new
-            flat[new] = _Binding(xp.repeat(p, n_out, axis=0), b.weak)
-            continue
-        rows = a.shape[-2]
-        full = xp.broadcast_to(a.reshape(b.batch + a.shape[-2:]) if b.batch else a,
-                               batch + (rows, a.shape[-1]))
-        flat[node] = _Binding(xp.ascontiguousarray(full.reshape(B * rows, -1)), b.weak)
-    formulas = [p.formula for p in parts]
-    if swap:
-        formulas = substitute(formulas, swap)
-    nb, mb = B * n, B * m
-    F = LazyTensor._new(formulas[0], flat, nb, mb)
-    W = LazyTensor._new(formulas[1], flat, nb, mb) if weight is not None else None
-    starts_i, starts_j = np.arange(B) * n, np.arange(B) * m
-    r_i = np.stack([starts_i, starts_i + n], 1)
-    r_j = np.stack([starts_j, starts_j + m], 1)
-    slices = np.arange(1, B + 1)
-    ranges = (r_i, slices, r_j, r_j, slices, r_i)
-    outs = F._reduce(reduction, axis, weight=W, K=K, backend=backend, ranges=ranges,
-                     **options)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    red = REDUCTIONS[reduction]
-    result = []
-    for o, is_int in zip(outs, red.int_outputs):
-        o = o.reshape(batch + (n_out,) + o.shape[1:])
-        if is_int:  # global row of the stacked problem -> index within its problem
-            xp = _array_module(o)
-            offset = (xp.arange(B) * n_red).reshape(batch + (1,) * (o.ndim - len(batch)))
-            o = xp.where(o >= 0, o - offset, o)
-        result.append(o)
-    return tuple(result) if len(result) > 1 else result[0]
-
-
-def _array_module(a):
-    if is_cupy_array(a):
-        import cupy
-
-        return cupy
-    return np

@@ -32,9 +32,11 @@ import numpy as np
 import torch
 
 from . import lazy as _lazy
-from .backend._ir import var
-from .backend._ops import make
+from ._reducing import reduce as _reduce_lazy
 from ._reduction_methods import reduction_methods
+from ._symbolic import (MATMUL_BLOCK, Binding, apply, bindings_of, check_axis,
+                        from_parts, lift, merge, new_var)
+from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
@@ -104,7 +106,7 @@ class LazyTensor:
             return
         if isinstance(x, torch.Tensor):
             self._lt = _lazy.LazyTensor(_view(x), axis)
-            self._tensors = {node: x for node in self._lt._bindings}
+            self._tensors = {node: x for node in bindings_of(self._lt)}
         else:
             self._lt = _lazy.LazyTensor(x, axis)
             self._tensors = {}
@@ -113,7 +115,7 @@ class LazyTensor:
     def _wrap(cls, lt, tensors) -> LazyTensor:
         obj = cls.__new__(cls)
         obj._lt = lt
-        obj._tensors = {n: t for n, t in tensors.items() if n in lt._bindings}
+        obj._tensors = {n: t for n, t in tensors.items() if n in bindings_of(lt)}
         return obj
 
     @staticmethod
@@ -167,21 +169,21 @@ class LazyTensor:
             b = torch.as_tensor(np.asarray(b))
         b2 = b.reshape(b.shape[0], -1)
         cols = [
-            (self * Vj(b2[:, c0:c0 + _lazy._MATMUL_BLOCK])).sum(axis=1)
-            for c0 in range(0, b2.shape[1], _lazy._MATMUL_BLOCK)
+            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK])).sum(axis=1)
+            for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
         ]
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
         return out[:, 0] if b.ndim == 1 else out
 
     def _apply(self, op: str) -> LazyTensor:
-        return self._wrap(self._lt._apply(op), self._tensors)
+        return self._wrap(apply(self._lt, op), self._tensors)
 
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None):
-        axis = _lazy._check_axis(axis)
+        axis = check_axis(axis)
         W = None
         if weight is not None:
             u, t = self._unwrap(weight)
-            W = LazyTensor._wrap(_lazy.LazyTensor._lift(u), t)
+            W = LazyTensor._wrap(lift(_lazy.LazyTensor, u), t)
         tensors = dict(self._tensors)
         if W is not None:
             tensors.update(W._tensors)
@@ -222,11 +224,12 @@ class _Reduce(torch.autograd.Function):
     def forward(ctx, spec, *tensors):
         red = REDUCTIONS[spec.name]
         differentiable = red.surrogate is not None and any(ctx.needs_input_grad[1:])
-        run = (red.grad_forward or spec.name) if differentiable else spec.name
+        run = forward_reduction(spec.name) if differentiable else spec.name
         like = tensors[0] if tensors else torch.zeros(())
         with _stream(tensors):
-            outs = spec.F._lt._reduce(run, spec.axis, weight=spec.W._lt if spec.W is not None else None,
-                                      K=spec.K, backend=spec.backend)
+            outs = _reduce_lazy(spec.F._lt, run, spec.axis,
+                                weight=spec.W._lt if spec.W is not None else None,
+                                K=spec.K, backend=spec.backend)
         outs = outs if isinstance(outs, tuple) else (outs,)
         outs = tuple(_to_torch(o, like) for o in outs)
         n_user = REDUCTIONS[spec.name].n_outputs
@@ -257,49 +260,32 @@ class _Reduce(torch.autograd.Function):
         n = outs[0].shape[0]
         # The forward outputs and the incoming gradient enter the gradient
         # formula as variables of the output index (tensors: tracked by autograd).
-        extra = {}
-        out_nodes = []
-        for o in outs:
-            o2 = o.reshape(n, -1).to(torch.float64 if F.dtype == np.float64 else torch.float32)
-            node = var(out_cat, next(_lazy._keys), o2.shape[1])
-            out_nodes.append(node)
-            extra[node] = o2.contiguous()
-        g2 = gin.reshape(n, -1).to(outs[0].dtype).contiguous()
-        gnode = var(out_cat, next(_lazy._keys), g2.shape[1])
-        extra[gnode] = g2
-        bindings, ni, nj = _lazy.LazyTensor._merge([F._lt] + ([W._lt] if W is not None else []))
+        real = torch.float64 if F.dtype == np.float64 else torch.float32
+        arrays = [o.reshape(n, -1).to(real) for o in outs]
+        arrays.append(gin.reshape(n, -1).to(outs[0].dtype))
+        extra = {new_var(out_cat, a.shape[1]): a.contiguous() for a in arrays}
+        *out_nodes, gnode = extra
+        bindings, ni, nj = merge([F._lt] + ([W._lt] if W is not None else []))
         bindings = dict(bindings)
         for node, t in extra.items():
-            bindings[node] = _lazy._Binding(_view(t))
+            bindings[node] = Binding(_view(t))
         tensor_of = dict(zip(spec.nodes, tensors))
         tensor_of.update(extra)
-        # One reduction per reduced axis: the gradient formulas of the variables
-        # reduced over the same index are concatenated (their common
-        # subexpressions are computed once) and split afterwards. Parameters
-        # ride with the output index's variables and are summed over its rows.
-        groups: dict = {}
-        for k, node in enumerate(spec.nodes):
-            if ctx.needs_input_grad[k + 1]:
-                G = _lazy.vjp_formula(spec.name, F._lt.formula,
-                                      W._lt.formula if W is not None else None,
-                                      node, out_nodes, gnode, axis)
-                over = (1 - axis) if node.cat not in (out_cat, "p") else axis
-                groups.setdefault(over, []).append((k, node, G))
-        grads = [None] * (len(spec.nodes) + 1)
-        for over, items in groups.items():
-            formula = items[0][2]
-            for _, _, G in items[1:]:
-                formula = make("Concat", formula, G)
-            Gt = LazyTensor._wrap(_lazy.LazyTensor._new(formula, bindings, ni, nj), tensor_of)
-            total = Gt.sum(axis=over, backend=spec.backend)
-            start = 0
-            for k, node, G in items:
-                g = total[:, start:start + G.dim]
-                start += G.dim
-                if node.cat == "p":
-                    g = g.sum(0)
-                t = tensor_of[node]
-                grads[k + 1] = g.reshape(t.shape).to(t.dtype)
+
+        def reduce(G, over):
+            Gt = LazyTensor._wrap(from_parts(_lazy.LazyTensor, G, bindings, ni, nj), tensor_of)
+            return Gt.sum(axis=over, backend=spec.backend)
+
+        # Parameters ride with the output index's variables and are summed
+        # over its rows (see reduction_vjp).
+        wanted = [k for k in range(n_in) if ctx.needs_input_grad[k + 1]]
+        gs = reduction_vjp(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
+                           [spec.nodes[k] for k in wanted], out_nodes, gnode, axis,
+                           reduce=reduce)
+        grads = [None] * (n_in + 1)
+        for k, g in zip(wanted, gs):
+            t = tensor_of[spec.nodes[k]]
+            grads[k + 1] = g.reshape(t.shape).to(t.dtype)
         return tuple(grads)
 
 

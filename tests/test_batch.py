@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kerneltools as kt
-from kerneltools.backend._cuda_backend import is_cupy_array
+from kerneltools.backend._arrays import is_cupy_array
 
 
 def _host(a):

@@ -29,15 +29,19 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _source(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module an ``import from`` in ``module`` takes its names from."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
     """The kerneltools modules an ``import from`` names (a package's names
     that are submodules count as those submodules)."""
-    if node.level:
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        target = ".".join(base + ([node.module] if node.module else []))
-    else:
-        target = node.module or ""
+    target = _source(module, is_package, node)
     out = []
     for alias in node.names:
         sub = f"{target}.{alias.name}"
@@ -129,3 +133,94 @@ def test_the_import_graph_is_read():
     assert "kerneltools.backend._ir" in GRAPH["kerneltools.backend._ops"]
     assert "kerneltools.lazy" in GRAPH["kerneltools.kernels"]
     assert any(t.startswith("kerneltools.estimators") for t in GRAPH["kerneltools.estimators"])
+
+
+SPECIFIC_BACKENDS = {f"kerneltools.backend._{b}_backend" for b in ("cpu", "cuda", "numpy")}
+BINDINGS = ("kerneltools.lazy", "kerneltools.torch")
+
+
+def _reached_above_the_engine(module: str) -> set[str]:
+    """``module`` and the kerneltools modules outside the engine that it
+    imports, directly or through others outside the engine (the engine's own
+    imports are its business)."""
+    seen, stack = {module}, [module]
+    while stack:
+        for target in GRAPH[stack.pop()]:
+            if not target.startswith("kerneltools.backend") and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def test_the_bindings_import_no_specific_backend():
+    """kerneltools.lazy and kerneltools.torch (and their helper modules) use
+    the formula IR, ops, reductions, autodiff and dispatch; the backends are
+    reached through dispatch only."""
+    for binding in BINDINGS:
+        for module in _reached_above_the_engine(binding):
+            backends = GRAPH[module] & SPECIFIC_BACKENDS
+            assert not backends, (
+                f"{module} (reached from {binding}) imports {sorted(backends)}; go "
+                "through kerneltools.backend._dispatch"
+            )
+
+
+def _public_names(module: str) -> set[str]:
+    """The ``__all__`` of a module, read from its source."""
+    for node in ast.parse(MODULES[module].read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _private(attr: str) -> bool:
+    return attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+
+
+def test_torch_uses_only_public_names_of_lazy():
+    """kerneltools.torch takes from kerneltools.lazy only names of its
+    ``__all__``, and no underscored attribute of them (``_lazy._keys``,
+    ``LazyTensor._new``): what the bindings share is kerneltools._symbolic."""
+    lazy, public = "kerneltools.lazy", _public_names("kerneltools.lazy")
+    tree = ast.parse(MODULES["kerneltools.torch"].read_text())
+    module_aliases, name_aliases = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _source("kerneltools.torch", False, node)
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if f"{source}.{alias.name}" == lazy:  # from . import lazy
+                    module_aliases.add(local)
+                elif source == lazy:  # from .lazy import name
+                    assert alias.name in public, (
+                        f"kerneltools.torch imports {alias.name!r} from kerneltools.lazy, "
+                        f"which is not in its __all__ {sorted(public)}"
+                    )
+                    name_aliases.add(local)
+        elif isinstance(node, ast.Import):
+            module_aliases.update(a.asname for a in node.names if a.name == lazy and a.asname)
+    assert module_aliases or name_aliases, "kerneltools.torch no longer imports lazy?"
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain, base = [node.attr], node.value
+        while isinstance(base, ast.Attribute):
+            chain.append(base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name):
+            continue
+        chain.reverse()  # base.a.b.c -> [a, b, c]
+        used = ".".join([base.id] + chain)
+        if base.id in module_aliases:
+            assert chain[0] in public, (
+                f"kerneltools.torch uses {used}: {chain[0]!r} is not in kerneltools.lazy's "
+                f"__all__ {sorted(public)}"
+            )
+            chain = chain[1:]
+        elif base.id not in name_aliases:
+            continue
+        assert not any(_private(a) for a in chain), (
+            f"kerneltools.torch uses {used}, a private name of "
+            "kerneltools.lazy; the bindings share kerneltools._symbolic instead"
+        )

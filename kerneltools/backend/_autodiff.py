@@ -6,14 +6,26 @@ the variable ``v``, applied to ``g`` (a formula of F's dimension): a formula of
 each operation's registry entry for the adjoints of its operands; operands
 broadcast from dimension 1 get the feature sum of their adjoint. The result is
 itself a formula, so gradients of gradients work.
+
+The gradient of a reduction builds on it (:func:`reduction_vjp`, shared by
+both bindings, ``kerneltools.lazy`` and ``kerneltools.torch``): the forward
+pass runs :func:`forward_reduction` (``Min`` runs ``Min_ArgMin``, whose
+arg-index the gradient needs), whose outputs, with the incoming gradient,
+become variables of the output index; the reduction's ``surrogate`` (see
+:mod:`.reductions`) turns them into a scalar formula whose symbolic gradient
+(:func:`vjp_formula`), summed over one index (:func:`gradient_axis`), is the
+gradient with respect to a variable.
 """
 
 from __future__ import annotations
 
-from ._ir import Node, intcst, topo_order
-from ._ops import OPS, make
+from typing import Callable
 
-__all__ = ["grad"]
+from ._ir import Node, index, intcst, topo_order
+from ._ops import OPS, make, substitute
+from .reductions import REDUCTIONS
+
+__all__ = ["forward_reduction", "grad", "gradient_axis", "reduction_vjp", "vjp_formula"]
 
 
 def grad(F: Node, v: Node, g: Node) -> Node:
@@ -51,3 +63,67 @@ def grad(F: Node, v: Node, g: Node) -> Node:
             adj[child] = c if prev is None else make("Add", prev, c)
     out = adj.get(v)
     return intcst(0, v.dim) if out is None else out
+
+
+# -- gradients of reductions ------------------------------------------------------
+def forward_reduction(name: str) -> str:
+    """The reduction to run forward when ``name``'s gradient will be needed: its
+    ``grad_forward`` (``Min`` -> ``Min_ArgMin``, ...), or ``name`` itself."""
+    return REDUCTIONS[name].grad_forward or name
+
+
+def vjp_formula(name: str, F: Node, W: Node | None, wrt: Node, out_nodes, gnode: Node,
+                axis: int) -> Node:
+    """The formula whose Sum is the gradient of ``<gin, Red(F)>`` at ``wrt``.
+
+    ``out_nodes``: variables of the output index holding the outputs of
+    :func:`forward_reduction` (then the log-sum-exp of F where the reduction
+    ``needs_lse``); ``gnode``: the incoming gradient, likewise. Reduce the
+    result over :func:`gradient_axis`.
+    """
+    S = REDUCTIONS[name].surrogate(F, W, out_nodes, gnode)
+    if axis == 0:  # surrogates name the reduced index j
+        (S,) = substitute([S], {index("j"): index("i")})
+    return grad(S, wrt, intcst(1))
+
+
+def gradient_axis(cat: str, axis: int) -> int:
+    """The axis over which a :func:`vjp_formula` is summed, for a variable of
+    category ``cat`` of a reduction over ``axis``: a variable of the reduced
+    index gets one value per own row (a sum over the output index); one of the
+    output index, and a parameter (whose rows are then summed), a sum over the
+    reduced index."""
+    reduced = "j" if axis == 1 else "i"
+    return 1 - axis if cat == reduced else axis
+
+
+def reduction_vjp(name: str, F: Node, W: Node | None, wrts, out_nodes, gnode: Node,
+                  axis: int, *, reduce: Callable) -> list:
+    """Gradients of ``<gin, Red(F)>`` with respect to each variable of ``wrts``.
+
+    ``F``, ``W`` (the weight or None), ``out_nodes`` and ``gnode``: as for
+    :func:`vjp_formula`. ``reduce(G, over)`` is the binding's Sum reduction of
+    the formula ``G`` over axis ``over`` (its variables bound to the data of
+    F, W, the forward outputs and the incoming gradient), returning an
+    ``(n, dim)`` array of any kind that slices and sums (NumPy, CuPy, Dask,
+    torch). The gradients of the variables summed over the same axis are
+    concatenated into one formula (their common subexpressions computed once)
+    and split afterwards. Returns one array per variable: ``(rows, dim)``, or
+    ``(dim,)`` for a parameter.
+    """
+    groups: dict[int, list] = {}
+    for node in wrts:
+        G = vjp_formula(name, F, W, node, out_nodes, gnode, axis)
+        groups.setdefault(gradient_axis(node.cat, axis), []).append((node, G))
+    grads = {}
+    for over, items in groups.items():
+        formula = items[0][1]
+        for _, G in items[1:]:
+            formula = make("Concat", formula, G)
+        total = reduce(formula, over)
+        start = 0
+        for node, G in items:
+            g = total[:, start:start + G.dim]
+            start += G.dim
+            grads[node] = g.sum(0) if node.cat == "p" else g
+    return [grads[node] for node in wrts]

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from ._arrays import is_cupy_array
 from ._codegen import unsupported
 from ._cuda_codegen import TUNING, choose_shape, generate_cuda_source, launch_shape
 from ._errors import CompileError
@@ -68,12 +69,6 @@ def gpu_status() -> tuple[bool, str]:
     except Exception:
         name = "a CUDA device"
     return True, f"{name}, CuPy {cupy.__version__}, NVRTC {major}.{minor}"
-
-
-def is_cupy_array(a) -> bool:
-    """True for a CuPy ndarray, without importing CuPy."""
-    mod = type(a).__module__
-    return mod.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
 
 
 # -- running ------------------------------------------------------------------------

@@ -7,6 +7,11 @@ calls it. A backend that declines a plan is named with its reason in the
 error (an explicit ``backend=``) or the fallback warning (``"auto"``);
 ``python -m kerneltools info`` shows why a backend cannot run at all.
 
+This module is the bindings' one door to the backends: ``kerneltools.lazy``
+runs plans with :func:`run_plan` and evaluates dense matrices
+(``LazyTensor.to_dense``) with :func:`evaluate_dense` (the NumPy reference
+evaluator's), so that it need not import a backend module.
+
 ``backend=None`` (every reduction's default) means this thread's configured
 backend (``kerneltools.set_config`` / ``config_context``, kept here so that the
 one place that dispatches a plan reads it), else the process default
@@ -22,9 +27,11 @@ import warnings
 import numpy as np
 
 from . import _numpy_backend
+from ._arrays import is_cupy_array
 from ._cpu_backend import CpuBackend
-from ._cuda_backend import CudaBackend, is_cupy_array
+from ._cuda_backend import CudaBackend
 from ._errors import BackendFallbackWarning, BackendUnavailableError
+from ._numpy_backend import evaluate_dense  # re-exported for LazyTensor.to_dense
 from ._plan import Plan
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "check_backend_name",
     "configure_backend",
     "configured_backend",
+    "evaluate_dense",
     "resolve_backend",
     "run_plan",
 ]

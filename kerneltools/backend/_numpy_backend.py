@@ -17,7 +17,7 @@ from ._progress import Estimate
 from ._ops import OPS
 from .reductions import Reduction
 
-__all__ = ["evaluate_reduction", "auto_tiles", "evaluate_formula_tile"]
+__all__ = ["evaluate_reduction", "auto_tiles", "evaluate_formula_tile", "evaluate_dense"]
 
 #: Elements (over all live intermediate arrays) that one tile may hold.
 TILE_BUDGET = 1 << 21
@@ -118,3 +118,22 @@ def evaluate_reduction(
         arr = np.concatenate(chunks, axis=0) if chunks else np.empty((0,))
         results.append(arr.astype(np.int64 if is_int else dtype, copy=False))
     return tuple(results)
+
+
+def evaluate_dense(plan, args, budget: int = 1 << 20) -> np.ndarray:
+    """The values of ``plan``'s first formula on every pair, shape (nx, ny, dim).
+
+    The dense matrix that reductions never form (``LazyTensor.to_dense``),
+    evaluated block of rows by block of rows, each block's intermediates
+    within about ``budget`` elements.
+    """
+    formula, (nx, ny) = plan.formulas[0], (plan.nx, plan.ny)
+    order = topo_order([formula])
+    out = np.empty((nx, ny, formula.dim), dtype=plan.dtype)
+    rows = max(1, budget // max(1, ny * sum(n.dim for n in order)))
+    with np.errstate(all="ignore"):
+        for i0 in range(0, nx, rows):
+            i1 = min(nx, i0 + rows)
+            (out[i0:i1],) = evaluate_formula_tile(order, [formula], args, i0, i1, 0, ny,
+                                                  plan.dtype)
+    return out

@@ -1,0 +1,150 @@
+"""The symbolic core of the two bindings: the contract between them.
+
+``kerneltools.lazy`` (NumPy, CuPy and Dask arrays) and ``kerneltools.torch``
+(torch tensors, through the former) build on the names of this module and of
+:mod:`kerneltools._reducing`, and on nothing private of each other. Changing
+one of these names means changing both bindings; anything else in either
+binding is its own business.
+
+A LazyTensor (of either class that builds on this) is four fields, set by
+:func:`from_parts` and by nothing else:
+
+* ``formula``: the formula, a :class:`~kerneltools.backend._ir.Node`;
+* its bindings, ``{variable node: Binding}`` (read with :func:`bindings_of`);
+* ``ni`` and ``nj``: the number of i- and j-points, None where the formula
+  uses no variable of that index;
+
+and, optionally, the block-sparsity ``ranges`` its reductions default to
+(:func:`ranges_of`). Operands combine with :func:`apply` (a registered
+operation) or :func:`compose` (a composite: a function of formula nodes),
+which check that they index the same points (:func:`merge`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._lazy_args import check_axis
+from .backend._ir import VAR_KEYS, Node, var
+from .backend._ops import FormulaError, make
+
+__all__ = ["Binding", "MATMUL_BLOCK", "apply", "batch_of", "bindings_of", "check_axis",
+           "compose", "dtype_of", "from_parts", "lift", "merge", "new_var", "ranges_of"]
+
+#: Widest right operand that ``K @ b`` reduces in one generated kernel (wider
+#: ones go block by block, so one kernel serves every width).
+MATMUL_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The data of one variable of a formula."""
+
+    array: np.ndarray  # (*batch, n, d) for i- and j-variables, (*batch, d) for parameters
+    weak: bool = False  # Python floats: they do not take part in dtype promotion
+    batch: tuple = ()  # leading batch axes, reduced independently
+
+
+def new_var(cat: str, dim: int) -> Node:
+    """A new variable of category ``cat`` ("i", "j" or "p"), unique across
+    processes (see ``backend._ir.VarKey``)."""
+    return var(cat, next(VAR_KEYS), dim)
+
+
+def from_parts(cls, formula: Node, bindings: dict, ni, nj, ranges=None):
+    """A LazyTensor of class ``cls`` made of these fields (``cls.__init__``,
+    which takes user data, is not called)."""
+    out = object.__new__(cls)
+    out.formula, out._bindings, out.ni, out.nj = formula, bindings, ni, nj
+    if ranges is not None:
+        out._ranges = ranges
+    return out
+
+
+def bindings_of(t) -> dict:
+    """``{variable node: Binding}`` of a LazyTensor (not to be modified)."""
+    return t._bindings
+
+
+def ranges_of(t):
+    """The ranges that ``t``'s reductions default to (``with_ranges``), or None."""
+    return t.__dict__.get("_ranges")
+
+
+def lift(cls, x):
+    """``x`` as a LazyTensor of class ``cls`` (itself if it is one)."""
+    return x if isinstance(x, cls) else cls(x)
+
+
+def batch_of(bindings) -> tuple:
+    """The broadcast batch shape of bindings (ValueError if they do not)."""
+    shapes = [b.batch for b in bindings if b.batch]
+    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+
+
+def dtype_of(bindings: dict) -> np.dtype:
+    """The dtype that reductions compute in: NumPy promotion of the strongly
+    typed data (float64 for integers or none, float32 for float16)."""
+    strong = [b.array.dtype for b in bindings.values() if not b.weak]
+    if not strong:
+        return np.dtype(np.float64)
+    dt = np.result_type(*strong)
+    if dt.kind in "biu":
+        return np.dtype(np.float64)
+    if dt == np.float16:
+        return np.dtype(np.float32)
+    return dt
+
+
+def merge(parts) -> tuple[dict, int | None, int | None]:
+    """(bindings, ni, nj) of a formula over the LazyTensors ``parts``; a
+    ValueError names their shapes when they index different numbers of i- or
+    j-points, or have batch axes that do not broadcast."""
+    bindings: dict = {}
+    ni = nj = None
+    for p in parts:
+        bindings.update(bindings_of(p))
+        for attr, cur in (("ni", ni), ("nj", nj)):
+            n = getattr(p, attr)
+            if n is not None and cur is not None and n != cur:
+                idx = attr[1]
+                raise ValueError(
+                    f"the operands index {cur} and {n} points by {idx}: every "
+                    f"{idx}-variable of a formula must have the same number of rows "
+                    f"(operand shapes: {_shapes(parts)})"
+                )
+        ni = ni if p.ni is None else p.ni
+        nj = nj if p.nj is None else p.nj
+    if any(b.batch for b in bindings.values()):
+        try:
+            batch_of(bindings.values())
+        except ValueError:
+            raise ValueError(
+                f"the operands' batch axes do not broadcast (operand shapes: {_shapes(parts)})"
+            ) from None
+    return bindings, ni, nj
+
+
+def apply(t, name: str, *others, attrs=()):
+    """The registered operation ``name`` of ``t`` and ``others`` (LazyTensors or
+    data, lifted to ``t``'s class), a LazyTensor of ``t``'s class."""
+    return compose(t, lambda *nodes: make(name, *nodes, attrs=attrs), *others)
+
+
+def compose(t, fn, *others):
+    """``fn`` (a function of formula nodes, a composite) of ``t`` and
+    ``others``; a formula error is a ValueError naming the operands' shapes."""
+    cls = type(t)
+    parts = [t] + [lift(cls, o) for o in others]
+    bindings, ni, nj = merge(parts)
+    try:
+        node = fn(*(p.formula for p in parts))
+    except FormulaError as exc:
+        raise ValueError(f"{exc} (operand shapes {_shapes(parts)})") from None
+    return from_parts(cls, node, bindings, ni, nj)
+
+
+def _shapes(parts) -> str:
+    return ", ".join(str(p.shape) for p in parts)
