@@ -6,8 +6,9 @@
 one of these names means changing both bindings; anything else in either
 binding is its own business.
 
-A LazyTensor (of either class that builds on this) is four fields, set by
-:func:`from_parts` and by nothing else:
+A ``kerneltools.lazy.LazyTensor`` (torch's wraps one, with the tensors
+behind its variables) is four fields, set by :func:`from_parts` or, from
+data, by its constructor:
 
 * ``formula``: the formula, a :class:`~kerneltools.backend._ir.Node`;
 * its bindings, ``{variable node: Binding}`` (read with :func:`bindings_of`);

@@ -120,7 +120,7 @@ class LazyTensor:
     def _lift(x) -> LazyTensor:
         return lift(LazyTensor, x)
 
-    _merge = staticmethod(merge)
+    _merge = staticmethod(merge)  # (bindings, ni, nj) of operands; tests use it
 
     def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
         return apply(self, name, *others, attrs=attrs)
@@ -555,25 +555,23 @@ _install_unary_methods()
 def Vi(x) -> LazyTensor:
     """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
     with leading batch axes, each batch reduced on its own."""
-    a = _check_array(x, "Vi: 'x'")
-    if a.ndim >= 3:
-        return LazyTensor._new(*_batched("i", a, a.shape[:-2], "Vi: 'x'"))
-    if a.ndim not in (1, 2):
-        raise ValueError(f"Vi: 'x' must be 1-D (N,), 2-D (N, D) or batched (B, N, D), "
-                         f"got shape {a.shape}")
-    return LazyTensor(a.reshape(a.shape[0], -1), axis=0)
+    return _indexed("i", x, "Vi: 'x'", "N")
 
 
 def Vj(x) -> LazyTensor:
     """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D):
     with leading batch axes, each batch reduced on its own."""
-    a = _check_array(x, "Vj: 'x'")
+    return _indexed("j", x, "Vj: 'x'", "M")
+
+
+def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
+    a = _check_array(x, what)
     if a.ndim >= 3:
-        return LazyTensor._new(*_batched("j", a, a.shape[:-2], "Vj: 'x'"))
+        return LazyTensor._new(*_batched(cat, a, a.shape[:-2], what))
     if a.ndim not in (1, 2):
-        raise ValueError(f"Vj: 'x' must be 1-D (M,), 2-D (M, D) or batched (B, M, D), "
+        raise ValueError(f"{what} must be 1-D ({n},), 2-D ({n}, D) or batched (B, {n}, D), "
                          f"got shape {a.shape}")
-    return LazyTensor(a.reshape(a.shape[0], -1), axis=1)
+    return LazyTensor(a.reshape(a.shape[0], -1), axis=0 if cat == "i" else 1)
 
 
 def Pm(p) -> LazyTensor:
