@@ -204,11 +204,12 @@ def _task_dependencies(task):
 
 
 def test_large_problem_in_small_workers(client):
-    """5e4 x 5e4 points through workers limited to 2 GiB each: the N x M
-    kernel matrix (20 GB in float64) is never formed."""
+    """3e4 x 3e4 points through workers limited to 2 GiB each: neither the
+    N x M kernel matrix (7.2 GB in float64) nor one chunk's rows of it
+    (15,000 x 30,000: 3.6 GB) is ever formed."""
     rng = np.random.default_rng(1)
-    n = 50_000
-    x = da.from_array(rng.random((n, 3)), chunks=10_000)
+    n = 30_000
+    x = da.from_array(rng.random((n, 3)), chunks=15_000)
     b = rng.random((n, 1))
     out = (-10 * kt.Vi(x).sqdist(kt.Vj(x))).exp() @ b
     got = out.compute()
