@@ -273,11 +273,18 @@ def drop_self(vals, ind):
     """Remove each fitted point from its own neighbours (scikit-learn's rule).
 
     When more duplicates than neighbours hide the point itself, the first
-    neighbour (a duplicate) is dropped instead.
+    neighbour (a duplicate) is dropped instead. When the point is missing
+    because its distance to itself is not 0 (NaN for a constant row under
+    correlation, 1 for a zero row under cosine), the last is dropped: the
+    others are then the K nearest, as in scikit-learn, whose brute force
+    takes a point's distance to itself as 0.
     """
     n, k = ind.shape
     keep = ind != np.arange(n)[:, None]
-    keep[keep.all(axis=1), 0] = False
+    missing = keep.all(axis=1)
+    at_zero = vals[:, 0] <= 0  # False for NaN
+    keep[missing & at_zero, 0] = False
+    keep[missing & ~at_zero, -1] = False
     return vals[keep].reshape(n, k - 1), ind[keep].reshape(n, k - 1)
 
 

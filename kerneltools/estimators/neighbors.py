@@ -57,8 +57,15 @@ _COMMON_DOC = """
     metric : str or callable, default='minkowski'
         'euclidean' ('l2'), 'sqeuclidean', 'manhattan' ('cityblock', 'l1'),
         'chebyshev' ('infinity'), 'minkowski' (with ``p``; p = 1, 2, inf
-        become manhattan, euclidean, chebyshev as in scikit-learn) or
-        'cosine'. A callable is first called with LazyTensors ``(x_i, y_j,
+        become manhattan, euclidean, chebyshev as in scikit-learn), 'cosine',
+        'correlation', 'braycurtis', 'canberra', 'seuclidean', 'mahalanobis',
+        'haversine' (2 features: latitude, longitude in radians),
+        'nan_euclidean' (the only one that accepts NaN in X), 'hamming', and
+        the boolean metrics 'jaccard', 'dice', 'rogerstanimoto',
+        'russellrao', 'sokalsneath', 'yule' (data converted to bool, nonzero
+        True, with scikit-learn's DataConversionWarning). Each is a formula
+        reduced by the engine; their definitions and 0/0 conventions, those of
+        scikit-learn's brute force, are in ``_neighbors_metrics``. A callable is first called with LazyTensors ``(x_i, y_j,
         **metric_params)``: if it returns a scalar LazyTensor formula, that
         formula is the distance, reduced at full speed. Otherwise it is taken
         as scikit-learn's convention, a function of two 1-D arrays returning
@@ -67,7 +74,11 @@ _COMMON_DOC = """
         Power of the Minkowski metric.
     metric_params : dict, default=None
         Extra metric arguments: ``p`` and ``w`` (per-feature weights) for
-        'minkowski'; keyword arguments of a callable metric.
+        'minkowski'; ``V`` (per-feature variances; default: those of the
+        fitted X, ddof=1) for 'seuclidean'; ``VI`` (inverse covariance) or
+        ``V`` (covariance) for 'mahalanobis' (default: from the covariance of
+        the fitted X, as scikit-learn's ``kneighbors()``); keyword arguments
+        of a callable metric.
     n_jobs : int, default=None
         Accepted for compatibility; the reductions use every OpenMP thread.
     backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
@@ -129,11 +140,16 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
     def _fit(self, X, y=None):
         validate_params(self)
         check_backend(self.backend, type(self).__name__)
+        self._fit_is_bool = M.is_bool_data(X)
+        finite = self._ensure_all_finite()
         if y is None and not self.__sklearn_tags__().target_tags.required:
-            X = validate_data(self, X, dtype=_FLOATS, order="C")
+            X = validate_data(
+                self, X, dtype=_FLOATS, order="C", ensure_all_finite=finite
+            )
         else:
             X, y = validate_data(
-                self, X, y, multi_output=True, dtype=_FLOATS, order="C"
+                self, X, y, multi_output=True, dtype=_FLOATS, order="C",
+                ensure_all_finite=finite,
             )
         metric, params = M.effective_metric(self.metric, self.p, self.metric_params)
         M.check_metric_params(metric, params, X.shape[1])
@@ -143,13 +159,15 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
             metric, params, X
         )
         self.effective_metric_, self.effective_metric_params_ = metric, params
+        # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
+        self._metric_params = M.formula_params(metric, params, X)
         self._fit_X = X
         # scikit-learn's attribute: "block_sparse" where pruning is enabled
         # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
         # PRUNE_MIN_PAIRS query x fitted pairs still runs brute force), else
         # "brute" (every pair, in linear memory).
         usable = self._lazy_metric and P.PrunedSearch.is_usable_for(
-            M.make_metric(metric, params), X, params)
+            M.make_metric(metric, self._metric_params), X, params)
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
         self._grid = P.Grid.fit(X) if self._fit_method == "block_sparse" else None
         self.n_samples_fit_ = X.shape[0]
@@ -160,8 +178,25 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
         """(queries, is_train): X validated, or the fitted points for X=None."""
         check_is_fitted(self)
         if X is None:
+            M.warn_boolean_conversion(self.effective_metric_, self._fit_is_bool)
             return self._fit_X, True
-        return validate_data(self, X, reset=False, dtype=_FLOATS, order="C"), False
+        M.warn_boolean_conversion(
+            self.effective_metric_, self._fit_is_bool, M.is_bool_data(X)
+        )
+        X = validate_data(
+            self, X, reset=False, dtype=_FLOATS, order="C",
+            ensure_all_finite=self._ensure_all_finite(),
+        )
+        return X, False
+
+    def _ensure_all_finite(self):
+        """NaN is allowed for metric='nan_euclidean' only (scikit-learn's rule)."""
+        return "allow-nan" if self.metric == "nan_euclidean" else True
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self.metric == "nan_euclidean"
+        return tags
 
     def _search(self, X):
         """(search, X): the search over the fitted points, X in its dtype."""
@@ -171,7 +206,7 @@ class _NeighborsBase(MultiOutputMixin, BaseEstimator):
             dtype = np.result_type(X.dtype, self._fit_X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
         Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
-        metric, params = self.effective_metric_, self.effective_metric_params_
+        metric, params = self.effective_metric_, self._metric_params
         if not self._lazy_metric:
             return S.DenseSearch(metric, params, Y), X
         backend = self.backend
