@@ -31,10 +31,19 @@ def int_arg(v, name: str) -> int:
     return int(v)
 
 
-def check_axis(axis) -> int:
-    """The reduction axis: 0 (over i) or 1 (over j), as an int."""
-    if is_int(axis) and int(axis) in (0, 1):
-        return int(axis)
+def check_axis(axis, nbatch: int = 0) -> int:
+    """The reduction axis as 0 (over i) or 1 (over j). As in pykeops, the user
+    numbers it after the ``nbatch`` batch axes: ``nbatch`` (over i) or
+    ``nbatch + 1`` (over j)."""
+    if is_int(axis) and int(axis) - nbatch in (0, 1):
+        return int(axis) - nbatch
+    if nbatch:
+        axes = "axes" if nbatch > 1 else "axis"
+        raise ValueError(
+            f"with {nbatch} batch {axes}, the reduction 'axis' must be {nbatch} (reduce "
+            f"over i) or {nbatch + 1} (reduce over j): as in pykeops, reductions are "
+            f"numbered after the batch axes; got {axis!r}"
+        )
     raise ValueError("the reduction 'axis' must be 0 (reduce over i) or 1 (reduce "
                      f"over j); got {axis!r}")
 
@@ -45,8 +54,8 @@ def alias(axis, dim):
     if dim is None:
         return axis
     if not is_int(dim):
-        raise ValueError(f"the reduction 'dim' (an alias of 'axis') must be 0 or 1; "
-                         f"got {dim!r}")
+        raise ValueError(f"the reduction 'dim' (an alias of 'axis') must be an "
+                         f"integer; got {dim!r}")
     if axis is None or (is_int(axis) and int(axis) in (-1, int(dim))):
         return dim
     raise ValueError(f"'axis'={axis!r} and 'dim'={dim!r} disagree; 'dim' is an alias "

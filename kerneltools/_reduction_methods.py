@@ -12,15 +12,18 @@ reductions that share the name:
   operation over the features instead (``sum(-1)``);
 * otherwise ``m(axis=None, dim=None, backend=None, **options)``.
 
-The methods call ``self._reduce(name, axis, weight=, K=, backend=, **options)``
-and ``self._apply(op)``, which both LazyTensor classes provide.
+The methods take pykeops' numbering of the axes: after the batch axes
+(``len(self.batch)`` (over i) or ``len(self.batch) + 1`` (over j); the
+feature axis comes next). They call ``self._reduce(name, axis, weight=, K=,
+backend=, **options)`` with ``axis`` 0 (over i) or 1 (over j), and
+``self._apply(op)``, which both LazyTensor classes provide.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from ._lazy_args import alias, is_int
+from ._lazy_args import alias, check_axis, is_int
 from .backend.reductions import Reduction, method_variants
 
 __all__ = ["reduction_methods"]
@@ -36,34 +39,43 @@ def _method(method: str, variants: dict[int, Reduction]) -> Callable:
     red = one or two
     if red.uses_k:
         def fn(self, K, axis=None, dim=None, backend=None, **options):
-            return self._reduce(red.name, alias(axis, dim), K=K, backend=backend,
+            return self._reduce(red.name, _axis(self, axis, dim), K=K, backend=backend,
                                 **options)
     elif one is None:
         def fn(self, weight, axis=None, dim=None, backend=None, **options):
-            return self._reduce(two.name, alias(axis, dim), weight=weight,
+            return self._reduce(two.name, _axis(self, axis, dim), weight=weight,
                                 backend=backend, **options)
     elif two is not None:
         def fn(self, axis=None, dim=None, weight=None, backend=None, **options):
             name = one.name if weight is None else two.name
-            return self._reduce(name, alias(axis, dim), weight=weight, backend=backend,
-                                **options)
+            return self._reduce(name, _axis(self, axis, dim), weight=weight,
+                                backend=backend, **options)
     elif one.feature_op is not None:
         def fn(self, axis=-1, dim=None, backend=None, **options):
-            axis = alias(axis, dim)
-            if is_int(axis) and int(axis) in (-1, 2):
+            axis, nbatch = alias(axis, dim), len(self.batch)
+            if is_int(axis) and int(axis) in (-1, nbatch + 2):
                 return self._apply(one.feature_op)
-            return self._reduce(one.name, axis, backend=backend, **options)
+            return self._reduce(one.name, check_axis(axis, nbatch), backend=backend,
+                                **options)
     else:
         def fn(self, axis=None, dim=None, backend=None, **options):
-            return self._reduce(one.name, alias(axis, dim), backend=backend, **options)
+            return self._reduce(one.name, _axis(self, axis, dim), backend=backend,
+                                **options)
     fn.__name__ = method
     fn.__doc__ = _doc(one, two)
     return fn
 
 
+def _axis(t, axis, dim) -> int:
+    """0 (over i) or 1 (over j) from the user's ``axis`` / ``dim``, numbered
+    after ``t``'s batch axes."""
+    return check_axis(alias(axis, dim), len(t.batch))
+
+
 def _doc(one: Reduction | None, two: Reduction | None) -> str:
     red = one or two
-    lines = [f"``{red.doc}``, reduced over i (``axis=0``) or j (``axis=1``)."]
+    lines = [f"``{red.doc}``, reduced over i (``axis=0``) or j (``axis=1``); with B "
+             "batch axes, ``axis=B`` or ``B + 1``."]
     if one is not None and one.feature_op is not None:
         lines[0] = (f"``{one.doc}`` over j (``axis=1``) or i (``axis=0``); "
                     f"``axis=-1``: over the features, symbolically.")

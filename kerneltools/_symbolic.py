@@ -18,7 +18,8 @@ data, by its constructor:
 and, optionally, the block-sparsity ``ranges`` its reductions default to
 (:func:`ranges_of`). Operands combine with :func:`apply` (a registered
 operation) or :func:`compose` (a composite: a function of formula nodes),
-which check that they index the same points (:func:`merge`).
+which check that they index the same points (:func:`merge`); the result
+keeps the operands' ranges (:func:`merge_ranges`), as in pykeops.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from .backend._ir import VAR_KEYS, Node, var
 from .backend._ops import FormulaError, make
 
 __all__ = ["Binding", "MATMUL_BLOCK", "apply", "batch_of", "bindings_of", "check_axis",
-           "compose", "dtype_of", "from_parts", "lift", "merge", "new_var", "ranges_of"]
+           "check_ranges", "compose", "dtype_of", "from_parts", "lift", "merge",
+           "merge_ranges", "new_var", "ranges_of"]
 
 #: Widest right operand that ``K @ b`` reduces in one generated kernel (wider
 #: ones go block by block, so one kernel serves every width).
@@ -72,6 +74,46 @@ def bindings_of(t) -> dict:
 def ranges_of(t):
     """The ranges that ``t``'s reductions default to (``with_ranges``), or None."""
     return t.__dict__.get("_ranges")
+
+
+def check_ranges(ranges):
+    """``ranges`` if it can describe a block-sparse reduction (None, a
+    ``BlockSparsity`` or KeOps' 6-tuple; the contents are checked against the
+    formula's sizes when a reduction runs), else a TypeError."""
+    if ranges is None or hasattr(ranges, "side"):  # a BlockSparsity
+        return ranges
+    if isinstance(ranges, (tuple, list)) and len(ranges) == 6:
+        return tuple(ranges)
+    raise TypeError(
+        "ranges must be None, a BlockSparsity (kerneltools.ranges) or KeOps' 6-tuple "
+        "(ranges_i, slices_i, redranges_j, ranges_j, slices_j, redranges_i); "
+        f"got {type(ranges).__name__}"
+    )
+
+
+def _same_ranges(a, b) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(a, b))
+    return False
+
+
+def merge_ranges(parts):
+    """The ranges of a formula over the LazyTensors ``parts``: the one that
+    they carry (None if none does); a ValueError if two carry different ones."""
+    out = None
+    for p in parts:
+        r = ranges_of(p)
+        if r is None:
+            continue
+        if out is not None and not _same_ranges(out, r):
+            raise ValueError(
+                "the operands carry different block-sparsity ranges; give one of "
+                "them ranges (with_ranges / .ranges), or pass ranges= to the reduction"
+            )
+        out = r
+    return out
 
 
 def lift(cls, x):
@@ -144,7 +186,7 @@ def compose(t, fn, *others):
         node = fn(*(p.formula for p in parts))
     except FormulaError as exc:
         raise ValueError(f"{exc} (operand shapes {_shapes(parts)})") from None
-    return from_parts(cls, node, bindings, ni, nj)
+    return from_parts(cls, node, bindings, ni, nj, ranges=merge_ranges(parts))
 
 
 def _shapes(parts) -> str:

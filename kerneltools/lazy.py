@@ -32,8 +32,9 @@ from ._leaves import batched as _batched
 from ._leaves import check_array as _check_array
 from ._leaves import leaf as _leaf
 from ._reduction_methods import reduction_methods
-from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, compose, dtype_of,
-                        from_parts, lift, merge, new_var, ranges_of)
+from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,
+                        dtype_of, from_parts, lift, merge, merge_ranges, new_var,
+                        ranges_of)
 from .backend import _ops
 from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._autodiff import grad as _grad
@@ -41,6 +42,7 @@ from .backend._cg import conjugate_gradient as _cg
 from .backend._dask import is_dask_array
 from .backend._ir import Node, index, topo_order, var
 from .backend._ops import OPS, substitute
+from .backend._ranges import transpose_ranges
 from .backend.reductions import resolve
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
@@ -61,7 +63,9 @@ class LazyTensor:
     Batches: leading axes before those, ``(B, N, 1, D)``, ``(B, 1, M, D)``,
     ``(B, 1, 1, D)`` (or ``Vi``/``Vj`` of a ``(B, N, D)`` array), stand for B
     independent problems reduced in one call (block-diagonal); batch axes of
-    size 1, or none, broadcast. Reductions then return ``(B, N, E)``.
+    size 1, or none, broadcast. Reductions then return ``(B, N, E)``; as in
+    pykeops, their ``axis`` is numbered after the batch axes: with one batch
+    axis, ``axis=1`` reduces over i and ``axis=2`` over j.
     """
 
     __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
@@ -69,6 +73,8 @@ class LazyTensor:
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
             formula, bindings, ni, nj = x.formula, x._bindings, x.ni, x.nj
+            if ranges_of(x) is not None:
+                self._ranges = ranges_of(x)
         else:
             formula, bindings, ni, nj = _leaf(x, axis)
         self.formula: Node = formula
@@ -106,6 +112,21 @@ class LazyTensor:
     def dtype(self) -> np.dtype:
         """The dtype that reductions compute in (NumPy promotion of the inputs)."""
         return dtype_of(self._bindings)
+
+    @property
+    def ranges(self):
+        """The block-sparsity that reductions use when not given ``ranges=``
+        (None: dense); pykeops' attribute. Set it (``K.ranges = r``) or use
+        :meth:`with_ranges`; formulas built from ``K`` keep it."""
+        return ranges_of(self)
+
+    @ranges.setter
+    def ranges(self, value):
+        value = check_ranges(value)
+        if value is None:
+            self.__dict__.pop("_ranges", None)
+        else:
+            self._ranges = value
 
     def __repr__(self) -> str:
         return f"LazyTensor(shape={self.shape}, formula={self.formula})"
@@ -189,12 +210,27 @@ class LazyTensor:
     def __ge__(self, o):
         return self._apply("GreaterEqual", o)
 
+    def __eq__(self, o):
+        """``self == o``: the 0/1 formula of equality, as pykeops (not a bool)."""
+        if not _operand(o):
+            return NotImplemented  # None, strings, ...: Python's identity test
+        return self._apply("Equal", o)
+
+    def __ne__(self, o):
+        """``self != o``: the 0/1 formula of inequality."""
+        if not _operand(o):
+            return NotImplemented
+        return self._apply("NotEqual", o)
+
+    # ``==`` builds a formula, so hashing stays by identity (as before).
+    __hash__ = object.__hash__
+
     def eq(self, o) -> LazyTensor:
-        """1 where ``self == o``, else 0 (``==`` keeps Python's meaning)."""
+        """1 where ``self == o``, else 0 (the same as ``self == o``)."""
         return self._apply("Equal", o)
 
     def ne(self, o) -> LazyTensor:
-        """1 where ``self != o``, else 0."""
+        """1 where ``self != o``, else 0 (the same as ``self != o``)."""
         return self._apply("NotEqual", o)
 
     def __or__(self, o):
@@ -305,7 +341,8 @@ class LazyTensor:
             elif node.op == "Index":
                 mapping[node] = index(swap[node.cat])
         (f,) = substitute([self.formula], mapping)
-        return LazyTensor._new(f, bindings, self.nj, self.ni)
+        return from_parts(LazyTensor, f, bindings, self.nj, self.ni,
+                          ranges=transpose_ranges(ranges_of(self)))
 
     @property
     def T(self) -> LazyTensor:
@@ -331,7 +368,8 @@ class LazyTensor:
                 f"dimension {self.dim}"
             )
         bindings, ni, nj = merge([self, v, g])
-        return LazyTensor._new(_grad(self.formula, v.formula, g.formula), bindings, ni, nj)
+        return from_parts(LazyTensor, _grad(self.formula, v.formula, g.formula), bindings,
+                          ni, nj, ranges=merge_ranges([self, v, g]))
 
     # -- reductions --------------------------------------------------------
     def _plan(self, reduction: str, axis, weight=None, K=1, backend=None):
@@ -354,11 +392,12 @@ class LazyTensor:
         order; results in the caller's order) or KeOps' 6-tuple
         ``(ranges_i, slices_i, redranges_j, ranges_j, slices_j, redranges_i)``
         for data sorted by cluster; see :mod:`kerneltools.ranges`. Reductions
-        also take ``ranges=`` directly. Formulas built from the result do not
-        inherit it.
+        also take ``ranges=`` directly, and ``K.ranges = r`` sets it in place.
+        Formulas built from the result keep it (two different ranges in one
+        formula are a ValueError); ``t()`` transposes it.
         """
         return from_parts(LazyTensor, self.formula, self._bindings, self.ni, self.nj,
-                          ranges=ranges)
+                          ranges=check_ranges(ranges))
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
         return _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
@@ -392,7 +431,7 @@ class LazyTensor:
                     f"(B..., {self.nj}, E); got {b_arr.shape}"
                 )
             bj = Vj(b_arr if b_arr.ndim >= 2 else b_arr[:, None])
-            out = (self * bj).sum(axis=1, backend=backend)
+            out = (self * bj)._reduce("Sum", 1, backend=backend)
             return out[..., 0] if b_arr.ndim == 1 else out
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
@@ -415,8 +454,9 @@ class LazyTensor:
         bvar, formula = hit
         bindings = dict(self._bindings)
         bindings[bvar] = Binding(b2)
-        product = LazyTensor._new(formula, bindings, self.ni, b2.shape[0])
-        out = product.sum(axis=1, backend=backend)
+        product = from_parts(LazyTensor, formula, bindings, self.ni, b2.shape[0],
+                             ranges=ranges_of(self))
+        out = product._reduce("Sum", 1, backend=backend)
         return out[:, 0] if b_arr.ndim == 1 else out
 
     def _matmul_blocks(self, b2, backend=None):
@@ -466,7 +506,7 @@ class LazyTensor:
         B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
 
         def matvec(X):
-            out = (self * Vj(X)).sum(axis=1, backend=backend)
+            out = (self * Vj(X))._reduce("Sum", 1, backend=backend)
             if is_dask_array(out):  # K on Dask arrays: each product is distributed
                 out = out.compute()
             return out + alpha * X
@@ -526,6 +566,12 @@ class LazyTensor:
         (grad,) = reduction_vjp(red.name, self.formula, W.formula if W is not None else None,
                                 [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
         return grad
+
+
+def _operand(o) -> bool:
+    """Whether ``o`` can be an operand of a formula (for ``==`` / ``!=``)."""
+    return isinstance(o, (LazyTensor, numbers.Number, np.ndarray, np.generic)) or (
+        hasattr(o, "__array__") or hasattr(o, "__cuda_array_interface__"))
 
 
 def _install_reduction_methods():

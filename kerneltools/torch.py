@@ -35,7 +35,7 @@ from . import lazy as _lazy
 from ._reducing import reduce as _reduce_lazy
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, bindings_of, check_axis,
-                        from_parts, lift, merge, new_var)
+                        check_ranges, from_parts, lift, merge, new_var, ranges_of)
 from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend.reductions import REDUCTIONS
 
@@ -43,7 +43,7 @@ __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
 
 _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
-           "__gt__", "__ge__", "__or__", "__ror__")
+           "__gt__", "__ge__", "__or__", "__ror__", "__eq__", "__ne__")
 _UNARY = ("__neg__", "__pos__", "__abs__")
 
 
@@ -150,6 +150,19 @@ class LazyTensor:
             return attr
         return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
+    @property
+    def ranges(self):
+        """The block-sparsity that reductions (and their gradients) use when not
+        given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
+        return ranges_of(self._lt)
+
+    @ranges.setter
+    def ranges(self, value):
+        self._lt = self._lt.with_ranges(check_ranges(value))
+
+    # ``==`` builds a formula (below), so hashing stays by identity.
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"kerneltools.torch.{self._lt!r}"
 
@@ -169,7 +182,7 @@ class LazyTensor:
             b = torch.as_tensor(np.asarray(b))
         b2 = b.reshape(b.shape[0], -1)
         cols = [
-            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK])).sum(axis=1)
+            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1)
             for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
         ]
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
@@ -178,7 +191,9 @@ class LazyTensor:
     def _apply(self, op: str) -> LazyTensor:
         return self._wrap(apply(self._lt, op), self._tensors)
 
-    def _reduce(self, name, axis, *, weight=None, K=1, backend=None):
+    def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
+        """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the
+        ``options`` (``ranges=``, ...) serve its backward too."""
         axis = check_axis(axis)
         W = None
         if weight is not None:
@@ -188,7 +203,11 @@ class LazyTensor:
         if W is not None:
             tensors.update(W._tensors)
         nodes = list(tensors)
-        spec = _Spec(self, W, name, axis, K, backend, nodes)
+        if options.get("ranges") is None:
+            options.pop("ranges", None)
+            if ranges_of(self._lt) is not None:
+                options["ranges"] = ranges_of(self._lt)
+        spec = _Spec(self, W, name, axis, K, backend, nodes, options)
         outs = _Reduce.apply(spec, *[tensors[n] for n in nodes])
         return outs
 
@@ -212,9 +231,9 @@ for _name in _BINARY + _UNARY:
 class _Spec:
     """What a reduction call needs besides its tensors (kept on the autograd node)."""
 
-    def __init__(self, F, W, name, axis, K, backend, nodes):
+    def __init__(self, F, W, name, axis, K, backend, nodes, options):
         self.F, self.W, self.name, self.axis, self.K = F, W, name, axis, K
-        self.backend, self.nodes = backend, nodes
+        self.backend, self.nodes, self.options = backend, nodes, options
 
 
 class _Reduce(torch.autograd.Function):
@@ -229,7 +248,7 @@ class _Reduce(torch.autograd.Function):
         with _stream(tensors):
             outs = _reduce_lazy(spec.F._lt, run, spec.axis,
                                 weight=spec.W._lt if spec.W is not None else None,
-                                K=spec.K, backend=spec.backend)
+                                K=spec.K, backend=spec.backend, **spec.options)
         outs = outs if isinstance(outs, tuple) else (outs,)
         outs = tuple(_to_torch(o, like) for o in outs)
         n_user = REDUCTIONS[spec.name].n_outputs
@@ -255,7 +274,7 @@ class _Reduce(torch.autograd.Function):
             return (None,) * (n_in + 1)
         F, W, axis = spec.F, spec.W, spec.axis
         if red.needs_lse:
-            outs.append(F.logsumexp(axis=axis, backend=spec.backend))
+            outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **spec.options))
         out_cat = "i" if axis == 1 else "j"
         n = outs[0].shape[0]
         # The forward outputs and the incoming gradient enter the gradient
@@ -272,9 +291,11 @@ class _Reduce(torch.autograd.Function):
         tensor_of = dict(zip(spec.nodes, tensors))
         tensor_of.update(extra)
 
+        # The same ranges as the forward pass: a gradient reduced over the
+        # other index reads their transposed half (ranges_j, slices_j, redranges_i).
         def reduce(G, over):
             Gt = LazyTensor._wrap(from_parts(_lazy.LazyTensor, G, bindings, ni, nj), tensor_of)
-            return Gt.sum(axis=over, backend=spec.backend)
+            return Gt._reduce("Sum", over, backend=spec.backend, **spec.options)
 
         # Parameters ride with the output index's variables and are summed
         # over its rows (see reduction_vjp).

@@ -1,4 +1,7 @@
-"""Batch axes: B independent problems in one call equal a Python loop over B."""
+"""Batch axes: B independent problems in one call equal a Python loop over B.
+
+As in pykeops, a reduction's axis is numbered after the batch axes: with one
+batch axis, ``axis=1`` reduces over i and ``axis=2`` over j."""
 
 from __future__ import annotations
 
@@ -51,12 +54,12 @@ def test_batched_equals_loop(backend, dtype, rtol, name, axis):
     s = (rng.random((B, 1, 1, 1)) + 0.5).astype(dtype)  # a parameter per problem
     red = REDUCTIONS[name]
 
-    def one(x, y, w, s):
+    def one(x, y, w, s, nbatch):
         F = kt.LazyTensor(s) * kt.Vi(x).sqdist(kt.Vj(y))
-        return red(F, kt.Vj(w) if axis == 1 else kt.Vi(w), axis, backend)
+        return red(F, kt.Vj(w) if axis == 1 else kt.Vi(w), nbatch + axis, backend)
 
-    got = _tuple(one(xp.asarray(x), xp.asarray(y), xp.asarray(w), xp.asarray(s)))
-    refs = [_tuple(one(x[b], y[b], w[b], s[b, 0, 0])) for b in range(B)]
+    got = _tuple(one(xp.asarray(x), xp.asarray(y), xp.asarray(w), xp.asarray(s), 1))
+    refs = [_tuple(one(x[b], y[b], w[b], s[b, 0, 0], 0)) for b in range(B)]
     n_out = N if axis == 1 else M
     for k, g in enumerate(got):
         g = _host(g)
@@ -87,7 +90,7 @@ def test_broadcasting_and_several_batch_axes(backend):
     xi = kt.LazyTensor(xp.asarray(x[:, 0, :, None, :]))  # (B1, N, 1, 2)
     yj = kt.LazyTensor(xp.asarray(y[0, :1, None, :, :]))  # (1, 1, M, 2)
     assert xi.shape == (B1, N, 1, 2) and (xi - yj).shape == (B1, N, M, 2)
-    idx = _host((xi - yj).sqnorm2().argmin(axis=1))
+    idx = _host((xi - yj).sqnorm2().argmin(axis=2))  # over j: after the batch axis
     for i in range(B1):
         ref = np.argmin(((x[i, 0][:, None] - y[0, 0][None]) ** 2).sum(-1), axis=1)
         np.testing.assert_array_equal(idx[i, :, 0], ref)
@@ -99,13 +102,15 @@ def test_batch_errors():
     with pytest.raises(ValueError, match="batch axes do not broadcast"):
         kt.Vi(x).sqdist(kt.Vj(y))
     with pytest.raises(ValueError, match="K must be between 1 and 8"):
-        kt.Vi(x).sqdist(kt.Vj(np.zeros((3, 8, 2)))).Kmin(9, axis=1)
+        kt.Vi(x).sqdist(kt.Vj(np.zeros((3, 8, 2)))).Kmin(9, axis=2)
     F = kt.Vi(x).sqdist(kt.Vj(np.zeros((3, 8, 2))))
     with pytest.raises(NotImplementedError, match="batch axes"):
         F.to_dense()
     with pytest.raises(NotImplementedError, match="batch axes"):
         F.vjp(kt.Vi(x), np.ones((3, 10, 1)))
     with pytest.raises(ValueError, match="ranges= cannot be combined"):
-        F.sum(axis=1, ranges=((0,),))
+        F.sum(axis=2, ranges=((0,),))
+    with pytest.raises(ValueError, match=r"with 1 batch axis, the reduction 'axis' must be 1"):
+        F.sum(axis=0)
     with pytest.raises(ValueError, match=r"\(\.\.\., N, 1, D\)"):
         kt.LazyTensor(np.zeros((2, 3, 4, 2)))

@@ -38,7 +38,7 @@ from ._ops import substitute
 from ._plan import Plan
 
 __all__ = ["BlockSparsity", "SortedSide", "describe", "run_blocks", "run_native",
-           "tuple_from_pairs"]
+           "transpose_ranges", "tuple_from_pairs"]
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,14 @@ class BlockSparsity:
         }
         return self
 
+    def transposed(self) -> BlockSparsity:
+        """The description of the transposed (M, N) problem: each axis's
+        blocks become the other's (``LazyTensor.t()``)."""
+        out = type(self).__new__(type(self))
+        out.shape = self.shape[::-1]
+        out._sides = {1: self._sides[0], 0: self._sides[1]}
+        return out
+
     def side(self, axis: int):
         """The description of reductions over ``axis`` (1: over j)."""
         s = self._sides[axis]
@@ -233,6 +241,15 @@ class BlockSparsity:
         blocks = len(s.out_ranges) if isinstance(s, SortedSide) else len(s)
         return (f"BlockSparsity(shape={self.shape}, blocks={blocks}, "
                 f"density={self.density:.3g})")
+
+
+def transpose_ranges(ranges):
+    """The ranges of the transposed problem (i and j swapped); None stays None."""
+    if ranges is None:
+        return None
+    if isinstance(ranges, BlockSparsity):
+        return ranges.transposed()
+    return tuple(ranges[3:]) + tuple(ranges[:3])
 
 
 def tuple_from_pairs(a, b, ranges_a, ranges_b, priority=None) -> tuple:

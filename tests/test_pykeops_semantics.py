@@ -1,0 +1,185 @@
+"""pykeops' LazyTensor semantics that kerneltools keeps (issue 21), against dense
+NumPy references: ranges that reductions honour (``K.ranges = r``,
+``with_ranges``, torch's gradients), ``==`` / ``!=`` as 0/1 formulas, reduction
+axes numbered after the batch axes.
+
+Each case once gave a silently wrong result, so every reference is chosen to
+differ from the wrong answer (a mask that drops real contributions, M == N).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kerneltools as kt
+import kerneltools.torch as ktt
+from kerneltools import ranges as kr
+
+BE = "numpy"  # the semantics do not depend on the backend; this one needs no compiler
+
+
+# -- block-sparsity ------------------------------------------------------------
+def _clusters():
+    """Points sorted by cluster (3 clusters of x, 2 of y), an asymmetric mask of
+    kept cluster pairs (so that a transposed description shows) and the dense
+    (N, M) 0/1 mask it stands for."""
+    rng = np.random.default_rng(0)
+    sizes_x, sizes_y = [4, 5, 3], [6, 4]
+    x, y = rng.random((sum(sizes_x), 2)), rng.random((sum(sizes_y), 2))
+    keep = np.array([[1, 0], [1, 1], [0, 1]], dtype=bool)
+    lab_x, lab_y = np.repeat(np.arange(3), sizes_x), np.repeat(np.arange(2), sizes_y)
+    ranges = kr.from_sorted(kr.cluster_ranges(lab_x), kr.cluster_ranges(lab_y), keep)
+    mask = keep[lab_x][:, lab_y].astype(np.float64)
+    return rng, x, y, ranges, mask
+
+
+def _gauss(x, y):
+    return np.exp(-((x[:, None, :] - y[None, :, :]) ** 2).sum(-1))
+
+
+def test_ranges_attribute_is_honoured():
+    rng, x, y, ranges, mask = _clusters()
+    b, c = rng.random((len(y), 2)), rng.random((len(x), 1))
+    K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
+    assert K.ranges is None
+    K.ranges = ranges
+    assert K.ranges is ranges
+    Kd = _gauss(x, y) * mask
+    assert not np.allclose(Kd @ b, _gauss(x, y) @ b)  # the mask drops real terms
+    np.testing.assert_allclose(K @ b, Kd @ b, rtol=1e-12)
+    np.testing.assert_allclose(K.matmul(b, backend=BE), Kd @ b, rtol=1e-12)
+    np.testing.assert_allclose(K.sum(axis=1, backend=BE), Kd.sum(1, keepdims=True),
+                               rtol=1e-12)
+    np.testing.assert_allclose((K * kt.Vi(c)).sum(axis=0, backend=BE), Kd.T @ c,
+                               rtol=1e-12)
+    K.ranges = None  # dense again
+    np.testing.assert_allclose(K @ b, _gauss(x, y) @ b, rtol=1e-12)
+
+
+def test_with_ranges_survives_operations_and_every_reduction():
+    rng, x, y, ranges, mask = _clusters()
+    b = rng.random((len(y), 3))
+    D = kt.Vi(x).sqdist(kt.Vj(y)).with_ranges(ranges)
+    K = (-D).exp()  # unary operations keep the ranges
+    Dd = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    Kd = np.exp(-Dd) * mask
+    np.testing.assert_allclose(K @ b, Kd @ b, rtol=1e-12)
+    np.testing.assert_allclose((K * kt.Vj(b)).sum(axis=1, backend=BE), Kd @ b, rtol=1e-12)
+    np.testing.assert_allclose((2 * K).sum(axis=0, backend=BE),
+                               2 * Kd.sum(0)[:, None], rtol=1e-12)
+    masked = np.where(mask > 0, Dd, np.inf)
+    np.testing.assert_allclose(D.min(axis=1, backend=BE)[:, 0], masked.min(1), rtol=1e-12)
+    np.testing.assert_array_equal(D.argmin(axis=0, backend=BE)[:, 0], masked.argmin(0))
+    np.testing.assert_array_equal(D.argKmin(2, axis=1, backend=BE), np.argsort(masked, 1)[:, :2])
+    lse = np.log((np.exp(-Dd) * mask).sum(1))
+    np.testing.assert_allclose((-D).logsumexp(axis=1, backend=BE)[:, 0], lse, rtol=1e-12)
+    # an operand without ranges joins; two different descriptions do not
+    other = kr.from_sorted(np.array([[0, len(x)]]), np.array([[0, len(y)]]), [[True]])
+    with pytest.raises(ValueError, match="ranges"):
+        K * kt.Vi(x).sqdist(kt.Vj(y)).with_ranges(other)
+
+
+def _torch_case(reduction):
+    rng, x, y, ranges, mask = _clusters()
+    b = rng.random((len(y), 2))
+    t = {k: torch.tensor(v, requires_grad=True)
+         for k, v in dict(x=x, y=y, b=b, s=np.array([0.7])).items()}
+    return rng, t, ranges, torch.tensor(mask)
+
+
+@pytest.mark.parametrize("how", ["argument", "attribute", "with_ranges"])
+def test_torch_ranges_forward_and_block_sparse_gradient(how):
+    rng, t, ranges, mask = _torch_case("sum")
+    D = ktt.Vi(t["x"]).sqdist(ktt.Vj(t["y"]))
+    K = (-D / ktt.Pm(t["s"])).exp()
+    opts = {}
+    if how == "argument":
+        opts = {"ranges": ranges}
+    elif how == "attribute":
+        K.ranges = ranges
+        assert K.ranges is ranges
+    else:
+        K = K.with_ranges(ranges)
+    out = (K * ktt.Vj(t["b"])).sum(axis=1, backend=BE, **opts)
+    g = torch.tensor(rng.random(out.shape))
+    grads = torch.autograd.grad((out * g).sum(), list(t.values()))
+    Dd = ((t["x"][:, None, :] - t["y"][None, :, :]) ** 2).sum(-1)
+    ref = (torch.exp(-Dd / t["s"]) * mask) @ t["b"]
+    refs = torch.autograd.grad((ref * g).sum(), list(t.values()))
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=0)
+    for name, got, want in zip(t, grads, refs):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_torch_ranges_logsumexp_gradient_wrt_j_variable():
+    """A gradient w.r.t. a j-variable is a reduction over i: the transposed half."""
+    rng, t, ranges, mask = _torch_case("lse")
+    D = ktt.Vi(t["x"]).sqdist(ktt.Vj(t["y"]))
+    out = (-D).logsumexp(axis=1, ranges=ranges, backend=BE)
+    g = torch.tensor(rng.random(out.shape))
+    got = torch.autograd.grad((out * g).sum(), [t["y"], t["x"]])
+    Dd = ((t["x"][:, None, :] - t["y"][None, :, :]) ** 2).sum(-1)
+    ref = torch.logsumexp(torch.where(mask > 0, -Dd, -torch.inf), 1, keepdim=True)
+    want = torch.autograd.grad((ref * g).sum(), [t["y"], t["x"]])
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=0)
+    for a, w in zip(got, want):
+        torch.testing.assert_close(a, w, rtol=1e-10, atol=1e-12)
+
+
+# -- == and != -----------------------------------------------------------------
+def test_eq_ne_are_formulas():
+    rng = np.random.default_rng(1)
+    lx, ly = rng.integers(0, 3, (8, 1)).astype(float), rng.integers(0, 3, (6, 1)).astype(float)
+    x, y = rng.random((8, 2)), rng.random((6, 2))
+    l_i, l_j = kt.Vi(lx), kt.Vj(ly)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
+    same = (lx == ly.T).astype(float)
+    Kd = _gauss(x, y)
+    assert isinstance(l_i == l_j, kt.LazyTensor) and isinstance(l_i != l_j, kt.LazyTensor)
+    np.testing.assert_allclose((K * (l_i == l_j)).sum(axis=1, backend=BE),
+                               (Kd * same).sum(1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose((K * (l_i != l_j)).sum(axis=1, backend=BE),
+                               (Kd * (1 - same)).sum(1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose((K * (l_j == 2.0)).sum(axis=1, backend=BE),
+                               Kd @ (ly == 2), rtol=1e-12)
+    np.testing.assert_allclose((K * (1 != l_i)).sum(axis=1, backend=BE),
+                               (Kd * (lx != 1)).sum(1, keepdims=True), rtol=1e-12)
+    # still hashable (identity), as before
+    assert len({l_i, l_j, l_i}) == 2 and hash(l_i) == hash(l_i)
+    # torch binding
+    tl_i, tl_j = ktt.Vi(torch.tensor(lx)), ktt.Vj(torch.tensor(ly))
+    tK = (-ktt.Vi(torch.tensor(x)).sqdist(ktt.Vj(torch.tensor(y)))).exp()
+    np.testing.assert_allclose((tK * (tl_i == tl_j)).sum(axis=1, backend=BE).numpy(),
+                               (Kd * same).sum(1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose((tK * (tl_i != 0.0)).sum(axis=1, backend=BE).numpy(),
+                               (Kd * (lx != 0)).sum(1, keepdims=True), rtol=1e-12)
+    assert len({tl_i, tl_j}) == 2
+
+
+# -- batch axes ----------------------------------------------------------------
+def test_batch_axes_numbered_after_batch_dims():
+    rng = np.random.default_rng(2)
+    B, N, D = 2, 5, 3  # M == N: reducing over the wrong index keeps the shape
+    x, y = rng.random((B, N, D)), rng.random((B, N, D))
+    K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
+    Kd = np.exp(-((x[:, :, None, :] - y[:, None, :, :]) ** 2).sum(-1))  # (B, N, M)
+    over_i, over_j = Kd.sum(1)[..., None], Kd.sum(2)[..., None]
+    np.testing.assert_allclose(K.sum(axis=1, backend=BE), over_i, rtol=1e-12)
+    np.testing.assert_allclose(K.sum(axis=2, backend=BE), over_j, rtol=1e-12)
+    np.testing.assert_allclose(K.sum(dim=2, backend=BE), over_j, rtol=1e-12)
+    np.testing.assert_array_equal(K.argmax(axis=1, backend=BE)[..., 0], Kd.argmax(1))
+    # the feature axis comes after (N, M): a symbolic sum, as pykeops
+    V = kt.Vi(x) - kt.Vj(y)
+    assert V.sum(axis=3).shape == (B, N, N, 1) and V.sum(-1).shape == (B, N, N, 1)
+    for bad in (0, 4, -2):
+        with pytest.raises(ValueError, match="batch"):
+            K.sum(axis=bad, backend=BE)
+    # torch binding (forward)
+    tK = (-ktt.LazyTensor(torch.tensor(x[:, :, None, :]))
+          .sqdist(ktt.LazyTensor(torch.tensor(y[:, None, :, :])))).exp()
+    np.testing.assert_allclose(tK.sum(axis=1, backend=BE).numpy(), over_i, rtol=1e-12)
+    np.testing.assert_allclose(tK.sum(dim=2, backend=BE).numpy(), over_j, rtol=1e-12)
+    with pytest.raises(ValueError, match="batch"):
+        tK.sum(axis=0, backend=BE)
