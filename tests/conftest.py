@@ -15,6 +15,10 @@ settings.register_profile("default", deadline=None, max_examples=25)
 settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True)
 settings.load_profile("default")
 
+# scikit-learn's own tests under kerneltools.accel: not in the default run
+# (python tests/conformance/run.py runs them).
+collect_ignore = ["conformance"]
+
 BACKEND_NAMES = ["numpy", "cpu", "cuda"]
 
 #: Relative tolerance of a reduction computed in a dtype, against a float64

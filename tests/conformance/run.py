@@ -1,0 +1,122 @@
+"""Run scikit-learn's own tests, unchanged, under kerneltools.accel; count and group.
+
+    python tests/conformance/run.py [--json out.json] [--plain] [pytest args ...]
+
+Runs the installed scikit-learn's test modules for the estimators kerneltools
+replaces (``MODULES``) with ``plugin.py`` (accel installed before collection,
+``EXCLUDED.md`` deselected), then prints: the tests that build one of our
+estimators, how many pass and fail, and the failures grouped by cause.
+``--plain`` runs the same tests without accel (scikit-learn's own classes),
+the control. Extra arguments go to pytest (e.g. ``-k kneighbors``, ``-x``).
+Exit status: 0 when every test that builds one of ours passes.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+MODULES = [
+    "sklearn.tests.test_kernel_ridge",
+    "sklearn.gaussian_process.tests.test_gpr",
+    "sklearn.neighbors.tests.test_neighbors",
+    "sklearn.neighbors.tests.test_neighbors_pipeline",
+    "sklearn.tests.test_kernel_approximation",
+]
+
+#: Known causes: (label, regular expression on "ExceptionType: message").
+CAUSES = [
+    ("metric refused by the k-NN estimators", r"metric.*(must be|not supported|one of)|"
+     r"Unsupported metric|unknown metric"),
+    ("precomputed kernel or metric refused", r"precomputed"),
+    ("sparse input refused", r"[Ss]parse"),
+    ("callable kernel refused", r"callable"),
+    ("GP kernel not translated", r"[Kk]ernel.*(not supported|cannot be translated|unsupported)"),
+    ("tree or fitted estimator as X", r"(BallTree|KDTree|NearestNeighbors|KNeighbors\w*)\b.*"
+     r"(object|instance)|float\(\) argument must be"),
+    ("array API input refused", r"array.?api|namespace"),
+    ("different numbers", r"Not equal to tolerance|Arrays are not (almost )?equal|"
+     r"assert .* == |Mismatched elements"),
+    ("missing attribute or method", r"AttributeError"),
+    ("expected warning or error not raised", r"DID NOT (RAISE|WARN)|"
+     r"Regex pattern did not match|No warnings of type"),
+]
+
+
+def cause_of(message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
+    for label, pattern in CAUSES:
+        if re.search(pattern, message):
+            return label
+    # unknown: the message with numbers and quoted values folded
+    first = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", first)
+    return "other: " + re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", first)[:120]
+
+
+def run(pytest_args: list[str], plain: bool, report: Path) -> int:
+    import sklearn
+
+    site = Path(sklearn.__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "pytest", "-c", str(HERE / "pytest.ini"),
+           "--rootdir", str(site), "-q", "-p", "no:randomly", "--pyargs", *MODULES,
+           *pytest_args]
+    if not plain:
+        cmd[3:3] = ["-p", "plugin", "--accel-report", str(report)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return subprocess.call(cmd, env=env, cwd=str(site))
+
+
+def summarize(records: dict[str, dict], out=sys.stdout) -> bool:
+    ours = {k: v for k, v in records.items() if v.get("ours")}
+    counts = collections.Counter(v["outcome"] for v in ours.values())
+    total = sum(n for o, n in counts.items() if o != "excluded")
+    print(f"\n{len(records)} tests ran; {total} build a kerneltools estimator: "
+          f"{counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped, {counts['xfailed']} xfailed; "
+          f"{counts['excluded']} excluded (EXCLUDED.md)", file=out)
+    others = collections.Counter(v["outcome"] for k, v in records.items() if k not in ours)
+    print(f"the other {sum(others.values())} (scikit-learn's classes only): "
+          f"{dict(others)}", file=out)
+    groups = collections.defaultdict(list)
+    for nodeid, rec in ours.items():
+        if rec["outcome"] == "failed":
+            groups[cause_of(rec["message"])].append(nodeid)
+    print("\nfailures by cause:", file=out)
+    for cause, ids in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {len(ids):4d}  {cause}", file=out)
+        for nodeid in sorted(ids)[:3]:
+            print(f"          e.g. {nodeid}", file=out)
+    return counts["failed"] == 0
+
+
+def main(argv: list[str]) -> int:
+    plain = "--plain" in argv
+    argv = [a for a in argv if a != "--plain"]
+    json_out = None
+    if "--json" in argv:
+        i = argv.index("--json")
+        json_out = Path(argv[i + 1]).resolve()
+        del argv[i:i + 2]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = json_out or Path(tmp) / "report.json"
+        rc = run(argv, plain, report)
+        if plain:
+            return rc
+        if not report.exists():
+            print(f"no report written (pytest exit status {rc})", file=sys.stderr)
+            return rc or 1
+        ok = summarize(json.loads(report.read_text()))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
