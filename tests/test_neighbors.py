@@ -524,7 +524,7 @@ def test_nan_and_feature_count_are_rejected():
 @pytest.mark.parametrize(
     "params,match",
     [
-        ({"metric": "hamming"}, r"'metric'.*'chebyshev'.*'euclidean'"),
+        ({"metric": "kulsinski"}, r"'metric'.*'chebyshev'.*'euclidean'"),
         ({"n_neighbors": 0}, r"'n_neighbors' parameter .* range \[1, inf\)"),
         ({"weights": "far"}, "'weights'"),
         ({"algorithm": "ball"}, "'algorithm'"),

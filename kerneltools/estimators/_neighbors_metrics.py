@@ -17,15 +17,16 @@ Every metric of scikit-learn's brute force is a formula here, with its
 conventions in degenerate cases (checked against scikit-learn and scipy in
 tests/test_neighbors_metrics.py):
 
-- ``braycurtis`` ``sum|x-y| / sum|x+y|``, 0 where ``sum|x+y| = 0``;
-  ``canberra`` ``sum |x-y| / (|x|+|y|)``, a 0/0 term counting 0
-  (scikit-learn's ``DistanceMetric``, which its brute force uses for them).
+- ``braycurtis`` ``sum|x-y| / (sum|x| + sum|y|)``, 0 for two zero rows;
+  ``canberra`` ``sum |x-y| / (|x|+|y|)``, a 0/0 term counting 0: scikit-learn's
+  ``DistanceMetric``, which its brute force uses for them (scipy's braycurtis
+  divides by ``sum|x+y|`` instead: the same on non-negative data).
 - ``correlation``: 1 - the cosine of the centred rows; NaN for a constant
   row (scipy's 0/0).
 - ``seuclidean``: ``sqrt(sum (x-y)^2 / V)``; ``mahalanobis``:
   ``sqrt((x-y)^T VI (x-y))``. Without ``V`` (``VI``), the ones scikit-learn's
   ``pairwise_distances`` derives when the queries are the fitted points X:
-  ``V = var(X, ddof=1)``, ``VI = inv(cov(vstack([X, X]).T)).T``.
+  ``V = var(X, ddof=1)``, ``VI = inv(cov(X.T)).T``.
 - ``haversine`` on (latitude, longitude) in radians: ``2 arcsin(sqrt(
   sin^2(dlat/2) + cos(lat1) cos(lat2) sin^2(dlon/2)))``.
 - ``nan_euclidean``: ``sqrt(D / n * sum over the n coordinates present in
@@ -136,8 +137,16 @@ def _ratio_or_zero(num: LazyTensor, den: LazyTensor) -> LazyTensor:
     return (-den).ifelse(0.0, num / den)
 
 
+def _with_l1_norms(a: np.ndarray) -> np.ndarray:
+    """(x, sum |x|): the braycurtis points, their norms once per point."""
+    norms = np.abs(a).sum(axis=1, keepdims=True, dtype=np.float64)
+    return np.concatenate([a, norms], axis=1).astype(a.dtype, copy=False)
+
+
 def _braycurtis(x_i, y_j, params):
-    return _ratio_or_zero((x_i - y_j).abs().sum(-1), (x_i + y_j).abs().sum(-1))
+    d = x_i.dim - 1
+    num = (x_i[:d] - y_j[:d]).abs().sum(-1)
+    return _ratio_or_zero(num, x_i[d] + y_j[d])
 
 
 def _canberra(x_i, y_j, params):
@@ -287,7 +296,6 @@ def _bind(fn, params):
 _DIRECT = {
     "manhattan": _manhattan,
     "chebyshev": _chebyshev,
-    "braycurtis": _braycurtis,
     "canberra": _canberra,
     "hamming": _hamming,
 }
@@ -315,6 +323,9 @@ def make_metric(name_or_fn, params: dict) -> Metric:
     if name == "correlation":
         return Metric(_bind(_cosine, params), lambda v: np.clip(v, 0, 2),
                       _identity, _centred_unit_rows)
+    if name == "braycurtis":
+        return Metric(_bind(_braycurtis, params), _identity, _identity,
+                      _with_l1_norms)
     if name == "seuclidean":
         return Metric(_bind(_seuclidean, params), _sqrt, _square)
     if name == "mahalanobis":
@@ -426,7 +437,7 @@ def formula_params(metric, params: dict, X: np.ndarray) -> dict:
     defaults derived from the fitted points ``X``.
 
     seuclidean without ``V``: ``var(X, ddof=1)``; mahalanobis: ``VI`` from
-    ``V``, else from the covariance of X stacked twice; these are what
+    ``V``, else ``inv(cov(X.T)).T``; these are what
     scikit-learn's ``pairwise_distances(X)`` derives (its k-NN estimators
     raise without them, except mahalanobis for ``kneighbors()``).
     """
@@ -440,7 +451,7 @@ def formula_params(metric, params: dict, X: np.ndarray) -> dict:
             return params
         if "V" in params:
             return {"VI": np.linalg.inv(np.asarray(params["V"], dtype=np.float64))}
-        cov = np.cov(np.vstack([X, X]).T.astype(np.float64, copy=False))
+        cov = np.cov(X.T.astype(np.float64, copy=False))
         return {"VI": np.linalg.inv(np.atleast_2d(cov)).T}
     return params
 
