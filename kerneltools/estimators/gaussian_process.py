@@ -33,7 +33,14 @@ CHOLESKY_MAX_SAMPLES = 5000
 
 
 def _default_kernel():
+    """The prior of an unfitted model with ``kernel=None`` (scikit-learn's)."""
     return C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
+
+
+def _default_kernel_to_fit():
+    """What ``fit`` starts from with ``kernel=None``: scikit-learn's ``C() * RBF()``,
+    both hyperparameters optimised within their default bounds (1e-5, 1e5)."""
+    return C() * RBF()
 
 
 class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
@@ -52,7 +59,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     Parameters
     ----------
     kernel : sklearn.gaussian_process.kernels object, default=None
-        None means ``ConstantKernel(1.0, "fixed") * RBF(1.0, "fixed")``.
+        None means ``ConstantKernel() * RBF()``, whose amplitude and length
+        scale ``fit`` optimises as scikit-learn does; an unfitted model's prior
+        is ``ConstantKernel(1.0, "fixed") * RBF(1.0, "fixed")``, as scikit-learn's.
         Translated into formulas by :func:`kerneltools.kernels.from_sklearn`.
     alpha : float or array of shape (n_samples,), default=1e-10
         Added to the diagonal of the training kernel matrix.
@@ -105,7 +114,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     X_train_, y_train_ : ndarray
     L_ : ndarray (n, n), the Cholesky factor (exact path only; the iterative
         path raises AttributeError)
-    log_marginal_likelihood_value_ : float
+    log_marginal_likelihood_value_ : numpy.float64
     solver_ : str
     n_iter_ : int
         Conjugate-gradient iterations of the final solve for ``alpha_`` (1 on
@@ -185,7 +194,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         validate_params(self)
         check_backend(self.backend, "GaussianProcessRegressor")
-        self.kernel_ = _default_kernel() if self.kernel is None else clone(self.kernel)
+        self.kernel_ = _default_kernel_to_fit() if self.kernel is None else clone(self.kernel)
         make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
         rng = check_random_state(self.random_state)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
@@ -281,7 +290,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         values = list(map(itemgetter(1), optima))
         self.kernel_.theta = optima[int(np.argmin(values))][0]
         self.kernel_._check_bounds_params()
-        self.log_marginal_likelihood_value_ = -float(np.min(values))
+        self.log_marginal_likelihood_value_ = np.float64(-np.min(values))
 
     def _constrained_optimization(self, obj_func, initial_theta, bounds):
         if self.optimizer == "fmin_l_bfgs_b":
@@ -363,7 +372,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
         Returns
         -------
-        log_likelihood : float
+        log_likelihood : numpy.float64
         log_likelihood_gradient : ndarray of shape (n_kernel_params,), if eval_gradient
         """
         if theta is None:
@@ -383,6 +392,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if solver == "iterative":
             solver = it.IterativeGP(self, make_kernel(kernel), kernel)
             out = solver.lml(eval_gradient, objective)
+            # np.float64, as the exact path and scikit-learn
+            out = (np.float64(out[0]), out[1]) if eval_gradient else np.float64(out)
             cg = f", {solver.n_iter} CG iterations"
         else:
             out = self._exact_lml(make_kernel(kernel), np.asarray(theta), eval_gradient)
@@ -406,7 +417,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = scipy.linalg.cho_solve((L, True), y, check_finite=False)
         dims = -0.5 * np.einsum("ik,ik->k", y, alpha)
         dims -= np.log(np.diag(L)).sum() + K.shape[0] / 2 * np.log(2 * np.pi)
-        lml = float(dims.sum())
+        lml = dims.sum()  # np.float64, as scikit-learn's
         if not eval_gradient:
             return lml
         # 1/2 tr((a a^T - K^-1) dK/dtheta), summed over the targets
