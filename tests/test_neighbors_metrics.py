@@ -304,9 +304,9 @@ def test_boolean_conversion_warns_as_sklearn():
         assert bool(warned[0]) == (data.dtype != bool)
     # 0/1 and any nonzero value are the same booleans
     nn = NearestNeighbors(n_neighbors=3, metric="dice").fit(X)
-    np.testing.assert_array_equal(
-        nn.kneighbors(Q)[0], nn.kneighbors(np.where(Q, 2.5, 0.0))[0]
-    )
+    with pytest.warns(DataConversionWarning, match="converted to boolean"):
+        other = nn.kneighbors(np.where(Q, 2.5, 0.0))[0]
+    np.testing.assert_array_equal(nn.kneighbors(Q)[0], other)
 
 
 def test_nan_is_allowed_for_nan_euclidean_only():
