@@ -115,7 +115,7 @@ def to_dense(t, max_elements: int) -> np.ndarray:
         raise NotImplementedError(
             "to_dense does not support batch axes yet; loop over the batch"
         )
-    N, M, D = t.shape
+    N, M, D = t.ni or 1, t.nj or 1, t.formula.dim
     if N * M * D > max_elements:
         raise MemoryError(
             f"to_dense: a ({N}, {M}, {D}) array has {N * M * D:,} values, more "

@@ -12,6 +12,10 @@ reductions that share the name:
   operation over the features instead (``sum(-1)``);
 * otherwise ``m(axis=None, dim=None, backend=None, **options)``.
 
+Each method ``m`` (the first name of a reduction) also gets pykeops' alias
+``m_reduction`` (``sum_reduction``, ``Kmin_argKmin_reduction``, ...): the same
+method, always a reduction (``sum_reduction`` has no feature-axis form).
+
 The methods take pykeops' numbering of the axes: after the batch axes
 (``len(self.batch)`` (over i) or ``len(self.batch) + 1`` (over j); the
 feature axis comes next). They call ``self._reduce(name, axis, weight=, K=,
@@ -30,11 +34,17 @@ __all__ = ["reduction_methods"]
 
 
 def reduction_methods() -> dict[str, Callable]:
-    """{method name: function} for every method name of the registry."""
-    return {m: _method(m, variants) for m, variants in method_variants().items()}
+    """{method name: function} for every method name of the registry, and
+    pykeops' ``<method>_reduction`` alias of each reduction's first name."""
+    out = {}
+    for m, variants in method_variants().items():
+        out[m] = _method(m, variants)
+        if any(red.methods[0] == m for red in variants.values()):
+            out[f"{m}_reduction"] = _method(f"{m}_reduction", variants, feature=False)
+    return out
 
 
-def _method(method: str, variants: dict[int, Reduction]) -> Callable:
+def _method(method: str, variants: dict[int, Reduction], feature: bool = True) -> Callable:
     one, two = variants.get(1), variants.get(2)
     red = one or two
     if red.uses_k:
@@ -50,7 +60,7 @@ def _method(method: str, variants: dict[int, Reduction]) -> Callable:
             name = one.name if weight is None else two.name
             return self._reduce(name, _axis(self, axis, dim), weight=weight,
                                 backend=backend, **options)
-    elif one.feature_op is not None:
+    elif one.feature_op is not None and feature:
         def fn(self, axis=-1, dim=None, backend=None, **options):
             axis, nbatch = alias(axis, dim), len(self.batch)
             if is_int(axis) and int(axis) in (-1, nbatch + 2):

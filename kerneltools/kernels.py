@@ -47,7 +47,7 @@ PAIRWISE_KERNELS = {
 
 def _gamma(P, x_i):
     g = P.get("gamma")
-    return 1.0 / x_i.shape[2] if g is None else g
+    return 1.0 / x_i.dim if g is None else g
 
 
 def _dot(x_i, y_j):

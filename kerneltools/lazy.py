@@ -100,12 +100,15 @@ class LazyTensor:
     @property
     def shape(self) -> tuple:
         """``(N, M, D)``, with 1 for an index that the formula does not use;
-        ``(B..., N, M, D)`` with batch axes."""
-        return self.batch + (self.ni or 1, self.nj or 1, self.formula.dim)
+        ``(B..., N, M, D)`` with batch axes. As in pykeops, a scalar formula
+        (D = 1) has shape ``(N, M)``: a matrix, which with :meth:`matvec`
+        makes ``scipy.sparse.linalg.aslinearoperator(K)`` work."""
+        s = self.batch + (self.ni or 1, self.nj or 1)
+        return s if self.formula.dim == 1 else s + (self.formula.dim,)
 
     @property
     def ndim(self) -> int:
-        """``len(shape)``: 3, plus the number of batch axes."""
+        """``len(shape)``."""
         return len(self.shape)
 
     @property
@@ -405,6 +408,14 @@ class LazyTensor:
 
     # sum, logsumexp, min, Kmin, ...: one method per name of the reductions'
     # registry (``Reduction.methods``), installed below the class.
+
+    def matvec(self, v):
+        """``K @ v`` (pykeops' alias, for ``scipy.sparse.linalg``)."""
+        return self @ v
+
+    def rmatvec(self, v):
+        """``K.T @ v`` (pykeops' alias, for ``scipy.sparse.linalg``)."""
+        return self.T @ v
 
     def __matmul__(self, b):
         """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E).

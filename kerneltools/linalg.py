@@ -59,7 +59,7 @@ class KernelOperator(LinearOperator):
             white = self.kernel.white_level() if Y is None else 0.0
         if K.dim != 1:
             raise ValueError(f"KernelOperator needs a scalar formula, got dimension {K.dim}")
-        n, m, _ = K.shape
+        n, m = K.shape[:2]
         self.K = K
         self.backend = backend
         self.diag_shift = _shift(shift, n, "shift") + white

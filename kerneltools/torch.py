@@ -27,6 +27,7 @@ to ``Pm`` to differentiate with respect to a parameter.
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import numpy as np
 import torch
@@ -172,6 +173,19 @@ class LazyTensor:
     def __getitem__(self, k):
         return self._call("__getitem__", k)
 
+    def t(self) -> LazyTensor:
+        """Swap the roles of i and j (the same tensors, so gradients flow)."""
+        out = self._lt.t()
+        # t() makes new variables bound to the same Binding objects
+        old = {id(b): n for n, b in bindings_of(self._lt).items()}
+        tensors = {new: self._tensors[old[id(b)]] for new, b in bindings_of(out).items()
+                   if old.get(id(b)) in self._tensors}
+        return self._wrap(out, tensors)
+
+    @property
+    def T(self) -> LazyTensor:
+        return self.t()
+
     # -- reductions ------------------------------------------------------------
     # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
     # (``Reduction.methods``), installed below the class; they call _reduce.
@@ -187,6 +201,14 @@ class LazyTensor:
         ]
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
         return out[:, 0] if b.ndim == 1 else out
+
+    def matvec(self, v):
+        """``K @ v`` (pykeops' alias)."""
+        return self @ v
+
+    def rmatvec(self, v):
+        """``K.T @ v`` (pykeops' alias)."""
+        return self.T @ v
 
     def _apply(self, op: str) -> LazyTensor:
         return self._wrap(apply(self._lt, op), self._tensors)
@@ -214,6 +236,32 @@ class LazyTensor:
 
 for _method, _fn in reduction_methods().items():
     setattr(LazyTensor, _method, _fn)
+
+
+def _forward_method(name):
+    def method(self, *args, **kwargs):
+        return self._call(name, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(_lazy.LazyTensor, name).__doc__
+    return method
+
+
+def _forward_property(name):
+    def get(self):
+        v = getattr(self._lt, name)
+        return self._wrap(v, self._tensors) if isinstance(v, _lazy.LazyTensor) else v
+    return property(get, doc=getattr(_lazy.LazyTensor, name).__doc__)
+
+
+# The other public methods and properties of the NumPy LazyTensor, on the
+# class (so that unbound calls work, as in pykeops: LazyTensor.exp(x)).
+for _name in dir(_lazy.LazyTensor):
+    if _name.startswith("_") or hasattr(LazyTensor, _name):
+        continue
+    if isinstance(inspect.getattr_static(_lazy.LazyTensor, _name), property):
+        setattr(LazyTensor, _name, _forward_property(_name))
+    elif callable(getattr(_lazy.LazyTensor, _name)):
+        setattr(LazyTensor, _name, _forward_method(_name))
 
 
 def _forward_binary(name):

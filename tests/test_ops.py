@@ -446,8 +446,10 @@ def test_composites(backend, dtype, rtol):
     for name, (build_fn, ref_fn) in COMPOSITES.items():
         F = build_fn(*leaves)
         ref = ref_fn(*grids)
-        # The shape says which indices the formula uses (1 for the others).
-        assert F.shape == ref.shape[:2] + (F.dim,) == np.shape(ref), name
+        # The shape says which indices the formula uses (1 for the others);
+        # as in pykeops, a scalar formula's shape is (N, M).
+        assert ref.shape[:2] + (F.dim,) == np.shape(ref), name
+        assert F.shape == ref.shape[:2] + ((F.dim,) if F.dim > 1 else ()), name
         formulas.append(F)
         refs.append(np.broadcast_to(ref, (N, M, F.dim)))
     F = functools.reduce(lambda a, b: a.concat(b), formulas)

@@ -172,7 +172,7 @@ def test_batch_axes_numbered_after_batch_dims():
     np.testing.assert_array_equal(K.argmax(axis=1, backend=BE)[..., 0], Kd.argmax(1))
     # the feature axis comes after (N, M): a symbolic sum, as pykeops
     V = kt.Vi(x) - kt.Vj(y)
-    assert V.sum(axis=3).shape == (B, N, N, 1) and V.sum(-1).shape == (B, N, N, 1)
+    assert V.sum(axis=3).shape == (B, N, N) and V.sum(-1).shape == (B, N, N)
     for bad in (0, 4, -2):
         with pytest.raises(ValueError, match="batch"):
             K.sum(axis=bad, backend=BE)
@@ -183,3 +183,53 @@ def test_batch_axes_numbered_after_batch_dims():
     np.testing.assert_allclose(tK.sum(dim=2, backend=BE).numpy(), over_j, rtol=1e-12)
     with pytest.raises(ValueError, match="batch"):
         tK.sum(axis=0, backend=BE)
+
+
+# -- the rest of pykeops' LazyTensor surface -------------------------------------
+def test_shape_matvec_and_scipy_linear_operator():
+    from scipy.sparse.linalg import aslinearoperator
+
+    rng = np.random.default_rng(3)
+    x, y, v, w = rng.random((7, 2)), rng.random((5, 2)), rng.random(5), rng.random(7)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
+    assert K.shape == (7, 5) and K.ndim == 2  # pykeops: a scalar formula is a matrix
+    assert (kt.Vi(x) - kt.Vj(y)).shape == (7, 5, 2) and kt.Vi(x).shape == (7, 1, 2)
+    Kd = _gauss(x, y)
+    np.testing.assert_allclose(K.matvec(v), Kd @ v, rtol=1e-12)
+    np.testing.assert_allclose(K.rmatvec(w), Kd.T @ w, rtol=1e-12)
+    A = aslinearoperator(K)
+    assert A.shape == (7, 5)
+    np.testing.assert_allclose(A @ v, Kd @ v, rtol=1e-12)
+    np.testing.assert_allclose(A.rmatvec(w), Kd.T @ w, rtol=1e-12)
+
+
+def test_reduction_aliases_k_keyword_and_unbound_calls():
+    rng = np.random.default_rng(4)
+    x, y = rng.random((9, 2)), rng.random((6, 2))
+    D = kt.Vi(x).sqdist(kt.Vj(y))
+    Dd = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(D.sum_reduction(axis=1, backend=BE)[:, 0], Dd.sum(1))
+    np.testing.assert_allclose(D.min_reduction(dim=0, backend=BE)[:, 0], Dd.min(0))
+    np.testing.assert_array_equal(D.argKmin_reduction(K=2, axis=1, backend=BE),
+                                  np.argsort(Dd, 1)[:, :2])
+    np.testing.assert_array_equal(D.argKmin(K=3, dim=1, backend=BE), np.argsort(Dd, 1)[:, :3])
+    vals, idx = D.Kmin_argKmin(dim=0, K=2, backend=BE)
+    np.testing.assert_allclose(vals, np.sort(Dd, 0)[:2].T)
+    assert {"sum_reduction", "logsumexp_reduction", "sumsoftmaxweight_reduction",
+            "min_argmin_reduction", "max_argmax_reduction", "Kmin_reduction",
+            "Kmin_argKmin_reduction"} <= set(dir(kt.LazyTensor)) & set(dir(ktt.LazyTensor))
+    # unbound calls on the class, in both bindings
+    E = kt.LazyTensor.exp(-D)
+    np.testing.assert_allclose(kt.LazyTensor.sum(E, axis=1, backend=BE)[:, 0],
+                               np.exp(-Dd).sum(1), rtol=1e-12)
+    tx = torch.tensor(x, requires_grad=True)
+    tD = ktt.LazyTensor.sqdist(ktt.Vi(tx), ktt.Vj(torch.tensor(y)))
+    tE = ktt.LazyTensor.exp(-tD)
+    assert isinstance(tE, ktt.LazyTensor)
+    # .T stays in the torch binding, and gradients flow through it
+    out = tE.T @ torch.ones(9, 1, dtype=torch.float64)
+    assert isinstance(tE.T, ktt.LazyTensor) and tE.T.shape == (6, 9)
+    (grad,) = torch.autograd.grad(out.sum(), [tx])
+    ref = torch.exp(-((tx[:, None, :] - torch.tensor(y)[None]) ** 2).sum(-1)).sum()
+    (want,) = torch.autograd.grad(ref, [tx])
+    torch.testing.assert_close(grad, want, rtol=1e-10, atol=1e-12)

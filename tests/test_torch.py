@@ -224,7 +224,7 @@ def test_import_kerneltools_does_not_import_torch():
 def test_lazytensor_type_and_repr():
     x, y, _, _ = _data("cpu")
     D = Vi(x).sqdist(Vj(y))
-    assert isinstance(D, LazyTensor) and D.shape == (17, 13, 1)
+    assert isinstance(D, LazyTensor) and D.shape == (17, 13)
     assert "kerneltools.torch" in repr(D)
     with pytest.raises(TypeError, match="truth value"):
         bool(D)
