@@ -31,7 +31,7 @@ matplotlib.use("Agg")  # files only, no display
 
 
 def cauchy(x_i, y_j, s):
-    """The Cauchy kernel as a symbolic (N, M, 1) formula; ``s`` a Pm parameter."""
+    """The Cauchy kernel as a symbolic (N, M) formula; ``s`` a Pm parameter."""
     return 1 / (1 + x_i.sqdist(y_j) / s**2)
 
 

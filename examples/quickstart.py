@@ -42,7 +42,7 @@ b = rng.standard_normal((n, 1), dtype=np.float32)
 
 x_i = kt.Vi(x)  # (N, 1, D) symbolic: indexed by i
 x_j = kt.Vj(x)  # (1, N, D) symbolic: indexed by j
-K_ij = (-x_i.sqdist(x_j) / (2 * sigma**2)).exp()  # (N, N, 1), nothing computed yet
+K_ij = (-x_i.sqdist(x_j) / (2 * sigma**2)).exp()  # (N, N) symbolic, nothing computed yet
 
 t0 = time.perf_counter()
 a = K_ij @ b  # the first call compiles the kernel (about a second), then runs it
