@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         (drop if _is_excluded(item.nodeid, table) else keep).append(item)
     for item in drop:
-        _records[item.nodeid] = {"outcome": "excluded", "ours": True, "message": ""}
+        _records[item.nodeid] = {"outcome": "excluded", "ours": None, "message": ""}
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
