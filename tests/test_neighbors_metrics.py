@@ -270,7 +270,8 @@ def test_seuclidean_default_variance_is_sklearns_pairwise():
     ).fit(X)
     np.testing.assert_allclose(ours.kneighbors(Q)[0], ref.kneighbors(Q)[0])
     with pytest.raises(TypeError):  # scikit-learn needs V; we derive it
-        skn.NearestNeighbors(metric="seuclidean", algorithm="brute").fit(X).kneighbors(Q)
+        sk = skn.NearestNeighbors(metric="seuclidean", algorithm="brute")
+        sk.fit(X).kneighbors(Q)
 
 
 def test_mahalanobis_defaults_and_covariance():
@@ -311,7 +312,8 @@ def test_boolean_conversion_warns_as_sklearn():
 
 def test_nan_is_allowed_for_nan_euclidean_only():
     X, Q = _split(_with_nan, np.float64)
-    assert NearestNeighbors(metric="nan_euclidean").__sklearn_tags__().input_tags.allow_nan
+    tags = NearestNeighbors(metric="nan_euclidean").__sklearn_tags__()
+    assert tags.input_tags.allow_nan
     assert not NearestNeighbors().__sklearn_tags__().input_tags.allow_nan
     with pytest.raises(ValueError, match="NaN"):
         NearestNeighbors(metric="euclidean").fit(X)
@@ -368,3 +370,52 @@ def test_every_sklearn_brute_metric_is_accepted():
     message = re.escape("Haversine")
     with pytest.raises(ValueError, match=message):
         NearestNeighbors(metric="haversine").fit(np.ones((3, 3)))
+
+
+# -- the CUDA kernels (no GPU here: generated, and run by the CPU shim) -------------
+
+
+def _formula(case, dtype, n=45):
+    """The K-min formula of a case's search over its fitted points (45 queries,
+    60 fitted: tails on both axes of the shim's 16-point tiles)."""
+    _, metric, params, make = case
+    X, Q = _split(make, dtype)
+    nn = NearestNeighbors(backend="numpy", **_params(metric, params))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataConversionWarning)
+        search, Q = nn.fit(X)._search(np.concatenate([Q, X[: n - len(Q)]]))
+    return search.rdist(search.metric.prepare(Q))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_cuda_source_is_generated(case, dtype):
+    from kerneltools.backend._cuda_backend import generate_cuda_source
+
+    plan = _formula(case, dtype)._plan("KMin_ArgKMin", 1, K=K)[0]
+    source, _ = generate_cuda_source(plan)
+    assert "__global__" in source
+
+
+#: The new operations' patterns, one case each (the shim builds at -O0, ~1 s
+#: a kernel; all of CASES pass too: 64 s): sines of extracted components,
+#: a guarded ratio of prepared norms, masks with a 0/0, boolean counts.
+SHIM_CASES = [c for c in CASES if c[0] in ("haversine", "braycurtis",
+                                           "nan_euclidean", "yule")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SHIM_CASES, ids=[c[0] for c in SHIM_CASES])
+def test_cuda_kernel_on_the_shim_matches_numpy(case, tmp_path_factory):
+    import _cuda_shim
+    from test_cuda_backend import SHIM_TUNING
+
+    from kerneltools.backend._dispatch import run_plan
+
+    ok, why = _cuda_shim.available()
+    if not ok:
+        pytest.skip(why)
+    plan, args = _formula(case, np.float64)._plan("KMin_ArgKMin", 1, K=4)
+    got = _cuda_shim.run(plan, args, SHIM_TUNING, tmp_path_factory.mktemp("shim"))
+    ref = run_plan(plan, args, "numpy")
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got[1], ref[1])

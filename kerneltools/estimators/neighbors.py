@@ -65,7 +65,8 @@ _COMMON_DOC = """
         'russellrao', 'sokalsneath', 'yule' (data converted to bool, nonzero
         True, with scikit-learn's DataConversionWarning). Each is a formula
         reduced by the engine; their definitions and 0/0 conventions, those of
-        scikit-learn's brute force, are in ``_neighbors_metrics``. A callable is first called with LazyTensors ``(x_i, y_j,
+        scikit-learn's brute force, are in ``_neighbors_metrics``. A callable
+        is first called with LazyTensors ``(x_i, y_j,
         **metric_params)``: if it returns a scalar LazyTensor formula, that
         formula is the distance, reduced at full speed. Otherwise it is taken
         as scikit-learn's convention, a function of two 1-D arrays returning
