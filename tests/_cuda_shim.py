@@ -9,10 +9,11 @@ model beyond the barrier; it checks indices, tiles, tails and the reductions'
 updates, which are most of what can go wrong. Helper module (no ``test_``
 prefix): tests import it.
 
-Compilation cost: the C++20 headers (``<barrier>``, ``<thread>``) are parsed
-once per work directory into a precompiled header, and kernels are built at
-``-O0``: the shim runs a few thousand points, and ``-O1`` took 5 s per
-kernel on the 800-wide unrolled formulas (-O0: under 1 s).
+Compilation cost: the threads and the barrier (``<thread>``, ``<barrier>``,
+slow to compile) live in a small runtime library built once per work
+directory; each kernel's translation unit needs only ``<math.h>`` and is
+built at ``-O0`` (the shim runs a few thousand points; ``-O1`` took 5 s per
+kernel on the 800-wide unrolled formulas, ``-O0`` under 1 s).
 """
 
 from __future__ import annotations
@@ -28,50 +29,67 @@ import numpy as np
 
 from kerneltools.backend._cuda_backend import generate_cuda_source
 
-#: The shim's headers, compiled once per work directory (see ``_header``).
-_HEADERS = """#include <math.h>
-#include <string.h>
+#: The runtime: one OS thread per CUDA thread of a block, blocks one after
+#: the other, ``kt_sync`` for ``__syncthreads``. Built once per work directory.
+_RUNTIME = r"""
 #include <barrier>
 #include <thread>
 #include <vector>
+static std::barrier<> *kt_barrier;
+extern "C" void kt_sync(void) { kt_barrier->arrive_and_wait(); }
+extern "C" void kt_run(long long grid, int block,
+                       void (*body)(unsigned, unsigned, void *), void *ctx) {
+  for (long long b = 0; b < grid; b++) {
+    std::barrier<> bar(block);
+    kt_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < block; t++)
+      threads.emplace_back([&, t] {
+        body((unsigned)b, (unsigned)t, ctx);
+        bar.arrive_and_drop();
+      });
+    for (auto &th : threads) th.join();
+  }
+}
 """
 
-_PRELUDE = r"""
+_PRELUDE = r"""#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __align__(n) alignas(n)
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
-static thread_local dim3 threadIdx;
-static dim3 blockIdx, blockDim, gridDim;
-static std::barrier<> *kt_barrier;
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
 static unsigned char *kt_dyn_smem;
-static inline void __syncthreads() { kt_barrier->arrive_and_wait(); }
+extern "C" void kt_sync(void);
+extern "C" void kt_run(long long, int, void (*)(unsigned, unsigned, void *), void *);
+static inline void __syncthreads() { kt_sync(); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 """
 
 _LAUNCHER = r"""
+struct kt_call { long long nx, ny; void **args; };
+static void kt_body(unsigned b, unsigned t, void *ctx) {
+  const kt_call *c = (const kt_call *)ctx;
+  void **args = c->args;
+  blockIdx.x = b;
+  threadIdx.x = t;
+  kt_kernel(c->nx, c->ny, ${args});
+}
 extern "C" void kt_launch(long long grid, int block, long long smem, long long nx,
                           long long ny, void **args) {
-  std::vector<unsigned char> buffer(smem + 64);
-  kt_dyn_smem = buffer.data() + (64 - ((size_t)buffer.data() % 64)) % 64;
+  unsigned char *buffer = (unsigned char *)malloc(smem + 64);
+  kt_dyn_smem = buffer + (64 - ((size_t)buffer % 64)) % 64;
   blockDim.x = block;
   gridDim.x = (unsigned)grid;
-  for (long long b = 0; b < grid; b++) {
-    blockIdx.x = (unsigned)b;
-    std::barrier<> bar(block);
-    kt_barrier = &bar;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < block; t++)
-      threads.emplace_back([&, t] {
-        threadIdx.x = t;
-        kt_kernel(nx, ny, ${args});
-        bar.arrive_and_drop();
-      });
-    for (auto &th : threads) th.join();
-  }
+  kt_call call = {nx, ny, args};
+  kt_run(grid, block, kt_body, &call);
+  free(buffer);
 }
 """
 
@@ -95,26 +113,25 @@ def _shim_source(source: str, n_args: int, outs: list[str]) -> str:
     return _PRELUDE + body + _LAUNCHER.replace("${args}", ", ".join(args))
 
 
-#: g++ flags of every shim kernel (and of its precompiled header, which
-#: g++ only uses when they match).
+#: g++ flags of the runtime and of every kernel.
 _FLAGS = ["-std=c++20", "-O0", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
 
 _built: dict = {}
 
 
-def _header(workdir: Path) -> Path:
-    """``workdir/kt_shim.h`` with the headers, precompiled beside it if g++ can.
-
-    Without the ``.gch`` file (a failed build) g++ parses the header itself:
-    slower, the same kernel."""
-    header = workdir / "kt_shim.h"
-    if not header.exists():
-        tmp = workdir / "kt_shim.h.tmp"
-        tmp.write_text(_HEADERS)
-        subprocess.run(["g++", *_FLAGS, "-x", "c++-header", str(tmp), "-o",
-                        str(workdir / "kt_shim.h.gch")], capture_output=True)
-        tmp.rename(header)
-    return header
+def _runtime(workdir: Path) -> Path:
+    """``workdir/libkt_shim_rt.so``, built on first use."""
+    lib = workdir / "libkt_shim_rt.so"
+    if not lib.exists():
+        src = workdir / "kt_shim_rt.cpp"
+        src.write_text(_RUNTIME)
+        tmp = workdir / "libkt_shim_rt.so.tmp"
+        proc = subprocess.run(["g++", *_FLAGS, str(src), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise AssertionError(f"g++ failed on the shim's runtime:\n{proc.stderr[-4000:]}")
+        tmp.rename(lib)
+    return lib
 
 
 def run(plan, args, tuning, workdir: Path):
@@ -130,8 +147,10 @@ def run(plan, args, tuning, workdir: Path):
         src = workdir / f"{key}.cpp"
         so = workdir / f"{key}.so"
         src.write_text(code)
+        runtime = _runtime(workdir)
         proc = subprocess.run(
-            ["g++", *_FLAGS, "-include", str(_header(workdir)), str(src), "-o", str(so)],
+            ["g++", *_FLAGS, str(src), "-o", str(so), str(runtime),
+             f"-Wl,-rpath,{runtime.parent}"],
             capture_output=True, text=True,
         )
         if proc.returncode:
