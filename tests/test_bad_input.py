@@ -21,7 +21,7 @@ y = np.ones((4, 3))
 
 
 def F():
-    """A scalar formula of shape (5, 4, 1)."""
+    """A scalar formula of shape (5, 4)."""
     return kt.Vi(x).sqdist(kt.Vj(y))
 
 
@@ -288,7 +288,7 @@ def test_bad_axis_in_vjp_and_sum():
 @pytest.mark.parametrize(
     "b,exc,match",
     [
-        (np.ones(5), ValueError, r"K @ b.*shape \(5, 4, 1\).*4 rows.*got \(5,\)"),
+        (np.ones(5), ValueError, r"K @ b.*shape \(5, 4\).*4 rows.*got \(5,\)"),
         (np.ones((3, 2)), ValueError, r"K @ b.*4 rows.*got \(3, 2\)"),
         (
             np.ones((4, 2, 2)),
@@ -349,7 +349,7 @@ K_sq = kt.Vi(x).sqdist(kt.Vj(x))
         (
             lambda: F().solve(np.ones(5)),
             ValueError,
-            r"solve needs a square operator, got shape \(5, 4, 1\)",
+            r"solve needs a square operator, got shape \(5, 4\)",
         ),
         (
             lambda: (kt.Vi(x) - kt.Vj(x)).solve(np.ones(5)),

@@ -61,8 +61,11 @@ RANDOM_STATE = (
 INT_1 = "an int in the range [1, inf)"
 KERNELS = "a str among {" + ", ".join(map(repr, PAIRWISE_KERNELS)) + "} or a callable"
 METRICS = (
-    "a str among {'chebyshev', 'cityblock', 'cosine', 'euclidean', 'infinity', "
-    "'l1', 'l2', 'manhattan', 'minkowski', 'sqeuclidean'} or a callable"
+    "a str among {'braycurtis', 'canberra', 'chebyshev', 'cityblock', 'correlation', "
+    "'cosine', 'dice', 'euclidean', 'hamming', 'haversine', 'infinity', 'jaccard', "
+    "'l1', 'l2', 'mahalanobis', 'manhattan', 'minkowski', 'nan_euclidean', "
+    "'rogerstanimoto', 'russellrao', 'seuclidean', 'sokalsneath', 'sqeuclidean', "
+    "'yule'} or a callable"
 )
 
 #: parameter -> (a bad value, what the message says it must be), per estimator
@@ -117,7 +120,7 @@ BAD = {
         "algorithm": ("ball", "a str among {'auto', 'ball_tree', 'brute', 'kd_tree'}"),
         "leaf_size": (0, INT_1),
         "p": (0, "a float in the range (0.0, inf] or None"),
-        "metric": ("hamming", METRICS),
+        "metric": ("kulsinski", METRICS),
         "metric_params": ([("p", 3)], "an instance of 'dict' or None"),
         "n_jobs": (1.5, "an instance of 'int' or None"),
         "backend": ("gpu", BACKEND),
