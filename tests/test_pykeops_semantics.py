@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import kerneltools as kt
-import kerneltools.torch as ktt
 from kerneltools import ranges as kr
+
+try:  # the torch binding is an optional extra: its cases skip without PyTorch
+    import torch
+
+    import kerneltools.torch as ktt
+except ImportError:
+    torch = ktt = None
+
+needs_torch = pytest.mark.skipif(
+    torch is None, reason="kerneltools.torch needs PyTorch (optional extra 'torch')")
 
 BE = "numpy"  # the semantics do not depend on the backend; this one needs no compiler
 
@@ -89,6 +97,7 @@ def _torch_case(reduction):
     return rng, t, ranges, torch.tensor(mask)
 
 
+@needs_torch
 @pytest.mark.parametrize("how", ["argument", "attribute", "with_ranges"])
 def test_torch_ranges_forward_and_block_sparse_gradient(how):
     rng, t, ranges, mask = _torch_case("sum")
@@ -113,6 +122,7 @@ def test_torch_ranges_forward_and_block_sparse_gradient(how):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, msg=name)
 
 
+@needs_torch
 def test_torch_ranges_logsumexp_gradient_wrt_j_variable():
     """A gradient w.r.t. a j-variable is a reduction over i: the transposed half."""
     rng, t, ranges, mask = _torch_case("lse")
@@ -148,7 +158,15 @@ def test_eq_ne_are_formulas():
                                (Kd * (lx != 1)).sum(1, keepdims=True), rtol=1e-12)
     # still hashable (identity), as before
     assert len({l_i, l_j, l_i}) == 2 and hash(l_i) == hash(l_i)
-    # torch binding
+
+
+@needs_torch
+def test_eq_ne_are_formulas_in_torch():
+    rng = np.random.default_rng(1)
+    lx, ly = rng.integers(0, 3, (8, 1)).astype(float), rng.integers(0, 3, (6, 1)).astype(float)
+    x, y = rng.random((8, 2)), rng.random((6, 2))
+    same = (lx == ly.T).astype(float)
+    Kd = _gauss(x, y)
     tl_i, tl_j = ktt.Vi(torch.tensor(lx)), ktt.Vj(torch.tensor(ly))
     tK = (-ktt.Vi(torch.tensor(x)).sqdist(ktt.Vj(torch.tensor(y)))).exp()
     np.testing.assert_allclose((tK * (tl_i == tl_j)).sum(axis=1, backend=BE).numpy(),
@@ -176,7 +194,15 @@ def test_batch_axes_numbered_after_batch_dims():
     for bad in (0, 4, -2):
         with pytest.raises(ValueError, match="batch"):
             K.sum(axis=bad, backend=BE)
-    # torch binding (forward)
+
+
+@needs_torch
+def test_batch_axes_numbered_after_batch_dims_in_torch():
+    rng = np.random.default_rng(2)
+    B, N, D = 2, 5, 3
+    x, y = rng.random((B, N, D)), rng.random((B, N, D))
+    Kd = np.exp(-((x[:, :, None, :] - y[:, None, :, :]) ** 2).sum(-1))  # (B, N, M)
+    over_i, over_j = Kd.sum(1)[..., None], Kd.sum(2)[..., None]
     tK = (-ktt.LazyTensor(torch.tensor(x[:, :, None, :]))
           .sqdist(ktt.LazyTensor(torch.tensor(y[:, None, :, :])))).exp()
     np.testing.assert_allclose(tK.sum(axis=1, backend=BE).numpy(), over_i, rtol=1e-12)
@@ -215,13 +241,21 @@ def test_reduction_aliases_k_keyword_and_unbound_calls():
     np.testing.assert_array_equal(D.argKmin(K=3, dim=1, backend=BE), np.argsort(Dd, 1)[:, :3])
     vals, idx = D.Kmin_argKmin(dim=0, K=2, backend=BE)
     np.testing.assert_allclose(vals, np.sort(Dd, 0)[:2].T)
-    assert {"sum_reduction", "logsumexp_reduction", "sumsoftmaxweight_reduction",
-            "min_argmin_reduction", "max_argmax_reduction", "Kmin_reduction",
-            "Kmin_argKmin_reduction"} <= set(dir(kt.LazyTensor)) & set(dir(ktt.LazyTensor))
-    # unbound calls on the class, in both bindings
+    aliases = {"sum_reduction", "logsumexp_reduction", "sumsoftmaxweight_reduction",
+               "min_argmin_reduction", "max_argmax_reduction", "Kmin_reduction",
+               "Kmin_argKmin_reduction"}
+    assert aliases <= set(dir(kt.LazyTensor))
+    # unbound calls on the class
     E = kt.LazyTensor.exp(-D)
     np.testing.assert_allclose(kt.LazyTensor.sum(E, axis=1, backend=BE)[:, 0],
                                np.exp(-Dd).sum(1), rtol=1e-12)
+
+
+@needs_torch
+def test_torch_aliases_unbound_calls_and_transpose():
+    rng = np.random.default_rng(4)
+    x, y = rng.random((9, 2)), rng.random((6, 2))
+    assert {"sum_reduction", "Kmin_argKmin_reduction"} <= set(dir(ktt.LazyTensor))
     tx = torch.tensor(x, requires_grad=True)
     tD = ktt.LazyTensor.sqdist(ktt.Vi(tx), ktt.Vj(torch.tensor(y)))
     tE = ktt.LazyTensor.exp(-tD)
