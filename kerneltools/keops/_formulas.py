@@ -1,0 +1,256 @@
+"""pykeops' formula language, as LazyTensor operations.
+
+:data:`OPERATIONS` lists each operation of pykeops' formula strings with its
+arguments (``f``: a formula, ``i``: an integer literal) and what it is in
+terms of LazyTensor methods; :func:`check` verifies a syntax tree of
+:mod:`._parser` against it (names declared, operations known, the right
+number and kinds of arguments) when a ``Genred`` is made, and
+:func:`evaluate` builds the LazyTensor formula when it is called. The
+LazyTensor class (NumPy's or torch's) is the caller's: both have the same
+methods, so one table serves ``kerneltools.keops.numpy`` and ``.torch``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from ._parser import BinOp, Call, FormulaSyntaxError, Name, Neg, Num, variable_of
+
+__all__ = ["OPERATIONS", "check", "evaluate", "variables_of"]
+
+
+def _dim(x) -> int:
+    """The feature dimension of a formula (of the IR node: stable across bindings)."""
+    return x.formula.dim
+
+
+def _feature_fold(x, pick):
+    """Fold ``pick(best, k, x_k)`` over the features of ``x``."""
+    best = x.elem(0)
+    for k in range(1, _dim(x)):
+        best = pick(best, k, x.elem(k))
+    return best
+
+
+def _feature_min(lib, x):
+    return x if _dim(x) == 1 else _feature_fold(x, lambda b, k, v: lib.minimum(b, v))
+
+
+def _feature_max(lib, x):
+    return x if _dim(x) == 1 else _feature_fold(x, lambda b, k, v: lib.maximum(b, v))
+
+
+def _feature_arg(lib, x, smaller: bool):
+    """Index of the first smallest (largest) feature of ``x``."""
+    if _dim(x) == 1:
+        return 0 * x
+    best, idx = x.elem(0), 0 * x.elem(0)
+    for k in range(1, _dim(x)):
+        v = x.elem(k)
+        better = (v < best) if smaller else (v > best)
+        idx = idx + better * (k - idx)
+        best = lib.minimum(best, v) if smaller else lib.maximum(best, v)
+    return idx
+
+
+def _unary(method: str):
+    return "f", lambda lib, x: getattr(x, method)()
+
+
+#: pykeops' operations: name -> (argument kinds, function(lib, *args)).
+OPERATIONS: dict = {
+    # arithmetic, as functions (keopscore's class names)
+    "Add": ("ff", lambda lib, a, b: a + b),
+    "Subtract": ("ff", lambda lib, a, b: a - b),
+    "Mult": ("ff", lambda lib, a, b: a * b),
+    "Divide": ("ff", lambda lib, a, b: a / b),
+    "Minus": ("f", lambda lib, a: -a),
+    "Scalprod": ("ff", lambda lib, a, b: a | b),
+    "IntCst": ("i", lambda lib, n: lib.LazyTensor(n)),
+    "IntInv": ("i", lambda lib, n: lib.LazyTensor(1) / n),
+    "Pow": ("fi", lambda lib, x, n: x ** n),
+    "Powf": ("ff", lambda lib, x, y: x ** y),
+    "Square": _unary("square"),
+    "Sqrt": _unary("sqrt"),
+    "Rsqrt": _unary("rsqrt"),
+    "Inv": _unary("inv"),
+    "Exp": _unary("exp"),
+    "Log": _unary("log"),
+    "XLogX": _unary("xlogx"),
+    "Sin": _unary("sin"),
+    "Cos": _unary("cos"),
+    "Asin": _unary("asin"),
+    "Acos": _unary("acos"),
+    "Atan": _unary("atan"),
+    "Atan2": ("ff", lambda lib, y, x: y.atan2(x)),
+    "Sinc": _unary("sinc"),
+    "SinXDivX": ("f", lambda lib, x: (x / math.pi).sinc()),
+    "Abs": _unary("abs"),
+    "Sign": _unary("sign"),
+    "Step": _unary("step"),
+    "ReLU": _unary("relu"),
+    "Clamp": ("fff", lambda lib, x, a, b: x.clamp(a, b)),
+    "ClampInt": ("fii", lambda lib, x, a, b: x.clamp(a, b)),
+    "IfElse": ("fff", lambda lib, c, a, b: c.ifelse(a, b)),
+    "Mod": ("fff", lambda lib, x, m, off: x.mod(m, off)),
+    "Round": ("fi", lambda lib, x, d: x.round(d)),
+    # vectors
+    "Sum": _unary("sum"),
+    "Min": ("f", _feature_min),
+    "Max": ("f", _feature_max),
+    "ArgMin": ("f", lambda lib, x: _feature_arg(lib, x, True)),
+    "ArgMax": ("f", lambda lib, x: _feature_arg(lib, x, False)),
+    "SqNorm2": _unary("sqnorm2"),
+    "Norm2": _unary("norm2"),
+    "Normalize": _unary("normalize"),
+    "SqDist": ("ff", lambda lib, x, y: x.sqdist(y)),
+    "WeightedSqNorm": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
+    "WeightedSqDist": ("fff", lambda lib, s, x, y: x.weightedsqdist(y, s)),
+    "Elem": ("fi", lambda lib, x, k: x.elem(k)),
+    "Extract": ("fii", lambda lib, x, start, d: x.extract(start, d)),
+    "Concat": ("ff", lambda lib, a, b: a.concat(b)),
+    "OneHot": ("fi", lambda lib, x, d: x.one_hot(d)),
+    "MatVecMult": ("ff", lambda lib, A, v: A.matvecmult(v)),
+    "VecMatMult": ("ff", lambda lib, v, A: v.vecmatmult(A)),
+    "TensorProd": ("ff", lambda lib, a, b: a.tensorprod(b)),
+    # calculus
+    "Grad": ("fff", lambda lib, F, v, e: F.grad(v, e)),
+}
+
+_VARIABLES = ("Var", "Vi", "Vj", "Pm")
+
+
+def variables_of(tree, text: str) -> list[tuple]:
+    """The inline variables of a tree, ``(cat, index, dim, pos)`` for each
+    ``Var(index, dim, cat)``, ``Vi(index, dim)``, ... in it."""
+    out = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Call):
+            if node.func in _VARIABLES:
+                cat, index, dim = variable_of(node, text)
+                if index is None:
+                    raise FormulaSyntaxError(
+                        f"an inline {node.func}(...) needs an index, as in "
+                        f"{node.func}(0, {dim})", text, node.pos)
+                out.append((cat, index, dim, node.pos))
+                continue
+            stack.extend(node.args)
+        elif isinstance(node, BinOp):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, Neg):
+            stack.append(node.operand)
+    return out
+
+
+def _int_literal(node) -> int | None:
+    if isinstance(node, Num) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, Neg) and isinstance(node.operand, Num):
+        v = node.operand.value
+        return -v if isinstance(v, int) else None
+    return None
+
+
+def check(tree, names, text: str) -> None:
+    """A FormulaSyntaxError at the first undeclared name, unknown operation, or
+    call with the wrong number or kinds of arguments in ``tree``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Name):
+            if node.id not in names:
+                known = ", ".join(sorted(names)) or "none"
+                raise FormulaSyntaxError(
+                    f"unknown name {node.id!r} (the aliases declare: {known})",
+                    text, node.pos)
+        elif isinstance(node, BinOp):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, Neg):
+            stack.append(node.operand)
+        elif isinstance(node, Call) and node.func not in _VARIABLES:
+            spec = OPERATIONS.get(node.func)
+            if spec is None:
+                raise FormulaSyntaxError(
+                    f"unknown operation {node.func!r}; the operations are "
+                    f"{', '.join(sorted(OPERATIONS))}", text, node.pos)
+            kinds = spec[0]
+            if len(node.args) != len(kinds):
+                raise FormulaSyntaxError(
+                    f"{node.func} takes {len(kinds)} argument(s), got {len(node.args)}",
+                    text, node.pos)
+            for kind, arg in zip(kinds, node.args):
+                if kind == "i" and _int_literal(arg) is None:
+                    raise FormulaSyntaxError(
+                        f"this argument of {node.func} must be an integer literal",
+                        text, getattr(arg, "pos", node.pos))
+                if kind == "f":
+                    stack.append(arg)
+
+
+def evaluate(tree, env: dict, var, lib, text: str):
+    """The LazyTensor of ``tree``: ``env`` maps alias names to LazyTensors,
+    ``var(index)`` gives the variable of an argument, ``lib`` is the binding
+    (its ``LazyTensor``, ``minimum`` and ``maximum``). Errors of the formula's
+    dimensions are ValueErrors naming the position."""
+    memo: dict = {}
+
+    def ev(node):
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        if isinstance(node, Num):
+            out = node.value
+        elif isinstance(node, Name):
+            out = env[node.id]
+        elif isinstance(node, Neg):
+            out = -ev(node.operand)
+        elif isinstance(node, BinOp):
+            a, b = ev(node.left), ev(node.right)
+            out = _positioned(_binary, text, node.pos, node.op, a, b, lib)
+        elif node.func in _VARIABLES:
+            out = var(variable_of(node, text)[1])
+        else:
+            kinds, fn = OPERATIONS[node.func]
+            args = [_int_literal(a) if k == "i" else _formula(ev(a), lib)
+                    for k, a in zip(kinds, node.args)]
+            out = _positioned(fn, text, node.pos, lib, *args)
+        memo[key] = out
+        return out
+
+    return _formula(ev(tree), lib)
+
+
+def _formula(v, lib):
+    """A number as a LazyTensor constant (ints exact), formulas as they are."""
+    if isinstance(v, numbers.Number):
+        return lib.LazyTensor(int(v) if isinstance(v, int) else float(v))
+    return v
+
+
+def _binary(op, a, b, lib):
+    if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+        a = _formula(a, lib)  # constant folding is the engine's business
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b
+    if op == "|":
+        return _formula(a, lib) | b
+    return _formula(a, lib) ** b  # "**"
+
+
+def _positioned(fn, text, pos, *args):
+    try:
+        return fn(*args)
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, FormulaSyntaxError):
+            raise
+        raise type(exc)(f"{exc}\nin the formula at position {pos}:\n    {text}\n"
+                        f"    {' ' * pos}^") from None

@@ -1,0 +1,408 @@
+"""``Genred`` and ``KernelSolve`` as pykeops spells them, for either binding.
+
+A :class:`GenredBase` reads the formula strings and aliases once (the parser
+of :mod:`._parser`, the operations of :mod:`._formulas`: every name,
+operation and argument is checked when it is made) and, when called,
+validates the arrays against the aliases, builds the LazyTensor formula on
+them and runs the reduction through the binding's LazyTensor methods (its
+``sum``, ``logsumexp``, ``argKmin``, ...). The binding (NumPy's or torch's)
+is a :class:`Binding` given by the subclass: the LazyTensor class and how to
+make variables of its arrays. :class:`KernelSolveBase` solves
+``(A + alpha I) u = b`` for a formula ``A`` linear in one variable, by
+conjugate gradients on those reductions.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+
+from . import _formulas
+from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
+
+__all__ = ["GenredBase", "KernelSolveBase", "Binding", "BACKENDS", "REDUCTIONS"]
+
+#: pykeops' backend names -> kerneltools' (None: the configured choice).
+BACKENDS = {"auto": None, "CPU": "cpu", "GPU": "cuda", "GPU_1D": "cuda",
+            "GPU_2D": "cuda", "numpy": "numpy", "cpu": "cpu", "cuda": "cuda"}
+
+#: pykeops' reduction names -> (LazyTensor method, kind): "plain", "K" (takes
+#: opt_arg as K), "weight" (formula2 optional), "needs_weight".
+REDUCTIONS = {
+    "Sum": ("sum", "plain"),
+    "Min": ("min", "plain"), "ArgMin": ("argmin", "plain"),
+    "Min_ArgMin": ("min_argmin", "plain"),
+    "Max": ("max", "plain"), "ArgMax": ("argmax", "plain"),
+    "Max_ArgMax": ("max_argmax", "plain"),
+    "KMin": ("Kmin", "K"), "ArgKMin": ("argKmin", "K"),
+    "KMin_ArgKMin": ("Kmin_argKmin", "K"),
+    "LogSumExp": ("logsumexp", "weight"),
+    "LogSumExpWeight": ("logsumexp", "needs_weight"),
+    "SumSoftMaxWeight": ("sumsoftmaxweight", "needs_weight"),
+}
+_REDUCTION_ALIASES = {"MinArgMin": "Min_ArgMin", "MaxArgMax": "Max_ArgMax",
+                      "KMinArgKMin": "KMin_ArgKMin", "SoftMax": "SumSoftMaxWeight"}
+_SUM_SCHEMES = ("auto", "direct_sum", "block_sum", "kahan_scheme")
+_DTYPES_ACC = ("auto", "float16", "float32", "float64")
+
+
+class Binding:
+    """What Genred needs of a binding; the subclasses of :class:`GenredBase`
+    set ``binding`` to one.
+
+    Subclasses give ``LazyTensor``, ``minimum``, ``maximum`` and implement
+    :meth:`as_array`, :meth:`variable`, :meth:`cast`, :meth:`dtype_name`.
+    """
+
+    LazyTensor = None
+    minimum = maximum = None
+
+    def as_array(self, x, what: str):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def variable(self, a, cat: int, batched: bool):  # pragma: no cover - interface
+        """The LazyTensor of an argument: cat 0 (i), 1 (j), 2 (parameter)."""
+        raise NotImplementedError
+
+    def cast(self, a, dtype_name: str):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def dtype_name(self, a) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def reduction_name(reduction_op) -> str:
+    """pykeops' name of a reduction, checked: ``"Sum"``, ``"Sum_Reduction"``, ..."""
+    if not isinstance(reduction_op, str):
+        raise TypeError(f"Genred: 'reduction_op' must be a string, got {reduction_op!r}")
+    name = reduction_op[:-len("_Reduction")] if reduction_op.endswith("_Reduction") \
+        else reduction_op
+    name = _REDUCTION_ALIASES.get(name, name)
+    if name not in REDUCTIONS:
+        raise ValueError(f"Genred: unknown 'reduction_op' {reduction_op!r}; the reductions "
+                         f"are {', '.join(REDUCTIONS)} (optionally with '_Reduction')")
+    return name
+
+
+def _check_axis(axis, who: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral) or axis not in (0, 1):
+        raise ValueError(f"{who}: 'axis' must be 0 (reduce over i) or 1 (over j), got {axis!r}")
+    return int(axis)
+
+
+def _split_reduction(tree, text):
+    """``Sum_Reduction(F, tag)`` / ``KMin_Reduction(F, K, tag)``: (name, F, axis, K)
+    for a formula string that names its reduction (keopscore's tag: 0 when the
+    output is indexed by i, so axis = 1 - tag); None for a plain formula."""
+    func = getattr(tree, "func", "")
+    if not func.endswith("_Reduction"):
+        return None
+    name = reduction_name(func)
+    uses_k = REDUCTIONS[name][1] == "K"
+    args = tree.args
+    ints = [_formulas._int_literal(a) for a in args[1:]]
+    if len(args) != (3 if uses_k else 2) or None in ints or ints[-1] not in (0, 1):
+        form = f"{func}(F, K, tag)" if uses_k else f"{func}(F, tag)"
+        raise FormulaSyntaxError(f"expected {form} with integer K and tag 0 or 1", text,
+                                 tree.pos)
+    return name, args[0], 1 - ints[-1], (ints[0] if uses_k else None)
+
+
+class _Variables:
+    """The arguments of a Genred: ``{index: (name, cat, dim)}`` from the aliases
+    and the inline ``Var(...)`` of its formulas."""
+
+    def __init__(self, aliases, texts_trees, who):
+        if isinstance(aliases, str):
+            aliases = [aliases]
+        if not isinstance(aliases, (list, tuple)):
+            raise TypeError(f"{who}: 'aliases' must be a list of strings such as "
+                            f"'x = Vi(3)', got {type(aliases).__name__}")
+        self.names: dict[str, Alias] = {}
+        self.by_index: dict[int, tuple] = {}
+        for k, text in enumerate(aliases):
+            if not isinstance(text, str):
+                raise TypeError(f"{who}: alias {k} must be a string, got {text!r}")
+            a = parse_alias(text, default_index=k)
+            if a.name in self.names:
+                raise ValueError(f"{who}: the name {a.name!r} is declared twice in 'aliases'")
+            self.names[a.name] = a
+            self._declare(a.index, a.name, a.cat, a.dim, who)
+        for text, tree in texts_trees:
+            for cat, index, dim, pos in _formulas.variables_of(tree, text):
+                try:
+                    self._declare(index, f"Var({index})", cat, dim, who)
+                except ValueError as exc:
+                    raise FormulaSyntaxError(str(exc), text, pos) from None
+        n = max(self.by_index, default=-1) + 1
+        missing = [k for k in range(n) if k not in self.by_index]
+        if missing:
+            raise ValueError(f"{who}: no alias or Var(...) declares argument(s) {missing}; "
+                             f"the {n} arguments must be numbered 0 to {n - 1}")
+        self.count = n
+
+    def _declare(self, index, name, cat, dim, who):
+        old = self.by_index.get(index)
+        if old is not None and old[1:] != (cat, dim):
+            raise ValueError(
+                f"{who}: argument {index} is declared as {_cat_name(old[1])}({old[2]}) "
+                f"({old[0]}) and as {_cat_name(cat)}({dim}) ({name})")
+        if old is None:
+            self.by_index[index] = (name, cat, dim)
+
+
+def _cat_name(cat: int) -> str:
+    return ("Vi", "Vj", "Pm")[cat]
+
+
+class GenredBase:
+    """pykeops' ``Genred``: see the subclasses in ``kerneltools.keops.numpy`` / ``.torch``."""
+
+    binding: Binding = None
+    who = "Genred"
+
+    def __init__(self, formula, aliases, reduction_op="Sum", axis=0, dtype=None,
+                 opt_arg=None, formula2=None, cuda_type=None, dtype_acc="auto",
+                 use_double_acc=False, sum_scheme="auto", enable_chunks=True,
+                 rec_multVar_highdim=False, use_fast_math=True):
+        who = self.who
+        tree = parse_formula(formula)
+        split = _split_reduction(tree, formula)
+        if split is not None:
+            reduction_op, tree, axis, k = split
+            opt_arg = k if k is not None else opt_arg
+        self.reduction_op = reduction_name(reduction_op)
+        self.axis = _check_axis(axis, who)
+        self.formula, self.formula2 = formula, formula2
+        self.tree = tree
+        self.tree2 = parse_formula(formula2) if formula2 is not None else None
+        method, kind = REDUCTIONS[self.reduction_op]
+        if kind == "needs_weight" and self.tree2 is None:
+            raise ValueError(f"{who}: the {self.reduction_op} reduction needs the weight "
+                             "formula 'formula2'")
+        if kind not in ("weight", "needs_weight") and self.tree2 is not None:
+            raise ValueError(f"{who}: 'formula2' is only for the LogSumExp, "
+                             f"LogSumExpWeight and SumSoftMaxWeight reductions, not "
+                             f"{self.reduction_op}")
+        if kind == "K":
+            if isinstance(opt_arg, bool) or not isinstance(opt_arg, numbers.Integral) \
+                    or opt_arg < 1:
+                raise ValueError(f"{who}: the {self.reduction_op} reduction needs "
+                                 f"'opt_arg', the number K >= 1 of values; got {opt_arg!r}")
+        self.opt_arg = opt_arg
+        texts = [(formula, tree)] + ([(formula2, self.tree2)] if formula2 else [])
+        self.variables = _Variables(aliases, texts, who)
+        for text, t in texts:
+            _formulas.check(t, self.variables.names, text)
+        self.options = _check_options(who, dtype_acc, use_double_acc, sum_scheme,
+                                      enable_chunks, rec_multVar_highdim, use_fast_math)
+        self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
+
+    def __repr__(self) -> str:
+        extra = f", formula2={self.formula2!r}" if self.formula2 else ""
+        return (f"{type(self).__module__}.{type(self).__name__}({self.formula!r}{extra}, "
+                f"reduction_op={self.reduction_op!r}, axis={self.axis})")
+
+    # -- a call ---------------------------------------------------------------
+    def _lazy(self, args, replace=None):
+        """(F, W, nbatch): the LazyTensor formulas on the arguments; ``replace``
+        maps an argument index to an array used in its place."""
+        who, b = self.who, self.binding
+        if len(args) != self.variables.count:
+            raise TypeError(f"{who} takes {self.variables.count} arrays (one per argument "
+                            f"of {self._signature()}), got {len(args)}")
+        arrays = [b.as_array(a, f"{who}: argument {k} ({self.variables.by_index[k][0]})")
+                  for k, a in enumerate(args)]
+        if replace:
+            for k, a in replace.items():
+                arrays[k] = a
+        nbatch = self._check_shapes(arrays)
+        if self.options["double"]:
+            arrays = [b.cast(a, "float64") for a in arrays]
+        lazies = {}
+
+        def var(k):
+            if k not in lazies:
+                cat = self.variables.by_index[k][1]
+                a = arrays[k]
+                batched = a.ndim == nbatch + (1 if cat == 2 else 2) and nbatch > 0
+                lazies[k] = b.variable(a, cat, batched)
+            return lazies[k]
+
+        env = {name: var(a.index) for name, a in self.variables.names.items()}
+        F = _formulas.evaluate(self.tree, env, var, b, self.formula)
+        W = (_formulas.evaluate(self.tree2, env, var, b, self.formula2)
+             if self.tree2 is not None else None)
+        return F, W, nbatch, arrays
+
+    def _signature(self) -> str:
+        return ", ".join(f"{n}={_cat_name(c)}({d})"
+                         for _, (n, c, d) in sorted(self.variables.by_index.items()))
+
+    def _check_shapes(self, arrays) -> int:
+        """The number of batch axes; ValueErrors naming the argument where an
+        array's dimension, rank or row count does not fit its alias."""
+        who = self.who
+        nbatch = 0
+        for k, a in enumerate(arrays):
+            name, cat, dim = self.variables.by_index[k]
+            base = 1 if cat == 2 else 2
+            nbatch = max(nbatch, a.ndim - base)
+        rows = {0: None, 1: None}
+        for k, a in enumerate(arrays):
+            name, cat, dim = self.variables.by_index[k]
+            base = 1 if cat == 2 else 2
+            what = f"{who}: argument {k} ({name} = {_cat_name(cat)}({dim}))"
+            if a.ndim not in (base, base + nbatch) or (cat == 2 and a.ndim == 0):
+                form = "(D,)" if cat == 2 else "(N, D)"
+                raise ValueError(f"{what} must be {form}, or with the {nbatch} batch "
+                                 f"axes of the others; got shape {tuple(a.shape)}")
+            if a.shape[-1] != dim:
+                raise ValueError(f"{what} must have {dim} column(s) (its declared "
+                                 f"dimension); got shape {tuple(a.shape)}")
+            if cat in rows:
+                n = a.shape[-2]
+                if rows[cat] is not None and rows[cat][0] != n:
+                    raise ValueError(
+                        f"{what} has {n} rows but argument {rows[cat][1]} has "
+                        f"{rows[cat][0]}: every {_cat_name(cat)} variable must have "
+                        "the same number of rows")
+                rows[cat] = rows[cat] or (n, k)
+        return nbatch
+
+    def __call__(self, *args, backend="auto", device_id=-1, ranges=None, out=None):
+        """The reduction on the arrays ``args`` (one per argument, in order).
+
+        Parameters
+        ----------
+        *args : arrays
+            ``Vi(D)`` and ``Vj(D)`` arguments (N, D) or (B..., N, D), ``Pm(D)``
+            ones (D,) or (B..., D).
+        backend : str
+            pykeops' ``"auto"``, ``"CPU"``, ``"GPU"``, ``"GPU_1D"``, ``"GPU_2D"``
+            (both GPU schemes are kerneltools' CUDA backend, which picks its own
+            launch shape), or kerneltools' ``"numpy"``, ``"cpu"``, ``"cuda"``.
+        device_id : int
+            Accepted for pykeops' signature; data stays on its own device.
+        ranges : tuple, optional
+            pykeops' 6-tuple of block-sparsity ranges (or a BlockSparsity).
+        out : array, optional
+            Written in place with the result (NumPy), and returned.
+
+        Returns
+        -------
+        array or tuple of arrays, as pykeops: (N, E) for ``axis=1``, (M, E) for
+        ``axis=0``; ``(values, indices)`` for ``Min_ArgMin``, ...
+        """
+        F, W, nbatch, arrays = self._lazy(args)
+        result = self._reduce(F, W, nbatch, backend, ranges)
+        if self.options["double"]:
+            low = self.binding.dtype_name(self.binding.as_array(args[0], "argument 0"))
+            result = self._cast_back(result, low)
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    def _cast_back(self, result, dtype_name):
+        cast = self.binding.cast
+        if isinstance(result, tuple):
+            return tuple(r if self.binding.dtype_name(r).startswith("int") else
+                         cast(r, dtype_name) for r in result)
+        if self.binding.dtype_name(result).startswith("int"):
+            return result
+        return cast(result, dtype_name)
+
+    def _reduce(self, F, W, nbatch, backend, ranges):
+        method, kind = REDUCTIONS[self.reduction_op]
+        opts = {"backend": _backend(backend, self.who)}
+        if ranges is not None:
+            opts["ranges"] = ranges
+        axis = nbatch + self.axis  # pykeops numbers reductions after the batch axes
+        fn = getattr(F, method)
+        if kind == "K":
+            res = fn(self.opt_arg, axis=axis, **opts)
+        elif kind == "needs_weight" and method == "sumsoftmaxweight":
+            res = fn(W, axis=axis, **opts)
+        elif kind in ("weight", "needs_weight") and W is not None:
+            res = fn(axis=axis, weight=W, **opts)
+        else:
+            res = fn(axis=axis, **opts)
+        if self.reduction_op == "KMin_ArgKMin" and F.formula.dim == 1:
+            res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
+        return res
+
+
+def _backend(backend, who):
+    if backend is None:
+        return None
+    if backend not in BACKENDS:
+        raise ValueError(f"{who}: unknown 'backend' {backend!r}; expected one of "
+                         f"{', '.join(BACKENDS)}")
+    return BACKENDS[backend]
+
+
+def _check_options(who, dtype_acc, use_double_acc, sum_scheme, enable_chunks,
+                   rec_multVar_highdim, use_fast_math) -> dict:
+    """pykeops' compilation options, checked. Only accumulation in float64
+    changes what kerneltools does (the float32 data are computed in float64,
+    the result rounded back); the others name pykeops' code-generation
+    schemes, which kerneltools' generator does not have (its sums are tiled,
+    fast-math is never on): accepted, and without effect on the numbers."""
+    if dtype_acc not in _DTYPES_ACC:
+        raise ValueError(f"{who}: 'dtype_acc' must be one of {_DTYPES_ACC}, got {dtype_acc!r}")
+    if sum_scheme not in _SUM_SCHEMES:
+        raise ValueError(f"{who}: 'sum_scheme' must be one of {_SUM_SCHEMES}, "
+                         f"got {sum_scheme!r}")
+    for name, v in (("use_double_acc", use_double_acc), ("enable_chunks", enable_chunks),
+                    ("rec_multVar_highdim", rec_multVar_highdim),
+                    ("use_fast_math", use_fast_math)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{who}: {name!r} must be True or False, got {v!r}")
+    return {"double": bool(use_double_acc) or dtype_acc == "float64",
+            "sum_scheme": sum_scheme}
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+
+
+class KernelSolveBase(GenredBase):
+    """pykeops' ``KernelSolve``: see the subclasses in ``kerneltools.keops.numpy`` / ``.torch``."""
+
+    who = "KernelSolve"
+
+    def __init__(self, formula, aliases, varinvalias, axis=0, dtype=None, opt_arg=None,
+                 cuda_type=None, dtype_acc="auto", use_double_acc=False,
+                 sum_scheme="auto", enable_chunks=True, rec_multVar_highdim=False,
+                 use_fast_math=True):
+        super().__init__(formula, aliases, "Sum", axis, dtype=dtype, opt_arg=opt_arg,
+                         cuda_type=cuda_type, dtype_acc=dtype_acc,
+                         use_double_acc=use_double_acc, sum_scheme=sum_scheme,
+                         enable_chunks=enable_chunks,
+                         rec_multVar_highdim=rec_multVar_highdim,
+                         use_fast_math=use_fast_math)
+        if not isinstance(varinvalias, str) or not _NAME.match(varinvalias):
+            raise TypeError(f"KernelSolve: 'varinvalias' must be the name of an alias, "
+                            f"got {varinvalias!r}")
+        alias = self.variables.names.get(varinvalias)
+        if alias is None:
+            raise ValueError(f"KernelSolve: 'varinvalias' {varinvalias!r} is not one of "
+                             f"the aliases ({', '.join(self.variables.names)})")
+        reduced = 1 if self.axis == 1 else 0  # category of the reduced index
+        if alias.cat != reduced:
+            raise ValueError(
+                f"KernelSolve: the unknown {varinvalias!r} is {_cat_name(alias.cat)}; with "
+                f"axis={self.axis} it must be {_cat_name(reduced)} (a variable of the "
+                "reduced index)")
+        self.varinv = alias.index
+        self.varinvalias = varinvalias
+
+    def _operator(self, args, backend, ranges):
+        """``u -> A u``: the reduction with the unknown's argument replaced by ``u``."""
+        def apply(u):
+            F, _, nbatch, _ = self._lazy(args, replace={self.varinv: u})
+            if nbatch:
+                raise NotImplementedError("KernelSolve does not support batch axes; "
+                                          "loop over the batch")
+            return self._reduce(F, None, 0, backend, ranges)
+        return apply

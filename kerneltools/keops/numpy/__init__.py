@@ -1,0 +1,142 @@
+"""``pykeops.numpy``, on kerneltools: change the import, keep the code.
+
+``from kerneltools.keops.numpy import Genred, LazyTensor, Vi, Vj, Pm, ...``
+gives pykeops' NumPy names: :class:`Genred` and :class:`KernelSolve` with
+pykeops' formula strings (read by a parser, never ``eval``), the
+``generic_*`` helpers, and kerneltools' own :class:`~kerneltools.LazyTensor`,
+``Vi``, ``Vj`` and ``Pm``. Where kerneltools differs from pykeops, the README's
+table of pykeops features says how.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import lazy as _lazy
+from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._genred import Binding, GenredBase, KernelSolveBase
+from .._generic import generic_functions
+from .._parser import FormulaSyntaxError
+
+LazyTensor = _lazy.LazyTensor
+Vi, Vj, Pm = _lazy.Vi, _lazy.Vj, _lazy.Pm
+
+__all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
+                  "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",
+                  "generic_argkmin", "FormulaSyntaxError"])
+
+
+class _NumpyBinding(Binding):
+    LazyTensor = _lazy.LazyTensor
+    minimum = staticmethod(_lazy.minimum)
+    maximum = staticmethod(_lazy.maximum)
+
+    def as_array(self, x, what):
+        if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__"):
+            a = x
+        else:
+            try:
+                a = np.asarray(x)
+            except Exception as exc:
+                raise TypeError(f"{what} must be an array; {exc}") from None
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"{what} must be a real array, got dtype {a.dtype}")
+        return a
+
+    def variable(self, a, cat, batched):
+        if cat == 2:
+            return _lazy.LazyTensor(a[..., None, None, :] if batched else a.reshape(-1))
+        if batched:
+            return _lazy.LazyTensor(a[..., :, None, :] if cat == 0 else a[..., None, :, :])
+        return _lazy.LazyTensor(a, axis=cat)
+
+    def cast(self, a, dtype_name):
+        return a.astype(dtype_name, copy=False)
+
+    def dtype_name(self, a):
+        return str(a.dtype)
+
+
+class Genred(GenredBase):
+    """pykeops' generic reduction: ``Genred(formula, aliases, reduction_op, axis)``.
+
+    Parameters
+    ----------
+    formula : str
+        The formula, in pykeops' syntax: ``"Exp(-SqDist(x, y)) * b"``; or the
+        whole reduction, ``"Sum_Reduction(Exp(-SqDist(x, y)) * b, 0)"``.
+    aliases : list of str
+        The arguments: ``"x = Vi(3)"`` (indexed by i, dimension 3; its index is
+        its place in the list), ``"y = Vj(1, 3)"`` (index 1), ``"g = Pm(1)"``
+        (a parameter); formulas may also use ``Var(index, dim, cat)``.
+    reduction_op : str
+        ``"Sum"``, ``"LogSumExp"``, ``"Min"``, ``"ArgMin"``, ``"Min_ArgMin"``,
+        ``"Max"``, ... , ``"KMin"``, ``"ArgKMin"``, ``"KMin_ArgKMin"`` (K =
+        ``opt_arg``), ``"SumSoftMaxWeight"`` and ``"LogSumExpWeight"`` (weights
+        ``formula2``); ``"Sum_Reduction"`` and the like are accepted too.
+    axis : {0, 1}
+        0: reduce over i (the output is indexed by j); 1: over j.
+    dtype, cuda_type : optional
+        Deprecated in pykeops 2 and ignored: the arrays' dtype is used.
+    opt_arg : int, optional
+        K of the K-reductions.
+    formula2 : str, optional
+        The weights of ``SumSoftMaxWeight`` / ``LogSumExp``.
+    dtype_acc, use_double_acc : optional
+        ``"float64"`` / True: float32 data are computed in float64 and the
+        result rounded to float32.
+    sum_scheme, enable_chunks, rec_multVar_highdim, use_fast_math : optional
+        pykeops' code-generation options: checked, without effect (kerneltools
+        sums by tiles, never with fast-math).
+
+    Raises
+    ------
+    FormulaSyntaxError
+        A formula or alias that does not parse, an unknown name or operation,
+        with the position and a caret.
+    ValueError
+        An unknown reduction, a bad ``axis`` or options.
+    """
+
+    binding = _NumpyBinding()
+
+
+class KernelSolve(KernelSolveBase):
+    """pykeops' ``KernelSolve``: solve ``(A + alpha I) u = b`` for the variable
+    ``varinvalias`` of a formula linear in it, by conjugate gradients.
+
+    ``KernelSolve(formula, aliases, varinvalias, axis=0, ...)`` then
+    ``Kinv(*args, alpha=1e-10, eps=1e-6, backend="auto", ranges=None)`` where
+    ``args`` holds ``b`` in the unknown's place. The operator must be symmetric
+    positive definite (plus ``alpha``). Stops at ``|r| <= eps |b|`` (pykeops:
+    an absolute threshold, no iteration cap); warns with
+    ``ConvergenceWarning`` after ``10 n + 100`` iterations.
+    """
+
+    binding = _NumpyBinding()
+
+    def __call__(self, *args, backend="auto", device_id=-1, alpha=1e-10, eps=1e-6,
+                 ranges=None):
+        if len(args) != self.variables.count:
+            raise TypeError(f"KernelSolve takes {self.variables.count} arrays, got {len(args)}")
+        b = self.binding.as_array(args[self.varinv], f"KernelSolve: the right-hand side "
+                                  f"{self.varinvalias!r}")
+        op = self._operator(args, backend, ranges)
+        u, _ = _conjugate_gradient(lambda v: op(v.astype(b.dtype, copy=False)) + alpha * v,
+                                   b, tol=eps)
+        return u.astype(b.dtype, copy=False)
+
+
+class ComplexLazyTensor:
+    """pykeops' complex LazyTensor: not supported by kerneltools yet (kerneltools
+    formulas are real-valued); importing it works, making one raises."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "ComplexLazyTensor: kerneltools formulas are real-valued; complex numbers "
+            "are not supported yet (split real and imaginary parts into two real formulas)")
+
+
+_g = generic_functions(Genred)
+generic_sum, generic_logsumexp = _g["generic_sum"], _g["generic_logsumexp"]
+generic_argmin, generic_argkmin = _g["generic_argmin"], _g["generic_argkmin"]

@@ -1,0 +1,5 @@
+"""``pykeops.numpy.operations``: :class:`KernelSolve`."""
+
+from . import KernelSolve
+
+__all__ = ["KernelSolve"]
