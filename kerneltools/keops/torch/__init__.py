@@ -1,0 +1,160 @@
+"""``pykeops.torch``, on kerneltools: change the import, keep the code.
+
+``from kerneltools.keops.torch import Genred, KernelSolve, LazyTensor, Vi, Vj, Pm``
+gives pykeops' torch names on :mod:`kerneltools.torch`: reductions are
+``torch.autograd`` functions (gradients of any order, through the torch
+binding), results are tensors on the inputs' device. ``KernelSolve`` is
+differentiable with respect to every input (implicit differentiation: one
+more solve in the backward pass, the operator taken as symmetric, as in
+pykeops).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ... import torch as _ktorch
+from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._genred import Binding, GenredBase, KernelSolveBase
+from .._generic import generic_functions
+from .._parser import FormulaSyntaxError
+
+LazyTensor = _ktorch.LazyTensor
+Vi, Vj, Pm = _ktorch.Vi, _ktorch.Vj, _ktorch.Pm
+
+__all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
+                  "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",
+                  "generic_argkmin", "FormulaSyntaxError"])
+
+_DTYPES = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
+
+
+class _TorchBinding(Binding):
+    LazyTensor = _ktorch.LazyTensor
+    minimum = staticmethod(_ktorch.minimum)
+    maximum = staticmethod(_ktorch.maximum)
+
+    def as_array(self, x, what):
+        if isinstance(x, torch.Tensor):
+            t = x
+        else:
+            try:
+                t = torch.as_tensor(np.asarray(x))
+            except Exception as exc:
+                raise TypeError(f"{what} must be a tensor; {exc}") from None
+        if t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"{what} must be a real tensor, got dtype {t.dtype}")
+        return t
+
+    def variable(self, a, cat, batched):
+        if cat == 2:
+            return _ktorch.LazyTensor(a[..., None, None, :] if batched else a.reshape(-1))
+        if batched:
+            return _ktorch.LazyTensor(a[..., :, None, :] if cat == 0 else a[..., None, :, :])
+        return _ktorch.LazyTensor(a, axis=cat)
+
+    def cast(self, a, dtype_name):
+        return a.to(_DTYPES[dtype_name])
+
+    def dtype_name(self, a):
+        return str(a.dtype).replace("torch.", "")
+
+
+class Genred(GenredBase):
+    """pykeops' generic reduction on torch tensors, differentiable.
+
+    The parameters are those of :class:`kerneltools.keops.numpy.Genred`; the
+    call takes tensors and returns tensors on their device.
+    """
+
+    binding = _TorchBinding()
+
+
+class _Solve(torch.autograd.Function):
+    """``u = (A + alpha I)^{-1} b``; backward by one more solve (A symmetric)."""
+
+    @staticmethod
+    def forward(ctx, solver, args, alpha, b, *tensors):
+        ctx.solver, ctx.args = solver, args
+        with torch.no_grad():
+            u = solver._cg(args, b, alpha)
+        ctx.save_for_backward(u, alpha, *tensors)
+        return u
+
+    @staticmethod
+    def backward(ctx, g):
+        solver = ctx.solver
+        u, alpha, *tensors = ctx.saved_tensors
+        args = list(ctx.args)
+        with torch.no_grad():
+            w = solver._cg(args, g, alpha)  # (A + alpha I)^{-T} g, A = A^T
+        grads = [None, None, None, w]  # solver, args, alpha, b
+        grads[2] = -(w * u).sum().reshape(alpha.shape) if ctx.needs_input_grad[2] else None
+        wanted = [k for k, t in enumerate(tensors) if ctx.needs_input_grad[4 + k]]
+        rest = [None] * len(tensors)
+        if wanted:
+            # d<g, u> = -<w, dA u>: differentiate <w, A(u)> with u and w fixed
+            with torch.enable_grad():
+                leaves = [tensors[k].detach().requires_grad_() for k in wanted]
+                call = list(args)
+                for k, leaf in zip(wanted, leaves):
+                    call[solver._positions[k]] = leaf
+                Au = solver._operator(call, solver._backend, solver._ranges)(u.detach())
+                dots = torch.autograd.grad(-(w.detach() * Au).sum(), leaves,
+                                           allow_unused=True)
+            for k, d in zip(wanted, dots):
+                rest[k] = d
+        return tuple(grads) + tuple(rest)
+
+
+class KernelSolve(KernelSolveBase):
+    """pykeops' ``KernelSolve`` on torch tensors: solve ``(A + alpha I) u = b``
+    for the variable ``varinvalias``, differentiable.
+
+    See :class:`kerneltools.keops.numpy.KernelSolve`. The conjugate-gradient
+    iterations run on NumPy copies of the iterates (one value per point); each
+    product with A is a kerneltools reduction on the tensors' device.
+    """
+
+    binding = _TorchBinding()
+
+    def __call__(self, *args, backend="auto", device_id=-1, alpha=1e-10, eps=1e-6,
+                 ranges=None):
+        if len(args) != self.variables.count:
+            raise TypeError(f"KernelSolve takes {self.variables.count} tensors, "
+                            f"got {len(args)}")
+        args = [self.binding.as_array(a, f"KernelSolve: argument {k}")
+                for k, a in enumerate(args)]
+        b = args[self.varinv]
+        alpha_t = torch.as_tensor(alpha, dtype=b.dtype, device=b.device).reshape(())
+        self._backend, self._ranges, self._eps = backend, ranges, eps
+        self._positions = [k for k in range(len(args)) if k != self.varinv]
+        others = [args[k] for k in self._positions]
+        return _Solve.apply(self, args, alpha_t, b, *others)
+
+    def _cg(self, args, b, alpha):
+        op = self._operator(args, self._backend, self._ranges)
+        a = float(alpha)
+
+        def matvec(v):
+            t = torch.from_numpy(np.ascontiguousarray(v)).to(b.device, b.dtype)
+            return (op(t) + a * t).detach().cpu().numpy()
+
+        u, _ = _conjugate_gradient(matvec, b.detach().cpu().numpy(), tol=self._eps)
+        return torch.from_numpy(u).to(b.device, b.dtype)
+
+
+class ComplexLazyTensor:
+    """pykeops' complex LazyTensor: not supported by kerneltools yet (kerneltools
+    formulas are real-valued); importing it works, making one raises."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "ComplexLazyTensor: kerneltools formulas are real-valued; complex numbers "
+            "are not supported yet (split real and imaginary parts into two real formulas)")
+
+
+_g = generic_functions(Genred)
+generic_sum, generic_logsumexp = _g["generic_sum"], _g["generic_logsumexp"]
+generic_argmin, generic_argkmin = _g["generic_argmin"], _g["generic_argkmin"]

@@ -1,0 +1,5 @@
+"""``pykeops.torch.operations``: :class:`KernelSolve`."""
+
+from . import KernelSolve
+
+__all__ = ["KernelSolve"]
