@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._parser import BinOp, Call, FormulaSyntaxError, Name, Neg, Num, variable_of
+import numpy as np
+
+from ._parser import BinOp, Call, FormulaSyntaxError, ListLit, Name, Neg, Num, variable_of
 
 __all__ = ["OPERATIONS", "check", "evaluate", "variables_of"]
 
@@ -52,6 +54,60 @@ def _feature_arg(lib, x, smaller: bool):
         idx = idx + better * (k - idx)
         best = lib.minimum(best, v) if smaller else lib.maximum(best, v)
     return idx
+
+
+def _bilinear(lib, a, b, W):
+    """``out_k = sum_{p, q} W[k, p, q] a_p b_q`` for a constant 0/1 tensor ``W``:
+    the entries that TensorDot and Kron pick from the outer product of a and b."""
+    da, db = W.shape[1:]
+    if (_dim(a), _dim(b)) != (da, db):
+        raise ValueError(f"the shapes give dimensions {da} and {db}; the operands have "
+                         f"{_dim(a)} and {_dim(b)}")
+    out = None
+    for k in range(W.shape[0]):
+        term = None
+        for p, q in zip(*np.nonzero(W[k])):
+            t = a.elem(int(p)) * b.elem(int(q))
+            term = t if term is None else term + t
+        term = 0 * a.elem(0) if term is None else term
+        out = term if out is None else out.concat(term)
+    return out
+
+
+def _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute=None):
+    """W of :func:`_bilinear` for numpy.tensordot of a (shape dims_a) and b
+    (dims_b) over the axes cont_a / cont_b, its axes then permuted as by
+    numpy.transpose(., permute); everything row-major."""
+    da, db = int(np.prod(dims_a)), int(np.prod(dims_b))
+    if len(cont_a) != len(cont_b):
+        raise ValueError(f"the contracted axes {list(cont_a)} and {list(cont_b)} differ "
+                         "in number")
+    Ia = np.eye(da).reshape(tuple(dims_a) + (da,))
+    Ib = np.eye(db).reshape(tuple(dims_b) + (db,))
+    T = np.tensordot(Ia, Ib, axes=(list(cont_a), list(cont_b)))
+    na = len(dims_a) - len(cont_a)  # free axes of a, then da, then b's, then db
+    T = np.moveaxis(T, [na, T.ndim - 1], [T.ndim - 2, T.ndim - 1])
+    free = T.ndim - 2
+    if permute is not None:
+        if sorted(permute) != list(range(free)):
+            raise ValueError(f"permute {list(permute)} is not a permutation of the "
+                             f"{free} free axes")
+        T = np.transpose(T, list(permute) + [free, free + 1])
+    return T.reshape(-1, da, db)
+
+
+def _tensordot(lib, a, b, dims_a, dims_b, cont_a, cont_b, permute=None):
+    return _bilinear(lib, a, b, _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute))
+
+
+def _kron(lib, a, b, dims_a, dims_b):
+    """numpy.kron of a (shape dims_a) and b (dims_b), flattened."""
+    if len(dims_a) != len(dims_b):
+        raise ValueError(f"Kron needs shapes of the same rank, got {list(dims_a)} and "
+                         f"{list(dims_b)}")
+    n = len(dims_a)
+    interleave = [k for pair in zip(range(n), range(n, 2 * n)) for k in pair]
+    return _tensordot(lib, a, b, dims_a, dims_b, [], [], interleave)
 
 
 def _unary(method: str):
@@ -114,6 +170,8 @@ OPERATIONS: dict = {
     "MatVecMult": ("ff", lambda lib, A, v: A.matvecmult(v)),
     "VecMatMult": ("ff", lambda lib, v, A: v.vecmatmult(A)),
     "TensorProd": ("ff", lambda lib, a, b: a.tensorprod(b)),
+    "TensorDot": ("ffllll?l", _tensordot),
+    "Kron": ("ffll", _kron),
     # calculus
     "Grad": ("fff", lambda lib, F, v, e: F.grad(v, e)),
 }
@@ -154,6 +212,13 @@ def _int_literal(node) -> int | None:
     return None
 
 
+def _int_list(node) -> list | None:
+    if not isinstance(node, ListLit):
+        return None
+    items = [_int_literal(v) for v in node.items]
+    return None if None in items else items
+
+
 def check(tree, names, text: str) -> None:
     """A FormulaSyntaxError at the first undeclared name, unknown operation, or
     call with the wrong number or kinds of arguments in ``tree``."""
@@ -170,23 +235,35 @@ def check(tree, names, text: str) -> None:
             stack.extend((node.left, node.right))
         elif isinstance(node, Neg):
             stack.append(node.operand)
+        elif isinstance(node, ListLit) and node is tree:
+            raise FormulaSyntaxError("a list is not a formula", text, node.pos)
         elif isinstance(node, Call) and node.func not in _VARIABLES:
             spec = OPERATIONS.get(node.func)
             if spec is None:
                 raise FormulaSyntaxError(
                     f"unknown operation {node.func!r}; the operations are "
                     f"{', '.join(sorted(OPERATIONS))}", text, node.pos)
-            kinds = spec[0]
-            if len(node.args) != len(kinds):
+            required, full = spec[0].split("?")[0], spec[0].replace("?", "")
+            if not len(required) <= len(node.args) <= len(full):
+                n = (str(len(full)) if required == full
+                     else f"{len(required)} to {len(full)}")
                 raise FormulaSyntaxError(
-                    f"{node.func} takes {len(kinds)} argument(s), got {len(node.args)}",
+                    f"{node.func} takes {n} argument(s), got {len(node.args)}",
                     text, node.pos)
-            for kind, arg in zip(kinds, node.args):
+            for kind, arg in zip(full, node.args):
+                pos = getattr(arg, "pos", node.pos)
                 if kind == "i" and _int_literal(arg) is None:
                     raise FormulaSyntaxError(
                         f"this argument of {node.func} must be an integer literal",
-                        text, getattr(arg, "pos", node.pos))
+                        text, pos)
+                if kind == "l" and _int_list(arg) is None:
+                    raise FormulaSyntaxError(
+                        f"this argument of {node.func} must be a list of integers, as "
+                        "[2, 3]", text, pos)
                 if kind == "f":
+                    if isinstance(arg, ListLit):
+                        raise FormulaSyntaxError(
+                            f"a list is not a formula (argument of {node.func})", text, pos)
                     stack.append(arg)
 
 
@@ -209,14 +286,15 @@ def evaluate(tree, env: dict, var, lib, text: str):
             out = -ev(node.operand)
         elif isinstance(node, BinOp):
             a, b = ev(node.left), ev(node.right)
-            out = _positioned(_binary, text, node.pos, node.op, a, b, lib)
+            out = _positioned(_binary, text, node.pos, f"'{node.op}'", node.op, a, b, lib)
         elif node.func in _VARIABLES:
             out = var(variable_of(node, text)[1])
         else:
             kinds, fn = OPERATIONS[node.func]
-            args = [_int_literal(a) if k == "i" else _formula(ev(a), lib)
-                    for k, a in zip(kinds, node.args)]
-            out = _positioned(fn, text, node.pos, lib, *args)
+            args = [_int_literal(a) if k == "i" else _int_list(a) if k == "l"
+                    else _formula(ev(a), lib)
+                    for k, a in zip(kinds.replace("?", ""), node.args)]
+            out = _positioned(fn, text, node.pos, node.func, lib, *args)
         memo[key] = out
         return out
 
@@ -246,11 +324,11 @@ def _binary(op, a, b, lib):
     return _formula(a, lib) ** b  # "**"
 
 
-def _positioned(fn, text, pos, *args):
+def _positioned(fn, text, pos, what, *args):
     try:
         return fn(*args)
     except (ValueError, TypeError) as exc:
-        if isinstance(exc, FormulaSyntaxError):
+        if isinstance(exc, FormulaSyntaxError) or "in the formula at position" in str(exc):
             raise
-        raise type(exc)(f"{exc}\nin the formula at position {pos}:\n    {text}\n"
+        raise type(exc)(f"{exc}\nin {what} of the formula at position {pos}:\n    {text}\n"
                         f"    {' ' * pos}^") from None

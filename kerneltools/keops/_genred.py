@@ -231,6 +231,13 @@ class GenredBase:
 
         env = {name: var(a.index) for name, a in self.variables.names.items()}
         F = _formulas.evaluate(self.tree, env, var, b, self.formula)
+        # As in pykeops, the numbers of i- and j-points are those of the
+        # arguments, used by the formula or not (a formula without j sums N
+        # equal terms): a term that is exactly 0 (IfElse(v, 0, 0), NaN-safe,
+        # simplified away) gives F the variable's points.
+        for k, (_, cat, _) in self.variables.by_index.items():
+            if cat != 2 and getattr(F, "ni" if cat == 0 else "nj") is None:
+                F = F + var(k).elem(0).ifelse(0, 0)
         W = (_formulas.evaluate(self.tree2, env, var, b, self.formula2)
              if self.tree2 is not None else None)
         return F, W, nbatch, arrays

@@ -18,6 +18,7 @@ formulas use, with Python's precedence (lowest first)::
              | "-" expr | "+" expr
              | atom "**" expr           (right-associative)
     atom    := NUMBER | NAME | NAME "(" [expr ("," expr)*] ")" | "(" expr ")"
+             | "[" [expr ("," expr)*] "]"  (a list of integers)
 
 A syntax error is a :class:`FormulaSyntaxError` (a ``ValueError``) naming
 the position, with the string and a caret under the offending character.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Union
 
-__all__ = ["Alias", "BinOp", "Call", "FormulaSyntaxError", "Name", "Neg", "Num",
+__all__ = ["Alias", "BinOp", "Call", "FormulaSyntaxError", "ListLit", "Name", "Neg", "Num",
            "parse_alias", "parse_formula"]
 
 
@@ -86,6 +87,13 @@ class Neg(NamedTuple):
     pos: int
 
 
+class ListLit(NamedTuple):
+    """``[a, b, ...]``: a list of integers (the shapes of ``TensorDot``, ``Kron``)."""
+
+    items: tuple
+    pos: int
+
+
 class Alias(NamedTuple):
     """A declared variable: ``name = Vi(dim)`` and the like.
 
@@ -104,7 +112,7 @@ _TOKEN = re.compile(r"""
     (?P<space>\s+)
   | (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
-  | (?P<op>\*\*|[-+*/|(),=])
+  | (?P<op>\*\*|[-+*/|(),=\[\]])
 """, re.VERBOSE)
 
 
@@ -182,6 +190,8 @@ class _Parser:
             inner = self.expression()
             self.expect(")")
             return inner
+        if t.kind == "op" and t.text == "[":
+            return self.list_literal()
         if t.kind == "num":
             self.advance()
             is_int = re.fullmatch(r"\d+", t.text) is not None
@@ -205,6 +215,19 @@ class _Parser:
             self.fail(f"expected ',' or ')' in the arguments of {name.text}")
         self.advance()
         return Call(name.text, tuple(args), name.pos)
+
+    def list_literal(self) -> ListLit:
+        start = self.expect("[")
+        items = []
+        if not (self.tok.kind == "op" and self.tok.text == "]"):
+            items.append(self.expression())
+            while self.tok.kind == "op" and self.tok.text == ",":
+                self.advance()
+                items.append(self.expression())
+        if not (self.tok.kind == "op" and self.tok.text == "]"):
+            self.fail("expected ',' or ']' in a list")
+        self.advance()
+        return ListLit(tuple(items), start.pos)
 
     def finish(self):
         if self.tok.kind != "end":
