@@ -1,0 +1,340 @@
+"""kerneltools.keops: pykeops' Genred, KernelSolve and generic_* against NumPy.
+
+Every reduction of ``Genred`` against a dense NumPy reference on every
+backend and dtype; batch axes, block-sparsity ranges, ``out=``, float64
+accumulation; ``KernelSolve`` against ``numpy.linalg.solve``; the torch
+module's gradients against torch autograd of the dense computation; the
+names pykeops' modules export.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kerneltools import ranges as kr
+from kerneltools.keops import numpy as kn
+
+from _helpers import assert_close
+
+try:  # the torch module is an optional extra
+    import torch
+
+    from kerneltools.keops import torch as ktk
+except ImportError:
+    torch = ktk = None
+
+needs_torch = pytest.mark.skipif(
+    torch is None, reason="kerneltools.keops.torch needs PyTorch (optional extra 'torch')")
+
+ALIASES = ["x = Vi(3)", "y = Vj(3)", "b = Vj(2)", "g = Pm(1)"]
+FORMULA = "Exp(-g * SqDist(x, y)) * b"
+
+
+def _data(dtype, n=7, m=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.random((n, 3)).astype(dtype), rng.random((m, 3)).astype(dtype),
+            rng.random((m, 2)).astype(dtype), np.array([0.8], dtype=dtype))
+
+
+def _dense(x, y, g):
+    """(N, M) exp(-g |x_i - y_j|^2) and (N, M) squared distances, float64."""
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    D = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    return np.exp(-float(g[0]) * D), D
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_sum_against_numpy(backend, dtype, rtol, axis):
+    x, y, b, g = _data(dtype)
+    if axis == 0:  # reduce over i: the weights ride with i
+        aliases, args = ["x = Vi(3)", "y = Vj(3)", "b = Vi(2)", "g = Pm(1)"], None
+        b = np.random.default_rng(1).random((7, 2)).astype(dtype)
+    else:
+        aliases = ALIASES
+    K, _ = _dense(x, y, g)
+    out = kn.Genred(FORMULA, aliases, axis=axis)(x, y, b, g, backend=backend)
+    ref = K.T @ b if axis == 0 else K @ b
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert_close(out, ref, rtol, scale=np.abs(ref) + 1e-3)
+
+
+def test_reduction_spelled_in_the_formula():
+    x, y, b, g = _data(np.float64)
+    K, _ = _dense(x, y, g)
+    # keopscore's tag 0: the output is indexed by i (a reduction over j)
+    out = kn.Genred(f"Sum_Reduction({FORMULA}, 0)", ALIASES)(x, y, b, g, backend="numpy")
+    assert_close(out, K @ b, 1e-12)
+    out = kn.Genred(FORMULA, ALIASES, reduction_op="Sum_Reduction", axis=1)(
+        x, y, b, g, backend="numpy")
+    assert_close(out, K @ b, 1e-12)
+
+
+def test_min_max_arg_reductions(backend, dtype):
+    x, y, _, g = _data(dtype, n=9, m=11)
+    _, D = _dense(x, y, g)
+    aliases = ["x = Vi(3)", "y = Vj(3)"]
+    run = lambda red, **kw: kn.Genred("SqDist(x, y)", aliases, reduction_op=red, axis=1,
+                                      **kw)(x, y, backend=backend)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_close(run("Min"), D.min(1, keepdims=True), rtol)
+    assert_close(run("Max"), D.max(1, keepdims=True), rtol)
+    np.testing.assert_array_equal(run("ArgMin"), D.argmin(1)[:, None])
+    np.testing.assert_array_equal(run("ArgMax"), D.argmax(1)[:, None])
+    v, i = run("Min_ArgMin")
+    assert_close(v, D.min(1, keepdims=True), rtol)
+    np.testing.assert_array_equal(i, D.argmin(1)[:, None])
+    order = np.argsort(D, axis=1)[:, :3]
+    np.testing.assert_array_equal(run("ArgKMin", opt_arg=3), order)
+    assert_close(run("KMin", opt_arg=3), np.take_along_axis(D, order, 1), rtol)
+    v, i = run("KMin_ArgKMin", opt_arg=3)
+    assert v.shape == i.shape == (9, 3, 1)  # pykeops keeps the feature axis here
+    np.testing.assert_array_equal(i[..., 0], order)
+
+
+def test_logsumexp_and_softmax(backend, dtype, rtol):
+    x, y, b, g = _data(dtype)
+    _, D = _dense(x, y, g)
+    aliases = ["x = Vi(3)", "y = Vj(3)", "b = Vj(2)", "g = Pm(1)"]
+    F = -float(g[0]) * D
+    lse = kn.Genred("-g * SqDist(x, y)", aliases, reduction_op="LogSumExp", axis=1)
+    ref = np.log(np.exp(F).sum(1, keepdims=True))
+    assert_close(lse(x, y, b, g, backend=backend), ref, 10 * rtol, scale=np.abs(ref) + 1)
+    w = np.exp(F) / np.exp(F).sum(1, keepdims=True)
+    soft = kn.Genred("-g * SqDist(x, y)", aliases, reduction_op="SumSoftMaxWeight", axis=1,
+                     formula2="b")
+    assert_close(soft(x, y, b, g, backend=backend), w @ b.astype(np.float64), 10 * rtol,
+                 scale=1)
+    wlse = kn.Genred("-g * SqDist(x, y)", aliases, reduction_op="LogSumExp", axis=1,
+                     formula2="Elem(b, 0)")
+    ref = np.log(np.exp(F) @ b[:, :1].astype(np.float64))
+    assert_close(wlse(x, y, b, g, backend=backend), ref, 10 * rtol, scale=np.abs(ref) + 1)
+
+
+def test_unused_arguments_still_count_their_points():
+    """pykeops sums N equal terms when the formula has no j-variable (the
+    number of j-points is the arguments'); once this gave 1 term."""
+    x, y, _, _ = _data(np.float64)
+    out = kn.Genred("x * 2", ["x = Vi(3)", "y = Vj(3)"], axis=1)(x, y, backend="numpy")
+    assert_close(out, 2 * x * len(y), 1e-12)
+    out = kn.Genred("y", ["x = Vi(3)", "y = Vj(3)"], axis=1)(x, y, backend="numpy")
+    assert_close(out, np.broadcast_to(y.sum(0), x.shape), 1e-12)
+
+
+def test_batch_axes(dtype, rtol):
+    rng = np.random.default_rng(3)
+    x, y = rng.random((2, 6, 3)).astype(dtype), rng.random((2, 4, 3)).astype(dtype)
+    b, g = rng.random((1, 4, 2)).astype(dtype), np.array([0.5], dtype=dtype)
+    out = kn.Genred(FORMULA, ALIASES, axis=1)(x, y, b, g, backend="numpy")
+    x64, y64, b64 = (a.astype(np.float64) for a in (x, y, b))
+    K = np.exp(-0.5 * ((x64[:, :, None] - y64[:, None]) ** 2).sum(-1))
+    assert out.shape == (2, 6, 2)
+    assert_close(out, K @ b64, rtol, scale=np.abs(K @ b64) + 1e-3)
+
+
+def test_ranges_are_honoured(backend):
+    x, y, b, g = _data(np.float64, n=8, m=6)
+    lab_x, lab_y = np.repeat([0, 1], [3, 5]), np.repeat([0, 1], [4, 2])
+    keep = np.array([[True, False], [True, True]])
+    r = kr.from_sorted(kr.cluster_ranges(lab_x), kr.cluster_ranges(lab_y), keep)
+    K, _ = _dense(x, y, g)
+    mask = keep[lab_x][:, lab_y]
+    out = kn.Genred(FORMULA, ALIASES, axis=1)(x, y, b, g, backend=backend, ranges=r)
+    assert not np.allclose(out, K @ b)  # the mask drops real terms
+    assert_close(out, (K * mask) @ b, 1e-12)
+
+
+def test_out_and_double_accumulation():
+    x, y, b, g = _data(np.float32, n=50, m=40)
+    K, _ = _dense(x, y, g)
+    ref = K @ b.astype(np.float64)
+    out = np.empty((50, 2), np.float32)
+    res = kn.Genred(FORMULA, ALIASES, axis=1, use_double_acc=True)(
+        x, y, b, g, backend="numpy", out=out)
+    assert res is out and out.dtype == np.float32
+    # computed in float64, rounded once: within one float32 rounding of the truth
+    assert_close(out, ref, 2 ** -23)
+    res = kn.Genred(FORMULA, ALIASES, axis=1, dtype_acc="float64", sum_scheme="kahan_scheme",
+                    enable_chunks=False)(x, y, b, g, backend="numpy")
+    assert res.dtype == np.float32
+    assert_close(res, ref, 2 ** -23)
+
+
+@pytest.mark.parametrize("name, ours", [("auto", None), ("CPU", "cpu"), ("GPU_1D", "cuda")])
+def test_backend_names_are_mapped(name, ours):
+    from kerneltools.keops._genred import BACKENDS
+
+    assert BACKENDS[name] == ours
+
+
+def test_bad_calls_name_the_argument():
+    x, y, b, g = _data(np.float64)
+    f = kn.Genred(FORMULA, ALIASES, axis=1)
+    with pytest.raises(TypeError, match="takes 4 arrays"):
+        f(x, y, b)
+    with pytest.raises(ValueError, match=r"argument 0 \(x = Vi\(3\)\) must have 3 column"):
+        f(x[:, :2], y, b, g)
+    with pytest.raises(ValueError, match=r"argument 2 \(b = Vj\(2\)\) has 4 rows but "
+                                         r"argument 1 has 5"):
+        f(x, y, b[:4], g)
+    with pytest.raises(ValueError, match=r"argument 1 \(y = Vj\(3\)\) must be \(N, D\)"):
+        f(x, y[:, 0], b, g)
+    with pytest.raises(ValueError, match="unknown 'backend' 'GPU_3D'"):
+        f(x, y, b, g, backend="GPU_3D")
+    with pytest.raises(ValueError, match="unknown 'reduction_op' 'Mean'"):
+        kn.Genred(FORMULA, ALIASES, reduction_op="Mean")
+    with pytest.raises(ValueError, match="'axis' must be 0"):
+        kn.Genred(FORMULA, ALIASES, axis=2)
+    with pytest.raises(ValueError, match="needs 'opt_arg'"):
+        kn.Genred("SqDist(x, y)", ALIASES, reduction_op="ArgKMin")
+    with pytest.raises(ValueError, match="needs the weight formula"):
+        kn.Genred("SqDist(x, y)", ALIASES, reduction_op="SumSoftMaxWeight")
+    with pytest.raises(ValueError, match="'sum_scheme' must be one of"):
+        kn.Genred(FORMULA, ALIASES, sum_scheme="fast")
+    with pytest.raises(ValueError, match=r"argument\(s\) \[1\]"):
+        kn.Genred("x + Var(2, 3, 1)", ["x = Vi(0, 3)"])
+    with pytest.raises(ValueError, match="declared twice"):
+        kn.Genred("x", ["x = Vi(3)", "x = Vj(3)"])
+
+
+def test_generic_helpers():
+    x, y, b, g = _data(np.float64)
+    K, D = _dense(x, y, g)
+    s = kn.generic_sum(FORMULA, "a = Vi(2)", *ALIASES)(x, y, b, g, backend="numpy")
+    assert_close(s, K @ b, 1e-12)
+    s = kn.generic_sum("Exp(-g * SqDist(x, y))", "a = Vj(1)", *ALIASES[:2], "g = Pm(1)")(
+        x, y, g, backend="numpy")
+    assert_close(s, K.sum(0)[:, None], 1e-12)
+    lse = kn.generic_logsumexp("-SqDist(x, y)", "a = Vi(1)", *ALIASES[:2])(x, y)
+    assert_close(lse, np.log(np.exp(-D).sum(1, keepdims=True)), 1e-12)
+    np.testing.assert_array_equal(
+        kn.generic_argmin("SqDist(x, y)", "a = Vi(1)", *ALIASES[:2])(x, y),
+        D.argmin(1)[:, None])
+    np.testing.assert_array_equal(
+        kn.generic_argkmin("SqDist(x, y)", "a = Vi(2)", *ALIASES[:2])(x, y),
+        np.argsort(D, 1)[:, :2])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_kernel_solve_against_numpy_linalg(backend, dtype, axis):
+    rng = np.random.default_rng(4)
+    x = rng.random((30, 2)).astype(dtype)
+    rhs = rng.random((30, 3)).astype(dtype)
+    cats = ("Vj", "Vi") if axis == 0 else ("Vi", "Vj")
+    aliases = [f"x = {cats[0]}(2)", f"y = {cats[1]}(2)", f"b = {cats[1]}(3)", "g = Pm(1)"]
+    solve = kn.KernelSolve("Exp(-g * SqDist(x, y)) * b", aliases, "b", axis=axis)
+    g = np.array([4.0], dtype)
+    u = solve(x, x, rhs, g, alpha=0.5, eps=1e-10 if dtype == np.float64 else 1e-6,
+              backend=backend)
+    K, _ = _dense(x, x, g)
+    ref = np.linalg.solve(K + 0.5 * np.eye(30), rhs.astype(np.float64))
+    assert u.dtype == dtype and u.shape == rhs.shape
+    assert_close(u, ref, 1e-8 if dtype == np.float64 else 1e-4, scale=np.abs(ref).max())
+
+
+def test_kernel_solve_bad_input():
+    with pytest.raises(ValueError, match="'varinvalias' 'c' is not one of the aliases"):
+        kn.KernelSolve(FORMULA, ALIASES, "c", axis=1)
+    with pytest.raises(ValueError, match="the unknown 'x' is Vi; with axis=1 it must be Vj"):
+        kn.KernelSolve(FORMULA, ALIASES, "x", axis=1)
+
+
+def test_exports_mirror_pykeops():
+    """The names of pykeops 2.3's numpy and torch modules (their __all__, and
+    ComplexLazyTensor) are importable from ours."""
+    names = ["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj", "Pm",
+             "generic_sum", "generic_logsumexp", "generic_argmin", "generic_argkmin"]
+    mods = [kn] + ([ktk] if ktk is not None else [])
+    for mod in mods:
+        for name in names:
+            assert hasattr(mod, name), (mod.__name__, name)
+    from kerneltools.keops.numpy.cluster import from_matrix, grid_cluster  # noqa: F401
+    from kerneltools.keops.numpy.operations import KernelSolve  # noqa: F401
+    with pytest.raises(NotImplementedError, match="complex numbers are not supported"):
+        kn.ComplexLazyTensor(np.ones((3, 1, 2)))
+
+
+def test_cluster_helpers():
+    from kerneltools.keops.numpy import cluster as kc
+
+    x = np.array([[0.0], [0.5], [1.0], [2.0], [3.0]])
+    lab = np.array([0, 0, 1, 1, 1])
+    r, c, w = kc.cluster_ranges_centroids(x, lab)
+    np.testing.assert_array_equal(r, [[0, 2], [2, 5]])
+    assert_close(c, [[0.25], [2.0]], 1e-15)
+    assert_close(w, [2.0, 3.0], 1e-15)
+    (xs,), ls = kc.sort_clusters((x[::-1],), lab[::-1])
+    np.testing.assert_array_equal(ls, np.sort(lab))
+    assert_close(xs[:, 0], x[::-1][np.argsort(lab[::-1], kind="stable"), 0], 0)
+    ranges = kc.from_matrix(r, r, np.array([[True, False], [False, True]]))
+    assert len(ranges) == 6
+    assert [a.tolist() for a in kc.swap_axes(ranges)] == [a.tolist() for a in
+                                                          ranges[3:] + ranges[:3]]
+
+
+# -- torch -------------------------------------------------------------------------
+@needs_torch
+@pytest.mark.parametrize("axis", [0, 1])
+def test_torch_genred_gradients_against_dense_autograd(axis):
+    rng = np.random.default_rng(5)
+    x = torch.tensor(rng.random((6, 3)), requires_grad=True)
+    y = torch.tensor(rng.random((5, 3)), requires_grad=True)
+    w = torch.tensor(rng.random((6 if axis == 0 else 5, 2)), requires_grad=True)
+    g = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    cat = "Vi" if axis == 0 else "Vj"
+    f = ktk.Genred(FORMULA, ["x = Vi(3)", "y = Vj(3)", f"b = {cat}(2)", "g = Pm(1)"],
+                   axis=axis)
+    out = f(x, y, w, g, backend="numpy")
+    K = torch.exp(-g * ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1))
+    ref = K.T @ w if axis == 0 else K @ w
+    assert isinstance(out, torch.Tensor) and out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    e = torch.tensor(rng.random(ref.shape))
+    grads = torch.autograd.grad((out * e).sum(), (x, y, w, g))
+    refs = torch.autograd.grad((ref * e).sum(), (x, y, w, g))
+    for a, r in zip(grads, refs):
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-12)
+
+
+@needs_torch
+def test_torch_genred_gradcheck_logsumexp():
+    rng = np.random.default_rng(6)
+    x = torch.tensor(rng.random((4, 2)), requires_grad=True)
+    y = torch.tensor(rng.random((3, 2)), requires_grad=True)
+    f = ktk.Genred("-SqDist(x, y)", ["x = Vi(2)", "y = Vj(2)"], reduction_op="LogSumExp",
+                   axis=1)
+    assert torch.autograd.gradcheck(lambda a, b: f(a, b, backend="numpy"), (x, y))
+
+
+@needs_torch
+def test_torch_kernel_solve_and_its_gradient():
+    rng = np.random.default_rng(7)
+    x = torch.tensor(rng.random((20, 2)), requires_grad=True)
+    b = torch.tensor(rng.random((20, 2)), requires_grad=True)
+    g = torch.tensor([3.0], dtype=torch.float64, requires_grad=True)
+    alpha = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    solve = ktk.KernelSolve("Exp(-g * SqDist(x, y)) * b",
+                            ["x = Vi(2)", "y = Vj(2)", "b = Vj(2)", "g = Pm(1)"], "b", axis=1)
+    u = solve(x, x, b, g, alpha=alpha, eps=1e-12, backend="numpy")
+    K = torch.exp(-g * ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+    ref = torch.linalg.solve(K + alpha * torch.eye(20, dtype=torch.float64), b)
+    torch.testing.assert_close(u, ref, rtol=1e-8, atol=1e-9)
+    e = torch.tensor(rng.random((20, 2)))
+    grads = torch.autograd.grad((u * e).sum(), (x, b, g, alpha))
+    refs = torch.autograd.grad((ref * e).sum(), (x, b, g, alpha))
+    for a, r in zip(grads, refs):
+        torch.testing.assert_close(a, r.reshape(a.shape), rtol=1e-6, atol=1e-8)
+
+
+@needs_torch
+def test_torch_genred_float32_on_every_backend(backend):
+    rng = np.random.default_rng(8)
+    x, y = torch.tensor(rng.random((6, 3)), dtype=torch.float32), \
+        torch.tensor(rng.random((5, 3)), dtype=torch.float32)
+    b, g = torch.tensor(rng.random((5, 2)), dtype=torch.float32), torch.tensor([0.5])
+    if backend == "cuda":
+        x, y, b, g = (t.cuda() for t in (x, y, b, g))
+    out = ktk.Genred(FORMULA, ALIASES, axis=1)(x, y, b, g, backend=backend)
+    K, _ = _dense(x.cpu().numpy(), y.cpu().numpy(), g.cpu().numpy())
+    assert out.dtype == torch.float32 and out.device == x.device
+    assert_close(out.cpu().numpy(), K @ b.cpu().numpy().astype(np.float64), 1e-5)
