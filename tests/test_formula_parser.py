@@ -15,12 +15,23 @@ import numpy as np
 import pytest
 
 import kerneltools as kt
+from kerneltools.backend import _cuda_backend
+from kerneltools.backend._dispatch import run_plan
 from kerneltools.keops import FormulaSyntaxError, parse_alias, parse_formula
 from kerneltools.keops._formulas import OPERATIONS
 from kerneltools.keops._parser import BinOp, Call, ListLit, Name, Neg, Num
 from kerneltools.keops.numpy import Genred
 
+import _cuda_shim
 from _helpers import assert_close
+
+
+def _nvrtc_status():
+    try:
+        _cuda_backend.nvrtc()
+        return True, ""
+    except OSError as exc:
+        return False, str(exc)
 
 
 # -- the parser ------------------------------------------------------------------
@@ -359,3 +370,37 @@ def test_float_literals_are_weak_and_pi_is_a_number():
     out = Genred(f"x * {math.pi} + 0.5", ALIASES, axis=1)(x, y, s, backend="numpy")
     assert out.dtype == np.float32
     assert_close(out, (x.astype(np.float64) * math.pi + 0.5) * 6, 1e-5)
+
+
+# -- the CUDA kernel of the formula language (no GPU needed) ------------------------
+def _all_operations_formula():
+    formula = CASES[sorted(CASES)[0]][0]
+    for op in sorted(CASES)[1:]:
+        formula = f"Concat({formula}, {CASES[op][0]})"
+    return formula
+
+
+@pytest.mark.skipif(not _cuda_shim.available()[0], reason=_cuda_shim.available()[1])
+def test_all_operations_cuda_kernel_runs_on_the_cpu_shim(tmp_path):
+    """The CUDA source generated for every operation at once, compiled by g++
+    around the CPU shim of ``tests/_cuda_shim.py`` and run, against NumPy."""
+    x, y, s = _data(np.float32, seed=3)
+    F = Genred(_all_operations_formula(), ALIASES, axis=1)._lazy((x, y, s))[0]
+    plan, args = F._plan("Sum", 1)
+    tuning = {"block": {4: 16, 8: 16}, "rows": 2, "max_state": 8, "unroll": 4,
+              "by_reduction": {"Sum": {4: (8, 4)}}}
+    (got,) = _cuda_shim.run(plan, args, tuning, tmp_path)
+    (ref,) = run_plan(plan, args, "numpy")
+    assert_close(got, ref, 1e-4, scale=np.abs(ref) + 1)
+
+
+@pytest.mark.skipif(not _nvrtc_status()[0], reason=f"NVRTC: {_nvrtc_status()[1]}")
+def test_a_parsed_formula_compiles_with_nvrtc():
+    """A Genred formula's CUDA source compiles for sm_90 (the CPU shim above runs
+    the source of every operation; NVRTC on that one takes ~20 s here)."""
+    x, y, s = _data(np.float32, seed=3)
+    formula = "(Exp(-s * SqDist(x, y)) * Kron(x, y, [2, 2], [2, 2]) + Max(x - y)) * (x | y)"
+    F = Genred(formula, ALIASES, axis=1)._lazy((x, y, s))[0]
+    source, _ = _cuda_backend.generate_cuda_source(F._plan("Sum", 1)[0])
+    res = _cuda_backend.nvrtc_compile(source, "sm_90")
+    assert res.ok, res.log

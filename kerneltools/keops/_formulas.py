@@ -328,7 +328,7 @@ def _positioned(fn, text, pos, what, *args):
     try:
         return fn(*args)
     except (ValueError, TypeError) as exc:
-        if isinstance(exc, FormulaSyntaxError) or "in the formula at position" in str(exc):
+        if isinstance(exc, FormulaSyntaxError) or "of the formula at position" in str(exc):
             raise
         raise type(exc)(f"{exc}\nin {what} of the formula at position {pos}:\n    {text}\n"
                         f"    {' ' * pos}^") from None
