@@ -365,6 +365,19 @@ def test_all_operations_on_every_backend(backend, dtype, rtol):
     assert_close(got, dense.sum(0), 10 * rtol, scale=np.abs(dense).sum(0) + 1)
 
 
+@pytest.mark.parametrize("permute", [[2, 0, 1], [1, 2, 0], [0, 2, 1]])
+def test_tensordot_permutes_as_pykeops(permute):
+    """pykeops' ``permute``: free axis k of the contraction becomes axis
+    permute[k] (torch's ``.permute`` of the inverse permutation)."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random((3, 12)), rng.random((4, 4))
+    f = Genred(f"TensorDot(a, b, [2, 3, 2], [2, 2], [2], [0], {permute})",
+               ["a = Vi(12)", "b = Vj(4)"], axis=1)
+    T = np.einsum("nijk,mkl->nmijl", a.reshape(3, 2, 3, 2), b.reshape(4, 2, 2))
+    T = np.transpose(T, [0, 1] + [2 + int(k) for k in np.argsort(permute)])
+    assert_close(f(a, b, backend="numpy"), T.reshape(3, 4, 12).sum(1), 1e-12)
+
+
 def test_float_literals_are_weak_and_pi_is_a_number():
     x, y, s = _data(np.float32)
     out = Genred(f"x * {math.pi} + 0.5", ALIASES, axis=1)(x, y, s, backend="numpy")

@@ -76,8 +76,9 @@ def _bilinear(lib, a, b, W):
 
 def _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute=None):
     """W of :func:`_bilinear` for numpy.tensordot of a (shape dims_a) and b
-    (dims_b) over the axes cont_a / cont_b, its axes then permuted as by
-    numpy.transpose(., permute); everything row-major."""
+    (dims_b) over the axes cont_a / cont_b, its free axes then permuted as
+    pykeops does: free axis ``k`` becomes axis ``permute[k]`` of the result
+    (numpy.transpose(., argsort(permute))); everything row-major."""
     da, db = int(np.prod(dims_a)), int(np.prod(dims_b))
     if len(cont_a) != len(cont_b):
         raise ValueError(f"the contracted axes {list(cont_a)} and {list(cont_b)} differ "
@@ -92,7 +93,7 @@ def _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute=None):
         if sorted(permute) != list(range(free)):
             raise ValueError(f"permute {list(permute)} is not a permutation of the "
                              f"{free} free axes")
-        T = np.transpose(T, list(permute) + [free, free + 1])
+        T = np.transpose(T, [int(k) for k in np.argsort(permute)] + [free, free + 1])
     return T.reshape(-1, da, db)
 
 
@@ -106,7 +107,8 @@ def _kron(lib, a, b, dims_a, dims_b):
         raise ValueError(f"Kron needs shapes of the same rank, got {list(dims_a)} and "
                          f"{list(dims_b)}")
     n = len(dims_a)
-    interleave = [k for pair in zip(range(n), range(n, 2 * n)) for k in pair]
+    # axis k of a is axis 2k of the result, axis k of b is axis 2k + 1
+    interleave = [2 * k for k in range(n)] + [2 * k + 1 for k in range(n)]
     return _tensordot(lib, a, b, dims_a, dims_b, [], [], interleave)
 
 
