@@ -94,6 +94,17 @@ extern "C" void kt_launch(long long grid, int block, long long smem, long long n
 """
 
 
+def nvrtc_status() -> tuple[bool, str]:
+    """(whether NVRTC loads here, why not): CUDA sources compile without a GPU."""
+    from kerneltools.backend import _cuda_backend
+
+    try:
+        _cuda_backend.nvrtc()
+        return True, ""
+    except OSError as exc:
+        return False, str(exc)
+
+
 def available() -> tuple[bool, str]:
     gxx = shutil.which("g++")
     if gxx is None:

@@ -26,14 +26,6 @@ import _cuda_shim
 from _helpers import assert_close
 
 
-def _nvrtc_status():
-    try:
-        _cuda_backend.nvrtc()
-        return True, ""
-    except OSError as exc:
-        return False, str(exc)
-
-
 # -- the parser ------------------------------------------------------------------
 def _from_python(node):
     """Our syntax tree's shape from Python's ``ast`` of the same string."""
@@ -407,7 +399,8 @@ def test_all_operations_cuda_kernel_runs_on_the_cpu_shim(tmp_path):
     assert_close(got, ref, 1e-4, scale=np.abs(ref) + 1)
 
 
-@pytest.mark.skipif(not _nvrtc_status()[0], reason=f"NVRTC: {_nvrtc_status()[1]}")
+@pytest.mark.skipif(not _cuda_shim.nvrtc_status()[0],
+                    reason=f"NVRTC: {_cuda_shim.nvrtc_status()[1]}")
 def test_a_parsed_formula_compiles_with_nvrtc():
     """A Genred formula's CUDA source compiles for sm_90 (the CPU shim above runs
     the source of every operation; NVRTC on that one takes ~20 s here)."""

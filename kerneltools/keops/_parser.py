@@ -203,31 +203,30 @@ class _Parser:
             return Name(t.text, t.pos)
         self.fail("expected a number, a name, '-' or '('")
 
+    def at(self, text: str) -> bool:
+        """Whether the current token is the operator ``text``."""
+        return self.tok.kind == "op" and self.tok.text == text
+
+    def items(self, close: str, where: str) -> tuple:
+        """Comma-separated expressions up to the ``close`` token (consumed)."""
+        out = []
+        if not self.at(close):
+            out.append(self.expression())
+            while self.at(","):
+                self.advance()
+                out.append(self.expression())
+        if not self.at(close):
+            self.fail(f"expected ',' or {close!r} {where}")
+        self.advance()
+        return tuple(out)
+
     def call(self, name: _Token) -> Call:
         self.expect("(")
-        args = []
-        if not (self.tok.kind == "op" and self.tok.text == ")"):
-            args.append(self.expression())
-            while self.tok.kind == "op" and self.tok.text == ",":
-                self.advance()
-                args.append(self.expression())
-        if not (self.tok.kind == "op" and self.tok.text == ")"):
-            self.fail(f"expected ',' or ')' in the arguments of {name.text}")
-        self.advance()
-        return Call(name.text, tuple(args), name.pos)
+        return Call(name.text, self.items(")", f"in the arguments of {name.text}"), name.pos)
 
     def list_literal(self) -> ListLit:
         start = self.expect("[")
-        items = []
-        if not (self.tok.kind == "op" and self.tok.text == "]"):
-            items.append(self.expression())
-            while self.tok.kind == "op" and self.tok.text == ",":
-                self.advance()
-                items.append(self.expression())
-        if not (self.tok.kind == "op" and self.tok.text == "]"):
-            self.fail("expected ',' or ']' in a list")
-        self.advance()
-        return ListLit(tuple(items), start.pos)
+        return ListLit(self.items("]", "in a list"), start.pos)
 
     def finish(self):
         if self.tok.kind != "end":

@@ -17,7 +17,7 @@ import torch
 from ... import torch as _ktorch
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
-from .._generic import generic_functions
+from .._generic import ComplexLazyTensor, generic_functions
 from .._parser import FormulaSyntaxError
 
 LazyTensor = _ktorch.LazyTensor
@@ -145,16 +145,6 @@ class KernelSolve(KernelSolveBase):
         return torch.from_numpy(u).to(b.device, b.dtype)
 
 
-class ComplexLazyTensor:
-    """pykeops' complex LazyTensor: not supported by kerneltools yet (kerneltools
-    formulas are real-valued); importing it works, making one raises."""
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(
-            "ComplexLazyTensor: kerneltools formulas are real-valued; complex numbers "
-            "are not supported yet (split real and imaginary parts into two real formulas)")
-
-
-_g = generic_functions(Genred)
-generic_sum, generic_logsumexp = _g["generic_sum"], _g["generic_logsumexp"]
-generic_argmin, generic_argkmin = _g["generic_argmin"], _g["generic_argkmin"]
+generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (
+    generic_functions(Genred)[name] for name in
+    ("generic_sum", "generic_logsumexp", "generic_argmin", "generic_argkmin"))
