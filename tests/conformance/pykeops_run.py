@@ -37,7 +37,8 @@ def run(pytest_args: list[str], before: bool, report: Path, workdir: Path) -> in
         shutil.copyfile(f, workdir / f.name)
     shutil.copyfile(real / "test" / "conv2d.py", workdir / "conv2d.py")
     cmd = [sys.executable, "-m", "pytest", "-c", str(HERE / "pytest.ini"), "--rootdir",
-           str(workdir), "-q", "-p", "no:randomly", "--continue-on-collection-errors", "-p", "pykeops_plugin",
+           str(workdir), "-q", "-p", "no:randomly", "--continue-on-collection-errors",
+           "-p", "pykeops_plugin",
            "--pykeops-report", str(report), *(["--pykeops-before"] if before else []),
            str(workdir), *pytest_args]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
