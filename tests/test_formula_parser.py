@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kerneltools as kt
 from kerneltools.backend import _cuda_backend
@@ -69,6 +71,25 @@ def _ours(node):
     "a*-b", "F(G(H(x)), 2, .5)",
 ])
 def test_precedence_matches_python(text):
+    assert _ours(parse_formula(text)) == _from_python(ast.parse(text, mode="eval"))
+
+
+_ATOMS = st.sampled_from(["x", "y", "b2", "3", "0.5", "1e-3", "Exp(x)", "Sum(x, y)"])
+
+
+def _expressions():
+    """Random expression strings of pykeops' grammar (spacing varied)."""
+    def extend(inner):
+        binary = st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "|", "**"]), inner,
+                           st.sampled_from(["", " "])).map(
+            lambda t: f"{t[0]}{t[3]}{t[1]}{t[3]}{t[2]}")
+        return st.one_of(binary, inner.map(lambda e: f"-{e}"), inner.map(lambda e: f"({e})"),
+                         st.tuples(inner, inner).map(lambda t: f"SqDist({t[0]}, {t[1]})"))
+    return st.recursive(_ATOMS, extend, max_leaves=12)
+
+
+@given(_expressions())
+def test_random_expressions_parse_as_python_reads_them(text):
     assert _ours(parse_formula(text)) == _from_python(ast.parse(text, mode="eval"))
 
 

@@ -75,21 +75,21 @@ class _Solve(torch.autograd.Function):
     """``u = (A + alpha I)^{-1} b``; backward by one more solve (A symmetric)."""
 
     @staticmethod
-    def forward(ctx, solver, args, alpha, b, *tensors):
-        ctx.solver, ctx.args = solver, args
+    def forward(ctx, call, args, alpha, b, *tensors):
+        ctx.call, ctx.args = call, args
         with torch.no_grad():
-            u = solver._cg(args, b, alpha)
+            u = call.cg(args, b, alpha)
         ctx.save_for_backward(u, alpha, *tensors)
         return u
 
     @staticmethod
     def backward(ctx, g):
-        solver = ctx.solver
+        call = ctx.call
         u, alpha, *tensors = ctx.saved_tensors
         args = list(ctx.args)
         with torch.no_grad():
-            w = solver._cg(args, g, alpha)  # (A + alpha I)^{-T} g, A = A^T
-        grads = [None, None, None, w]  # solver, args, alpha, b
+            w = call.cg(args, g, alpha)  # (A + alpha I)^{-T} g, A = A^T
+        grads = [None, None, None, w]  # call, args, alpha, b
         grads[2] = -(w * u).sum().reshape(alpha.shape) if ctx.needs_input_grad[2] else None
         wanted = [k for k, t in enumerate(tensors) if ctx.needs_input_grad[4 + k]]
         rest = [None] * len(tensors)
@@ -97,10 +97,10 @@ class _Solve(torch.autograd.Function):
             # d<g, u> = -<w, dA u>: differentiate <w, A(u)> with u and w fixed
             with torch.enable_grad():
                 leaves = [tensors[k].detach().requires_grad_() for k in wanted]
-                call = list(args)
+                inputs = list(args)
                 for k, leaf in zip(wanted, leaves):
-                    call[solver._positions[k]] = leaf
-                Au = solver._operator(call, solver._backend, solver._ranges)(u.detach())
+                    inputs[call.positions[k]] = leaf
+                Au = call.operator(inputs)(u.detach())
                 dots = torch.autograd.grad(-(w.detach() * Au).sum(), leaves,
                                            allow_unused=True)
             for k, d in zip(wanted, dots):
@@ -128,20 +128,32 @@ class KernelSolve(KernelSolveBase):
                 for k, a in enumerate(args)]
         b = args[self.varinv]
         alpha_t = torch.as_tensor(alpha, dtype=b.dtype, device=b.device).reshape(())
-        self._backend, self._ranges, self._eps = backend, ranges, eps
-        self._positions = [k for k in range(len(args)) if k != self.varinv]
-        others = [args[k] for k in self._positions]
-        return _Solve.apply(self, args, alpha_t, b, *others)
+        call = _SolveCall(self, backend, ranges, eps)
+        others = [args[k] for k in call.positions]
+        return _Solve.apply(call, args, alpha_t, b, *others)
 
-    def _cg(self, args, b, alpha):
-        op = self._operator(args, self._backend, self._ranges)
+
+class _SolveCall:
+    """One KernelSolve call's options, kept by its autograd node for the backward."""
+
+    def __init__(self, solver, backend, ranges, eps):
+        self.solver, self.backend, self.ranges, self.eps = solver, backend, ranges, eps
+        # the arguments other than the unknown, in the order _Solve gets them
+        self.positions = [k for k in range(solver.variables.count) if k != solver.varinv]
+
+    def operator(self, args):
+        return self.solver._operator(args, self.backend, self.ranges)
+
+    def cg(self, args, b, alpha):
+        """``(A + alpha I)^{-1} b`` by conjugate gradients (NumPy iterates)."""
+        op = self.operator(args)
         a = float(alpha)
 
         def matvec(v):
             t = torch.from_numpy(np.ascontiguousarray(v)).to(b.device, b.dtype)
             return (op(t) + a * t).detach().cpu().numpy()
 
-        u, _ = _conjugate_gradient(matvec, b.detach().cpu().numpy(), tol=self._eps)
+        u, _ = _conjugate_gradient(matvec, b.detach().cpu().numpy(), tol=self.eps)
         return torch.from_numpy(u).to(b.device, b.dtype)
 
 
