@@ -9,6 +9,12 @@ names pykeops' modules export.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -252,6 +258,38 @@ def test_exports_mirror_pykeops():
     from kerneltools.keops.numpy.operations import KernelSolve  # noqa: F401
     with pytest.raises(NotImplementedError, match="complex numbers are not supported"):
         kn.ComplexLazyTensor(np.ones((3, 1, 2)))
+
+
+def test_dask_arrays_stay_lazy():
+    da = pytest.importorskip("dask.array", reason="Dask is an optional extra")
+    x, y, b, g = _data(np.float64, n=12, m=5)
+    K, _ = _dense(x, y, g)
+    out = kn.Genred(FORMULA, ALIASES, axis=1)(da.from_array(x, chunks=4), y, b, g,
+                                                backend="numpy")
+    assert isinstance(out, da.Array)
+    assert_close(out.compute(), K @ b, 1e-12)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pykeops") is None,
+                    reason="the conformance run reads pykeops' installed test files")
+def test_conformance_plugin_maps_pykeops_names_to_ours():
+    """tests/conformance/pykeops_plugin.py (in a subprocess: it fills sys.modules;
+    NumPy's module only, torch's takes seconds to import)."""
+    code = (
+        "import pykeops_plugin; pykeops_plugin.install(bindings=('numpy',))\n"
+        "import pykeops.numpy, pykeops.config\n"
+        "from pykeops.numpy.utils import squared_distances\n"
+        "from pykeops.numpy.cluster import from_matrix\n"
+        "import kerneltools.keops.numpy as ours\n"
+        "assert pykeops.numpy is ours and pykeops.numpy.Genred is ours.Genred\n"
+        "assert isinstance(pykeops.config.gpu_available, bool)\n"
+        "print('ok')\n")
+    conformance = Path(__file__).parent / "conformance"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(conformance), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
 def test_cluster_helpers():

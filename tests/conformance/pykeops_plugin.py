@@ -59,8 +59,9 @@ def _load_file(name: str, path: Path):
     return module
 
 
-def install(before: bool = False) -> None:
-    """Make pykeops' import names resolve to kerneltools (see the module docstring)."""
+def install(before: bool = False, bindings=("numpy", "torch")) -> None:
+    """Make pykeops' import names resolve to kerneltools (see the module docstring),
+    for the ``bindings`` among numpy and torch."""
     real = pykeops_dir()
     root = types.ModuleType("pykeops")
     root.__path__ = []  # a package: its submodules are the entries below
@@ -69,7 +70,7 @@ def install(before: bool = False) -> None:
     config.gpu_available = _gpu_available()
     root.config = config
     sys.modules["pykeops"], sys.modules["pykeops.config"] = root, config
-    for binding in ("numpy", "torch"):
+    for binding in bindings:
         try:
             if before:
                 mod = importlib.import_module("kerneltools" if binding == "numpy"

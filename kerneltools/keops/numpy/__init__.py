@@ -32,7 +32,9 @@ class _NumpyBinding(Binding):
     maximum = staticmethod(_lazy.maximum)
 
     def as_array(self, x, what):
-        if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__"):
+        # NumPy, CuPy and Dask arrays stay as they are (LazyTensor takes them:
+        # CuPy in, CuPy out; Dask in, Dask out); the rest goes through NumPy
+        if hasattr(x, "__array_function__") and hasattr(x, "dtype") and hasattr(x, "ndim"):
             a = x
         else:
             try:
