@@ -112,6 +112,64 @@ def _kron(lib, a, b, dims_a, dims_b):
     return _tensordot(lib, a, b, dims_a, dims_b, [], [], interleave)
 
 
+def _zeros(lib, d: int):
+    """The constant 0 vector of dimension d."""
+    z = lib.LazyTensor(0)
+    out = z
+    for _ in range(d - 1):
+        out = out.concat(z)
+    return out
+
+
+def _place(lib, x, start: int, d: int):
+    """A vector of dimension d: x from component ``start`` on, 0 elsewhere
+    (keopscore's ExtractT; ElemT for a scalar x)."""
+    n = _dim(x)
+    if start < 0 or start + n > d:
+        raise ValueError(f"a vector of dimension {n} does not fit at {start} in dimension {d}")
+    parts = ([_zeros(lib, start)] if start else []) + [x] + (
+        [_zeros(lib, d - start - n)] if start + n < d else [])
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.concat(p)
+    return out
+
+
+def _sum_t(lib, x, d: int):
+    """Scalar x repeated d times (keopscore's SumT, the adjoint of Sum)."""
+    if _dim(x) != 1:
+        raise ValueError(f"SumT takes a scalar formula, got dimension {_dim(x)}")
+    out = x
+    for _ in range(d - 1):
+        out = out.concat(x)
+    return out
+
+
+def _grad_matrix(lib, F, v):
+    """[Grad(F, v, e_k)]_k concatenated: the Jacobian of F (dim n) w.r.t. v, row by row."""
+    n = _dim(F)
+    out = None
+    for k in range(n):
+        e = lib.LazyTensor(k).one_hot(n) if n > 1 else lib.LazyTensor(1)
+        g = F.grad(v, e)
+        out = g if out is None else out.concat(g)
+    return out
+
+
+def _divergence(lib, F, v):
+    """sum_k d F_k / d v_k, F and v of the same dimension."""
+    if _dim(F) != _dim(v):
+        raise ValueError(f"Divergence needs F and v of the same dimension, got {_dim(F)} "
+                         f"and {_dim(v)}")
+    n = _dim(F)
+    out = None
+    for k in range(n):
+        e = lib.LazyTensor(k).one_hot(n) if n > 1 else lib.LazyTensor(1)
+        term = F.grad(v, e).elem(k)
+        out = term if out is None else out + term
+    return out
+
+
 def _unary(method: str):
     return "f", lambda lib, x: getattr(x, method)()
 
@@ -174,8 +232,22 @@ OPERATIONS: dict = {
     "TensorProd": ("ff", lambda lib, a, b: a.tensorprod(b)),
     "TensorDot": ("ffllll?l", _tensordot),
     "Kron": ("ffll", _kron),
+    "Floor": _unary("floor"),
+    "Equal": ("ff", lambda lib, a, b: a == b),
+    "NotEqual": ("ff", lambda lib, a, b: a != b),
+    "LessThan": ("ff", lambda lib, a, b: a < b),
+    "LessOrEqual": ("ff", lambda lib, a, b: a <= b),
+    "SqNormIso": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
+    "SqNormDiag": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
+    "SymSqNorm": ("ff", lambda lib, A, x: x.weightedsqnorm(A)),
+    "SumT": ("fi", _sum_t),
+    "ElemT": ("fii", lambda lib, x, n, m: _place(lib, x, m, n)),
+    "ExtractT": ("fii", lambda lib, x, start, d: _place(lib, x, start, d)),
     # calculus
     "Grad": ("fff", lambda lib, F, v, e: F.grad(v, e)),
+    "GradMatrix": ("ff", _grad_matrix),
+    "Divergence": ("ff", _divergence),
+    "Laplacian": ("ff", lambda lib, F, v: _divergence(lib, F.grad(v, lib.LazyTensor(1)), v)),
 }
 
 _VARIABLES = ("Var", "Vi", "Vj", "Pm")
