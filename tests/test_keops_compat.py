@@ -376,3 +376,27 @@ def test_torch_genred_float32_on_every_backend(backend):
     K, _ = _dense(x.cpu().numpy(), y.cpu().numpy(), g.cpu().numpy())
     assert out.dtype == torch.float32 and out.device == x.device
     assert_close(out.cpu().numpy(), K @ b.cpu().numpy().astype(np.float64), 1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("cost, dense", [
+    ("(SqDist(X,Y) / IntCst(2))", lambda x, y: ((x[:, None] - y[None]) ** 2).sum(-1) / 2),
+    ("Norm2(X-Y)", lambda x, y: ((x[:, None] - y[None]) ** 2).sum(-1).sqrt()),
+])
+def test_geomloss_softmin_formula(cost, dense):
+    """GeomLoss' legacy "online" softmin, written for pykeops.torch, unchanged:
+    -eps log sum_j exp(h_j - C(x_i, y_j) / eps), and its gradient."""
+    rng = np.random.default_rng(9)
+    x = torch.tensor(rng.random((8, 3)), requires_grad=True)
+    y = torch.tensor(rng.random((6, 3)) + 0.1, requires_grad=True)
+    h = torch.tensor(rng.random((6, 1)), requires_grad=True)
+    eps = 0.1
+    log_conv = ktk.generic_logsumexp("( B - (P * " + cost + " ) )", "A = Vi(1)", "X = Vi(3)",
+                                     "Y = Vj(3)", "B = Vj(1)", "P = Pm(1)")
+    out = -eps * log_conv(x, y, h, torch.Tensor([1 / eps]).type_as(x)).view(-1)
+    ref = -eps * torch.logsumexp(h.view(1, -1) - dense(x, y) / eps, dim=1)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    grads = torch.autograd.grad(out.sum(), (x, y, h))
+    refs = torch.autograd.grad(ref.sum(), (x, y, h))
+    for a, r in zip(grads, refs):
+        torch.testing.assert_close(a, r, rtol=1e-9, atol=1e-11)
