@@ -117,6 +117,24 @@ def test_logsumexp_and_softmax(backend, dtype, rtol):
     assert_close(wlse(x, y, b, g, backend=backend), ref, 10 * rtol, scale=np.abs(ref) + 1)
 
 
+def test_max_sum_shift_exp(backend, dtype, rtol):
+    """pykeops' raw LogSumExp: one array [m_i, sum_j exp(F_ij - m_i) (G_ij)]."""
+    x, y, b, g = _data(dtype)
+    _, D = _dense(x, y, g)
+    F = -float(g[0]) * D
+    m = F.max(1, keepdims=True)
+    out = kn.Genred("-g * SqDist(x, y)", ALIASES, reduction_op="Max_SumShiftExp", axis=1)(
+        x, y, b, g, backend=backend)
+    ref = np.concatenate([m, np.exp(F - m).sum(1, keepdims=True)], 1)
+    assert out.shape == (7, 2)
+    assert_close(out, ref, 10 * rtol, scale=np.abs(ref) + 1)
+    out = kn.Genred("-g * SqDist(x, y)", ALIASES, reduction_op="Max_SumShiftExpWeight",
+                    axis=1, formula2="b")(x, y, b, g, backend=backend)
+    ref = np.concatenate([m, np.exp(F - m) @ b.astype(np.float64)], 1)
+    assert out.shape == (7, 3)
+    assert_close(out, ref, 10 * rtol, scale=np.abs(ref) + 1)
+
+
 def test_unused_arguments_still_count_their_points():
     """pykeops sums N equal terms when the formula has no j-variable (the
     number of j-points is the arguments'); once this gave 1 term."""

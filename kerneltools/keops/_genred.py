@@ -39,6 +39,9 @@ REDUCTIONS = {
     "LogSumExp": ("logsumexp", "weight"),
     "LogSumExpWeight": ("logsumexp", "needs_weight"),
     "SumSoftMaxWeight": ("sumsoftmaxweight", "needs_weight"),
+    # pykeops' raw forms of LogSumExp: [m_i, sum_j exp(F_ij - m_i) (G_ij)], m_i = max_j F_ij
+    "Max_SumShiftExp": ("max", "shift"),
+    "Max_SumShiftExpWeight": ("max", "shift_weight"),
 }
 _REDUCTION_ALIASES = {"MinArgMin": "Min_ArgMin", "MaxArgMax": "Max_ArgMax",
                       "KMinArgKMin": "KMin_ArgKMin", "SoftMax": "SumSoftMaxWeight"}
@@ -51,7 +54,8 @@ class Binding:
     set ``binding`` to one.
 
     Subclasses give ``LazyTensor``, ``minimum``, ``maximum`` and implement
-    :meth:`as_array`, :meth:`variable`, :meth:`cast`, :meth:`dtype_name`.
+    :meth:`as_array`, :meth:`variable`, :meth:`cast`, :meth:`dtype_name`,
+    :meth:`concat`.
     """
 
     LazyTensor = None
@@ -68,6 +72,10 @@ class Binding:
         raise NotImplementedError
 
     def dtype_name(self, a) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def concat(self, arrays):  # pragma: no cover - interface
+        """The arrays joined along their last axis."""
         raise NotImplementedError
 
 
@@ -177,13 +185,14 @@ class GenredBase:
         self.tree = tree
         self.tree2 = parse_formula(formula2) if formula2 is not None else None
         method, kind = REDUCTIONS[self.reduction_op]
-        if kind == "needs_weight" and self.tree2 is None:
+        if kind in ("needs_weight", "shift_weight") and self.tree2 is None:
             raise ValueError(f"{who}: the {self.reduction_op} reduction needs the weight "
                              "formula 'formula2'")
-        if kind not in ("weight", "needs_weight") and self.tree2 is not None:
+        if kind not in ("weight", "needs_weight", "shift_weight") and \
+                self.tree2 is not None:
             raise ValueError(f"{who}: 'formula2' is only for the LogSumExp, "
-                             f"LogSumExpWeight and SumSoftMaxWeight reductions, not "
-                             f"{self.reduction_op}")
+                             f"LogSumExpWeight, SumSoftMaxWeight and "
+                             f"Max_SumShiftExpWeight reductions, not {self.reduction_op}")
         if kind == "K":
             if isinstance(opt_arg, bool) or not isinstance(opt_arg, numbers.Integral) \
                     or opt_arg < 1:
@@ -327,6 +336,8 @@ class GenredBase:
             opts["ranges"] = ranges
         axis = nbatch + self.axis  # pykeops numbers reductions after the batch axes
         fn = getattr(F, method)
+        if kind in ("shift", "shift_weight"):
+            return self._max_sum_shift_exp(F, W, nbatch, axis, opts)
         if kind == "K":
             res = fn(self.opt_arg, axis=axis, **opts)
         elif kind == "needs_weight" and method == "sumsoftmaxweight":
@@ -338,6 +349,20 @@ class GenredBase:
         if self.reduction_op == "KMin_ArgKMin" and F.formula.dim == 1:
             res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
         return res
+
+
+    def _max_sum_shift_exp(self, F, W, nbatch, axis, opts):
+        """pykeops' Max_SumShiftExp(Weight): ``[m, sum exp(F - m) (W)]`` with
+        ``m = max F``, one array; two reductions, ``m`` a variable of the
+        output index in the second."""
+        if F.formula.dim != 1:
+            raise ValueError(f"{self.who}: {self.reduction_op} needs a scalar formula, "
+                             f"got dimension {F.formula.dim}")
+        m = F.max(axis=axis, **opts)
+        mv = self.binding.variable(m, 0 if self.axis == 1 else 1, nbatch > 0)
+        shifted = (F - mv).exp()
+        s = (shifted if W is None else shifted * W).sum(axis=axis, **opts)
+        return self.binding.concat([m, s])
 
 
 def _backend(backend, who):

@@ -58,6 +58,10 @@ class _NumpyBinding(Binding):
     def dtype_name(self, a):
         return str(a.dtype)
 
+    def concat(self, arrays):
+        # CuPy and Dask arrays take np.concatenate through __array_function__
+        return np.concatenate(arrays, axis=-1)
+
 
 class Genred(GenredBase):
     """pykeops' generic reduction: ``Genred(formula, aliases, reduction_op, axis)``.

@@ -60,6 +60,9 @@ class _TorchBinding(Binding):
     def dtype_name(self, a):
         return str(a.dtype).replace("torch.", "")
 
+    def concat(self, arrays):
+        return torch.cat(arrays, dim=-1)
+
 
 class Genred(GenredBase):
     """pykeops' generic reduction on torch tensors, differentiable.
