@@ -79,7 +79,9 @@ class Genred(GenredBase):
         ``"Sum"``, ``"LogSumExp"``, ``"Min"``, ``"ArgMin"``, ``"Min_ArgMin"``,
         ``"Max"``, ... , ``"KMin"``, ``"ArgKMin"``, ``"KMin_ArgKMin"`` (K =
         ``opt_arg``), ``"SumSoftMaxWeight"`` and ``"LogSumExpWeight"`` (weights
-        ``formula2``); ``"Sum_Reduction"`` and the like are accepted too.
+        ``formula2``), ``"Max_SumShiftExp"`` and ``"Max_SumShiftExpWeight"``
+        (``[max, sum exp(F - max) (G)]`` in one array); ``"Sum_Reduction"``
+        and the like are accepted too.
     axis : {0, 1}
         0: reduce over i (the output is indexed by j); 1: over j.
     dtype, cuda_type : optional
