@@ -349,7 +349,7 @@ class CenteredOperator(LinearOperator):
         ones = np.ones((n, 1), dtype=K.dtype)
         self.row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
         self.grand_mean = float(self.row_means.mean())
-        super().__init__(dtype=K.dtype, shape=K.shape)
+        super().__init__(dtype=_working_dtype(K), shape=K.shape)
 
     def _matmat(self, V):
         V = np.asarray(V)
@@ -397,7 +397,7 @@ class NormalizedAffinityOperator(LinearOperator):
             raise ValueError("the affinity has negative degrees (row sums); spectral "
                              "methods need an affinity >= 0")
         self.sqrt_degrees = np.sqrt(d)
-        super().__init__(dtype=W.dtype, shape=W.shape)
+        super().__init__(dtype=_working_dtype(W), shape=W.shape)
 
     def _matmat(self, V):
         V = np.asarray(V, np.float64)
@@ -411,6 +411,13 @@ class NormalizedAffinityOperator(LinearOperator):
 
     def _adjoint(self):
         return self
+
+
+def _working_dtype(op):
+    """The precision of an operator's products: a kernel operator's formula's
+    (its own dtype may be promoted by a float64 diagonal shift)."""
+    K = getattr(op, "K", None)
+    return np.dtype(getattr(K, "dtype", op.dtype))
 
 
 def _rng(random_state):

@@ -16,6 +16,7 @@ from ..config import check_backend
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import CenteredOperator, KernelOperator, eigsh, randomized_eigsh
 from ._fallback import FallbackMixin, is_sparse
+from ._fallback_pickle import PicklableFallback
 from ._param_validation import Interval, StrOptions, validate_params
 from .kernel_ridge import KernelRidge
 
@@ -28,7 +29,7 @@ DENSE_MAX_SAMPLES = 2000
 _DENSE_TRANSFORM_MAX = 4_000_000
 
 
-class KernelPCA(FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+class KernelPCA(PicklableFallback, FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 BaseEstimator):
     """Kernel principal component analysis, in linear memory for large n.
 

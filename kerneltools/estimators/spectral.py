@@ -30,6 +30,7 @@ from ..config import check_backend
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import KernelOperator, NormalizedAffinityOperator, eigsh
 from ._fallback import FallbackMixin, is_sparse
+from ._fallback_pickle import PicklableFallback
 from ._param_validation import Interval, StrOptions, validate_params
 from .neighbors import NearestNeighbors
 
@@ -113,7 +114,7 @@ def _forget_affinity(est):
     est.__dict__.pop("_affinity_source", None)
 
 
-class SpectralEmbedding(FallbackMixin, BaseEstimator):
+class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
     """Laplacian eigenmaps, with a lazy RBF affinity: linear memory.
 
     A drop-in for :class:`sklearn.manifold.SpectralEmbedding` (same
@@ -256,7 +257,7 @@ class SpectralEmbedding(FallbackMixin, BaseEstimator):
         return tags
 
 
-class SpectralClustering(FallbackMixin, ClusterMixin, BaseEstimator):
+class SpectralClustering(PicklableFallback, FallbackMixin, ClusterMixin, BaseEstimator):
     """Spectral clustering with a lazy kernel affinity: linear memory.
 
     A drop-in for :class:`sklearn.cluster.SpectralClustering` (same
