@@ -55,7 +55,7 @@ def _matmat_of(A, who):
             raise ValueError(f"{who}: 'A' must be square, got shape {A.shape}")
         if isinstance(A, np.ndarray):
             return (lambda V: A @ V), A.shape[0], A.dtype
-        return (lambda V: np.asarray(A.matmat(V))), A.shape[0], A.dtype
+        return (lambda V: np.asarray(A.matmat(V))), A.shape[0], _working_dtype(A)
     raise TypeError(f"{who}: 'A' must be a LinearOperator or a square array, got "
                     f"{type(A).__name__}")
 
