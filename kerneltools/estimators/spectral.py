@@ -99,8 +99,8 @@ class _LazyAffinity:
             return d["_affinity_value"]
         if "_affinity_source" not in d:
             raise AttributeError("'affinity_matrix_' is set by fit")
-        kernel, X = d["_affinity_source"]
-        return kernel(X).astype(X.dtype, copy=False)
+        X = d["_affinity_source"]
+        return obj._affinity_kernel()(X).astype(X.dtype, copy=False)
 
     def __set__(self, obj, value):
         obj.__dict__["_affinity_value"] = value
@@ -233,8 +233,8 @@ class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
                 random_state=rng)
         else:
             self.gamma_ = 1.0 / X.shape[1] if self.gamma is None else self.gamma
-            kernel = make_kernel("rbf", gamma=self.gamma_)
-            self.__dict__["_affinity_source"] = (kernel, X)
+            kernel = self._affinity_kernel()
+            self.__dict__["_affinity_source"] = X
             self.embedding_ = lazy_spectral_embedding(
                 kernel, X, self.n_components, drop_first=True,
                 eigen_solver=self.eigen_solver, eigen_tol=self.eigen_tol,
@@ -243,6 +243,9 @@ class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
             print(f"[SpectralEmbedding] {self.affinity} affinity, {len(X)} points: "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr)
         return self
+
+    def _affinity_kernel(self):
+        return make_kernel("rbf", gamma=self.gamma_)
 
     def fit_transform(self, X, y=None):
         """Compute the embedding of X and return it, shape (n_samples, n_components)."""
@@ -365,15 +368,11 @@ class SpectralClustering(PicklableFallback, FallbackMixin, ClusterMixin, BaseEst
             return "eigen_solver='amg'"
         return None
 
-    def _kernel(self):
-        params = dict(self.kernel_params or {})
-        params.setdefault("gamma", self.gamma)
-        params.setdefault("degree", self.degree)
-        params.setdefault("coef0", self.coef0)
-        if self.affinity == "chi2" and self.kernel_params is None:
-            params["gamma"] = self.gamma
-        return make_kernel(self.affinity, gamma=params["gamma"], degree=params["degree"],
-                           coef0=params["coef0"])
+    def _affinity_kernel(self):
+        # as scikit-learn: the named kernel with this estimator's gamma, degree
+        # and coef0 (they override any in kernel_params)
+        return make_kernel(self.affinity, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0)
 
     def fit(self, X, y=None):
         """Cluster X.
@@ -407,8 +406,8 @@ class SpectralClustering(PicklableFallback, FallbackMixin, ClusterMixin, BaseEst
                                      eigen_solver=self.eigen_solver,
                                      eigen_tol=self.eigen_tol, random_state=rng)
         else:
-            kernel = self._kernel()
-            self.__dict__["_affinity_source"] = (kernel, X)
+            kernel = self._affinity_kernel()
+            self.__dict__["_affinity_source"] = X
             maps = lazy_spectral_embedding(kernel, X, k, drop_first=False,
                                            eigen_solver=self.eigen_solver,
                                            eigen_tol=self.eigen_tol, random_state=rng,
