@@ -10,6 +10,7 @@ import scipy.linalg
 import scipy.sparse
 from sklearn import decomposition as skd
 from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools.estimators.kernel_pca as kpca_module
 from kerneltools.estimators import KernelPCA
@@ -151,3 +152,8 @@ def test_errors_name_the_argument():
 def test_verbose_says_the_solver(capsys):
     KernelPCA(2, kernel="rbf", eigen_solver="lanczos", verbose=1).fit(_data(60))
     assert "[KernelPCA] lanczos eigen-solver on 60 points" in capsys.readouterr().out
+
+
+@parametrize_with_checks([KernelPCA(), KernelPCA(3, kernel="rbf", eigen_solver="lanczos")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

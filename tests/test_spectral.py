@@ -12,6 +12,7 @@ from sklearn import manifold as skm
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import SpectralClustering, SpectralEmbedding
 from kerneltools.estimators.spectral import cluster_qr, discretize
@@ -121,3 +122,9 @@ def test_errors_and_verbose(capsys):
         SpectralEmbedding(40, affinity="rbf").fit(X)
     SpectralClustering(2, random_state=0, verbose=1).fit(X)
     assert "Computing label assignment using kmeans" in capsys.readouterr().out
+
+
+@parametrize_with_checks([SpectralEmbedding(affinity="rbf"), SpectralEmbedding(),
+                          SpectralClustering(n_clusters=2, n_init=2)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

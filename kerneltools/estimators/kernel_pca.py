@@ -323,7 +323,8 @@ class KernelPCA(PicklableFallback, FallbackMixin, ClassNamePrefixFeaturesOutMixi
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # sparse input goes to scikit-learn, which has no Lanczos or LOBPCG
+        tags.input_tags.sparse = self.eigen_solver not in ("lanczos", "lobpcg")
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
