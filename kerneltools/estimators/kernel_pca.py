@@ -12,12 +12,11 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import CenteredOperator, KernelOperator, eigsh, randomized_eigsh
 from ._fallback import FallbackMixin, is_sparse
-from ._fallback_pickle import PicklableFallback
-from ._param_validation import Interval, StrOptions, validate_params
+from ._handover import HandOver
+from ._param_validation import Interval, StrOptions
 from .kernel_ridge import KernelRidge
 
 __all__ = ["KernelPCA", "DENSE_MAX_SAMPLES"]
@@ -29,7 +28,7 @@ DENSE_MAX_SAMPLES = 2000
 _DENSE_TRANSFORM_MAX = 4_000_000
 
 
-class KernelPCA(PicklableFallback, FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 BaseEstimator):
     """Kernel principal component analysis, in linear memory for large n.
 
@@ -158,13 +157,18 @@ class KernelPCA(PicklableFallback, FallbackMixin, ClassNamePrefixFeaturesOutMixi
 
     # -- the one decision: engine or scikit-learn ----------------------------
     def _engine_refuses(self, X, y=None):
+        reason = None
         if self.kernel == "precomputed":
-            return "kernel='precomputed'"
-        if callable(self.kernel):
-            return "a callable kernel on arrays"
-        if is_sparse(X):
-            return "sparse input"
-        return None
+            reason = "kernel='precomputed'"
+        elif callable(self.kernel):
+            reason = "a callable kernel on arrays"
+        elif is_sparse(X):
+            reason = "sparse input"
+        if reason and self.eigen_solver in ("lanczos", "lobpcg"):
+            raise ValueError(f"KernelPCA: eigen_solver={self.eigen_solver!r} runs on the "
+                             f"engine, which does not serve {reason}; use 'dense', "
+                             "'arpack' or 'randomized'")
+        return reason
 
     def _kernel(self):
         if self.kernel_params is not None:  # scikit-learn: they replace the named ones
@@ -186,16 +190,8 @@ class KernelPCA(PicklableFallback, FallbackMixin, ClassNamePrefixFeaturesOutMixi
         -------
         self : object
         """
-        validate_params(self)
-        check_backend(self.backend, "KernelPCA")
-        reason = self._engine_refuses(X)
-        if reason:
-            if self.eigen_solver in ("lanczos", "lobpcg"):
-                raise ValueError(f"KernelPCA: eigen_solver={self.eigen_solver!r} runs on "
-                                 f"the engine, which does not serve {reason}; use "
-                                 "'dense', 'arpack' or 'randomized'")
-            return self._fit_fallback(reason, X)
-        self._drop_fallback()
+        if self._hand_over(X):
+            return self
         X = validate_data(self, X, dtype=[np.float64, np.float32], copy=self.copy_X)
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
         kernel = self._kernel()

@@ -26,12 +26,11 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
-from ..config import check_backend
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import KernelOperator, NormalizedAffinityOperator, eigsh
 from ._fallback import FallbackMixin, is_sparse
-from ._fallback_pickle import PicklableFallback
-from ._param_validation import Interval, StrOptions, validate_params
+from ._handover import HandOver
+from ._param_validation import Interval, StrOptions
 from .neighbors import NearestNeighbors
 
 __all__ = ["SpectralEmbedding", "SpectralClustering", "cluster_qr", "discretize"]
@@ -114,7 +113,7 @@ def _forget_affinity(est):
     est.__dict__.pop("_affinity_source", None)
 
 
-class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
+class SpectralEmbedding(HandOver, FallbackMixin, BaseEstimator):
     """Laplacian eigenmaps, with a lazy RBF affinity: linear memory.
 
     A drop-in for :class:`sklearn.manifold.SpectralEmbedding` (same
@@ -213,13 +212,9 @@ class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
         -------
         self : object
         """
-        validate_params(self)
-        check_backend(self.backend, "SpectralEmbedding")
         _forget_affinity(self)
-        reason = self._engine_refuses(X)
-        if reason:
-            return self._fit_fallback(reason, X)
-        self._drop_fallback()
+        if self._hand_over(X):
+            return self
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         rng = check_random_state(self.random_state)
         start = time.perf_counter()
@@ -260,7 +255,7 @@ class SpectralEmbedding(PicklableFallback, FallbackMixin, BaseEstimator):
         return tags
 
 
-class SpectralClustering(PicklableFallback, FallbackMixin, ClusterMixin, BaseEstimator):
+class SpectralClustering(HandOver, FallbackMixin, ClusterMixin, BaseEstimator):
     """Spectral clustering with a lazy kernel affinity: linear memory.
 
     A drop-in for :class:`sklearn.cluster.SpectralClustering` (same
@@ -386,13 +381,9 @@ class SpectralClustering(PicklableFallback, FallbackMixin, ClusterMixin, BaseEst
         -------
         self : object
         """
-        validate_params(self)
-        check_backend(self.backend, "SpectralClustering")
         _forget_affinity(self)
-        reason = self._engine_refuses(X)
-        if reason:
-            return self._fit_fallback(reason, X)
-        self._drop_fallback()
+        if self._hand_over(X):
+            return self
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         if X.shape[0] == X.shape[1]:
             warnings.warn("The spectral clustering API has changed. ``fit``now constructs "

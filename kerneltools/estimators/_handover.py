@@ -1,5 +1,10 @@
-"""Pickling of an estimator whose fit was handed to scikit-learn.
+"""The start of a ``fit`` that may go to scikit-learn, and its pickling.
 
+:meth:`HandOver._hand_over` is the common prologue of the spectral
+estimators' ``fit``: parameters and backend checked, then the one
+engine-or-scikit-learn decision of ``FallbackMixin``.
+
+Pickling: 
 ``fallback_`` holds an instance of scikit-learn's own class; while
 :mod:`kerneltools.accel` is installed, that class's import path names ours,
 so :mod:`pickle` cannot find it by name. :class:`PicklableFallback` stores
@@ -10,12 +15,29 @@ the fallback as ``(public path, state)`` and rebuilds it from
 
 from __future__ import annotations
 
-__all__ = ["PicklableFallback"]
+from ..config import check_backend
+from ._param_validation import validate_params
+
+__all__ = ["HandOver"]
 
 
-class PicklableFallback:
-    """Mixed in before ``FallbackMixin``: ``fallback_`` survives pickling with
-    or without :mod:`kerneltools.accel` installed."""
+class HandOver:
+    """Mixed in before ``FallbackMixin``: the fit prologue, and a
+    ``fallback_`` that survives pickling with or without
+    :mod:`kerneltools.accel` installed."""
+
+    def _hand_over(self, X) -> bool:
+        """Check the parameters and the backend; fit scikit-learn's class
+        instead when the engine refuses ``X`` (True), else forget any earlier
+        hand-over (False)."""
+        validate_params(self)
+        check_backend(self.backend, type(self).__name__)
+        reason = self._engine_refuses(X)
+        if reason:
+            self._fit_fallback(reason, X)
+            return True
+        self._drop_fallback()
+        return False
 
     def __getstate__(self):
         state = super().__getstate__()
