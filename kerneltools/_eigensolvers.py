@@ -262,9 +262,11 @@ def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
                      selection: str = "value", random_state=None, verbose: int = 0):
     """``k`` eigenpairs of a symmetric operator by randomized subspace iteration.
 
-    Halko, Martinsson and Tropp (2011), Alg. 4.4: ``Q = orth(A^q G)`` for a
-    Gaussian block ``G`` of ``k + n_oversamples`` vectors, re-orthonormalised
-    after each product, then the Ritz pairs of ``Q^T A Q``. ``selection``:
+    Halko, Martinsson and Tropp (2011), Alg. 4.4: ``Q = orth((A^T A)^q A G)``
+    for a Gaussian block ``G`` of ``k + n_oversamples`` vectors,
+    re-orthonormalised after each product, then the Ritz pairs of
+    ``Q^T A Q``. Each of the ``n_iter = q`` iterations costs two products, as
+    in randomized SVD (scikit-learn's ``iterated_power`` counts the same). ``selection``:
     ``"value"`` keeps the ``k`` largest eigenvalues, ``"module"`` the ``k``
     largest in absolute value (scikit-learn's KernelPCA). Returns ``(w, V)``,
     ``w`` in decreasing order of the selection's key.
@@ -278,10 +280,11 @@ def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
     p = min(n, k + int(n_oversamples))
     Q, _ = np.linalg.qr(rng.standard_normal((n, p)))
     start = time.perf_counter()
-    for it in range(int(n_iter)):
+    Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
+    for it in range(2 * int(n_iter)):
         Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
         if verbose:
-            print(f"[randomized_eigsh] power iteration {it + 1}/{n_iter}, "
+            print(f"[randomized_eigsh] product {it + 2}/{2 * n_iter + 2}, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
     AQ = np.asarray(matmat(Q.astype(dtype)), np.float64)
     T = Q.T @ AQ
