@@ -395,7 +395,8 @@ class NormalizedAffinityOperator(LinearOperator):
         self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
         ones = np.ones((n, 1), dtype=W.dtype)
         self.degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
-        d = np.where(self.degrees == 0, 1.0, self.degrees)
+        self.isolated = self.degrees == 0
+        d = np.where(self.isolated, 1.0, self.degrees)
         if np.any(d < 0):
             raise ValueError("the affinity has negative degrees (row sums); spectral "
                              "methods need an affinity >= 0")
@@ -407,6 +408,8 @@ class NormalizedAffinityOperator(LinearOperator):
         U = V / self.sqrt_degrees[:, None]
         WU = np.asarray(self.op.matmat(U.astype(self.op.dtype)), np.float64)
         out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
+        # an isolated point has L_ii = 0 in SciPy's normed Laplacian: 1 here
+        out[self.isolated] = V[self.isolated]
         return out
 
     def _matvec(self, v):

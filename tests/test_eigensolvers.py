@@ -125,3 +125,15 @@ def test_bad_operator_and_method():
         lobpcg([[1.0]], 1)
     with pytest.raises(ValueError, match="unknown method 'power'; valid: lanczos"):
         eigsh(np.eye(5), 1, method="power")
+
+
+def test_normalized_affinity_with_an_isolated_point():
+    """A point whose affinities all underflow to 0: as SciPy's Laplacian."""
+    from scipy.sparse.csgraph import laplacian
+
+    X = np.vstack([_data(30), [[1e3, 1e3, 1e3]]])
+    op = NormalizedAffinityOperator(KernelOperator(make_kernel("rbf", gamma=1.0), X), 1.0)
+    L = laplacian(_dense_rbf(X, 1.0), normed=True)
+    V = np.random.default_rng(5).normal(size=(31, 2))
+    assert op.isolated[-1] and op.isolated.sum() == 1
+    np.testing.assert_allclose(op @ V, V - L @ V, atol=1e-10)
