@@ -379,8 +379,10 @@ class NormalizedAffinityOperator(LinearOperator):
     the normalised Laplacian ``L = I - D^-1/2 W D^-1/2`` (as
     :func:`scipy.sparse.csgraph.laplacian` with ``normed=True``, which also
     ignores ``diag W``); ``u / sqrt(d)`` is the spectral embedding (Ng,
-    Jordan and Weiss, 2001; von Luxburg, 2007). Isolated points (``d = 0``)
-    count degree 1, as in SciPy.
+    Jordan and Weiss, 2001; von Luxburg, 2007). Isolated points (``d = 0``,
+    flagged in ``isolated``) count degree 1 and get ``L_ii = 1``, as in
+    scikit-learn's spectral embedding, which sets the whole diagonal of
+    ``L`` to 1 (SciPy's own Laplacian has 0 there).
 
     Parameters
     ----------
@@ -408,8 +410,6 @@ class NormalizedAffinityOperator(LinearOperator):
         U = V / self.sqrt_degrees[:, None]
         WU = np.asarray(self.op.matmat(U.astype(self.op.dtype)), np.float64)
         out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
-        # an isolated point has L_ii = 0 in SciPy's normed Laplacian: 1 here
-        out[self.isolated] = V[self.isolated]
         return out
 
     def _matvec(self, v):

@@ -128,12 +128,15 @@ def test_bad_operator_and_method():
 
 
 def test_normalized_affinity_with_an_isolated_point():
-    """A point whose affinities all underflow to 0: as SciPy's Laplacian."""
+    """A point whose affinities all underflow to 0: scikit-learn's spectral
+    embedding sets the normed Laplacian's diagonal to 1 (SciPy leaves 0 at
+    an isolated point); the operator is I minus that matrix."""
     from scipy.sparse.csgraph import laplacian
 
     X = np.vstack([_data(30), [[1e3, 1e3, 1e3]]])
     op = NormalizedAffinityOperator(KernelOperator(make_kernel("rbf", gamma=1.0), X), 1.0)
     L = laplacian(_dense_rbf(X, 1.0), normed=True)
+    np.fill_diagonal(L, 1.0)
     V = np.random.default_rng(5).normal(size=(31, 2))
     assert op.isolated[-1] and op.isolated.sum() == 1
     np.testing.assert_allclose(op @ V, V - L @ V, atol=1e-10)
