@@ -157,3 +157,13 @@ def test_verbose_says_the_solver(capsys):
 @parametrize_with_checks([KernelPCA(), KernelPCA(3, kernel="rbf", eigen_solver="lanczos")])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_doctests():
+    import doctest
+
+    import kerneltools._eigensolvers as eigensolvers
+
+    for module in (kpca_module, eigensolvers):
+        failed, attempted = doctest.testmod(module)
+        assert attempted and not failed, module.__name__

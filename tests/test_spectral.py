@@ -128,3 +128,12 @@ def test_errors_and_verbose(capsys):
                           SpectralClustering(n_clusters=2, n_init=2)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_doctests():
+    import doctest
+
+    import kerneltools.estimators.spectral as spectral
+
+    failed, attempted = doctest.testmod(spectral)
+    assert attempted and not failed
