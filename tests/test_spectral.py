@@ -45,7 +45,7 @@ def test_embedding_matches_dense_eigh(solver, backend, dtype):
     # own float32 LOBPCG is wrong (EXCLUDED.md); smaller here
     centers = np.array([[0.0, 5.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0, 0.0, 0.0],
                         [1.0, 0.0, 0.0, 5.0, 1.0]])
-    X, _ = make_blobs(n_samples=200, centers=centers, cluster_std=1.0, random_state=42)
+    X, _ = make_blobs(n_samples=150, centers=centers, cluster_std=1.0, random_state=42)
     X = X.astype(dtype)
     emb = SpectralEmbedding(2, affinity="rbf", gamma=1.0, eigen_solver=solver,
                             random_state=0, backend=backend).fit_transform(X)
