@@ -498,3 +498,18 @@ def _shift(shift, n, name):
 def _col(v, ndim):
     v = np.asarray(v)
     return v[:, None] if v.ndim == 1 and ndim == 2 else v
+
+
+# eigen-solvers on lazy operators (issue 26)
+from ._eigensolvers import (  # noqa: E402
+    EIGEN_METHODS,
+    CenteredOperator,
+    NormalizedAffinityOperator,
+    block_lanczos,
+    eigsh,
+    lobpcg,
+    randomized_eigsh,
+)
+
+__all__ += ["EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
+            "block_lanczos", "eigsh", "lobpcg", "randomized_eigsh"]

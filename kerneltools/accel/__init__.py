@@ -68,6 +68,12 @@ PATCHES: tuple[Patch, ...] = (
           "kerneltools.estimators.neighbors"),
     Patch("sklearn.kernel_approximation", "sklearn.kernel_approximation", "Nystroem",
           "kerneltools.estimators.nystroem"),
+    Patch("sklearn.decomposition", "sklearn.decomposition._kernel_pca", "KernelPCA",
+          "kerneltools.estimators.kernel_pca"),
+    Patch("sklearn.manifold", "sklearn.manifold._spectral_embedding", "SpectralEmbedding",
+          "kerneltools.estimators.spectral"),
+    Patch("sklearn.cluster", "sklearn.cluster._spectral", "SpectralClustering",
+          "kerneltools.estimators.spectral"),
 )
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),

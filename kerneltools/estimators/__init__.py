@@ -1,9 +1,11 @@
 """scikit-learn-compatible estimators built on kerneltools' reductions."""
 
 from .gaussian_process import GaussianProcessRegressor
+from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from .nystroem import Nystroem
+from .spectral import SpectralClustering, SpectralEmbedding
 from .optimal_transport import (
     SinkhornTransport,
     sinkhorn_divergence,
@@ -22,4 +24,7 @@ __all__ = [
     "sinkhorn_divergence",
     "sinkhorn_potentials",
     "transport_plan",
+    "KernelPCA",
+    "SpectralEmbedding",
+    "SpectralClustering",
 ]

@@ -30,6 +30,9 @@ MODULES = [
     "sklearn.neighbors.tests.test_neighbors",
     "sklearn.neighbors.tests.test_neighbors_pipeline",
     "sklearn.tests.test_kernel_approximation",
+    "sklearn.decomposition.tests.test_kernel_pca",
+    "sklearn.cluster.tests.test_spectral",
+    "sklearn.manifold.tests.test_spectral_embedding",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

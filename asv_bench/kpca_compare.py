@@ -1,0 +1,111 @@
+"""KernelPCA side by side: kerneltools vs scikit-learn, one run.
+
+RBF kernel (gamma = 1 / D), 10 components, D = 16 (Gaussian blobs), float64.
+Each case runs in its own subprocess, so its peak resident memory
+(``ru_maxrss``, Python and NumPy included) is its own. For each case: the
+fit time, the peak memory and the largest relative residual
+``|Kc v - lambda v| / lambda`` of the components, ``Kc`` the centred kernel
+matrix (applied lazily by kerneltools' ``CenteredOperator``, after the timed
+fit, the same check for every system).
+
+    python asv_bench/kpca_compare.py                       # n = 10^4, all cases
+    python asv_bench/kpca_compare.py --n 100000 --cases kerneltools:lanczos
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _runner import emit, run_child  # noqa: E402
+
+DEFAULT_CASES = "sklearn:arpack,sklearn:randomized,kerneltools:lanczos,kerneltools:lobpcg"
+D = 16
+K = 10
+
+
+def make_data(n, seed=0):
+    """n points from 20 Gaussian blobs (std 1) in D dimensions."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-3, 3, size=(20, D))
+    return centers[rng.integers(0, 20, n)] + rng.normal(size=(n, D))
+
+
+def residual(X, model) -> float:
+    """Largest ``|Kc v - lambda v| / lambda`` over the components (lazy Kc)."""
+    import numpy as np
+
+    from kerneltools.kernels import make_kernel
+    from kerneltools.linalg import CenteredOperator, KernelOperator
+
+    op = CenteredOperator(KernelOperator(make_kernel("rbf", gamma=1.0 / D), X))
+    V = np.asarray(model.eigenvectors_, dtype=np.float64)
+    lam = np.asarray(model.eigenvalues_, dtype=np.float64)
+    R = op.matmat(V) - V * lam
+    return float((np.linalg.norm(R, axis=0) / lam).max())
+
+
+def child(system, solver, n):
+    import resource
+
+    X = make_data(n)
+    if system == "sklearn":
+        from sklearn.decomposition import KernelPCA
+    else:
+        from kerneltools.estimators import KernelPCA
+    model = KernelPCA(K, kernel="rbf", gamma=1.0 / D, eigen_solver=solver, random_state=0)
+    t0 = time.perf_counter()
+    model.fit(X)
+    fit_s = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"system": system, "solver": solver, "n": n, "fit_s": fit_s,
+                      "peak_mb": rss, "residual": residual(X, model)}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=DEFAULT_CASES,
+                    help="comma-separated system:eigen_solver")
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        system, solver, n = args.child
+        child(system, solver, int(n))
+        return
+    load0 = os.getloadavg()
+    rows = []
+    for case in args.cases.split(","):
+        system, solver = case.split(":")
+        row = run_child(__file__, case, [system, solver, str(args.n)])
+        if row is not None:
+            rows.append(row)
+    load1 = os.getloadavg()
+    anchor = next((r["fit_s"] for r in rows if r["system"] == "sklearn"), None)
+    lines = [
+        f"KernelPCA, rbf (gamma = 1/{D}), {K} components, n = {args.n:,}, D = {D}, "
+        "float64; one run per case, each in its own process.",
+        f"Machine: {platform.node() or 'vm'}, {os.cpu_count()} logical CPUs (shared); "
+        f"load average (1 min) {load0[0]:.2f} at start, {load1[0]:.2f} at end.",
+        "",
+        "| system | eigen_solver | fit (s) | vs first scikit-learn case | peak RSS (MB) | "
+        "max |Kc v - lambda v| / lambda |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = f"{anchor / r['fit_s']:.2f}x" if anchor else ""
+        lines.append(f"| {r['system']} | {r['solver']} | {r['fit_s']:.2f} | {ratio} | "
+                     f"{r['peak_mb']:.0f} | {r['residual']:.1e} |")
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""SpectralClustering side by side: kerneltools vs scikit-learn, one run.
+
+``affinity="rbf"`` (gamma = 0.5), 10 clusters, n points in D = 8 drawn from 10
+planted Gaussian blobs (std 1, centres 10 apart on average), float64. Each
+case runs in its own subprocess, so its peak resident memory (``ru_maxrss``)
+is its own. For each case: the fit time, the peak memory and the adjusted
+Rand index of the labels against the planted clusters.
+
+    python asv_bench/spectral_compare.py                  # n = 10^4, both
+    python asv_bench/spectral_compare.py --n 100000 --cases kerneltools
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _runner import emit, run_child  # noqa: E402
+
+D = 8
+N_CLUSTERS = 10
+GAMMA = 0.5
+
+
+def make_data(n, seed=0):
+    """n points from N_CLUSTERS planted blobs; returns (X, labels)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-10, 10, size=(N_CLUSTERS, D))
+    y = rng.integers(0, N_CLUSTERS, n)
+    return centers[y] + rng.normal(size=(n, D)), y
+
+
+def child(system, n):
+    import resource
+
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = make_data(n)
+    if system == "sklearn":
+        from sklearn.cluster import SpectralClustering
+    else:
+        from kerneltools.estimators import SpectralClustering
+    model = SpectralClustering(N_CLUSTERS, gamma=GAMMA, random_state=0)
+    t0 = time.perf_counter()
+    labels = model.fit_predict(X)
+    fit_s = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"system": system, "n": n, "fit_s": fit_s, "peak_mb": rss,
+                      "ari": adjusted_rand_score(y, labels)}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="sklearn,kerneltools")
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    load0 = os.getloadavg()
+    rows = [r for case in args.cases.split(",")
+            if (r := run_child(__file__, case, [case, str(args.n)])) is not None]
+    load1 = os.getloadavg()
+    anchor = next((r["fit_s"] for r in rows if r["system"] == "sklearn"), None)
+    lines = [
+        f"SpectralClustering, affinity='rbf' (gamma = {GAMMA}), {N_CLUSTERS} clusters, "
+        f"n = {args.n:,}, D = {D}, float64; one run per case, each in its own process.",
+        f"Machine: {platform.node() or 'vm'}, {os.cpu_count()} logical CPUs (shared); "
+        f"load average (1 min) {load0[0]:.2f} at start, {load1[0]:.2f} at end.",
+        "",
+        "| system | fit (s) | vs scikit-learn | peak RSS (MB) | ARI vs planted |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = f"{anchor / r['fit_s']:.2f}x" if anchor else ""
+        lines.append(f"| {r['system']} | {r['fit_s']:.2f} | {ratio} | {r['peak_mb']:.0f} | "
+                     f"{r['ari']:.4f} |")
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

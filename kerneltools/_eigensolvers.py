@@ -1,0 +1,441 @@
+"""Eigen-solvers for lazy symmetric operators: every product is one reduction.
+
+A symmetric ``n x n`` operator ``A`` (a :class:`~kerneltools.linalg.KernelOperator`,
+any :class:`scipy.sparse.linalg.LinearOperator`, an array or a callable
+``V -> A V``) is only ever applied to blocks of vectors, so a kernel matrix
+is never stored: a product with ``b`` vectors is one reduction of
+``O(n^2 (d + b))`` time and ``O(n (d + b))`` memory.
+
+- :func:`block_lanczos`: thick-restart block Lanczos (block Krylov spaces
+  with full re-orthogonalisation and Rayleigh-Ritz, restarted on the wanted
+  Ritz vectors: Wu and Simon, SIAM J. Matrix Anal. Appl. 22, 2000, in block
+  form), the default;
+- :func:`lobpcg`: LOBPCG (Knyazev, SIAM J. Sci. Comput. 23, 2001) through
+  :func:`scipy.sparse.linalg.lobpcg` on the lazy operator, with an optional
+  preconditioner;
+- :func:`randomized_eigsh`: randomized subspace iteration (Halko, Martinsson
+  and Tropp, SIAM Review 53, 2011, Alg. 4.4) and Rayleigh-Ritz;
+- :func:`eigsh`: one entry point over the three and ARPACK.
+
+Two operators built on a kernel operator serve the spectral estimators:
+:class:`CenteredOperator` (kernel PCA's doubly centred kernel as a rank-two
+correction of the lazy product) and :class:`NormalizedAffinityOperator`
+(``D^-1/2 (W - diag W) D^-1/2``, the normalised affinity whose top
+eigenvectors are the bottom ones of the normalised graph Laplacian).
+
+>>> import numpy as np
+>>> A = np.diag(np.arange(1.0, 101.0))
+>>> w, V = block_lanczos(A, 3, random_state=0)
+>>> [round(float(x), 8) for x in w]
+[98.0, 99.0, 100.0]
+"""
+
+from __future__ import annotations
+
+import numbers
+import sys
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg
+from scipy.sparse.linalg import LinearOperator
+
+__all__ = ["block_lanczos", "lobpcg", "randomized_eigsh", "eigsh", "CenteredOperator",
+           "NormalizedAffinityOperator", "EIGEN_METHODS"]
+
+#: The methods of :func:`eigsh`.
+EIGEN_METHODS = ("lanczos", "lobpcg", "randomized", "arpack")
+
+
+def _matmat_of(A, who):
+    """``(V -> A V, n, dtype)`` for an operator, array or callable."""
+    if isinstance(A, LinearOperator) or isinstance(A, np.ndarray):
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise ValueError(f"{who}: 'A' must be square, got shape {A.shape}")
+        if isinstance(A, np.ndarray):
+            return (lambda V: A @ V), A.shape[0], A.dtype
+        return (lambda V: np.asarray(A.matmat(V))), A.shape[0], _working_dtype(A)
+    raise TypeError(f"{who}: 'A' must be a LinearOperator or a square array, got "
+                    f"{type(A).__name__}")
+
+
+def _check_k(k, n, who, below=None):
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"{who}: 'k' must be an int >= 1, got {k!r}")
+    top = n if below is None else below
+    if k > top:
+        raise ValueError(f"{who}: 'k' must be <= {top} for an operator of size {n}, "
+                         f"got {k}")
+    return int(k)
+
+
+def _check_which(which, who):
+    if which not in ("largest", "smallest"):
+        raise ValueError(f"{who}: 'which' must be 'largest' or 'smallest', got {which!r}")
+    return 1.0 if which == "largest" else -1.0
+
+
+def _default_tol(dtype, tol, who):
+    """``tol`` checked; None: about the square root of the unit roundoff
+    (eigenvectors then carry about its square root of error, relative to the gap)."""
+    if tol is None or tol == 0:
+        return 1e-10 if np.dtype(dtype) == np.float64 else 1e-5
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol > 0 \
+            or not np.isfinite(tol):
+        raise ValueError(f"{who}: 'tol' must be a finite float > 0 (or None), got {tol!r}")
+    return float(tol)
+
+
+def _orthonormalize(W, Q, rng, scale):
+    """``W`` orthogonalised against the orthonormal columns of ``Q`` (twice:
+    classical Gram-Schmidt is stable when repeated) then among itself; columns
+    that vanish (a Krylov space that became invariant) are replaced by random
+    directions, so the block keeps its width."""
+    for _ in range(2):
+        if Q is not None and Q.shape[1]:
+            W = W - Q @ (Q.T @ W)
+        W, R = np.linalg.qr(W)
+    weak = np.abs(np.diag(R)) <= 1e-10 * max(scale, np.finfo(np.float64).tiny)
+    if weak.any():
+        fresh = rng.standard_normal((W.shape[0], int(weak.sum())))
+        for _ in range(2):
+            B = W[:, ~weak] if Q is None else np.hstack([Q, W[:, ~weak]])
+            fresh = fresh - B @ (B.T @ fresh)
+            fresh, _ = np.linalg.qr(fresh)
+        W[:, weak] = fresh
+    return W
+
+
+def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
+                  tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0):
+    """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
+
+    Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
+    the block Krylov basis ``Q = [X, A X, A^2 X, ...]`` (``n_blocks`` blocks,
+    each orthogonalised against all the previous ones), takes the Ritz pairs
+    of ``Q^T A Q``, and restarts from the best ``k + b // 2`` Ritz vectors and
+    their residuals until the ``k`` wanted ones have
+    ``|A v - theta v| <= tol * |theta_max|``. Each step costs one product of
+    ``A`` with ``b`` vectors (one reduction for a kernel operator).
+
+    Parameters
+    ----------
+    A : LinearOperator or array (n, n)
+        Symmetric.
+    k : int
+        Number of eigenpairs, ``1 <= k < n``.
+    which : {"largest", "smallest"}
+        The algebraically largest or smallest eigenvalues.
+    block_size : int, optional
+        Vectors per product (default ``min(n, max(k, 8))``).
+    n_blocks : int, optional
+        Blocks of the basis between restarts (default: enough for about
+        ``3 k + 2 b`` columns, at least 3).
+    tol : float, optional
+        Relative residual; default ``1e-10`` (float64 operators) or ``1e-5``
+        (float32).
+    max_iter : int, optional
+        Products with ``A`` before a :class:`~kerneltools.ConvergenceWarning`
+        (default ``max(300, n // 10)``).
+    X0 : array (n, b), optional
+        Starting block; default random normal.
+    random_state : int, Generator, RandomState or None
+    verbose : int
+        Print the restart, the converged count, the largest residual, the time.
+
+    Returns
+    -------
+    w : array (k,)
+        Eigenvalues, ascending (as :func:`scipy.linalg.eigh`).
+    V : array (n, k)
+        Orthonormal eigenvectors, in the order of ``w``.
+    """
+    who = "block_lanczos"
+    matmat, n, dtype = _matmat_of(A, who)
+    sign = _check_which(which, who)
+    k = _check_k(k, n, who)
+    tol = _default_tol(dtype, tol, who)
+    rng = _rng(random_state)
+    b = min(n, max(k, 8)) if block_size is None else _check_k(block_size, n, who)
+    if n_blocks is None:
+        n_blocks = max(3, -(-(3 * k + 2 * b) // b))
+    max_iter = max(300, n // 10) if max_iter is None else int(max_iter)
+    keep = min(n, k + b // 2)
+    X = rng.standard_normal((n, b)) if X0 is None else np.asarray(X0, np.float64)
+    if X.shape[0] != n:
+        raise ValueError(f"{who}: 'X0' must have {n} rows, got shape {X.shape}")
+    if n <= max(2 * (k + b), 50):  # tiny: the dense problem is cheaper and exact
+        M = matmat(np.eye(n, dtype=dtype)).astype(np.float64)
+        w, V = scipy.linalg.eigh((M + M.T) / 2)
+        sel = slice(n - k, n) if sign > 0 else slice(0, k)
+        return w[sel], V[:, sel]
+    start = time.perf_counter()
+    Q = _orthonormalize(X, None, rng, 1.0)
+    AQ = sign * np.asarray(matmat(Q.astype(dtype)), dtype=np.float64)
+    products = 1
+    restart = 0
+    while True:
+        # extend the basis: each new block is A times the last one, made
+        # orthogonal to the whole basis (full re-orthogonalisation)
+        scale = np.linalg.norm(AQ, axis=0).max()
+        while Q.shape[1] + b <= min(n, n_blocks * b + keep):
+            W = _orthonormalize(AQ[:, -b:], Q, rng, scale)
+            Q = np.hstack([Q, W])
+            AQ = np.hstack([AQ, sign * np.asarray(matmat(W.astype(dtype)), np.float64)])
+            products += 1
+        # Rayleigh-Ritz on the basis: Q^T A Q from the stored products
+        T = Q.T @ AQ
+        theta, Y = scipy.linalg.eigh((T + T.T) / 2)
+        theta, Y = theta[::-1], Y[:, ::-1]
+        X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
+        R = AX - X * theta[:keep]
+        res = np.linalg.norm(R, axis=0)
+        ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+        done = int(np.sum(res[:k] <= tol * ref))
+        if verbose:
+            print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
+                  f"residual {res[:k].max() / ref:.2e}, {products} products, "
+                  f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
+        if done == k or products >= max_iter:
+            if done < k:
+                _warn_convergence(who, res[:k].max() / ref, tol, products)
+            w, V = sign * theta[:k], X[:, :k]
+            order = np.argsort(w)
+            return w[order], V[:, order]
+        # thick restart: keep the best Ritz vectors (and A times them); the
+        # next block continues the Krylov space from their residuals
+        Q, AQ = _reorthonormalize(X, AX)
+        restart += 1
+        R = _orthonormalize(R[:, :b], Q, rng, scale)
+        Q = np.hstack([Q, R])
+        AQ = np.hstack([AQ, sign * np.asarray(matmat(R.astype(dtype)), np.float64)])
+        products += 1
+
+
+def _reorthonormalize(Q, AQ):
+    """Ritz vectors lose orthogonality slowly through rounding: restore it,
+    transforming ``A Q`` alike (``Q = Q' R`` gives ``A Q' = (A Q) R^-1``)."""
+    Qn, R = np.linalg.qr(Q)
+    return Qn, scipy.linalg.solve_triangular(R, AQ.T, trans="T").T
+
+
+def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None,
+           X0=None, random_state=None, verbose: int = 0):
+    """The ``k`` largest (or smallest) eigenpairs by LOBPCG.
+
+    :func:`scipy.sparse.linalg.lobpcg` on the operator, each of its products
+    with a block one reduction. A preconditioner ``M`` (an approximation of
+    ``A^{-1}``, for ``which="smallest"``) speeds it up.
+
+    Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
+    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200).
+    """
+    who = "lobpcg"
+    matmat, n, dtype = _matmat_of(A, who)
+    _check_which(which, who)
+    k = _check_k(k, n, who)
+    tol = _default_tol(dtype, tol, who)
+    rng = _rng(random_state)
+    if n < 5 * k + 2:  # scipy's LOBPCG needs n >= 5 k; the dense problem is tiny
+        return block_lanczos(A, k, which=which, random_state=rng)
+    X = rng.standard_normal((n, k)) if X0 is None else np.asarray(X0, np.float64)
+    op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, -1).astype(dtype)),
+                        matmat=lambda V: np.asarray(matmat(V.astype(dtype)), np.float64),
+                        dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # scipy's own "not reaching" note
+        w, V, res = scipy.sparse.linalg.lobpcg(
+            op, X, M=M, tol=tol, maxiter=200 if max_iter is None else int(max_iter),
+            largest=which == "largest", verbosityLevel=0, retResidualNormsHistory=True)
+    last = np.asarray(res[-1]) / max(np.abs(w).max(), np.finfo(np.float64).tiny)
+    if verbose:
+        print(f"[lobpcg] {len(res)} iterations, largest relative residual "
+              f"{last.max():.2e}", file=sys.stderr, flush=True)
+    if last.max() > max(tol, 1e-7) * 10:
+        _warn_convergence(who, last.max(), tol, len(res))
+    order = np.argsort(w)
+    return w[order], V[:, order]
+
+
+def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
+                     selection: str = "value", random_state=None, verbose: int = 0):
+    """``k`` eigenpairs of a symmetric operator by randomized subspace iteration.
+
+    Halko, Martinsson and Tropp (2011), Alg. 4.4: ``Q = orth((A^T A)^q A G)``
+    for a Gaussian block ``G`` of ``k + n_oversamples`` vectors,
+    re-orthonormalised after each product, then the Ritz pairs of
+    ``Q^T A Q``. Each of the ``n_iter = q`` iterations costs two products, as
+    in randomized SVD (scikit-learn's ``iterated_power`` counts the same). ``selection``:
+    ``"value"`` keeps the ``k`` largest eigenvalues, ``"module"`` the ``k``
+    largest in absolute value (scikit-learn's KernelPCA). Returns ``(w, V)``,
+    ``w`` in decreasing order of the selection's key.
+    """
+    who = "randomized_eigsh"
+    matmat, n, dtype = _matmat_of(A, who)
+    k = _check_k(k, n, who)
+    if selection not in ("value", "module"):
+        raise ValueError(f"{who}: 'selection' must be 'value' or 'module', got {selection!r}")
+    rng = _rng(random_state)
+    p = min(n, k + int(n_oversamples))
+    Q, _ = np.linalg.qr(rng.standard_normal((n, p)))
+    start = time.perf_counter()
+    Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
+    for it in range(2 * int(n_iter)):
+        Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
+        if verbose:
+            print(f"[randomized_eigsh] product {it + 2}/{2 * n_iter + 2}, "
+                  f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
+    AQ = np.asarray(matmat(Q.astype(dtype)), np.float64)
+    T = Q.T @ AQ
+    theta, Y = scipy.linalg.eigh((T + T.T) / 2)
+    key = theta if selection == "value" else np.abs(theta)
+    order = np.argsort(key)[::-1][:k]
+    return theta[order], Q @ Y[:, order]
+
+
+def eigsh(A, k: int, *, which: str = "largest", method: str = "lanczos", tol=None,
+          max_iter=None, random_state=None, verbose: int = 0, **options):
+    """``k`` eigenpairs of a symmetric operator, by ``method``.
+
+    ``"lanczos"`` (:func:`block_lanczos`), ``"lobpcg"`` (:func:`lobpcg`),
+    ``"randomized"`` (:func:`randomized_eigsh`, largest only) or ``"arpack"``
+    (:func:`scipy.sparse.linalg.eigsh` on the operator, one vector per
+    product). Returns ``(w, V)`` with ``w`` ascending.
+    """
+    if method == "lanczos":
+        return block_lanczos(A, k, which=which, tol=tol, max_iter=max_iter,
+                             random_state=random_state, verbose=verbose, **options)
+    if method == "lobpcg":
+        return lobpcg(A, k, which=which, tol=tol, max_iter=max_iter,
+                      random_state=random_state, verbose=verbose, **options)
+    if method == "randomized":
+        if which != "largest":
+            raise ValueError("eigsh: method='randomized' finds only which='largest'")
+        w, V = randomized_eigsh(A, k, random_state=random_state, verbose=verbose,
+                                **options)
+        return w[::-1], V[:, ::-1]
+    if method == "arpack":
+        _check_which(which, "eigsh")
+        matmat, n, dtype = _matmat_of(A, "eigsh")
+        op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, 1).astype(dtype)),
+                            matmat=lambda V: matmat(V.astype(dtype)), dtype=dtype)
+        v0 = _rng(random_state).uniform(-1, 1, n)
+        w, V = scipy.sparse.linalg.eigsh(op, k, which="LA" if which == "largest" else "SA",
+                                         tol=0 if tol is None else tol, maxiter=max_iter,
+                                         v0=v0, **options)
+        order = np.argsort(w)
+        return w[order], V[:, order]
+    raise ValueError(f"eigsh: unknown method {method!r}; valid: {', '.join(EIGEN_METHODS)}")
+
+
+class CenteredOperator(LinearOperator):
+    """``C K C`` with ``C = I - 1 1^T / n``, applied without forming it.
+
+    For a symmetric ``K`` with row means ``m = K 1 / n`` and grand mean
+    ``mu = 1^T K 1 / n^2``::
+
+        C K C v = K v - 1 (m^T v) - m (1^T v) + mu 1 (1^T v)
+
+    so a product costs one product with ``K`` (one reduction) plus ``O(n)``;
+    the row means come from one more product, once. This is kernel PCA's
+    centring in feature space (Schoelkopf, Smola and Mueller, 1998).
+
+    Parameters
+    ----------
+    K : LinearOperator (n, n), symmetric
+    """
+
+    def __init__(self, K):
+        n = K.shape[0]
+        self.op = K
+        ones = np.ones((n, 1), dtype=K.dtype)
+        self.row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
+        self.grand_mean = float(self.row_means.mean())
+        super().__init__(dtype=_working_dtype(K), shape=K.shape)
+
+    def _matmat(self, V):
+        V = np.asarray(V)
+        KV = np.asarray(self.op.matmat(V), np.float64)
+        s = V.sum(axis=0, dtype=np.float64)  # 1^T v
+        mv = self.row_means @ V  # m^T v
+        out = KV - mv[None, :] - np.outer(self.row_means, s) + self.grand_mean * s[None, :]
+        return out.astype(np.result_type(V.dtype, np.float32), copy=False)
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
+
+    def _adjoint(self):
+        return self
+
+
+class NormalizedAffinityOperator(LinearOperator):
+    """``D^-1/2 (W - diag W) D^-1/2``, ``D`` the degrees of ``W`` without
+    its diagonal: ``I`` minus the normalised graph Laplacian.
+
+    ``W`` is a symmetric affinity operator (a kernel matrix); its degrees
+    ``d = W 1 - diag W`` take one product, once; each product then takes one
+    more. The largest eigenvectors ``u`` of this operator are the smallest of
+    the normalised Laplacian ``L = I - D^-1/2 W D^-1/2`` (as
+    :func:`scipy.sparse.csgraph.laplacian` with ``normed=True``, which also
+    ignores ``diag W``); ``u / sqrt(d)`` is the spectral embedding (Ng,
+    Jordan and Weiss, 2001; von Luxburg, 2007). Isolated points (``d = 0``,
+    flagged in ``isolated``) count degree 1 and get ``L_ii = 1``, as in
+    scikit-learn's spectral embedding, which sets the whole diagonal of
+    ``L`` to 1 (SciPy's own Laplacian has 0 there).
+
+    Parameters
+    ----------
+    W : LinearOperator (n, n), symmetric
+    diag : float or array (n,)
+        The diagonal of ``W`` (1 for an RBF kernel).
+    """
+
+    def __init__(self, W, diag):
+        n = W.shape[0]
+        self.op = W
+        self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
+        ones = np.ones((n, 1), dtype=W.dtype)
+        self.degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
+        self.isolated = self.degrees == 0
+        d = np.where(self.isolated, 1.0, self.degrees)
+        if np.any(d < 0):
+            raise ValueError("the affinity has negative degrees (row sums); spectral "
+                             "methods need an affinity >= 0")
+        self.sqrt_degrees = np.sqrt(d)
+        super().__init__(dtype=_working_dtype(W), shape=W.shape)
+
+    def _matmat(self, V):
+        V = np.asarray(V, np.float64)
+        U = V / self.sqrt_degrees[:, None]
+        WU = np.asarray(self.op.matmat(U.astype(self.op.dtype)), np.float64)
+        out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
+        return out
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
+
+    def _adjoint(self):
+        return self
+
+
+def _working_dtype(op):
+    """The precision of an operator's products: a kernel operator's formula's
+    (its own dtype may be promoted by a float64 diagonal shift)."""
+    K = getattr(op, "K", None)
+    return np.dtype(getattr(K, "dtype", op.dtype))
+
+
+def _rng(random_state):
+    """A NumPy Generator from an int, Generator, RandomState or None."""
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+    return np.random.default_rng(random_state)
+
+
+def _warn_convergence(who, res, tol, products):
+    from .exceptions import ConvergenceWarning
+
+    warnings.warn(f"{who} did not converge: relative residual {res:.2e} > tol={tol:g} "
+                  f"after {products} products; raise 'max_iter' or 'tol'",
+                  ConvergenceWarning, stacklevel=3)

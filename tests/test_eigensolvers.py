@@ -1,0 +1,142 @@
+"""Eigen-solvers on lazy operators (kerneltools.linalg) against scipy.linalg.eigh."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from kerneltools.exceptions import ConvergenceWarning
+from kerneltools.kernels import make_kernel
+from kerneltools.linalg import (
+    CenteredOperator,
+    KernelOperator,
+    NormalizedAffinityOperator,
+    block_lanczos,
+    eigsh,
+    lobpcg,
+    randomized_eigsh,
+)
+
+# float32 kernel values carry ~1e-7 relative error; eigenvectors then ~1e-7/gap
+VEC_TOL = {np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-7}
+VAL_TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-10}
+
+
+def _data(n=160, d=3, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+def _assert_eigvecs(V, Vref, tol):
+    """Columns equal up to sign."""
+    signs = np.sign(np.sum(V * Vref, axis=0))
+    np.testing.assert_allclose(V * signs, Vref, atol=tol)
+
+
+def _dense_rbf(X, gamma):
+    return np.exp(-gamma * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+
+
+@pytest.mark.parametrize("method", ["lanczos", "lobpcg", "arpack"])
+def test_largest_match_eigh(method, backend, dtype):
+    X = _data().astype(dtype)
+    A = KernelOperator(make_kernel("rbf", gamma=0.3), X, backend=backend)
+    w, V = eigsh(A, 5, method=method, random_state=0)
+    ref_w, ref_V = scipy.linalg.eigh(_dense_rbf(X.astype(np.float64), 0.3))
+    np.testing.assert_allclose(w, ref_w[-5:], rtol=0, atol=VAL_TOL[dtype] * ref_w[-1] * 10)
+    _assert_eigvecs(V, ref_V[:, -5:], VEC_TOL[dtype])
+
+
+def test_randomized_matches_eigh_on_decaying_spectrum():
+    rng = np.random.default_rng(1)
+    Q, _ = np.linalg.qr(rng.normal(size=(200, 200)))
+    lam = 2.0 ** -np.arange(200)
+    A = (Q * lam) @ Q.T
+    w, V = randomized_eigsh(A, 4, n_iter=3, random_state=0)
+    np.testing.assert_allclose(w, lam[:4], rtol=1e-10)
+    _assert_eigvecs(V, Q[:, :4], 1e-8)
+
+
+@pytest.mark.parametrize("solver", [block_lanczos, lobpcg])
+def test_smallest_match_eigh(solver):
+    rng = np.random.default_rng(2)
+    Q, _ = np.linalg.qr(rng.normal(size=(120, 120)))
+    lam = np.concatenate([[0.1, 0.5, 1.0], np.linspace(5, 10, 117)])
+    A = (Q * lam) @ Q.T
+    w, V = solver(A, 3, which="smallest", random_state=0)
+    np.testing.assert_allclose(w, lam[:3], atol=1e-8)
+    _assert_eigvecs(V, Q[:, :3], 1e-6)
+
+
+def test_block_size_invariance():
+    X = _data(200)
+    A = KernelOperator(make_kernel("rbf", gamma=0.5), X)
+    w4, V4 = block_lanczos(A, 6, block_size=4, random_state=0)
+    w12, V12 = block_lanczos(A, 6, block_size=12, random_state=1)
+    np.testing.assert_allclose(w4, w12, rtol=1e-10)
+    _assert_eigvecs(V4, V12, 1e-7)
+
+
+def test_centered_operator_is_the_centred_matrix(backend, dtype):
+    X = _data(90).astype(dtype)
+    op = CenteredOperator(KernelOperator(make_kernel("rbf", gamma=0.2), X, backend=backend))
+    K = _dense_rbf(X.astype(np.float64), 0.2)
+    C = np.eye(90) - 1.0 / 90
+    V = np.random.default_rng(3).normal(size=(90, 4))
+    np.testing.assert_allclose(op @ V, C @ K @ C @ V, atol=VAL_TOL[dtype] * 1e3)
+
+
+def test_normalized_affinity_is_scipy_laplacian(backend, dtype):
+    from scipy.sparse.csgraph import laplacian
+
+    X = _data(80).astype(dtype)
+    op = NormalizedAffinityOperator(
+        KernelOperator(make_kernel("rbf", gamma=0.4), X, backend=backend), 1.0)
+    L, dd = laplacian(_dense_rbf(X.astype(np.float64), 0.4), normed=True, return_diag=True)
+    V = np.random.default_rng(4).normal(size=(80, 3))
+    np.testing.assert_allclose(op @ V, V - L @ V, atol=VAL_TOL[dtype] * 1e3)
+    np.testing.assert_allclose(op.sqrt_degrees, dd, rtol=VAL_TOL[dtype] * 1e3)
+
+
+def test_convergence_warning_and_verbose(capsys):
+    X = _data(300)
+    A = KernelOperator(make_kernel("rbf", gamma=0.5), X)
+    with pytest.warns(ConvergenceWarning, match="block_lanczos did not converge"):
+        block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0, verbose=1)
+    assert "[block_lanczos] restart 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"k": 0}, "'k' must be an int >= 1"),
+    ({"k": 500}, "'k' must be <= 50"),
+    ({"k": 2, "which": "middle"}, "'which' must be 'largest' or 'smallest'"),
+    ({"k": 2, "tol": -1.0}, "'tol' must be a finite float > 0"),
+])
+def test_bad_arguments(kwargs, match):
+    A = np.eye(50)
+    with pytest.raises(ValueError, match=match):
+        block_lanczos(A, **kwargs)
+
+
+def test_bad_operator_and_method():
+    with pytest.raises(ValueError, match="'A' must be square"):
+        block_lanczos(np.ones((4, 3)), 1)
+    with pytest.raises(TypeError, match="'A' must be a LinearOperator"):
+        lobpcg([[1.0]], 1)
+    with pytest.raises(ValueError, match="unknown method 'power'; valid: lanczos"):
+        eigsh(np.eye(5), 1, method="power")
+
+
+def test_normalized_affinity_with_an_isolated_point():
+    """A point whose affinities all underflow to 0: scikit-learn's spectral
+    embedding sets the normed Laplacian's diagonal to 1 (SciPy leaves 0 at
+    an isolated point); the operator is I minus that matrix."""
+    from scipy.sparse.csgraph import laplacian
+
+    X = np.vstack([_data(30), [[1e3, 1e3, 1e3]]])
+    op = NormalizedAffinityOperator(KernelOperator(make_kernel("rbf", gamma=1.0), X), 1.0)
+    L = laplacian(_dense_rbf(X, 1.0), normed=True)
+    np.fill_diagonal(L, 1.0)
+    V = np.random.default_rng(5).normal(size=(31, 2))
+    assert op.isolated[-1] and op.isolated.sum() == 1
+    np.testing.assert_allclose(op @ V, V - L @ V, atol=1e-10)

@@ -1,0 +1,169 @@
+"""KernelPCA against dense scipy.linalg.eigh of the centred kernel and scikit-learn."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse
+from sklearn import decomposition as skd
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import kerneltools.estimators.kernel_pca as kpca_module
+from kerneltools.estimators import KernelPCA
+
+TOL = {np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-7}
+ITERATIVE = ["lanczos", "lobpcg", "arpack", "randomized"]
+
+
+def _data(n=120, d=4, seed=0):
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, d))
+
+
+def _reference(X, k, kernel="rbf", **params):
+    """Top-k eigenpairs of the centred kernel matrix, densely."""
+    K = pairwise_kernels(X.astype(np.float64), metric=kernel, **params)
+    n = len(K)
+    C = np.eye(n) - 1.0 / n
+    w, V = scipy.linalg.eigh(C @ K @ C)
+    return w[::-1][:k], V[:, ::-1][:, :k]
+
+
+def _histogram(a, b):
+    """A kernel of two 1-D arrays, as scikit-learn's callables."""
+    return float(np.minimum(a, b).sum())
+
+
+def _assert_same_up_to_sign(A, B, atol):
+    signs = np.sign(np.sum(A * B, axis=0))
+    np.testing.assert_allclose(A * signs, B, atol=atol)
+
+
+@pytest.mark.parametrize("solver", ["dense", *ITERATIVE])
+def test_rbf_matches_dense_eigh(solver, backend, dtype):
+    X = _data().astype(dtype)
+    k = 4
+    model = KernelPCA(k, kernel="rbf", gamma=2.0, eigen_solver=solver, random_state=0,
+                      iterated_power=5, backend=backend).fit(X)
+    w, V = _reference(X, k, gamma=2.0)
+    assert model.eigenvalues_.dtype == dtype and model.eigenvectors_.dtype == dtype
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=TOL[dtype])
+    _assert_same_up_to_sign(model.eigenvectors_, V, TOL[dtype])
+
+
+@pytest.mark.parametrize(("kernel", "params"), [
+    ("linear", {}), ("poly", {"gamma": 0.5, "degree": 2, "coef0": 1.0}),
+    ("laplacian", {"gamma": 0.7}), ("cosine", {}), ("sigmoid", {"gamma": 0.1, "coef0": 0.0}),
+])
+def test_every_kernel_matches_dense_eigh(kernel, params):
+    X = _data(100)
+    model = KernelPCA(3, kernel=kernel, eigen_solver="lanczos", random_state=0,
+                      **params).fit(X)
+    w, V = _reference(X, 3, kernel, **params)
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-8)
+    _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
+
+
+@pytest.mark.parametrize("solver", ["dense", "lanczos"])
+def test_transform_and_inverse_match_sklearn(solver, backend):
+    X, Xnew = _data(110), _data(30, seed=1)
+    args = {"kernel": "rbf", "gamma": 1.5, "fit_inverse_transform": True, "alpha": 0.1}
+    ours = KernelPCA(5, eigen_solver=solver, random_state=0, backend=backend, **args)
+    ref = skd.KernelPCA(5, eigen_solver="dense", **args)
+    Z, Zref = ours.fit_transform(X), ref.fit_transform(X)
+    _assert_same_up_to_sign(Z, Zref, 1e-7)
+    T, Tref = ours.transform(Xnew), ref.transform(Xnew)
+    signs = np.sign(np.sum(Z * Zref, axis=0))
+    np.testing.assert_allclose(T * signs, Tref, atol=1e-7)
+    np.testing.assert_allclose(ours.inverse_transform(Tref * signs),
+                               ref.inverse_transform(Tref), atol=1e-6)
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, atol=1e-6)
+
+
+def test_lazy_transform_of_many_points(monkeypatch, backend):
+    """The lazy transform (above the dense size) equals the dense one."""
+    X, Xnew = _data(80), _data(40, seed=2)
+    model = KernelPCA(3, kernel="rbf", eigen_solver="dense", backend=backend).fit(X)
+    dense = model.transform(Xnew)
+    monkeypatch.setattr(kpca_module, "_DENSE_TRANSFORM_MAX", 0)
+    np.testing.assert_allclose(model.transform(Xnew), dense, atol=1e-10)
+
+
+def test_auto_goes_lazy_above_dense_max(monkeypatch):
+    monkeypatch.setattr(kpca_module, "DENSE_MAX_SAMPLES", 50)
+    X = _data(90)
+    model = KernelPCA(3, kernel="rbf", random_state=0).fit(X)
+    assert model.eigen_solver_ == "lanczos"
+    w, V = _reference(X, 3, gamma=1.0 / X.shape[1])
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-8)
+    _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
+
+
+def test_remove_zero_eig_and_n_components_none():
+    X = np.repeat(_data(6, 2), 3, axis=0)  # rank-deficient linear kernel
+    model = KernelPCA(kernel="linear").fit(X)
+    ref = skd.KernelPCA(kernel="linear").fit(X)
+    assert model.eigenvalues_.shape == ref.eigenvalues_.shape == (2,)
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    kept = KernelPCA(5, kernel="linear", remove_zero_eig=False).fit(X)
+    assert kept.eigenvalues_.shape == (5,) and np.all(kept.eigenvalues_[2:] == 0)
+
+
+@pytest.mark.parametrize("case", ["precomputed", "sparse", "callable"])
+def test_fallback_equals_sklearn(case):
+    X = _data(40)
+    if case == "precomputed":
+        args, data = {"kernel": "precomputed"}, pairwise_kernels(X, metric="rbf")
+    elif case == "sparse":
+        args, data = {"kernel": "rbf"}, scipy.sparse.csr_matrix(X)
+    else:
+        args, data = {"kernel": _histogram}, X
+    ours = KernelPCA(3, **args).fit(data)
+    ref = skd.KernelPCA(3, **args).fit(data)
+    assert hasattr(ours, "fallback_")
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_)
+    np.testing.assert_allclose(ours.transform(data), ref.transform(data))
+    again = pickle.loads(pickle.dumps(ours))
+    np.testing.assert_allclose(again.transform(data), ref.transform(data))
+
+
+def test_pickle_engine_fit():
+    X = _data(60)
+    model = KernelPCA(3, kernel="rbf", eigen_solver="lanczos", random_state=0).fit(X)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_allclose(again.transform(X), model.transform(X))
+
+
+def test_errors_name_the_argument():
+    X = _data(20)
+    with pytest.raises(ValueError, match="'n_components' parameter of KernelPCA"):
+        KernelPCA(0).fit(X)
+    with pytest.raises(ValueError, match="'eigen_solver' parameter of KernelPCA"):
+        KernelPCA(2, eigen_solver="power").fit(X)
+    with pytest.raises(ValueError, match="eigen_solver='lanczos' runs on the engine"):
+        KernelPCA(2, kernel="precomputed", eigen_solver="lanczos").fit(np.eye(20))
+    with pytest.raises(ValueError, match="NaN"):
+        KernelPCA(2).fit(np.full((5, 2), np.nan))
+
+
+def test_verbose_says_the_solver(capsys):
+    KernelPCA(2, kernel="rbf", eigen_solver="lanczos", verbose=1).fit(_data(60))
+    assert "[KernelPCA] lanczos eigen-solver on 60 points" in capsys.readouterr().out
+
+
+@parametrize_with_checks([KernelPCA(), KernelPCA(3, kernel="rbf", eigen_solver="lanczos")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_doctests():
+    import doctest
+
+    import kerneltools._eigensolvers as eigensolvers
+
+    for module in (kpca_module, eigensolvers):
+        failed, attempted = doctest.testmod(module)
+        assert attempted and not failed, module.__name__
