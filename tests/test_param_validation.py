@@ -160,7 +160,7 @@ BAD[KNeighborsClassifier] = BAD[KNeighborsRegressor] = _KNN
 
 def _fit(est):
     if isinstance(est, SinkhornTransport):
-        return est.fit(X, X[:10])
+        return est.fit(X, Xt=X[:10])
     if isinstance(est, KNeighborsClassifier):
         return est.fit(X, Y_CLS)
     return est.fit(X, Y_REG)

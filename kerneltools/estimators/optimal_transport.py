@@ -28,7 +28,7 @@ from numbers import Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..config import check_backend
@@ -340,10 +340,10 @@ def _check_potentials(potentials, prob, caller):
     return f, g
 
 
-class SinkhornTransport(BaseEstimator):
+class SinkhornTransport(TransformerMixin, BaseEstimator):
     """Entropic optimal transport between two samples, for domain adaptation.
 
-    After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt)`` solves the
+    After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt=Xt)`` solves the
     entropic transport between the uniform measures on the source and target
     samples, with GeomLoss's epsilon-scaling from the diameter of the data
     down to ``blur``, then Sinkhorn iterations at the final temperature until
@@ -405,7 +405,7 @@ class SinkhornTransport(BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> Xs = rng.standard_normal((300, 2))
     >>> Xt = rng.standard_normal((200, 2)) + [3.0, 0.0]
-    >>> ot = SinkhornTransport(blur=0.5).fit(Xs, Xt)
+    >>> ot = SinkhornTransport(blur=0.5).fit(Xs, Xt=Xt)
     >>> ot.converged_
     True
     >>> moved = ot.transform(Xs)  # the barycentric mapping keeps the target's mean
@@ -441,16 +441,21 @@ class SinkhornTransport(BaseEstimator):
         self.backend = backend
         self.verbose = verbose
 
-    def fit(self, Xs=None, Xt=None, *, ys=None, yt=None):
+    def fit(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
         """Solve the transport from the samples ``Xs`` to ``Xt``.
 
         Parameters
         ----------
         Xs : array-like of shape (N, D)
             Source samples.
-        Xt : array-like of shape (M, D)
-            Target samples. Pass it by keyword or second: POT's positional
-            order ``fit(Xs, ys, Xt, yt)`` is not supported.
+        y : None
+            Ignored: scikit-learn's place for labels (``fit(X, y)``). The
+            target is passed by keyword, ``fit(Xs, Xt=Xt)``; a 2-D second
+            argument (the target passed by position) raises ``TypeError``.
+        Xt : array-like of shape (M, D), optional
+            Target samples. None: the target is ``Xs`` itself, and
+            :meth:`transform` is the entropic barycentric smoothing of the
+            sample at scale ``blur`` (what scikit-learn's generic checks fit).
         ys, yt : ignored
             Accepted for compatibility with POT (labels are not used).
 
@@ -461,11 +466,15 @@ class SinkhornTransport(BaseEstimator):
         caller = f"{type(self).__name__}.fit"
         validate_params(self)
         check_backend(self.backend, caller)
-        if Xs is None or Xt is None:
-            raise ValueError(f"{caller} needs both the source 'Xs' and the target 'Xt'")
+        shape = None if y is None else np.asarray(y).shape
+        if shape is not None and len(shape) == 2 and shape[1] > 1 and Xt is None:
+            raise TypeError(
+                f"{caller}: the second argument is scikit-learn's 'y' (ignored); "
+                "pass the target samples by keyword: fit(Xs, Xt=Xt)"
+            )
         tol, max_iter = float(self.tol), int(self.max_iter)
         Xs = validate_data(self, Xs, dtype=[np.float64, np.float32])
-        Xt = _check_samples(Xt, "Xt", self.n_features_in_, caller)
+        Xt = Xs if Xt is None else _check_samples(Xt, "Xt", self.n_features_in_, caller)
         prob = check_problem(
             Xs,
             Xt,
@@ -534,9 +543,9 @@ class SinkhornTransport(BaseEstimator):
         X = _check_samples(Xt, "Xt", self.n_features_in_, caller)
         return self._map(X, self.xs_, self.mu_s_, self.potential_s_)
 
-    def fit_transform(self, Xs=None, Xt=None, *, ys=None, yt=None):
-        """``fit(Xs, Xt)``, then ``transform(Xs)``."""
-        return self.fit(Xs, Xt).transform(Xs)
+    def fit_transform(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
+        """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``."""
+        return self.fit(Xs, y, Xt=Xt).transform(Xs)
 
     def _map(self, X, z, mu, potential):
         dt = self.xs_.dtype
