@@ -39,6 +39,7 @@ import torch
 
 from .config import check_backend
 from .estimators import _sinkhorn as sk
+from .estimators import _multiscale as multiscale
 from .estimators._transport_inputs import check_problem
 from .lazy import Vi, Vj
 
@@ -350,9 +351,12 @@ def problem(loss, a, x, b, y, diameter) -> sk.Problem:
     return prob
 
 
-def dense_solve(prob: sk.Problem, debias: bool, backend) -> Solution:
-    """GeomLoss's "online" Sinkhorn: every softmin a full LogSumExp reduction."""
-    pot, costs, _ = sk.solve(prob, debias=debias, backend=backend)
+def solve(prob: sk.Problem, loss, debias: bool, backend) -> Solution:
+    """GeomLoss's "online" Sinkhorn (every softmin a full LogSumExp reduction)
+    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one."""
+    pot, costs, _ = multiscale.solve(
+        prob, debias=debias, backend=backend, multiscale=loss.backend == "multiscale",
+        truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
     return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend))
 
 
@@ -375,13 +379,7 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients) -> Solutio
 def sinkhorn_solution(loss, a, x, b, y, diameter) -> Solution:
     """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures."""
     prob = problem(loss, a, x, b, y, diameter)
-    backend = loss._engine_backend
-    if loss.backend == "multiscale":
-        from .estimators._multiscale import multiscale_solve
-
-        return multiscale_solve(prob, bool(loss.debias), backend, truncate=loss.truncate,
-                                cluster_scale=loss.cluster_scale, verbose=loss.verbose)
-    return dense_solve(prob, bool(loss.debias), backend)
+    return solve(prob, loss, bool(loss.debias), loss._engine_backend)
 
 
 # -- kernel norms (GeomLoss's kernel_samples) ----------------------------------------

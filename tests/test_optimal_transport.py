@@ -479,3 +479,62 @@ def test_transform_checks_its_input():
         ot.inverse_transform(np.random.rand(4, 3))
     with pytest.raises(ValueError, match="NaN"):
         ot.transform(NAN)
+
+
+# -- multiscale Sinkhorn ------------------------------------------------------------------
+
+MS = {"blur": 0.05, "scaling": 0.9, "cluster_scale": 0.3}
+
+
+def cube_clouds(n=200, m=150, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return (rng.random((n, 3)).astype(dtype),
+            (0.8 * rng.random((m, 3)) + 0.25).astype(dtype))
+
+
+def test_multiscale_truncation_is_within_its_tolerance(backend, dtype):
+    """truncate=5 against truncate=None (the same warm start, every block):
+    what the skipped blocks carry is below exp(-5) a_i b_j per pair, far
+    below the float32 rounding of the value."""
+    x, y = cube_clouds(dtype=dtype)
+    full = sinkhorn_divergence(x, y, multiscale=True, truncate=None, return_grad=True,
+                               backend=backend, **MS)
+    cut = sinkhorn_divergence(x, y, multiscale=True, truncate=5.0, return_grad=True,
+                              backend=backend, **MS)
+    rtol = 1e-6 if dtype == np.float64 else 1e-4
+    assert cut[0] == pytest.approx(full[0], rel=rtol)
+    for g, g_full in zip(cut[1:], full[1:]):
+        np.testing.assert_allclose(g, g_full, rtol=0, atol=10 * rtol * np.abs(g_full).max())
+
+
+def test_multiscale_matches_the_dense_divergence(backend, dtype):
+    """Against the dense loop on the same schedule: they differ by the coarse
+    warm start only, 1e-3 relative on the value."""
+    x, y = cube_clouds(seed=1, dtype=dtype)
+    dense = sinkhorn_divergence(x, y, blur=MS["blur"], scaling=MS["scaling"],
+                                backend=backend)
+    ms = sinkhorn_divergence(x, y, multiscale=True, backend=backend, **MS)
+    assert ms == pytest.approx(dense, rel=1e-3)
+
+
+def test_multiscale_prunes_blocks(capsys):
+    rng = np.random.default_rng(2)
+    x, y = rng.random((600, 2)), rng.random((600, 2))
+    SinkhornTransport(blur=0.02, multiscale=True, cluster_scale=0.1, verbose=True).fit(
+        x, Xt=y)
+    out = capsys.readouterr().out
+    kept = float(out.split("% of the x-y blocks kept")[0].split()[-1])
+    assert 0 < kept < 60, out
+
+
+def test_multiscale_transport_converges_to_the_dense_plan(backend):
+    """Refined to tol at the final temperature, the potentials are the dense
+    ones up to the truncation."""
+    x, y = cube_clouds(seed=3)
+    kw = {"blur": 0.1, "tol": 1e-9, "max_iter": 2000, "backend": backend}
+    dense = SinkhornTransport(**kw).fit(x, Xt=y)
+    ms = SinkhornTransport(multiscale=True, cluster_scale=0.3, **kw).fit(x, Xt=y)
+    assert ms.converged_ and dense.converged_
+    np.testing.assert_allclose(ms.transform(x), dense.transform(x), atol=1e-6)
+    shift = ms.potential_s_.mean() - dense.potential_s_.mean()  # f + c, g - c
+    np.testing.assert_allclose(ms.potential_s_ - shift, dense.potential_s_, atol=1e-6)

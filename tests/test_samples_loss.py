@@ -268,3 +268,18 @@ def test_bad_inputs():
         L(x.numpy(), y)
     with pytest.raises(ValueError, match="same total mass"):
         SamplesLoss("sinkhorn")(a, x, 2 * b, y)
+
+
+def test_multiscale_backend_equals_the_numpy_multiscale_divergence():
+    from kerneltools.estimators.optimal_transport import sinkhorn_divergence
+
+    a, x, b, y = measures(torch.float64, n=300, m=250, seed=10)
+    kw = {"blur": 0.05, "scaling": 0.9, "cluster_scale": 0.2}
+    v, (_, gx, _, gy) = value_and_grads(SamplesLoss(backend="multiscale", **kw), a, x, b, y)
+    ref, rx, ry = sinkhorn_divergence(x.numpy(), y.numpy(), a.numpy(), b.numpy(),
+                                      multiscale=True, return_grad=True, **kw)
+    assert float(v) == pytest.approx(ref, rel=1e-12)
+    np.testing.assert_allclose(gx.numpy(), rx, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(gy.numpy(), ry, rtol=1e-10, atol=1e-14)
+    dense = SamplesLoss(blur=0.05, scaling=0.9)(a, x, b, y)
+    assert float(v) == pytest.approx(float(dense), rel=1e-3)

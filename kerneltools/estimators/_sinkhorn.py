@@ -227,21 +227,27 @@ def sinkhorn_loop(
     debias: bool,
     callback=None,
     a=None,
+    init=None,
 ) -> Potentials:
     """Symmetric Sinkhorn with epsilon-scaling, then one extrapolation step.
 
     ``callback(step, eps, error)``, if given, is called after each update with
     the row-marginal error of the OT(a, b) plan (``a``, the masses, needed).
+    ``init``: the potentials ``(f_ba, g_ab, f_aa, g_bb)`` to start from (a
+    coarser scale's, extrapolated), instead of lines 1-2.
     """
-    # Lines 1-2: the coarsest temperature; initial potentials are softmins of
-    # the log-weights (at eps ~ diameter^p, about a convolution with the cost).
     eps = eps_list[0]
     lam = damping(eps, rho)
-    f_ba = lam * softmin(eps, C_xy, b_log)  # b -> a
-    g_ab = lam * softmin(eps, C_yx, a_log)  # a -> b
-    if debias:
-        f_aa = lam * softmin(eps, C_xx, a_log)  # a -> a
-        g_bb = lam * softmin(eps, C_yy, b_log)  # b -> b
+    if init is not None:
+        f_ba, g_ab, f_aa, g_bb = init
+    else:
+        # Lines 1-2: the coarsest temperature; initial potentials are softmins
+        # of the log-weights (at eps ~ diameter^p, about a convolution).
+        f_ba = lam * softmin(eps, C_xy, b_log)  # b -> a
+        g_ab = lam * softmin(eps, C_yx, a_log)  # a -> b
+        if debias:
+            f_aa = lam * softmin(eps, C_xx, a_log)  # a -> a
+            g_bb = lam * softmin(eps, C_yy, b_log)  # b -> b
     # Lines 4-5: epsilon-scaling descent.
     for step, eps in enumerate(eps_list):
         lam = damping(eps, rho)  # Line 6: the damping follows eps.

@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from ..config import check_backend
 from ..exceptions import ConvergenceWarning
 from ..lazy import LazyTensor, Vi, Vj
+from . import _multiscale as ms
 from . import _sinkhorn as sk
 from ._param_validation import Interval, validate_arguments, validate_params
 from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem
@@ -67,6 +68,9 @@ def sinkhorn_divergence(
     debias=True,
     return_grad=False,
     backend=None,
+    multiscale=False,
+    truncate=5.0,
+    cluster_scale=None,
 ):
     r"""Sinkhorn divergence between two weighted point clouds, as GeomLoss.
 
@@ -104,6 +108,19 @@ def sinkhorn_divergence(
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
         Where the reductions run; None: the configured backend
         (:func:`kerneltools.config_context`).
+    multiscale : bool, default=False
+        Coarse-to-fine Sinkhorn on block-sparse reductions (GeomLoss's
+        ``backend="multiscale"``), for low dimensions (D <= 3): the
+        temperatures above ``cluster_scale^p`` run on grid cells, the others
+        on the points, restricted to the pairs of cells that the cells'
+        potentials keep (see :mod:`kerneltools.estimators._multiscale`).
+    truncate : float > 0 or None, default=5.0
+        Multiscale: a pair of cells is skipped when the plan's log-density
+        bound over it is below ``-truncate`` (its pairs carry less than
+        ``exp(-truncate) a_i b_j``); None: keep every pair (warm start only).
+    cluster_scale : float > 0 or None, default=None
+        Multiscale: the side of the grid cells; None: the diameter over
+        ``sqrt(D) 2000^(1/D)`` (GeomLoss's heuristic).
 
     Returns
     -------
@@ -137,13 +154,16 @@ def sinkhorn_divergence(
     caller = "sinkhorn_divergence"
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, debias=debias, return_grad=return_grad,
-                       backend=backend)
+                       backend=backend, multiscale=multiscale, truncate=truncate,
+                       cluster_scale=cluster_scale)
     check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     debias, return_grad = bool(debias), bool(return_grad)
-    pot, costs, _ = sk.solve(prob, debias=debias, backend=backend)
+    pot, costs, _ = ms.solve(prob, debias=debias, backend=backend,
+                             multiscale=bool(multiscale), truncate=truncate,
+                             cluster_scale=cluster_scale)
     value = sk.ot_value(prob.a, prob.b, pot, debias)
     if not return_grad:
         return value
@@ -276,10 +296,11 @@ def transport_plan(
     return _plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps)
 
 
-def _potentials(prob, tol, max_iter, backend, caller, callback=None):
-    """``(f, g, n_iter, error, tol reached for)``: annealing, then refinement."""
-    pot, costs, softmin = sk.solve(
-        prob, debias=False, backend=backend, callback=callback
+def _potentials(prob, tol, max_iter, backend, caller, callback=None, multiscale=None):
+    """``(f, g, n_iter, error, tol reached for)``: annealing, then refinement.
+    ``multiscale``: None (dense) or the keywords of :func:`._multiscale.solve`."""
+    pot, costs, softmin = ms.solve(
+        prob, debias=False, backend=backend, callback=callback, **(multiscale or {})
     )
     if tol is None:
         return pot.f_ba, pot.g_ab, 0, None, None
@@ -376,6 +397,14 @@ class SinkhornTransport(TransformerMixin, BaseEstimator):
         (:func:`kerneltools.config_context`).
     verbose : bool, default=False
         Print the temperature schedule and the marginal error at each step.
+    multiscale : bool, default=False
+        Coarse-to-fine Sinkhorn on block-sparse reductions (D <= 3); the
+        refinement at the final temperature then runs on the kept blocks. As
+        in :func:`sinkhorn_divergence`.
+    truncate : float > 0 or None, default=5.0
+        Multiscale: the truncation of :func:`sinkhorn_divergence`.
+    cluster_scale : float > 0 or None, default=None
+        Multiscale: the side of the grid cells.
 
     Attributes
     ----------
@@ -416,7 +445,7 @@ class SinkhornTransport(TransformerMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict] = {
         **{name: TRANSPORT_CONSTRAINTS[name]
            for name in ("blur", "p", "scaling", "reach", "max_iter", "backend",
-                        "verbose")},
+                        "verbose", "multiscale", "truncate", "cluster_scale")},
         "tol": [Interval(Real, 0, None, closed="neither")],  # None: no stopping rule
     }
 
@@ -431,6 +460,9 @@ class SinkhornTransport(TransformerMixin, BaseEstimator):
         max_iter=1000,
         backend=None,
         verbose=False,
+        multiscale=False,
+        truncate=5.0,
+        cluster_scale=None,
     ):
         self.blur = blur
         self.p = p
@@ -440,6 +472,9 @@ class SinkhornTransport(TransformerMixin, BaseEstimator):
         self.max_iter = max_iter
         self.backend = backend
         self.verbose = verbose
+        self.multiscale = multiscale
+        self.truncate = truncate
+        self.cluster_scale = cluster_scale
 
     def fit(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
         """Solve the transport from the samples ``Xs`` to ``Xt``.
@@ -499,6 +534,9 @@ class SinkhornTransport(TransformerMixin, BaseEstimator):
             self.backend,
             caller,
             callback=self._report if self.verbose else None,
+            multiscale=None if not self.multiscale else {
+                "multiscale": True, "truncate": self.truncate,
+                "cluster_scale": self.cluster_scale, "verbose": self.verbose},
         )
         self.xs_, self.xt_, self.mu_s_, self.mu_t_ = prob.x, prob.y, prob.a, prob.b
         self.potential_s_, self.potential_t_ = f, g
