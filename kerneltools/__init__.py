@@ -52,6 +52,8 @@ def __getattr__(name):
 
     if name == "ranges":  # block-sparsity helpers (NumPy only)
         return importlib.import_module(".ranges", __name__)
+    if name == "stats":  # kernel two-sample and independence tests
+        return importlib.import_module(".stats", __name__)
 
     estimators = importlib.import_module(".estimators", __name__)
     if name in estimators.__all__:

@@ -392,3 +392,6 @@ def _binary_fn(a, b, fn):
     ub, tb = LazyTensor._unwrap(b)
     out = getattr(_lazy, fn)(ua, ub)
     return LazyTensor._wrap(out, {**ta, **tb})
+
+
+from ._samples_loss import SamplesLoss  # noqa: E402  (GeomLoss's losses, issue 27)

@@ -117,7 +117,7 @@ def neighbors(algorithm):
 
 def sinkhorn(backend):
     X, _ = data()
-    ot = SinkhornTransport(blur=0.5, backend=backend).fit(X, X + 1)
+    ot = SinkhornTransport(blur=0.5, backend=backend).fit(X, Xt=X + 1)
     ot.transform(X)
     sinkhorn_divergence(X, X + 1, blur=0.5, return_grad=True, backend=backend)
     sinkhorn_potentials(X, X + 1, blur=0.5, tol=1e-4, backend=backend)
@@ -383,7 +383,7 @@ FITS = {
     "KNeighborsClassifier": lambda b: KNeighborsClassifier(backend=b).fit(
         X_FIT, Y_FIT > 0),
     "KNeighborsRegressor": lambda b: KNeighborsRegressor(backend=b).fit(X_FIT, Y_FIT),
-    "SinkhornTransport": lambda b: SinkhornTransport(backend=b).fit(X_FIT, X_FIT + 1),
+    "SinkhornTransport": lambda b: SinkhornTransport(backend=b).fit(X_FIT, Xt=X_FIT + 1),
     "sinkhorn_divergence": lambda b: sinkhorn_divergence(X_FIT, X_FIT + 1, backend=b),
 }
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools as kt
 from kerneltools.estimators.optimal_transport import (
@@ -312,7 +313,7 @@ def shifted_gaussians(n=200, m=150, shift=(3.0, -1.0), seed=0, dtype=np.float64)
 
 def test_transport_fits_to_tol_and_keeps_the_target_mean(backend, dtype):
     Xs, Xt = shifted_gaussians(dtype=dtype)
-    ot = SinkhornTransport(blur=0.3, tol=1e-6, backend=backend).fit(Xs, Xt)
+    ot = SinkhornTransport(blur=0.3, tol=1e-6, backend=backend).fit(Xs, Xt=Xt)
     # float32: tol is raised to the potentials' rounding floor (~1e-5 here).
     slack = 1e-6 if dtype == np.float64 else 1e-4
     assert ot.converged_ and ot.marginal_error_ <= slack and ot.n_iter_ >= 1
@@ -344,7 +345,7 @@ def test_transform_recovers_a_shift():
     # Out-of-sample points move like their neighbours among the samples.
     new = Xs[:20] + 1e-3
     np.testing.assert_allclose(ot.transform(new), ot.transform(Xs[:20]), atol=0.05)
-    np.testing.assert_allclose(ot.fit_transform(Xs, Xt), ot.transform(Xs))
+    np.testing.assert_allclose(ot.fit_transform(Xs, Xt=Xt), ot.transform(Xs))
 
 
 def test_transport_estimator_api(capsys):
@@ -356,7 +357,7 @@ def test_transport_estimator_api(capsys):
     with pytest.raises(NotFittedError):
         est.transform(np.zeros((3, 2)))
     Xs, Xt = shifted_gaussians(n=40, m=30)
-    est.fit(Xs, Xt)
+    est.fit(Xs, Xt=Xt)
     out = capsys.readouterr().out
     assert "epsilon-scaling over" in out and "marginal error" in out
     assert len(est.eps_schedule_) >= 2 and est.epsilon_ == 0.25
@@ -366,7 +367,7 @@ def test_transport_estimator_api(capsys):
 def test_transport_warns_when_not_converged():
     Xs, Xt = shifted_gaussians(n=40, m=30)
     with pytest.warns(kt.ConvergenceWarning, match="did not converge"):
-        ot = SinkhornTransport(blur=0.05, max_iter=3).fit(Xs, Xt)
+        ot = SinkhornTransport(blur=0.05, max_iter=3).fit(Xs, Xt=Xt)
     assert ot.n_iter_ == 3 and not ot.converged_ and ot.marginal_error_ > 1e-6
 
 
@@ -430,7 +431,6 @@ def test_unbalanced_transport_accepts_unequal_masses():
         ({"p": 4}, {}, "'p' parameter"),
         ({}, {"Xs": NAN}, "NaN"),
         ({}, {"Xt": np.random.rand(8, 3)}, "'Xt' has 3 features"),
-        ({}, {"Xt": None}, "needs both the source 'Xs' and the target 'Xt'"),
     ],
 )
 def test_transport_bad_input(params, fit_args, match):
@@ -439,13 +439,104 @@ def test_transport_bad_input(params, fit_args, match):
         SinkhornTransport(**params).fit(**args)
 
 
+def test_a_target_passed_by_position_is_refused():
+    """fit(X, y): the second argument is scikit-learn's y; a 2-D one is a
+    target passed where a label goes, refused rather than ignored."""
+    with pytest.raises(TypeError, match=r"fit\(Xs, Xt=Xt\)"):
+        SinkhornTransport().fit(X, Y)
+
+
+def test_without_a_target_transform_is_the_self_transport_smoothing():
+    """Xt=None: the target is Xs; the map is the barycentric projection of the
+    symmetric entropic plan of Xs onto itself (dense reference)."""
+    rng = np.random.default_rng(3)
+    Xs = rng.random((60, 2))
+    ot = SinkhornTransport(blur=0.1, tol=1e-10).fit(Xs, np.zeros(60))
+    eps = 0.01
+    C = 0.5 * ((Xs[:, None] - Xs[None]) ** 2).sum(-1)
+    f = np.zeros(60)
+    for _ in range(5000):  # symmetric self-transport: f = softmin(f), averaged
+        f = 0.5 * (f - eps * logsumexp(np.log(1 / 60) + (f[None] - C) / eps, axis=1))
+    P = np.exp((f[:, None] + f[None] - C) / eps) / 60**2
+    np.testing.assert_allclose(ot.transform(Xs), (P @ Xs) / P.sum(1)[:, None], atol=1e-6)
+
+
+@parametrize_with_checks([SinkhornTransport(blur=0.5, max_iter=100)])
+def test_sklearn_compatible(estimator, check):
+    """scikit-learn's estimator checks, with no expected failure."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kt.ConvergenceWarning)
+        check(estimator)
+
+
 def test_transform_checks_its_input():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kt.ConvergenceWarning)
-        ot = SinkhornTransport(blur=0.5, max_iter=5).fit(X, Y)
+        ot = SinkhornTransport(blur=0.5, max_iter=5).fit(X, Xt=Y)
     with pytest.raises(ValueError, match="features"):
         ot.transform(np.random.rand(4, 3))
     with pytest.raises(ValueError, match="'Xt' has 3 features"):
         ot.inverse_transform(np.random.rand(4, 3))
     with pytest.raises(ValueError, match="NaN"):
         ot.transform(NAN)
+
+
+# -- multiscale Sinkhorn ------------------------------------------------------------------
+
+MS = {"blur": 0.05, "scaling": 0.8, "cluster_scale": 0.3}
+
+
+def cube_clouds(n=120, m=100, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return (rng.random((n, 3)).astype(dtype),
+            (0.8 * rng.random((m, 3)) + 0.25).astype(dtype))
+
+
+def test_multiscale_truncation_is_within_its_tolerance(backend, dtype):
+    """truncate=5 against truncate=None (the same warm start, every block):
+    what the skipped blocks carry is below exp(-5) a_i b_j per pair, far
+    below the float32 rounding of the value."""
+    x, y = cube_clouds(dtype=dtype)
+    full = sinkhorn_divergence(x, y, multiscale=True, truncate=None, return_grad=True,
+                               backend=backend, **MS)
+    cut = sinkhorn_divergence(x, y, multiscale=True, truncate=5.0, return_grad=True,
+                              backend=backend, **MS)
+    rtol = 1e-6 if dtype == np.float64 else 1e-4
+    assert cut[0] == pytest.approx(full[0], rel=rtol)
+    for g, g_full in zip(cut[1:], full[1:]):
+        np.testing.assert_allclose(g, g_full, rtol=0, atol=10 * rtol * np.abs(g_full).max())
+
+
+def test_multiscale_matches_the_dense_divergence(backend, dtype):
+    """Against the dense loop on the same schedule: they differ by the coarse
+    warm start only, 1e-3 relative on the value."""
+    x, y = cube_clouds(seed=1, dtype=dtype)
+    dense = sinkhorn_divergence(x, y, blur=MS["blur"], scaling=MS["scaling"],
+                                backend=backend)
+    ms = sinkhorn_divergence(x, y, multiscale=True, backend=backend, **MS)
+    assert ms == pytest.approx(dense, rel=1e-3)
+
+
+def test_multiscale_prunes_blocks(capsys):
+    rng = np.random.default_rng(2)
+    x, y = rng.random((300, 2)), rng.random((300, 2))
+    with warnings.catch_warnings():  # not converged in 5 iterations: not the point
+        warnings.simplefilter("ignore", kt.ConvergenceWarning)
+        SinkhornTransport(blur=0.02, multiscale=True, cluster_scale=0.1, max_iter=5,
+                          verbose=True).fit(x, Xt=y)
+    out = capsys.readouterr().out
+    kept = float(out.split("% of the x-y blocks kept")[0].split()[-1])
+    assert 0 < kept < 60, out
+
+
+def test_multiscale_transport_converges_to_the_dense_plan(backend):
+    """Refined to tol at the final temperature, the potentials are the dense
+    ones up to the truncation."""
+    x, y = cube_clouds(seed=3)
+    kw = {"blur": 0.1, "tol": 1e-9, "max_iter": 2000, "backend": backend}
+    dense = SinkhornTransport(**kw).fit(x, Xt=y)
+    ms = SinkhornTransport(multiscale=True, cluster_scale=0.3, **kw).fit(x, Xt=y)
+    assert ms.converged_ and dense.converged_
+    np.testing.assert_allclose(ms.transform(x), dense.transform(x), atol=1e-6)
+    shift = ms.potential_s_.mean() - dense.potential_s_.mean()  # f + c, g - c
+    np.testing.assert_allclose(ms.potential_s_ - shift, dense.potential_s_, atol=1e-6)

@@ -151,6 +151,9 @@ BAD = {
         "max_iter": (0, INT_1),
         "backend": ("gpu", BACKEND),
         "verbose": (-2, VERBOSE),
+        "multiscale": ("yes", "an instance of 'bool' or an instance of 'numpy.bool'"),
+        "truncate": (0.0, "a float in the range (0.0, inf) or None"),
+        "cluster_scale": (-1.0, "a float in the range (0.0, inf) or None"),
     },
 }
 _KNN = {k: v for k, v in BAD[NearestNeighbors].items() if k != "radius"}
@@ -160,7 +163,7 @@ BAD[KNeighborsClassifier] = BAD[KNeighborsRegressor] = _KNN
 
 def _fit(est):
     if isinstance(est, SinkhornTransport):
-        return est.fit(X, X[:10])
+        return est.fit(X, Xt=X[:10])
     if isinstance(est, KNeighborsClassifier):
         return est.fit(X, Y_CLS)
     return est.fit(X, Y_REG)

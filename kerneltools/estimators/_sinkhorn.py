@@ -39,6 +39,7 @@ __all__ = [
     "sinkhorn_loop",
     "sinkhorn_refine",
     "value_gradients",
+    "weight_gradients",
 ]
 
 #: Log-weight of a point of zero mass (GeomLoss's ``log_weights``): finite, so
@@ -226,21 +227,27 @@ def sinkhorn_loop(
     debias: bool,
     callback=None,
     a=None,
+    init=None,
 ) -> Potentials:
     """Symmetric Sinkhorn with epsilon-scaling, then one extrapolation step.
 
     ``callback(step, eps, error)``, if given, is called after each update with
     the row-marginal error of the OT(a, b) plan (``a``, the masses, needed).
+    ``init``: the potentials ``(f_ba, g_ab, f_aa, g_bb)`` to start from (a
+    coarser scale's, extrapolated), instead of lines 1-2.
     """
-    # Lines 1-2: the coarsest temperature; initial potentials are softmins of
-    # the log-weights (at eps ~ diameter^p, about a convolution with the cost).
     eps = eps_list[0]
     lam = damping(eps, rho)
-    f_ba = lam * softmin(eps, C_xy, b_log)  # b -> a
-    g_ab = lam * softmin(eps, C_yx, a_log)  # a -> b
-    if debias:
-        f_aa = lam * softmin(eps, C_xx, a_log)  # a -> a
-        g_bb = lam * softmin(eps, C_yy, b_log)  # b -> b
+    if init is not None:
+        f_ba, g_ab, f_aa, g_bb = init
+    else:
+        # Lines 1-2: the coarsest temperature; initial potentials are softmins
+        # of the log-weights (at eps ~ diameter^p, about a convolution).
+        f_ba = lam * softmin(eps, C_xy, b_log)  # b -> a
+        g_ab = lam * softmin(eps, C_yx, a_log)  # a -> b
+        if debias:
+            f_aa = lam * softmin(eps, C_xx, a_log)  # a -> a
+            g_bb = lam * softmin(eps, C_yy, b_log)  # b -> b
     # Lines 4-5: epsilon-scaling descent.
     for step, eps in enumerate(eps_list):
         lam = damping(eps, rho)  # Line 6: the damping follows eps.
@@ -360,29 +367,34 @@ def ot_value(a: np.ndarray, b: np.ndarray, pot: Potentials, debias: bool) -> flo
     """S_eps (debias) or OT_eps from the potentials, accumulated in float64.
 
     Balanced: thesis Eq. 3.207 / 3.209. Unbalanced: Séjourné et al. 2019,
-    Proposition 12, with GeomLoss's weight rho + eps / 2.
+    Proposition 12, with GeomLoss's weight rho + eps / 2. The value is linear
+    in the masses, its coefficients :func:`weight_gradients`.
     """
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    da, db = weight_gradients(pot, debias)
+    return float(a.astype(np.float64) @ da + b.astype(np.float64) @ db)
+
+
+def weight_gradients(pot: Potentials, debias: bool):
+    """``(d value / d a, d value / d b)`` of :func:`ot_value`, the potentials
+    held fixed (GeomLoss's autograd: the last extrapolation's inputs are
+    detached), in float64."""
 
     def v(arr):
         return arr.astype(np.float64)
 
     rho = pot.rho
     if rho is None:
-        fa, gb = v(pot.f_ba), v(pot.g_ab)
         if debias:
-            fa, gb = fa - v(pot.f_aa), gb - v(pot.g_bb)
-        return float(a64 @ fa + b64 @ gb)
+            return v(pot.f_ba) - v(pot.f_aa), v(pot.g_ab) - v(pot.g_bb)
+        return v(pot.f_ba), v(pot.g_ab)
     w = rho + pot.eps / 2
 
     def e(arr):
         return np.exp(-v(arr) / rho)
 
     if debias:
-        fa, gb = e(pot.f_aa) - e(pot.f_ba), e(pot.g_bb) - e(pot.g_ab)
-    else:
-        fa, gb = 1.0 - e(pot.f_ba), 1.0 - e(pot.g_ab)
-    return float(w * (a64 @ fa + b64 @ gb))
+        return w * (e(pot.f_aa) - e(pot.f_ba)), w * (e(pot.g_bb) - e(pot.g_ab))
+    return w * (1.0 - e(pot.f_ba)), w * (1.0 - e(pot.g_ab))
 
 
 def _coefficient(pot: Potentials, f: np.ndarray) -> np.ndarray | float:

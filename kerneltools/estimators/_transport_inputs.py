@@ -40,6 +40,9 @@ TRANSPORT_CONSTRAINTS = {
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "backend": ["backend"],
     "verbose": ["verbose"],
+    "multiscale": ["boolean"],
+    "truncate": [Interval(Real, 0, None, closed="neither"), None],
+    "cluster_scale": [Interval(Real, 0, None, closed="neither"), None],
 }
 
 

@@ -28,12 +28,13 @@ from numbers import Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..config import check_backend
 from ..exceptions import ConvergenceWarning
 from ..lazy import LazyTensor, Vi, Vj
+from . import _multiscale as ms
 from . import _sinkhorn as sk
 from ._param_validation import Interval, validate_arguments, validate_params
 from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem
@@ -67,6 +68,9 @@ def sinkhorn_divergence(
     debias=True,
     return_grad=False,
     backend=None,
+    multiscale=False,
+    truncate=5.0,
+    cluster_scale=None,
 ):
     r"""Sinkhorn divergence between two weighted point clouds, as GeomLoss.
 
@@ -104,6 +108,19 @@ def sinkhorn_divergence(
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
         Where the reductions run; None: the configured backend
         (:func:`kerneltools.config_context`).
+    multiscale : bool, default=False
+        Coarse-to-fine Sinkhorn on block-sparse reductions (GeomLoss's
+        ``backend="multiscale"``), for low dimensions (D <= 3): the
+        temperatures above ``cluster_scale^p`` run on grid cells, the others
+        on the points, restricted to the pairs of cells that the cells'
+        potentials keep (see :mod:`kerneltools.estimators._multiscale`).
+    truncate : float > 0 or None, default=5.0
+        Multiscale: a pair of cells is skipped when the plan's log-density
+        bound over it is below ``-truncate`` (its pairs carry less than
+        ``exp(-truncate) a_i b_j``); None: keep every pair (warm start only).
+    cluster_scale : float > 0 or None, default=None
+        Multiscale: the side of the grid cells; None: the diameter over
+        ``sqrt(D) 2000^(1/D)`` (GeomLoss's heuristic).
 
     Returns
     -------
@@ -137,13 +154,16 @@ def sinkhorn_divergence(
     caller = "sinkhorn_divergence"
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, debias=debias, return_grad=return_grad,
-                       backend=backend)
+                       backend=backend, multiscale=multiscale, truncate=truncate,
+                       cluster_scale=cluster_scale)
     check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     debias, return_grad = bool(debias), bool(return_grad)
-    pot, costs, _ = sk.solve(prob, debias=debias, backend=backend)
+    pot, costs, _ = ms.solve(prob, debias=debias, backend=backend,
+                             multiscale=bool(multiscale), truncate=truncate,
+                             cluster_scale=cluster_scale)
     value = sk.ot_value(prob.a, prob.b, pot, debias)
     if not return_grad:
         return value
@@ -276,10 +296,11 @@ def transport_plan(
     return _plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps)
 
 
-def _potentials(prob, tol, max_iter, backend, caller, callback=None):
-    """``(f, g, n_iter, error, tol reached for)``: annealing, then refinement."""
-    pot, costs, softmin = sk.solve(
-        prob, debias=False, backend=backend, callback=callback
+def _potentials(prob, tol, max_iter, backend, caller, callback=None, multiscale=None):
+    """``(f, g, n_iter, error, tol reached for)``: annealing, then refinement.
+    ``multiscale``: None (dense) or the keywords of :func:`._multiscale.solve`."""
+    pot, costs, softmin = ms.solve(
+        prob, debias=False, backend=backend, callback=callback, **(multiscale or {})
     )
     if tol is None:
         return pot.f_ba, pot.g_ab, 0, None, None
@@ -340,10 +361,10 @@ def _check_potentials(potentials, prob, caller):
     return f, g
 
 
-class SinkhornTransport(BaseEstimator):
+class SinkhornTransport(TransformerMixin, BaseEstimator):
     """Entropic optimal transport between two samples, for domain adaptation.
 
-    After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt)`` solves the
+    After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt=Xt)`` solves the
     entropic transport between the uniform measures on the source and target
     samples, with GeomLoss's epsilon-scaling from the diameter of the data
     down to ``blur``, then Sinkhorn iterations at the final temperature until
@@ -376,6 +397,14 @@ class SinkhornTransport(BaseEstimator):
         (:func:`kerneltools.config_context`).
     verbose : bool, default=False
         Print the temperature schedule and the marginal error at each step.
+    multiscale : bool, default=False
+        Coarse-to-fine Sinkhorn on block-sparse reductions (D <= 3); the
+        refinement at the final temperature then runs on the kept blocks. As
+        in :func:`sinkhorn_divergence`.
+    truncate : float > 0 or None, default=5.0
+        Multiscale: the truncation of :func:`sinkhorn_divergence`.
+    cluster_scale : float > 0 or None, default=None
+        Multiscale: the side of the grid cells.
 
     Attributes
     ----------
@@ -405,7 +434,7 @@ class SinkhornTransport(BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> Xs = rng.standard_normal((300, 2))
     >>> Xt = rng.standard_normal((200, 2)) + [3.0, 0.0]
-    >>> ot = SinkhornTransport(blur=0.5).fit(Xs, Xt)
+    >>> ot = SinkhornTransport(blur=0.5).fit(Xs, Xt=Xt)
     >>> ot.converged_
     True
     >>> moved = ot.transform(Xs)  # the barycentric mapping keeps the target's mean
@@ -416,7 +445,7 @@ class SinkhornTransport(BaseEstimator):
     _parameter_constraints: ClassVar[dict] = {
         **{name: TRANSPORT_CONSTRAINTS[name]
            for name in ("blur", "p", "scaling", "reach", "max_iter", "backend",
-                        "verbose")},
+                        "verbose", "multiscale", "truncate", "cluster_scale")},
         "tol": [Interval(Real, 0, None, closed="neither")],  # None: no stopping rule
     }
 
@@ -431,6 +460,9 @@ class SinkhornTransport(BaseEstimator):
         max_iter=1000,
         backend=None,
         verbose=False,
+        multiscale=False,
+        truncate=5.0,
+        cluster_scale=None,
     ):
         self.blur = blur
         self.p = p
@@ -440,17 +472,25 @@ class SinkhornTransport(BaseEstimator):
         self.max_iter = max_iter
         self.backend = backend
         self.verbose = verbose
+        self.multiscale = multiscale
+        self.truncate = truncate
+        self.cluster_scale = cluster_scale
 
-    def fit(self, Xs=None, Xt=None, *, ys=None, yt=None):
+    def fit(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
         """Solve the transport from the samples ``Xs`` to ``Xt``.
 
         Parameters
         ----------
         Xs : array-like of shape (N, D)
             Source samples.
-        Xt : array-like of shape (M, D)
-            Target samples. Pass it by keyword or second: POT's positional
-            order ``fit(Xs, ys, Xt, yt)`` is not supported.
+        y : None
+            Ignored: scikit-learn's place for labels (``fit(X, y)``). The
+            target is passed by keyword, ``fit(Xs, Xt=Xt)``; a 2-D second
+            argument (the target passed by position) raises ``TypeError``.
+        Xt : array-like of shape (M, D), optional
+            Target samples. None: the target is ``Xs`` itself, and
+            :meth:`transform` is the entropic barycentric smoothing of the
+            sample at scale ``blur`` (what scikit-learn's generic checks fit).
         ys, yt : ignored
             Accepted for compatibility with POT (labels are not used).
 
@@ -461,11 +501,15 @@ class SinkhornTransport(BaseEstimator):
         caller = f"{type(self).__name__}.fit"
         validate_params(self)
         check_backend(self.backend, caller)
-        if Xs is None or Xt is None:
-            raise ValueError(f"{caller} needs both the source 'Xs' and the target 'Xt'")
+        shape = None if y is None else np.asarray(y).shape
+        if shape is not None and len(shape) == 2 and shape[1] > 1 and Xt is None:
+            raise TypeError(
+                f"{caller}: the second argument is scikit-learn's 'y' (ignored); "
+                "pass the target samples by keyword: fit(Xs, Xt=Xt)"
+            )
         tol, max_iter = float(self.tol), int(self.max_iter)
         Xs = validate_data(self, Xs, dtype=[np.float64, np.float32])
-        Xt = _check_samples(Xt, "Xt", self.n_features_in_, caller)
+        Xt = Xs if Xt is None else _check_samples(Xt, "Xt", self.n_features_in_, caller)
         prob = check_problem(
             Xs,
             Xt,
@@ -490,6 +534,9 @@ class SinkhornTransport(BaseEstimator):
             self.backend,
             caller,
             callback=self._report if self.verbose else None,
+            multiscale=None if not self.multiscale else {
+                "multiscale": True, "truncate": self.truncate,
+                "cluster_scale": self.cluster_scale, "verbose": self.verbose},
         )
         self.xs_, self.xt_, self.mu_s_, self.mu_t_ = prob.x, prob.y, prob.a, prob.b
         self.potential_s_, self.potential_t_ = f, g
@@ -534,9 +581,9 @@ class SinkhornTransport(BaseEstimator):
         X = _check_samples(Xt, "Xt", self.n_features_in_, caller)
         return self._map(X, self.xs_, self.mu_s_, self.potential_s_)
 
-    def fit_transform(self, Xs=None, Xt=None, *, ys=None, yt=None):
-        """``fit(Xs, Xt)``, then ``transform(Xs)``."""
-        return self.fit(Xs, Xt).transform(Xs)
+    def fit_transform(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
+        """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``."""
+        return self.fit(Xs, y, Xt=Xt).transform(Xs)
 
     def _map(self, X, z, mu, potential):
         dt = self.xs_.dtype

@@ -1,0 +1,181 @@
+#!/usr/bin/env python
+"""Issue 27, side by side in one run: SamplesLoss vs GeomLoss, multiscale
+Sinkhorn vs GeomLoss multiscale, the MMD permutation test vs dense NumPy.
+
+The problems are those of ``benchmarks/losses.py``. Each case: one untimed
+warm-up (compilation), then ``--repeats`` timed calls; the report gives the
+median seconds, the value each system computes, and the ratio
+other / kerneltools (> 1: kerneltools is faster), with the load average
+(the machine may be shared: the ratios, measured in the same run, are the
+comparable numbers).
+
+- ``samples_loss``: forward + backward of ``SamplesLoss(loss)(x, y)`` in x,
+  kerneltools against ``geomloss.SamplesLoss(..., backend="online")`` (KeOps
+  on the CPU) and ``"tensorized"`` (dense torch) where it fits.
+- ``multiscale``: the Sinkhorn divergence, blur 0.05, D = 3, kerneltools
+  ``multiscale=True`` and dense against GeomLoss ``backend="multiscale"``.
+- ``mmd``: ``stats.mmd_test`` (1,000 permutations, batches of 100 columns
+  per ``K @ U``) against a dense NumPy test (the kernel matrix in memory, all
+  permutations as one BLAS product ``K @ U``), D = 79.
+
+Example::
+
+    python asv_bench/losses_compare.py --n 10000 --mmd-n 2000 --out losses.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import losses as B  # noqa: E402
+
+
+def timed(fn, repeats):
+    fn()  # warm-up: compilation, caches
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def geomloss_loss(name, **kw):
+    import geomloss
+
+    return geomloss.SamplesLoss(name, **kw)
+
+
+def case_samples_loss(args, rows):
+    from kerneltools.torch import SamplesLoss
+
+    x, y = B.clouds(args.n)
+    for loss, blur in (("sinkhorn", 0.05), ("gaussian", 0.1)):
+        systems = [("kerneltools", SamplesLoss(loss, blur=blur)),
+                   ("geomloss online", geomloss_loss(loss, blur=blur, backend="online"))]
+        if args.n <= 5000:
+            systems.append(("geomloss tensorized",
+                            geomloss_loss(loss, blur=blur, backend="tensorized")))
+        base = None
+        for name, L in systems:
+            t, (v, _) = timed(lambda: B.samples_loss_step(L, x, y), args.repeats)
+            base = t if base is None else base
+            rows.append([f"SamplesLoss {loss} fwd+bwd", args.n, name, t, v, t / base])
+
+
+def case_multiscale(args, rows):
+    import torch
+
+    from kerneltools.estimators.optimal_transport import sinkhorn_divergence
+
+    x, y = B.clouds(args.n)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    systems = [
+        ("kerneltools multiscale",
+         lambda: sinkhorn_divergence(x, y, blur=0.05, multiscale=True)),
+        ("kerneltools dense", lambda: sinkhorn_divergence(x, y, blur=0.05)),
+        ("geomloss multiscale",
+         lambda: float(geomloss_loss("sinkhorn", blur=0.05, backend="multiscale")(xt, yt))),
+        ("geomloss online",
+         lambda: float(geomloss_loss("sinkhorn", blur=0.05, backend="online")(xt, yt))),
+    ]
+    base = None
+    for name, fn in systems:
+        t, v = timed(fn, args.repeats)
+        base = t if base is None else base
+        rows.append(["Sinkhorn 3-D blur 0.05", args.n, name, t, v, t / base])
+
+
+def dense_mmd_test(X, Y, n_perm, seed=0):
+    """The same test densely: K in memory, the permutations' indicators as the
+    columns of one matrix product (the same permutations and statistic)."""
+    from kerneltools.stats import median_bandwidth
+
+    Z = np.concatenate([X, Y]).astype(np.float64)
+    n, N = len(X), len(Z)
+    gamma = 1 / (2 * median_bandwidth(Z) ** 2)
+    sq = (Z**2).sum(1)
+    K = np.exp(-gamma * np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0))
+    d, r1, tot = np.diag(K).copy(), K.sum(1), K.sum()
+    rng = np.random.default_rng(seed)
+    U = np.zeros((N, n_perm + 1))
+    U[:n, 0] = 1
+    for k in range(n_perm):
+        U[rng.permutation(N)[:n], k + 1] = 1
+    KU = K @ U
+    s_xx = (U * KU).sum(0)
+    s_x1 = U.T @ r1
+    s_yy, s_xy = tot - 2 * s_x1 + s_xx, s_x1 - s_xx
+    d_x = U.T @ d
+    m = N - n
+    stat = ((s_xx - d_x) / (n * (n - 1)) + (s_yy - (d.sum() - d_x)) / (m * (m - 1))
+            - 2 * s_xy / (n * m))
+    return stat[0], (1 + np.sum(stat[1:] >= stat[0])) / (1 + n_perm)
+
+
+def case_mmd(args, rows):
+    import resource
+
+    from kerneltools import stats
+
+    X, Y = B.two_samples(args.mmd_n)
+    systems = [
+        ("kerneltools", lambda: stats.mmd_test(X, Y, n_permutations=1000, random_state=0)),
+        ("dense NumPy", lambda: dense_mmd_test(X, Y, 1000)),
+    ]
+    base = None
+    for name, fn in systems:
+        t, out = timed(fn, args.repeats)
+        base = t if base is None else base
+        v = out.statistic if hasattr(out, "statistic") else out[0]
+        p = out.pvalue if hasattr(out, "pvalue") else out[1]
+        rows.append([f"MMD test 1000 perms D=79 (p={p:.3g})", f"{args.mmd_n}+{args.mmd_n}",
+                     name, t, v, t / base])
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows.append(["(peak RSS of this process, MB)", "", "", rss, "", ""])
+
+
+def report(rows, load_start, load_end):
+    lines = [f"load average at start {load_start}, at end {load_end} (shared machine)", "",
+             "| case | n | system | median s | value | time / kerneltools |",
+             "|---|---|---|---|---|---|"]
+    for case, n, name, t, v, r in rows:
+        v = f"{v:.6g}" if isinstance(v, float) else v
+        r = f"{r:.2f}" if isinstance(r, float) else r
+        lines.append(f"| {case} | {n} | {name} | {t:.3g} | {v} | {r} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--mmd-n", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--cases", default="samples_loss,multiscale,mmd")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    load_start = os.getloadavg()[0]
+    rows = []
+    for case in args.cases.split(","):
+        {"samples_loss": case_samples_loss, "multiscale": case_multiscale,
+         "mmd": case_mmd}[case](args, rows)
+        print(report(rows, load_start, os.getloadavg()[0]), file=sys.stderr, flush=True)
+    text = report(rows, load_start, os.getloadavg()[0])
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

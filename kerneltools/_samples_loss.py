@@ -1,0 +1,460 @@
+"""``SamplesLoss``: GeomLoss's losses between point clouds, as a torch module (private).
+
+Exported as :class:`kerneltools.torch.SamplesLoss`. The definitions are
+GeomLoss 0.3.1's (``geomloss.SamplesLoss``), so that values and gradients can
+be compared term by term:
+
+- ``"sinkhorn"``: the (debiased) Sinkhorn divergence of
+  :func:`kerneltools.estimators.optimal_transport.sinkhorn_divergence`
+  (Feydy et al., AISTATS 2019), solved by the same symmetric log-domain loop
+  with epsilon-scaling. The loop runs outside autograd; the backward pass is
+  the envelope-theorem gradient of its last extrapolation step (one
+  SumSoftMaxWeight reduction per potential), as GeomLoss's autograd computes
+  it.
+
+Every loss is one autograd node (:class:`_LossValue`) whose forward runs the
+engine's reductions on NumPy views of the tensors and whose backward runs the
+gradient reductions, written out below (first order: no double backward).
+CUDA tensors are copied to the host (the solvers' arrays are NumPy) and the
+gradients go back to their device.
+- ``"gaussian"``, ``"laplacian"``, ``"energy"``: the kernel norms
+  ``1/2 |a - b|_k^2`` with ``k(x, y) = exp(-|x - y|^2 / 2 blur^2)``,
+  ``exp(-|x - y| / blur)`` and ``-|x - y|``, with their exact gradients.
+- ``"hausdorff"``: the weighted Hausdorff divergence of Feydy and Trouvé,
+  "Global divergences between measures: from Hausdorff distance to Optimal
+  Transport" (ShapeMI 2018), Section 3: soft nearest-neighbour projections
+  ``b_x = softmin_eps(C_xy, log b)`` etc., and
+  ``H = <a, b_x - a_x> + <b, a_y - b_y>``. (GeomLoss 0.3.1 lists it but raises
+  ``KeyError`` on it.)
+
+The ``N x M`` matrices are never stored: every step is a reduction.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+
+from .config import check_backend
+from .estimators import _sinkhorn as sk
+from .estimators import _multiscale as multiscale
+from .estimators._transport_inputs import check_problem
+from .lazy import Vi, Vj
+
+__all__ = ["SamplesLoss"]
+
+LOSSES = ("sinkhorn", "hausdorff", "energy", "gaussian", "laplacian")
+
+#: GeomLoss's backend names: all of them run our reductions (never a dense
+#: matrix); "multiscale" asks for the block-sparse Sinkhorn.
+GEOMLOSS_BACKENDS = ("auto", "tensorized", "online", "multiscale")
+
+#: Added to squared distances before the square root of the energy and
+#: Laplacian kernels, so that the gradient of |x_i - x_i| is 0 (KeOps' and
+#: GeomLoss's online convention) instead of 0 / 0. It moves distances by at
+#: most 1e-15.
+_SQRT_FLOOR = 1e-30
+
+
+class SamplesLoss(torch.nn.Module):
+    """Losses between sampled measures, with GeomLoss's signature and values.
+
+    Parameters
+    ----------
+    loss : {"sinkhorn", "hausdorff", "energy", "gaussian", "laplacian"}, \
+default="sinkhorn"
+        The loss; see the module docstring for the formulas.
+    p : {1, 2}, default=2
+        The ground cost ``|x - y|^p / p`` of ``"sinkhorn"`` and ``"hausdorff"``.
+    blur : float > 0, default=0.05
+        The temperature ``eps = blur^p`` (Sinkhorn, Hausdorff), or the kernel's
+        standard deviation (Gaussian, Laplacian). Unused by ``"energy"``.
+    reach : float > 0 or None, default=None
+        Unbalanced transport with marginal penalty ``rho = reach^p``
+        (``"sinkhorn"`` only).
+    diameter : float > 0 or None, default=None
+        Upper bound on ``|x_i - y_j|``, the first scale of the epsilon-scaling
+        schedule; None: the diagonal of the bounding box of the data.
+    scaling : float in (0, 1), default=0.5
+        Ratio of successive blurs in the epsilon-scaling schedule.
+    truncate : float or None, default=5
+        With ``backend="multiscale"``: blocks of clusters whose transport
+        weight is below ``exp(-truncate^2 / 2)`` are skipped (see
+        :mod:`kerneltools.estimators._multiscale`). Otherwise unused.
+    cost, kernel : None
+        GeomLoss's custom costs and kernels (KeOps formula strings or torch
+        functions) are not supported: a value other than None raises.
+    cluster_scale : float or None, default=None
+        The cluster width of ``backend="multiscale"``; None: chosen from the
+        diameter and the dimension.
+    debias : bool, default=True
+        ``"sinkhorn"``: the Sinkhorn divergence ``S`` (True) or the entropic
+        transport cost ``OT`` (False).
+    potentials : bool, default=False
+        Return the dual potentials ``(F, G)`` (shaped as the weights) instead
+        of the loss. No gradient flows through them (GeomLoss's do).
+    verbose : bool, default=False
+        Print the Sinkhorn schedule (multiscale: the blocks kept per scale).
+    backend : str, default="auto"
+        GeomLoss's names ``"auto"``, ``"tensorized"``, ``"online"`` run the
+        engine's dense (linear-memory) reductions on the configured backend;
+        ``"multiscale"`` the block-sparse Sinkhorn for D <= 3; or one of the
+        engine's backends ``"cpu"``, ``"cuda"``, ``"numpy"``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kerneltools.torch import SamplesLoss
+    >>> x = torch.rand(200, 3, dtype=torch.float64, requires_grad=True)
+    >>> y = torch.rand(150, 3, dtype=torch.float64)
+    >>> L = SamplesLoss("sinkhorn", blur=0.05)(x, y)
+    >>> L.backward()
+    >>> x.grad.shape
+    torch.Size([200, 3])
+    """
+
+    def __init__(
+        self,
+        loss="sinkhorn",
+        p=2,
+        blur=0.05,
+        reach=None,
+        diameter=None,
+        scaling=0.5,
+        truncate=5,
+        cost=None,
+        kernel=None,
+        cluster_scale=None,
+        debias=True,
+        potentials=False,
+        verbose=False,
+        backend="auto",
+    ):
+        super().__init__()
+        self.loss, self.p, self.blur, self.reach = loss, p, blur, reach
+        self.diameter, self.scaling, self.truncate = diameter, scaling, truncate
+        self.cost, self.kernel, self.cluster_scale = cost, kernel, cluster_scale
+        self.debias, self.potentials, self.verbose = debias, potentials, verbose
+        self.backend = backend
+        self._check_parameters()
+
+    def _check_parameters(self):
+        who = "SamplesLoss"
+        if self.loss not in LOSSES:
+            raise ValueError(
+                f"The 'loss' parameter of {who} must be one of {list(LOSSES)}; "
+                f"got {self.loss!r}"
+            )
+        if self.p not in (1, 2) or isinstance(self.p, bool):
+            raise ValueError(f"The 'p' parameter of {who} must be 1 or 2; got {self.p!r}")
+        _positive(self.blur, "blur", who)
+        for name in ("reach", "diameter", "cluster_scale"):
+            if getattr(self, name) is not None:
+                _positive(getattr(self, name), name, who)
+        if not (isinstance(self.scaling, Real) and 0 < self.scaling < 1):
+            raise ValueError(
+                f"The 'scaling' parameter of {who} must be a float in (0, 1); "
+                f"got {self.scaling!r}"
+            )
+        if self.truncate is not None:
+            _positive(self.truncate, "truncate", who)
+        for name in ("cost", "kernel"):
+            if getattr(self, name) is not None:
+                raise NotImplementedError(
+                    f"{who}: custom '{name}' functions or formulas are not supported; "
+                    f"leave {name}=None (the cost |x - y|^p / p and the named kernels)"
+                )
+        if self.reach is not None and self.loss != "sinkhorn":
+            raise ValueError(
+                f"{who}: 'reach' (unbalanced transport) applies to loss='sinkhorn' "
+                f"only; got loss={self.loss!r}"
+            )
+        if self.backend in GEOMLOSS_BACKENDS:
+            return
+        check_backend(self.backend, who)
+
+    @property
+    def _engine_backend(self):
+        return None if self.backend in GEOMLOSS_BACKENDS else self.backend
+
+    def forward(self, *args):
+        """``L(x, y)`` (uniform weights) or ``L(a, x, b, y)``.
+
+        ``x`` (N, D) or (B, N, D), ``y`` (M, D) or (B, M, D); ``a``, ``b``
+        (N,) / (M,) or (B, N) / (B, M). Returns a scalar tensor, or (B,) with a
+        batch dimension; ``potentials=True``: ``(F, G)`` shaped as ``a``, ``b``.
+        """
+        a, x, b, y, batched = _check_inputs(args)
+        diameter = self.diameter
+        if diameter is None and self.loss == "sinkhorn":
+            # GeomLoss's: one schedule for the whole batch, from all its points
+            D = x.shape[-1]
+            diameter = sk.max_diameter(_host(x.reshape(-1, D)), _host(y.reshape(-1, D)))
+        outs = [self._one(a[k], x[k], b[k], y[k], diameter) for k in range(x.shape[0])]
+        if self.potentials:
+            F, G = (torch.stack(t) for t in zip(*outs))
+            return (F, G) if batched else (F[0], G[0])
+        values = torch.stack(outs)
+        return values if batched else values[0]
+
+    def _one(self, a, x, b, y, diameter):
+        """The loss (or potentials) of one pair of measures."""
+        if self.loss == "sinkhorn":
+            solution = sinkhorn_solution(self, a, x, b, y, diameter)
+        elif self.loss == "hausdorff":
+            solution = _hausdorff(self, a, x, b, y)
+        else:
+            solution = _kernel_loss(self, a, x, b, y)
+        return finish(self, solution, a, x, b, y)
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def _positive(value, name, who):
+    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+        raise ValueError(f"The '{name}' parameter of {who} must be a float > 0; "
+                         f"got {value!r}")
+
+
+def _check_inputs(args):
+    """``(a, x, b, y, batched)`` with a batch dimension, validated."""
+    who = "SamplesLoss"
+    if len(args) == 2:
+        x, y = args
+        a = b = None
+    elif len(args) == 4:
+        a, x, b, y = args
+    else:
+        raise TypeError(
+            f"{who} is called as L(x, y) or L(a, x, b, y); got {len(args)} arguments"
+        )
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{who}: '{name}' must be a torch tensor; got {type(t).__name__}")
+        if t.dim() not in (2, 3) or t.numel() == 0:
+            raise ValueError(
+                f"{who}: '{name}' must be a non-empty (N, D) or (B, N, D) tensor; "
+                f"got shape {tuple(t.shape)}"
+            )
+        if not t.is_floating_point():
+            raise TypeError(f"{who}: '{name}' must be float32 or float64; got {t.dtype}")
+    if x.dim() != y.dim() or x.shape[-1] != y.shape[-1] or (
+        x.dim() == 3 and x.shape[0] != y.shape[0]
+    ):
+        raise ValueError(
+            f"{who}: 'x' and 'y' must have the same batch size and number of "
+            f"features; got shapes {tuple(x.shape)} and {tuple(y.shape)}"
+        )
+    if x.dtype != y.dtype:
+        raise TypeError(f"{who}: 'x' and 'y' must have the same dtype; "
+                        f"got {x.dtype} and {y.dtype}")
+    batched = x.dim() == 3
+    if not batched:
+        x, y = x[None], y[None]
+    a = _check_weights(a, x, "a", "x", batched)
+    b = _check_weights(b, y, "b", "y", batched)
+    return a, x, b, y, batched
+
+
+def _check_weights(w, pts, name, points, batched):
+    who = "SamplesLoss"
+    B, N = pts.shape[:2]
+    if w is None:
+        return torch.full((B, N), 1.0 / N, dtype=pts.dtype, device=pts.device)
+    if not isinstance(w, torch.Tensor):
+        raise TypeError(f"{who}: '{name}' must be a torch tensor; got {type(w).__name__}")
+    want = (B, N) if batched else (N,)
+    if tuple(w.shape) not in (want, want + (1,)):
+        raise ValueError(
+            f"{who}: '{name}' must have shape {want}, one weight per point of "
+            f"'{points}'; got {tuple(w.shape)}"
+        )
+    w = w.reshape(B, N).to(pts.dtype)
+    if not torch.isfinite(w.detach()).all() or (w.detach() < 0).any():
+        raise ValueError(f"{who}: '{name}' must be finite and >= 0 (masses)")
+    return w
+
+
+# -- one autograd node for every loss ---------------------------------------------
+
+
+class Solution:
+    """A solved loss: its value (float64) and, on demand, its gradients
+    ``(d/da, d/dx, d/db, d/dy)`` as NumPy arrays, from ``gradients()``."""
+
+    def __init__(self, value: float, gradients, potentials=None):
+        self.value, self.gradients, self.potentials = value, gradients, potentials
+
+
+class _LossValue(torch.autograd.Function):
+    """The value of a solved loss; backward from its gradients (first order)."""
+
+    @staticmethod
+    def forward(ctx, solution: Solution, a, x, b, y):
+        ctx.solution = solution
+        return torch.tensor(solution.value, dtype=x.dtype, device=x.device)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        need = ctx.needs_input_grad[1:]
+        if not any(need):
+            return (None,) * 5
+        g = float(grad_out)
+        grads = ctx.solution.gradients(need)
+        return (None,) + tuple(
+            None if not n or d is None else to_tensor(g * d, grad_out)
+            for n, d in zip(need, grads)
+        )
+
+
+def to_tensor(arr: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(arr)).to(like.device, like.dtype)
+
+
+def finish(loss, solution: Solution, a, x, b, y):
+    """The loss value as a differentiable tensor, or ``(F, G)`` with potentials."""
+    if loss.potentials:
+        F, G = solution.potentials
+        return to_tensor(F, x), to_tensor(G, x)
+    return _LossValue.apply(solution, a, x, b, y)
+
+
+# -- Sinkhorn divergence (GeomLoss's sinkhorn_samples) --------------------------------
+#
+# The loop of kerneltools.estimators._sinkhorn runs on NumPy views of the
+# tensors, outside autograd (GeomLoss runs it under torch.no_grad too). The
+# gradients are the envelope-theorem gradient of the last extrapolation step
+# (Feydy's thesis, Eq. 3.226-227), the potentials' inputs held fixed as in
+# GeomLoss: a_i (grad f_ba - grad f_aa)(x_i) for the points (one
+# SumSoftMaxWeight reduction per potential), the potentials for the weights.
+
+
+def problem(loss, a, x, b, y, diameter) -> sk.Problem:
+    """The :class:`Problem` of one pair of measures, GeomLoss's schedule from
+    ``diameter`` (that of the whole batch, or the user's)."""
+    prob = check_problem(
+        _host(x), _host(y), _host(a), _host(b), p=loss.p, blur=loss.blur,
+        reach=loss.reach, scaling=loss.scaling, caller="SamplesLoss",
+    )
+    if diameter is not None and diameter > 0:
+        d = float(diameter)
+        prob = prob._replace(
+            diameter=d, eps_list=sk.epsilon_schedule(prob.p, d, loss.blur, loss.scaling)
+        )
+    if loss.verbose:
+        print(f"SamplesLoss: Sinkhorn over {len(prob.eps_list)} temperatures, "
+              f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}")
+    return prob
+
+
+def solve(prob: sk.Problem, loss, debias: bool, backend) -> Solution:
+    """GeomLoss's "online" Sinkhorn (every softmin a full LogSumExp reduction)
+    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one."""
+    pot, costs, _ = multiscale.solve(
+        prob, debias=debias, backend=backend, multiscale=loss.backend == "multiscale",
+        truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
+    return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend))
+
+
+def solution(prob, pot: sk.Potentials, debias: bool, point_gradients) -> Solution:
+    """The :class:`Solution` of solved potentials; ``point_gradients()`` gives
+    ``(grad_x, grad_y)``."""
+    da, db = sk.weight_gradients(pot, debias)
+    F, G = pot.f_ba, pot.g_ab
+    if debias:
+        F, G = F - pot.f_aa, G - pot.g_bb
+
+    def gradients(need):
+        dx, dy = point_gradients() if need[1] or need[3] else (None, None)
+        return da, dx, db, dy
+
+    value = float(prob.a.astype(np.float64) @ da + prob.b.astype(np.float64) @ db)
+    return Solution(value, gradients, (F, G))
+
+
+def sinkhorn_solution(loss, a, x, b, y, diameter) -> Solution:
+    """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures."""
+    prob = problem(loss, a, x, b, y, diameter)
+    return solve(prob, loss, bool(loss.debias), loss._engine_backend)
+
+
+# -- kernel norms (GeomLoss's kernel_samples) ----------------------------------------
+
+
+def _kernel(name, u, v, blur):
+    """``(k(u_i, v_j), grad_u k(u_i, v_j))`` as formulas."""
+    diff = u - v
+    if name == "gaussian":
+        k = (u.sqdist(v) * (-0.5 / blur**2)).exp()
+        return k, diff * (k * (-1.0 / blur**2))
+    r = (u.sqdist(v) + _SQRT_FLOOR).sqrt()  # zero gradient at u = v
+    if name == "laplacian":
+        k = (r * (-1.0 / blur)).exp()
+        return k, diff * (-k / (r * blur))
+    return -r, -diff / r  # energy
+
+
+def _kernel_loss(loss, a, x, b, y):
+    """``1/2 <a, K_xx a> + 1/2 <b, K_yy b> - <a, K_xy b>``, exact gradients:
+    ``d/da = K_xx a - K_xy b``, ``d/dx_i = a_i sum_j (a_j grad k(x_i, x_j) -
+    b_j grad k(x_i, y_j))`` (k symmetric), and the mirror for b and y."""
+    be, blur, name = loss._engine_backend, float(loss.blur), loss.loss
+    A, X, B, Y = (_host(t) for t in (a, x, b, y))
+    A, B = A.astype(X.dtype), B.astype(X.dtype)
+
+    def conv(u, v, w, grad=False):
+        k, dk = _kernel(name, Vi(u), Vj(v), blur)
+        F = dk if grad else k
+        out = (F * Vj(w[:, None])).sum(axis=1, backend=be)
+        return out.astype(np.float64) if grad else out[:, 0].astype(np.float64)
+
+    a_x, b_y, b_x, a_y = conv(X, X, A), conv(Y, Y, B), conv(X, Y, B), conv(Y, X, A)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    value = 0.5 * A64 @ a_x + 0.5 * B64 @ b_y - A64 @ b_x
+
+    def gradients(need):
+        da = a_x - b_x if need[0] else None
+        db = b_y - a_y if need[2] else None
+        dx = A64[:, None] * (conv(X, X, A, True) - conv(X, Y, B, True)) if need[1] else None
+        dy = B64[:, None] * (conv(Y, Y, B, True) - conv(Y, X, A, True)) if need[3] else None
+        return da, dx, db, dy
+
+    return Solution(value, gradients, (a_x - b_x, b_y - a_y))
+
+
+# -- Hausdorff divergence -----------------------------------------------------------
+
+
+def _hausdorff(loss, a, x, b, y):
+    """``<a, b_x - a_x> + <b, a_y - b_y>``: soft nearest neighbours at eps.
+
+    The gradient is GeomLoss's convention for softmins (its Sinkhorn's last
+    step): each softmin is differentiated in its output points, its input
+    points and log-weights held fixed; the weights' gradients are the
+    potentials ``b_x - a_x`` and ``a_y - b_y``.
+    """
+    be, p = loss._engine_backend, int(loss.p)
+    eps = float(loss.blur) ** p
+    A, X, B, Y = (_host(t) for t in (a, x, b, y))
+    A, B = A.astype(X.dtype), B.astype(X.dtype)
+    la, lb = sk.log_weights(A), sk.log_weights(B)
+    pairs = {"a_x": (X, X, la), "b_y": (Y, Y, lb), "b_x": (X, Y, lb), "a_y": (Y, X, la)}
+    costs = {k: sk.cost_matrix(p, u, v) for k, (u, v, _) in pairs.items()}
+    softmin = sk.lse_softmin(be)
+    s = {k: softmin(eps, costs[k], h).astype(np.float64) for k, (_, _, h) in pairs.items()}
+    F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+
+    def grad(k):
+        return sk.softmin_gradient(eps, costs[k], pairs[k][2], be).astype(np.float64)
+
+    def gradients(need):
+        dx = A64[:, None] * (grad("b_x") - grad("a_x")) if need[1] else None
+        dy = B64[:, None] * (grad("a_y") - grad("b_y")) if need[3] else None
+        return F, dx, G, dy
+
+    return Solution(float(A64 @ F + B64 @ G), gradients, (F, G))

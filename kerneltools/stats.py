@@ -1,0 +1,405 @@
+"""Kernel two-sample and independence tests, in linear memory.
+
+MMD (Gretton, Borgwardt, Rasch, Schölkopf, Smola, "A kernel two-sample test",
+JMLR 2012), the energy distance (Székely and Rizzo, 2004; the MMD of the
+kernel ``-|x - y|``) and HSIC (Gretton, Fukumizu, Teo, Song, Schölkopf,
+Smola, "A kernel statistical test of independence", NIPS 2007), computed
+with kernel reductions: the ``(n + m) x (n + m)`` kernel matrix is never
+stored.
+
+**Many permutations per pass.** A two-sample statistic of a labelling of the
+pooled sample ``Z = [X; Y]`` is a quadratic form of its indicator ``u`` (1 on
+the points called X): ``S_xx = u^T K u``, ``S_xy = u^T K (1 - u)``, ... A
+batch of ``P`` permutations is the ``(n + m, P)`` matrix ``U`` of their
+indicators, and ``K @ U`` (one reduction over the pairs, ``P`` columns)
+gives every statistic of the batch; memory ``O((n + m) P)``, with ``P`` set
+by ``batch_size``.
+
+The results are scipy.stats-style objects: ``statistic`` and ``pvalue``
+(and the ``null_distribution`` of a permutation test).
+
+>>> import numpy as np
+>>> from kerneltools import stats
+>>> rng = np.random.default_rng(0)
+>>> X, Y = rng.normal(size=(200, 3)), rng.normal(size=(150, 3)) + 0.5
+>>> res = stats.mmd_test(X, Y, n_permutations=200, random_state=0)
+>>> bool(res.pvalue < 0.01)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.spatial.distance import pdist
+from scipy.special import ndtr
+
+from .kernels import Kernel, make_kernel
+from .lazy import Vi, Vj
+
+__all__ = [
+    "TestResult",
+    "PermutationTestResult",
+    "energy_distance",
+    "energy_test",
+    "hsic",
+    "hsic_test",
+    "linear_mmd_test",
+    "median_bandwidth",
+    "mmd2",
+    "mmd_test",
+]
+
+#: Points on which the median heuristic measures distances (a seeded subsample).
+MEDIAN_SAMPLE = 1000
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A test's ``statistic`` and ``pvalue``, as scipy.stats returns them."""
+
+    statistic: float
+    pvalue: float
+
+
+@dataclass(frozen=True)
+class PermutationTestResult(TestResult):
+    """A permutation test: also the statistics of the permuted samples.
+
+    ``pvalue = (1 + #{null >= statistic}) / (1 + n_permutations)``.
+    """
+
+    null_distribution: np.ndarray = field(repr=False, default=None)
+
+
+# -- inputs -----------------------------------------------------------------------
+
+
+def _check_sample(X, name: str, caller: str) -> np.ndarray:
+    X = np.asarray(X)
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"{caller}: '{name}' must be a real numeric array; got {X.dtype}")
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] < 2:
+        raise ValueError(
+            f"{caller}: '{name}' must be a 2-D array (n_samples, n_features) with at "
+            f"least 2 samples; got shape {X.shape}"
+        )
+    if not np.isfinite(X).all():
+        raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
+    return X.astype(np.float64) if X.dtype.kind in "biu" else X
+
+
+def _check_pair(X, Y, caller, same_n=False):
+    X, Y = _check_sample(X, "X", caller), _check_sample(Y, "Y", caller)
+    if not same_n and X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"{caller}: 'X' and 'Y' must have the same number of features; got "
+            f"{X.shape[1]} and {Y.shape[1]}"
+        )
+    if same_n and len(X) != len(Y):
+        raise ValueError(
+            f"{caller}: 'X' and 'Y' must be paired samples of the same length; got "
+            f"{len(X)} and {len(Y)}"
+        )
+    dt = np.result_type(X, Y)
+    return np.ascontiguousarray(X, dtype=dt), np.ascontiguousarray(Y, dtype=dt)
+
+
+def _check_count(value, name, caller, low):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        raise ValueError(f"{caller}: '{name}' must be an integer >= {low}; got {value!r}")
+    return int(value)
+
+
+def median_bandwidth(Z, *, metric="euclidean", random_state=0) -> float:
+    """The median of the pairwise distances of ``Z`` (on a seeded subsample of
+    at most 1,000 points): the median heuristic's bandwidth."""
+    Z = np.asarray(Z, dtype=np.float64)
+    if len(Z) > MEDIAN_SAMPLE:
+        idx = np.random.default_rng(random_state).choice(len(Z), MEDIAN_SAMPLE, replace=False)
+        Z = Z[idx]
+    d = pdist(Z, metric=metric)
+    med = float(np.median(d[d > 0])) if (d > 0).any() else 1.0
+    return med
+
+
+def _energy_kernel() -> Kernel:
+    return make_kernel(lambda x, y: -(x.sqdist(y) + 1e-30).sqrt())
+
+
+def _kernel(kernel, gamma, Z, kernel_params, caller) -> Kernel:
+    """The kernel, with the median heuristic for an rbf / laplacian ``gamma=None``:
+    ``exp(-|x - y|^2 / (2 med^2))`` and ``exp(-|x - y|_1 / med)``."""
+    if kernel == "energy":
+        return _energy_kernel()
+    if isinstance(kernel, str) and gamma is None and kernel in ("rbf", "laplacian"):
+        metric = "euclidean" if kernel == "rbf" else "cityblock"
+        med = median_bandwidth(Z, metric=metric)
+        gamma = 1.0 / (2 * med**2) if kernel == "rbf" else 1.0 / med
+    if gamma is not None and (not isinstance(gamma, Real) or not gamma > 0):
+        raise ValueError(f"{caller}: 'gamma' must be a float > 0 or None; got {gamma!r}")
+    try:
+        return make_kernel(kernel, gamma=gamma, **(kernel_params or {}))
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{caller}: 'kernel': {exc}") from None
+
+
+def _prepared(kernel: Kernel, Z):
+    return kernel.prepare(Z) if kernel.prepare is not None else Z
+
+
+def _diagonal(kernel: Kernel, A, B, backend) -> np.ndarray:
+    """``k(a_i, b_i)`` for paired rows: a formula of i alone, reduced over one j."""
+    f = kernel.formula(Vi(_prepared(kernel, A)), Vi(_prepared(kernel, B)))
+    one = Vj(np.ones((1, 1), dtype=A.dtype))
+    return (f * one).sum(axis=1, backend=backend)[:, 0].astype(np.float64)
+
+
+# -- MMD and its permutation test ------------------------------------------------------
+
+
+class _Pooled:
+    """The pooled sample and what every labelling's statistic needs:
+    ``K 1`` and the diagonal of K (computed once)."""
+
+    def __init__(self, kernel, X, Y, backend):
+        self.n, self.m = len(X), len(Y)
+        Z = np.concatenate([X, Y])
+        self.dtype = Z.dtype
+        self.K = kernel.lazy(Z)
+        self.backend = backend
+        self.row_sums = self.matmul(np.ones((len(Z), 1), dtype=Z.dtype))[:, 0]
+        self.total = float(self.row_sums.sum())
+        self.diag = _diagonal(kernel, Z, Z, backend)
+
+    def matmul(self, U) -> np.ndarray:
+        return np.asarray(self.K.matmul(U, backend=self.backend), dtype=np.float64)
+
+    def statistics(self, U: np.ndarray, unbiased: bool) -> np.ndarray:
+        """MMD^2 of each column of the 0/1 indicator matrix U (1: "in X")."""
+        KU = self.matmul(U.astype(self.dtype))
+        U64 = U.astype(np.float64)
+        s_xx = np.einsum("ip,ip->p", U64, KU)
+        s_x1 = U64.T @ self.row_sums  # u^T K 1
+        s_xy = s_x1 - s_xx
+        s_yy = self.total - 2 * s_x1 + s_xx
+        n, m = self.n, self.m
+        if not unbiased:
+            return s_xx / n**2 + s_yy / m**2 - 2 * s_xy / (n * m)
+        d_x = U64.T @ self.diag
+        d_y = self.diag.sum() - d_x
+        return ((s_xx - d_x) / (n * (n - 1)) + (s_yy - d_y) / (m * (m - 1))
+                - 2 * s_xy / (n * m))
+
+
+def _indicator(n, m, perms=None) -> np.ndarray:
+    """Columns: 1 on the points labelled X (the first n of each permutation)."""
+    if perms is None:
+        u = np.zeros((n + m, 1))
+        u[:n] = 1
+        return u
+    U = np.zeros((n + m, len(perms)))
+    cols = np.repeat(np.arange(len(perms)), n)
+    U[np.asarray(perms)[:, :n].ravel(), cols] = 1
+    return U
+
+
+def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
+         backend=None) -> float:
+    """The squared maximum mean discrepancy between the samples X and Y.
+
+    Parameters
+    ----------
+    X, Y : array-like of shape (n, D) and (m, D)
+    kernel : str, callable or Kernel, default="rbf"
+        Any kernel of :func:`kerneltools.kernels.make_kernel`, or ``"energy"``
+        (``-|x - y|``: the energy distance).
+    gamma : float > 0 or None, default=None
+        The kernel's ``gamma``; None for ``"rbf"`` (``"laplacian"``): the median
+        heuristic, ``1 / (2 med^2)`` (``1 / med``, L1 distances) on the pooled
+        sample.
+    unbiased : bool, default=True
+        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3)
+        or the biased V-statistic ``|mu_X - mu_Y|^2`` (Eq. 5).
+    kernel_params : dict, optional
+        Other parameters of ``make_kernel`` (``degree``, ``coef0``).
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+
+    Returns
+    -------
+    float
+    """
+    caller = "mmd2"
+    X, Y = _check_pair(X, Y, caller)
+    k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
+    pooled = _Pooled(k, X, Y, backend)
+    return float(pooled.statistics(_indicator(len(X), len(Y)), bool(unbiased))[0])
+
+
+def _permutation_test(pooled, unbiased, n_permutations, batch_size, random_state,
+                      verbose, caller) -> PermutationTestResult:
+    n, m = pooled.n, pooled.m
+    observed = float(pooled.statistics(_indicator(n, m), unbiased)[0])
+    rng = np.random.default_rng(random_state)
+    null = np.empty(n_permutations)
+    for start in range(0, n_permutations, batch_size):
+        stop = min(start + batch_size, n_permutations)
+        perms = [rng.permutation(n + m) for _ in range(stop - start)]
+        null[start:stop] = pooled.statistics(_indicator(n, m, perms), unbiased)
+        if verbose:
+            print(f"{caller}: {stop}/{n_permutations} permutations")
+    # ties count as exceedances (a valid p-value, as scipy's permutation_test)
+    tol = 1e-12 * max(abs(observed), 1e-300) * 100
+    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + n_permutations)
+    return PermutationTestResult(observed, float(pvalue), null)
+
+
+def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=1000,
+             batch_size=100, random_state=None, kernel_params=None, backend=None,
+             verbose=False) -> PermutationTestResult:
+    """Kernel two-sample test: MMD^2 and its permutation p-value.
+
+    ``batch_size`` permutations are evaluated per pass over the pairs (the
+    columns of one ``K @ U``). The permutations are
+    ``rng.permutation(n + m)`` for ``rng = np.random.default_rng(random_state)``,
+    in order; the first ``n`` indices of each are labelled X.
+
+    Parameters
+    ----------
+    X, Y, kernel, gamma, unbiased, kernel_params, backend
+        As in :func:`mmd2` (the bandwidth is chosen once, on the pooled sample).
+    n_permutations : int >= 1, default=1000
+    batch_size : int >= 1, default=100
+        Permutations per reduction; memory ``O((n + m) batch_size)``.
+    random_state : int, Generator or None
+    verbose : bool, default=False
+        Print progress after each batch.
+
+    Returns
+    -------
+    PermutationTestResult
+    """
+    caller = "mmd_test"
+    X, Y = _check_pair(X, Y, caller)
+    n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
+    batch_size = _check_count(batch_size, "batch_size", caller, 1)
+    k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
+    pooled = _Pooled(k, X, Y, backend)
+    return _permutation_test(pooled, bool(unbiased), n_permutations, batch_size,
+                             random_state, verbose, caller)
+
+
+def energy_distance(X, Y, *, backend=None) -> float:
+    """The squared energy distance ``2 E|X - Y| - E|X - X'| - E|Y - Y'|``
+    (V-statistic; in 1-D the square of ``scipy.stats.energy_distance``)."""
+    return mmd2(X, Y, kernel="energy", unbiased=False, backend=backend)
+
+
+def energy_test(X, Y, *, n_permutations=1000, batch_size=100, random_state=None,
+                backend=None, verbose=False) -> PermutationTestResult:
+    """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
+    and its permutation p-value, as :func:`mmd_test`."""
+    return mmd_test(X, Y, kernel="energy", unbiased=False, n_permutations=n_permutations,
+                    batch_size=batch_size, random_state=random_state, backend=backend,
+                    verbose=verbose)
+
+
+# -- linear-time MMD ------------------------------------------------------------------------
+
+
+def linear_mmd_test(X, Y, *, kernel="rbf", gamma=None, kernel_params=None,
+                    backend=None) -> TestResult:
+    """The linear-time MMD^2 and its asymptotic (normal) p-value.
+
+    Gretton et al. 2012, Lemma 14 and Corollary 16: the mean over
+    ``k = 1..n2`` (``n2 = min(n, m) // 2``) of
+    ``h_k = k(x_{2k-1}, x_{2k}) + k(y_{2k-1}, y_{2k}) - k(x_{2k-1}, y_{2k})
+    - k(x_{2k}, y_{2k-1})``; the p-value is ``1 - Phi(stat / (s / sqrt(n2)))``
+    with ``s`` the standard deviation of the ``h_k``. O(n) time and memory.
+    """
+    caller = "linear_mmd_test"
+    X, Y = _check_pair(X, Y, caller)
+    n2 = min(len(X), len(Y)) // 2
+    k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
+    x1, x2, y1, y2 = X[0:2 * n2:2], X[1:2 * n2:2], Y[0:2 * n2:2], Y[1:2 * n2:2]
+    h = (_diagonal(k, x1, x2, backend) + _diagonal(k, y1, y2, backend)
+         - _diagonal(k, x1, y2, backend) - _diagonal(k, x2, y1, backend))
+    stat = float(h.mean())
+    sd = float(h.std(ddof=1)) if n2 > 1 else 0.0
+    pvalue = 0.5 if sd == 0 else float(1 - ndtr(stat / (sd / np.sqrt(n2))))
+    return TestResult(stat, pvalue)
+
+
+# -- HSIC ------------------------------------------------------------------------------------
+
+
+class _Hsic:
+    """HSIC_b = (1/n^2) [sum_ij K_ij L_ij - (2/n) (K1).(L1) + (1^T K 1)(1^T L 1) / n^2]
+    (the trace of K H L H / n^2, H the centring matrix, expanded so that no
+    matrix is stored)."""
+
+    def __init__(self, kx, ky, X, Y, backend):
+        self.kx, self.ky, self.X, self.Y, self.backend = kx, ky, X, Y, backend
+        self.n = len(X)
+        ones = np.ones((self.n, 1), dtype=X.dtype)
+        self.Kx = kx.lazy(X)
+        self.k1 = np.asarray((self.Kx * Vj(ones)).sum(axis=1, backend=backend),
+                             dtype=np.float64)[:, 0]
+
+    def statistic(self, perm=None) -> float:
+        Y = self.Y if perm is None else self.Y[perm]
+        Ly = self.ky.lazy(Y)
+        ones = np.ones((self.n, 1), dtype=Y.dtype)
+        l1 = np.asarray((Ly * Vj(ones)).sum(axis=1, backend=self.backend),
+                        dtype=np.float64)[:, 0]
+        kl = float(np.asarray((self.Kx * Ly).sum(axis=1, backend=self.backend),
+                              dtype=np.float64).sum())
+        n = self.n
+        return (kl - 2.0 / n * (self.k1 @ l1) + self.k1.sum() * l1.sum() / n**2) / n**2
+
+
+def hsic(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
+         backend=None) -> float:
+    """The (biased) Hilbert-Schmidt independence criterion of paired samples.
+
+    ``HSIC_b = trace(K H L H) / n^2`` (Gretton et al. 2007, Eq. 4), with the
+    median heuristic for rbf / laplacian bandwidths left as None (on each
+    sample). ``X`` (n, D) and ``Y`` (n, E) may have different dimensions.
+    """
+    caller = "hsic"
+    X, Y = _check_pair(X, Y, caller, same_n=True)
+    kx = _kernel(kernel_x, gamma_x, X, None, caller)
+    ky = _kernel(kernel_y, gamma_y, Y, None, caller)
+    return float(_Hsic(kx, ky, X, Y, backend).statistic())
+
+
+def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
+              n_permutations=1000, random_state=None, backend=None,
+              verbose=False) -> PermutationTestResult:
+    """Independence test: :func:`hsic` and its permutation p-value.
+
+    The permutations (``rng.permutation(n)`` in order, applied to Y) break the
+    pairing; each needs its own pass over the pairs (``sum_ij K_ij L_pi(i)pi(j)``
+    does not factor through a matrix product), so this test costs
+    ``n_permutations`` reductions.
+    """
+    caller = "hsic_test"
+    X, Y = _check_pair(X, Y, caller, same_n=True)
+    n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
+    kx = _kernel(kernel_x, gamma_x, X, None, caller)
+    ky = _kernel(kernel_y, gamma_y, Y, None, caller)
+    h = _Hsic(kx, ky, X, Y, backend)
+    observed = h.statistic()
+    rng = np.random.default_rng(random_state)
+    null = np.empty(n_permutations)
+    for p in range(n_permutations):
+        null[p] = h.statistic(rng.permutation(len(X)))
+        if verbose and (p + 1) % 100 == 0:
+            print(f"{caller}: {p + 1}/{n_permutations} permutations")
+    tol = 1e-10 * max(abs(observed), 1e-300)
+    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + n_permutations)
+    return PermutationTestResult(float(observed), float(pvalue), null)

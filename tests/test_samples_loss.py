@@ -1,0 +1,285 @@
+"""kerneltools.torch.SamplesLoss against GeomLoss 0.3.1 itself.
+
+Values and gradients (points and weights) against ``geomloss.SamplesLoss``
+with its ``"tensorized"`` backend (dense torch, always runs) and its
+``"online"`` backend (KeOps, where pykeops works), on every engine backend,
+float32 and float64; the Hausdorff divergence (which GeomLoss 0.3.1 lists but
+raises ``KeyError`` on) against a dense torch reference and finite
+differences; batches against a loop; invariants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="SamplesLoss needs PyTorch (an optional extra)")
+geomloss = pytest.importorskip("geomloss", reason="the reference is GeomLoss")
+
+from kerneltools.torch import SamplesLoss  # noqa: E402
+
+TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
+
+#: The same algorithm as GeomLoss's: only rounding differs. Gradients of
+#: Sinkhorn go through the potentials' rounding (divided by eps), hence looser.
+VALUE_RTOL = {torch.float32: 2e-5, torch.float64: 1e-10}
+GRAD_RTOL = {torch.float32: 2e-4, torch.float64: 1e-9}
+
+CASES = [
+    ("sinkhorn", {}),
+    ("sinkhorn", {"debias": False}),
+    ("sinkhorn", {"reach": 0.5}),
+    ("sinkhorn", {"diameter": 3.0, "scaling": 0.7}),
+    ("gaussian", {"blur": 0.3}),
+]
+
+
+def measures(dt, n=40, m=30, d=3, seed=0, batch=None):
+    g = torch.Generator().manual_seed(seed)
+    shape = () if batch is None else (batch,)
+    x = torch.rand(shape + (n, d), generator=g, dtype=dt)
+    y = 0.8 * torch.rand(shape + (m, d), generator=g, dtype=dt) + 0.3
+    a = torch.rand(shape + (n,), generator=g, dtype=dt) + 0.5
+    b = torch.rand(shape + (m,), generator=g, dtype=dt) + 0.5
+    return a / a.sum(-1, keepdim=True), x, b / b.sum(-1, keepdim=True), y
+
+
+def value_and_grads(L, *args):
+    leaves = [t.detach().clone().requires_grad_() for t in args]
+    v = L(*leaves)
+    v.sum().backward()
+    return v.detach(), [t.grad for t in leaves]
+
+
+def assert_rel(got, ref, rtol, what):
+    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+    assert err <= rtol, f"{what}: relative error {err:.3g} > {rtol:.3g}"
+
+
+@pytest.mark.parametrize("loss, kw", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_values_and_gradients_equal_geomloss_tensorized(backend, dtype, loss, kw):
+    dt = TORCH_DTYPE[dtype]
+    args = measures(dt)
+    v, grads = value_and_grads(SamplesLoss(loss, backend=backend, **kw), *args)
+    v_ref, grads_ref = value_and_grads(
+        geomloss.SamplesLoss(loss, backend="tensorized", **kw), *args
+    )
+    assert v.dtype == dt
+    assert_rel(v, v_ref, VALUE_RTOL[dt], "value")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert g.dtype == dt
+        assert_rel(g, g_ref, GRAD_RTOL[dt], f"gradient in {name}")
+
+
+def _keops_works():
+    try:
+        x = torch.rand(5, 2, dtype=torch.float64)
+        geomloss.SamplesLoss("gaussian", backend="online")(x, x)
+        return True, ""
+    except Exception as exc:  # pykeops missing or unable to compile
+        return False, f"GeomLoss's online backend (pykeops) does not run: {exc}"
+
+
+#: Where GeomLoss's tensorized backend clamps |x - y| at 1e-4 (p = 1, energy,
+#: Laplacian: the diagonal of C_xx), its online backend computes what we do.
+ONLINE_CASES = [("sinkhorn", {}), ("gaussian", {}), ("sinkhorn", {"p": 1, "blur": 0.1}),
+                ("energy", {}), ("laplacian", {"blur": 0.3})]
+
+
+@pytest.mark.parametrize("loss, kw", ONLINE_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in ONLINE_CASES])
+def test_values_and_gradients_equal_geomloss_online(dtype, loss, kw):
+    ok, why = _keops_works()
+    if not ok:
+        pytest.skip(why)
+    dt = TORCH_DTYPE[dtype]
+    args = measures(dt, seed=1)
+    v, grads = value_and_grads(SamplesLoss(loss, **kw), *args)
+    v_ref, grads_ref = value_and_grads(
+        geomloss.SamplesLoss(loss, backend="online", **kw), *args
+    )
+    # GeomLoss online differs from its own tensorized backend by ~1e-7 in the
+    # float64 Sinkhorn gradients (KeOps' float64 LogSumExp); float32 rounding.
+    assert_rel(v, v_ref, 2e-5, "value")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert_rel(g, g_ref, 2e-4 if dt == torch.float32 else 1e-6, f"gradient {name}")
+
+
+@pytest.mark.parametrize("loss", ["sinkhorn", "gaussian"])
+def test_potentials_equal_geomloss(dtype, loss):
+    dt = TORCH_DTYPE[dtype]
+    a, x, b, y = measures(dt, seed=2)
+    F, G = SamplesLoss(loss, potentials=True)(a, x, b, y)
+    F_ref, G_ref = geomloss.SamplesLoss(loss, potentials=True, backend="tensorized")(
+        a, x, b, y
+    )
+    assert F.shape == a.shape and G.shape == b.shape
+    assert_rel(F, F_ref, GRAD_RTOL[dt], "F")
+    assert_rel(G, G_ref, GRAD_RTOL[dt], "G")
+
+
+@pytest.mark.parametrize("loss", ["sinkhorn", "gaussian"])
+def test_batches_equal_a_loop(loss):
+    dt = torch.float64
+    args = measures(dt, batch=3, seed=3)
+    L = SamplesLoss(loss, blur=0.2, diameter=2.0)  # one schedule for all
+    v, grads = value_and_grads(L, *args)
+    assert v.shape == (3,)
+    for k in range(3):
+        vk, gk = value_and_grads(L, *(t[k] for t in args))
+        assert_rel(v[k], vk, 1e-12, "value")
+        for g, g1 in zip(grads, gk):
+            assert_rel(g[k], g1, 1e-12, "gradient")
+    # against GeomLoss's batched tensorized backend, whose default schedule
+    # starts from the diameter of the whole batch
+    v = SamplesLoss(loss, blur=0.2)(*args)
+    v_ref = geomloss.SamplesLoss(loss, blur=0.2, backend="tensorized")(*args)
+    assert_rel(v, v_ref, 1e-10, "batched value")
+
+
+def test_uniform_weights_when_called_with_points_only():
+    a, x, b, y = measures(torch.float64, seed=4)
+    n, m = len(x), len(y)
+    L = SamplesLoss("sinkhorn")
+    u, w = torch.full((n,), 1.0 / n, dtype=x.dtype), torch.full((m,), 1.0 / m, dtype=x.dtype)
+    assert_rel(L(x, y), L(u, x, w, y), 1e-14, "value")
+    assert_rel(L(x, y), geomloss.SamplesLoss(backend="tensorized")(x, y), 1e-10, "value")
+
+
+# -- Hausdorff: a dense reference (GeomLoss 0.3.1 raises KeyError on it) -------------
+
+
+def distances(u, v):
+    """|u_i - v_j|, exact (torch.cdist's matrix-product path loses digits),
+    with a zero gradient at u_i = v_j."""
+    d2 = ((u[:, None, :] - v[None, :, :]) ** 2).sum(-1)
+    return torch.where(d2 > 0, d2.clamp_min(1e-300).sqrt(), torch.zeros_like(d2))
+
+
+def dense_kernel_loss(a, x, b, y, loss, blur):
+    def k(u, v):
+        d = distances(u, v)
+        return {"energy": -d, "laplacian": (-d / blur).exp()}[loss]
+
+    return 0.5 * a @ k(x, x) @ a + 0.5 * b @ k(y, y) @ b - a @ k(x, y) @ b
+
+
+@pytest.mark.parametrize("loss", ["energy", "laplacian"])
+def test_distance_kernels_against_dense_reference(backend, dtype, loss):
+    """GeomLoss's tensorized backend clamps |x_i - x_i| at 1e-4; the exact
+    kernel norm is the reference (GeomLoss online: the test above)."""
+    dt = TORCH_DTYPE[dtype]
+    args = measures(dt, seed=9)
+    v, grads = value_and_grads(SamplesLoss(loss, blur=0.3, backend=backend), *args)
+    v_ref, grads_ref = value_and_grads(
+        lambda *t: dense_kernel_loss(*t, loss, 0.3), *[t.double() for t in args]
+    )
+    rtol = 1e-4 if dt == torch.float32 else 1e-10
+    assert_rel(v.double(), v_ref, rtol, "value")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert_rel(g.double(), g_ref, 10 * rtol, f"gradient in {name}")
+
+
+def dense_hausdorff(a, x, b, y, p, blur):
+    """Feydy and Trouve's Hausdorff divergence, differentiated as GeomLoss
+    differentiates softmins: in their output points only."""
+    eps = blur**p
+
+    def softmin(u, v, w):
+        C = distances(u, v.detach()) ** p / p
+        return -eps * torch.logsumexp(w.detach().log()[None, :] - C / eps, dim=1)
+
+    return a @ (softmin(x, y, b) - softmin(x, x, a)) + b @ (softmin(y, x, a) - softmin(y, y, b))
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_hausdorff_against_dense_reference(backend, dtype, p):
+    dt = TORCH_DTYPE[dtype]
+    args = measures(dt, seed=5)
+    v, grads = value_and_grads(SamplesLoss("hausdorff", p=p, blur=0.1, backend=backend), *args)
+    # the reference in float64: cdist's gradient at x_i = x_i is what differs
+    ref_args = [t.double() for t in args]
+    v_ref, grads_ref = value_and_grads(lambda *t: dense_hausdorff(*t, p, 0.1), *ref_args)
+    rtol = 1e-4 if dt == torch.float32 else 1e-9
+    assert_rel(v.double(), v_ref, rtol, "value")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert_rel(g.double(), g_ref, 10 * rtol, f"gradient in {name}")
+
+
+# -- invariants ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff", "energy", "gaussian", "laplacian"])
+def test_a_measure_is_at_zero_from_itself_and_losses_are_symmetric(loss):
+    a, x, b, y = measures(torch.float64, seed=7)
+    L = SamplesLoss(loss, blur=0.2)
+    assert abs(float(L(a, x, a, x))) < 1e-10
+    assert abs(float(L(a, x, b, y) - L(b, y, a, x))) < 1e-10 * abs(float(L(a, x, b, y)))
+    assert float(L(a, x, b, y)) > 0
+
+
+def test_sinkhorn_gradient_is_the_first_order_change():
+    """The envelope-theorem gradient predicts the value's change along a
+    direction (converged potentials: scaling close to 1; a fixed diameter, so
+    that the schedule does not move with x)."""
+    a, x, b, y = measures(torch.float64, seed=8)
+    L = SamplesLoss("sinkhorn", blur=0.5, scaling=0.99, diameter=2.0)
+    _, (_, gx, _, _) = value_and_grads(L, a, x, b, y)
+    d = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    h = 1e-4
+    fd = (L(a, x + h * d, b, y) - L(a, x - h * d, b, y)) / (2 * h)
+    assert abs(float(fd - (gx * d).sum())) < 3e-3 * abs(float(fd))
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"loss": "wasserstein"}, "'loss' parameter"),
+    ({"p": 3}, "'p' parameter"),
+    ({"blur": -1.0}, "'blur' parameter"),
+    ({"scaling": 1.5}, "'scaling' parameter"),
+    ({"reach": 0.0}, "'reach' parameter"),
+    ({"loss": "gaussian", "reach": 1.0}, "'reach'"),
+    ({"backend": "tpu"}, "backend"),
+])
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SamplesLoss(**kwargs)
+
+
+def test_custom_costs_are_refused():
+    with pytest.raises(NotImplementedError, match="'cost'"):
+        SamplesLoss(cost="SqDist(X,Y)")
+
+
+def test_bad_inputs():
+    a, x, b, y = measures(torch.float64)
+    L = SamplesLoss("gaussian")
+    with pytest.raises(TypeError, match="L\\(x, y\\)"):
+        L(x)
+    with pytest.raises(ValueError, match="'x' and 'y'"):
+        L(x, y[:, :2])
+    with pytest.raises(ValueError, match="'a' must have shape"):
+        L(a[:-1], x, b, y)
+    with pytest.raises(ValueError, match="'b' must be finite"):
+        L(a, x, -b, y)
+    with pytest.raises(TypeError, match="'x' must be a torch tensor"):
+        L(x.numpy(), y)
+    with pytest.raises(ValueError, match="same total mass"):
+        SamplesLoss("sinkhorn")(a, x, 2 * b, y)
+
+
+def test_multiscale_backend_equals_the_numpy_multiscale_divergence():
+    from kerneltools.estimators.optimal_transport import sinkhorn_divergence
+
+    a, x, b, y = measures(torch.float64, n=300, m=250, seed=10)
+    kw = {"blur": 0.05, "scaling": 0.9, "cluster_scale": 0.2}
+    v, (_, gx, _, gy) = value_and_grads(SamplesLoss(backend="multiscale", **kw), a, x, b, y)
+    ref, rx, ry = sinkhorn_divergence(x.numpy(), y.numpy(), a.numpy(), b.numpy(),
+                                      multiscale=True, return_grad=True, **kw)
+    assert float(v) == pytest.approx(ref, rel=1e-12)
+    np.testing.assert_allclose(gx.numpy(), rx, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(gy.numpy(), ry, rtol=1e-10, atol=1e-14)
+    dense = SamplesLoss(blur=0.05, scaling=0.9)(a, x, b, y)
+    assert float(v) == pytest.approx(float(dense), rel=1e-3)

@@ -1,0 +1,209 @@
+"""kerneltools.stats against dense NumPy references at small n.
+
+MMD^2 (biased and unbiased), the energy distance (and scipy's in 1-D), HSIC
+and the linear-time MMD against dense matrices from scikit-learn's
+``pairwise_kernels``; permutation p-values against a plain loop over the
+same permutations; the type I error of the permutation test on null data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+from scipy.spatial.distance import cdist
+from scipy.special import ndtr
+from sklearn.metrics.pairwise import pairwise_kernels
+
+from kerneltools import stats
+
+#: Sums of n^2 kernel values: rounding of the reductions' dtype.
+TOL = {np.dtype(np.float32): 2e-4, np.dtype(np.float64): 1e-10}
+
+
+def samples(n=40, m=30, d=3, shift=0.3, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = rng.normal(size=(m, d)) + shift
+    return X.astype(dtype), Y.astype(dtype)
+
+
+def dense_mmd2(K, n, unbiased):
+    Kxx, Kyy, Kxy = K[:n, :n], K[n:, n:], K[:n, n:]
+    m = len(K) - n
+    if not unbiased:
+        return Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
+    return ((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1))
+            + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1)) - 2 * Kxy.mean())
+
+
+def median_gamma(Z):
+    d = cdist(Z, Z)
+    return 1 / (2 * np.median(d[np.triu_indices(len(Z), 1)]) ** 2)
+
+
+@pytest.mark.parametrize("unbiased", [True, False])
+@pytest.mark.parametrize("kernel, params", [("rbf", {"gamma": 0.3}),
+                                            ("laplacian", {"gamma": 0.5}),
+                                            ("poly", {"gamma": 0.2, "degree": 2})])
+def test_mmd2_equals_dense(backend, dtype, unbiased, kernel, params):
+    params = dict(params)
+    X, Y = samples(dtype=dtype)
+    Z = np.concatenate([X, Y]).astype(np.float64)
+    K = pairwise_kernels(Z, metric=kernel, **params)
+    gamma = params.pop("gamma")
+    got = stats.mmd2(X, Y, kernel=kernel, gamma=gamma, unbiased=unbiased,
+                     kernel_params=params, backend=backend)
+    ref = dense_mmd2(K, len(X), unbiased)
+    assert abs(got - ref) <= TOL[dtype] * np.abs(K).mean()
+
+
+def test_mmd2_median_heuristic_by_default(backend):
+    X, Y = samples(seed=1)
+    Z = np.concatenate([X, Y])
+    K = pairwise_kernels(Z, metric="rbf", gamma=median_gamma(Z))
+    assert stats.mmd2(X, Y, backend=backend) == pytest.approx(dense_mmd2(K, len(X), True),
+                                                              rel=1e-9)
+
+
+def test_energy_distance_equals_scipy_in_1d_and_dense_in_3d(backend, dtype):
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=50).astype(dtype), (rng.normal(size=40) + 0.5).astype(dtype)
+    got = stats.energy_distance(x[:, None], y[:, None], backend=backend)
+    ref = scipy.stats.energy_distance(x.astype(np.float64), y.astype(np.float64)) ** 2
+    assert got == pytest.approx(ref, rel=10 * TOL[dtype])
+    X, Y = samples(dtype=dtype)
+    X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
+    ref = 2 * cdist(X64, Y64).mean() - cdist(X64, X64).mean() - cdist(Y64, Y64).mean()
+    assert stats.energy_distance(X, Y, backend=backend) == pytest.approx(
+        ref, rel=10 * TOL[dtype])
+
+
+def test_linear_mmd_equals_the_formula(backend):
+    X, Y = samples(n=41, m=36, seed=3)
+    g = 0.4
+    n2 = 18
+
+    def k(a, b):
+        return np.exp(-g * ((a - b) ** 2).sum(-1))
+
+    x1, x2, y1, y2 = X[0:36:2], X[1:36:2], Y[0:36:2], Y[1:36:2]
+    h = k(x1, x2) + k(y1, y2) - k(x1, y2) - k(x2, y1)
+    res = stats.linear_mmd_test(X, Y, gamma=g, backend=backend)
+    assert res.statistic == pytest.approx(h.mean(), rel=1e-10)
+    z = h.mean() / (h.std(ddof=1) / np.sqrt(n2))
+    assert res.pvalue == pytest.approx(1 - ndtr(z), rel=1e-9)
+
+
+def loop_pvalue(X, Y, kernel, gamma, unbiased, n_perm, seed):
+    """One dense statistic per permutation, the same permutations in order."""
+    Z = np.concatenate([X, Y])
+    n = len(X)
+    K = pairwise_kernels(Z, metric=kernel, gamma=gamma)
+    obs = dense_mmd2(K, n, unbiased)
+    rng = np.random.default_rng(seed)
+    null = []
+    for _ in range(n_perm):
+        p = rng.permutation(len(Z))
+        null.append(dense_mmd2(K[np.ix_(p, p)], n, unbiased))
+    null = np.array(null)
+    return obs, null, (1 + np.sum(null >= obs - 1e-10 * abs(obs))) / (1 + n_perm)
+
+
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_permutation_pvalue_equals_a_plain_loop(backend, unbiased):
+    X, Y = samples(n=25, m=20, shift=0.4, seed=4)
+    obs, null, p = loop_pvalue(X, Y, "rbf", 0.25, unbiased, 150, seed=7)
+    # batch_size 64: three batches, the last one partial
+    res = stats.mmd_test(X, Y, gamma=0.25, unbiased=unbiased, n_permutations=150,
+                         batch_size=64, random_state=7, backend=backend)
+    assert res.statistic == pytest.approx(obs, rel=1e-10)
+    np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9, atol=1e-12)
+    assert res.pvalue == p
+
+
+def test_batch_size_does_not_change_the_result():
+    X, Y = samples(n=20, m=22, seed=5)
+    r1 = stats.mmd_test(X, Y, n_permutations=50, batch_size=1, random_state=3)
+    r2 = stats.mmd_test(X, Y, n_permutations=50, batch_size=50, random_state=3)
+    np.testing.assert_allclose(r1.null_distribution, r2.null_distribution, rtol=1e-12)
+    assert r1.pvalue == r2.pvalue
+
+
+def test_type_one_error_is_near_the_level():
+    """60 null data sets (same distribution): rejections at 10% are a
+    Binomial(60, 0.1) draw (mean 6, sd 2.3): accept 1 to 13."""
+    rng = np.random.default_rng(11)
+    rejected = 0
+    for _ in range(60):
+        X, Y = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
+        res = stats.mmd_test(X, Y, n_permutations=99, batch_size=99,
+                             random_state=rng.integers(2**31))
+        rejected += res.pvalue <= 0.1
+    assert 1 <= rejected <= 13, rejected
+
+
+def test_power_on_shifted_data():
+    X, Y = samples(n=60, m=60, shift=1.0, seed=6)
+    assert stats.mmd_test(X, Y, n_permutations=200, random_state=0).pvalue < 0.01
+    assert stats.energy_test(X, Y, n_permutations=200, random_state=0).pvalue < 0.01
+    assert stats.linear_mmd_test(X, Y).pvalue < 0.05
+
+
+# -- HSIC ------------------------------------------------------------------------------
+
+
+def dense_hsic(X, Y, gx, gy):
+    n = len(X)
+    K = pairwise_kernels(X, metric="rbf", gamma=gx)
+    L = pairwise_kernels(Y, metric="rbf", gamma=gy)
+    H = np.eye(n) - 1 / n
+    return np.trace(K @ H @ L @ H) / n**2
+
+
+def test_hsic_equals_dense(backend, dtype):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(30, 2))
+    Y = np.concatenate([X[:, :1] ** 2, rng.normal(size=(30, 2))], axis=1)
+    ref = dense_hsic(X, Y, 0.5, 0.3)
+    got = stats.hsic(X.astype(dtype), Y.astype(dtype), gamma_x=0.5, gamma_y=0.3,
+                     backend=backend)
+    assert got == pytest.approx(ref, rel=50 * TOL[dtype])
+
+
+def test_hsic_permutation_test_equals_a_plain_loop():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(25, 2))
+    Y = X[:, :1] + 0.5 * rng.normal(size=(25, 1))
+    res = stats.hsic_test(X, Y, gamma_x=0.5, gamma_y=0.5, n_permutations=60,
+                          random_state=4)
+    r = np.random.default_rng(4)
+    null = np.array([dense_hsic(X, Y[r.permutation(25)], 0.5, 0.5) for _ in range(60)])
+    obs = dense_hsic(X, Y, 0.5, 0.5)
+    assert res.statistic == pytest.approx(obs, rel=1e-10)
+    np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9)
+    assert res.pvalue == (1 + np.sum(null >= obs - 1e-10 * obs)) / 61
+    assert res.pvalue < 0.05
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+
+def test_bad_input():
+    X, Y = samples()
+    with pytest.raises(ValueError, match="'X' and 'Y' must have the same number of features"):
+        stats.mmd2(X, Y[:, :2])
+    with pytest.raises(ValueError, match="'X' contains NaN"):
+        stats.mmd2(np.full_like(X, np.nan), Y)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        stats.mmd2(X[:1], Y)
+    with pytest.raises(ValueError, match="'n_permutations'"):
+        stats.mmd_test(X, Y, n_permutations=0)
+    with pytest.raises(ValueError, match="'gamma'"):
+        stats.mmd2(X, Y, gamma=-1.0)
+    with pytest.raises(ValueError, match="'kernel'"):
+        stats.mmd2(X, Y, kernel="nope")
+    with pytest.raises(ValueError, match="paired samples"):
+        stats.hsic(X, Y)
+    with pytest.raises(TypeError, match="'Y' must be a real numeric array"):
+        stats.mmd2(X, np.array([["a"] * 3] * 4))
