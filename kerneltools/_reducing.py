@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._keops_options import PYKEOPS_KEYWORDS, engine_backend, engine_options
 from ._lazy_args import int_arg
-from ._symbolic import (Binding, batch_of, bindings_of, check_axis, dtype_of, from_parts,
-                        lift, merge, new_var, ranges_of)
+from ._symbolic import (Binding, batch_of, bindings_of, check_axis, check_symbols,
+                        dtype_of, from_parts, lift, merge, new_var, ranges_of)
 from .backend._arrays import array_module, is_cupy_array
 from .backend._dask import is_dask_array, reduce_lazy
 from .backend._dispatch import (check_backend_name, configured_backend, evaluate_dense,
@@ -48,6 +49,7 @@ def plan(t, reduction: str, axis, weight=None, K=1, backend=None):
     """``(Plan, arguments)`` of a reduction of ``t`` (``(_DaskPlan, None)`` on
     Dask arrays), after checking every argument against the registry."""
     axis = check_axis(axis)
+    backend = engine_backend(backend)
     check_backend_name(backend)
     parts = [t] + ([lift(type(t), weight)] if weight is not None else [])
     if weight is None:  # the common case: nothing to merge
@@ -90,7 +92,19 @@ def _check_k(K, n: int, has: str) -> int:
 
 def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options):
     """The reduction ``reduction`` (a registry name) of the LazyTensor ``t`` over
-    ``axis``: an array of the inputs' kind, a tuple of them for several outputs."""
+    ``axis``: an array of the inputs' kind, a tuple of them for several outputs.
+
+    ``options``: the engine's (``ranges``, ``tiles``) and pykeops' keywords
+    (:mod:`kerneltools._keops_options`)."""
+    backend = engine_backend(backend)
+    if any(k in options for k in PYKEOPS_KEYWORDS):
+        options, compute, device = engine_options(options, _dtype_of(t, weight))
+        with device:
+            if compute is None:
+                return reduce(t, reduction, axis, weight=weight, K=K, backend=backend,
+                              **options)
+            return _reduce_in(compute, t, reduction, axis, weight, K, backend, options)
+    check_symbols(t, weight)
     if any(b.batch for b in bindings_of(t).values()) or (
             isinstance(weight, type(t))
             and any(b.batch for b in bindings_of(weight).values())):
@@ -107,6 +121,35 @@ def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options
     if p.red.uses_k and p.red.out_dim([f.dim for f in p.formulas]) == 1:
         outs = tuple(o[..., 0] for o in outs)
     return outs if len(outs) > 1 else outs[0]
+
+
+def _dtype_of(t, weight):
+    parts = [t] + ([weight] if isinstance(weight, type(t)) else [])
+    bindings = {}
+    for p in parts:
+        bindings.update(bindings_of(p))
+    return dtype_of(bindings)
+
+
+def _reduce_in(dtype, t, reduction, axis, weight, K, backend, options):
+    """The reduction computed in ``dtype`` (``dtype_acc="float64"`` on float32
+    data), its real outputs cast back to the data's dtype."""
+    data_dtype = _dtype_of(t, weight)
+
+    def cast(p):
+        if not isinstance(p, type(t)):
+            return p
+        b = {n: Binding(v.array, v.weak, v.batch) if v.weak or v.array is None
+             else Binding(v.array.astype(dtype), v.weak, v.batch)
+             for n, v in bindings_of(p).items()}
+        return from_parts(type(t), p.formula, b, p.ni, p.nj, ranges=ranges_of(p))
+
+    outs = reduce(cast(t), reduction, axis, weight=cast(weight), K=K, backend=backend,
+                  **options)
+    single = not isinstance(outs, tuple)
+    outs = (outs,) if single else outs
+    outs = tuple(o.astype(data_dtype) if o.dtype.kind == "f" else o for o in outs)
+    return outs[0] if single else outs
 
 
 def to_dense(t, max_elements: int) -> np.ndarray:

@@ -25,16 +25,20 @@ import numbers
 import numpy as np
 
 from . import _reducing
+from ._keops_options import keep_dims, take_output_options, write_out
 from ._lazy_args import check_axis as _check_axis
 from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
 from ._leaves import batched as _batched
 from ._leaves import check_array as _check_array
 from ._leaves import leaf as _leaf
+from ._leaves import symbolic as _symbolic
+from ._lazy_keops import KeopsMethods
+from ._deferred import DeferredReduction
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,
-                        dtype_of, from_parts, lift, merge, merge_ranges, new_var,
-                        ranges_of)
+                        bind_symbols, dtype_of, from_parts, lift, merge, merge_ranges,
+                        new_var, ranges_of, symbols_of)
 from .backend import _ops
 from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._autodiff import grad as _grad
@@ -48,7 +52,7 @@ from .backend.reductions import resolve
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
 
-class LazyTensor:
+class LazyTensor(KeopsMethods):
     """A symbolic ``(N, M, D)`` array ``F(p, x_i, y_j)``, reduced without storage.
 
     Parameters
@@ -86,12 +90,7 @@ class LazyTensor:
     def _new(cls, formula, bindings, ni, nj) -> LazyTensor:
         return from_parts(cls, formula, bindings, ni, nj)
 
-    # -- description -------------------------------------------------------
-    @property
-    def dim(self) -> int:
-        """Dimension of the formula's values (the last axis)."""
-        return self.formula.dim
-
+    # -- description (dim, ndim, nbatchdims: kerneltools._lazy_keops) ----------
     @property
     def batch(self) -> tuple:
         """The batch axes (broadcast over the variables'); () without any."""
@@ -105,11 +104,6 @@ class LazyTensor:
         makes ``scipy.sparse.linalg.aslinearoperator(K)`` work."""
         s = self.batch + (self.ni or 1, self.nj or 1)
         return s if self.formula.dim == 1 else s + (self.formula.dim,)
-
-    @property
-    def ndim(self) -> int:
-        """``len(shape)``."""
-        return len(self.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -242,16 +236,6 @@ class LazyTensor:
 
     def __ror__(self, o):
         return self._lift(o)._compose(_ops.dot, self)
-
-    def __getitem__(self, k):
-        if isinstance(k, numbers.Integral):
-            return self.elem(int(k))
-        if isinstance(k, slice):
-            start, stop, step = k.indices(self.dim)
-            if step != 1 or stop <= start:
-                raise ValueError(f"only contiguous, non-empty slices are supported, got {k}")
-            return self.extract(start, stop - start)
-        raise TypeError(f"LazyTensor indices must be an int or a slice, got {k!r}")
 
     # element-wise functions with arguments
     def atan2(self, x) -> LazyTensor:
@@ -403,8 +387,22 @@ class LazyTensor:
                           ranges=check_ranges(ranges))
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
-        return _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
-                                **options)
+        """The reduction ``reduction`` over ``axis`` (0: i, 1: j), with pykeops'
+        keywords: ``call=False`` (or symbolic variables) gives a callable
+        :class:`~kerneltools._deferred.DeferredReduction`; ``out=`` an array
+        to write the result into; ``keepdim=True`` keeps the reduced axis."""
+        call = options.pop("call", True)
+        if not call or symbols_of(self, weight):
+            return DeferredReduction(self, reduction, axis, weight, K, backend, options)
+        options, out, keepdim = take_output_options(options)
+        res = _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
+                               **options)
+        return _finish(res, reduction, axis, len(self.batch), out, keepdim)
+
+    def _bind_symbols(self, arrays: dict) -> LazyTensor:
+        """This formula with its symbolic variables bound to ``arrays``
+        ({pykeops index: array})."""
+        return bind_symbols(self, arrays, _check_array)
 
     # sum, logsumexp, min, Kmin, ...: one method per name of the reductions'
     # registry (``Reduction.methods``), installed below the class.
@@ -417,14 +415,15 @@ class LazyTensor:
         """``K.T @ v`` (pykeops' alias, for ``scipy.sparse.linalg``)."""
         return self.T @ v
 
-    def __matmul__(self, b):
+    def __matmul__(self, b, **options):
         """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E).
 
         On the configured backend (:func:`kerneltools.config_context`); use
-        :meth:`matmul` to name one."""
-        return self.matmul(b)
+        :meth:`matmul` to name one. ``K.__matmul__(b, **options)`` takes the
+        reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
 
-    def matmul(self, b, *, backend=None):
+    def matmul(self, b, *, backend=None, **options):
         """``K @ b = sum_j K_ij b_j``, on ``backend`` (None: the configured one).
 
         ``K`` a scalar formula; ``b`` of shape (M,), (M, E) or batched
@@ -442,7 +441,7 @@ class LazyTensor:
                     f"(B..., {self.nj}, E); got {b_arr.shape}"
                 )
             bj = Vj(b_arr if b_arr.ndim >= 2 else b_arr[:, None])
-            out = (self * bj)._reduce("Sum", 1, backend=backend)
+            out = (self * bj)._reduce("Sum", 1, backend=backend, **options)
             return out[..., 0] if b_arr.ndim == 1 else out
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
@@ -453,7 +452,8 @@ class LazyTensor:
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
         if b2.shape[1] > MATMUL_BLOCK:
-            return self._matmul_blocks(b2, backend).reshape((-1,) + b_arr.shape[1:])
+            return self._matmul_blocks(b2, backend, options).reshape(
+                (-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
         # product (conjugate gradients, say) skips planning on warm calls.
@@ -467,10 +467,10 @@ class LazyTensor:
         bindings[bvar] = Binding(b2)
         product = from_parts(LazyTensor, formula, bindings, self.ni, b2.shape[0],
                              ranges=ranges_of(self))
-        out = product._reduce("Sum", 1, backend=backend)
+        out = product._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out
 
-    def _matmul_blocks(self, b2, backend=None):
+    def _matmul_blocks(self, b2, backend=None, options=None):
         """``K @ b`` for many columns, ``MATMUL_BLOCK`` at a time: the column
         count is code in a generated kernel, so one kernel (the last block
         zero-padded) serves every width instead of one huge kernel per width."""
@@ -480,7 +480,7 @@ class LazyTensor:
             block = b2[:, c0 : c0 + MATMUL_BLOCK]
             if block.shape[1] < MATMUL_BLOCK:
                 block = np.pad(block, ((0, 0), (0, MATMUL_BLOCK - block.shape[1])))
-            outs.append(self.matmul(block, backend=backend))
+            outs.append(self.matmul(block, backend=backend, **(options or {})))
         return np.concatenate(outs, axis=1)[:, :n_cols]
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
@@ -579,6 +579,24 @@ class LazyTensor:
         return grad
 
 
+def _finish(res, reduction, axis, nbatch, out, keepdim):
+    """A reduction's result with ``keepdim`` and ``out`` applied (NumPy, CuPy
+    and Dask arrays)."""
+    if keepdim:
+        k_outputs = resolve(reduction, False).uses_k
+
+        def shaped(r):
+            return keep_dims(r, axis, nbatch, k_outputs, lambda a, s: a.reshape(s))
+
+        res = tuple(map(shaped, res)) if isinstance(res, tuple) else shaped(res)
+    if out is not None:
+        if isinstance(res, tuple):
+            raise TypeError("'out' is for reductions with one output; this one has "
+                            f"{len(res)}")
+        return write_out(out, res, lambda o, r: o.__setitem__(Ellipsis, r))
+    return res
+
+
 def _operand(o) -> bool:
     """Whether ``o`` can be an operand of a formula (for ``==`` / ``!=``)."""
     return isinstance(o, (LazyTensor, numbers.Number, np.ndarray, np.generic)) or (
@@ -609,15 +627,22 @@ _install_reduction_methods()
 _install_unary_methods()
 
 
-def Vi(x) -> LazyTensor:
+def Vi(x, dim: int | None = None) -> LazyTensor:
     """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
-    with leading batch axes, each batch reduced on its own."""
+    with leading batch axes, each batch reduced on its own. ``Vi(k, D)`` (an
+    integer and a dimension): pykeops' symbolic variable of index k, its data
+    given when the reduction is called (see :mod:`kerneltools._deferred`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(x, dim, 0, "Vi(ind, dim)"))
     return _indexed("i", x, "Vi: 'x'", "N")
 
 
-def Vj(x) -> LazyTensor:
+def Vj(x, dim: int | None = None) -> LazyTensor:
     """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D):
-    with leading batch axes, each batch reduced on its own."""
+    with leading batch axes, each batch reduced on its own. ``Vj(k, D)``: a
+    symbolic variable of index k (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(x, dim, 1, "Vj(ind, dim)"))
     return _indexed("j", x, "Vj: 'x'", "M")
 
 
@@ -631,8 +656,11 @@ def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
     return LazyTensor(a.reshape(a.shape[0], -1), axis=0 if cat == "i" else 1)
 
 
-def Pm(p) -> LazyTensor:
-    """A parameter (shared by all i and j) from a scalar or a (D,) array."""
+def Pm(p, dim: int | None = None) -> LazyTensor:
+    """A parameter (shared by all i and j) from a scalar or a (D,) array.
+    ``Pm(k, D)``: a symbolic parameter of index k (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(p, dim, 2, "Pm(ind, dim)"))
     if isinstance(p, numbers.Real) and not isinstance(p, (np.ndarray, np.generic)):
         # A Python number is weakly typed, as in NumPy: it does not turn
         # float32 data into float64.
