@@ -33,10 +33,14 @@ import numpy as np
 import torch
 
 from . import lazy as _lazy
+from ._deferred import DeferredReduction
+from ._keops_options import keep_dims, take_output_options, write_out
+from ._lazy_keops import KeopsMethods
 from ._reducing import reduce as _reduce_lazy
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, bindings_of, check_axis,
-                        check_ranges, from_parts, lift, merge, new_var, ranges_of)
+                        check_ranges, compose, from_parts, lift, merge, new_var,
+                        ranges_of, symbols_of)
 from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend.reductions import REDUCTIONS
 
@@ -48,8 +52,21 @@ _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
 _UNARY = ("__neg__", "__pos__", "__abs__")
 
 
+_NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32,
+                 torch.int64: np.int64, torch.int32: np.int32, torch.bool: np.bool_}
+
+
 def _view(t: torch.Tensor):
-    """A zero-copy array of ``t``'s data: NumPy on the CPU, CuPy on CUDA."""
+    """A zero-copy array of ``t``'s data: NumPy on the CPU, CuPy on CUDA.
+
+    Under ``torch.func`` transforms (vmap, grad, ...) a tensor is a wrapper
+    without accessible data: the view is then a placeholder of its logical
+    shape and dtype (no memory), for building formulas; the data are read
+    again from the tensors that reach :class:`_Reduce`'s forward.
+    """
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        dt = _NUMPY_DTYPES.get(t.dtype, np.float32)
+        return np.broadcast_to(np.zeros((), dtype=dt), tuple(t.shape))
     t = t.detach()
     if t.is_cuda:
         import cupy
@@ -190,13 +207,26 @@ class LazyTensor:
     # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
     # (``Reduction.methods``), installed below the class; they call _reduce.
 
-    def __matmul__(self, b):
-        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b (M,) or (M, E)."""
+    def __matmul__(self, b, **options):
+        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b
+        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
+        takes the reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
+
+    def matmul(self, b, *, backend=None, **options):
+        """``K @ b`` on ``backend``, with the reductions' keywords."""
+        if self.dim != 1:
+            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         if not isinstance(b, torch.Tensor):
             b = torch.as_tensor(np.asarray(b))
+        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
+            bj = b if b.ndim >= 2 else b[:, None]
+            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
+            return out[..., 0] if b.ndim == 1 else out
         b2 = b.reshape(b.shape[0], -1)
         cols = [
-            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1)
+            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1, backend=backend,
+                                                             **options)
             for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
         ]
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
@@ -213,10 +243,55 @@ class LazyTensor:
     def _apply(self, op: str) -> LazyTensor:
         return self._wrap(apply(self._lt, op), self._tensors)
 
+    def _compose(self, fn, *others) -> LazyTensor:
+        """A composite (a function of formula nodes) of ``self`` and ``others``."""
+        tensors, parts = dict(self._tensors), []
+        for o in others:
+            u, t = self._unwrap(o)
+            parts.append(u)
+            tensors.update(t)
+        return self._wrap(compose(self._lt, fn, *parts), tensors)
+
+    def _bind_symbols(self, arrays: dict) -> LazyTensor:
+        """This formula with its symbolic variables bound to ``arrays``
+        ({pykeops index: tensor}); gradients flow to the tensors."""
+        tensors = {k: torch.as_tensor(v) for k, v in arrays.items()}
+        out = self._lt._bind_symbols({k: _view(t) for k, t in tensors.items()})
+        mine = dict(self._tensors)
+        for node, b in bindings_of(self._lt).items():
+            if b.symbol is not None:
+                mine[node] = tensors[b.symbol]
+        return self._wrap(out, mine)
+
+    def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
+              backend=None, **options):
+        """Solve ``(K + alpha I) a = b`` by conjugate gradients; ``b`` a tensor
+        (N,) or (N, E) (or an i-variable LazyTensor), the result a tensor,
+        differentiable with respect to ``b`` and to K's tensors (implicit
+        differentiation: one more solve in the backward pass). See
+        :meth:`kerneltools.LazyTensor.solve`."""
+        if isinstance(b, LazyTensor):
+            if b._lt.formula.op != "Var" or b._lt.formula.cat != "i" or not b._tensors:
+                raise TypeError("solve: 'b' must be a tensor or an i-variable LazyTensor")
+            b = b._tensors[b._lt.formula]
+        if not isinstance(b, torch.Tensor):
+            b = torch.as_tensor(np.asarray(b))
+        spec = _SolveSpec(self, alpha, dict(tol=tol, max_iter=max_iter, backend=backend,
+                                            **options))
+        nodes = list(self._tensors)
+        return _Solve.apply(spec, b, *[self._tensors[n] for n in nodes])
+
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
         """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the
-        ``options`` (``ranges=``, ...) serve its backward too."""
+        ``options`` (``ranges=``, ...) serve its backward too. pykeops'
+        ``call=False`` (or symbolic variables) returns a callable, ``out=`` a
+        tensor to copy the result into (not while gradients are tracked),
+        ``keepdim=True`` keeps the reduced axis."""
         axis = check_axis(axis)
+        call = options.pop("call", True)
+        if not call or symbols_of(self._lt, self._unwrap(weight)[0]):
+            return DeferredReduction(self, name, axis, weight, K, backend, options)
+        options, out, keepdim = take_output_options(options)
         W = None
         if weight is not None:
             u, t = self._unwrap(weight)
@@ -230,12 +305,47 @@ class LazyTensor:
             if ranges_of(self._lt) is not None:
                 options["ranges"] = ranges_of(self._lt)
         spec = _Spec(self, W, name, axis, K, backend, nodes, options)
-        outs = _Reduce.apply(spec, *[tensors[n] for n in nodes])
-        return outs
+        args = [tensors[n] for n in nodes]
+        red = REDUCTIONS[name]
+        grad = red.surrogate is not None and torch.is_grad_enabled() and any(
+            t.requires_grad for t in args)
+        spec.run = forward_reduction(name) if grad else name
+        outs = _Reduce.apply(spec, *args)
+        res = outs[0] if red.n_outputs == 1 else outs[:red.n_outputs]
+        return _finish(res, spec, len(self.batch), out, keepdim)
+
+
+def _finish(res, spec, nbatch, out, keepdim):
+    """``keepdim`` and ``out`` applied to a reduction's tensors."""
+    if keepdim:
+        k_outputs = REDUCTIONS[spec.name].uses_k
+
+        def shaped(r):
+            return keep_dims(r, spec.axis, nbatch, k_outputs, lambda a, s: a.reshape(s))
+
+        res = tuple(map(shaped, res)) if isinstance(res, tuple) else shaped(res)
+    if out is None:
+        return res
+    if isinstance(res, tuple):
+        raise TypeError(f"'out' is for reductions with one output; this one has {len(res)}")
+    if res.requires_grad:
+        raise ValueError("'out' cannot be used while gradients are tracked (the result "
+                         "would leave the autograd graph); drop 'out' or use torch.no_grad()")
+
+    def copy(o, r):
+        with torch.no_grad():
+            o.copy_(r)
+
+    return write_out(out, res, copy)
 
 
 for _method, _fn in reduction_methods().items():
     setattr(LazyTensor, _method, _fn)
+# pykeops' generic reduction and the static concatenations run on this class
+# (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
+LazyTensor.reduction = KeopsMethods.reduction
+LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
+LazyTensor.cat = staticmethod(KeopsMethods.cat)
 
 
 def _forward_method(name):
@@ -284,31 +394,52 @@ class _Spec:
         self.backend, self.nodes, self.options = backend, nodes, options
 
 
+def _rebind(spec, tensors):
+    """The NumPy-level formula and weight of ``spec`` bound to the data of
+    ``tensors`` (one per node of ``spec.nodes``, as the autograd Function
+    receives them)."""
+    data = dict(zip(spec.nodes, tensors))
+
+    def bound(lt):
+        b = {n: (Binding(_view(data[n]).reshape(v.array.shape), v.weak, v.batch)
+                 if n in data else v) for n, v in bindings_of(lt).items()}
+        return from_parts(_lazy.LazyTensor, lt.formula, b, lt.ni, lt.nj,
+                          ranges=ranges_of(lt))
+
+    return bound(spec.F._lt), (bound(spec.W._lt) if spec.W is not None else None)
+
+
 class _Reduce(torch.autograd.Function):
-    """A reduction; its backward is a differentiable reduction of the gradient formula."""
+    """A reduction; its backward is a differentiable reduction of the gradient
+    formula. ``forward`` / ``setup_context`` / ``vmap`` as ``torch.func``
+    requires: the data are read from the tensors that forward receives."""
 
     @staticmethod
-    def forward(ctx, spec, *tensors):
-        red = REDUCTIONS[spec.name]
-        differentiable = red.surrogate is not None and any(ctx.needs_input_grad[1:])
-        run = forward_reduction(spec.name) if differentiable else spec.name
+    def forward(spec, *tensors):
+        F, W = _rebind(spec, tensors)
         like = tensors[0] if tensors else torch.zeros(())
         with _stream(tensors):
-            outs = _reduce_lazy(spec.F._lt, run, spec.axis,
-                                weight=spec.W._lt if spec.W is not None else None,
-                                K=spec.K, backend=spec.backend, **spec.options)
+            outs = _reduce_lazy(F, spec.run, spec.axis, weight=W, K=spec.K,
+                                backend=spec.backend, **spec.options)
         outs = outs if isinstance(outs, tuple) else (outs,)
-        outs = tuple(_to_torch(o, like) for o in outs)
-        n_user = REDUCTIONS[spec.name].n_outputs
+        return tuple(_to_torch(o, like) for o in outs)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        spec, tensors = inputs[0], inputs[1:]
         ctx.spec = spec
-        ctx.n_user = n_user
-        ints = [o for o in outs if not o.is_floating_point()]
-        ctx.mark_non_differentiable(*ints)
-        if differentiable:
-            ctx.save_for_backward(*tensors, *outs)
-        else:
-            ctx.mark_non_differentiable(*outs)
-        return outs[0] if n_user == 1 else outs[:n_user]
+        ctx.mark_non_differentiable(*[o for o in output if not o.is_floating_point()])
+        if REDUCTIONS[spec.name].surrogate is None:
+            ctx.mark_non_differentiable(*output)
+        ctx.save_for_backward(*tensors, *output)
+
+    @staticmethod
+    def vmap(info, in_dims, spec, *tensors):
+        """``torch.vmap``: the mapped axis becomes a leading batch axis of the
+        problem (batch axes are reduced block-diagonally in one call)."""
+        bspec, moved = _batched_spec(spec, in_dims[1:], tensors, info.batch_size)
+        outs = _Reduce.apply(bspec, *moved)
+        return outs, (0,) * len(outs)
 
     @staticmethod
     def backward(ctx, *gouts):
@@ -318,24 +449,35 @@ class _Reduce(torch.autograd.Function):
         tensors, outs = saved[:n_in], list(saved[n_in:])
         red = REDUCTIONS[spec.name]
         gin = gouts[0]
-        if gin is None:
+        if gin is None or red.surrogate is None:
             return (None,) * (n_in + 1)
-        F, W, axis = spec.F, spec.W, spec.axis
+        F = LazyTensor._wrap(_rebind(spec, tensors)[0], dict(zip(spec.nodes, tensors)))
+        W = None
+        if spec.W is not None:
+            W = LazyTensor._wrap(_rebind(spec, tensors)[1], dict(zip(spec.nodes, tensors)))
+        axis = spec.axis
+        if spec.run != forward_reduction(spec.name):
+            # the forward ran without the outputs that the gradient needs (under
+            # a transform that hid requires_grad): run them now
+            res = F._reduce(forward_reduction(spec.name), axis, weight=W, K=spec.K,
+                            backend=spec.backend, **spec.options)
+            outs = list(res) if isinstance(res, tuple) else [res]
         if red.needs_lse:
             outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **spec.options))
         out_cat = "i" if axis == 1 else "j"
-        n = outs[0].shape[0]
+        nb = len(F.batch)
+        batch, n = tuple(outs[0].shape[:nb]), outs[0].shape[nb]
         # The forward outputs and the incoming gradient enter the gradient
         # formula as variables of the output index (tensors: tracked by autograd).
         real = torch.float64 if F.dtype == np.float64 else torch.float32
-        arrays = [o.reshape(n, -1).to(real) for o in outs]
-        arrays.append(gin.reshape(n, -1).to(outs[0].dtype))
-        extra = {new_var(out_cat, a.shape[1]): a.contiguous() for a in arrays}
+        arrays = [o.reshape(batch + (n, -1)).to(real) for o in outs]
+        arrays.append(gin.reshape(batch + (n, -1)).to(outs[0].dtype))
+        extra = {new_var(out_cat, a.shape[-1]): a.contiguous() for a in arrays}
         *out_nodes, gnode = extra
         bindings, ni, nj = merge([F._lt] + ([W._lt] if W is not None else []))
         bindings = dict(bindings)
         for node, t in extra.items():
-            bindings[node] = Binding(_view(t))
+            bindings[node] = Binding(_view(t), batch=batch)
         tensor_of = dict(zip(spec.nodes, tensors))
         tensor_of.update(extra)
 
@@ -353,25 +495,69 @@ class _Reduce(torch.autograd.Function):
                            reduce=reduce)
         grads = [None] * (n_in + 1)
         for k, g in zip(wanted, gs):
-            t = tensor_of[spec.nodes[k]]
-            grads[k + 1] = g.reshape(t.shape).to(t.dtype)
+            node = spec.nodes[k]
+            t = tensor_of[node]
+            # batch axes that the variable broadcast over are summed
+            shape = bindings_of(F._lt if node in bindings_of(F._lt) else W._lt)[node].array.shape
+            grads[k + 1] = g.sum_to_size(shape).reshape(t.shape).to(t.dtype)
         return tuple(grads)
 
 
-def Vi(x) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) tensor."""
+def _batched_spec(spec, in_dims, tensors, size):
+    """``spec`` with a leading batch axis of ``size`` for the tensors mapped by
+    ``torch.vmap`` (``in_dims``), and the tensors with that axis first."""
+    moved = [t if d is None else t.movedim(d, 0) for t, d in zip(tensors, in_dims)]
+    mapped = {n: t for n, t, d in zip(spec.nodes, moved, in_dims) if d is not None}
+    parts = [spec.F._lt] + ([spec.W._lt] if spec.W is not None else [])
+    nb = max([len(b.batch) for p in parts for b in bindings_of(p).values()] + [0])
+
+    def batched(lt):
+        out = {}
+        for n, b in bindings_of(lt).items():
+            if n not in mapped:
+                out[n] = b
+                continue
+            pad = (1,) * (nb - len(b.batch))
+            shape = (size,) + pad + tuple(b.array.shape)
+            out[n] = Binding(_view(mapped[n]).reshape(shape), b.weak, (size,) + pad + b.batch)
+        return from_parts(_lazy.LazyTensor, lt.formula, out, lt.ni, lt.nj)
+
+    tensors_of = dict(zip(spec.nodes, moved))
+    F = LazyTensor._wrap(batched(spec.F._lt), tensors_of)
+    W = LazyTensor._wrap(batched(spec.W._lt), tensors_of) if spec.W is not None else None
+    bspec = _Spec(F, W, spec.name, spec.axis, spec.K, spec.backend, spec.nodes,
+                  spec.options)
+    bspec.run = spec.run
+    return bspec, moved
+
+
+def Vi(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by i from an (N, D) or (N,) tensor; (B..., N, D):
+    with leading batch axes. ``Vi(k, D)``: pykeops' symbolic variable of
+    index k, its tensor given when the reduction is called."""
+    return _indexed(x, dim, 0)
+
+
+def Vj(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by j from an (M, D) or (M,) tensor; (B..., M, D):
+    with leading batch axes. ``Vj(k, D)``: a symbolic variable (see :func:`Vi`)."""
+    return _indexed(x, dim, 1)
+
+
+def _indexed(x, dim, cat: int) -> LazyTensor:
+    if dim is not None:
+        return LazyTensor((x, dim, cat))
     x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
-    return LazyTensor(x.reshape(x.shape[0], -1), axis=0)
+    if x.ndim >= 3:  # batch axes: (B..., N, 1, D) or (B..., 1, M, D)
+        return LazyTensor(x.unsqueeze(-2 if cat == 0 else -3))
+    return LazyTensor(x.reshape(x.shape[0], -1), axis=cat)
 
 
-def Vj(x) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) tensor."""
-    x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
-    return LazyTensor(x.reshape(x.shape[0], -1), axis=1)
-
-
-def Pm(p) -> LazyTensor:
-    """A parameter (shared by every pair) from a 1-D tensor or a number."""
+def Pm(p, dim: int | None = None) -> LazyTensor:
+    """A parameter (shared by every pair) from a 1-D tensor or a number;
+    ``Pm(k, D)``: a symbolic parameter (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor((p, dim, 2))
     if isinstance(p, torch.Tensor):
         return LazyTensor(p.reshape(-1))
     return LazyTensor._wrap(_lazy.Pm(p), {})
