@@ -41,7 +41,10 @@ from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, bindings_of, check_axis,
                         check_ranges, compose, from_parts, lift, merge, new_var,
                         ranges_of, symbols_of)
+from .backend import _ops
 from .backend._autodiff import forward_reduction, reduction_vjp
+from .backend._autodiff import grad as _grad
+from .backend._ir import intcst
 from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
@@ -56,6 +59,13 @@ _NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32,
                  torch.int64: np.int64, torch.int32: np.int32, torch.bool: np.bool_}
 
 
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without its ``torch.func`` wrappers (its value)."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
 def _view(t: torch.Tensor):
     """A zero-copy array of ``t``'s data: NumPy on the CPU, CuPy on CUDA.
 
@@ -64,10 +74,12 @@ def _view(t: torch.Tensor):
     shape and dtype (no memory), for building formulas; the data are read
     again from the tensors that reach :class:`_Reduce`'s forward.
     """
-    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    if not wrapped(t) and t.requires_grad:
+        t = t.detach()  # (only then: under forward-mode AD, detach gives a wrapper)
+    if wrapped(t):
         dt = _NUMPY_DTYPES.get(t.dtype, np.float32)
         return np.broadcast_to(np.zeros((), dtype=dt), tuple(t.shape))
-    t = t.detach()
     if t.is_cuda:
         import cupy
 
@@ -417,6 +429,7 @@ class _Reduce(torch.autograd.Function):
     @staticmethod
     def forward(spec, *tensors):
         F, W = _rebind(spec, tensors)
+        spec.bound = F, tensors[:1]  # the data, for jvp
         like = tensors[0] if tensors else torch.zeros(())
         with _stream(tensors):
             outs = _reduce_lazy(F, spec.run, spec.axis, weight=W, K=spec.K,
@@ -432,6 +445,24 @@ class _Reduce(torch.autograd.Function):
         if REDUCTIONS[spec.name].surrogate is None:
             ctx.mark_non_differentiable(*output)
         ctx.save_for_backward(*tensors, *output)
+
+    @staticmethod
+    def jvp(ctx, _spec_tangent, *tangents):
+        """Forward mode (``torch.func.jvp``, ``jacfwd``) of Sum reductions: the
+        Sum of the formula's differential applied to the tangents."""
+        spec = ctx.spec
+        if spec.name != "Sum":
+            raise NotImplementedError(
+                f"forward-mode differentiation (torch.func.jvp) is implemented for Sum "
+                f"reductions only, not {spec.name}; use reverse mode (torch.func.grad, "
+                "vjp, jacrev)")
+        # The data as forward saw them; the tangents' values, read with the
+        # transforms off (the result is not differentiated further here).
+        F, tensors = spec.bound
+        with torch._C._DisableFuncTorch():
+            tangents = [None if t is None else _plain(t) for t in tangents]
+            tangents = [None if t is None or t._is_zerotensor() else t for t in tangents]
+            return _sum_jvp(spec, F, tensors, tangents)
 
     @staticmethod
     def vmap(info, in_dims, spec, *tensors):
@@ -501,6 +532,78 @@ class _Reduce(torch.autograd.Function):
             shape = bindings_of(F._lt if node in bindings_of(F._lt) else W._lt)[node].array.shape
             grads[k + 1] = g.sum_to_size(shape).reshape(t.shape).to(t.dtype)
         return tuple(grads)
+
+
+class _SolveSpec:
+    """A solve's formula, shift and options (kept on the autograd node)."""
+
+    def __init__(self, K, alpha, options):
+        self.F, self.W, self.alpha, self.options = K, None, alpha, options
+        self.nodes = list(K._tensors)
+
+
+class _Solve(torch.autograd.Function):
+    """``a = (K + alpha I)^-1 b`` by conjugate gradients. Backward (implicit
+    differentiation, K symmetric): ``lambda = (K + alpha I)^-1 g``; the
+    gradient is ``lambda`` for b and ``-d/dtheta (lambda^T K a)`` for K's
+    tensors, the latter through the differentiable reduction ``K @ a``."""
+
+    @staticmethod
+    def forward(spec, b, *tensors):
+        K, _ = _rebind(spec, tensors)
+        with _stream((b,) + tensors):
+            a = K.solve(_view(b), spec.alpha, **spec.options)
+        return _to_torch(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.spec = inputs[0]
+        ctx.save_for_backward(*inputs[2:], output)
+
+    @staticmethod
+    def backward(ctx, g):
+        spec = ctx.spec
+        *tensors, a = ctx.saved_tensors
+        K, _ = _rebind(spec, tensors)
+        with _stream(tensors):
+            lam = _to_torch(K.solve(_view(g.contiguous()), spec.alpha, **spec.options), g)
+        grads = [None, lam if ctx.needs_input_grad[1] else None] + [None] * len(tensors)
+        wanted = [k for k in range(len(tensors)) if ctx.needs_input_grad[k + 2]]
+        if wanted:
+            with torch.enable_grad():
+                ts = [t.detach().requires_grad_(k in wanted) for k, t in enumerate(tensors)]
+                Kt = LazyTensor._wrap(K, dict(zip(spec.nodes, ts)))
+                opts = {k: v for k, v in spec.options.items()
+                        if k not in ("tol", "max_iter", "callback")}
+                s = (lam.detach() * Kt.matmul(a.detach(), **opts)).sum()
+                gs = torch.autograd.grad(-s, [ts[k] for k in wanted])
+            for k, gk in zip(wanted, gs):
+                grads[k + 2] = gk
+        return tuple(grads)
+
+
+def _sum_jvp(spec, F, tensors, tangents):
+    """The tangent of ``Sum(F)``: ``Sum(sum_v dF/dv . t_v)``, each differential
+    written as ``d/du <grad(F, v, u), t_v>`` (linear in the placeholder u)."""
+    bindings = dict(bindings_of(F))
+    u = new_var("p", F.formula.dim)
+    bindings[u] = Binding(np.zeros(F.formula.dim, dtype=F.dtype))
+    J = None
+    for node, t in zip(spec.nodes, tangents):
+        if t is None or node not in bindings_of(F):
+            continue
+        b = bindings_of(F)[node]
+        tv = new_var(node.cat, node.dim)
+        bindings[tv] = Binding(_view(t.contiguous()).reshape(b.array.shape), b.weak, b.batch)
+        d = _grad(_ops.dot(_grad(F.formula, node, u), tv), u, intcst(1, 1))
+        J = d if J is None else _ops.make("Add", J, d)
+    if J is None:
+        return (None,) * len(REDUCTIONS[spec.run].int_outputs)
+    like = tensors[0] if tensors else torch.zeros(())
+    Jt = from_parts(_lazy.LazyTensor, J, bindings, F.ni, F.nj, ranges=ranges_of(F))
+    with _stream(tensors):
+        out = _reduce_lazy(Jt, "Sum", spec.axis, backend=spec.backend, **spec.options)
+    return (_to_torch(out, like),)
 
 
 def _batched_spec(spec, in_dims, tensors, size):
