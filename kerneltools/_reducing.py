@@ -51,6 +51,7 @@ def plan(t, reduction: str, axis, weight=None, K=1, backend=None):
     axis = check_axis(axis)
     backend = engine_backend(backend)
     check_backend_name(backend)
+    check_symbols(t, weight)
     parts = [t] + ([lift(type(t), weight)] if weight is not None else [])
     if weight is None:  # the common case: nothing to merge
         bindings, ni, nj = bindings_of(t), t.ni, t.nj

@@ -186,6 +186,8 @@ def compose(t, fn, *others):
     cls = type(t)
     parts = [t] + [lift(cls, o) for o in others]
     bindings, ni, nj = merge(parts)
+    if any(b.symbol is not None for b in bindings.values()):
+        symbols_of(*parts)  # one index, one variable
     try:
         node = fn(*(p.formula for p in parts))
     except FormulaError as exc:
