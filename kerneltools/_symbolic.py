@@ -209,6 +209,7 @@ def symbols_of(*parts) -> dict:
     index stands for two different variables."""
     out: dict = {}
     for p in parts:
+        p = getattr(p, "_lt", p)  # kerneltools.torch's wraps a NumPy-level one
         if not hasattr(p, "_bindings"):
             continue
         for node, b in bindings_of(p).items():

@@ -181,6 +181,10 @@ class LazyTensor:
         return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
     @property
+    def _shape(self) -> tuple:
+        return self._lt._shape
+
+    @property
     def ranges(self):
         """The block-sparsity that reductions (and their gradients) use when not
         given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
