@@ -452,14 +452,15 @@ class _Reduce(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, _spec_tangent, *tangents):
-        """Forward mode (``torch.func.jvp``, ``jacfwd``) of Sum reductions: the
-        Sum of the formula's differential applied to the tangents."""
+        """Forward mode (``torch.func.jvp``) of Sum and LogSumExp reductions:
+        the Sum of the formula's differential applied to the tangents
+        (weighted by the soft-max ``exp(F - lse)`` for LogSumExp)."""
         spec = ctx.spec
-        if spec.name != "Sum":
+        if spec.name not in ("Sum", "LogSumExp") or spec.W is not None:
             raise NotImplementedError(
                 f"forward-mode differentiation (torch.func.jvp) is implemented for Sum "
-                f"reductions only, not {spec.name}; use reverse mode (torch.func.grad, "
-                "vjp, jacrev)")
+                f"and LogSumExp reductions only, not {spec.name}; use reverse mode "
+                "(torch.func.grad, vjp, jacrev)")
         # The data as forward saw them; the tangents' values, read with the
         # transforms off (the result is not differentiated further here).
         F, tensors = spec.bound
@@ -588,7 +589,8 @@ class _Solve(torch.autograd.Function):
 
 def _sum_jvp(spec, F, tensors, tangents):
     """The tangent of ``Sum(F)``: ``Sum(sum_v dF/dv . t_v)``, each differential
-    written as ``d/du <grad(F, v, u), t_v>`` (linear in the placeholder u)."""
+    written as ``d/du <grad(F, v, u), t_v>`` (linear in the placeholder u);
+    of ``LogSumExp(F)``: the same, weighted by ``exp(F - lse)``."""
     bindings = dict(bindings_of(F))
     u = new_var("p", F.formula.dim)
     bindings[u] = Binding(np.zeros(F.formula.dim, dtype=F.dtype))
@@ -604,6 +606,14 @@ def _sum_jvp(spec, F, tensors, tangents):
     if J is None:
         return (None,) * len(REDUCTIONS[spec.run].int_outputs)
     like = tensors[0] if tensors else torch.zeros(())
+    if spec.name == "LogSumExp":  # d lse = sum_j softmax_ij dF_ij
+        with _stream(tensors):
+            lse = _reduce_lazy(F, "LogSumExp", spec.axis, backend=spec.backend,
+                               **spec.options)
+        node = new_var("i" if spec.axis == 1 else "j", lse.shape[-1])
+        nb = len(F.batch)
+        bindings[node] = Binding(lse, batch=tuple(lse.shape[:nb]))
+        J = _ops.make("Mul", _ops.make("Exp", _ops.make("Sub", F.formula, node)), J)
     Jt = from_parts(_lazy.LazyTensor, J, bindings, F.ni, F.nj, ranges=ranges_of(F))
     with _stream(tensors):
         out = _reduce_lazy(Jt, "Sum", spec.axis, backend=spec.backend, **spec.options)

@@ -125,6 +125,20 @@ def test_torch_func_grad_jacrev_and_jvp():
                                torch.func.jvp(ft, args, tangents)[1], rtol=1e-10, atol=1e-12)
 
 
+def test_jvp_of_logsumexp():
+    x, y = _rand(4, 1, 2, seed=30), _rand(1, 5, 2, seed=31)
+    tx, ty = _rand(4, 1, 2, seed=32), _rand(1, 5, 2, seed=33)
+
+    def fk(x, y):
+        return (-(LazyTensor(x) - LazyTensor(y)).sqnorm2()).logsumexp(1, backend=BE)
+
+    def ft(x, y):
+        return torch.logsumexp(-((x - y) ** 2).sum(-1), 1, keepdim=True)
+
+    torch.testing.assert_close(torch.func.jvp(fk, (x, y), (tx, ty))[1],
+                               torch.func.jvp(ft, (x, y), (tx, ty))[1], rtol=1e-10, atol=1e-12)
+
+
 def test_forward_mode_refused_for_other_reductions():
     x = _rand(4, 2, seed=15)
     with pytest.raises(NotImplementedError, match="Sum"):
