@@ -46,7 +46,7 @@ import numpy as np
 __all__ = ["PYKEOPS_KEYWORDS", "engine_backend", "engine_options", "take_output_options",
            "write_out"]
 
-_BACKENDS = {"cpu": "cpu", "gpu": "cuda", "gpu_1d": "cuda", "gpu_2d": "cuda"}
+_BACKENDS = {"CPU": "cpu", "GPU": "cuda", "GPU_1D": "cuda", "GPU_2D": "cuda"}
 _SCHEMES = ("auto", "block_sum", "direct_sum", "kahan_scheme")
 
 #: The pykeops keywords that :func:`engine_options` reads.
@@ -58,8 +58,8 @@ def engine_backend(backend):
     """``backend`` in the engine's names (pykeops' ``"CPU"``, ``"GPU"``,
     ``"GPU_1D"``, ``"GPU_2D"`` mapped); other values are left for the
     engine to check."""
-    if isinstance(backend, str) and backend.lower() in _BACKENDS:
-        return _BACKENDS[backend.lower()]
+    if isinstance(backend, str) and backend in _BACKENDS:  # pykeops' exact spellings
+        return _BACKENDS[backend]
     return backend
 
 

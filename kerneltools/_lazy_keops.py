@@ -90,18 +90,14 @@ class KeopsMethods:
                     f"as x[..., k] or x[{', '.join([':'] * full)}, k]; got {key!r}")
             key = key[-1]
         if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-            k = int(key)
-            if not -self.formula.dim <= k < self.formula.dim:
-                raise IndexError(f"index {k} is out of bounds for a formula of "
-                                 f"dimension {self.formula.dim}")
-            return self.elem(k)
+            return self.elem(int(key))
         if isinstance(key, slice):
             start, stop, step = key.indices(self.formula.dim)
             if step != 1 or stop <= start:
                 raise ValueError(f"only contiguous, non-empty slices are supported, got {key}")
             return self.extract(start, stop - start)
-        raise TypeError(f"LazyTensor indices must be an int, a slice or a tuple ending "
-                        f"in one, got {key!r}")
+        raise TypeError(f"LazyTensor indices must be an int or a slice, got {key!r} (or a "
+                        "tuple ending in one, as x[..., k])")
 
     # -- vector operations ---------------------------------------------------
     def norm(self, dim):
