@@ -661,7 +661,8 @@ def tensordot(a: Node, b: Node, dims_a, dims_b, cont_a, cont_b, perm=None) -> No
     """pykeops' ``TensorDot``: ``a`` and ``b`` seen as row-major tensors of
     shapes ``dims_a`` and ``dims_b``, contracted over the axes ``cont_a`` of
     ``a`` with ``cont_b`` of ``b``; the output axes (free ones of ``a``, then
-    of ``b``) are reordered by ``perm`` and flattened row-major."""
+    of ``b``) are reordered by ``perm`` (axis k moves to position ``perm[k]``)
+    and flattened row-major."""
     dims_a = _check_shape(a, dims_a, "keops_tensordot: 'dimfa'")
     dims_b = _check_shape(b, dims_b, "keops_tensordot: 'dimfb'")
     cont_a = [int(c) for c in np.atleast_1d(cont_a)]
@@ -695,7 +696,9 @@ def tensordot(a: Node, b: Node, dims_a, dims_b, cont_a, cont_b, perm=None) -> No
         if sorted(perm) != list(range(len(out_dims))):
             raise FormulaError(f"keops_tensordot: {perm} is not a permutation of the "
                                f"{len(out_dims)} output axes")
-        order = np.arange(out.dim).reshape(out_dims or [1]).transpose(perm).ravel()
+        # pykeops' convention: perm[k] is the new position of output axis k
+        order = np.arange(out.dim).reshape(out_dims or [1]).transpose(np.argsort(perm))
+        order = order.ravel()
         out = gather(out, order)
     return out
 
