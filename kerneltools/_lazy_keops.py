@@ -126,6 +126,13 @@ class KeopsMethods:
         ``dimfself`` and ``dimfother`` (as many axes); as pykeops' ``Kron``."""
         return self._compose(lambda a, b: _ops.kron(a, b, dimfself, dimfother), other)
 
+    def bspline(self, x, k: int = 0):
+        """The B-spline basis functions of order ``k`` on the knots ``self`` (a
+        vector of non-decreasing values), at the scalar ``x``: a vector of
+        dimension ``self.dim - k - 1``, as pykeops' ``BSpline``."""
+        k = int_arg(k, "k")
+        return self._compose(lambda t, xx: _ops.bspline(t, xx, k), x)
+
     @staticmethod
     def concatenate(tuple_of_lt, axis=-1):
         """Concatenation of several formulas along the feature axis (``axis``

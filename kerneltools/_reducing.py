@@ -32,7 +32,7 @@ from .backend._ops import substitute
 from .backend._plan import make_plan
 from .backend.reductions import REDUCTIONS, check_formulas
 
-__all__ = ["plan", "reduce", "to_dense"]
+__all__ = ["check_backend", "plan", "reduce", "to_dense"]
 
 
 class _DaskPlan:
@@ -122,6 +122,11 @@ def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options
     if p.red.uses_k and p.red.out_dim([f.dim for f in p.formulas]) == 1:
         outs = tuple(o[..., 0] for o in outs)
     return outs if len(outs) > 1 else outs[0]
+
+
+def check_backend(backend) -> None:
+    """ValueError unless ``backend`` is a backend name (ours or pykeops')."""
+    check_backend_name(engine_backend(backend))
 
 
 def _dtype_of(t, weight):

@@ -192,7 +192,12 @@ def compose(t, fn, *others):
         node = fn(*(p.formula for p in parts))
     except FormulaError as exc:
         raise ValueError(f"{exc} (operand shapes {_shapes(parts)})") from None
-    return from_parts(cls, node, bindings, ni, nj, ranges=merge_ranges(parts))
+    out = from_parts(cls, node, bindings, ni, nj, ranges=merge_ranges(parts))
+    for p in parts:  # pykeops' ``K.backend = ...`` carries over, as ranges do
+        if "_backend" in p.__dict__:
+            out._backend = p._backend
+            break
+    return out
 
 
 def _shapes(parts) -> str:

@@ -125,6 +125,21 @@ class LazyTensor(KeopsMethods):
         else:
             self._ranges = value
 
+    @property
+    def backend(self):
+        """The backend that reductions use when not given ``backend=`` (None:
+        the configured one); pykeops' attribute, set with ``K.backend = "CPU"``.
+        Formulas built from ``K`` keep it."""
+        return self.__dict__.get("_backend")
+
+    @backend.setter
+    def backend(self, value):
+        if value is None:
+            self.__dict__.pop("_backend", None)
+        else:
+            _reducing.check_backend(value)
+            self._backend = value
+
     def __repr__(self) -> str:
         return f"LazyTensor(shape={self.shape}, formula={self.formula})"
 
@@ -392,6 +407,8 @@ class LazyTensor(KeopsMethods):
         :class:`~kerneltools._deferred.DeferredReduction`; ``out=`` an array
         to write the result into; ``keepdim=True`` keeps the reduced axis."""
         call = options.pop("call", True)
+        if backend is None:
+            backend = self.backend
         if not call or symbols_of(self, weight):
             return DeferredReduction(self, reduction, axis, weight, K, backend, options)
         options, out, keepdim = take_output_options(options)

@@ -185,6 +185,18 @@ class LazyTensor:
         return self._lt._shape
 
     @property
+    def backend(self):
+        """See :attr:`kerneltools.LazyTensor.backend`."""
+        return self._lt.backend
+
+    @backend.setter
+    def backend(self, value):
+        lt = from_parts(_lazy.LazyTensor, self._lt.formula, bindings_of(self._lt),
+                        self._lt.ni, self._lt.nj, ranges=ranges_of(self._lt))
+        lt.backend = value
+        self._lt = lt
+
+    @property
     def ranges(self):
         """The block-sparsity that reductions (and their gradients) use when not
         given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
@@ -305,6 +317,8 @@ class LazyTensor:
         ``keepdim=True`` keeps the reduced axis."""
         axis = check_axis(axis)
         call = options.pop("call", True)
+        if backend is None:
+            backend = self._lt.backend
         if not call or symbols_of(self._lt, self._unwrap(weight)[0]):
             return DeferredReduction(self, name, axis, weight, K, backend, options)
         options, out, keepdim = take_output_options(options)

@@ -150,6 +150,23 @@ def test_keops_kron(backend):
         Vi(x).keops_kron(Vj(y), (3, 4), (12,))
 
 
+@pytest.mark.parametrize("order", [0, 1, 3])
+def test_bspline_against_scipy(backend, order):
+    from scipy.interpolate import BSpline
+
+    knots = np.array([0.0, 0.1, 0.1, 0.35, 0.5, 0.72, 0.8, 1.0])  # a repeated knot
+    x = np.random.default_rng(12).random((9, 1)) * 1.1 - 0.05  # some outside [0, 1]
+    w = np.random.default_rng(13).random((3, 1))
+    n = len(knots) - order - 1
+    ref = np.stack([np.nan_to_num(BSpline.basis_element(knots[i:i + order + 2],
+                                                        extrapolate=False)(x[:, 0]))
+                    for i in range(n)], -1)  # (9, n)
+    F = Pm(knots).bspline(Vi(x), order) * Vj(w)
+    assert F.dim == n
+    np.testing.assert_allclose(F.sum(axis=1, backend=backend), ref * w.sum(), rtol=1e-10,
+                               atol=1e-14)
+
+
 # -- differential operators ----------------------------------------------------------
 def test_grad_matrix_divergence_laplacian_trace_diff():
     """On a Gaussian kernel k = exp(-|x - y|^2 / 2) and its gradient field,
@@ -233,6 +250,25 @@ def test_backend_names_of_pykeops_and_no_effect_flags():
                      ({"backend": "TPU"}, ValueError)]:
         with pytest.raises(err):
             K.sum(axis=1, **bad)
+
+
+def test_backend_attribute_carries_over(monkeypatch):
+    x, y = _xy()
+    K = (-Vi(x).sqdist(Vj(y))).exp()
+    assert K.backend is None
+    K.backend = "CPU"  # pykeops' attribute and spelling
+    assert (2 * K).backend == "CPU" and (K * Vj(y[:, :1])).backend == "CPU"
+    seen = []
+    import kerneltools._reducing as red
+
+    real = red.reduce
+    monkeypatch.setattr(red, "reduce", lambda *a, **k: seen.append(k["backend"]) or real(*a, **k))
+    np.testing.assert_allclose((2 * K).sum(axis=1), 2 * K.sum(axis=1, backend=BE), rtol=1e-12)
+    assert seen[0] == "CPU"
+    with pytest.raises(ValueError, match="backend"):
+        K.backend = "TPU"
+    K.backend = None
+    assert K.backend is None
 
 
 @pytest.mark.parametrize("how", [{"dtype_acc": "float64"}, {"use_double_acc": True},

@@ -717,3 +717,35 @@ def kron(a: Node, b: Node, dims_a, dims_b) -> Node:
     order = np.arange(a.dim * b.dim).reshape(dims_a + dims_b)
     order = order.transpose([k for p in range(n) for k in (p, n + p)]).ravel()
     return gather(make("TensorProd", a, b), order)
+
+
+def bspline(knots: Node, x: Node, order: int) -> Node:
+    """The ``knots.dim - order - 1`` B-spline basis functions of ``order`` on
+    the (non-decreasing) ``knots``, at the scalar ``x`` (de Boor's recursion;
+    order 0: ``[t_j <= x < t_j+1]``). A ratio over an empty knot interval
+    counts as 0, with its denominator made safe so that no NaN arises."""
+    if order < 0:
+        raise FormulaError(f"bspline: the order must be >= 0, got {order}")
+    if x.dim != 1:
+        raise FormulaError(f"bspline: x must be scalar, got dimension {x.dim}")
+    if knots.dim < order + 2:
+        raise FormulaError(f"bspline: order {order} needs at least {order + 2} knots, "
+                           f"got {knots.dim}")
+    t = [make("Extract", knots, attrs=(k, 1)) for k in range(knots.dim)]
+    B = [make("Mul", make("LessEqual", t[j], x), make("Less", x, t[j + 1]))
+         for j in range(knots.dim - 1)]
+
+    def ratio(i, k):  # (x - t_i) / (t_i+k - t_i), 0 when t_i == t_i+k
+        span = make("Sub", t[i + k], t[i])
+        safe = make("Add", span, make("LessEqual", span, intcst(0, 1)))
+        return make("Mul", make("Div", make("Sub", x, t[i]), safe),
+                    make("Less", t[i], t[i + k]))
+
+    for k in range(1, order + 1):
+        B = [make("Add", make("Mul", ratio(i, k), B[i]),
+                  make("Mul", make("Sub", intcst(1, 1), ratio(i + 1, k)), B[i + 1]))
+             for i in range(len(B) - 1)]
+    out = B[0]
+    for b in B[1:]:
+        out = make("Concat", out, b)
+    return out
