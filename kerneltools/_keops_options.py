@@ -43,8 +43,8 @@ import contextlib
 
 import numpy as np
 
-__all__ = ["PYKEOPS_KEYWORDS", "engine_backend", "engine_options", "take_output_options",
-           "write_out"]
+__all__ = ["PYKEOPS_KEYWORDS", "engine_backend", "engine_options", "finish",
+           "take_output_options"]
 
 _BACKENDS = {"CPU": "cpu", "GPU": "cuda", "GPU_1D": "cuda", "GPU_2D": "cuda"}
 _SCHEMES = ("auto", "block_sum", "direct_sum", "kahan_scheme")
@@ -176,3 +176,19 @@ def write_out(out, result, copy):
                         f"dtype {result.dtype}")
     copy(out, result)
     return out
+
+
+def finish(res, k_outputs: bool, axis: int, nbatch: int, out, keepdim: bool, copy):
+    """A reduction's result (an array or a tuple of them, of any kind that
+    reshapes) with ``keepdim`` and ``out`` applied; ``copy(out, result)``
+    writes into ``out``. Shared by both bindings."""
+    if keepdim:
+        def shaped(r):
+            return keep_dims(r, axis, nbatch, k_outputs, lambda a, s: a.reshape(s))
+
+        res = tuple(map(shaped, res)) if isinstance(res, tuple) else shaped(res)
+    if out is None:
+        return res
+    if isinstance(res, tuple):
+        raise TypeError(f"'out' is for reductions with one output; this one has {len(res)}")
+    return write_out(out, res, copy)

@@ -22,17 +22,19 @@ import numpy as np
 
 from ._keops_options import PYKEOPS_KEYWORDS, engine_backend, engine_options
 from ._lazy_args import int_arg
+from ._leaves import check_array
 from ._symbolic import (Binding, batch_of, bindings_of, check_axis, check_symbols,
                         dtype_of, from_parts, lift, merge, new_var, ranges_of)
 from .backend._arrays import array_module, is_cupy_array
+from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._dask import is_dask_array, reduce_lazy
 from .backend._dispatch import (check_backend_name, configured_backend, evaluate_dense,
                                 run_plan)
 from .backend._ops import substitute
 from .backend._plan import make_plan
-from .backend.reductions import REDUCTIONS, check_formulas
+from .backend.reductions import REDUCTIONS, check_formulas, resolve
 
-__all__ = ["check_backend", "plan", "reduce", "to_dense"]
+__all__ = ["check_backend", "plan", "reduce", "to_dense", "vjp"]
 
 
 class _DaskPlan:
@@ -245,3 +247,51 @@ def _stack(bindings: dict, batch: tuple, out_cat: str, n_out: int):
                                batch + (rows, a.shape[-1]))
         flat[node] = Binding(xp.ascontiguousarray(full.reshape(B * rows, -1)), b.weak)
     return flat, swap
+
+
+def vjp(t, wrt, gradout, reduction: str = "Sum", axis: int = 1, *, weight=None, K: int = 1,
+        backend=None, ranges=None):
+    """``LazyTensor.vjp``: the gradient of ``sum(gradout * reduction(t))`` with
+    respect to the variable ``wrt``, from the reduction's gradient rule and
+    the formula's symbolic derivative."""
+    red = resolve(reduction, weight is not None)
+    if t.batch or (isinstance(weight, type(t)) and weight.batch):
+        raise NotImplementedError(
+            "vjp does not support batch axes yet; loop over the batch"
+        )
+    if not isinstance(wrt, type(t)) or wrt.formula.op != "Var":
+        raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
+    axis = check_axis(axis)
+    W = lift(type(t), weight) if weight is not None else None
+    if red.surrogate is None:  # argument-valued reductions: zero gradient
+        return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=t.dtype)
+    ranges = ranges if ranges is not None else ranges_of(t)
+    opts = {} if ranges is None else {"ranges": ranges}
+    outs = t._reduce(forward_reduction(red.name), axis, weight=W, K=K, backend=backend,
+                     **opts)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    g = check_array(gradout, "vjp: 'gradout'")
+    if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
+        raise ValueError(
+            f"vjp: 'gradout' must have the shape of the {red.name} reduction's "
+            f"output, {outs[0].shape}; got {g.shape}"
+        )
+    if red.needs_lse:
+        outs.append(t.logsumexp(axis=axis, backend=backend, **opts))
+    # The forward outputs and the incoming gradient enter the gradient
+    # formula as variables of the output index.
+    bindings, ni, nj = merge([t, wrt] + ([W] if W is not None else []))
+    bindings, nodes = dict(bindings), []
+    for o in outs + [g]:
+        o = o.astype(t.dtype, copy=False).reshape(len(o), -1)
+        nodes.append(new_var("i" if axis == 1 else "j", o.shape[1]))
+        bindings[nodes[-1]] = Binding(o)
+
+    def reduce(G, over):
+        return from_parts(type(t), G, bindings, ni, nj).sum(axis=over, backend=backend,
+                                                            **opts)
+
+    (grad,) = reduction_vjp(red.name, t.formula, W.formula if W is not None else None,
+                            [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
+    return grad
+

@@ -25,8 +25,7 @@ import numbers
 import numpy as np
 
 from . import _reducing
-from ._keops_options import keep_dims, take_output_options, write_out
-from ._lazy_args import check_axis as _check_axis
+from ._keops_options import finish, take_output_options
 from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
 from ._leaves import batched as _batched
@@ -40,7 +39,6 @@ from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, co
                         bind_symbols, dtype_of, from_parts, lift, merge, merge_ranges,
                         new_var, ranges_of, symbols_of)
 from .backend import _ops
-from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
 from .backend._dask import is_dask_array
@@ -414,7 +412,8 @@ class LazyTensor(KeopsMethods):
         options, out, keepdim = take_output_options(options)
         res = _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
                                **options)
-        return _finish(res, reduction, axis, len(self.batch), out, keepdim)
+        return finish(res, resolve(reduction, False).uses_k, axis, len(self.batch), out,
+                      keepdim, lambda o, r: o.__setitem__(Ellipsis, r))
 
     def _bind_symbols(self, arrays: dict) -> LazyTensor:
         """This formula with its symbolic variables bound to ``arrays``
@@ -555,64 +554,8 @@ class LazyTensor(KeopsMethods):
         with respect to a variable of the reduced index is a reduction over the
         other index.
         """
-        red = resolve(reduction, weight is not None)
-        if self.batch or (isinstance(weight, LazyTensor) and weight.batch):
-            raise NotImplementedError(
-                "vjp does not support batch axes yet; loop over the batch"
-            )
-        if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
-            raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
-        axis = _check_axis(axis)
-        W = self._lift(weight) if weight is not None else None
-        if red.surrogate is None:  # argument-valued reductions: zero gradient
-            return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
-        ranges = ranges if ranges is not None else ranges_of(self)
-        opts = {} if ranges is None else {"ranges": ranges}
-        outs = self._reduce(forward_reduction(red.name), axis, weight=W, K=K,
-                            backend=backend, **opts)
-        outs = list(outs) if isinstance(outs, tuple) else [outs]
-        g = _check_array(gradout, "vjp: 'gradout'")
-        if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
-            raise ValueError(
-                f"vjp: 'gradout' must have the shape of the {red.name} reduction's "
-                f"output, {outs[0].shape}; got {g.shape}"
-            )
-        if red.needs_lse:
-            outs.append(self.logsumexp(axis=axis, backend=backend, **opts))
-        # The forward outputs and the incoming gradient enter the gradient
-        # formula as variables of the output index.
-        bindings, ni, nj = merge([self, wrt] + ([W] if W is not None else []))
-        bindings, nodes = dict(bindings), []
-        for o in outs + [g]:
-            o = o.astype(self.dtype, copy=False).reshape(len(o), -1)
-            nodes.append(new_var("i" if axis == 1 else "j", o.shape[1]))
-            bindings[nodes[-1]] = Binding(o)
-
-        def reduce(G, over):
-            return LazyTensor._new(G, bindings, ni, nj).sum(axis=over, backend=backend, **opts)
-
-        (grad,) = reduction_vjp(red.name, self.formula, W.formula if W is not None else None,
-                                [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
-        return grad
-
-
-def _finish(res, reduction, axis, nbatch, out, keepdim):
-    """A reduction's result with ``keepdim`` and ``out`` applied (NumPy, CuPy
-    and Dask arrays)."""
-    if keepdim:
-        k_outputs = resolve(reduction, False).uses_k
-
-        def shaped(r):
-            return keep_dims(r, axis, nbatch, k_outputs, lambda a, s: a.reshape(s))
-
-        res = tuple(map(shaped, res)) if isinstance(res, tuple) else shaped(res)
-    if out is not None:
-        if isinstance(res, tuple):
-            raise TypeError("'out' is for reductions with one output; this one has "
-                            f"{len(res)}")
-        return write_out(out, res, lambda o, r: o.__setitem__(Ellipsis, r))
-    return res
-
+        return _reducing.vjp(self, wrt, gradout, reduction, axis, weight=weight, K=K,
+                             backend=backend, ranges=ranges)
 
 def _operand(o) -> bool:
     """Whether ``o`` can be an operand of a formula (for ``==`` / ``!=``)."""
