@@ -10,21 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="kerneltools.torch needs PyTorch (optional extra)")
 
+from test_torch import device  # noqa: E402,F401  (the cpu / cuda fixture)
+
 import kerneltools.torch as ktt  # noqa: E402
-from kerneltools.backend import _cuda_backend  # noqa: E402
 from kerneltools.torch import LazyTensor, Pm, Vi, Vj  # noqa: E402
 
 BE = "numpy"
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
-
-
-@pytest.fixture(params=DEVICES)
-def device(request):
-    if request.param == "cuda":
-        ok, why = _cuda_backend.gpu_status()
-        if not ok or not torch.cuda.is_available():
-            pytest.skip(f"no GPU for torch and CuPy: {why}")
-    return request.param
 
 
 def _rand(*shape, seed=0, grad=False, device="cpu"):
