@@ -5,7 +5,6 @@ reduction keywords, symbolic variables, the pykeops surface methods."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="kerneltools.torch needs PyTorch (optional extra)")
