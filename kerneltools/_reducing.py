@@ -107,7 +107,6 @@ def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options
                 return reduce(t, reduction, axis, weight=weight, K=K, backend=backend,
                               **options)
             return _reduce_in(compute, t, reduction, axis, weight, K, backend, options)
-    check_symbols(t, weight)
     if any(b.batch for b in bindings_of(t).values()) or (
             isinstance(weight, type(t))
             and any(b.batch for b in bindings_of(weight).values())):

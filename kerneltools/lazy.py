@@ -45,7 +45,7 @@ from .backend._dask import is_dask_array
 from .backend._ir import Node, index, topo_order, var
 from .backend._ops import OPS, substitute
 from .backend._ranges import transpose_ranges
-from .backend.reductions import resolve
+from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
@@ -412,7 +412,9 @@ class LazyTensor(KeopsMethods):
         options, out, keepdim = take_output_options(options)
         res = _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
                                **options)
-        return finish(res, resolve(reduction, False).uses_k, axis, len(self.batch), out,
+        if out is None and not keepdim:
+            return res
+        return finish(res, REDUCTIONS[reduction].uses_k, axis, len(self.batch), out,
                       keepdim, lambda o, r: o.__setitem__(Ellipsis, r))
 
     def _bind_symbols(self, arrays: dict) -> LazyTensor:
