@@ -502,7 +502,7 @@ class LazyTensor(KeopsMethods):
         return np.concatenate(outs, axis=1)[:, :n_cols]
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
-              backend=None, callback=None):
+              backend=None, callback=None, var=None, call=True, **options):
         """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric, >= 0).
 
         ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
@@ -515,7 +515,19 @@ class LazyTensor(KeopsMethods):
         points are Dask arrays, each product ``K x`` runs on the cluster and
         the iterates (one value per point) stay in this process: the result
         is NumPy.
+
+        pykeops' keywords: ``call=False`` returns a function of no argument
+        that solves; ``options`` (``dtype_acc``, ``sum_scheme``, ``ranges``,
+        ...) go to each product ``K x``; ``var=`` (an unknown given as a
+        symbolic variable of K) is not supported (NotImplementedError).
         """
+        if var is not None:
+            raise NotImplementedError(
+                "solve(var=...): an unknown given as a symbolic variable of K is not "
+                "supported; solve K_ij x_j = b_i with solve(b)")
+        if not call:
+            return lambda: self.solve(b, alpha, tol=tol, max_iter=max_iter,
+                                      backend=backend, callback=callback, **options)
         if self.dim != 1:
             raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
         if self.ni != self.nj:
@@ -535,7 +547,7 @@ class LazyTensor(KeopsMethods):
         B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
 
         def matvec(X):
-            out = (self * Vj(X))._reduce("Sum", 1, backend=backend)
+            out = (self * Vj(X))._reduce("Sum", 1, backend=backend, **options)
             if is_dask_array(out):  # K on Dask arrays: each product is distributed
                 out = out.compute()
             return out + alpha * X

@@ -228,6 +228,11 @@ def test_unbound_solve_and_linear_operator():
     a = LazyTensor.solve(K, Vi(b[:, None]), alpha=0.5, tol=1e-12, backend=BE)
     np.testing.assert_allclose(a, np.linalg.solve(Kd + 0.5 * np.eye(8), b[:, None]),
                                rtol=1e-8)
+    # pykeops' keywords: deferred, options to each product
+    f = K.solve(b, alpha=0.5, tol=1e-12, backend=BE, call=False, sum_scheme="block_sum")
+    np.testing.assert_allclose(f(), a[:, 0], rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="var"):
+        K.solve(b, var=Vj(0, 1))
 
 
 # -- reduction keywords ------------------------------------------------------------------
