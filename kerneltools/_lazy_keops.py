@@ -20,7 +20,8 @@ import numbers
 
 import numpy as np
 
-from ._lazy_args import int_arg
+from ._lazy_args import check_axis, int_arg
+from ._symbolic import symbols_of
 from .backend import _ops
 from .backend._ir import pi
 from .backend.reductions import resolve
@@ -33,10 +34,13 @@ class FeatureDim(int):
     is pykeops' (and torch's) number of axes of the formula's shape,
     ``len(batch) + 3`` (batch axes, i, j, features)."""
 
-    def __new__(cls, d: int, n_axes: int):
+    def __new__(cls, d: int, n_axes: int = 3):
         out = super().__new__(cls, d)
         out.n_axes = n_axes
         return out
+
+    def __reduce__(self):
+        return (FeatureDim, (int(self), self.n_axes))
 
     def __call__(self) -> int:
         return self.n_axes
@@ -236,8 +240,6 @@ class KeopsMethods:
         axis = axis if dim is None or axis is not None else dim
         if axis is None:
             raise ValueError("reduction: give 'axis' (or 'dim')")
-        from ._lazy_args import check_axis
-
         K = int_arg(opt_arg, "opt_arg") if red.uses_k else 1
         return self._reduce(red.name, check_axis(axis, len(self.batch)), weight=other,
                             K=K, call=call, **kwargs)
@@ -246,7 +248,5 @@ class KeopsMethods:
     @property
     def symbolic_variables(self) -> tuple:
         """pykeops' ``(ind, dim, cat)`` of each symbolic variable, by index."""
-        from ._symbolic import symbols_of
-
         return tuple((k, n.dim, "ijp".index(n.cat)) for k, n in
                      sorted(symbols_of(self).items()))

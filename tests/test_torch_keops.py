@@ -52,6 +52,20 @@ def test_batch_axes_values_and_gradients(device):
             torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12, msg=name)
 
 
+def test_vi_vj_of_batched_tensors_are_batch_axes():
+    """torch's Vi/Vj of (B, N, D) tensors read the leading axis as a batch
+    axis, as NumPy's do (they once flattened it into the features)."""
+    import kerneltools as kt
+
+    x, y = _rand(2, 5, 3, seed=40), _rand(2, 4, 3, seed=41)
+    got = (-Vi(x).sqdist(Vj(y))).exp().sum(2, backend=BE)
+    want = (-kt.Vi(x.numpy()).sqdist(kt.Vj(y.numpy()))).exp().sum(2, backend=BE)
+    assert got.shape == (2, 5, 1)
+    torch.testing.assert_close(got, torch.from_numpy(want))
+    torch.testing.assert_close(got, torch.exp(-((x[:, :, None] - y[:, None]) ** 2).sum(-1))
+                               .sum(2, keepdim=True))
+
+
 def test_batch_gradcheck():
     x = _rand(2, 3, 1, 2, seed=5, grad=True)
     y = _rand(2, 1, 4, 2, seed=6, grad=True)
