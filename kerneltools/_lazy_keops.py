@@ -137,6 +137,12 @@ class KeopsMethods:
         k = int_arg(k, "k")
         return self._compose(lambda t, xx: _ops.bspline(t, xx, k), x)
 
+    def softdtw_sqdist(self, other, gamma):
+        """Soft-DTW between the components of ``self`` and ``other`` (two
+        sequences), squared differences as the cost, smoothing ``gamma`` (a
+        scalar: number, parameter or formula); as pykeops."""
+        return self._compose(_ops.softdtw_sqdist, other, gamma)
+
     @staticmethod
     def concatenate(tuple_of_lt, axis=-1):
         """Concatenation of several formulas along the feature axis (``axis``

@@ -167,6 +167,32 @@ def test_bspline_against_scipy(backend, order):
                                atol=1e-14)
 
 
+def _softdtw_reference(a, b, gamma):
+    """Soft-DTW by its dynamic program (Cuturi and Blondel 2017), in NumPy."""
+    n, m = len(a), len(b)
+    R = np.full((n + 1, m + 1), np.inf)
+    R[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            prev = np.array([R[i - 1, j - 1], R[i - 1, j], R[i, j - 1]])
+            lo = prev.min()
+            soft = lo - gamma * np.log(np.exp(-(prev - lo) / gamma).sum())
+            R[i, j] = (a[i - 1] - b[j - 1]) ** 2 + soft
+    return R[n, m]
+
+
+def test_softdtw_sqdist(backend):
+    rng = np.random.default_rng(14)
+    x, y = rng.random((4, 5)), rng.random((3, 3))
+    gamma = 0.3
+    ref = np.array([[_softdtw_reference(a, b, gamma) for b in y] for a in x])
+    F = Vi(x).softdtw_sqdist(Vj(y), Pm(np.array([gamma])))
+    assert F.shape == (4, 3)
+    np.testing.assert_allclose(F.sum(axis=1, backend=backend)[:, 0], ref.sum(1), rtol=1e-10)
+    np.testing.assert_allclose(Vi(x).softdtw_sqdist(Vj(y), gamma).min(axis=0, backend=backend)
+                               [:, 0], ref.min(0), rtol=1e-10)
+
+
 # -- differential operators ----------------------------------------------------------
 def test_grad_matrix_divergence_laplacian_trace_diff():
     """On a Gaussian kernel k = exp(-|x - y|^2 / 2) and its gradient field,

@@ -602,4 +602,4 @@ def mod(x: Node, m: Node, offset: Node) -> Node:
 # Composites of pykeops' LazyTensor surface (feature-wise min/max, tensor
 # dot, Kronecker product, B-splines): their own module, for size.
 from ._ops_keops import (argmax_feat, argmin_feat, bspline, gather,  # noqa: E402,F401
-                         kron, max_feat, min_feat, tensordot)
+                         kron, max_feat, min_feat, softdtw_sqdist, tensordot)

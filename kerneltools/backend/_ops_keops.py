@@ -3,7 +3,7 @@
 Formulas over the primitives of :mod:`._ops` (no rendering, no derivative of
 their own): feature-wise min/max/argmin/argmax, ``gather`` (a permutation
 of components), pykeops' ``TensorDot`` and ``Kron``, and the B-spline basis
-(``BSpline``). Re-exported by :mod:`._ops`.
+(``BSpline``), soft-DTW (``SoftDTW_SqDist``). Re-exported by :mod:`._ops`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ._ir import Node, intcst
 from ._make import FormulaError, make
 
 __all__ = ["argmax_feat", "argmin_feat", "bspline", "gather", "kron", "max_feat",
-           "min_feat", "tensordot"]
+           "min_feat", "softdtw_sqdist", "tensordot"]
 
 
 # Feature-wise reductions (pykeops' ``x.min(-1)``, ``x.argmax(-1)``, ...): a
@@ -168,3 +168,35 @@ def bspline(knots: Node, x: Node, order: int) -> Node:
     for b in B[1:]:
         out = make("Concat", out, b)
     return out
+
+
+def softdtw_sqdist(x: Node, y: Node, gamma: Node) -> Node:
+    """Soft-DTW (Cuturi and Blondel, 2017) between the sequences of
+    components of ``x`` and ``y``, with squared differences as the cost and
+    smoothing ``gamma`` (scalar): ``R[i, j] = (x_i - y_j)^2 + softmin(R[i-1,
+    j-1], R[i-1, j], R[i, j-1])``, ``softmin(a) = -gamma log sum exp(-a /
+    gamma)`` (stabilised by the minimum), the borders of R infinite; the
+    value is ``R[n, m]``. As pykeops' ``SoftDTW_SqDist``."""
+    if gamma.dim != 1:
+        raise FormulaError(f"softdtw_sqdist: gamma must be scalar, got dimension {gamma.dim}")
+    xs = [make("Extract", x, attrs=(k, 1)) for k in range(x.dim)]
+    ys = [make("Extract", y, attrs=(k, 1)) for k in range(y.dim)]
+
+    def softmin(vals):
+        m = vals[0]
+        for v in vals[1:]:
+            m = make("Minimum", m, v)
+        s = None
+        for v in vals:
+            e = make("Exp", make("Div", make("Sub", m, v), gamma))
+            s = e if s is None else make("Add", s, e)
+        return make("Sub", m, make("Mul", gamma, make("Log", s)))
+
+    R: dict = {}
+    for i in range(x.dim):
+        for j in range(y.dim):
+            cost = make("Square", make("Sub", xs[i], ys[j]))
+            prev = [R[p] for p in ((i - 1, j - 1), (i - 1, j), (i, j - 1)) if p in R]
+            R[i, j] = cost if not prev else make("Add", cost, prev[0] if len(prev) == 1
+                                                 else softmin(prev))
+    return R[x.dim - 1, y.dim - 1]
