@@ -85,6 +85,8 @@ def check_finite_data(formula, bindings: dict, who: str) -> None:
         if node.op != "Var" or node not in bindings:
             continue
         a = bindings[node].array
+        if a is None:  # a symbolic variable: no data yet
+            continue
         if is_dask_array(a):
             import dask.array as da
 

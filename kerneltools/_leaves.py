@@ -20,7 +20,7 @@ from .backend._arrays import is_cupy_array
 from .backend._dask import check_dask_array, is_dask_array
 from .backend._ir import Node, intcst
 
-__all__ = ["batched", "check_array", "leaf"]
+__all__ = ["batched", "check_array", "leaf", "symbolic"]
 
 
 def check_array(x, what: str) -> np.ndarray:
@@ -59,8 +59,28 @@ def _variable(cat: str, a: np.ndarray) -> tuple[Node, dict]:
     return node, {node: Binding(a if a.ndim else a.reshape(1))}
 
 
+def symbolic(ind, dim, cat, what="LazyTensor((ind, dim, cat))"):
+    """(formula, bindings, ni, nj) of pykeops' symbolic variable
+    ``Var(ind, dim, cat)``: cat 0 (i), 1 (j) or 2 (parameter), its data given
+    when the reduction is called (argument number ``ind``)."""
+    for name, v in (("ind", ind), ("dim", dim), ("cat", cat)):
+        if not is_int(v):
+            raise TypeError(f"{what}: '{name}' must be an integer, got {v!r}")
+    if ind < 0 or dim < 1 or cat not in (0, 1, 2):
+        raise ValueError(f"{what}: needs ind >= 0, dim >= 1 and cat 0 (i), 1 (j) or "
+                         f"2 (parameter); got ({ind}, {dim}, {cat})")
+    node = new_var("ijp"[cat], int(dim))
+    return node, {node: Binding(None, symbol=int(ind))}, None, None
+
+
 def leaf(x, axis, what="the array given to LazyTensor"):
     """(formula, bindings, ni, nj) of a new leaf."""
+    if isinstance(x, tuple) and not hasattr(x, "shape"):
+        if len(x) != 3 or axis is not None:
+            raise ValueError(
+                f"{what}: a tuple must be pykeops' (ind, dim, cat) of a symbolic "
+                f"variable, without 'axis'; got {x!r}" + (f", axis={axis}" if axis else ""))
+        return symbolic(*x)
     if isinstance(x, (bool, np.bool_)):
         x = int(x)
     if isinstance(x, numbers.Integral) and not isinstance(x, np.ndarray):

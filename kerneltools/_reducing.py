@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._keops_options import PYKEOPS_KEYWORDS, engine_backend, engine_options
 from ._lazy_args import int_arg
-from ._symbolic import (Binding, batch_of, bindings_of, check_axis, dtype_of, from_parts,
-                        lift, merge, new_var, ranges_of)
+from ._leaves import check_array
+from ._symbolic import (Binding, batch_of, bindings_of, check_axis, check_symbols,
+                        dtype_of, from_parts, lift, merge, new_var, ranges_of)
 from .backend._arrays import array_module, is_cupy_array
+from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._dask import is_dask_array, reduce_lazy
 from .backend._dispatch import (check_backend_name, configured_backend, evaluate_dense,
                                 run_plan)
 from .backend._ops import substitute
 from .backend._plan import make_plan
-from .backend.reductions import REDUCTIONS, check_formulas
+from .backend.reductions import REDUCTIONS, check_formulas, resolve
 
-__all__ = ["plan", "reduce", "to_dense"]
+__all__ = ["check_backend", "plan", "reduce", "to_dense", "vjp"]
 
 
 class _DaskPlan:
@@ -48,7 +51,9 @@ def plan(t, reduction: str, axis, weight=None, K=1, backend=None):
     """``(Plan, arguments)`` of a reduction of ``t`` (``(_DaskPlan, None)`` on
     Dask arrays), after checking every argument against the registry."""
     axis = check_axis(axis)
+    backend = engine_backend(backend)
     check_backend_name(backend)
+    check_symbols(t, weight)
     parts = [t] + ([lift(type(t), weight)] if weight is not None else [])
     if weight is None:  # the common case: nothing to merge
         bindings, ni, nj = bindings_of(t), t.ni, t.nj
@@ -90,7 +95,18 @@ def _check_k(K, n: int, has: str) -> int:
 
 def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options):
     """The reduction ``reduction`` (a registry name) of the LazyTensor ``t`` over
-    ``axis``: an array of the inputs' kind, a tuple of them for several outputs."""
+    ``axis``: an array of the inputs' kind, a tuple of them for several outputs.
+
+    ``options``: the engine's (``ranges``, ``tiles``) and pykeops' keywords
+    (:mod:`kerneltools._keops_options`)."""
+    backend = engine_backend(backend)
+    if any(k in options for k in PYKEOPS_KEYWORDS):
+        options, compute, device = engine_options(options, _dtype_of(t, weight))
+        with device:
+            if compute is None:
+                return reduce(t, reduction, axis, weight=weight, K=K, backend=backend,
+                              **options)
+            return _reduce_in(compute, t, reduction, axis, weight, K, backend, options)
     if any(b.batch for b in bindings_of(t).values()) or (
             isinstance(weight, type(t))
             and any(b.batch for b in bindings_of(weight).values())):
@@ -107,6 +123,40 @@ def reduce(t, reduction: str, axis, *, weight=None, K=1, backend=None, **options
     if p.red.uses_k and p.red.out_dim([f.dim for f in p.formulas]) == 1:
         outs = tuple(o[..., 0] for o in outs)
     return outs if len(outs) > 1 else outs[0]
+
+
+def check_backend(backend) -> None:
+    """ValueError unless ``backend`` is a backend name (ours or pykeops')."""
+    check_backend_name(engine_backend(backend))
+
+
+def _dtype_of(t, weight):
+    parts = [t] + ([weight] if isinstance(weight, type(t)) else [])
+    bindings = {}
+    for p in parts:
+        bindings.update(bindings_of(p))
+    return dtype_of(bindings)
+
+
+def _reduce_in(dtype, t, reduction, axis, weight, K, backend, options):
+    """The reduction computed in ``dtype`` (``dtype_acc="float64"`` on float32
+    data), its real outputs cast back to the data's dtype."""
+    data_dtype = _dtype_of(t, weight)
+
+    def cast(p):
+        if not isinstance(p, type(t)):
+            return p
+        b = {n: Binding(v.array, v.weak, v.batch) if v.weak or v.array is None
+             else Binding(v.array.astype(dtype), v.weak, v.batch)
+             for n, v in bindings_of(p).items()}
+        return from_parts(type(t), p.formula, b, p.ni, p.nj, ranges=ranges_of(p))
+
+    outs = reduce(cast(t), reduction, axis, weight=cast(weight), K=K, backend=backend,
+                  **options)
+    single = not isinstance(outs, tuple)
+    outs = (outs,) if single else outs
+    outs = tuple(o.astype(data_dtype) if o.dtype.kind == "f" else o for o in outs)
+    return outs[0] if single else outs
 
 
 def to_dense(t, max_elements: int) -> np.ndarray:
@@ -196,3 +246,51 @@ def _stack(bindings: dict, batch: tuple, out_cat: str, n_out: int):
                                batch + (rows, a.shape[-1]))
         flat[node] = Binding(xp.ascontiguousarray(full.reshape(B * rows, -1)), b.weak)
     return flat, swap
+
+
+def vjp(t, wrt, gradout, reduction: str = "Sum", axis: int = 1, *, weight=None, K: int = 1,
+        backend=None, ranges=None):
+    """``LazyTensor.vjp``: the gradient of ``sum(gradout * reduction(t))`` with
+    respect to the variable ``wrt``, from the reduction's gradient rule and
+    the formula's symbolic derivative."""
+    red = resolve(reduction, weight is not None)
+    if t.batch or (isinstance(weight, type(t)) and weight.batch):
+        raise NotImplementedError(
+            "vjp does not support batch axes yet; loop over the batch"
+        )
+    if not isinstance(wrt, type(t)) or wrt.formula.op != "Var":
+        raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
+    axis = check_axis(axis)
+    W = lift(type(t), weight) if weight is not None else None
+    if red.surrogate is None:  # argument-valued reductions: zero gradient
+        return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=t.dtype)
+    ranges = ranges if ranges is not None else ranges_of(t)
+    opts = {} if ranges is None else {"ranges": ranges}
+    outs = t._reduce(forward_reduction(red.name), axis, weight=W, K=K, backend=backend,
+                     **opts)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    g = check_array(gradout, "vjp: 'gradout'")
+    if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
+        raise ValueError(
+            f"vjp: 'gradout' must have the shape of the {red.name} reduction's "
+            f"output, {outs[0].shape}; got {g.shape}"
+        )
+    if red.needs_lse:
+        outs.append(t.logsumexp(axis=axis, backend=backend, **opts))
+    # The forward outputs and the incoming gradient enter the gradient
+    # formula as variables of the output index.
+    bindings, ni, nj = merge([t, wrt] + ([W] if W is not None else []))
+    bindings, nodes = dict(bindings), []
+    for o in outs + [g]:
+        o = o.astype(t.dtype, copy=False).reshape(len(o), -1)
+        nodes.append(new_var("i" if axis == 1 else "j", o.shape[1]))
+        bindings[nodes[-1]] = Binding(o)
+
+    def reduce(G, over):
+        return from_parts(type(t), G, bindings, ni, nj).sum(axis=over, backend=backend,
+                                                            **opts)
+
+    (grad,) = reduction_vjp(red.name, t.formula, W.formula if W is not None else None,
+                            [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
+    return grad
+

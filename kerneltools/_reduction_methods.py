@@ -28,7 +28,13 @@ from __future__ import annotations
 from typing import Callable
 
 from ._lazy_args import alias, check_axis, is_int
+from .backend import _ops
 from .backend.reductions import Reduction, method_variants
+
+#: pykeops' feature-axis forms (``x.min(-1)``, the default axis) of the
+#: reductions without a ``feature_op``: composites of the core's operations.
+FEATURE_COMPOSITES = {"min": _ops.min_feat, "max": _ops.max_feat,
+                      "argmin": _ops.argmin_feat, "argmax": _ops.argmax_feat}
 
 __all__ = ["reduction_methods"]
 
@@ -56,14 +62,21 @@ def _method(method: str, variants: dict[int, Reduction], feature: bool = True) -
             return self._reduce(two.name, _axis(self, axis, dim), weight=weight,
                                 backend=backend, **options)
     elif two is not None:
-        def fn(self, axis=None, dim=None, weight=None, backend=None, **options):
+        def fn(self, axis=None, dim=None, weight=None, backend=None, other=None,
+               **options):
+            if other is not None:  # pykeops' name of the weight
+                if weight is not None:
+                    raise TypeError("give 'weight' or 'other' (its alias), not both")
+                weight = other
             name = one.name if weight is None else two.name
             return self._reduce(name, _axis(self, axis, dim), weight=weight,
                                 backend=backend, **options)
-    elif one.feature_op is not None and feature:
+    elif (one.feature_op is not None or method in FEATURE_COMPOSITES) and feature:
         def fn(self, axis=-1, dim=None, backend=None, **options):
             axis, nbatch = alias(axis, dim), len(self.batch)
             if is_int(axis) and int(axis) in (-1, nbatch + 2):
+                if one.feature_op is None:
+                    return self._compose(FEATURE_COMPOSITES[method])
                 return self._apply(one.feature_op)
             return self._reduce(one.name, check_axis(axis, nbatch), backend=backend,
                                 **options)
@@ -86,7 +99,8 @@ def _doc(one: Reduction | None, two: Reduction | None) -> str:
     red = one or two
     lines = [f"``{red.doc}``, reduced over i (``axis=0``) or j (``axis=1``); with B "
              "batch axes, ``axis=B`` or ``B + 1``."]
-    if one is not None and one.feature_op is not None:
+    if one is not None and (one.feature_op is not None
+                            or one.methods[0] in FEATURE_COMPOSITES):
         lines[0] = (f"``{one.doc}`` over j (``axis=1``) or i (``axis=0``); "
                     f"``axis=-1``: over the features, symbolically.")
     if one is not None and two is not None:

@@ -34,7 +34,8 @@ from .backend._ops import FormulaError, make
 
 __all__ = ["Binding", "MATMUL_BLOCK", "apply", "batch_of", "bindings_of", "check_axis",
            "check_ranges", "compose", "dtype_of", "from_parts", "lift", "merge",
-           "merge_ranges", "new_var", "ranges_of"]
+           "merge_ranges", "new_var", "ranges_of", "symbols_of", "check_symbols",
+           "bind_symbols"]
 
 #: Widest right operand that ``K @ b`` reduces in one generated kernel (wider
 #: ones go block by block, so one kernel serves every width).
@@ -45,9 +46,11 @@ MATMUL_BLOCK = 32
 class Binding:
     """The data of one variable of a formula."""
 
-    array: np.ndarray  # (*batch, n, d) for i- and j-variables, (*batch, d) for parameters
+    array: np.ndarray | None  # (*batch, n, d) for i- and j-variables, (*batch, d) for
+    # parameters; None for a symbolic variable, whose data come at call time
     weak: bool = False  # Python floats: they do not take part in dtype promotion
     batch: tuple = ()  # leading batch axes, reduced independently
+    symbol: int | None = None  # pykeops' index of a symbolic variable (Vi(0, 3))
 
 
 def new_var(cat: str, dim: int) -> Node:
@@ -130,7 +133,8 @@ def batch_of(bindings) -> tuple:
 def dtype_of(bindings: dict) -> np.dtype:
     """The dtype that reductions compute in: NumPy promotion of the strongly
     typed data (float64 for integers or none, float32 for float16)."""
-    strong = [b.array.dtype for b in bindings.values() if not b.weak]
+    strong = [b.array.dtype for b in bindings.values()
+              if not b.weak and b.array is not None]
     if not strong:
         return np.dtype(np.float64)
     dt = np.result_type(*strong)
@@ -182,12 +186,85 @@ def compose(t, fn, *others):
     cls = type(t)
     parts = [t] + [lift(cls, o) for o in others]
     bindings, ni, nj = merge(parts)
+    if any(b.symbol is not None for b in bindings.values()):
+        symbols_of(*parts)  # one index, one variable
     try:
         node = fn(*(p.formula for p in parts))
     except FormulaError as exc:
         raise ValueError(f"{exc} (operand shapes {_shapes(parts)})") from None
-    return from_parts(cls, node, bindings, ni, nj, ranges=merge_ranges(parts))
+    out = from_parts(cls, node, bindings, ni, nj, ranges=merge_ranges(parts))
+    for p in parts:  # pykeops' ``K.backend = ...`` carries over, as ranges do
+        if "_backend" in p.__dict__:
+            out._backend = p._backend
+            break
+    return out
 
 
 def _shapes(parts) -> str:
     return ", ".join(str(p.shape) for p in parts)
+
+
+# -- symbolic variables (pykeops' Vi(0, 3), LazyTensor((0, 3, 0))) -------------
+_CAT_NAMES = {"i": "Vi", "j": "Vj", "p": "Pm"}
+
+
+def symbols_of(*parts) -> dict:
+    """``{pykeops index: variable node}`` of the symbolic variables of the
+    LazyTensors ``parts`` (other values are skipped); a ValueError if one
+    index stands for two different variables."""
+    out: dict = {}
+    for p in parts:
+        p = getattr(p, "_lt", p)  # kerneltools.torch's wraps a NumPy-level one
+        if not hasattr(p, "_bindings"):
+            continue
+        for node, b in bindings_of(p).items():
+            if b.symbol is None:
+                continue
+            if b.symbol in out and out[b.symbol] is not node:
+                other = out[b.symbol]
+                raise ValueError(
+                    f"the symbolic variable index {b.symbol} is used twice, by "
+                    f"{_CAT_NAMES[other.cat]}({b.symbol}, {other.dim}) and "
+                    f"{_CAT_NAMES[node.cat]}({b.symbol}, {node.dim})")
+            out[b.symbol] = node
+    return out
+
+
+def check_symbols(*parts) -> None:
+    """ValueError if the LazyTensors ``parts`` still have symbolic variables
+    (a reduction of them needs their data: call it with the arrays)."""
+    sym = symbols_of(*parts)
+    if sym:
+        raise ValueError(
+            f"the formula has symbolic variables (indices {sorted(sym)}) without data; "
+            "call the reduction's result with one array per index")
+
+
+def bind_symbols(t, arrays: dict, check_array):
+    """``t`` with its symbolic variables bound: ``arrays`` maps a pykeops index
+    to its data, (n, D) for Vi/Vj, (D,) for Pm; ``check_array(x, what)``
+    converts one. A LazyTensor of ``t``'s class."""
+    if not hasattr(t, "_bindings"):
+        return t
+    bindings, ni, nj = dict(bindings_of(t)), t.ni, t.nj
+    for node, b in bindings_of(t).items():
+        if b.symbol is None:
+            continue
+        what = f"the argument {b.symbol} ({_CAT_NAMES[node.cat]} of dimension {node.dim})"
+        a = check_array(arrays[b.symbol], what)
+        if node.cat == "p":
+            a = a.reshape(-1)
+            if a.shape != (node.dim,):
+                raise ValueError(f"{what} must have shape ({node.dim},), got {a.shape}")
+        else:
+            a = a.reshape(-1, 1) if a.ndim == 1 and node.dim == 1 else a
+            if a.ndim != 2 or a.shape[1] != node.dim:
+                raise ValueError(f"{what} must have shape (n, {node.dim}), got {a.shape}")
+            n = a.shape[0]
+            cur = ni if node.cat == "i" else nj
+            if cur is not None and cur != n:
+                raise ValueError(f"{what} has {n} rows, but the formula's other "
+                                 f"{node.cat}-variables have {cur}")
+            ni, nj = (n, nj) if node.cat == "i" else (ni, n)
+        bindings[node] = Binding(a)
+    return from_parts(type(t), t.formula, bindings, ni, nj, ranges=ranges_of(t))

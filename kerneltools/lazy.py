@@ -25,30 +25,32 @@ import numbers
 import numpy as np
 
 from . import _reducing
-from ._lazy_args import check_axis as _check_axis
+from ._keops_options import finish, take_output_options
 from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
 from ._leaves import batched as _batched
 from ._leaves import check_array as _check_array
 from ._leaves import leaf as _leaf
+from ._leaves import symbolic as _symbolic
+from ._lazy_keops import KeopsMethods
+from ._deferred import DeferredReduction
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,
-                        dtype_of, from_parts, lift, merge, merge_ranges, new_var,
-                        ranges_of)
+                        bind_symbols, dtype_of, from_parts, lift, merge, merge_ranges,
+                        new_var, ranges_of, symbols_of)
 from .backend import _ops
-from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._autodiff import grad as _grad
 from .backend._cg import conjugate_gradient as _cg
 from .backend._dask import is_dask_array
 from .backend._ir import Node, index, topo_order, var
 from .backend._ops import OPS, substitute
 from .backend._ranges import transpose_ranges
-from .backend.reductions import resolve
+from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
 
-class LazyTensor:
+class LazyTensor(KeopsMethods):
     """A symbolic ``(N, M, D)`` array ``F(p, x_i, y_j)``, reduced without storage.
 
     Parameters
@@ -86,12 +88,7 @@ class LazyTensor:
     def _new(cls, formula, bindings, ni, nj) -> LazyTensor:
         return from_parts(cls, formula, bindings, ni, nj)
 
-    # -- description -------------------------------------------------------
-    @property
-    def dim(self) -> int:
-        """Dimension of the formula's values (the last axis)."""
-        return self.formula.dim
-
+    # -- description (dim, ndim, nbatchdims: kerneltools._lazy_keops) ----------
     @property
     def batch(self) -> tuple:
         """The batch axes (broadcast over the variables'); () without any."""
@@ -105,11 +102,6 @@ class LazyTensor:
         makes ``scipy.sparse.linalg.aslinearoperator(K)`` work."""
         s = self.batch + (self.ni or 1, self.nj or 1)
         return s if self.formula.dim == 1 else s + (self.formula.dim,)
-
-    @property
-    def ndim(self) -> int:
-        """``len(shape)``."""
-        return len(self.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -130,6 +122,21 @@ class LazyTensor:
             self.__dict__.pop("_ranges", None)
         else:
             self._ranges = value
+
+    @property
+    def backend(self):
+        """The backend that reductions use when not given ``backend=`` (None:
+        the configured one); pykeops' attribute, set with ``K.backend = "CPU"``.
+        Formulas built from ``K`` keep it."""
+        return self.__dict__.get("_backend")
+
+    @backend.setter
+    def backend(self, value):
+        if value is None:
+            self.__dict__.pop("_backend", None)
+        else:
+            _reducing.check_backend(value)
+            self._backend = value
 
     def __repr__(self) -> str:
         return f"LazyTensor(shape={self.shape}, formula={self.formula})"
@@ -242,16 +249,6 @@ class LazyTensor:
 
     def __ror__(self, o):
         return self._lift(o)._compose(_ops.dot, self)
-
-    def __getitem__(self, k):
-        if isinstance(k, numbers.Integral):
-            return self.elem(int(k))
-        if isinstance(k, slice):
-            start, stop, step = k.indices(self.dim)
-            if step != 1 or stop <= start:
-                raise ValueError(f"only contiguous, non-empty slices are supported, got {k}")
-            return self.extract(start, stop - start)
-        raise TypeError(f"LazyTensor indices must be an int or a slice, got {k!r}")
 
     # element-wise functions with arguments
     def atan2(self, x) -> LazyTensor:
@@ -403,8 +400,27 @@ class LazyTensor:
                           ranges=check_ranges(ranges))
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
-        return _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
-                                **options)
+        """The reduction ``reduction`` over ``axis`` (0: i, 1: j), with pykeops'
+        keywords: ``call=False`` (or symbolic variables) gives a callable
+        :class:`~kerneltools._deferred.DeferredReduction`; ``out=`` an array
+        to write the result into; ``keepdim=True`` keeps the reduced axis."""
+        call = options.pop("call", True)
+        if backend is None:
+            backend = self.backend
+        if not call or symbols_of(self, weight):
+            return DeferredReduction(self, reduction, axis, weight, K, backend, options)
+        options, out, keepdim = take_output_options(options)
+        res = _reducing.reduce(self, reduction, axis, weight=weight, K=K, backend=backend,
+                               **options)
+        if out is None and not keepdim:
+            return res
+        return finish(res, REDUCTIONS[reduction].uses_k, axis, len(self.batch), out,
+                      keepdim, lambda o, r: o.__setitem__(Ellipsis, r))
+
+    def _bind_symbols(self, arrays: dict) -> LazyTensor:
+        """This formula with its symbolic variables bound to ``arrays``
+        ({pykeops index: array})."""
+        return bind_symbols(self, arrays, _check_array)
 
     # sum, logsumexp, min, Kmin, ...: one method per name of the reductions'
     # registry (``Reduction.methods``), installed below the class.
@@ -417,14 +433,15 @@ class LazyTensor:
         """``K.T @ v`` (pykeops' alias, for ``scipy.sparse.linalg``)."""
         return self.T @ v
 
-    def __matmul__(self, b):
+    def __matmul__(self, b, **options):
         """``K @ b = sum_j K_ij b_j`` for a scalar formula ``K``; b of shape (M,) or (M, E).
 
         On the configured backend (:func:`kerneltools.config_context`); use
-        :meth:`matmul` to name one."""
-        return self.matmul(b)
+        :meth:`matmul` to name one. ``K.__matmul__(b, **options)`` takes the
+        reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
 
-    def matmul(self, b, *, backend=None):
+    def matmul(self, b, *, backend=None, **options):
         """``K @ b = sum_j K_ij b_j``, on ``backend`` (None: the configured one).
 
         ``K`` a scalar formula; ``b`` of shape (M,), (M, E) or batched
@@ -442,7 +459,7 @@ class LazyTensor:
                     f"(B..., {self.nj}, E); got {b_arr.shape}"
                 )
             bj = Vj(b_arr if b_arr.ndim >= 2 else b_arr[:, None])
-            out = (self * bj)._reduce("Sum", 1, backend=backend)
+            out = (self * bj)._reduce("Sum", 1, backend=backend, **options)
             return out[..., 0] if b_arr.ndim == 1 else out
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape {b_arr.shape}")
@@ -453,7 +470,8 @@ class LazyTensor:
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
         if b2.shape[1] > MATMUL_BLOCK:
-            return self._matmul_blocks(b2, backend).reshape((-1,) + b_arr.shape[1:])
+            return self._matmul_blocks(b2, backend, options).reshape(
+                (-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
         # product (conjugate gradients, say) skips planning on warm calls.
@@ -467,10 +485,10 @@ class LazyTensor:
         bindings[bvar] = Binding(b2)
         product = from_parts(LazyTensor, formula, bindings, self.ni, b2.shape[0],
                              ranges=ranges_of(self))
-        out = product._reduce("Sum", 1, backend=backend)
+        out = product._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out
 
-    def _matmul_blocks(self, b2, backend=None):
+    def _matmul_blocks(self, b2, backend=None, options=None):
         """``K @ b`` for many columns, ``MATMUL_BLOCK`` at a time: the column
         count is code in a generated kernel, so one kernel (the last block
         zero-padded) serves every width instead of one huge kernel per width."""
@@ -480,11 +498,11 @@ class LazyTensor:
             block = b2[:, c0 : c0 + MATMUL_BLOCK]
             if block.shape[1] < MATMUL_BLOCK:
                 block = np.pad(block, ((0, 0), (0, MATMUL_BLOCK - block.shape[1])))
-            outs.append(self.matmul(block, backend=backend))
+            outs.append(self.matmul(block, backend=backend, **(options or {})))
         return np.concatenate(outs, axis=1)[:, :n_cols]
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
-              backend=None, callback=None):
+              backend=None, callback=None, var=None, call=True, **options):
         """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric, >= 0).
 
         ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
@@ -497,7 +515,19 @@ class LazyTensor:
         points are Dask arrays, each product ``K x`` runs on the cluster and
         the iterates (one value per point) stay in this process: the result
         is NumPy.
+
+        pykeops' keywords: ``call=False`` returns a function of no argument
+        that solves; ``options`` (``dtype_acc``, ``sum_scheme``, ``ranges``,
+        ...) go to each product ``K x``; ``var=`` (an unknown given as a
+        symbolic variable of K) is not supported (NotImplementedError).
         """
+        if var is not None:
+            raise NotImplementedError(
+                "solve(var=...): an unknown given as a symbolic variable of K is not "
+                "supported; solve K_ij x_j = b_i with solve(b)")
+        if not call:
+            return lambda: self.solve(b, alpha, tol=tol, max_iter=max_iter,
+                                      backend=backend, callback=callback, **options)
         if self.dim != 1:
             raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
         if self.ni != self.nj:
@@ -517,7 +547,7 @@ class LazyTensor:
         B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
 
         def matvec(X):
-            out = (self * Vj(X))._reduce("Sum", 1, backend=backend)
+            out = (self * Vj(X))._reduce("Sum", 1, backend=backend, **options)
             if is_dask_array(out):  # K on Dask arrays: each product is distributed
                 out = out.compute()
             return out + alpha * X
@@ -538,46 +568,8 @@ class LazyTensor:
         with respect to a variable of the reduced index is a reduction over the
         other index.
         """
-        red = resolve(reduction, weight is not None)
-        if self.batch or (isinstance(weight, LazyTensor) and weight.batch):
-            raise NotImplementedError(
-                "vjp does not support batch axes yet; loop over the batch"
-            )
-        if not isinstance(wrt, LazyTensor) or wrt.formula.op != "Var":
-            raise TypeError("vjp: 'wrt' must be a variable LazyTensor")
-        axis = _check_axis(axis)
-        W = self._lift(weight) if weight is not None else None
-        if red.surrogate is None:  # argument-valued reductions: zero gradient
-            return np.zeros_like(wrt._bindings[wrt.formula].array, dtype=self.dtype)
-        ranges = ranges if ranges is not None else ranges_of(self)
-        opts = {} if ranges is None else {"ranges": ranges}
-        outs = self._reduce(forward_reduction(red.name), axis, weight=W, K=K,
-                            backend=backend, **opts)
-        outs = list(outs) if isinstance(outs, tuple) else [outs]
-        g = _check_array(gradout, "vjp: 'gradout'")
-        if g.shape[0] != len(outs[0]) or g.size != outs[0].size:
-            raise ValueError(
-                f"vjp: 'gradout' must have the shape of the {red.name} reduction's "
-                f"output, {outs[0].shape}; got {g.shape}"
-            )
-        if red.needs_lse:
-            outs.append(self.logsumexp(axis=axis, backend=backend, **opts))
-        # The forward outputs and the incoming gradient enter the gradient
-        # formula as variables of the output index.
-        bindings, ni, nj = merge([self, wrt] + ([W] if W is not None else []))
-        bindings, nodes = dict(bindings), []
-        for o in outs + [g]:
-            o = o.astype(self.dtype, copy=False).reshape(len(o), -1)
-            nodes.append(new_var("i" if axis == 1 else "j", o.shape[1]))
-            bindings[nodes[-1]] = Binding(o)
-
-        def reduce(G, over):
-            return LazyTensor._new(G, bindings, ni, nj).sum(axis=over, backend=backend, **opts)
-
-        (grad,) = reduction_vjp(red.name, self.formula, W.formula if W is not None else None,
-                                [wrt.formula], nodes[:-1], nodes[-1], axis, reduce=reduce)
-        return grad
-
+        return _reducing.vjp(self, wrt, gradout, reduction, axis, weight=weight, K=K,
+                             backend=backend, ranges=ranges)
 
 def _operand(o) -> bool:
     """Whether ``o`` can be an operand of a formula (for ``==`` / ``!=``)."""
@@ -609,15 +601,22 @@ _install_reduction_methods()
 _install_unary_methods()
 
 
-def Vi(x) -> LazyTensor:
+def Vi(x, dim: int | None = None) -> LazyTensor:
     """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
-    with leading batch axes, each batch reduced on its own."""
+    with leading batch axes, each batch reduced on its own. ``Vi(k, D)`` (an
+    integer and a dimension): pykeops' symbolic variable of index k, its data
+    given when the reduction is called (see :mod:`kerneltools._deferred`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(x, dim, 0, "Vi(ind, dim)"))
     return _indexed("i", x, "Vi: 'x'", "N")
 
 
-def Vj(x) -> LazyTensor:
+def Vj(x, dim: int | None = None) -> LazyTensor:
     """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D):
-    with leading batch axes, each batch reduced on its own."""
+    with leading batch axes, each batch reduced on its own. ``Vj(k, D)``: a
+    symbolic variable of index k (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(x, dim, 1, "Vj(ind, dim)"))
     return _indexed("j", x, "Vj: 'x'", "M")
 
 
@@ -631,8 +630,11 @@ def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
     return LazyTensor(a.reshape(a.shape[0], -1), axis=0 if cat == "i" else 1)
 
 
-def Pm(p) -> LazyTensor:
-    """A parameter (shared by all i and j) from a scalar or a (D,) array."""
+def Pm(p, dim: int | None = None) -> LazyTensor:
+    """A parameter (shared by all i and j) from a scalar or a (D,) array.
+    ``Pm(k, D)``: a symbolic parameter of index k (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor._new(*_symbolic(p, dim, 2, "Pm(ind, dim)"))
     if isinstance(p, numbers.Real) and not isinstance(p, (np.ndarray, np.generic)):
         # A Python number is weakly typed, as in NumPy: it does not turn
         # float32 data into float64.

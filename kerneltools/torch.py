@@ -26,18 +26,20 @@ to ``Pm`` to differentiate with respect to a parameter.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 
 import numpy as np
 import torch
 
 from . import lazy as _lazy
-from ._reducing import reduce as _reduce_lazy
+from ._deferred import DeferredReduction
+from ._keops_options import finish, take_output_options
+from ._lazy_keops import KeopsMethods
 from ._reduction_methods import reduction_methods
-from ._symbolic import (MATMUL_BLOCK, Binding, apply, bindings_of, check_axis,
-                        check_ranges, from_parts, lift, merge, new_var, ranges_of)
-from .backend._autodiff import forward_reduction, reduction_vjp
+from ._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
+                        compose, from_parts, lift, ranges_of, symbols_of)
+from ._torch_autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
+from .backend._autodiff import forward_reduction
 from .backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
@@ -46,52 +48,6 @@ _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
            "__gt__", "__ge__", "__or__", "__ror__", "__eq__", "__ne__")
 _UNARY = ("__neg__", "__pos__", "__abs__")
-
-
-def _view(t: torch.Tensor):
-    """A zero-copy array of ``t``'s data: NumPy on the CPU, CuPy on CUDA."""
-    t = t.detach()
-    if t.is_cuda:
-        import cupy
-
-        return cupy.from_dlpack(t)
-    if t.dtype in (torch.float16, torch.bfloat16):
-        t = t.float()
-    return t.numpy()
-
-
-def _to_torch(a, like: torch.Tensor) -> torch.Tensor:
-    """An engine output (NumPy or CuPy) as a tensor on ``like``'s device."""
-    if isinstance(a, np.ndarray):
-        return torch.from_numpy(a).to(like.device)
-    return torch.from_dlpack(a)
-
-
-@contextlib.contextmanager
-def _stream(tensors):
-    """Run CuPy work on the current torch stream of the tensors' device."""
-    cuda = [t for t in tensors if t.is_cuda]
-    if not cuda:
-        yield
-        return
-    import cupy
-
-    with cupy.cuda.Device(cuda[0].device.index or 0):
-        stream = torch.cuda.current_stream(cuda[0].device)
-        with _cupy_stream(cupy, stream):
-            yield
-
-
-def _cupy_stream(cupy, stream):
-    """CuPy's view of a torch stream (``Stream.from_external`` where CuPy has
-    it: ``ExternalStream`` is deprecated there)."""
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        try:
-            return from_external(stream)
-        except Exception:  # a torch stream without the CUDA stream protocol
-            pass
-    return cupy.cuda.ExternalStream(stream.cuda_stream)
 
 
 class LazyTensor:
@@ -106,7 +62,7 @@ class LazyTensor:
             self._lt, self._tensors = x._lt, dict(x._tensors)
             return
         if isinstance(x, torch.Tensor):
-            self._lt = _lazy.LazyTensor(_view(x), axis)
+            self._lt = _lazy.LazyTensor(view(x), axis)
             self._tensors = {node: x for node in bindings_of(self._lt)}
         else:
             self._lt = _lazy.LazyTensor(x, axis)
@@ -152,6 +108,22 @@ class LazyTensor:
         return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
     @property
+    def _shape(self) -> tuple:
+        return self._lt._shape
+
+    @property
+    def backend(self):
+        """See :attr:`kerneltools.LazyTensor.backend`."""
+        return self._lt.backend
+
+    @backend.setter
+    def backend(self, value):
+        lt = from_parts(_lazy.LazyTensor, self._lt.formula, bindings_of(self._lt),
+                        self._lt.ni, self._lt.nj, ranges=ranges_of(self._lt))
+        lt.backend = value
+        self._lt = lt
+
+    @property
     def ranges(self):
         """The block-sparsity that reductions (and their gradients) use when not
         given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
@@ -190,13 +162,26 @@ class LazyTensor:
     # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
     # (``Reduction.methods``), installed below the class; they call _reduce.
 
-    def __matmul__(self, b):
-        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b (M,) or (M, E)."""
+    def __matmul__(self, b, **options):
+        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b
+        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
+        takes the reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
+
+    def matmul(self, b, *, backend=None, **options):
+        """``K @ b`` on ``backend``, with the reductions' keywords."""
+        if self.dim != 1:
+            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         if not isinstance(b, torch.Tensor):
             b = torch.as_tensor(np.asarray(b))
+        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
+            bj = b if b.ndim >= 2 else b[:, None]
+            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
+            return out[..., 0] if b.ndim == 1 else out
         b2 = b.reshape(b.shape[0], -1)
         cols = [
-            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1)
+            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1, backend=backend,
+                                                             **options)
             for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
         ]
         out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
@@ -213,10 +198,57 @@ class LazyTensor:
     def _apply(self, op: str) -> LazyTensor:
         return self._wrap(apply(self._lt, op), self._tensors)
 
+    def _compose(self, fn, *others) -> LazyTensor:
+        """A composite (a function of formula nodes) of ``self`` and ``others``."""
+        tensors, parts = dict(self._tensors), []
+        for o in others:
+            u, t = self._unwrap(o)
+            parts.append(u)
+            tensors.update(t)
+        return self._wrap(compose(self._lt, fn, *parts), tensors)
+
+    def _bind_symbols(self, arrays: dict) -> LazyTensor:
+        """This formula with its symbolic variables bound to ``arrays``
+        ({pykeops index: tensor}); gradients flow to the tensors."""
+        tensors = {k: torch.as_tensor(v) for k, v in arrays.items()}
+        out = self._lt._bind_symbols({k: view(t) for k, t in tensors.items()})
+        mine = dict(self._tensors)
+        for node, b in bindings_of(self._lt).items():
+            if b.symbol is not None:
+                mine[node] = tensors[b.symbol]
+        return self._wrap(out, mine)
+
+    def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
+              backend=None, **options):
+        """Solve ``(K + alpha I) a = b`` by conjugate gradients; ``b`` a tensor
+        (N,) or (N, E) (or an i-variable LazyTensor), the result a tensor,
+        differentiable with respect to ``b`` and to K's tensors (implicit
+        differentiation: one more solve in the backward pass). See
+        :meth:`kerneltools.LazyTensor.solve`."""
+        if isinstance(b, LazyTensor):
+            if b._lt.formula.op != "Var" or b._lt.formula.cat != "i" or not b._tensors:
+                raise TypeError("solve: 'b' must be a tensor or an i-variable LazyTensor")
+            b = b._tensors[b._lt.formula]
+        if not isinstance(b, torch.Tensor):
+            b = torch.as_tensor(np.asarray(b))
+        spec = SolveSpec(self, alpha, dict(tol=tol, max_iter=max_iter, backend=backend,
+                                            **options))
+        nodes = list(self._tensors)
+        return Solve.apply(spec, b, *[self._tensors[n] for n in nodes])
+
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
         """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the
-        ``options`` (``ranges=``, ...) serve its backward too."""
+        ``options`` (``ranges=``, ...) serve its backward too. pykeops'
+        ``call=False`` (or symbolic variables) returns a callable, ``out=`` a
+        tensor to copy the result into (not while gradients are tracked),
+        ``keepdim=True`` keeps the reduced axis."""
         axis = check_axis(axis)
+        call = options.pop("call", True)
+        if backend is None:
+            backend = self._lt.backend
+        if not call or symbols_of(self._lt, self._unwrap(weight)[0]):
+            return DeferredReduction(self, name, axis, weight, K, backend, options)
+        options, out, keepdim = take_output_options(options)
         W = None
         if weight is not None:
             u, t = self._unwrap(weight)
@@ -229,13 +261,37 @@ class LazyTensor:
             options.pop("ranges", None)
             if ranges_of(self._lt) is not None:
                 options["ranges"] = ranges_of(self._lt)
-        spec = _Spec(self, W, name, axis, K, backend, nodes, options)
-        outs = _Reduce.apply(spec, *[tensors[n] for n in nodes])
-        return outs
+        spec = ReduceSpec(self, W, name, axis, K, backend, nodes, options)
+        args = [tensors[n] for n in nodes]
+        red = REDUCTIONS[name]
+        grad = red.surrogate is not None and torch.is_grad_enabled() and any(
+            t.requires_grad for t in args)
+        spec.run = forward_reduction(name) if grad else name
+        outs = Reduce.apply(spec, *args)
+        res = outs[0] if red.n_outputs == 1 else outs[:red.n_outputs]
+        return _finish(res, spec, len(self.batch), out, keepdim)
+
+
+def _finish(res, spec, nbatch, out, keepdim):
+    """``keepdim`` and ``out`` applied to a reduction's tensors."""
+    if out is not None and getattr(res, "requires_grad", False):
+        raise ValueError("'out' cannot be used while gradients are tracked (the result "
+                         "would leave the autograd graph); drop 'out' or use torch.no_grad()")
+
+    def copy(o, r):
+        with torch.no_grad():
+            o.copy_(r)
+
+    return finish(res, REDUCTIONS[spec.name].uses_k, spec.axis, nbatch, out, keepdim, copy)
 
 
 for _method, _fn in reduction_methods().items():
     setattr(LazyTensor, _method, _fn)
+# pykeops' generic reduction and the static concatenations run on this class
+# (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
+LazyTensor.reduction = KeopsMethods.reduction
+LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
+LazyTensor.cat = staticmethod(KeopsMethods.cat)
 
 
 def _forward_method(name):
@@ -276,102 +332,33 @@ for _name in _BINARY + _UNARY:
             else (lambda n: lambda self: self._call(n))(_name))
 
 
-class _Spec:
-    """What a reduction call needs besides its tensors (kept on the autograd node)."""
-
-    def __init__(self, F, W, name, axis, K, backend, nodes, options):
-        self.F, self.W, self.name, self.axis, self.K = F, W, name, axis, K
-        self.backend, self.nodes, self.options = backend, nodes, options
-
-
-class _Reduce(torch.autograd.Function):
-    """A reduction; its backward is a differentiable reduction of the gradient formula."""
-
-    @staticmethod
-    def forward(ctx, spec, *tensors):
-        red = REDUCTIONS[spec.name]
-        differentiable = red.surrogate is not None and any(ctx.needs_input_grad[1:])
-        run = forward_reduction(spec.name) if differentiable else spec.name
-        like = tensors[0] if tensors else torch.zeros(())
-        with _stream(tensors):
-            outs = _reduce_lazy(spec.F._lt, run, spec.axis,
-                                weight=spec.W._lt if spec.W is not None else None,
-                                K=spec.K, backend=spec.backend, **spec.options)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        outs = tuple(_to_torch(o, like) for o in outs)
-        n_user = REDUCTIONS[spec.name].n_outputs
-        ctx.spec = spec
-        ctx.n_user = n_user
-        ints = [o for o in outs if not o.is_floating_point()]
-        ctx.mark_non_differentiable(*ints)
-        if differentiable:
-            ctx.save_for_backward(*tensors, *outs)
-        else:
-            ctx.mark_non_differentiable(*outs)
-        return outs[0] if n_user == 1 else outs[:n_user]
-
-    @staticmethod
-    def backward(ctx, *gouts):
-        spec = ctx.spec
-        saved = ctx.saved_tensors
-        n_in = len(spec.nodes)
-        tensors, outs = saved[:n_in], list(saved[n_in:])
-        red = REDUCTIONS[spec.name]
-        gin = gouts[0]
-        if gin is None:
-            return (None,) * (n_in + 1)
-        F, W, axis = spec.F, spec.W, spec.axis
-        if red.needs_lse:
-            outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **spec.options))
-        out_cat = "i" if axis == 1 else "j"
-        n = outs[0].shape[0]
-        # The forward outputs and the incoming gradient enter the gradient
-        # formula as variables of the output index (tensors: tracked by autograd).
-        real = torch.float64 if F.dtype == np.float64 else torch.float32
-        arrays = [o.reshape(n, -1).to(real) for o in outs]
-        arrays.append(gin.reshape(n, -1).to(outs[0].dtype))
-        extra = {new_var(out_cat, a.shape[1]): a.contiguous() for a in arrays}
-        *out_nodes, gnode = extra
-        bindings, ni, nj = merge([F._lt] + ([W._lt] if W is not None else []))
-        bindings = dict(bindings)
-        for node, t in extra.items():
-            bindings[node] = Binding(_view(t))
-        tensor_of = dict(zip(spec.nodes, tensors))
-        tensor_of.update(extra)
-
-        # The same ranges as the forward pass: a gradient reduced over the
-        # other index reads their transposed half (ranges_j, slices_j, redranges_i).
-        def reduce(G, over):
-            Gt = LazyTensor._wrap(from_parts(_lazy.LazyTensor, G, bindings, ni, nj), tensor_of)
-            return Gt._reduce("Sum", over, backend=spec.backend, **spec.options)
-
-        # Parameters ride with the output index's variables and are summed
-        # over its rows (see reduction_vjp).
-        wanted = [k for k in range(n_in) if ctx.needs_input_grad[k + 1]]
-        gs = reduction_vjp(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
-                           [spec.nodes[k] for k in wanted], out_nodes, gnode, axis,
-                           reduce=reduce)
-        grads = [None] * (n_in + 1)
-        for k, g in zip(wanted, gs):
-            t = tensor_of[spec.nodes[k]]
-            grads[k + 1] = g.reshape(t.shape).to(t.dtype)
-        return tuple(grads)
+def Vi(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by i from an (N, D) or (N,) tensor; (B..., N, D):
+    with leading batch axes. ``Vi(k, D)``: pykeops' symbolic variable of
+    index k, its tensor given when the reduction is called."""
+    return _indexed(x, dim, 0)
 
 
-def Vi(x) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) tensor."""
+def Vj(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by j from an (M, D) or (M,) tensor; (B..., M, D):
+    with leading batch axes. ``Vj(k, D)``: a symbolic variable (see :func:`Vi`)."""
+    return _indexed(x, dim, 1)
+
+
+def _indexed(x, dim, cat: int) -> LazyTensor:
+    if dim is not None:
+        return LazyTensor((x, dim, cat))
     x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
-    return LazyTensor(x.reshape(x.shape[0], -1), axis=0)
+    if x.ndim >= 3:  # batch axes: (B..., N, 1, D) or (B..., 1, M, D)
+        return LazyTensor(x.unsqueeze(-2 if cat == 0 else -3))
+    return LazyTensor(x.reshape(x.shape[0], -1), axis=cat)
 
 
-def Vj(x) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) tensor."""
-    x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
-    return LazyTensor(x.reshape(x.shape[0], -1), axis=1)
-
-
-def Pm(p) -> LazyTensor:
-    """A parameter (shared by every pair) from a 1-D tensor or a number."""
+def Pm(p, dim: int | None = None) -> LazyTensor:
+    """A parameter (shared by every pair) from a 1-D tensor or a number;
+    ``Pm(k, D)``: a symbolic parameter (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor((p, dim, 2))
     if isinstance(p, torch.Tensor):
         return LazyTensor(p.reshape(-1))
     return LazyTensor._wrap(_lazy.Pm(p), {})

@@ -266,6 +266,9 @@ def test_cuda_without_a_gpu():
 @pytest.mark.parametrize("axis", [3, -1, -2, None, "i", 1.0])
 @pytest.mark.parametrize("method", ["min", "logsumexp", "argKmin"])
 def test_bad_axis(method, axis):
+    if (method, axis) == ("min", -1):  # pykeops' feature-wise min: a formula (issue 21)
+        assert isinstance(getattr(F(), method)(axis=axis), kt.LazyTensor)
+        return
     kwargs = {"K": 1} if method == "argKmin" else {}
     with pytest.raises(
         ValueError,

@@ -218,7 +218,8 @@ def test_shape_matvec_and_scipy_linear_operator():
     rng = np.random.default_rng(3)
     x, y, v, w = rng.random((7, 2)), rng.random((5, 2)), rng.random(5), rng.random(7)
     K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
-    assert K.shape == (7, 5) and K.ndim == 2  # pykeops: a scalar formula is a matrix
+    assert K.shape == (7, 5)  # pykeops: a scalar formula is a matrix
+    assert K.ndim == 1 and K.dim() == 3 and K.dim == 1  # ndim: D; dim(): axes
     assert (kt.Vi(x) - kt.Vj(y)).shape == (7, 5, 2) and kt.Vi(x).shape == (7, 1, 2)
     Kd = _gauss(x, y)
     np.testing.assert_allclose(K.matvec(v), Kd @ v, rtol=1e-12)

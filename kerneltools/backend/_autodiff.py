@@ -123,7 +123,7 @@ def reduction_vjp(name: str, F: Node, W: Node | None, wrts, out_nodes, gnode: No
         total = reduce(formula, over)
         start = 0
         for node, G in items:
-            g = total[:, start:start + G.dim]
+            g = total[..., start:start + G.dim]  # (batch..., rows, dim) with batch axes
             start += G.dim
-            grads[node] = g.sum(0) if node.cat == "p" else g
+            grads[node] = g.sum(-2) if node.cat == "p" else g
     return [grads[node] for node in wrts]

@@ -49,7 +49,7 @@ def evaluate_formula_tile(order, outputs, args, i0, i1, j0, j1, dtype):
         vals[id(node)] = _leaf_or_op(node, vals, args, i0, i1, j0, j1, dtype)
         for c in node.children:
             if last_use.get(id(c)) == pos:
-                del vals[id(c)]
+                vals.pop(id(c), None)  # a node may be a child twice: Concat(v, v)
     ti, tj = i1 - i0, j1 - j0
     return [np.broadcast_to(vals[id(n)], (ti, tj, n.dim)) for n in outputs]
 

@@ -596,3 +596,10 @@ def powf(x: Node, y: Node) -> Node:
 def mod(x: Node, m: Node, offset: Node) -> Node:
     """x - m floor((x - offset) / m): x wrapped into [offset, offset + m)."""
     return make("Sub", x, make("Mul", m, make("Floor", make("Div", make("Sub", x, offset), m))))
+
+
+
+# Composites of pykeops' LazyTensor surface (feature-wise min/max, tensor
+# dot, Kronecker product, B-splines): their own module, for size.
+from ._ops_keops import (argmax_feat, argmin_feat, bspline, gather,  # noqa: E402,F401
+                         kron, max_feat, min_feat, softdtw_sqdist, tensordot)

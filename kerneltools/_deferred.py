@@ -1,0 +1,62 @@
+"""Reductions run later: pykeops' ``call=False`` and symbolic variables.
+
+``K.sum(axis=1, call=False)``, or any reduction of a formula with symbolic
+variables (``Vi(0, 3)``, ``Vj(1, 3)``, ``Pm(2, 1)``, ``LazyTensor((0, 3, 0))``),
+returns a :class:`DeferredReduction`: calling it with one array per symbolic
+variable, in the order of their indices (pykeops' rule: argument ``k`` is the
+variable of index ``k``), binds them and runs the reduction. Keywords given
+at call time (``backend=``, ``ranges=``, ...) override those of the
+reduction. Works for both bindings: the LazyTensor's class binds its own
+data (``_bind_symbols``) and runs its own ``_reduce``.
+"""
+
+from __future__ import annotations
+
+from ._symbolic import symbols_of
+
+__all__ = ["DeferredReduction"]
+
+
+class DeferredReduction:
+    """A reduction of a LazyTensor, run when called; see the module docstring.
+
+    Parameters are those of ``LazyTensor._reduce``: the formula ``t``, the
+    registry name of the reduction, its axis (0: over i, 1: over j), its
+    weight, K, backend and options.
+    """
+
+    def __init__(self, t, name: str, axis: int, weight, K, backend, options: dict):
+        self.t, self.name, self.axis, self.weight = t, name, axis, weight
+        self.K, self.backend, self.options = K, backend, dict(options)
+        self.symbols = symbols_of(t, weight)
+
+    def __repr__(self) -> str:
+        over = "j" if self.axis == 1 else "i"
+        syms = ", ".join(f"{k}: {'ijp'.index(n.cat)}-variable of dim {n.dim}"
+                         for k, n in sorted(self.symbols.items()))
+        return (f"DeferredReduction({self.name} over {over} of {self.t!r}"
+                + (f"; symbolic variables {{{syms}}}" if syms else "") + ")")
+
+    @property
+    def n_args(self) -> int:
+        """How many positional arrays a call takes (highest symbolic index + 1)."""
+        return max(self.symbols) + 1 if self.symbols else 0
+
+    def __call__(self, *args, **kwargs):
+        """Run the reduction, the k-th array bound to the symbolic variable of
+        index k; ``kwargs``: reduction options overriding the stored ones."""
+        if len(args) != self.n_args:
+            want = (f"{self.n_args} (one per symbolic variable index, 0 to "
+                    f"{self.n_args - 1})" if self.symbols else "none")
+            raise TypeError(f"this {self.name} reduction takes {want} positional "
+                            f"array(s); got {len(args)}")
+        arrays = {k: args[k] for k in self.symbols}
+        t = self.t._bind_symbols(arrays)
+        w = self.weight
+        if hasattr(w, "_bind_symbols"):
+            w = w._bind_symbols(arrays)
+        options = {**self.options, **kwargs}
+        options.pop("call", None)
+        backend = options.pop("backend", self.backend)
+        return t._reduce(self.name, self.axis, weight=w, K=self.K, backend=backend,
+                         **options)

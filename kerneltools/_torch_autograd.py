@@ -1,0 +1,348 @@
+"""The ``torch.autograd.Function`` s of :mod:`kerneltools.torch` (for size).
+
+:class:`Reduce` runs a reduction of the NumPy-level formula on the data of
+the tensors it receives; its backward builds the gradient reduction
+symbolically (the reduction's gradient rule and the formula's derivative)
+and computes it with the same differentiable reductions, so gradients of
+gradients work. ``forward`` / ``setup_context`` / ``vmap`` / ``jvp`` as
+``torch.func`` requires: ``torch.vmap`` maps onto a leading batch axis of
+the problem (batch axes are reduced block-diagonally in one call),
+``torch.func.jvp`` is the Sum (or LogSumExp) of the formula's differential.
+:class:`Solve` is ``(K + alpha I)^-1 b`` with implicit differentiation.
+
+A spec's ``F`` (and ``W``) is a ``kerneltools.torch.LazyTensor``: its class
+(``type(spec.F)``) wraps the gradient formulas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from . import lazy as _lazy
+from ._reducing import reduce as _reduce_lazy
+from ._symbolic import Binding, bindings_of, from_parts, merge, new_var, ranges_of
+from .backend import _ops
+from .backend._autodiff import forward_reduction, reduction_vjp
+from .backend._autodiff import grad as _grad
+from .backend._ir import intcst
+from .backend.reductions import REDUCTIONS
+
+__all__ = ["Reduce", "ReduceSpec", "Solve", "SolveSpec", "stream", "to_torch", "view"]
+
+
+_NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32,
+                 torch.int64: np.int64, torch.int32: np.int32, torch.bool: np.bool_}
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without its ``torch.func`` wrappers (its value)."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
+def view(t: torch.Tensor):
+    """A zero-copy array of ``t``'s data: NumPy on the CPU, CuPy on CUDA.
+
+    Under ``torch.func`` transforms (vmap, grad, ...) a tensor is a wrapper
+    without accessible data: the view is then a placeholder of its logical
+    shape and dtype (no memory), for building formulas; the data are read
+    again from the tensors that reach :class:`Reduce`'s forward.
+    """
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    if not wrapped(t) and t.requires_grad:
+        t = t.detach()  # (only then: under forward-mode AD, detach gives a wrapper)
+    if wrapped(t):
+        dt = _NUMPY_DTYPES.get(t.dtype, np.float32)
+        return np.broadcast_to(np.zeros((), dtype=dt), tuple(t.shape))
+    if t.is_cuda:
+        import cupy
+
+        return cupy.from_dlpack(t)
+    if t.dtype in (torch.float16, torch.bfloat16):
+        t = t.float()
+    return t.numpy()
+
+
+def to_torch(a, like: torch.Tensor) -> torch.Tensor:
+    """An engine output (NumPy or CuPy) as a tensor on ``like``'s device."""
+    if isinstance(a, np.ndarray):
+        return torch.from_numpy(a).to(like.device)
+    return torch.from_dlpack(a)
+
+
+@contextlib.contextmanager
+def stream(tensors):
+    """Run CuPy work on the current torch stream of the tensors' device."""
+    cuda = [t for t in tensors if t.is_cuda]
+    if not cuda:
+        yield
+        return
+    import cupy
+
+    with cupy.cuda.Device(cuda[0].device.index or 0):
+        stream = torch.cuda.currentstream(cuda[0].device)
+        with _cupystream(cupy, stream):
+            yield
+
+
+def _cupystream(cupy, stream):
+    """CuPy's view of a torch stream (``Stream.from_external`` where CuPy has
+    it: ``ExternalStream`` is deprecated there)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        try:
+            return from_external(stream)
+        except Exception:  # a torch stream without the CUDA stream protocol
+            pass
+    return cupy.cuda.ExternalStream(stream.cuda_stream)
+
+
+
+class ReduceSpec:
+    """What a reduction call needs besides its tensors (kept on the autograd node)."""
+
+    def __init__(self, F, W, name, axis, K, backend, nodes, options):
+        self.F, self.W, self.name, self.axis, self.K = F, W, name, axis, K
+        self.backend, self.nodes, self.options = backend, nodes, options
+
+
+def _rebind(spec, tensors):
+    """The NumPy-level formula and weight of ``spec`` bound to the data of
+    ``tensors`` (one per node of ``spec.nodes``, as the autograd Function
+    receives them)."""
+    data = dict(zip(spec.nodes, tensors))
+
+    def bound(lt):
+        b = {n: (Binding(view(data[n]).reshape(v.array.shape), v.weak, v.batch)
+                 if n in data else v) for n, v in bindings_of(lt).items()}
+        return from_parts(_lazy.LazyTensor, lt.formula, b, lt.ni, lt.nj,
+                          ranges=ranges_of(lt))
+
+    return bound(spec.F._lt), (bound(spec.W._lt) if spec.W is not None else None)
+
+
+class Reduce(torch.autograd.Function):
+    """A reduction; its backward is a differentiable reduction of the gradient
+    formula. ``forward`` / ``setup_context`` / ``vmap`` as ``torch.func``
+    requires: the data are read from the tensors that forward receives."""
+
+    @staticmethod
+    def forward(spec, *tensors):
+        F, W = _rebind(spec, tensors)
+        spec.bound = F, tensors[:1]  # the data, for jvp
+        like = tensors[0] if tensors else torch.zeros(())
+        with stream(tensors):
+            outs = _reduce_lazy(F, spec.run, spec.axis, weight=W, K=spec.K,
+                                backend=spec.backend, **spec.options)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tuple(to_torch(o, like) for o in outs)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        spec, tensors = inputs[0], inputs[1:]
+        ctx.spec = spec
+        ctx.mark_non_differentiable(*[o for o in output if not o.is_floating_point()])
+        if REDUCTIONS[spec.name].surrogate is None:
+            ctx.mark_non_differentiable(*output)
+        ctx.save_for_backward(*tensors, *output)
+
+    @staticmethod
+    def jvp(ctx, _spec_tangent, *tangents):
+        """Forward mode (``torch.func.jvp``) of Sum and LogSumExp reductions:
+        the Sum of the formula's differential applied to the tangents
+        (weighted by the soft-max ``exp(F - lse)`` for LogSumExp)."""
+        spec = ctx.spec
+        if spec.name not in ("Sum", "LogSumExp") or spec.W is not None:
+            raise NotImplementedError(
+                f"forward-mode differentiation (torch.func.jvp) is implemented for Sum "
+                f"and LogSumExp reductions only, not {spec.name}; use reverse mode "
+                "(torch.func.grad, vjp, jacrev)")
+        # The data as forward saw them; the tangents' values, read with the
+        # transforms off (the result is not differentiated further here).
+        F, tensors = spec.bound
+        with torch._C._DisableFuncTorch():
+            tangents = [None if t is None else _plain(t) for t in tangents]
+            tangents = [None if t is None or t._is_zerotensor() else t for t in tangents]
+            return _sum_jvp(spec, F, tensors, tangents)
+
+    @staticmethod
+    def vmap(info, in_dims, spec, *tensors):
+        """``torch.vmap``: the mapped axis becomes a leading batch axis of the
+        problem (batch axes are reduced block-diagonally in one call)."""
+        bspec, moved = _batched_spec(spec, in_dims[1:], tensors, info.batch_size)
+        outs = Reduce.apply(bspec, *moved)
+        return outs, (0,) * len(outs)
+
+    @staticmethod
+    def backward(ctx, *gouts):
+        spec = ctx.spec
+        saved = ctx.saved_tensors
+        n_in = len(spec.nodes)
+        tensors, outs = saved[:n_in], list(saved[n_in:])
+        red = REDUCTIONS[spec.name]
+        gin = gouts[0]
+        if gin is None or red.surrogate is None:
+            return (None,) * (n_in + 1)
+        F = type(spec.F)._wrap(_rebind(spec, tensors)[0], dict(zip(spec.nodes, tensors)))
+        W = None
+        if spec.W is not None:
+            W = type(spec.F)._wrap(_rebind(spec, tensors)[1], dict(zip(spec.nodes, tensors)))
+        axis = spec.axis
+        if spec.run != forward_reduction(spec.name):
+            # the forward ran without the outputs that the gradient needs (under
+            # a transform that hid requires_grad): run them now
+            res = F._reduce(forward_reduction(spec.name), axis, weight=W, K=spec.K,
+                            backend=spec.backend, **spec.options)
+            outs = list(res) if isinstance(res, tuple) else [res]
+        if red.needs_lse:
+            outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **spec.options))
+        out_cat = "i" if axis == 1 else "j"
+        nb = len(F.batch)
+        batch, n = tuple(outs[0].shape[:nb]), outs[0].shape[nb]
+        # The forward outputs and the incoming gradient enter the gradient
+        # formula as variables of the output index (tensors: tracked by autograd).
+        real = torch.float64 if F.dtype == np.float64 else torch.float32
+        arrays = [o.reshape(batch + (n, -1)).to(real) for o in outs]
+        arrays.append(gin.reshape(batch + (n, -1)).to(outs[0].dtype))
+        extra = {new_var(out_cat, a.shape[-1]): a.contiguous() for a in arrays}
+        *out_nodes, gnode = extra
+        bindings, ni, nj = merge([F._lt] + ([W._lt] if W is not None else []))
+        bindings = dict(bindings)
+        for node, t in extra.items():
+            bindings[node] = Binding(view(t), batch=batch)
+        tensor_of = dict(zip(spec.nodes, tensors))
+        tensor_of.update(extra)
+
+        # The same ranges as the forward pass: a gradient reduced over the
+        # other index reads their transposed half (ranges_j, slices_j, redranges_i).
+        def reduce(G, over):
+            Gt = type(spec.F)._wrap(from_parts(_lazy.LazyTensor, G, bindings, ni, nj), tensor_of)
+            return Gt._reduce("Sum", over, backend=spec.backend, **spec.options)
+
+        # Parameters ride with the output index's variables and are summed
+        # over its rows (see reduction_vjp).
+        wanted = [k for k in range(n_in) if ctx.needs_input_grad[k + 1]]
+        gs = reduction_vjp(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
+                           [spec.nodes[k] for k in wanted], out_nodes, gnode, axis,
+                           reduce=reduce)
+        grads = [None] * (n_in + 1)
+        for k, g in zip(wanted, gs):
+            node = spec.nodes[k]
+            t = tensor_of[node]
+            # batch axes that the variable broadcast over are summed
+            shape = bindings_of(F._lt if node in bindings_of(F._lt) else W._lt)[node].array.shape
+            grads[k + 1] = g.sum_to_size(shape).reshape(t.shape).to(t.dtype)
+        return tuple(grads)
+
+
+class SolveSpec:
+    """A solve's formula, shift and options (kept on the autograd node)."""
+
+    def __init__(self, K, alpha, options):
+        self.F, self.W, self.alpha, self.options = K, None, alpha, options
+        self.nodes = list(K._tensors)
+
+
+class Solve(torch.autograd.Function):
+    """``a = (K + alpha I)^-1 b`` by conjugate gradients. Backward (implicit
+    differentiation, K symmetric): ``lambda = (K + alpha I)^-1 g``; the
+    gradient is ``lambda`` for b and ``-d/dtheta (lambda^T K a)`` for K's
+    tensors, the latter through the differentiable reduction ``K @ a``."""
+
+    @staticmethod
+    def forward(spec, b, *tensors):
+        K, _ = _rebind(spec, tensors)
+        with stream((b,) + tensors):
+            a = K.solve(view(b), spec.alpha, **spec.options)
+        return to_torch(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.spec = inputs[0]
+        ctx.save_for_backward(*inputs[2:], output)
+
+    @staticmethod
+    def backward(ctx, g):
+        spec = ctx.spec
+        *tensors, a = ctx.saved_tensors
+        K, _ = _rebind(spec, tensors)
+        with stream(tensors):
+            lam = to_torch(K.solve(view(g.contiguous()), spec.alpha, **spec.options), g)
+        grads = [None, lam if ctx.needs_input_grad[1] else None] + [None] * len(tensors)
+        wanted = [k for k in range(len(tensors)) if ctx.needs_input_grad[k + 2]]
+        if wanted:
+            with torch.enable_grad():
+                ts = [t.detach().requires_grad_(k in wanted) for k, t in enumerate(tensors)]
+                Kt = type(spec.F)._wrap(K, dict(zip(spec.nodes, ts)))
+                opts = {k: v for k, v in spec.options.items()
+                        if k not in ("tol", "max_iter", "callback")}
+                s = (lam.detach() * Kt.matmul(a.detach(), **opts)).sum()
+                gs = torch.autograd.grad(-s, [ts[k] for k in wanted])
+            for k, gk in zip(wanted, gs):
+                grads[k + 2] = gk
+        return tuple(grads)
+
+
+def _sum_jvp(spec, F, tensors, tangents):
+    """The tangent of ``Sum(F)``: ``Sum(sum_v dF/dv . t_v)``, each differential
+    written as ``d/du <grad(F, v, u), t_v>`` (linear in the placeholder u);
+    of ``LogSumExp(F)``: the same, weighted by ``exp(F - lse)``."""
+    bindings = dict(bindings_of(F))
+    u = new_var("p", F.formula.dim)
+    bindings[u] = Binding(np.zeros(F.formula.dim, dtype=F.dtype))
+    J = None
+    for node, t in zip(spec.nodes, tangents):
+        if t is None or node not in bindings_of(F):
+            continue
+        b = bindings_of(F)[node]
+        tv = new_var(node.cat, node.dim)
+        bindings[tv] = Binding(view(t.contiguous()).reshape(b.array.shape), b.weak, b.batch)
+        d = _grad(_ops.dot(_grad(F.formula, node, u), tv), u, intcst(1, 1))
+        J = d if J is None else _ops.make("Add", J, d)
+    if J is None:
+        return (None,) * len(REDUCTIONS[spec.run].int_outputs)
+    like = tensors[0] if tensors else torch.zeros(())
+    if spec.name == "LogSumExp":  # d lse = sum_j softmax_ij dF_ij
+        with stream(tensors):
+            lse = _reduce_lazy(F, "LogSumExp", spec.axis, backend=spec.backend,
+                               **spec.options)
+        node = new_var("i" if spec.axis == 1 else "j", lse.shape[-1])
+        nb = len(F.batch)
+        bindings[node] = Binding(lse, batch=tuple(lse.shape[:nb]))
+        J = _ops.make("Mul", _ops.make("Exp", _ops.make("Sub", F.formula, node)), J)
+    Jt = from_parts(_lazy.LazyTensor, J, bindings, F.ni, F.nj, ranges=ranges_of(F))
+    with stream(tensors):
+        out = _reduce_lazy(Jt, "Sum", spec.axis, backend=spec.backend, **spec.options)
+    return (to_torch(out, like),)
+
+
+def _batched_spec(spec, in_dims, tensors, size):
+    """``spec`` with a leading batch axis of ``size`` for the tensors mapped by
+    ``torch.vmap`` (``in_dims``), and the tensors with that axis first."""
+    moved = [t if d is None else t.movedim(d, 0) for t, d in zip(tensors, in_dims)]
+    mapped = {n: t for n, t, d in zip(spec.nodes, moved, in_dims) if d is not None}
+    parts = [spec.F._lt] + ([spec.W._lt] if spec.W is not None else [])
+    nb = max([len(b.batch) for p in parts for b in bindings_of(p).values()] + [0])
+
+    def batched(lt):
+        out = {}
+        for n, b in bindings_of(lt).items():
+            if n not in mapped:
+                out[n] = b
+                continue
+            pad = (1,) * (nb - len(b.batch))
+            shape = (size,) + pad + tuple(b.array.shape)
+            out[n] = Binding(view(mapped[n]).reshape(shape), b.weak, (size,) + pad + b.batch)
+        return from_parts(_lazy.LazyTensor, lt.formula, out, lt.ni, lt.nj)
+
+    tensors_of = dict(zip(spec.nodes, moved))
+    F = type(spec.F)._wrap(batched(spec.F._lt), tensors_of)
+    W = type(spec.F)._wrap(batched(spec.W._lt), tensors_of) if spec.W is not None else None
+    bspec = ReduceSpec(F, W, spec.name, spec.axis, spec.K, spec.backend, spec.nodes,
+                  spec.options)
+    bspec.run = spec.run
+    return bspec, moved
