@@ -30,6 +30,9 @@ MODULES = [
     "sklearn.neighbors.tests.test_neighbors",
     "sklearn.neighbors.tests.test_neighbors_pipeline",
     "sklearn.tests.test_kernel_approximation",
+    "sklearn.neighbors.tests.test_kde",
+    "sklearn.neighbors.tests.test_lof",
+    "sklearn.cluster.tests.test_mean_shift",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.
