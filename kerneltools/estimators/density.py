@@ -90,6 +90,13 @@ def log_kernel_norm(h: float, d: int, kernel: str) -> float:
     ``S_(d-1) Gamma(d)`` for ``exp(-t)``, and for ``cos(pi t / 2)`` the
     radial integral ``int_0^1 cos(pi t / 2) t^(d-1) dt`` by repeated
     integration by parts.
+
+    That last series is scikit-learn's, kept for a drop-in (its own tests
+    compare with it): it is exact in odd dimensions, but in even ones it
+    misses the final boundary term, so that scikit-learn's (and our) cosine
+    density integrates to ``1 - 2/pi = 0.363`` in 2-D instead of 1 (a
+    constant factor: the shape, the maximum-likelihood bandwidth and the
+    ranking of points are unaffected).
     """
     if kernel == "gaussian":
         factor = 0.5 * d * _LOG_2PI
@@ -199,7 +206,9 @@ class KernelDensity(FallbackMixin, BaseEstimator):
         'seuclidean' (``V``) and 'mahalanobis' (``VI``) run on the engine;
         the other metrics of scikit-learn's BallTree ('jaccard', ...,
         'pyfunc') are handed to scikit-learn. As in scikit-learn, the density
-        is normalised for the Euclidean distance only.
+        is normalised for the Euclidean distance only (and the cosine
+        kernel's normalisation is scikit-learn's, off by a constant factor
+        in even dimensions: see :func:`log_kernel_norm`).
     atol, rtol : float, default=0
         Tolerances accepted for compatibility: the result is exact.
     breadth_first : bool, default=True
