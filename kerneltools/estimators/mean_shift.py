@@ -135,10 +135,11 @@ def _shift_step(means, XO_j, bandwidth, kernel, backend):
     s_i = Vi(np.ascontiguousarray(means, dtype=dtype))
     d2 = s_i.sqdist(XO_j.extract(0, XO_j.dim - 1))
     inside = (Pm(np.array([bandwidth * bandwidth], dtype=dtype)) - d2).step()
-    if kernel == "flat":
+    if kernel == "flat" or bandwidth == 0:  # a Gaussian of width 0: equal points
         out = np.asarray((inside * XO_j).sum(axis=1, backend=backend))
         counts = out[:, -1]
-        return out[:, :-1] / counts[:, None], counts
+        with np.errstate(invalid="ignore"):  # no point inside: the seed stops
+            return out[:, :-1] / counts[:, None], counts
     g = (-0.5 * d2 * Pm(np.array([1.0 / (bandwidth * bandwidth)], dtype=dtype))).exp()
     out = np.asarray((g * XO_j).sum(axis=1, backend=backend))
     counts = np.asarray(inside.sum(axis=1, backend=backend)).ravel()
