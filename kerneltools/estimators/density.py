@@ -8,7 +8,14 @@ with ``C(h, D)`` the normalisation of the kernel in ``D`` dimensions (the
 Euclidean one, whatever the metric, as scikit-learn's). scikit-learn sums
 over a tree within ``atol``/``rtol``; here every pair is summed, in linear
 memory, so that the result is scikit-learn's with ``atol = rtol = 0`` to
-float rounding (the tolerances are accepted and satisfied a fortiori):
+float rounding (the tolerances are accepted and satisfied a fortiori).
+scikit-learn's own "exact" default is exact only up to an absolute error of
+about ``1e-16 * N * K(0)``, from its log-space differences of node bounds:
+where the density is small against that (high dimension, or a point that
+no compact kernel reaches) its relative error shows, e.g. ``2e-5`` in
+D = 16 with N = 4,000 (``asv_bench/kde_compare.py`` reports it), or
+``exp(-36)`` instead of 0. Ours is exact to rounding relative to the
+density itself:
 
 - ``gaussian`` and ``exponential``, whose kernels never vanish: a weighted
   ``logsumexp`` reduction of ``log K`` (``-d^2 / 2h^2``, ``-d / h``), stable
