@@ -252,3 +252,38 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_doctests():
     assert doctest.testmod(density, raise_on_error=True).attempted > 0
+
+
+@pytest.mark.parametrize("kernel, metric, d", [
+    ("tophat", "euclidean", 2), ("epanechnikov", "manhattan", 3),
+    ("linear", "chebyshev", 2), ("cosine", "minkowski", 1)])
+def test_block_sparse_pruning_is_exact(kernel, metric, d, backend, monkeypatch):
+    # compact kernels in low dimension visit only nearby cell pairs: the same
+    # densities (and -inf where no point is within h) as the dense sum
+    from kerneltools.estimators import _compact
+
+    X, Y, w = _data(n=400, m=150, d=d, seed=3)
+    X[:200] *= 4  # uneven density: some cells far from all others
+    kde = KernelDensity(kernel=kernel, metric=metric, bandwidth=0.3,
+                        metric_params={"p": 3} if metric == "minkowski" else None,
+                        backend=backend).fit(X, sample_weight=w)
+    dense = kde.score_samples(Y)
+    monkeypatch.setattr(_compact, "PRUNE_MIN_PAIRS", 1)
+    monkeypatch.setattr(_compact, "_MIN_PER_CELL", 1)
+    monkeypatch.setattr(_compact, "_MAX_KEPT", 1.0)
+    assert kde._ranges(Y) is not None
+    pruned = kde.score_samples(Y)
+    np.testing.assert_array_equal(np.isfinite(pruned), np.isfinite(dense))
+    fin = np.isfinite(dense)
+    np.testing.assert_allclose(pruned[fin], dense[fin], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(kde.log_density_gradient(Y[:20])[fin[:20]],
+                               _dense_gradient(kde, Y[:20], monkeypatch)[fin[:20]],
+                               rtol=1e-10, atol=1e-12)
+
+
+def _dense_gradient(kde, Y, monkeypatch):
+    from kerneltools.estimators import _compact
+
+    with monkeypatch.context() as m:
+        m.setattr(_compact, "PRUNE_MIN_PAIRS", 2**62)
+        return kde.log_density_gradient(Y)
