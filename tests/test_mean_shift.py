@@ -138,3 +138,19 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_doctests():
     assert doctest.testmod(mean_shift, raise_on_error=True).attempted > 0
+
+
+def test_block_sparse_pruning_changes_nothing(backend, monkeypatch):
+    # in <= 3 features each step visits only the cell pairs within bandwidth
+    from kerneltools.estimators import _compact
+
+    X = _blobs(n=300, d=3, seed=4)
+    dense = MeanShift(bandwidth=0.6, backend=backend).fit(X)
+    monkeypatch.setattr(_compact, "PRUNE_MIN_PAIRS", 1)
+    monkeypatch.setattr(_compact, "_MIN_PER_CELL", 1)
+    assert _compact.compact_ranges(X, X, 0.6) is not None
+    pruned = MeanShift(bandwidth=0.6, backend=backend).fit(X)
+    np.testing.assert_allclose(pruned.cluster_centers_, dense.cluster_centers_,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(pruned.labels_, dense.labels_)
+    assert pruned.n_iter_ == dense.n_iter_

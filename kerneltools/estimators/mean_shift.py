@@ -2,7 +2,8 @@
 
 scikit-learn moves each seed alone, with one radius query per seed and per
 iteration. Here one iteration moves every active seed at once: a single
-reduction ``[K @ X, K @ 1]`` over all points, with ``K_sj = 1`` where
+reduction ``[K @ X, K @ 1]`` over all points (block-sparse over nearby grid
+cells in at most 3 features), with ``K_sj = 1`` where
 ``|s - x_j| <= bandwidth`` (scikit-learn's flat kernel), so the new seeds
 are ``(K @ X) / (K @ 1)`` (Comaniciu and Meer, PAMI 2002, eq. 20 with a
 flat profile). ``kernel='gaussian'`` (ours) weighs the points by
@@ -24,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend
 from ..lazy import Pm, Vi, Vj
+from ._compact import compact_ranges
 from ._fallback import FallbackMixin, is_sparse
 from ._param_validation import (
     Interval,
@@ -123,26 +125,29 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
     return seeds * bin_size
 
 
-def _shift_step(means, XO_j, bandwidth, kernel, backend):
+def _shift_step(means, X, XO_j, bandwidth, kernel, backend):
     """One mean-shift step of every seed: (new means, counts within bandwidth).
 
     ``XO_j``: the points with a column of ones, ``[x_j, 1]``. One reduction
     of ``w_sj [x_j, 1]`` over j; for the flat kernel,
     ``w_sj = step(bandwidth^2 - |s - x_j|^2)`` (``|s - x_j| <= bandwidth``),
-    whose sum is also the count.
+    whose sum is also the count; in at most 3 features it visits only the
+    grid-cell pairs within ``bandwidth`` (block-sparse, exact).
     """
     dtype = XO_j.dtype
     s_i = Vi(np.ascontiguousarray(means, dtype=dtype))
     d2 = s_i.sqdist(XO_j.extract(0, XO_j.dim - 1))
     inside = (Pm(np.array([bandwidth * bandwidth], dtype=dtype)) - d2).step()
     if kernel == "flat" or bandwidth == 0:  # a Gaussian of width 0: equal points
-        out = np.asarray((inside * XO_j).sum(axis=1, backend=backend))
+        bs = compact_ranges(means, X, bandwidth)
+        out = np.asarray((inside * XO_j).sum(axis=1, backend=backend, ranges=bs))
         counts = out[:, -1]
         with np.errstate(invalid="ignore"):  # no point inside: the seed stops
             return out[:, :-1] / counts[:, None], counts
     g = (-0.5 * d2 * Pm(np.array([1.0 / (bandwidth * bandwidth)], dtype=dtype))).exp()
     out = np.asarray((g * XO_j).sum(axis=1, backend=backend))
-    counts = np.asarray(inside.sum(axis=1, backend=backend)).ravel()
+    counts = np.asarray(inside.sum(axis=1, backend=backend,
+                                   ranges=compact_ranges(means, X, bandwidth))).ravel()
     return out[:, :-1] / out[:, -1:], counts
 
 
@@ -166,7 +171,7 @@ def shift_seeds(seeds, X, bandwidth, *, max_iter, kernel="flat", backend=None):
     active = np.arange(len(means))
     XO_j = Vj(np.ascontiguousarray(np.hstack([X, np.ones((len(X), 1), X.dtype)])))
     while active.size:
-        new, cnt = _shift_step(means[active], XO_j, bandwidth, kernel, backend)
+        new, cnt = _shift_step(means[active], X, XO_j, bandwidth, kernel, backend)
         cnt = np.rint(cnt).astype(np.int64)
         empty = cnt == 0
         new = new.astype(X.dtype, copy=False)
