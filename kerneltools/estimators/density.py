@@ -346,23 +346,21 @@ class KernelDensity(FallbackMixin, BaseEstimator):
         return self
 
     # -- the formula -------------------------------------------------------------
-    def _operands(self, X):
-        """(x_i, y_j, weights or None, 1/h parameter) in the computation dtype."""
+    def _formula(self, X):
+        """(X validated, metric, x_i, weights or None, the kernel's formula)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, order="C", dtype=np.float64, reset=False)
         dtype = np.dtype(self.dtype or np.float64)
-        metric = M.make_metric(self._metric_name, self._metric_params)
-        x = np.ascontiguousarray(metric.prepare(X), dtype=dtype)
-        y = np.ascontiguousarray(metric.prepare(self._fit_X), dtype=dtype)
+        name, params = self._metric_name, self._metric_params
+        metric = M.make_metric(name, params)
+        x_i = Vi(np.ascontiguousarray(metric.prepare(X), dtype=dtype))
+        y_j = Vj(np.ascontiguousarray(metric.prepare(self._fit_X), dtype=dtype))
         w = self._sample_weight
         w = None if w is None else Vj(np.ascontiguousarray(w[:, None], dtype=dtype))
         inv_h = Pm(np.array([1.0 / self.bandwidth_], dtype=dtype))
-        return metric, Vi(x), Vj(y), w, inv_h
-
-    def _log_kernel(self, metric, x_i, y_j, inv_h):
-        """The formula of :func:`_kernel_formula` for this fit's metric."""
-        name = self._metric_name
-        dist = _distance(name, metric, self._metric_params, x_i, y_j)
+        dist = _distance(name, metric, params, x_i, y_j)
         sq = metric.rdist(x_i, y_j) if name == "euclidean" else None
-        return _kernel_formula(self.kernel, dist, sq, inv_h)
+        return X, metric, x_i, w, _kernel_formula(self.kernel, dist, sq, inv_h)
 
     def _ranges(self, X):
         """Block-sparse ``ranges=`` of a compact kernel's sum, or None (dense)."""
@@ -395,10 +393,7 @@ class KernelDensity(FallbackMixin, BaseEstimator):
         """
         if self._delegating():
             return self.fallback_.score_samples(X)
-        check_is_fitted(self)
-        X = validate_data(self, X, order="C", dtype=np.float64, reset=False)
-        metric, x_i, y_j, w, inv_h = self._operands(X)
-        F = self._log_kernel(metric, x_i, y_j, inv_h)
+        X, _, _, w, F = self._formula(X)
         if self.kernel in ("gaussian", "exponential"):
             out = F.logsumexp(axis=1, weight=w, backend=self.backend)
         else:
@@ -435,15 +430,12 @@ class KernelDensity(FallbackMixin, BaseEstimator):
             raise NotImplementedError(
                 "log_density_gradient needs the engine; this fit went to "
                 f"scikit-learn ({self.metric=!r} or sparse X)")
-        check_is_fitted(self)
-        X = validate_data(self, X, order="C", dtype=np.float64, reset=False)
-        metric, x_i, y_j, w, inv_h = self._operands(X)
+        X, metric, x_i, w, F = self._formula(X)
         if metric.prepare is not _NO_PREPARE:
             raise NotImplementedError(
                 f"log_density_gradient: metric={self.metric!r} transforms the points "
                 "before the formula; use a metric without that step (euclidean, "
                 "manhattan, chebyshev, minkowski, seuclidean, canberra)")
-        F = self._log_kernel(metric, x_i, y_j, inv_h)
         ones = Vi(np.ones((X.shape[0], 1), dtype=x_i.dtype))
         G = F.grad(x_i, ones)  # d F / d x_i: (n, 1, D)
         if self.kernel in ("gaussian", "exponential"):
