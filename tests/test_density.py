@@ -237,7 +237,8 @@ def test_bad_input():
         KernelDensity().fit(X, sample_weight=np.ones(3))
     with pytest.raises(ValueError, match="at least one non-zero"):
         KernelDensity().fit(X, sample_weight=np.zeros(10))
-    with pytest.raises(ValueError, match="3 features, but KernelDensity is expecting 2"):
+    with pytest.raises(ValueError, match="3 features, but KernelDensity is "
+                       "expecting 2"):
         KernelDensity().fit(X).score_samples(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="NaN"):
         KernelDensity().fit(X).score_samples([[np.nan, 0.0]])
