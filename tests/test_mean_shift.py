@@ -125,6 +125,8 @@ def test_errors():
         MeanShift(kernel="epanechnikov").fit(X)
     with pytest.raises(ValueError, match="No point was within bandwidth=0.1"):
         MeanShift(bandwidth=0.1, seeds=[[-9, -9], [-10, -10]]).fit(X)
+    with pytest.raises(ValueError, match="'seeds' must have 2 features"):
+        MeanShift(bandwidth=1.0, seeds=[[0.0, 0.0, 0.0]]).fit(X)
     with pytest.raises(ValueError, match="'quantile' parameter of estimate_bandwidth"):
         estimate_bandwidth(X, quantile=2.0)
     with pytest.raises(ValueError, match="3 features, but MeanShift is expecting 2"):

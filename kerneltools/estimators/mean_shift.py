@@ -325,7 +325,10 @@ class MeanShift(FallbackMixin, ClusterMixin, BaseEstimator):
         if seeds is None:
             seeds = get_bin_seeds(X, bandwidth, self.min_bin_freq) if \
                 self.bin_seeding else X
-        seeds = np.asarray(seeds)
+        seeds = check_array(seeds, input_name="seeds")
+        if seeds.shape[1] != X.shape[1]:
+            raise ValueError(f"MeanShift: 'seeds' must have {X.shape[1]} features, as "
+                             f"X; got shape {seeds.shape}")
         means, counts, self.n_iter_ = shift_seeds(
             seeds, Xf, bandwidth, max_iter=self.max_iter, kernel=self.kernel,
             backend=self.backend)
