@@ -156,3 +156,26 @@ def test_block_sparse_pruning_changes_nothing(backend, monkeypatch):
                                rtol=1e-12)
     np.testing.assert_array_equal(pruned.labels_, dense.labels_)
     assert pruned.n_iter_ == dense.n_iter_
+
+
+def test_accel_gives_ours():
+    import kerneltools.accel as accel
+    from kerneltools.estimators import KernelDensity, LocalOutlierFactor
+
+    X = _blobs(n=60)
+    accel.install()
+    try:
+        from sklearn import cluster, neighbors
+        from sklearn.cluster import _mean_shift
+
+        assert neighbors.KernelDensity is KernelDensity
+        assert neighbors.LocalOutlierFactor is LocalOutlierFactor
+        assert cluster.MeanShift is _mean_shift.MeanShift is MeanShift
+        # scikit-learn's mean_shift() builds the MeanShift of its module: ours
+        centres, labels = cluster.mean_shift(X, bandwidth=1.0)
+    finally:
+        accel.uninstall()
+    assert cluster.MeanShift is not MeanShift
+    ours = MeanShift(bandwidth=1.0).fit(X)
+    np.testing.assert_array_equal(centres, ours.cluster_centers_)
+    np.testing.assert_array_equal(labels, ours.labels_)
