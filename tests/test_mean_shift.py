@@ -12,6 +12,7 @@ import doctest
 
 import numpy as np
 import pytest
+import scipy.sparse
 from scipy.spatial.distance import cdist
 from sklearn import cluster as skc
 from sklearn.datasets import make_blobs
@@ -125,6 +126,10 @@ def test_errors():
         MeanShift(kernel="epanechnikov").fit(X)
     with pytest.raises(ValueError, match="No point was within bandwidth=0.1"):
         MeanShift(bandwidth=0.1, seeds=[[-9, -9], [-10, -10]]).fit(X)
+    with pytest.raises(TypeError, match="kernel='gaussian' needs dense X"):
+        MeanShift(bandwidth=1.0, kernel="gaussian").fit(scipy.sparse.csr_matrix(X))
+    with pytest.raises(TypeError, match="Sparse data was passed"):  # scikit-learn's
+        MeanShift(bandwidth=1.0).fit(scipy.sparse.csr_matrix(X))
     with pytest.raises(ValueError, match="'seeds' must have 2 features"):
         MeanShift(bandwidth=1.0, seeds=[[0.0, 0.0, 0.0]]).fit(X)
     with pytest.raises(ValueError, match="'quantile' parameter of estimate_bandwidth"):

@@ -309,9 +309,8 @@ class MeanShift(FallbackMixin, ClusterMixin, BaseEstimator):
         validate_params(self)
         reason = self._engine_refuses(X)
         if reason and self.kernel != "flat":
-            raise ValueError(f"MeanShift: kernel={self.kernel!r} needs dense X "
-                             f"(scikit-learn's MeanShift, which takes {reason}, has "
-                             "the flat kernel only); got {reason}")
+            raise TypeError(f"MeanShift: kernel={self.kernel!r} needs dense X, got "
+                            f"{reason}; use X.toarray()")
         if reason:
             return self._fit_fallback(reason, X)
         self._drop_fallback()
