@@ -74,6 +74,12 @@ PATCHES: tuple[Patch, ...] = (
           "kerneltools.estimators.spectral"),
     Patch("sklearn.cluster", "sklearn.cluster._spectral", "SpectralClustering",
           "kerneltools.estimators.spectral"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._kde", "KernelDensity",
+          "kerneltools.estimators.density"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._lof", "LocalOutlierFactor",
+          "kerneltools.estimators.outliers"),
+    Patch("sklearn.cluster", "sklearn.cluster._mean_shift", "MeanShift",
+          "kerneltools.estimators.mean_shift"),
 )
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),

@@ -33,6 +33,9 @@ MODULES = [
     "sklearn.decomposition.tests.test_kernel_pca",
     "sklearn.cluster.tests.test_spectral",
     "sklearn.manifold.tests.test_spectral_embedding",
+    "sklearn.neighbors.tests.test_kde",
+    "sklearn.neighbors.tests.test_lof",
+    "sklearn.cluster.tests.test_mean_shift",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

@@ -1,0 +1,186 @@
+#!/usr/bin/env python
+"""Gaussian kernel density: kerneltools against scikit-learn (and pykeops), one run.
+
+``KernelDensity(bandwidth=h).fit(X).score_samples(Y)``, N training and N
+query points, standard Gaussian in D dimensions, ``h`` Scott's rule
+(``N^(-1/(D+4))``). Prints a Markdown table: median seconds per system, the
+ratio system / kerneltools (> 1: kerneltools is faster) and each system's
+error against a dense float64 reference (SciPy ``logsumexp`` over every
+training point) on ``--check-rows`` query rows: the largest absolute error
+of the log density and the largest relative error of the density.
+
+Systems:
+
+- ``kerneltools``         ours, exact (every pair, weighted log-sum-exp on the
+  C backend), float64
+- ``kerneltools-float32`` the same with ``dtype="float32"``
+- ``sklearn-rtol0``       scikit-learn's KD-tree with ``atol = rtol = 0``, its
+  default (exact up to its log-space rounding)
+- ``sklearn-rtol1e-4``    the same with ``rtol=1e-4`` (faster, approximate)
+- ``pykeops``             ``(-D_ij / 2h^2).logsumexp(dim=1)`` on the CPU
+
+Method: per D, every system first runs a warm-up case (``--warmup`` points,
+which also compiles kerneltools' and pykeops' kernels); a system whose time
+extrapolated to the case (x (N / warmup)^2, a brute-force bound) exceeds
+``--max-seconds`` is timed on a subset of the queries (fitted on all N
+points; queries are independent) and its time scaled by N / subset, said in
+the note (kerneltools always runs the whole case).
+Quote the load average (printed) with the numbers: the machine may be shared.
+
+    python asv_bench/kde_compare.py                          # D = 2, 16; N = 1e5
+    python asv_bench/kde_compare.py --n 2e4 --dims 2 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _runner import emit  # noqa: E402
+
+SYSTEMS = ("kerneltools", "kerneltools-float32", "sklearn-rtol0", "sklearn-rtol1e-4",
+           "pykeops")
+
+
+def make_data(n: int, d: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)), rng.normal(size=(n, d))
+
+
+def make_call(system: str, X, h: float):
+    """A function of the queries returning their log densities."""
+    if system.startswith("kerneltools"):
+        from kerneltools.estimators import KernelDensity
+
+        dtype = "float32" if system.endswith("float32") else None
+        kde = KernelDensity(bandwidth=h, backend="cpu", dtype=dtype).fit(X)
+        return kde.score_samples
+    if system.startswith("sklearn"):
+        from sklearn.neighbors import KernelDensity
+
+        rtol = 0.0 if system.endswith("rtol0") else 1e-4
+        kde = KernelDensity(bandwidth=h, rtol=rtol).fit(X)
+        return kde.score_samples
+    if system == "pykeops":
+        from pykeops.numpy import LazyTensor
+
+        n, d = X.shape
+        log_norm = -0.5 * d * np.log(2 * np.pi) - d * np.log(h) - np.log(n)
+        y_j = LazyTensor(X[None, :, :])
+
+        def call(Y):
+            x_i = LazyTensor(Y[:, None, :])
+            lse = (-((x_i - y_j) ** 2).sum(-1) / (2 * h * h)).logsumexp(dim=1)
+            return lse.ravel() + log_norm
+
+        return call
+    raise ValueError(system)
+
+
+def reference(X, Y, h: float) -> np.ndarray:
+    """Dense float64 log densities of the rows of Y (SciPy's logsumexp)."""
+    from scipy.special import logsumexp
+
+    n, d = X.shape
+    out = np.empty(len(Y))
+    for s in range(0, len(Y), 50):
+        d2 = ((Y[s:s + 50, None, :] - X[None, :, :]) ** 2).sum(-1)
+        out[s:s + 50] = logsumexp(-d2 / (2 * h * h), axis=1)
+    return out - 0.5 * d * np.log(2 * np.pi) - d * np.log(h) - np.log(n)
+
+
+def timed(call, Y, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = call(Y)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def run_case(d: int, n: int, args, systems) -> list[dict]:
+    h = n ** (-1 / (d + 4))
+    X, Y = make_data(n, d)
+    rows = np.random.default_rng(1).choice(n, size=min(args.check_rows, n),
+                                           replace=False)
+    ref = reference(X, Y[rows], h)
+    Xw, Yw = make_data(args.warmup, d, seed=2)
+    hw = args.warmup ** (-1 / (d + 4))
+    results = []
+    for system in systems:
+        call_w = make_call(system, Xw, hw)
+        t_first = time.perf_counter()
+        call_w(Yw)  # compiles
+        t_first = time.perf_counter() - t_first
+        t_warm, _ = timed(call_w, Yw, 1)
+        guess = t_warm * (n / args.warmup) ** 2
+        row = {"system": system, "D": d, "N": n, "h": h, "warmup_s": t_warm,
+               "first_call_s": t_first}
+        call = make_call(system, X, h)
+        if (not system.startswith("kerneltools") and n != args.warmup
+                and guess > args.max_seconds):
+            # queries are independent: time a subset, scale by N / subset
+            k = max(len(rows), int(n * args.max_seconds / guess))
+            sub = np.union1d(rows, np.arange(k - len(rows)))
+            t_sub, out_sub = timed(call, Y[sub], args.repeats)
+            row["seconds"] = t_sub * n / len(sub)
+            row["note"] = f"timed on {len(sub)} queries, x N / {len(sub)}"
+            got = out_sub[np.searchsorted(sub, rows)]
+        else:
+            row["seconds"], out = timed(call, Y, args.repeats)
+            got = out[rows]
+        row["log_abs_err"] = float(np.max(np.abs(got - ref)))
+        row["dens_rel_err"] = float(np.max(np.abs(np.expm1(got - ref))))
+        print(row, file=sys.stderr, flush=True)
+        results.append(row)
+    return results
+
+
+def table(results: list[dict], load: str) -> list[str]:
+    lines = [f"Gaussian KDE score_samples, N train = N query; load average {load} "
+             "(shared machine); median seconds, ratio = system / kerneltools; errors "
+             "vs dense float64 on the checked rows", "",
+             "| D | N | h | system | seconds | ratio | max abs err (log p) | "
+             "max rel err (p) | note |", "|---|---|---|---|---|---|---|---|---|"]
+    anchor = {(r["D"], r["N"]): r["seconds"] for r in results
+              if r["system"] == "kerneltools"}
+    for r in results:
+        a, s = anchor.get((r["D"], r["N"])), r.get("seconds")
+        ratio = f"{s / a:.1f}" if s and a else "-"
+        lines.append(
+            f"| {r['D']} | {r['N']:.0e} | {r['h']:.3f} | {r['system']} | "
+            f"{s:.2f} | {ratio} | {r['log_abs_err']:.1e} | {r['dens_rel_err']:.1e} | "
+            f"{r.get('note', '')} |")
+    return lines
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=float, default=1e5, help="training = query points")
+    p.add_argument("--dims", default="2,16")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=10_000)
+    p.add_argument("--max-seconds", type=float, default=600.0)
+    p.add_argument("--check-rows", type=int, default=200)
+    p.add_argument("--out", default=None, help="also write the table here")
+    args = p.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        p.error(f"unknown systems {sorted(unknown)}; expected some of {SYSTEMS}")
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    results = []
+    for d in (int(v) for v in args.dims.split(",")):
+        results += run_case(d, int(args.n), args, systems)
+    emit(table(results, load), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""LocalOutlierFactor and MeanShift: kerneltools against scikit-learn, one run.
+
+Points: 20 Gaussian blobs (standard deviation 1, centres uniform in
+[-10, 10]^D), ``make_blobs(random_state=0)``. Systems, each on the whole case:
+
+- LOF: ``LocalOutlierFactor(n_neighbors=20).fit(X)`` (scikit-learn picks its
+  tree, ``algorithm='auto'``); the table gives the largest difference of
+  ``negative_outlier_factor_`` between the two.
+- MeanShift: ``MeanShift(bandwidth=b).fit(X)`` with every point a seed
+  (``bin_seeding=False``, scikit-learn's default) or ``--bin-seeding``; the
+  table says whether the labels agree and the largest centre difference.
+
+scikit-learn's MeanShift moves one seed at a time; above ``--sklearn-max-n``
+points it is not run (hours), and the row says so.
+
+    python asv_bench/lof_meanshift_compare.py   # LOF 1e5 (D 3, 32); MeanShift 2e4
+    python asv_bench/lof_meanshift_compare.py --lof 2e4:3 --mean-shift 5e3:3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _runner import emit  # noqa: E402
+
+
+def blobs(n: int, d: int):
+    from sklearn.datasets import make_blobs
+
+    centres = np.random.default_rng(0).uniform(-10, 10, size=(20, d))
+    return make_blobs(n_samples=n, centers=centres, cluster_std=1.0,
+                      random_state=0)[0]
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def lof_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
+    from sklearn.neighbors import LocalOutlierFactor as SkLOF
+
+    from kerneltools.estimators import LocalOutlierFactor
+
+    X = blobs(n, d)
+    LocalOutlierFactor(n_neighbors=20).fit(X[:2000])  # compiles
+    t_kt, ours = timed(lambda: LocalOutlierFactor(n_neighbors=20).fit(X))
+    if n > sklearn_max_n:
+        return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} | not run | - | - |"]
+    t_sk, ref = timed(lambda: SkLOF(n_neighbors=20).fit(X))
+    diff = np.max(np.abs(ours.negative_outlier_factor_ - ref.negative_outlier_factor_))
+    return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} | {t_sk:.2f} | {t_sk / t_kt:.1f} | "
+            f"max NOF difference {diff:.1e} |"]
+
+
+def mean_shift_rows(n: int, d: int, bin_seeding: bool, sklearn_max_n: int):
+    from sklearn.cluster import MeanShift as SkMS
+
+    from kerneltools.estimators import MeanShift
+
+    X = blobs(n, d)
+    b = 1.5
+    MeanShift(bandwidth=b).fit(X[:500])  # compiles
+    t_kt, ours = timed(lambda: MeanShift(bandwidth=b, bin_seeding=bin_seeding).fit(X))
+    name = "MeanShift" + (" (bin seeding)" if bin_seeding else "")
+    if n > sklearn_max_n:
+        return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} | not run | - | "
+                f"{len(ours.cluster_centers_)} centres |"]
+    t_sk, ref = timed(lambda: SkMS(bandwidth=b, bin_seeding=bin_seeding).fit(X))
+    same = ours.cluster_centers_.shape == ref.cluster_centers_.shape
+    gap = (np.max(np.abs(ours.cluster_centers_ - ref.cluster_centers_))
+           if same else None)
+    note = (f"labels equal: {bool(np.all(ours.labels_ == ref.labels_))}, max centre "
+            f"difference {gap:.1e}" if same else f"{len(ours.cluster_centers_)} vs "
+            f"{len(ref.cluster_centers_)} centres")
+    return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} | {t_sk:.2f} | {t_sk / t_kt:.1f} | "
+            f"{note} |"]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lof", default="1e5:3,1e5:32", help="N:D cases, comma-separated")
+    p.add_argument("--mean-shift", default="2e4:3", help="N:D cases")
+    p.add_argument("--bin-seeding", action="store_true")
+    p.add_argument("--sklearn-max-n", type=float, default=1e5)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    lines = [f"load average {load} (shared machine); seconds of fit, ratio = "
+             "scikit-learn / kerneltools", "",
+             "| estimator | D | N | kerneltools s | scikit-learn s | ratio | check |",
+             "|---|---|---|---|---|---|---|"]
+    cases = [c.split(":") for c in args.lof.split(",") if c]
+    for n, d in cases:
+        lines += lof_rows(int(float(n)), int(d), args.sklearn_max_n)
+        print(lines[-1], file=sys.stderr, flush=True)
+    for c in (c for c in args.mean_shift.split(",") if c):
+        n, d = c.split(":")
+        lines += mean_shift_rows(int(float(n)), int(d), args.bin_seeding,
+                                 args.sklearn_max_n)
+        print(lines[-1], file=sys.stderr, flush=True)
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
