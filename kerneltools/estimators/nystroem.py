@@ -335,8 +335,10 @@ default="uniform"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True  # by scikit-learn's Nystroem (see Notes)
-        tags.array_api_support = True  # likewise
+        # by scikit-learn's Nystroem (see Notes), which draws uniform landmarks only
+        uniform = isinstance(self.landmarks, str) and self.landmarks == "uniform"
+        tags.input_tags.sparse = uniform
+        tags.array_api_support = uniform
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
