@@ -257,7 +257,9 @@ default="uniform"
         check_backend(self.backend, "Nystroem")
         reason = self._engine_refuses(X, y)
         if reason:
-            return self._fit_fallback(reason, X, y)
+            self._fit_fallback(reason, X, y)
+            self._n_features_out = self.fallback_._n_features_out  # feature names
+            return self
         self._drop_fallback()
         X = validate_data(self, X, dtype=_FLOATS)
         kernel = self._kernel()
@@ -327,7 +329,7 @@ default="uniform"
         kernel = self._kernel()
         Z, N = self.components_, self.normalization_
         dtype = np.result_type(X.dtype, Z.dtype)
-        out = np.empty((len(X), len(Z)), dtype=dtype)
+        out = np.empty((X.shape[0], len(Z)), dtype=dtype)
         NT = N.T.astype(dtype, copy=False)
         for i0, i1, Kb in _kernel_blocks(kernel, X, Z):
             np.matmul(Kb.astype(dtype, copy=False), NT, out=out[i0:i1])
@@ -383,8 +385,8 @@ def _kernel_blocks(kernel, X, Z):
     m = max(1, len(Z))
     rows, piece = max(1, _BLOCK_ENTRIES // m), max(1, _PIECE_ENTRIES // m)
     buf = None
-    for i0 in range(0, len(X), rows):
-        i1 = min(len(X), i0 + rows)
+    for i0 in range(0, X.shape[0], rows):
+        i1 = min(X.shape[0], i0 + rows)
         for j0 in range(i0, i1, piece):
             j1 = min(i1, j0 + piece)
             Xp = X[j0:j1].toarray() if is_sparse(X) else X[j0:j1]
