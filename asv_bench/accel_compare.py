@@ -100,9 +100,10 @@ def child(workload, n, save):
     np.save(save, outputs)
     r2 = 1 - np.mean((pred - ft) ** 2) / np.var(ft)
     est = model.steps[0][1] if hasattr(model, "steps") else model
-    print(json.dumps({"workload": workload, "n": n, "fit_s": t1 - t0, "predict_s": t2 - t1,
-                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "r2": r2, "class": type(est).__module__}))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"workload": workload, "n": n, "fit_s": t1 - t0,
+                      "predict_s": t2 - t1, "peak_mb": peak_mb, "r2": r2,
+                      "class": type(est).__module__}))
 
 
 def run_case(workload, n, mode, save, timeout):
@@ -116,13 +117,15 @@ def run_case(workload, n, mode, save, timeout):
         print(f"{workload} n={n} {mode}: over {timeout} s, stopped", file=sys.stderr)
         return {"workload": workload, "n": n, "mode": mode, "timeout": timeout}
     if proc.returncode != 0:
-        print(f"{workload} n={n} {mode}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+        print(f"{workload} n={n} {mode}: failed\n{proc.stderr[-2000:]}",
+              file=sys.stderr)
         return None
     row = json.loads(proc.stdout.strip().splitlines()[-1])
     row["mode"] = mode
     expected = "kerneltools" if mode == "accel" else "sklearn"
     if not row["class"].startswith(expected):
-        raise RuntimeError(f"{workload} {mode}: ran {row['class']}, expected {expected}")
+        raise RuntimeError(
+            f"{workload} {mode}: ran {row['class']}, expected {expected}")
     print(row, file=sys.stderr, flush=True)
     return row
 
@@ -131,8 +134,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated n")
     ap.add_argument("--sklearn-max", type=int, default=10_000,
-                    help="largest n run plain (scikit-learn's dense solvers: n^2 memory)")
-    ap.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+                    help="largest n run plain (scikit-learn's dense solvers: "
+                    "n^2 memory)")
+    ap.add_argument("--only", default=",".join(WORKLOADS),
+                    help="comma-separated workloads")
     ap.add_argument("--case-timeout", type=float, default=900,
                     help="seconds after which a case is stopped (shown as such)")
     ap.add_argument("--out", default=None, help="also write the table to this file")
@@ -156,9 +161,10 @@ def main():
                 _compare(rows, saved)
     load = os.getloadavg()
     lines = [
-        f"Plain scikit-learn code, plain and under `python -m kerneltools.accel`; synthetic "
-        f"D = {D}, {N_TEST} test points; load average {load[0]:.1f} / {load[1]:.1f} / "
-        f"{load[2]:.1f} (1 / 5 / 15 min) at the end, on a shared machine.",
+        "Plain scikit-learn code, plain and under `python -m kerneltools.accel`; "
+        f"synthetic D = {D}, {N_TEST} test points; load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end, "
+        "on a shared machine.",
         "",
         "| workload | n | mode | fit (s) | predict (s) | peak RSS (MB) | test R^2 | "
         "max rel. diff vs sklearn | sklearn / accel time |",
@@ -188,8 +194,9 @@ def _compare(rows, saved):
     ref, got = np.load(saved["sklearn"]), np.load(saved["accel"])
     plain, accel = rows[-2], rows[-1]
     accel["diff"] = f"{np.abs(got - ref).max() / np.abs(ref).max():.1e}"
-    total = (plain["fit_s"] + plain["predict_s"]) / (accel["fit_s"] + accel["predict_s"])
-    accel["speedup"] = f"{total:.1f}x"
+    ratio = ((plain["fit_s"] + plain["predict_s"])
+             / (accel["fit_s"] + accel["predict_s"]))
+    accel["speedup"] = f"{ratio:.1f}x"
 
 
 if __name__ == "__main__":

@@ -98,10 +98,10 @@ def test_plain_scikit_learn_example_runs_under_accel(tmp_path):
     ``python -m kerneltools.accel`` it fits ours, to the same R^2 as the plain
     run (tests/test_examples.py) up to the iterative solver's tolerance."""
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "kerneltools.accel",
-                          "examples/accel_kernel_ridge.py", "--quick", "--out", str(tmp_path)],
-                         cwd=root, capture_output=True, text=True, check=True, timeout=120,
-                         env=dict(os.environ, MPLBACKEND="Agg"))
+    cmd = [sys.executable, "-m", "kerneltools.accel", "examples/accel_kernel_ridge.py",
+           "--quick", "--out", str(tmp_path)]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True,
+                         timeout=120, env=dict(os.environ, MPLBACKEND="Agg"))
     assert "estimator: kerneltools.estimators.kernel_ridge.KernelRidge" in out.stdout
     r2 = float(re.search(r"held-out R\^2 = ([-0-9.]+)", out.stdout).group(1))
     best = float(re.search(r"noise-free curve scores ([-0-9.]+)", out.stdout).group(1))

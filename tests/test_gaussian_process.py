@@ -172,7 +172,8 @@ def test_bad_input():
         GaussianProcessRegressor().fit(np.full((5, 2), np.nan), np.ones(5))
     # kernels without a formula go to scikit-learn (tests/test_fallback.py)
     for kernel in (PairwiseKernel(), Matern(nu=1.0)):
-        assert hasattr(GaussianProcessRegressor(kernel, alpha=1e-2).fit(X, y), "fallback_")
+        gp = GaussianProcessRegressor(kernel, alpha=1e-2).fit(X, y)
+        assert hasattr(gp, "fallback_")
     with pytest.raises(ValueError, match="solver"):
         GaussianProcessRegressor(solver="lanczos").fit(X, y)
     with pytest.raises(ValueError, match="alpha"):

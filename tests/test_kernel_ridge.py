@@ -204,6 +204,6 @@ def test_predict_with_wrong_feature_count():
                           # sklearn compares weighted fits to 1e-7: the solver goes further
                           KernelRidge(kernel="rbf", solver="falkon", n_components=20, tol=1e-10)],
                          # Falkon's documented, honest exception (see the method)
-                         expected_failed_checks=lambda est: est._expected_failed_checks())
+                         expected_failed_checks=lambda e: e._expected_failed_checks())
 def test_sklearn_compatible(estimator, check):
     check(estimator)

@@ -476,7 +476,8 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         if self._delegating():
-            return self.fallback_.predict(X, return_std=return_std, return_cov=return_cov)
+            return self.fallback_.predict(X, return_std=return_std,
+                                          return_cov=return_cov)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         if not hasattr(self, "X_train_"):  # the prior
             kernel = _default_kernel() if self.kernel is None else self.kernel
