@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +91,18 @@ def test_command_line_runs_a_script_as_main(tmp_path):
         "__main__", "['a',", "'--flag']", "kerneltools.estimators.kernel_ridge",
         "kerneltools.estimators.neighbors", "sklearn.neighbors._unsupervised"]
     assert "sklearn.kernel_ridge.KernelRidge -> kerneltools" in out.stderr
+
+
+def test_plain_scikit_learn_example_runs_under_accel(tmp_path):
+    """examples/accel_kernel_ridge.py imports scikit-learn only: under
+    ``python -m kerneltools.accel`` it fits ours, to the same R^2 as the plain
+    run (tests/test_examples.py) up to the iterative solver's tolerance."""
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "kerneltools.accel", "examples/accel_kernel_ridge.py",
+           "--quick", "--out", str(tmp_path)]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True,
+                         timeout=120, env=dict(os.environ, MPLBACKEND="Agg"))
+    assert "estimator: kerneltools.estimators.kernel_ridge.KernelRidge" in out.stdout
+    r2 = float(re.search(r"held-out R\^2 = ([-0-9.]+)", out.stdout).group(1))
+    best = float(re.search(r"noise-free curve scores ([-0-9.]+)", out.stdout).group(1))
+    assert best - 0.02 < r2 <= best + 0.02, out.stdout

@@ -76,7 +76,14 @@ def check_custom_formula(out: str) -> None:
     assert number(r"max finite-difference error =", out) < 1e-6
 
 
+def check_accel_kernel_ridge(out: str) -> None:
+    # plain scikit-learn here; tests/test_accel.py runs it under kerneltools.accel
+    assert "estimator: sklearn.kernel_ridge.KernelRidge" in out
+    check_kernel_ridge(out)
+
+
 CHECKS = {
+    "accel_kernel_ridge": check_accel_kernel_ridge,
     "quickstart": check_quickstart,
     "kernel_ridge": check_kernel_ridge,
     "gaussian_process": check_gaussian_process,

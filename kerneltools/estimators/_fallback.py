@@ -13,7 +13,9 @@ scikit-learn's own. Each hand-over is said once per fit at ``verbose`` and
 logged at DEBUG on the ``"kerneltools"`` logger.
 
 The check runs once per ``fit`` on the parameters and the input's type, never
-on its values: it costs microseconds when the engine serves the call.
+on its values: it costs microseconds when the engine serves the call (a
+callable kernel adds one symbolic call, about 0.1 ms, to tell a formula from
+a function of arrays: :func:`formula_callable_refusal`).
 
 Usage, in an estimator::
 
@@ -40,12 +42,14 @@ Usage, in an estimator::
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 
+import numpy as np
 import scipy.sparse
 
-__all__ = ["FallbackMixin", "is_sparse"]
+__all__ = ["FallbackMixin", "gp_kernel_refusal", "is_sparse", "kernel_refusal"]
 
 logger = logging.getLogger("kerneltools")
 
@@ -53,6 +57,104 @@ logger = logging.getLogger("kerneltools")
 def is_sparse(X) -> bool:
     """Whether ``X`` is a SciPy sparse matrix or array."""
     return scipy.sparse.issparse(X)
+
+
+def gp_kernel_refusal(kernel) -> str | None:
+    """Why the ``sklearn.gaussian_process.kernels`` object ``kernel`` has no
+    formula here (a user ``Kernel`` subclass, Matern with another ``nu``, ...),
+    or None when :func:`kerneltools.kernels.from_sklearn` translates it.
+
+    Translation builds closures only (no data is touched): microseconds.
+    """
+    from ..kernels import from_sklearn  # noqa: PLC0415 - kernels imports scikit-learn's
+
+    try:
+        from_sklearn(kernel)
+    except (TypeError, ValueError) as exc:
+        return f"the kernel {kernel!r}, which has no formula here ({exc})"
+    return None
+
+
+def formula_callable_refusal(kernel, n_features: int, kernel_params) -> str | None:
+    """Whether a callable ``kernel`` writes a formula or is scikit-learn's kind.
+
+    kerneltools' callable kernels are ``f(x_i, y_j, **kernel_params)`` on two
+    symbolic :class:`~kerneltools.LazyTensor` variables, returning a scalar
+    formula; scikit-learn's are functions of two 1-D arrays (two rows)
+    returning a number. They cannot be told apart by their signature, so
+    ``kernel`` is called once on two symbolic variables of ``n_features``
+    dimensions (placeholders of one point, on the NumPy reference backend, so
+    that nothing is compiled: about 0.1 ms), with copies of the values of
+    ``kernel_params`` (NumPy arrays excepted), so that state passed through
+    them (a call log, a counter) does not see the probe; state reached
+    otherwise (a global, a closure) does see one call. A scalar LazyTensor
+    back means a formula (None is returned); anything else, or an exception
+    (NumPy functions refuse LazyTensors), means a callable of arrays, and the
+    reason is returned. A function that computes the same thing either way (``x * y``
+    with one feature) gives the same kernel on both paths.
+    """
+    from ..config import config_context  # noqa: PLC0415
+    from ..lazy import LazyTensor, Vi, Vj  # noqa: PLC0415
+
+    point = np.zeros((1, max(int(n_features), 1)))
+    name = getattr(kernel, "__name__", repr(kernel))
+    try:
+        with config_context(backend="numpy"):
+            out = kernel(Vi(point), Vj(point), **_copied(kernel_params))
+    except Exception as exc:  # noqa: BLE001 - any failure: not a formula callable
+        return (f"the callable kernel {name!r} (a function of arrays: on LazyTensors "
+                f"it raised {type(exc).__name__}: {str(exc)[:80]})")
+    if isinstance(out, LazyTensor) and out.dim == 1:
+        return None
+    return (f"the callable kernel {name!r} (a function of arrays: on LazyTensors it "
+            f"returned {type(out).__name__}, not a scalar formula)")
+
+
+def _copied(params) -> dict:
+    """``params`` with each value copied (arrays kept: large, and read-only in
+    any sensible kernel); a value that cannot be copied is passed as it is."""
+    out = {}
+    for key, value in dict(params or {}).items():
+        try:
+            out[key] = value if isinstance(value, np.ndarray) else copy.copy(value)
+        except Exception:  # noqa: BLE001 - uncopyable: the original
+            out[key] = value
+    return out
+
+
+def kernel_refusal(kernel, X, kernel_params=None) -> str | None:
+    """Why the engine cannot fit ``kernel`` (a KernelRidge or Nystroem
+    ``kernel`` parameter) on ``X``, or None when it can: sparse ``X``,
+    ``"precomputed"``, a GP kernel object without a formula, a callable of
+    arrays (see :func:`formula_callable_refusal`). Looks at types only."""
+    if is_sparse(X):
+        return "sparse X"
+    if isinstance(kernel, str):
+        return "kernel='precomputed'" if kernel == "precomputed" else None
+    from ..kernels import Kernel  # noqa: PLC0415
+
+    if isinstance(kernel, Kernel):
+        return None
+    if _is_gp_kernel(kernel):
+        return gp_kernel_refusal(kernel)
+    if callable(kernel):
+        return formula_callable_refusal(kernel, _n_features(X), kernel_params)
+    return None
+
+
+def _n_features(X) -> int:
+    """Columns of a 2-D ``X`` (1 for anything else: validation rejects it later)."""
+    try:
+        shape = X.shape if hasattr(X, "shape") else np.shape(X)
+    except ValueError:  # a ragged list
+        return 1
+    return int(shape[1]) if len(shape) == 2 else 1
+
+
+def _is_gp_kernel(obj) -> bool:
+    from sklearn.gaussian_process.kernels import Kernel  # noqa: PLC0415
+
+    return isinstance(obj, Kernel)
 
 
 def sklearn_class(path: str) -> type:
@@ -94,11 +196,13 @@ class FallbackMixin:
             print(f"kerneltools: {msg}", file=sys.stderr, flush=True)
         est = cls(**self._sklearn_params())
         est.fit(*args, **kwargs)
-        for name, value in vars(est).items():
-            if name.endswith("_") and not name.startswith("__"):
-                setattr(self, name, value)
+        names = [n for n in vars(est) if n.endswith("_") and not n.startswith("__")
+                 # a property of ours (GP's L_) reads fallback_ itself
+                 and not isinstance(getattr(type(self), n, None), property)]
+        for name in names:
+            setattr(self, name, getattr(est, name))
         self.fallback_ = est
-        self._fallback_names = [n for n in vars(est) if n.endswith("_")]
+        self._fallback_names = names
         return self
 
     def _drop_fallback(self) -> None:

@@ -23,6 +23,7 @@ from ..config import check_backend
 from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_iterative as it
+from ._fallback import FallbackMixin, gp_kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["GaussianProcessRegressor"]
@@ -43,7 +44,8 @@ def _default_kernel_to_fit():
     return C() * RBF()
 
 
-class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
+                               BaseEstimator):
     """Gaussian-process regression with kernels as generated formulas.
 
     The constructor, attributes and results of scikit-learn's
@@ -62,7 +64,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         None means ``ConstantKernel() * RBF()``, whose amplitude and length
         scale ``fit`` optimises as scikit-learn does; an unfitted model's prior
         is ``ConstantKernel(1.0, "fixed") * RBF(1.0, "fixed")``, as scikit-learn's.
-        Translated into formulas by :func:`kerneltools.kernels.from_sklearn`.
+        Translated into formulas by :func:`kerneltools.kernels.from_sklearn`;
+        a kernel it cannot translate (a user ``Kernel`` subclass, Matern with
+        another ``nu``, a kernel on structured inputs) is fitted by
+        scikit-learn's own GaussianProcessRegressor (see Notes).
     alpha : float or array of shape (n_samples,), default=1e-10
         Added to the diagonal of the training kernel matrix.
     optimizer : "fmin_l_bfgs_b", callable or None, default="fmin_l_bfgs_b"
@@ -120,6 +125,17 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Conjugate-gradient iterations of the final solve for ``alpha_`` (1 on
         the exact path).
     n_features_in_ : int
+
+    Notes
+    -----
+    With a kernel that has no formula here, ``fit`` hands the call to
+    scikit-learn's :class:`sklearn.gaussian_process.GaussianProcessRegressor`
+    with the same parameters (its exact, dense algorithm, which is ours on
+    the exact path; ``solver`` and our other parameters are then unused), copies
+    its fitted attributes, keeps it in ``fallback_`` and sends every later
+    call to it: results, warnings and errors are scikit-learn's. ``verbose``
+    says so. Such a kernel cannot run the iterative solver: at large n this
+    costs scikit-learn's ``O(n^2)`` memory.
 
     Examples
     --------
@@ -179,6 +195,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.backend = backend
         self.verbose = verbose
 
+    _sklearn_class = "sklearn.gaussian_process.GaussianProcessRegressor"
+
+    def _engine_refuses(self, X, y=None):
+        """Why the engine cannot fit (a kernel without a formula), or None."""
+        return None if self.kernel is None else gp_kernel_refusal(self.kernel)
+
     # -- fit ----------------------------------------------------------------
     def fit(self, X, y):
         """Fit the Gaussian process (and its hyperparameters, with an optimizer).
@@ -194,6 +216,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         validate_params(self)
         check_backend(self.backend, "GaussianProcessRegressor")
+        reason = self._engine_refuses(X, y)
+        if reason:
+            return self._fit_fallback(reason, X, y)
+        self._drop_fallback()
         self.kernel_ = _default_kernel_to_fit() if self.kernel is None else clone(self.kernel)
         make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
         rng = check_random_state(self.random_state)
@@ -352,6 +378,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def L_(self):
         """The lower Cholesky factor of ``K + alpha I`` (exact path only)."""
         check_is_fitted(self)
+        if self._delegating():
+            return self.fallback_.L_
         if self._L is None:
             raise AttributeError(
                 "L_ does not exist with solver='iterative': it would be an n x n "
@@ -375,6 +403,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         log_likelihood : numpy.float64
         log_likelihood_gradient : ndarray of shape (n_kernel_params,), if eval_gradient
         """
+        if self._delegating():
+            return self.fallback_.log_marginal_likelihood(theta, eval_gradient,
+                                                          clone_kernel)
         if theta is None:
             if eval_gradient:
                 raise ValueError("Gradient can only be evaluated for theta!=None")
@@ -444,6 +475,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        if self._delegating():
+            return self.fallback_.predict(X, return_std=return_std,
+                                          return_cov=return_cov)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         if not hasattr(self, "X_train_"):  # the prior
             kernel = _default_kernel() if self.kernel is None else self.kernel
@@ -495,6 +529,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y_samples : ndarray of shape (n_samples_X, n_samples) or
             (n_samples_X, n_targets, n_samples)
         """
+        if self._delegating():
+            return self.fallback_.sample_y(X, n_samples=n_samples,
+                                           random_state=random_state)
         rng = check_random_state(random_state)
         mean, cov = self.predict(X, return_cov=True)
         if mean.ndim == 1:

@@ -22,6 +22,7 @@ from ..linalg import (
     robust_cholesky,
     select_landmarks,
 )
+from ._fallback import FallbackMixin, is_sparse, kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["KernelRidge"]
@@ -33,7 +34,7 @@ CHOLESKY_MAX_SAMPLES = 5000
 _DENSE_PREDICT_MAX = 4_000_000
 
 
-class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator):
     """Kernel ridge regression, exact or iterative, in linear memory when large.
 
     Minimises ``||y - K c||^2 + alpha c^T K c`` as scikit-learn's
@@ -52,7 +53,11 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     kernel : str, callable or sklearn GP kernel, default="linear"
         A name of ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS``, a
         callable ``(x_i, y_j, **kernel_params) -> LazyTensor`` formula, or a
-        ``sklearn.gaussian_process.kernels`` object.
+        ``sklearn.gaussian_process.kernels`` object. scikit-learn's other
+        kernels are handed to scikit-learn's own KernelRidge (see Notes):
+        ``"precomputed"`` and callables of two 1-D arrays (a callable is
+        called once on two symbolic LazyTensors; if it does not return a
+        scalar formula, it is taken as a function of arrays).
     gamma, degree, coef0 : float
         Parameters of the named kernels, as in scikit-learn.
     kernel_params : dict, optional
@@ -91,6 +96,17 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
+    Notes
+    -----
+    What the engine does not serve is fitted by scikit-learn's
+    :class:`sklearn.kernel_ridge.KernelRidge` with the same parameters:
+    sparse ``X``, ``kernel="precomputed"``, a callable of arrays, a GP kernel
+    object without a formula. Its fitted attributes are copied here, it is
+    kept in ``fallback_`` and every later call goes to it, so results,
+    warnings and errors are scikit-learn's (``solver`` and the other
+    parameters of ours are then unused; ``verbose`` says so). A sparse query
+    after a dense fit is densified, as scikit-learn's kernels accept it.
+
     Examples
     --------
     >>> import numpy as np
@@ -106,7 +122,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict] = {
         # scikit-learn's KernelRidge's (kernel: the names we compute)
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
-        "kernel": [StrOptions(PAIRWISE_KERNELS), callable],
+        "kernel": [StrOptions({*PAIRWISE_KERNELS, "precomputed"}), callable],
         "gamma": [Interval(Real, 0, None, closed="left"), None],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
@@ -143,6 +159,12 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.backend = backend
         self.verbose = verbose
 
+    _sklearn_class = "sklearn.kernel_ridge.KernelRidge"
+
+    def _engine_refuses(self, X, y=None):
+        """Why the engine cannot fit X (see Notes), or None: types only."""
+        return kernel_refusal(self.kernel, X, self.kernel_params)
+
     def _kernel(self):
         return make_kernel(self.kernel, gamma=self.gamma, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params)
@@ -162,6 +184,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         validate_params(self)
         check_backend(self.backend, "KernelRidge")
+        reason = self._engine_refuses(X, y)
+        if reason:
+            return self._fit_fallback(reason, X, y, sample_weight=sample_weight)
+        self._drop_fallback()
         alpha = _check_alpha(self.alpha)
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight, alpha)
@@ -304,9 +330,14 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self)
+        if self._delegating():
+            return self.fallback_.predict(X)
         if is_dask_array(self.X_fit_):  # fitted on Dask by CG: reduce over its chunks
             return self._predict_dask_fit(X)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32],
+                          accept_sparse=("csr", "csc"))
+        if is_sparse(X):  # a dense fit's features: scikit-learn's kernels take it
+            X = X.toarray()
         kernel = self._kernel()
         coef = self.dual_coef_
         if len(X) * len(self.X_fit_) <= _DENSE_PREDICT_MAX:
@@ -332,8 +363,23 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True  # by scikit-learn's KernelRidge (see Notes)
+        tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """The scikit-learn estimator checks this configuration is known to
+        fail, with the reason (for ``parametrize_with_checks`` /
+        ``check_estimator``'s ``expected_failed_checks``)."""
+        if self.solver != "falkon":
+            return {}
+        return {"check_sample_weight_equivalence_on_dense_data": (
+            "Falkon is not invariant to repeating rows: its model lives on "
+            "n_components landmarks drawn from the rows, and repeating a row (the "
+            "check's integer weights) changes the draw, hence the model's span, "
+            "where a weight does not; and its CG stops at `tol`, above the check's "
+            "rtol=1e-7 by default. It passes when the landmarks cover every "
+            "distinct row and tol <= 1e-10")}
 
 
 def _rsum(K, V, backend):

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
+import sklearn
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -34,6 +35,7 @@ from ..dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..lazy import Vi, Vj
 from ..linalg import select_landmarks
+from ._fallback import FallbackMixin, is_sparse, kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["LANDMARK_METHODS", "Nystroem"]
@@ -50,7 +52,8 @@ _PIECE_ENTRIES = 1 << 20
 _FLOATS = [np.float64, np.float32]
 
 
-class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class Nystroem(FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+               BaseEstimator):
     """Approximate a kernel map from a subset of the training data.
 
     The feature map ``x -> K(x, Z) K(Z, Z)^{-1/2}`` of scikit-learn's
@@ -67,7 +70,11 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         callable ``(x_i, y_j, **kernel_params) -> LazyTensor`` that writes
         the kernel as a formula; or a ``sklearn.gaussian_process.kernels``
         object (its ``WhiteKernel`` terms add nothing off the diagonal, so
-        they add nothing here, as in scikit-learn).
+        they add nothing here, as in scikit-learn). ``"precomputed"`` and
+        scikit-learn's callables of two 1-D arrays go to scikit-learn's
+        Nystroem (see Notes); a callable is called once on two symbolic
+        LazyTensors, and taken as a function of arrays unless it returns a
+        scalar formula.
     gamma, coef0, degree : float, default=None
         Parameters of the named kernels, as in scikit-learn; None takes the
         kernel's default. They must stay None with a callable or GP kernel.
@@ -132,6 +139,19 @@ default="uniform"
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the features, when X had string column names.
 
+    Notes
+    -----
+    What the engine does not serve is fitted by scikit-learn's
+    :class:`sklearn.kernel_approximation.Nystroem` with the same parameters
+    (``landmarks="uniform"`` only: it has no other strategy): sparse ``X``,
+    ``kernel="precomputed"``, a callable of arrays, a GP kernel object without
+    a formula, and, with ``sklearn.set_config(array_api_dispatch=True)``, an
+    Array API array that is not NumPy's (the attributes then stay in its
+    namespace and on its device). It is kept in ``fallback_``, its fitted
+    attributes are copied here, and every later call goes to it, so results,
+    warnings and errors are scikit-learn's; ``verbose`` says so. A sparse
+    query after a dense fit is densified block by block.
+
     Examples
     --------
     >>> import numpy as np
@@ -148,7 +168,7 @@ default="uniform"
 
     _parameter_constraints: ClassVar[dict] = {
         # scikit-learn's Nystroem's (kernel: the names we compute)
-        "kernel": [StrOptions(PAIRWISE_KERNELS), callable],
+        "kernel": [StrOptions({*PAIRWISE_KERNELS, "precomputed"}), callable],
         "gamma": [Interval(Real, 0, None, closed="left"), None],
         "coef0": [Interval(Real, None, None, closed="neither"), None],
         "degree": [Interval(Real, 1, None, closed="left"), None],
@@ -189,6 +209,21 @@ default="uniform"
         self.backend = backend
         self.verbose = verbose
 
+    _sklearn_class = "sklearn.kernel_approximation.Nystroem"
+
+    def _engine_refuses(self, X, y=None):
+        """Why the engine cannot fit X (see Notes), or None: types only."""
+        reason = kernel_refusal(self.kernel, X, self.kernel_params)
+        if reason is None and _foreign_array_api(X):
+            reason = f"an Array API array ({type(X).__module__}.{type(X).__name__})"
+        if reason and not (isinstance(self.landmarks, str)
+                           and self.landmarks == "uniform"):
+            raise ValueError(
+                f"Nystroem(landmarks={_short(self.landmarks)}) runs on the kerneltools "
+                f"engine only, which does not serve {reason}; scikit-learn's Nystroem, "
+                "which does, draws landmarks='uniform' only")
+        return reason
+
     def _kernel(self):
         named = {"gamma": self.gamma, "coef0": self.coef0, "degree": self.degree}
         if not isinstance(self.kernel, str):
@@ -220,6 +255,12 @@ default="uniform"
         """
         validate_params(self)
         check_backend(self.backend, "Nystroem")
+        reason = self._engine_refuses(X, y)
+        if reason:
+            self._fit_fallback(reason, X, y)
+            self._n_features_out = self.fallback_._n_features_out  # feature names
+            return self
+        self._drop_fallback()
         X = validate_data(self, X, dtype=_FLOATS)
         kernel = self._kernel()
         start = time.perf_counter()
@@ -282,11 +323,13 @@ default="uniform"
             In float32 when both X and the training data are float32.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOATS)
+        if self._delegating():
+            return self.fallback_.transform(X)
+        X = validate_data(self, X, reset=False, dtype=_FLOATS, accept_sparse="csr")
         kernel = self._kernel()
         Z, N = self.components_, self.normalization_
         dtype = np.result_type(X.dtype, Z.dtype)
-        out = np.empty((len(X), len(Z)), dtype=dtype)
+        out = np.empty((X.shape[0], len(Z)), dtype=dtype)
         NT = N.T.astype(dtype, copy=False)
         for i0, i1, Kb in _kernel_blocks(kernel, X, Z):
             np.matmul(Kb.astype(dtype, copy=False), NT, out=out[i0:i1])
@@ -294,9 +337,27 @@ default="uniform"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        # by scikit-learn's Nystroem (see Notes), which draws uniform landmarks only
+        uniform = isinstance(self.landmarks, str) and self.landmarks == "uniform"
+        tags.input_tags.sparse = uniform
+        tags.array_api_support = uniform
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _foreign_array_api(X) -> bool:
+    """An Array API array other than NumPy's, with scikit-learn's
+    ``array_api_dispatch`` on (where scikit-learn keeps its namespace)."""
+    # PyTorch's tensors have no __array_namespace__ (array-api-compat wraps
+    # them), but every Array API library's arrays have __dlpack__
+    return (sklearn.get_config()["array_api_dispatch"]
+            and (hasattr(X, "__array_namespace__") or hasattr(X, "__dlpack__"))
+            and not isinstance(X, np.ndarray)
+            and type(X).__module__.split(".")[0] != "dask")
+
+
+def _short(value) -> str:
+    return repr(value) if isinstance(value, str) else f"<{type(value).__name__}>"
 
 
 def _user_landmarks(landmarks, X):
@@ -324,11 +385,12 @@ def _kernel_blocks(kernel, X, Z):
     m = max(1, len(Z))
     rows, piece = max(1, _BLOCK_ENTRIES // m), max(1, _PIECE_ENTRIES // m)
     buf = None
-    for i0 in range(0, len(X), rows):
-        i1 = min(len(X), i0 + rows)
+    for i0 in range(0, X.shape[0], rows):
+        i1 = min(X.shape[0], i0 + rows)
         for j0 in range(i0, i1, piece):
             j1 = min(i1, j0 + piece)
-            Kp = np.asarray(kernel(X[j0:j1], Z))
+            Xp = X[j0:j1].toarray() if is_sparse(X) else X[j0:j1]
+            Kp = np.asarray(kernel(Xp, Z))
             if j0 == i0 and j1 == i1:  # a single piece: no copy
                 buf = Kp
                 break

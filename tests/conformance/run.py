@@ -81,6 +81,9 @@ def run(pytest_args: list[str], plain: bool, report: Path) -> int:
         cmd[3:3] = ["-p", "plugin", "--accel-report", str(report)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    # scikit-learn's Array API tests (Nystroem's) skip unless SciPy is told
+    # before import to accept Array API inputs
+    env.setdefault("SCIPY_ARRAY_API", "1")
     return subprocess.call(cmd, env=env, cwd=str(site))
 
 
