@@ -24,7 +24,7 @@ from ._plan import Plan
 
 __all__ = ["MAX_COMPONENTS", "TEMPLATES", "template_text", "skeleton", "c_real", "title",
            "defines", "indent", "red_subs", "red_form", "width", "jonly_nodes",
-           "var_reader", "row_major", "array_args", "unsupported"]
+           "var_reader", "row_major", "array_args", "unsupported", "sign_conditions"]
 
 #: The kernels' C text (string.Template slots; .h and .cu, which the package
 #: data ships).
@@ -156,3 +156,56 @@ def unsupported(plan: Plan, backend: str, language: str, form) -> str | None:
         return (f"too wide for the {backend} backend: {w} scalar temporaries "
                 f"> limit {MAX_COMPONENTS}")
     return None
+
+
+# -- range facts ----------------------------------------------------------------
+#: Operations whose every value is >= 0 (or NaN).
+_NONNEG = frozenset({"Square", "Exp", "Exp2", "Abs", "Sqrt", "Rsqrt", "ReLU", "Step"})
+
+
+def sign_conditions(node, sign: int, p_names: dict):
+    """When is every component of ``node`` of the given ``sign`` (>= 0 for +1,
+    <= 0 for -1) or NaN?
+
+    Returns the C conditions on parameter-level values (``p_names``: node ->
+    component expressions, for the nodes that depend on parameters only)
+    under which it is, [] when it always is, None when nothing is proven. The
+    rules hold in floating point too: rounding never flips a sign, and the
+    cases that escape them (inf - inf, 0 * inf) give NaN. Used to pick an exp
+    that needs no overflow branch, e.g. for exp(-g |x - y|^2) when g >= 0.
+    """
+    op = node.op
+    if op == "Int":
+        return [] if node.attrs[0] * sign >= 0 else None
+    if op == "Pi":
+        return [] if sign > 0 else None
+    if node in p_names:
+        return [f"{x} {'>=' if sign > 0 else '<='} (real_t)0" for x in p_names[node]]
+    if op in _NONNEG:
+        return [] if sign > 0 else None
+    kids = node.children
+    if op == "Neg":
+        return sign_conditions(kids[0], -sign, p_names)
+    if op in ("Add", "SumFeat"):
+        return _all_of([(c, sign) for c in kids], p_names)
+    if op == "Sub":
+        return _all_of([(kids[0], sign), (kids[1], -sign)], p_names)
+    if op == "IfElse":
+        return _all_of([(kids[1], sign), (kids[2], sign)], p_names)
+    if op in ("Mul", "Div"):
+        a, b = kids
+        for sa, sb in ((1, sign), (sign, 1), (-1, -sign)):
+            conds = _all_of([(a, sa), (b, sb)], p_names)
+            if conds is not None:
+                return conds
+    return None
+
+
+def _all_of(pairs, p_names):
+    conds: list = []
+    for node, sign in pairs:
+        c = sign_conditions(node, sign, p_names)
+        if c is None:
+            return None
+        conds += [x for x in c if x not in conds]
+    return conds

@@ -20,6 +20,7 @@ polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from string import Template
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from . import _ops
 from ._codegen import (
     array_args, c_real, defines, indent, jonly_nodes, red_form, red_subs, row_major,
-    skeleton, template_text, title, var_reader,
+    sign_conditions, skeleton, template_text, title, var_reader, width,
 )
 from ._compiler import VECMATH_DECL
 from ._ir import intcst, topo_order
@@ -35,8 +36,8 @@ from ._ops import make, substitute
 from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
-__all__ = ["generate_source", "tile_size", "block_rows", "dot_products", "IB",
-           "DOT_MIN_DIM"]
+__all__ = ["generate_source", "tile_size", "block_rows", "row_block", "dot_products",
+           "IB", "DOT_MIN_DIM"]
 
 #: The vectorisable exp shared by the C kernels (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
@@ -157,12 +158,26 @@ def tile_size(plan: Plan) -> int:
     """Reduced-index tile: at most 512, so that buffers stay near 64 KB and the
     packed j-variables of a tile near 256 KB."""
     itemsize = np.dtype(plan.dtype).itemsize
-    width = sum(f.dim for f in plan.formulas) + 2 * IB
+    width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * IB
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
         tj //= 2
     return tj
+
+
+def row_block(plan: Plan) -> int:
+    """Rows per vectorised loop over a tile (register blocking): several rows
+    share each j-vector's loads and j-level values and give the core
+    independent chains to interleave; narrow formulas only (each row keeps its
+    temporaries in registers), and a divisor of :func:`block_rows`."""
+    # A fold (K-min, LogSumExp, ...) works row by row on the tile's buffer:
+    # its reads of the row's state stay vectorised with one row per loop.
+    if not plan.red.c.get("fused"):
+        return 1
+    w = width(plan)
+    rb = 4 if w <= 48 else (2 if w <= 160 else 1)
+    return min(rb, block_rows(plan))
 
 
 def block_rows(plan: Plan) -> int:
@@ -188,33 +203,76 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     pair by pair (no matrix-product micro-kernel: it is meant for low
     dimension).
     """
+    if ranges:
+        return _ranges_source(plan, vector_math, key)
+    formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
+    rb = row_block(plan)
+    block_setup, tile_setup = _dot_setup(plan, dots, False)
+    var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
+    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    # j-only nodes (other than variables and the index) are computed once per
+    # tile into buffers jb*, shared by the block's rows.
+    jonly = jonly_nodes(formulas, node_levels(formulas, given))
+    p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup)
+    jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
+    rows = _render_rows(formulas, dots, jb_given, rb)
+    tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
+    fast_rows, conds = _nonpos_exps(rows)
+    p_code = [rows[0].code("p", "  "), p_jonly]
+    if fast_rows is not None:
+        # exp of arguments proven <= 0 (under conditions on the parameters,
+        # tested once per call): the exp without overflow branch
+        fast = _row_block_reduction(plan, formulas, fast_rows, [])[0]
+        if conds:
+            p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+            tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
+                              indent(tile, 2), "}"])
+        else:
+            tile = fast
+    i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
+              if r else "const int64_t i_0 = i0 + ii;" for r in range(rb)]
+    i_code += [line for row in rows for line in row.statements["i"]]
+    return _SKELETON.substitute(
+        title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), RB=rb,
+                        VL=_vector_length(plan)),
+        n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
+        exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        vecmath=VECMATH_DECL if vector_math else "",
+        pointers="\n".join(_pointers(plan, dots)),
+        p_code="\n".join(x for x in p_code if x),
+        init=indent(init, 6),
+        block_setup=indent("\n".join(block_setup), 4),
+        tile_setup=indent("\n".join(tile_setup), 6),
+        i_code=indent("\n".join(i_code), 8),
+        tile=indent(tile, 8),
+        final=indent(final, 6),
+    )
+
+
+def _vector_length(plan: Plan) -> int:
+    return max(1, 64 // np.dtype(plan.dtype).itemsize)
+
+
+def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
+    """The block-sparse kernel: one row per vectorised loop."""
     # the block-sparse kernel's loops run over whole vectors (njv: nj rounded
     # up; the j-variables are padded), whose values past nj are never read
     # (sums: masked out): no scalar remainder loop on short intervals
-    bound = "njv" if ranges else "nj"
-    if ranges:
-        formulas, dots = list(plan.formulas), []
-    else:
-        formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
-    var_expr = var_reader(row_major("i"), lambda n, c: (
-        f"y{n.attrs[1]}[{c} * {'js' if ranges else 'TJ'} + jj]"))
-    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
-    block_setup, tile_setup = _dot_setup(plan, dots, ranges)
-    # j-only nodes (other than variables and the index) are computed once per
-    # tile into buffers jb*, shared by the block's rows.
+    bound = "njv"
+    formulas, dots = list(plan.formulas), []
+    var_expr = var_reader(row_major("i"), lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]")
+    given: dict = {}
+    block_setup, tile_setup = _dot_setup(plan, dots, True)
     jonly = jonly_nodes(formulas, node_levels(formulas, given))
     p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
-    tile, state, init, final = _reduction_code(plan, formulas, r, bound, ranges, block_setup)
-    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
-    # i-level values are recomputed per tile (cheap loads, mostly); the j-level
-    # statements left in the inner loop are the variables' loads.
-    deeper = 2 if ranges else 0  # the block-sparse loops nest two levels deeper
-    return (_RANGES_SKELETON if ranges else _SKELETON).substitute(
+    tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
+    deeper = 2  # the block-sparse loops nest two levels deeper
+    return _RANGES_SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
-        defines=(defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=vl) if ranges
-                 else defines(TJ=tile_size(plan), IB=block_rows(plan), VL=vl)),
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=_vector_length(plan)),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
         vecmath=VECMATH_DECL if vector_math else "",
@@ -227,6 +285,87 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         tile=indent(tile, 8 + 2 * deeper),
         final=indent(final, 6 + deeper),
     )
+
+
+def _render_rows(formulas, dots, jb_given, rb: int) -> list:
+    """The formulas rendered for the ``rb`` rows ``i_0 .. i_<rb-1>`` of one
+    vectorised loop: row 0 in full; rows 1.. reuse row 0's parameter- and
+    j-level values (the j-variables' loads, j-only nodes), so that only their
+    i- and pair-level statements are new."""
+    rows = []
+    for r in range(rb):
+        var_expr = var_reader(row_major(f"i_{r}"),
+                              lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
+        given = {node: ([f"dq{q}[(ii + {r}) * TJ + jj]" if r else f"dq{q}[ii * TJ + jj]"], 3)
+                 for q, (node, _, _) in enumerate(dots)}
+        given.update(jb_given)
+        if r:
+            first = rows[0]
+            given.update({n: (first.names[n], {"p": 0, "j": 2}[lv])
+                          for n, lv in first.levels.items()
+                          if lv in ("p", "j") and n in first.names})
+        rows.append(render_formulas(formulas, var_expr, {"i": f"i_{r}", "j": "j"},
+                                    given=given, prefix=f"r{r}_" if r else "t"))
+    return rows
+
+
+def _nonpos_exps(rows):
+    """Rows whose pair-level ``exp`` calls of arguments provably <= 0 (or NaN)
+    use ``KT_EXPN``, and the conditions on the parameters under which they
+    may ((None, []): no such exp)."""
+    first = rows[0]
+    p_names = {n: first.names[n] for n, lv in first.levels.items()
+               if lv == "p" and n in first.names}
+    nodes, conds = [], []
+    for n, lv in first.levels.items():
+        if n.op == "Exp" and lv == "ij":
+            c = sign_conditions(n.children[0], -1, p_names)
+            if c is not None:
+                nodes.append(n)
+                conds += [x for x in c if x not in conds]
+    if not nodes:
+        return None, []
+    fast = []
+    for row in rows:
+        swap = {f"const real_t {t} = KT_EXP(" for n in nodes for t in row.names[n]}
+        stmts = [("const real_t " + x.split("const real_t ", 1)[1].replace(
+                  "KT_EXP(", "KT_EXPN(", 1)) if x.split(" = ", 1)[0] + " = KT_EXP("
+                 in swap else x for x in row.statements["ij"]]
+        fast.append(replace(row, statements={**row.statements, "ij": stmts}))
+    return fast, conds
+
+
+def _row_block_reduction(plan: Plan, formulas, rows, block_setup):
+    """(tile, state, init, final) of the dense kernel, for ``len(rows)`` rows
+    per vectorised loop: Sum fused into the loop (one accumulator per row and
+    component), any other reduction (one row) through buffers and its C fold."""
+    red, E, rb = plan.red, formulas[0].dim, len(rows)
+    code = "\n".join(x for x in [rows[0].code("j", "  ")]
+                      + [row.code("ij", "  ") for row in rows] if x)
+    if red.c.get("fused"):
+        names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
+        flat = [n for row in names for n in row]
+        sums = _tile_loop("nj", code, [
+            f"  {names[r][e]} += {rows[r].outputs[0][e]};"
+            for r in range(rb) for e in range(E)], clauses=f" reduction(+:{', '.join(flat)})")
+        adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
+        for r in range(1, rb):
+            adds.append(f"if (ii + {r} < ni) {{ "
+                        + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
+                        + " }")
+        tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
+        return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
+                f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
+    # Other reductions: one row per loop (row_block), its values through the
+    # buffers buf<b> into the reduction's C fold.
+    subs = red_subs(formulas, plan.K)
+    writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(rows[0].outputs)
+              for e, x in enumerate(outs)]
+    tile = "\n".join([_tile_loop("nj", code, writes), "{", "  const int64_t i = i_0;",
+                      "  kt_state *S = &st[ii];", indent(red_form(red.c, "tile", subs), 2),
+                      "}"])
+    block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
+    return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
 
 
 def _pointers(plan: Plan, dots) -> list[str]:

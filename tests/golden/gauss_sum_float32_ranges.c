@@ -106,7 +106,62 @@ static inline double kt_exp(double x) {
   return xc != xc ? xc : (xc <= lo ? 0.0 : (xc >= hi ? INFINITY : y));
 }
 
+/* exp(x) for x <= 0 or NaN only (the kernels use it where the formula and
+ * the parameters prove that, e.g. exp(-g |x - y|^2) with g >= 0): the same
+ * polynomial, no upper clamp and 2^n in one step (n >= -126 after the lower
+ * clamp: a normal number); about 40% fewer instructions than kt_expf. */
+#pragma omp declare simd notinbranch
+static inline float kt_expf_nonpos(float x) {
+  const float lo = kt_exp_lo_f;
+  const float xc = x < lo ? lo : x;
+  const float magic = 12582912.0f;
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  union { float f; int32_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4B400000 + 127) << 23;
+  return x < lo ? 0.0f : p * s.f;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_nonpos(double x) {
+  const double lo = kt_exp_lo_d;
+  const double xc = x < lo ? lo : x;
+  const double magic = 6755399441055744.0;
+  const double t = xc * 1.4426950408889634074 + magic;
+  const double n = t - magic;
+  double r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r * r + r + 1.0;
+  union { double f; int64_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
+  return x < lo ? 0.0 : p * s.f;
+}
+
 #define KT_EXP(x) kt_expf(x)
+#define KT_EXPN(x) kt_expf_nonpos(x) /* x <= 0 or NaN */
 #define KT_EXP2(x) exp2(x)
 
 typedef struct { acc_t A[1]; } kt_state;

@@ -1,6 +1,7 @@
 ${vecmath}
 ${kt_exp}
 #define KT_EXP(x) ${exp_fn}(x)
+#define KT_EXPN(x) ${exp_fn}_nonpos(x) /* x <= 0 or NaN */
 #define KT_EXP2(x) exp2(x)
 
 typedef struct { ${state} } kt_state;
