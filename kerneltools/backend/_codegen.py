@@ -20,11 +20,13 @@ from string import Template
 import numpy as np
 
 from ._ir import topo_order
+from ._ops import OPS
 from ._plan import Plan
 
 __all__ = ["MAX_COMPONENTS", "TEMPLATES", "template_text", "skeleton", "c_real", "title",
            "defines", "indent", "red_subs", "red_form", "width", "jonly_nodes",
-           "var_reader", "row_major", "array_args", "unsupported", "sign_conditions"]
+           "var_reader", "row_major", "array_args", "unsupported", "sign_conditions",
+           "WIDE_MIN_DIM", "wide_sums", "feature_loop"]
 
 #: The kernels' C text (string.Template slots; .h and .cu, which the package
 #: data ships).
@@ -209,3 +211,62 @@ def _all_of(pairs, p_names):
             return None
         conds += [x for x in c if x not in conds]
     return conds
+
+
+# -- wide formulas: loops over features ---------------------------------------------
+#: A sum over the features of an element-wise formula of at least this
+#: dimension is rendered as a loop over the features (``feature_loop``), not
+#: as one scalar temporary per feature: compile time then hardly depends on D.
+WIDE_MIN_DIM = 32
+
+_LEAVES = ("Var", "Int", "Pi", "Index")
+
+
+def _elementwise(node, d: int) -> bool:
+    op = OPS.get(node.op)
+    return (op is not None and op.c_vec is None and op.c is not None
+            and node.dim in (1, d) and all(c.dim in (1, d) for c in node.children))
+
+
+def wide_sums(formulas, given) -> list:
+    """``SumFeat`` nodes over an element-wise formula of dimension >=
+    WIDE_MIN_DIM whose leaves are variables, constants and indices (nodes
+    in ``given`` aside: the template computes those), in topological order."""
+    out = []
+    for node in topo_order(list(formulas)):
+        if node.op != "SumFeat" or node in given:
+            continue
+        (inner,) = node.children
+        d = inner.dim
+        if d < WIDE_MIN_DIM:
+            continue
+        if all(n.op in _LEAVES or (n not in given and _elementwise(n, d))
+               for n in topo_order([inner])):
+            out.append(node)
+    return out
+
+
+def feature_loop(node, name: str, var_expr, index_expr: dict) -> list[str]:
+    """C lines that compute the wide sum ``node`` (see ``wide_sums``) into
+    ``real_t name`` by a loop over the features ``c`` (variables of dimension
+    d read at component ``c``, of dimension 1 at 0; constants broadcast)."""
+    (inner,) = node.children
+    lines = [f"real_t {name} = 0;", f"for (int c = 0; c < {inner.dim}; c++) {{"]
+    names: dict = {}
+    for k, n in enumerate(topo_order([inner])):
+        if n.op == "Int":
+            names[n] = f"((real_t){int(n.attrs[0])})"
+            continue
+        if n.op == "Pi":
+            names[n] = "PI_R"
+            continue
+        if n.op == "Var":
+            expr = var_expr(n, "c" if n.dim > 1 else 0)
+        elif n.op == "Index":
+            expr = f"((real_t)({index_expr[n.cat]}))"
+        else:
+            attrs = {f"a{m}": a for m, a in enumerate(n.attrs)}
+            expr = OPS[n.op].c.format(*[names[c] for c in n.children], **attrs)
+        names[n] = f"{name}_{k}"
+        lines.append(f"  const real_t {name}_{k} = {expr};")
+    return lines + [f"  {name} += {names[inner]};", "}"]

@@ -28,7 +28,8 @@ import numpy as np
 from . import _ops
 from ._codegen import (
     array_args, c_real, defines, indent, jonly_nodes, red_form, red_subs, row_major,
-    sign_conditions, skeleton, template_text, title, var_reader, width,
+    feature_loop, sign_conditions, skeleton, template_text, title, var_reader, wide_sums,
+    width,
 )
 from ._compiler import VECMATH_DECL
 from ._ir import intcst, topo_order
@@ -210,15 +211,17 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     block_setup, tile_setup = _dot_setup(plan, dots, False)
     var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    wide = _wide_code(formulas, given, rb, block_setup)
+    given.update(wide.given(0))
     # j-only nodes (other than variables and the index) are computed once per
     # tile into buffers jb*, shared by the block's rows.
     jonly = jonly_nodes(formulas, node_levels(formulas, given))
-    p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup)
+    p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
-    rows = _render_rows(formulas, dots, jb_given, rb)
+    rows = _render_rows(formulas, dots, jb_given, rb, wide)
     tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds = _nonpos_exps(rows)
-    p_code = [rows[0].code("p", "  "), p_jonly]
+    p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly]
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
@@ -287,25 +290,73 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
     )
 
 
-def _render_rows(formulas, dots, jb_given, rb: int) -> list:
+class _Wide:
+    """The wide sums of a dense kernel (``wide_sums``), each a loop over the
+    features at its level: parameters (``p``: once per call), i (once per
+    block, into ``wi<q>[IB]``), j (in the j-only pass, ``wj<q>``), pairs
+    (inside the vectorised loop, ``w<q>_<row>``)."""
+
+    def __init__(self):
+        self.nodes, self.p, self.j, self.ij = {}, [], [], {}
+
+    def given(self, r: int) -> dict:
+        """The wide sums as ``given`` nodes of row ``r``'s rendering."""
+        names = {"p": lambda q: f"wp{q}", "j": lambda q: f"wj{q}",
+                 "i": lambda q: f"wi{q}[ii + {r}]" if r else f"wi{q}[ii]",
+                 "ij": lambda q: f"w{q}_{r}"}
+        mask = {"p": 0, "i": 1, "j": 2, "ij": 3}
+        return {n: ([names[lv](q)], mask[lv]) for n, (q, lv) in self.nodes.items()}
+
+
+def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
+    """Loops over the features for the wide sums (i-level ones appended to
+    ``block_setup``; pair-level ones kept per row for ``_render_rows``)."""
+    wide = _Wide()
+    levels = node_levels(formulas, given)
+    for q, n in enumerate(wide_sums(formulas, given)):
+        lv = levels[n]
+        wide.nodes[n] = (q, lv)
+        if lv == "i":
+            read = var_reader(row_major("i_w"), None)
+            block_setup += [f"real_t wi{q}[IB];", "for (int r = 0; r < IB; r++) {",
+                            "  const int64_t i_w = r < ni ? i0 + r : i0 + ni - 1;"]
+            block_setup += ["  " + x for x in feature_loop(n, "acc", read, {"i": "i_w"})]
+            block_setup += [f"  wi{q}[r] = acc;", "}"]
+        elif lv in ("p", "j"):
+            read = var_reader(None, lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+            getattr(wide, lv).extend(feature_loop(n, f"w{lv}{q}", read, {"j": "j"}))
+        else:
+            for r in range(rb):
+                read = var_reader(row_major(f"i_{r}"),
+                                  lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+                wide.ij.setdefault(r, []).extend(
+                    feature_loop(n, f"w{q}_{r}", read, {"i": f"i_{r}", "j": "j"}))
+    return wide
+
+
+def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide) -> list:
     """The formulas rendered for the ``rb`` rows ``i_0 .. i_<rb-1>`` of one
     vectorised loop: row 0 in full; rows 1.. reuse row 0's parameter- and
     j-level values (the j-variables' loads, j-only nodes), so that only their
-    i- and pair-level statements are new."""
+    i- and pair-level statements are new. Each row's pair-level statements
+    open with its wide sums' feature loops."""
     rows = []
     for r in range(rb):
         var_expr = var_reader(row_major(f"i_{r}"),
                               lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
         given = {node: ([f"dq{q}[(ii + {r}) * TJ + jj]" if r else f"dq{q}[ii * TJ + jj]"], 3)
                  for q, (node, _, _) in enumerate(dots)}
+        given.update(wide.given(r))
         given.update(jb_given)
         if r:
             first = rows[0]
             given.update({n: (first.names[n], {"p": 0, "j": 2}[lv])
                           for n, lv in first.levels.items()
                           if lv in ("p", "j") and n in first.names})
-        rows.append(render_formulas(formulas, var_expr, {"i": f"i_{r}", "j": "j"},
-                                    given=given, prefix=f"r{r}_" if r else "t"))
+        row = render_formulas(formulas, var_expr, {"i": f"i_{r}", "j": "j"},
+                              given=given, prefix=f"r{r}_" if r else "t")
+        row.statements["ij"][:0] = wide.ij.get(r, [])
+        rows.append(row)
     return rows
 
 
@@ -400,9 +451,10 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     return block_setup, tile_setup
 
 
-def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup) -> str:
+def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, pre=()) -> str:
     """Buffers and the per-tile pass for the j-only nodes (appended to the
-    setup lists); their parameter-level statements."""
+    setup lists; ``pre``: lines that open the pass's loop, the j-level wide
+    sums); their parameter-level statements."""
     if not jonly:
         return ""
     for k, n in enumerate(jonly):
@@ -410,7 +462,8 @@ def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup) -> str:
     jr = render_formulas(jonly, var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
     writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
               for c, x in enumerate(outs)]
-    tile_setup.append(_tile_loop(bound, jr.code("j", "  "), writes))
+    code = "\n".join(["  " + x for x in pre] + ([jr.code("j", "  ")] if jr.statements["j"] else []))
+    tile_setup.append(_tile_loop(bound, code, writes))
     return jr.code("p", "  ")
 
 
