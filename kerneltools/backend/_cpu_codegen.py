@@ -86,25 +86,30 @@ def _tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
 
 
 _DOT_KERNEL = Template(
-    r"""/* <x_i, y_j> for the block's rows and the tile: IB x 2 VL accumulators
-   (two vectors per row, so that each broadcast x feeds two FMAs). yq holds y
-   in chunks of VL points, each chunk d x VL contiguous. */
+    r"""/* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
+   accumulators (two vectors per row, so that each broadcast x feeds two
+   FMAs), each chunk of y reused by the block's IB / MR row groups from cache.
+   yq holds y in chunks of VL points, each chunk d x VL contiguous. */
 for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
-  real_t acc[IB][2 * VL];
-  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
   const real_t *y0 = yq${q} + (j0 + jc) * ${d};
   const real_t *y1 = y0 + ${d} * VL;
-  for (int c = 0; c < ${d}; c++) {
-    for (int r = 0; r < IB; r++) {
-      const real_t xv = xs${q}[r * ${d} + c];
-      #pragma omp simd
-      for (int l = 0; l < VL; l++) {
-        acc[r][l] += xv * y0[c * VL + l];
-        acc[r][VL + l] += xv * y1[c * VL + l];
+  for (int r8 = 0; r8 < ni; r8 += MR) {
+    real_t acc[MR][2 * VL];
+    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
+    const real_t *xr = xs${q} + r8 * ${d};
+    for (int c = 0; c < ${d}; c++) {
+      for (int r = 0; r < MR; r++) {
+        const real_t xv = xr[r * ${d} + c];
+        #pragma omp simd
+        for (int l = 0; l < VL; l++) {
+          acc[r][l] += xv * y0[c * VL + l];
+          acc[r][VL + l] += xv * y1[c * VL + l];
+        }
       }
     }
+    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++)
+      dq${q}[(r8 + r) * TJ + jc + l] = acc[r][l];
   }
-  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
 }"""
 )
 
@@ -159,7 +164,7 @@ def tile_size(plan: Plan) -> int:
     """Reduced-index tile: at most 512, so that buffers stay near 64 KB and the
     packed j-variables of a tile near 256 KB."""
     itemsize = np.dtype(plan.dtype).itemsize
-    width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * IB
+    width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * block_rows(plan)
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
@@ -181,10 +186,22 @@ def row_block(plan: Plan) -> int:
     return min(rb, block_rows(plan))
 
 
+#: Stack bytes for a block's copied x rows (``xs``) in a wide dot product.
+_XS_BYTES = 131072
+
+
 def block_rows(plan: Plan) -> int:
-    """Rows per block: IB, or 1 when the per-row states are large (K-reductions)."""
+    """Rows per block: IB, or 1 when the per-row states are large (K-reductions);
+    for dot products of dimension >= 128 up to 64 (a multiple of IB, the
+    copied rows within _XS_BYTES), so that each packed y tile, read from
+    memory, serves many rows: the micro-kernel is bandwidth-bound otherwise."""
     if plan.red.uses_k and plan.K * plan.formulas[0].dim > 256:
         return 1
+    dots = _rewrite_dots(plan.formulas, plan.red.smooth)[1]
+    d = max((x.dim for _, x, _ in dots), default=0)
+    if d >= 128:
+        fit = _XS_BYTES // (d * np.dtype(plan.dtype).itemsize)
+        return max(IB, min(64, fit // IB * IB))
     return IB
 
 
@@ -237,8 +254,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     i_code += [line for row in rows for line in row.statements["i"]]
     return _SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
-        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), RB=rb,
-                        VL=_vector_length(plan)),
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), MR=min(IB, block_rows(plan)),
+                        RB=rb, VL=_vector_length(plan)),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
         vecmath=VECMATH_DECL if vector_math else "",

@@ -9,6 +9,7 @@ typedef double acc_t;
 #define PI_R ((real_t)3.141592653589793238462643383279502884)
 #define TJ 512
 #define IB 8
+#define MR 8
 #define RB 4
 #define VL 16
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
