@@ -237,8 +237,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     rows = _render_rows(formulas, dots, jb_given, rb, wide)
     tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
-    fast_rows, conds = _nonpos_exps(rows)
-    p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly]
+    fast_rows, conds, p_fold = _nonpos_exps(rows)
+    p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
@@ -258,6 +258,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
                         RB=rb, VL=_vector_length(plan)),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
         p_code="\n".join(x for x in p_code if x),
@@ -295,6 +296,7 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         defines=defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=_vector_length(plan)),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
         p_code="\n".join(x for x in (r.code("p", "  "), p_jonly) if x),
@@ -377,30 +379,68 @@ def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide) -> list:
     return rows
 
 
+def _scaled(arg, p_names):
+    """``arg`` as ``sign * a * p`` or ``sign * a / p`` with ``p`` a scalar that
+    depends on parameters only: (a, p, sign, op), else None."""
+    sign = 1
+    if arg.op == "Neg":
+        sign, arg = -1, arg.children[0]
+    if arg.op not in ("Mul", "Div"):
+        return None
+    a, p = arg.children
+    if arg.op == "Mul" and a in p_names and p not in p_names:
+        a, p = p, a
+    if p not in p_names or p.dim != 1 or a in p_names:
+        return None
+    if a.op == "Neg":
+        sign, a = -sign, a.children[0]
+    return a, p, sign, arg.op
+
+
 def _nonpos_exps(rows):
     """Rows whose pair-level ``exp`` calls of arguments provably <= 0 (or NaN)
-    use ``KT_EXPN``, and the conditions on the parameters under which they
-    may ((None, []): no such exp)."""
+    use the exp without overflow branch, the conditions on the parameters
+    under which they may, and parameter-level lines ((None, [], []): no such
+    exp). ``exp(+-a * p)`` (or ``/ p``), p a parameter-level scalar, becomes
+    ``KT_EXP2N(a * k)`` with ``k = +-log2(e) * p`` computed once (in double,
+    then rounded); any other such exp ``KT_EXPN``."""
     first = rows[0]
     p_names = {n: first.names[n] for n, lv in first.levels.items()
                if lv == "p" and n in first.names}
-    nodes, conds = [], []
+    nodes, conds, p_lines = {}, [], []
     for n, lv in first.levels.items():
         if n.op == "Exp" and lv == "ij":
             c = sign_conditions(n.children[0], -1, p_names)
-            if c is not None:
-                nodes.append(n)
-                conds += [x for x in c if x not in conds]
+            if c is None:
+                continue
+            conds += [x for x in c if x not in conds]
+            nodes[n] = _scaled(n.children[0], p_names)
+            if nodes[n] is not None:
+                _, p, sign, op = nodes[n]
+                k = f"kc{len(p_lines)}"
+                p_lines.append(f"  const real_t {k} = (real_t)({'-' if sign < 0 else ''}"
+                               f"1.4426950408889634074 {'*' if op == 'Mul' else '/'} "
+                               f"(double){p_names[p][0]});")
+                nodes[n] = (nodes[n][0], k)
     if not nodes:
-        return None, []
+        return None, [], []
     fast = []
     for row in rows:
-        swap = {f"const real_t {t} = KT_EXP(" for n in nodes for t in row.names[n]}
-        stmts = [("const real_t " + x.split("const real_t ", 1)[1].replace(
-                  "KT_EXP(", "KT_EXPN(", 1)) if x.split(" = ", 1)[0] + " = KT_EXP("
-                 in swap else x for x in row.statements["ij"]]
+        new = {}
+        for n, scaled in nodes.items():
+            for e, t in enumerate(row.names[n]):
+                if scaled is None:
+                    arg = row.names[n.children[0]]
+                    new[t] = f"KT_EXPN({arg[e if len(arg) > 1 else 0]})"
+                else:
+                    a = row.names[scaled[0]]
+                    new[t] = f"KT_EXP2N({a[e if len(a) > 1 else 0]} * {scaled[1]})"
+        stmts = []
+        for x in row.statements["ij"]:
+            name = x.split(" = ", 1)[0].removeprefix("const real_t ")
+            stmts.append(f"const real_t {name} = {new[name]};" if name in new else x)
         fast.append(replace(row, statements={**row.statements, "ij": stmts}))
-    return fast, conds
+    return fast, conds, p_lines
 
 
 def _row_block_reduction(plan: Plan, formulas, rows, block_setup):
