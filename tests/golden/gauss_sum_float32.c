@@ -48,6 +48,37 @@ float (cosf)(float);
 float kt_exp_lo_f = -87.0f, kt_exp_hi_f = 88.72283f;
 double kt_exp_lo_d = -708.0, kt_exp_hi_d = 709.782712893384;
 
+/* exp(r) for |r| <= ln(2) / 2, shared by the exps below */
+#pragma omp declare simd notinbranch
+static inline float kt_expf_poly(float r) {
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  return p;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_poly(double r) {
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r * r + r + 1.0;
+  return p;
+}
+
 #pragma omp declare simd notinbranch
 static inline float kt_expf(float x) {
   /* lo keeps 2^n p (p >= 0.7) above the smallest normal number even for the
@@ -59,13 +90,7 @@ static inline float kt_expf(float x) {
   const float n = t - magic;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
+  const float p = kt_expf_poly(r);
   union { float f; int32_t i; } ut, s1, s2;
   ut.f = t;
   const int32_t ni = ut.i - 0x4B400000; /* the integer n, from t's mantissa */
@@ -85,19 +110,7 @@ static inline double kt_exp(double x) {
   const double n = t - magic;
   double r = xc - n * 6.93147180369123816490e-01;
   r = r - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r * r + r + 1.0;
+  const double p = kt_exp_poly(r);
   union { double f; int64_t i; } ut, s1, s2;
   ut.f = t;
   const int64_t ni = ut.i - 0x4338000000000000LL;
@@ -125,13 +138,7 @@ static inline float kt_expf_nonpos(float x) {
   const float n = t - magic;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
+  const float p = kt_expf_poly(r);
   union { float f; int32_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4B400000 + 127) << 23;
@@ -147,19 +154,7 @@ static inline double kt_exp_nonpos(double x) {
   const double n = t - magic;
   double r = xc - n * 6.93147180369123816490e-01;
   r = r - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r * r + r + 1.0;
+  const double p = kt_exp_poly(r);
   union { double f; int64_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
