@@ -10,12 +10,21 @@ in blocks of ``IB``, between threads; the reduced index is walked in tiles of
 ``#pragma omp simd`` vectorises across j with contiguous loads. Per tile,
 values that depend on j only are computed once for the block's rows, and large
 dot products (and squared distances) between an i- and a j-variable come from
-a register-blocked matrix-product micro-kernel. Sum accumulates inside the
-vectorised loop in ``real_t`` per tile and in double across tiles (block-wise
-summation: a float32 sum of 10^6 terms keeps a relative error near 1e-7).
-Every other reduction writes the tile's values to a small buffer and folds it
-with the C form of its monoid (``Reduction.c``). ``exp`` is an inline
-polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
+a register-blocked matrix-product micro-kernel (blocks of up to 64 rows when
+the dimension is large, so that a y tile serves many rows). Sum accumulates
+inside the vectorised loop in ``real_t`` per tile and in double across tiles
+(block-wise summation: a float32 sum of 10^6 terms keeps a relative error
+near 1e-7), ``RB`` rows per loop for narrow formulas (register blocking: the
+rows share each j-vector's loads and j-level values). Every other reduction
+writes the tile's values to a small buffer and folds it with the C form of
+its monoid (``Reduction.c``). ``exp`` is an inline polynomial
+(``templates/kt_exp.h``) that vectorises without slow paths; where the
+formula proves its argument <= 0 (``sign_conditions``: e.g.
+``exp(-g |x - y|^2)`` when the parameter g >= 0, tested once per call, both
+loops generated) it needs no overflow branch, and ``exp(-a g)`` becomes
+``2^(a k)`` with ``k = -g log2(e)`` computed once. A sum over the features of
+an element-wise formula of dimension >= ``WIDE_MIN_DIM`` is one loop over
+the features (``feature_loop``), so that compile time hardly depends on D.
 """
 
 from __future__ import annotations
