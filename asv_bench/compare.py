@@ -1,9 +1,10 @@
 #!/usr/bin/env python
-"""kerneltools against pykeops (CPU) and dense NumPy, side by side in one run.
+"""kerneltools against the hand loop, pykeops (CPU) and dense NumPy, in one run.
 
 Prints a Markdown report: one row per case (task, D, dtype, N = M) with the
 median seconds per system over ``--repeats`` timed calls, the ratios
-pykeops / kerneltools and numpy / kerneltools (> 1: kerneltools is faster),
+simd-loop (``simd_loop.py``: the plain OpenMP ``#pragma omp simd`` loop built
+with ``-ffast-math``), pykeops and numpy over kerneltools (> 1: kerneltools is faster),
 and kerneltools' max relative error against a float64 NumPy computation of
 ``--check-rows`` rows; then a detail table per system (first call, min,
 CPU use, peak memory, errors, notes).
@@ -58,9 +59,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import reductions as R  # noqa: E402 (needs the path above)
+from simd_loop import simd_loop_callable  # noqa: E402
 
-SYSTEMS = ("kerneltools", "pykeops", "numpy", "kerneltools-numpy")
-DEFAULT_SYSTEMS = ("kerneltools", "pykeops", "numpy")
+SYSTEMS = ("kerneltools", "simd-loop", "pykeops", "numpy", "kerneltools-numpy")
+DEFAULT_SYSTEMS = ("kerneltools", "simd-loop", "pykeops", "numpy")
 TASK_ALIASES = {"gauss": "matvec", "gaussian": "matvec", "logsumexp": "lse",
                 "knn": "argkmin", "kmin": "argkmin", "gradient": "grad"}
 TASK_LABELS = {
@@ -253,6 +255,8 @@ def make_callable(system: str, data: dict):
         return R.pykeops_callable(data)
     if system == "numpy":
         return R.numpy_dense_callable(data)
+    if system == "simd-loop":
+        return simd_loop_callable(data, gamma=R.gamma, lse_eps=R.LSE_EPS, k_nn=R.K_NN)
     raise ValueError(system)
 
 

@@ -306,3 +306,109 @@ def test_large_dimension_paths_keep_infinities_and_exact_neighbours(cache, dtype
     np.testing.assert_array_equal(D.argmin(axis=1, backend="cpu").ravel(), np.arange(5))
     np.testing.assert_array_equal(D.argKmin(3, axis=1, backend="cpu"),
                                   D.argKmin(3, axis=1, backend="numpy"))
+
+
+def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45):
+    """A formula over d features and its float64 NumPy reference."""
+    rng = np.random.default_rng(d)
+    x, y = rng.random((n, d)).astype(dtype), rng.random((m, d)).astype(dtype)
+    b = rng.standard_normal((m, 2)).astype(dtype)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    d2 = ((x64[:, None] - y64[None]) ** 2).sum(-1)
+    if kind == "gauss":  # smooth: the dot-product micro-kernel and wide norms
+        g = 4.0 / d
+        F = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)
+        return (lambda be: F.sum(axis=1, backend=be)), np.exp(-g * d2) @ b
+    if kind == "argkmin":  # direct form: a feature loop inside the pair loop
+        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be),
+                np.argsort(d2, axis=1, kind="stable")[:, :3])
+    # a parameter vector of weights and a j-only wide sum
+    w = rng.random(d).astype(dtype)
+    F = (-((kt.Pm(w) * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)) / d).exp() \
+        * (kt.Vj(y) ** 2).sum(-1)
+    ref = np.exp(-((w.astype(np.float64) * (x64[:, None] - y64[None]) ** 2).sum(-1)) / d)
+    return (lambda be: F.sum(axis=1, backend=be)), ref @ (y64 ** 2).sum(-1)[:, None]
+
+
+@pytest.mark.parametrize("kind, d", [("gauss", 784), ("gauss", 2000), ("argkmin", 784),
+                                     ("argkmin", 2000), ("weighted", 784)])
+def test_wide_formulas_match_numpy(kind, d, backend, dtype, cache):
+    """MNIST-sized and wider variables (rendered as loops over the features on
+    the CPU, so that they compile in about a second) give NumPy's results."""
+    run, ref = _wide_case(kind, d, dtype)
+    got = run(backend)
+    if kind == "argkmin":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kind", ["gauss", "argkmin", "weighted"])
+def test_wide_formula_source_does_not_grow_with_the_dimension(kind):
+    """Features are looped over, not unrolled: the generated C is about as long
+    at D = 2000 as at D = 64 (the compile time follows the source's size)."""
+    lengths = []
+    for d in (64, 2000):
+        rng = np.random.default_rng(0)
+        x, y = rng.random((4, d)), rng.random((5, d))
+        f = kt.Vi(x).sqdist(kt.Vj(y))
+        w = kt.Pm(rng.random(d))
+        formula, red = {
+            "gauss": ((-f * 0.5).exp() * kt.Vj(y[:, :1]), "Sum"),
+            "argkmin": (f, "ArgKMin"),
+            "weighted": ((-(w * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)).exp()
+                         * (kt.Vj(y) ** 2).sum(-1), "Sum"),
+        }[kind]
+        plan = formula._plan(red, 1, K=3)[0] if red == "ArgKMin" else formula._plan(red, 1)[0]
+        lengths.append(len(_cpu_backend.generate_source(plan, key="k")))
+    assert lengths[1] < lengths[0] + 200, lengths
+
+
+@pytest.mark.parametrize("g", [0.7, 0.0, -0.3, np.nan])
+def test_exp_range_facts_hold_for_any_parameter(g, backend, dtype, cache):
+    """exp(-g |x - y|^2) runs the exp without overflow branch (2^(d * -g log2 e))
+    only when g >= 0 is tested true at run time: a negative g (arguments > 0)
+    or a NaN g still gives NumPy's results; inf and NaN inputs propagate as in
+    NumPy, into their rows only (exp(-inf) = 0, inf * 0 = NaN)."""
+    rng = np.random.default_rng(3)
+    x, y = rng.random((37, 3)).astype(dtype), rng.random((41, 3)).astype(dtype)
+    x[3, 1], x[7, 2] = np.inf, np.nan
+    b = rng.standard_normal((41, 2)).astype(dtype)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp()
+    d2 = ((x[:, None].astype(np.float64) - y[None]) ** 2).sum(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = np.exp(-d2 * g) @ b
+    got = (K * kt.Vj(b)).sum(axis=1, backend=backend)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    assert np.isfinite(ref).sum() >= (70 if np.isfinite(g) else 0)
+    scale = np.abs(ref[np.isfinite(ref)]).max() if np.isfinite(ref).any() else 1.0
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
+
+
+def test_sign_facts_of_formulas():
+    """The rules that let an exp skip its overflow branch: proven always,
+    under a condition on a parameter, or not at all."""
+    from kerneltools.backend._codegen import sign_conditions
+
+    x, y = kt.Vi(np.ones((2, 3))), kt.Vj(np.ones((2, 3)))
+    d2 = x.sqdist(y)
+    p = kt.Pm(np.array([0.5]))
+
+    def arg(F):
+        node = F._plan("Sum", 1)[0].formulas[0]
+        return node.children[0] if node.op == "Exp" else node
+
+    names = lambda F: {n: [f"P{k}"] for k, n in enumerate(_param_nodes(arg(F)))}
+    assert sign_conditions(arg((-d2).exp()), -1, {}) == []
+    assert sign_conditions(arg((-d2 / 2).exp()), -1, names((-d2 / 2).exp())) == []
+    F = (-d2 * p).exp()
+    assert sign_conditions(arg(F), -1, names(F)) == ["P0 >= (real_t)0"]
+    assert sign_conditions(arg((d2 - 1).exp()), -1, {}) is None
+    assert sign_conditions(arg((x * y).sum(-1).exp()), -1, {}) is None
+
+
+def _param_nodes(node):
+    from kerneltools.backend._ir import topo_order
+
+    return [n for n in topo_order([node]) if n.op == "Var" and n.cat == "p"]

@@ -20,11 +20,13 @@ from string import Template
 import numpy as np
 
 from ._ir import topo_order
+from ._ops import OPS
 from ._plan import Plan
 
 __all__ = ["MAX_COMPONENTS", "TEMPLATES", "template_text", "skeleton", "c_real", "title",
            "defines", "indent", "red_subs", "red_form", "width", "jonly_nodes",
-           "var_reader", "row_major", "array_args", "unsupported"]
+           "var_reader", "row_major", "array_args", "unsupported", "sign_conditions",
+           "WIDE_MIN_DIM", "wide_sums", "feature_loop"]
 
 #: The kernels' C text (string.Template slots; .h and .cu, which the package
 #: data ships).
@@ -156,3 +158,115 @@ def unsupported(plan: Plan, backend: str, language: str, form) -> str | None:
         return (f"too wide for the {backend} backend: {w} scalar temporaries "
                 f"> limit {MAX_COMPONENTS}")
     return None
+
+
+# -- range facts ----------------------------------------------------------------
+#: Operations whose every value is >= 0 (or NaN).
+_NONNEG = frozenset({"Square", "Exp", "Exp2", "Abs", "Sqrt", "Rsqrt", "ReLU", "Step"})
+
+
+def sign_conditions(node, sign: int, p_names: dict):
+    """When is every component of ``node`` of the given ``sign`` (>= 0 for +1,
+    <= 0 for -1) or NaN?
+
+    Returns the C conditions on parameter-level values (``p_names``: node ->
+    component expressions, for the nodes that depend on parameters only)
+    under which it is, [] when it always is, None when nothing is proven. The
+    rules hold in floating point too: rounding never flips a sign, and the
+    cases that escape them (inf - inf, 0 * inf) give NaN. Used to pick an exp
+    that needs no overflow branch, e.g. for exp(-g |x - y|^2) when g >= 0.
+    """
+    op = node.op
+    if op == "Int":
+        return [] if node.attrs[0] * sign >= 0 else None
+    if op == "Pi":
+        return [] if sign > 0 else None
+    if node in p_names:
+        return [f"{x} {'>=' if sign > 0 else '<='} (real_t)0" for x in p_names[node]]
+    if op in _NONNEG:
+        return [] if sign > 0 else None
+    kids = node.children
+    if op == "Neg":
+        return sign_conditions(kids[0], -sign, p_names)
+    if op in ("Add", "SumFeat"):
+        return _all_of([(c, sign) for c in kids], p_names)
+    if op == "Sub":
+        return _all_of([(kids[0], sign), (kids[1], -sign)], p_names)
+    if op == "IfElse":
+        return _all_of([(kids[1], sign), (kids[2], sign)], p_names)
+    if op in ("Mul", "Div"):
+        a, b = kids
+        for sa, sb in ((1, sign), (sign, 1), (-1, -sign)):
+            conds = _all_of([(a, sa), (b, sb)], p_names)
+            if conds is not None:
+                return conds
+    return None
+
+
+def _all_of(pairs, p_names):
+    conds: list = []
+    for node, sign in pairs:
+        c = sign_conditions(node, sign, p_names)
+        if c is None:
+            return None
+        conds += [x for x in c if x not in conds]
+    return conds
+
+
+# -- wide formulas: loops over features ---------------------------------------------
+#: A sum over the features of an element-wise formula of at least this
+#: dimension is rendered as a loop over the features (``feature_loop``), not
+#: as one scalar temporary per feature: compile time then hardly depends on D.
+WIDE_MIN_DIM = 32
+
+_LEAVES = ("Var", "Int", "Pi", "Index")
+
+
+def _elementwise(node, d: int) -> bool:
+    op = OPS.get(node.op)
+    return (op is not None and op.c_vec is None and op.c is not None
+            and node.dim in (1, d) and all(c.dim in (1, d) for c in node.children))
+
+
+def wide_sums(formulas, given) -> list:
+    """``SumFeat`` nodes over an element-wise formula of dimension >=
+    WIDE_MIN_DIM whose leaves are variables, constants and indices (nodes
+    in ``given`` aside: the template computes those), in topological order."""
+    out = []
+    for node in topo_order(list(formulas)):
+        if node.op != "SumFeat" or node in given:
+            continue
+        (inner,) = node.children
+        d = inner.dim
+        if d < WIDE_MIN_DIM:
+            continue
+        if all(n.op in _LEAVES or (n not in given and _elementwise(n, d))
+               for n in topo_order([inner])):
+            out.append(node)
+    return out
+
+
+def feature_loop(node, name: str, var_expr, index_expr: dict) -> list[str]:
+    """C lines that compute the wide sum ``node`` (see ``wide_sums``) into
+    ``real_t name`` by a loop over the features ``c`` (variables of dimension
+    d read at component ``c``, of dimension 1 at 0; constants broadcast)."""
+    (inner,) = node.children
+    lines = [f"real_t {name} = 0;", f"for (int c = 0; c < {inner.dim}; c++) {{"]
+    names: dict = {}
+    for k, n in enumerate(topo_order([inner])):
+        if n.op == "Int":
+            names[n] = f"((real_t){int(n.attrs[0])})"
+            continue
+        if n.op == "Pi":
+            names[n] = "PI_R"
+            continue
+        if n.op == "Var":
+            expr = var_expr(n, "c" if n.dim > 1 else 0)
+        elif n.op == "Index":
+            expr = f"((real_t)({index_expr[n.cat]}))"
+        else:
+            attrs = {f"a{m}": a for m, a in enumerate(n.attrs)}
+            expr = OPS[n.op].c.format(*[names[c] for c in n.children], **attrs)
+        names[n] = f"{name}_{k}"
+        lines.append(f"  const real_t {name}_{k} = {expr};")
+    return lines + [f"  {name} += {names[inner]};", "}"]

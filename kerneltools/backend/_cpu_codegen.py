@@ -10,16 +10,26 @@ in blocks of ``IB``, between threads; the reduced index is walked in tiles of
 ``#pragma omp simd`` vectorises across j with contiguous loads. Per tile,
 values that depend on j only are computed once for the block's rows, and large
 dot products (and squared distances) between an i- and a j-variable come from
-a register-blocked matrix-product micro-kernel. Sum accumulates inside the
-vectorised loop in ``real_t`` per tile and in double across tiles (block-wise
-summation: a float32 sum of 10^6 terms keeps a relative error near 1e-7).
-Every other reduction writes the tile's values to a small buffer and folds it
-with the C form of its monoid (``Reduction.c``). ``exp`` is an inline
-polynomial (``templates/kt_exp.h``) that vectorises without slow paths.
+a register-blocked matrix-product micro-kernel (blocks of up to 64 rows when
+the dimension is large, so that a y tile serves many rows). Sum accumulates
+inside the vectorised loop in ``real_t`` per tile and in double across tiles
+(block-wise summation: a float32 sum of 10^6 terms keeps a relative error
+near 1e-7), ``RB`` rows per loop for narrow formulas (register blocking: the
+rows share each j-vector's loads and j-level values). Every other reduction
+writes the tile's values to a small buffer and folds it with the C form of
+its monoid (``Reduction.c``). ``exp`` is an inline polynomial
+(``templates/kt_exp.h``) that vectorises without slow paths; where the
+formula proves its argument <= 0 (``sign_conditions``: e.g.
+``exp(-g |x - y|^2)`` when the parameter g >= 0, tested once per call, both
+loops generated) it needs no overflow branch, and ``exp(-a g)`` becomes
+``2^(a k)`` with ``k = -g log2(e)`` computed once. A sum over the features of
+an element-wise formula of dimension >= ``WIDE_MIN_DIM`` is one loop over
+the features (``feature_loop``), so that compile time hardly depends on D.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from string import Template
 
 import numpy as np
@@ -27,7 +37,8 @@ import numpy as np
 from . import _ops
 from ._codegen import (
     array_args, c_real, defines, indent, jonly_nodes, red_form, red_subs, row_major,
-    skeleton, template_text, title, var_reader,
+    feature_loop, sign_conditions, skeleton, template_text, title, var_reader, wide_sums,
+    width,
 )
 from ._compiler import VECMATH_DECL
 from ._ir import intcst, topo_order
@@ -35,8 +46,8 @@ from ._ops import make, substitute
 from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
-__all__ = ["generate_source", "tile_size", "block_rows", "dot_products", "IB",
-           "DOT_MIN_DIM"]
+__all__ = ["generate_source", "tile_size", "block_rows", "row_block", "dot_products",
+           "IB", "DOT_MIN_DIM"]
 
 #: The vectorisable exp shared by the C kernels (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
@@ -84,25 +95,30 @@ def _tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
 
 
 _DOT_KERNEL = Template(
-    r"""/* <x_i, y_j> for the block's rows and the tile: IB x 2 VL accumulators
-   (two vectors per row, so that each broadcast x feeds two FMAs). yq holds y
-   in chunks of VL points, each chunk d x VL contiguous. */
+    r"""/* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
+   accumulators (two vectors per row, so that each broadcast x feeds two
+   FMAs), each chunk of y reused by the block's IB / MR row groups from cache.
+   yq holds y in chunks of VL points, each chunk d x VL contiguous. */
 for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
-  real_t acc[IB][2 * VL];
-  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
   const real_t *y0 = yq${q} + (j0 + jc) * ${d};
   const real_t *y1 = y0 + ${d} * VL;
-  for (int c = 0; c < ${d}; c++) {
-    for (int r = 0; r < IB; r++) {
-      const real_t xv = xs${q}[r * ${d} + c];
-      #pragma omp simd
-      for (int l = 0; l < VL; l++) {
-        acc[r][l] += xv * y0[c * VL + l];
-        acc[r][VL + l] += xv * y1[c * VL + l];
+  for (int r8 = 0; r8 < ni; r8 += MR) {
+    real_t acc[MR][2 * VL];
+    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
+    const real_t *xr = xs${q} + r8 * ${d};
+    for (int c = 0; c < ${d}; c++) {
+      for (int r = 0; r < MR; r++) {
+        const real_t xv = xr[r * ${d} + c];
+        #pragma omp simd
+        for (int l = 0; l < VL; l++) {
+          acc[r][l] += xv * y0[c * VL + l];
+          acc[r][VL + l] += xv * y1[c * VL + l];
+        }
       }
     }
+    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++)
+      dq${q}[(r8 + r) * TJ + jc + l] = acc[r][l];
   }
-  for (int r = 0; r < IB; r++) for (int l = 0; l < 2 * VL; l++) dq${q}[r * TJ + jc + l] = acc[r][l];
 }"""
 )
 
@@ -157,7 +173,7 @@ def tile_size(plan: Plan) -> int:
     """Reduced-index tile: at most 512, so that buffers stay near 64 KB and the
     packed j-variables of a tile near 256 KB."""
     itemsize = np.dtype(plan.dtype).itemsize
-    width = sum(f.dim for f in plan.formulas) + 2 * IB
+    width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * block_rows(plan)
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
@@ -165,10 +181,36 @@ def tile_size(plan: Plan) -> int:
     return tj
 
 
+def row_block(plan: Plan) -> int:
+    """Rows per vectorised loop over a tile (register blocking): several rows
+    share each j-vector's loads and j-level values and give the core
+    independent chains to interleave; narrow formulas only (each row keeps its
+    temporaries in registers), and a divisor of :func:`block_rows`."""
+    # A fold (K-min, LogSumExp, ...) works row by row on the tile's buffer:
+    # its reads of the row's state stay vectorised with one row per loop.
+    if not plan.red.c.get("fused"):
+        return 1
+    w = width(plan)
+    rb = 4 if w <= 48 else (2 if w <= 160 else 1)
+    return min(rb, block_rows(plan))
+
+
+#: Stack bytes for a block's copied x rows (``xs``) in a wide dot product.
+_XS_BYTES = 131072
+
+
 def block_rows(plan: Plan) -> int:
-    """Rows per block: IB, or 1 when the per-row states are large (K-reductions)."""
+    """Rows per block: IB, or 1 when the per-row states are large (K-reductions);
+    for dot products of dimension >= 128 up to 64 (a multiple of IB, the
+    copied rows within _XS_BYTES), so that each packed y tile, read from
+    memory, serves many rows: the micro-kernel is bandwidth-bound otherwise."""
     if plan.red.uses_k and plan.K * plan.formulas[0].dim > 256:
         return 1
+    dots = _rewrite_dots(plan.formulas, plan.red.smooth)[1]
+    d = max((x.dim for _, x, _ in dots), default=0)
+    if d >= 128:
+        fit = _XS_BYTES // (d * np.dtype(plan.dtype).itemsize)
+        return max(IB, min(64, fit // IB * IB))
     return IB
 
 
@@ -188,35 +230,82 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     pair by pair (no matrix-product micro-kernel: it is meant for low
     dimension).
     """
+    if ranges:
+        return _ranges_source(plan, vector_math, key)
+    formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
+    rb = row_block(plan)
+    block_setup, tile_setup = _dot_setup(plan, dots, False)
+    var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
+    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    wide = _wide_code(formulas, given, rb, block_setup)
+    given.update(wide.given(0))
+    # j-only nodes (other than variables and the index) are computed once per
+    # tile into buffers jb*, shared by the block's rows.
+    jonly = jonly_nodes(formulas, node_levels(formulas, given))
+    p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
+    jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
+    rows = _render_rows(formulas, dots, jb_given, rb, wide)
+    tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
+    fast_rows, conds, p_fold = _nonpos_exps(rows)
+    p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
+    if fast_rows is not None:
+        # exp of arguments proven <= 0 (under conditions on the parameters,
+        # tested once per call): the exp without overflow branch
+        fast = _row_block_reduction(plan, formulas, fast_rows, [])[0]
+        if conds:
+            p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+            tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
+                              indent(tile, 2), "}"])
+        else:
+            tile = fast
+    i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
+              if r else "const int64_t i_0 = i0 + ii;" for r in range(rb)]
+    i_code += [line for row in rows for line in row.statements["i"]]
+    return _SKELETON.substitute(
+        title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), MR=min(IB, block_rows(plan)),
+                        RB=rb, VL=_vector_length(plan)),
+        n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
+        exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
+        vecmath=VECMATH_DECL if vector_math else "",
+        pointers="\n".join(_pointers(plan, dots)),
+        p_code="\n".join(x for x in p_code if x),
+        init=indent(init, 6),
+        block_setup=indent("\n".join(block_setup), 4),
+        tile_setup=indent("\n".join(tile_setup), 6),
+        i_code=indent("\n".join(i_code), 8),
+        tile=indent(tile, 8),
+        final=indent(final, 6),
+    )
+
+
+def _vector_length(plan: Plan) -> int:
+    return max(1, 64 // np.dtype(plan.dtype).itemsize)
+
+
+def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
+    """The block-sparse kernel: one row per vectorised loop."""
     # the block-sparse kernel's loops run over whole vectors (njv: nj rounded
     # up; the j-variables are padded), whose values past nj are never read
     # (sums: masked out): no scalar remainder loop on short intervals
-    bound = "njv" if ranges else "nj"
-    if ranges:
-        formulas, dots = list(plan.formulas), []
-    else:
-        formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
-    var_expr = var_reader(row_major("i"), lambda n, c: (
-        f"y{n.attrs[1]}[{c} * {'js' if ranges else 'TJ'} + jj]"))
-    given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
-    block_setup, tile_setup = _dot_setup(plan, dots, ranges)
-    # j-only nodes (other than variables and the index) are computed once per
-    # tile into buffers jb*, shared by the block's rows.
+    bound = "njv"
+    formulas, dots = list(plan.formulas), []
+    var_expr = var_reader(row_major("i"), lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]")
+    given: dict = {}
+    block_setup, tile_setup = _dot_setup(plan, dots, True)
     jonly = jonly_nodes(formulas, node_levels(formulas, given))
     p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
-    tile, state, init, final = _reduction_code(plan, formulas, r, bound, ranges, block_setup)
-    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
-    # i-level values are recomputed per tile (cheap loads, mostly); the j-level
-    # statements left in the inner loop are the variables' loads.
-    deeper = 2 if ranges else 0  # the block-sparse loops nest two levels deeper
-    return (_RANGES_SKELETON if ranges else _SKELETON).substitute(
+    tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
+    deeper = 2  # the block-sparse loops nest two levels deeper
+    return _RANGES_SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
-        defines=(defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=vl) if ranges
-                 else defines(TJ=tile_size(plan), IB=block_rows(plan), VL=vl)),
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), KT_VL=_vector_length(plan)),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
         p_code="\n".join(x for x in (r.code("p", "  "), p_jonly) if x),
@@ -227,6 +316,173 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         tile=indent(tile, 8 + 2 * deeper),
         final=indent(final, 6 + deeper),
     )
+
+
+class _Wide:
+    """The wide sums of a dense kernel (``wide_sums``), each a loop over the
+    features at its level: parameters (``p``: once per call), i (once per
+    block, into ``wi<q>[IB]``), j (in the j-only pass, ``wj<q>``), pairs
+    (inside the vectorised loop, ``w<q>_<row>``)."""
+
+    def __init__(self):
+        self.nodes, self.p, self.j, self.ij = {}, [], [], {}
+
+    def given(self, r: int) -> dict:
+        """The wide sums as ``given`` nodes of row ``r``'s rendering."""
+        names = {"p": lambda q: f"wp{q}", "j": lambda q: f"wj{q}",
+                 "i": lambda q: f"wi{q}[ii + {r}]" if r else f"wi{q}[ii]",
+                 "ij": lambda q: f"w{q}_{r}"}
+        mask = {"p": 0, "i": 1, "j": 2, "ij": 3}
+        return {n: ([names[lv](q)], mask[lv]) for n, (q, lv) in self.nodes.items()}
+
+
+def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
+    """Loops over the features for the wide sums (i-level ones appended to
+    ``block_setup``; pair-level ones kept per row for ``_render_rows``)."""
+    wide = _Wide()
+    levels = node_levels(formulas, given)
+    for q, n in enumerate(wide_sums(formulas, given)):
+        lv = levels[n]
+        wide.nodes[n] = (q, lv)
+        if lv == "i":
+            read = var_reader(row_major("i_w"), None)
+            block_setup += [f"real_t wi{q}[IB];", "for (int r = 0; r < IB; r++) {",
+                            "  const int64_t i_w = r < ni ? i0 + r : i0 + ni - 1;"]
+            block_setup += ["  " + x for x in feature_loop(n, "acc", read, {"i": "i_w"})]
+            block_setup += [f"  wi{q}[r] = acc;", "}"]
+        elif lv in ("p", "j"):
+            read = var_reader(None, lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+            getattr(wide, lv).extend(feature_loop(n, f"w{lv}{q}", read, {"j": "j"}))
+        else:
+            for r in range(rb):
+                read = var_reader(row_major(f"i_{r}"),
+                                  lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+                wide.ij.setdefault(r, []).extend(
+                    feature_loop(n, f"w{q}_{r}", read, {"i": f"i_{r}", "j": "j"}))
+    return wide
+
+
+def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide) -> list:
+    """The formulas rendered for the ``rb`` rows ``i_0 .. i_<rb-1>`` of one
+    vectorised loop: row 0 in full; rows 1.. reuse row 0's parameter- and
+    j-level values (the j-variables' loads, j-only nodes), so that only their
+    i- and pair-level statements are new. Each row's pair-level statements
+    open with its wide sums' feature loops."""
+    rows = []
+    for r in range(rb):
+        var_expr = var_reader(row_major(f"i_{r}"),
+                              lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
+        given = {node: ([f"dq{q}[(ii + {r}) * TJ + jj]" if r else f"dq{q}[ii * TJ + jj]"], 3)
+                 for q, (node, _, _) in enumerate(dots)}
+        given.update(wide.given(r))
+        given.update(jb_given)
+        if r:
+            first = rows[0]
+            given.update({n: (first.names[n], {"p": 0, "j": 2}[lv])
+                          for n, lv in first.levels.items()
+                          if lv in ("p", "j") and n in first.names})
+        row = render_formulas(formulas, var_expr, {"i": f"i_{r}", "j": "j"},
+                              given=given, prefix=f"r{r}_" if r else "t")
+        row.statements["ij"][:0] = wide.ij.get(r, [])
+        rows.append(row)
+    return rows
+
+
+def _scaled(arg, p_names):
+    """``arg`` as ``sign * a * p`` or ``sign * a / p`` with ``p`` a scalar that
+    depends on parameters only: (a, p, sign, op), else None."""
+    sign = 1
+    if arg.op == "Neg":
+        sign, arg = -1, arg.children[0]
+    if arg.op not in ("Mul", "Div"):
+        return None
+    a, p = arg.children
+    if arg.op == "Mul" and a in p_names and p not in p_names:
+        a, p = p, a
+    if p not in p_names or p.dim != 1 or a in p_names:
+        return None
+    if a.op == "Neg":
+        sign, a = -sign, a.children[0]
+    return a, p, sign, arg.op
+
+
+def _nonpos_exps(rows):
+    """Rows whose pair-level ``exp`` calls of arguments provably <= 0 (or NaN)
+    use the exp without overflow branch, the conditions on the parameters
+    under which they may, and parameter-level lines ((None, [], []): no such
+    exp). ``exp(+-a * p)`` (or ``/ p``), p a parameter-level scalar, becomes
+    ``KT_EXP2N(a * k)`` with ``k = +-log2(e) * p`` computed once (in double,
+    then rounded); any other such exp ``KT_EXPN``."""
+    first = rows[0]
+    p_names = {n: first.names[n] for n, lv in first.levels.items()
+               if lv == "p" and n in first.names}
+    nodes, conds, p_lines = {}, [], []
+    for n, lv in first.levels.items():
+        if n.op == "Exp" and lv == "ij":
+            c = sign_conditions(n.children[0], -1, p_names)
+            if c is None:
+                continue
+            conds += [x for x in c if x not in conds]
+            nodes[n] = _scaled(n.children[0], p_names)
+            if nodes[n] is not None:
+                _, p, sign, op = nodes[n]
+                k = f"kc{len(p_lines)}"
+                p_lines.append(f"  const real_t {k} = (real_t)({'-' if sign < 0 else ''}"
+                               f"1.4426950408889634074 {'*' if op == 'Mul' else '/'} "
+                               f"(double){p_names[p][0]});")
+                nodes[n] = (nodes[n][0], k)
+    if not nodes:
+        return None, [], []
+    fast = []
+    for row in rows:
+        new = {}
+        for n, scaled in nodes.items():
+            for e, t in enumerate(row.names[n]):
+                if scaled is None:
+                    arg = row.names[n.children[0]]
+                    new[t] = f"KT_EXPN({arg[e if len(arg) > 1 else 0]})"
+                else:
+                    a = row.names[scaled[0]]
+                    new[t] = f"KT_EXP2N({a[e if len(a) > 1 else 0]} * {scaled[1]})"
+        stmts = []
+        for x in row.statements["ij"]:
+            name = x.split(" = ", 1)[0].removeprefix("const real_t ")
+            stmts.append(f"const real_t {name} = {new[name]};" if name in new else x)
+        fast.append(replace(row, statements={**row.statements, "ij": stmts}))
+    return fast, conds, p_lines
+
+
+def _row_block_reduction(plan: Plan, formulas, rows, block_setup):
+    """(tile, state, init, final) of the dense kernel, for ``len(rows)`` rows
+    per vectorised loop: Sum fused into the loop (one accumulator per row and
+    component), any other reduction (one row) through buffers and its C fold."""
+    red, E, rb = plan.red, formulas[0].dim, len(rows)
+    code = "\n".join(x for x in [rows[0].code("j", "  ")]
+                      + [row.code("ij", "  ") for row in rows] if x)
+    if red.c.get("fused"):
+        names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
+        flat = [n for row in names for n in row]
+        sums = _tile_loop("nj", code, [
+            f"  {names[r][e]} += {rows[r].outputs[0][e]};"
+            for r in range(rb) for e in range(E)], clauses=f" reduction(+:{', '.join(flat)})")
+        adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
+        for r in range(1, rb):
+            adds.append(f"if (ii + {r} < ni) {{ "
+                        + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
+                        + " }")
+        tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
+        return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
+                f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
+    # Other reductions: one row per loop (row_block), its values through the
+    # buffers buf<b> into the reduction's C fold.
+    subs = red_subs(formulas, plan.K)
+    writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(rows[0].outputs)
+              for e, x in enumerate(outs)]
+    tile = "\n".join([_tile_loop("nj", code, writes), "{", "  const int64_t i = i_0;",
+                      "  kt_state *S = &st[ii];", indent(red_form(red.c, "tile", subs), 2),
+                      "}"])
+    block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
+    return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
 
 
 def _pointers(plan: Plan, dots) -> list[str]:
@@ -261,9 +517,10 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     return block_setup, tile_setup
 
 
-def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup) -> str:
+def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, pre=()) -> str:
     """Buffers and the per-tile pass for the j-only nodes (appended to the
-    setup lists); their parameter-level statements."""
+    setup lists; ``pre``: lines that open the pass's loop, the j-level wide
+    sums); their parameter-level statements."""
     if not jonly:
         return ""
     for k, n in enumerate(jonly):
@@ -271,7 +528,8 @@ def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup) -> str:
     jr = render_formulas(jonly, var_expr, {"i": "i", "j": "j"}, given=given, prefix="u")
     writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
               for c, x in enumerate(outs)]
-    tile_setup.append(_tile_loop(bound, jr.code("j", "  "), writes))
+    code = "\n".join(["  " + x for x in pre] + ([jr.code("j", "  ")] if jr.statements["j"] else []))
+    tile_setup.append(_tile_loop(bound, code, writes))
     return jr.code("p", "  ")
 
 

@@ -46,6 +46,37 @@ float (cosf)(float);
 float kt_exp_lo_f = -87.0f, kt_exp_hi_f = 88.72283f;
 double kt_exp_lo_d = -708.0, kt_exp_hi_d = 709.782712893384;
 
+/* exp(r) for |r| <= ln(2) / 2, shared by the exps below */
+#pragma omp declare simd notinbranch
+static inline float kt_expf_poly(float r) {
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  return p;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_poly(double r) {
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r * r + r + 1.0;
+  return p;
+}
+
 #pragma omp declare simd notinbranch
 static inline float kt_expf(float x) {
   /* lo keeps 2^n p (p >= 0.7) above the smallest normal number even for the
@@ -57,13 +88,7 @@ static inline float kt_expf(float x) {
   const float n = t - magic;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
+  const float p = kt_expf_poly(r);
   union { float f; int32_t i; } ut, s1, s2;
   ut.f = t;
   const int32_t ni = ut.i - 0x4B400000; /* the integer n, from t's mantissa */
@@ -83,19 +108,7 @@ static inline double kt_exp(double x) {
   const double n = t - magic;
   double r = xc - n * 6.93147180369123816490e-01;
   r = r - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r * r + r + 1.0;
+  const double p = kt_exp_poly(r);
   union { double f; int64_t i; } ut, s1, s2;
   ut.f = t;
   const int64_t ni = ut.i - 0x4338000000000000LL;
@@ -106,7 +119,102 @@ static inline double kt_exp(double x) {
   return xc != xc ? xc : (xc <= lo ? 0.0 : (xc >= hi ? INFINITY : y));
 }
 
+/* exp(x) for x <= 0 or NaN only (the kernels use it where the formula and
+ * the parameters prove that, e.g. exp(-g |x - y|^2) with g >= 0): the same
+ * polynomial, no upper clamp, 2^n in one step and no final test: the lower
+ * clamp (-88, -709) gives n = -127 (-1023), whose 2^n has a zero exponent
+ * field, i.e. is +0, below about the smallest normal number (exp(-inf) = 0),
+ * a normal 2^n above; a NaN propagates through the polynomial. */
+float kt_expn_lo_f = -88.0f;
+double kt_expn_lo_d = -709.0;
+#pragma omp declare simd notinbranch
+static inline float kt_expf_nonpos(float x) {
+  const float lo = kt_expn_lo_f;
+  const float xc = x < lo ? lo : x;
+  const float magic = 12582912.0f;
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const float p = kt_expf_poly(r);
+  union { float f; int32_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4B400000 + 127) << 23;
+  return p * s.f;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_nonpos(double x) {
+  const double lo = kt_expn_lo_d;
+  const double xc = x < lo ? lo : x;
+  const double magic = 6755399441055744.0;
+  const double t = xc * 1.4426950408889634074 + magic;
+  const double n = t - magic;
+  double r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  const double p = kt_exp_poly(r);
+  union { double f; int64_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
+  return p * s.f;
+}
+
+/* 2^z for z <= 0 or NaN: exp(x) = 2^(x log2 e), where the kernel folds
+ * log2 e into a parameter (exp(-g d) as 2^(d * (-g log2 e))): z = n + r,
+ * |r| <= 1/2, r exact; 2^r by kt_exp*_nonpos's polynomials in r ln 2, their
+ * coefficients multiplied by powers of ln 2; the clamp at -127 (-1023) gives
+ * +0 as above. */
+float kt_exp2n_lo_f = -127.0f;
+double kt_exp2n_lo_d = -1023.0;
+#pragma omp declare simd notinbranch
+static inline float kt_exp2f_nonpos(float z) {
+  const float lo = kt_exp2n_lo_f;
+  const float zc = z < lo ? lo : z;
+  const float magic = 12582912.0f;
+  const float t = zc + magic;
+  const float r = zc - (t - magic);
+  float p = 1.5279195033704184e-05f;
+  p = p * r + 1.5506795114375121e-04f;
+  p = p * r + 1.3333747867973944e-03f;
+  p = p * r + 9.617928102734123e-03f;
+  p = p * r + 5.550410464299386e-02f;
+  p = p * r + 2.402265127293414e-01f;
+  p = p * r * r + (r * 0.6931471805599453f + 1.0f);
+  union { float f; int32_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4B400000 + 127) << 23;
+  return p * s.f;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp2_nonpos(double z) {
+  const double lo = kt_exp2n_lo_d;
+  const double zc = z < lo ? lo : z;
+  const double magic = 6755399441055744.0;
+  const double t = zc + magic;
+  const double r = zc - (t - magic);
+  double p = 1.3691488853904124e-12;
+  p = p * r + 2.5678435993488196e-11;
+  p = p * r + 4.44553827187081e-10;
+  p = p * r + 7.054911620801121e-09;
+  p = p * r + 1.0178086009239696e-07;
+  p = p * r + 1.3215486790144305e-06;
+  p = p * r + 1.5252733804059838e-05;
+  p = p * r + 1.5403530393381606e-04;
+  p = p * r + 1.3333558146428441e-03;
+  p = p * r + 9.618129107628477e-03;
+  p = p * r + 5.5504108664821576e-02;
+  p = p * r + 2.402265069591007e-01;
+  p = p * r * r + (r * 0.6931471805599453 + 1.0);
+  union { double f; int64_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
+  return p * s.f;
+}
+
 #define KT_EXP(x) kt_exp(x)
+#define KT_EXPN(x) kt_exp_nonpos(x) /* x <= 0 or NaN */
+#define KT_EXP2N(z) kt_exp2_nonpos(z) /* z <= 0 or NaN */
 #define KT_EXP2(x) exp2(x)
 
 typedef struct { real_t kv[1][3]; int64_t ki[1][3]; } kt_state;

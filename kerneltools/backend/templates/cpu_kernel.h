@@ -32,9 +32,9 @@ ${block_setup}
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
 ${tile_setup}
-      for (int64_t ii = 0; ii < ni; ii++) {
-        const int64_t i = i0 + ii;
-        kt_state *S = &st[ii];
+      /* RB rows at a time share each j-vector (its loads and j-level values);
+         a block's last rows past ni repeat its last row, their results unused */
+      for (int64_t ii = 0; ii < ni; ii += RB) {
 ${i_code}
 ${tile}
       }
