@@ -295,3 +295,47 @@ def test_gp_sparse_query_raises_scikit_learns_error(data):
     with pytest.raises(TypeError) as got:
         ours.predict(_sparse(Xq))
     assert str(got.value) == str(want.value)
+
+
+# -- pickling a hand-over ------------------------------------------------------------
+_PICKLE_UNDER_ACCEL = textwrap.dedent("""
+    import pickle, numpy as np, scipy.sparse
+    import kerneltools.accel
+    kerneltools.accel.install()
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import Matern
+    from sklearn.neighbors import KernelDensity, NearestNeighbors
+    from sklearn.decomposition import KernelPCA
+    rng = np.random.default_rng(0)
+    X, y = rng.random((20, 3)), rng.random(20)
+    G = X @ X.T
+    fits = [
+        (KernelRidge(kernel="precomputed").fit(G, y), lambda m: m.predict(G)),
+        (Nystroem(n_components=5, random_state=0).fit(scipy.sparse.csr_matrix(X)),
+         lambda m: m.transform(X)),
+        (GaussianProcessRegressor(Matern(nu=1.0), optimizer=None).fit(X, y),
+         lambda m: m.predict(X)),
+        (NearestNeighbors(n_neighbors=3, metric="precomputed").fit(G),
+         lambda m: m.kneighbors(G)[1]),
+        (KernelDensity().fit(scipy.sparse.csr_matrix(X)), lambda m: m.score_samples(X)),
+        (KernelPCA(2, kernel="precomputed").fit(G), lambda m: m.transform(G)),
+    ]
+    for model, use in fits:
+        assert model._delegating(), type(model)
+        again = pickle.loads(pickle.dumps(model))
+        assert type(again) is type(model) and type(again.fallback_) is type(model.fallback_)
+        np.testing.assert_array_equal(use(again), use(model))
+    print("ok")
+""")
+
+
+def test_a_hand_over_pickles_under_accel():
+    """While accel is installed, scikit-learn's import paths name our classes,
+    so pickle cannot find the fallback_'s class by name: FallbackMixin stores
+    it by its public path (a subprocess: accel stays out of this one)."""
+    out = subprocess.run([sys.executable, "-c", _PICKLE_UNDER_ACCEL], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "ok"

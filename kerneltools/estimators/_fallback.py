@@ -214,3 +214,28 @@ class FallbackMixin:
     def _delegating(self) -> bool:
         """Whether the last ``fit`` was handed to scikit-learn."""
         return "fallback_" in self.__dict__
+
+    # Pickling: ``fallback_`` is an instance of scikit-learn's own class; while
+    # kerneltools.accel is installed, that class's import path names ours, so
+    # pickle cannot find it by name. It is stored as (tag, public path, state)
+    # and rebuilt from kerneltools.accel.original on load.
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        est = state.get("fallback_")
+        if est is not None:
+            state = dict(state, fallback_=(_PICKLED_FALLBACK, self._sklearn_class,
+                                           est.__getstate__()))
+        return state
+
+    def __setstate__(self, state):
+        est = state.get("fallback_")
+        if isinstance(est, tuple) and len(est) == 3 and est[0] == _PICKLED_FALLBACK:
+            cls = sklearn_class(est[1])
+            obj = cls.__new__(cls)
+            obj.__setstate__(est[2])
+            state = dict(state, fallback_=obj)
+        super().__setstate__(state)
+
+
+_PICKLED_FALLBACK = "kerneltools-fallback"
