@@ -68,6 +68,14 @@ PATCHES: tuple[Patch, ...] = (
           "kerneltools.estimators.neighbors"),
     Patch("sklearn.kernel_approximation", "sklearn.kernel_approximation", "Nystroem",
           "kerneltools.estimators.nystroem"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._classification",
+          "RadiusNeighborsClassifier", "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._regression",
+          "RadiusNeighborsRegressor", "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._graph", "KNeighborsTransformer",
+          "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._graph",
+          "RadiusNeighborsTransformer", "kerneltools.estimators.neighbors"),
 )
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),

@@ -2,7 +2,15 @@
 
 from .gaussian_process import GaussianProcessRegressor
 from .kernel_ridge import KernelRidge
-from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+from .neighbors import (
+    KNeighborsClassifier,
+    KNeighborsRegressor,
+    KNeighborsTransformer,
+    NearestNeighbors,
+    RadiusNeighborsClassifier,
+    RadiusNeighborsRegressor,
+    RadiusNeighborsTransformer,
+)
 from .nystroem import Nystroem
 from .optimal_transport import (
     SinkhornTransport,
@@ -17,6 +25,10 @@ __all__ = [
     "NearestNeighbors",
     "KNeighborsClassifier",
     "KNeighborsRegressor",
+    "RadiusNeighborsClassifier",
+    "RadiusNeighborsRegressor",
+    "KNeighborsTransformer",
+    "RadiusNeighborsTransformer",
     "Nystroem",
     "SinkhornTransport",
     "sinkhorn_divergence",

@@ -365,12 +365,6 @@ def effective_metric(metric, p, metric_params) -> tuple:
     w = params.pop("w", None)
     if w is None and p in _P_ALIASES:
         return _P_ALIASES[p], params
-    if p < 1:
-        warnings.warn(
-            "Mind that for 0 < p < 1, Minkowski metrics are not distance "
-            "metrics. Continuing the execution with `algorithm='brute'`.",
-            stacklevel=4,
-        )
     return "minkowski", {**params, "p": p, "w": w}
 
 
