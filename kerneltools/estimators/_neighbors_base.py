@@ -151,14 +151,15 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         return None
 
     def _is_lazy_callable(self, X) -> bool:
-        """Whether the callable metric builds a LazyTensor formula."""
+        """Whether the callable metric builds a LazyTensor formula (it raises
+        if it does neither that nor take two 1-D arrays)."""
         try:
             probe = np.asarray(X[:1], dtype=np.float64)
-            return probe.ndim == 2 and M.is_lazy_callable(
-                self.metric, dict(self.metric_params or {}), probe
-            )
-        except Exception:  # noqa: BLE001 (scikit-learn's fit reports it)
+        except Exception:  # noqa: BLE001 (scikit-learn's fit reports bad X)
             return False
+        if probe.ndim != 2 or probe.size == 0:
+            return False
+        return M.is_lazy_callable(self.metric, dict(self.metric_params or {}), probe)
 
     def __getattr__(self, name):
         # only for the private attributes of a delegating fit
@@ -280,6 +281,11 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             ensure_all_finite=self._ensure_all_finite(),
         )
         if is_sparse(X):  # a sparse query of a dense fit, as scikit-learn's brute
+            if self.algorithm in ("kd_tree", "ball_tree"):
+                raise ValueError(
+                    f"{self.algorithm} does not work with sparse matrices. Densify "
+                    "the data, or set algorithm='brute'"
+                )
             X = np.ascontiguousarray(X.toarray())
         return X, False
 
@@ -304,6 +310,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             dtype = np.result_type(X.dtype, self._fit_X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
         Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
+        M.check_query_features(self.effective_metric_, X.shape[1])
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
             return P.PrunedSearch(formula, Y, self.backend, self._grid), X
