@@ -331,7 +331,10 @@ class RadiusNeighborsRegressor(RegressorMixin, _RadiusSupervised):
         dist, ind = self.radius_neighbors(X)
         w = weights_of(dist, self.weights)
         y = self._y.reshape(len(self._y), -1)
-        empty = np.full_like(y[0], np.nan)  # (scikit-learn's, in y's dtype)
+        # NaN in y's float dtype; scikit-learn casts it into an integer y's
+        # dtype, predicting a huge negative number, without its warning
+        empty = np.full(y.shape[1], np.nan,
+                        dtype=y.dtype if y.dtype.kind == "f" else np.float64)
         pred = np.array([
             (np.mean(y[i], axis=0) if w is None
              else np.average(y[i], axis=0, weights=w[r])) if len(i) else empty
