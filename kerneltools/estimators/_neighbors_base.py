@@ -41,8 +41,8 @@ from . import _neighbors_search as S
 from ._fallback import FallbackMixin, is_sparse
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 
-__all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "store_labels",
-           "weights_of"]
+__all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
+           "store_labels", "weights_of"]
 
 _FLOATS = [np.float64, np.float32]
 
@@ -317,6 +317,35 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         expanded = S.ExpandedSearch.is_usable_for(formula, Y)
         search = S.ExpandedSearch if expanded else S.FormulaSearch
         return search(formula, Y, self.backend), X
+
+
+class SupervisedFit:
+    """``fit(X, y)`` of the classifiers and regressors: the points on the
+    engine (or the fit handed over), then :meth:`_store_targets`."""
+
+    def fit(self, X, y):
+        """Store the training points and their targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training points.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Their targets (labels for a classifier).
+
+        Returns
+        -------
+        self : estimator
+            The fitted estimator.
+        """
+        delegated, y = self._fit(X, y)
+        if not delegated:
+            self._store_targets(y)
+        return self
+
+    def _store_targets(self, y) -> None:
+        """A regressor's: the targets as validated."""
+        self._y = y
 
 
 class KNeighborsQueries(_SkKNeighborsMixin):

@@ -15,7 +15,13 @@ from typing import ClassVar
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ._neighbors_base import NeighborsBase, RadiusQueries, store_labels, weights_of
+from ._neighbors_base import (
+    NeighborsBase,
+    RadiusQueries,
+    SupervisedFit,
+    store_labels,
+    weights_of,
+)
 from ._neighbors_docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
 from ._param_validation import StrOptions
 
@@ -38,7 +44,7 @@ def _is_arraylike(v) -> bool:
         hasattr(v, "__len__") or hasattr(v, "shape") or hasattr(v, "__array__"))
 
 
-class _RadiusSupervised(RadiusQueries, NeighborsBase):
+class _RadiusSupervised(SupervisedFit, RadiusQueries, NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **RadiusQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
@@ -131,24 +137,11 @@ class RadiusNeighborsClassifier(ClassifierMixin, _RadiusSupervised):
         )
         self.outlier_label = outlier_label
 
-    def fit(self, X, y):
-        """Store the training points and their labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training points.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Their labels.
-
-        Returns
-        -------
-        self : RadiusNeighborsClassifier
-            The fitted estimator.
-        """
-        delegated, y = self._fit(X, y)
-        if delegated:
-            return self
+    def _store_targets(self, y) -> None:
+        store_labels(self, y)
+        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
+        labels = self._y.reshape(len(self._y), -1)
+        self.outlier_label_ = _outlier_labels(self.outlier_label, classes, labels)
         store_labels(self, y)
         classes = self.classes_ if self.outputs_2d_ else [self.classes_]
         labels = self._y.reshape(len(self._y), -1)
@@ -290,26 +283,6 @@ class RadiusNeighborsRegressor(RegressorMixin, _RadiusSupervised):
     array([0.5])
     """
     )
-
-    def fit(self, X, y):
-        """Store the training points and their targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training points.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Their targets.
-
-        Returns
-        -------
-        self : RadiusNeighborsRegressor
-            The fitted estimator.
-        """
-        delegated, y = self._fit(X, y)
-        if not delegated:
-            self._y = y
-        return self
 
     def predict(self, X):
         """The (weighted) mean target of the neighbours within the radius.

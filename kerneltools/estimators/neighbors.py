@@ -33,6 +33,7 @@ from ._neighbors_base import (
     KNeighborsQueries,
     NeighborsBase,
     RadiusQueries,
+    SupervisedFit,
     store_labels,
     weights_of,
 )
@@ -132,7 +133,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         return self
 
 
-class _SupervisedNeighbors(KNeighborsQueries, NeighborsBase):
+class _SupervisedNeighbors(SupervisedFit, KNeighborsQueries, NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **KNeighborsQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
@@ -216,24 +217,8 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
     """
     )
 
-    def fit(self, X, y):
-        """Store the training points and their labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training points.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Their labels.
-
-        Returns
-        -------
-        self : KNeighborsClassifier
-            The fitted estimator.
-        """
-        delegated, y = self._fit(X, y)
-        if delegated:
-            return self
+    def _store_targets(self, y) -> None:
+        store_labels(self, y)
         store_labels(self, y)
         return self
 
@@ -320,26 +305,6 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     array([0.5])
     """
     )
-
-    def fit(self, X, y):
-        """Store the training points and their targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training points.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Their targets.
-
-        Returns
-        -------
-        self : KNeighborsRegressor
-            The fitted estimator.
-        """
-        delegated, y = self._fit(X, y)
-        if not delegated:
-            self._y = y
-        return self
 
     @rows_method
     def predict(self, X):
