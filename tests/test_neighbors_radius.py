@@ -246,3 +246,30 @@ def test_tsne_and_isomap_run_on_our_graphs():
     np.testing.assert_allclose(
         np.abs(isomap(KNeighborsTransformer(n_neighbors=10))),
         np.abs(isomap(skn.KNeighborsTransformer(n_neighbors=10))), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("array_radii", [False, True])
+def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
+    """Low dimension, enough points: the count and the K-min visit only the
+    cells within the radius (block-sparse); the sets are scipy's, up to
+    pairs at the radius to rounding (too many points for a radius away from
+    every distance)."""
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    X, Q = _points(dtype, n=1500, q=300, d=3, seed=5)
+    rng = np.random.default_rng(1)
+    radii = rng.uniform(0.05, 0.15, len(Q)) if array_radii else np.full(len(Q), 0.12)
+    nn = NearestNeighbors(radius=0.12, backend="cpu").fit(X)
+    assert nn._fit_method == "block_sparse"
+    dist, ind = nn.radius_neighbors(Q, radius=radii if array_radii else 0.12)
+    D = cdist(Q.astype(np.float64), X.astype(np.float64))
+    tol = 1e-5 * radii[:, None]
+    assert sum(len(i) for i in ind) > 5 * len(Q)  # real neighbourhoods
+    for r, (d, i) in enumerate(zip(dist, ind)):
+        assert np.all(np.diff(i) > 0)  # index order
+        assert np.all(D[r, i] <= radii[r] + tol[r])
+        inside = np.flatnonzero(D[r] < radii[r] - tol[r])
+        assert set(inside) <= set(i)
+        np.testing.assert_allclose(d, D[r, i], rtol=RTOL[dtype] * 10)
