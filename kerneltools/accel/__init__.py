@@ -80,6 +80,14 @@ PATCHES: tuple[Patch, ...] = (
           "kerneltools.estimators.outliers"),
     Patch("sklearn.cluster", "sklearn.cluster._mean_shift", "MeanShift",
           "kerneltools.estimators.mean_shift"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._classification",
+          "RadiusNeighborsClassifier", "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._regression",
+          "RadiusNeighborsRegressor", "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._graph", "KNeighborsTransformer",
+          "kerneltools.estimators.neighbors"),
+    Patch("sklearn.neighbors", "sklearn.neighbors._graph",
+          "RadiusNeighborsTransformer", "kerneltools.estimators.neighbors"),
 )
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),

@@ -5,7 +5,15 @@ from .gaussian_process import GaussianProcessRegressor
 from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .mean_shift import MeanShift, estimate_bandwidth
-from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+from .neighbors import (
+    KNeighborsClassifier,
+    KNeighborsRegressor,
+    KNeighborsTransformer,
+    NearestNeighbors,
+    RadiusNeighborsClassifier,
+    RadiusNeighborsRegressor,
+    RadiusNeighborsTransformer,
+)
 from .nystroem import Nystroem
 from .optimal_transport import (
     SinkhornTransport,
@@ -22,6 +30,10 @@ __all__ = [
     "NearestNeighbors",
     "KNeighborsClassifier",
     "KNeighborsRegressor",
+    "RadiusNeighborsClassifier",
+    "RadiusNeighborsRegressor",
+    "KNeighborsTransformer",
+    "RadiusNeighborsTransformer",
     "Nystroem",
     "SinkhornTransport",
     "sinkhorn_divergence",

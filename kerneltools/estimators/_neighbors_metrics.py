@@ -365,12 +365,6 @@ def effective_metric(metric, p, metric_params) -> tuple:
     w = params.pop("w", None)
     if w is None and p in _P_ALIASES:
         return _P_ALIASES[p], params
-    if p < 1:
-        warnings.warn(
-            "Mind that for 0 < p < 1, Minkowski metrics are not distance "
-            "metrics. Continuing the execution with `algorithm='brute'`.",
-            stacklevel=4,
-        )
     return "minkowski", {**params, "p": p, "w": w}
 
 
@@ -425,7 +419,12 @@ def check_metric_params(metric, params: dict, n_features: int) -> None:
                 "the mahalanobis covariance metric_params['V'] is singular; "
                 "give its (pseudo-)inverse as metric_params['VI'] instead"
             )
-    if name == "haversine" and n_features != 2:
+
+
+def check_query_features(metric, n_features: int) -> None:
+    """The metrics defined for some number of features only (checked, as in
+    scikit-learn, when a query is made, not at fit)."""
+    if metric == "haversine" and n_features != 2:
         raise ValueError(
             "Haversine distance only valid in 2 dimensions (latitude, longitude "
             f"in radians); X has {n_features} features"

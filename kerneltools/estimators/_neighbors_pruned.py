@@ -352,6 +352,59 @@ class PrunedSearch(FormulaSearch):
             v[rows], i[rows] = self._kmin_chunk(X[rows], k)
         return v, i
 
+    def count(self, X: np.ndarray, threshold) -> np.ndarray:
+        """Fitted points within ``threshold`` (rdist, a float or one per
+        query) of each query, counted over the cells within the radius only
+        (an estimate for :func:`radius_search`, which checks the K-min)."""
+        X = self.metric.prepare(X)
+        if len(X) * len(self.Y) < PRUNE_MIN_PAIRS:
+            return super().count(X, threshold)
+        out = np.empty(len(X), np.int64)
+        thr = np.broadcast_to(np.asarray(threshold, np.float64), (len(X),))
+        order = np.argsort(_morton(X, *self.grid.frame), kind="stable")
+        for s in range(0, len(X), PRUNE_QUERY_CHUNK):
+            rows = order[s:s + PRUNE_QUERY_CHUNK]
+            out[rows] = self._count_chunk(X[rows], thr[rows], np.ndim(threshold))
+        return out
+
+    def _within(self, X: np.ndarray, thr: np.ndarray):
+        """The block sparsity of the pairs of query cells and fitted cells
+        within the (rdist) thresholds ``thr`` of the queries, box to box."""
+        qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
+        cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
+        radius = np.sqrt(np.maximum(cell_thr, 0)) * (1 + _PRUNE_SLACK) + 1e-30
+        a, b = _near_pairs(qc.lo, qc.hi, radius, self.grid)
+        fc = self.grid.cells
+        return kr.BlockSparsity.from_pairs((len(X), len(self.Y)), qc.order, fc.order,
+                                           a, b, qc.ranges, fc.ranges,
+                                           priority=np.arange(len(a)))
+
+    def kmin_within(self, X: np.ndarray, k: int, threshold) -> tuple:
+        """The K smallest rdist of each query among the fitted points of the
+        cells within its threshold (exact for every point within it; the
+        others may be missing, or come as +inf): one block-sparse pass."""
+        X = self.metric.prepare(X)
+        if len(X) * len(self.Y) < PRUNE_MIN_PAIRS or k >= len(self.Y) // 2:
+            return FormulaSearch.kmin(self, X, k)
+        thr = np.broadcast_to(np.asarray(threshold, np.float64), (len(X),))
+        v = np.empty((len(X), k), X.dtype)
+        i = np.empty((len(X), k), np.int64)
+        order = np.argsort(_morton(X, *self.grid.frame), kind="stable")
+        for s in range(0, len(X), PRUNE_QUERY_CHUNK):
+            rows = order[s:s + PRUNE_QUERY_CHUNK]
+            bs = self._within(X[rows], thr[rows])
+            vr, ir = self.rdist(X[rows]).Kmin_argKmin(k, axis=1, backend=self.backend,
+                                                      ranges=bs)
+            v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
+        return v, i
+
+    def _count_chunk(self, X: np.ndarray, thr: np.ndarray, per_row: bool):
+        bs = self._within(X, thr)
+        bound = Vi(thr.astype(X.dtype)[:, None]) if per_row else float(thr[0])
+        F = self.rdist(X) <= bound
+        n = F.sum(axis=1, backend=self.backend, ranges=bs)
+        return np.rint(n).astype(np.int64).ravel()
+
     def _kmin_chunk(self, X: np.ndarray, k: int):
         qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
         u = self._centre_kth(qc.centers, k) * PRUNE_RADIUS_FACTOR

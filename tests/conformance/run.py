@@ -29,6 +29,7 @@ MODULES = [
     "sklearn.gaussian_process.tests.test_gpr",
     "sklearn.neighbors.tests.test_neighbors",
     "sklearn.neighbors.tests.test_neighbors_pipeline",
+    "sklearn.neighbors.tests.test_graph",
     "sklearn.tests.test_kernel_approximation",
     "sklearn.decomposition.tests.test_kernel_pca",
     "sklearn.cluster.tests.test_spectral",

@@ -1,0 +1,275 @@
+"""Radius neighbours, neighbour graphs and the graph transformers against
+scikit-learn's brute force (and scipy's distances), on every backend, float32
+and float64.
+
+Radii are chosen away from the data's pairwise distances, so that no pair
+sits on the boundary to rounding; equal distances are made on purpose where
+the tie order is tested.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+from sklearn import neighbors as skn
+from sklearn.manifold import TSNE, Isomap
+from sklearn.pipeline import make_pipeline
+
+from kerneltools.estimators.neighbors import (
+    KNeighborsTransformer,
+    NearestNeighbors,
+    RadiusNeighborsClassifier,
+    RadiusNeighborsRegressor,
+    RadiusNeighborsTransformer,
+)
+
+RTOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-12}
+
+
+def _points(dtype, n=120, q=30, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, d)).astype(dtype), rng.random((q, d)).astype(dtype)
+
+
+def _safe_radius(X, Q, r, metric="euclidean"):
+    """A radius near ``r`` at least 1e-4 away from every pairwise distance."""
+    D = np.concatenate([cdist(Q, X, metric).ravel(), cdist(X, X, metric).ravel()])
+    while np.min(np.abs(D - r)) < 1e-4:
+        r += 3e-4
+    return r
+
+
+def _reference_sets(Q, X, radius, metric="euclidean", exclude_self=False):
+    """(distances, indices) per query from scipy's dense distances, in index order."""
+    D = cdist(Q.astype(np.float64), X.astype(np.float64), metric)
+    radii = np.broadcast_to(radius, (len(Q),))
+    out = []
+    for r, row in enumerate(D):
+        ind = np.flatnonzero(row <= radii[r])
+        if exclude_self:
+            ind = ind[ind != r]
+        out.append((row[ind], ind))
+    return out
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cityblock", "chebyshev", "cosine"])
+def test_radius_neighbors_match_scipy(metric, backend, dtype):
+    X, Q = _points(dtype)
+    radius = _safe_radius(X, Q, {"cosine": 0.05}.get(metric, 0.3), metric)
+    nn = NearestNeighbors(radius=radius, metric=metric, backend=backend).fit(X)
+    atol = 1e-6 if metric == "cosine" else 0  # differences of numbers near 1
+    for args, exclude in (((Q,), False), ((), True)):
+        queries = Q if args else X
+        ref = _reference_sets(queries, X, radius, metric, exclude)
+        dist, ind = nn.radius_neighbors(*args)
+        assert dist.dtype == object and ind.dtype == object
+        for (rd, ri), d, i in zip(ref, dist, ind):
+            np.testing.assert_array_equal(i, ri)  # index order, as sklearn
+            np.testing.assert_allclose(d, rd, rtol=RTOL[dtype] * 10, atol=atol)
+        dist, ind = nn.radius_neighbors(*args, sort_results=True)
+        for (rd, ri), d, i in zip(ref, dist, ind):
+            order = np.argsort(rd, kind="stable")
+            np.testing.assert_array_equal(i, ri[order])
+            np.testing.assert_allclose(d, rd[order], rtol=RTOL[dtype] * 10, atol=atol)
+
+
+def test_radius_neighbors_ties_and_array_radii(backend, dtype):
+    # integer grid points: many equal distances; sorted results keep index order
+    X = np.array([[i, j] for i in range(6) for j in range(6)], dtype=dtype)
+    Q = np.array([[2.0, 2.0], [0.5, 0.5], [9.0, 9.0]], dtype=dtype)
+    nn = NearestNeighbors(backend=backend).fit(X)
+    ref = skn.NearestNeighbors(algorithm="brute").fit(X.astype(np.float64))
+    radii = np.array([1.5, 1.0, 0.5])
+    for sort in (False, True):
+        got = nn.radius_neighbors(Q, radius=radii, sort_results=sort)
+        # (scikit-learn's brute force takes one radius: query by query)
+        for r, (d, i) in enumerate(zip(*got)):
+            rd, ri = ref.radius_neighbors(Q[r : r + 1].astype(np.float64),
+                                          radius=radii[r], sort_results=sort)
+            np.testing.assert_array_equal(i, ri[0])
+            np.testing.assert_allclose(d, rd[0], rtol=RTOL[dtype])
+    assert len(nn.radius_neighbors(Q, radius=radii)[1][2]) == 0
+    with pytest.raises(ValueError, match="radius"):
+        nn.radius_neighbors(Q, radius=[1.0, 2.0])
+    with pytest.raises(ValueError, match="radius"):
+        nn.radius_neighbors(Q, radius=-1.0)
+
+
+@pytest.mark.parametrize("mode", ["connectivity", "distance"])
+def test_graphs_match_sklearn_exactly(mode, backend, dtype):
+    X, Q = _points(dtype, n=80, q=20)
+    radius = _safe_radius(X, Q, 0.3)
+    nn = NearestNeighbors(n_neighbors=4, radius=radius, backend=backend).fit(X)
+    ref = skn.NearestNeighbors(n_neighbors=4, radius=radius, algorithm="brute").fit(
+        X.astype(np.float64))
+    for args in ((Q,), ()):
+        ref_args = tuple(a.astype(np.float64) for a in args)
+        pairs = [
+            (nn.kneighbors_graph(*args, mode=mode),
+             ref.kneighbors_graph(*ref_args, mode=mode)),
+            (nn.radius_neighbors_graph(*args, mode=mode),
+             ref.radius_neighbors_graph(*ref_args, mode=mode)),
+            (nn.radius_neighbors_graph(*args, mode=mode, sort_results=mode == "distance"),
+             ref.radius_neighbors_graph(*ref_args, mode=mode,
+                                        sort_results=mode == "distance")),
+        ]
+        for a, b in pairs:
+            assert type(a) is type(b) and a.format == "csr"
+            np.testing.assert_array_equal(a.indptr, b.indptr)
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_allclose(a.data, b.data, rtol=RTOL[dtype])
+
+
+@pytest.mark.filterwarnings("ignore:Outlier label 7 is not in training classes")
+@pytest.mark.parametrize("weights", ["uniform", "distance", lambda d: d**2 + 1])
+def test_radius_classifier_matches_sklearn(weights, backend, dtype):
+    X, Q = _points(dtype, n=150, q=40)
+    y = (X[:, 0] + X[:, 1] > 1).astype(int) + (X[:, 2] > 0.7)
+    Q = np.concatenate([Q, X[:3], [[5.0, 5.0, 5.0]]]).astype(dtype)  # exact, outlier
+    radius = _safe_radius(X, Q, 0.2)
+    for outlier in ("most_frequent", 1, 7):
+        ours = RadiusNeighborsClassifier(radius, weights=weights, outlier_label=outlier,
+                                         backend=backend).fit(X, y)
+        ref = skn.RadiusNeighborsClassifier(radius, weights=weights, algorithm="brute",
+                                            outlier_label=outlier).fit(X, y)
+        with warnings.catch_warnings(record=True) as w_ours:
+            warnings.simplefilter("always")
+            p = ours.predict_proba(Q)
+        with warnings.catch_warnings(record=True) as w_ref:
+            warnings.simplefilter("always")
+            p_ref = ref.predict_proba(Q)
+        np.testing.assert_allclose(p, p_ref, rtol=1e-5, atol=1e-12)
+        assert [str(m.message) for m in w_ours] == [str(m.message) for m in w_ref]
+        np.testing.assert_array_equal(ours.predict(Q), ref.predict(Q))
+        assert ours.outlier_label_ == ref.outlier_label_
+    # no outlier label: scikit-learn's error, naming the queries
+    ours = RadiusNeighborsClassifier(radius, backend=backend).fit(X, y)
+    with pytest.raises(ValueError, match=r"No neighbors found for test samples"):
+        ours.predict(Q)
+    # multi-output, leave-one-out (X=None)
+    Y = np.stack([y, (X[:, 2] > 0.5).astype(int)], axis=1)
+    ours = RadiusNeighborsClassifier(radius * 2, weights=weights,
+                                     backend=backend).fit(X, Y)
+    ref = skn.RadiusNeighborsClassifier(radius * 2, weights=weights,
+                                        algorithm="brute").fit(X, Y)
+    np.testing.assert_array_equal(ours.predict(None), ref.predict(None))
+    for a, b in zip(ours.predict_proba(Q[:10]), ref.predict_proba(Q[:10])):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def test_radius_classifier_bad_outlier_labels():
+    X, y = np.arange(6.0)[:, None], np.array([0, 0, 1, 1, 2, 2])
+    with pytest.raises(TypeError, match="dtype of outlier_label"):
+        RadiusNeighborsClassifier(outlier_label="x").fit(X, y)
+    with pytest.raises(ValueError, match="length of outlier_label"):
+        RadiusNeighborsClassifier(outlier_label=[0, 1]).fit(X, y)
+    with pytest.raises(TypeError, match="supposed to be a scalar"):
+        RadiusNeighborsClassifier(outlier_label=[[0, 1]]).fit(X, y)
+
+
+@pytest.mark.parametrize("weights", ["uniform", "distance", lambda d: 1 / (d + 1)])
+def test_radius_regressor_matches_sklearn(weights, backend, dtype):
+    X, Q = _points(dtype, n=150, q=40)
+    y = np.stack([np.sin(6 * X[:, 0]), X[:, 1] ** 2], axis=1)
+    Q = np.concatenate([Q, X[:3], [[5.0, 5.0, 5.0]]]).astype(dtype)
+    radius = _safe_radius(X, Q, 0.2)
+    for target in (y, y[:, 0]):
+        ours = RadiusNeighborsRegressor(radius, weights=weights,
+                                        backend=backend).fit(X, target)
+        ref = skn.RadiusNeighborsRegressor(radius, weights=weights,
+                                           algorithm="brute").fit(X, target)
+        with pytest.warns(UserWarning, match="predicting NaN"):
+            got = ours.predict(Q)
+        with pytest.warns(UserWarning, match="predicting NaN"):
+            exp = ref.predict(Q)
+        assert got.shape == exp.shape
+        np.testing.assert_allclose(got, exp, rtol=1e-5)
+        with warnings.catch_warnings():  # (points alone in their radius: NaN)
+            warnings.simplefilter("ignore", UserWarning)
+            np.testing.assert_allclose(ours.predict(None), ref.predict(None), rtol=1e-5)
+
+
+def test_radius_regressor_integer_targets_predict_nan_for_outliers():
+    """scikit-learn 1.9 casts its NaN into an integer y's dtype here (a huge
+    negative prediction, no warning): ours predicts NaN and warns."""
+    X, y = np.arange(6.0)[:, None], np.arange(6)
+    reg = RadiusNeighborsRegressor(radius=1.0).fit(X, y)
+    with pytest.warns(UserWarning, match="predicting NaN"):
+        got = reg.predict([[2.0], [50.0]])
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [2.0, np.nan])
+
+
+@pytest.mark.parametrize("mode", ["distance", "connectivity"])
+def test_transformers_match_sklearn(mode, backend, dtype):
+    X, Q = _points(dtype, n=80, q=20)
+    radius = _safe_radius(X, Q, 0.25)
+    pairs = [
+        (KNeighborsTransformer(mode=mode, n_neighbors=5, backend=backend),
+         skn.KNeighborsTransformer(mode=mode, n_neighbors=5, algorithm="brute")),
+        (RadiusNeighborsTransformer(mode=mode, radius=radius, backend=backend),
+         skn.RadiusNeighborsTransformer(mode=mode, radius=radius, algorithm="brute")),
+    ]
+    for ours, ref in pairs:
+        for a, b in ((ours.fit_transform(X), ref.fit_transform(X)),
+                     (ours.transform(Q), ref.transform(Q))):
+            assert type(a) is type(b)
+            np.testing.assert_array_equal(a.indptr, b.indptr)
+            np.testing.assert_array_equal(a.indices, b.indices)
+            np.testing.assert_allclose(a.data, b.data, rtol=RTOL[dtype])
+        np.testing.assert_array_equal(ours.get_feature_names_out(),
+                                      ref.get_feature_names_out())
+
+
+def test_tsne_and_isomap_run_on_our_graphs():
+    """scikit-learn's approximate-nearest-neighbours pattern: the graph from
+    our transformer, the embedding from scikit-learn, the same as with
+    scikit-learn's transformer (the same graph, the same random state)."""
+    X, _ = _points(np.float64, n=60, q=1, d=5, seed=3)
+
+    def tsne(transformer):
+        return make_pipeline(transformer, TSNE(metric="precomputed", perplexity=5,
+                                               init="random", random_state=0,
+                                               max_iter=250)).fit_transform(X)
+
+    np.testing.assert_allclose(
+        tsne(KNeighborsTransformer(n_neighbors=16)),
+        tsne(skn.KNeighborsTransformer(n_neighbors=16)), rtol=1e-6, atol=1e-8)
+
+    def isomap(transformer):
+        return make_pipeline(transformer, Isomap(n_neighbors=10, n_components=2,
+                                                 metric="precomputed")).fit_transform(X)
+
+    np.testing.assert_allclose(
+        np.abs(isomap(KNeighborsTransformer(n_neighbors=10))),
+        np.abs(isomap(skn.KNeighborsTransformer(n_neighbors=10))), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("array_radii", [False, True])
+def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
+    """Low dimension, enough points: the count and the K-min visit only the
+    cells within the radius (block-sparse); the sets are scipy's, up to
+    pairs at the radius to rounding (too many points for a radius away from
+    every distance)."""
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    X, Q = _points(dtype, n=1500, q=300, d=3, seed=5)
+    rng = np.random.default_rng(1)
+    radii = rng.uniform(0.05, 0.15, len(Q)) if array_radii else np.full(len(Q), 0.12)
+    nn = NearestNeighbors(radius=0.12, backend="cpu").fit(X)
+    assert nn._fit_method == "block_sparse"
+    dist, ind = nn.radius_neighbors(Q, radius=radii if array_radii else 0.12)
+    D = cdist(Q.astype(np.float64), X.astype(np.float64))
+    tol = 1e-5 * radii[:, None]
+    assert sum(len(i) for i in ind) > 5 * len(Q)  # real neighbourhoods
+    for r, (d, i) in enumerate(zip(dist, ind)):
+        assert np.all(np.diff(i) > 0)  # index order
+        assert np.all(D[r, i] <= radii[r] + tol[r])
+        inside = np.flatnonzero(D[r] < radii[r] - tol[r])
+        assert set(inside) <= set(i)
+        np.testing.assert_allclose(d, D[r, i], rtol=RTOL[dtype] * 10)
