@@ -122,6 +122,23 @@ _CUDA = dict(
         "  }\n"
         "}"
     ),
+    # Block-sparse: the caller's index jo, equal values in its order (sorted
+    # positions are not visited in the caller's order).
+    ranges_update=(
+        "KT_FOR(e, $E) {\n"
+        "  const real_t v = ${S}v0[e];\n"
+        "  if (${S}ki[e][$K - 1] < 0 || KT_KLT(v, jo, ${S}kv[e][$K - 1], ${S}ki[e][$K - 1])) {\n"
+        "    ${S}kv[e][$K - 1] = v; ${S}ki[e][$K - 1] = jo;\n"
+        "    _Pragma(\"unroll\") for (int k = $K - 1; k > 0; k--) {\n"
+        "      if (${S}ki[e][k - 1] < 0\n"
+        "          || KT_KLT(${S}kv[e][k], ${S}ki[e][k], ${S}kv[e][k - 1], ${S}ki[e][k - 1])) {\n"
+        "        const real_t tv = ${S}kv[e][k]; ${S}kv[e][k] = ${S}kv[e][k - 1]; ${S}kv[e][k - 1] = tv;\n"
+        "        const long long ti = ${S}ki[e][k]; ${S}ki[e][k] = ${S}ki[e][k - 1]; ${S}ki[e][k - 1] = ti;\n"
+        "      }\n"
+        "    }\n"
+        "  }\n"
+        "}"
+    ),
 )
 _CU_VAL = "KT_FOR(k, $K) KT_FOR(e, $E) outf[(i * $K + k) * $E + e] = ${S}kv[e][k];"
 _CU_ARG = "KT_FOR(k, $K) KT_FOR(e, $E) outi[(i * $K + k) * $E + e] = ${S}ki[e][k];"
