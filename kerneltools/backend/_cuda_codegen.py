@@ -351,7 +351,7 @@ def ranges_tasks(blk: np.ndarray, rows_per_block: int) -> np.ndarray:
     counts = -(-(blk[:, 1] - blk[:, 0]) // rows_per_block)
     counts = np.maximum(counts, 0)
     owner = np.repeat(np.arange(len(blk)), counts)
-    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    first = np.cumsum(counts) - counts
     step = np.arange(len(owner)) - np.repeat(first, counts)
     r0 = blk[owner, 0] + step * rows_per_block
     r1 = np.minimum(r0 + rows_per_block, blk[owner, 1])
