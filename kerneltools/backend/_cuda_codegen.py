@@ -331,11 +331,14 @@ def ranges_unsupported(plan: Plan) -> str | None:
 def ranges_shape(plan: Plan, rows_per_block, tuning=None) -> tuple[int, int]:
     """(block, rows) of the block-sparse kernel when output blocks have about
     ``rows_per_block`` rows (e.g. their median): the default shape, halved
-    (rows per thread first, then threads, down to one warp) while a task
-    would hold less than half as many rows: a thread block serves one output
-    block, and threads past its rows idle."""
-    block, rows = _default_shape(plan, tuning or TUNING)
-    while block * rows > 2 * max(1, rows_per_block) and (rows > 1 or block > 32):
+    (rows per thread first, then threads, down to one warp) while the half
+    still holds such a block: a thread block serves one output block at a
+    time, and its threads past the block's rows idle."""
+    tuning = tuning or TUNING
+    block, rows = _default_shape(plan, tuning)
+    rows = launch_shape(plan, tuning, (block, rows)).rows  # 1 for large states
+    want = max(1, int(rows_per_block))
+    while block * rows // 2 >= want and (rows > 1 or block > 32):
         if rows > 1:
             rows //= 2
         else:
