@@ -73,6 +73,9 @@ extern "C" __global__ void kt_kernel(const long long *__restrict__ task,
   KT_FOR(e, 1) { r2acc[e] = 0; r2tacc[e] = 0; }
   acc_t r3acc[1]; real_t r3tacc[1];
   KT_FOR(e, 1) { r3acc[e] = 0; r3tacc[e] = 0; }
+  /* threads past the task's rows load tiles and wait at the barriers only:
+     whole warps of them skip the pair loop */
+  const bool live = i0_raw < nx;
   for (long long iv = v0; iv < v1; iv++) {
     const long long jend = red[2 * iv + 1];
     for (long long j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
@@ -87,7 +90,7 @@ extern "C" __global__ void kt_kernel(const long long *__restrict__ task,
       }
       __syncthreads();
       #pragma unroll 4
-      for (int jj = 0; jj < nj; jj++) {
+      for (int jj = 0; jj < (live ? nj : 0); jj++) {
         const real_t r0t6_0 = sj[jj * NC + 0];
         const real_t r0t6_1 = sj[jj * NC + 1];
         const real_t r0t6_2 = sj[jj * NC + 2];

@@ -51,6 +51,9 @@ extern "C" __global__ void kt_kernel(const long long *__restrict__ task,
   KT_FOR(e, 1) KT_FOR(k, 3) { r0kv[e][k] = INFINITY; r0ki[e][k] = -1; }
   real_t r1kv[1][3]; long long r1ki[1][3];
   KT_FOR(e, 1) KT_FOR(k, 3) { r1kv[e][k] = INFINITY; r1ki[e][k] = -1; }
+  /* threads past the task's rows load tiles and wait at the barriers only:
+     whole warps of them skip the pair loop */
+  const bool live = i0_raw < nx;
   for (long long iv = v0; iv < v1; iv++) {
     const long long jend = red[2 * iv + 1];
     for (long long j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
@@ -64,7 +67,7 @@ extern "C" __global__ void kt_kernel(const long long *__restrict__ task,
       }
       __syncthreads();
       #pragma unroll 4
-      for (int jj = 0; jj < nj; jj++) {
+      for (int jj = 0; jj < (live ? nj : 0); jj++) {
         const long long jo = jmap[j0 + jj];
         const real_t r0t1_0 = sj[jj * NC + 0];
         const real_t r0t1_1 = sj[jj * NC + 1];

@@ -30,13 +30,16 @@ ${rows_setup}
 ${p_code}
 ${i_code}
 ${init}
+  /* threads past the task's rows load tiles and wait at the barriers only:
+     whole warps of them skip the pair loop */
+  const bool live = i0_raw < nx;
   for (long long iv = v0; iv < v1; iv++) {
     const long long jend = red[2 * iv + 1];
     for (long long j0 = red[2 * iv]; j0 < jend; j0 += TJ) {
       const int nj = (int)(jend - j0 < TJ ? jend - j0 : TJ);
 ${load}
       #pragma unroll ${unroll}
-      for (int jj = 0; jj < nj; jj++) {
+      for (int jj = 0; jj < (live ? nj : 0); jj++) {
 ${j_decl}${ij_code}
       }
 ${tile_end}
