@@ -5,7 +5,9 @@ The source of a plan and its launch shape come from :mod:`._cuda_codegen`
 from :mod:`._nvrtc`. Detection never touches CUDA at import:
 :func:`gpu_status` runs on first use and is cached. Kernels are compiled by
 CuPy's ``RawModule`` (NVRTC, cached on disk by CuPy per architecture) and
-kept in memory per device.
+kept in memory per device. Block-sparse reductions (``ranges=``) run in one
+launch of the generated block-sparse kernel (:meth:`CudaBackend.run_ranges`,
+the C backend's interface).
 """
 
 from __future__ import annotations

@@ -17,6 +17,14 @@ both targets share from :mod:`._codegen`:
   tile, as the C backend does;
 * threads past the last row compute on a clamped row and write nothing.
 
+The block-sparse variant (``ranges=``, ``templates/cuda_ranges_kernel.cu``)
+takes the C backend's format (sorted data, output blocks and their intervals
+of the reduced index, see :mod:`._ranges`) in one launch: one thread block
+per task (at most a block's worth of rows of one output block,
+:func:`ranges_tasks`), walking that block's intervals tile by tile as the
+dense kernel walks the whole axis; arg-reductions record the caller's index
+and break ties by it.
+
 When one point's reduced variables do not fit shared memory (very large D),
 the kernel reads them from global memory instead ("global" scheme); large
 output dimensions simply live in local memory. Nothing depends on N or M.
