@@ -362,6 +362,22 @@ def test_shim_ranges_match_numpy(name, kw, axis, dtype, shim_dir):
 
 
 @needs_shim
+def test_shim_ranges_nan_and_inf_follow_numpy(shim_dir):
+    """NaN wins min/max and ranks last in K-min, first index among NaNs, in
+    the block-sparse kernel as in the NumPy backend."""
+    x, y, b = _data(np.float64, n=53, m=67)
+    x, y = np.round(x * 2) / 2, np.round(y * 2) / 2
+    y[[3, 40], 0] = np.nan
+    y[7, 1] = np.inf
+    for seed in range(2):
+        rng = np.random.default_rng(10 + seed)
+        ranges = _random_side(rng, 53, 67) + _random_side(rng, 67, 53)
+        for name, kw in RANGED[2:6]:
+            F, _ = _ranged_formula(name, kw, x, y, b, 1)
+            _shim_ranges(F._plan(name, 1, K=kw.get("K", 1)), ranges, shim_dir, 0)
+
+
+@needs_shim
 def test_shim_ranges_cluster_sorted_and_edge_cases(dtype, shim_dir):
     """A BlockSparsity from clusters (data permuted: imap and jmap are not
     the identity), a single block covering everything (exactly the dense
