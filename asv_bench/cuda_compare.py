@@ -7,6 +7,18 @@ of repeated calls after a warm-up call (which compiles), synchronised.
 
     python asv_bench/cuda_compare.py --sizes 10000 100000 1000000 --out results.json
     python asv_bench/cuda_compare.py --sweep          # launch-shape variants at N = 10^6
+    python asv_bench/cuda_compare.py --ranges         # block-sparse: CUDA vs our CPU path
+
+``--ranges``: the block-sparse reductions, at N = M = ``--ranges-n`` (10^6),
+D = 3, float32, uniform in the unit cube, on the CUDA backend (its native
+block-sparse kernel, one launch for every block) against our C backend (the
+CPU path): the pruned exact k-NN (``NearestNeighbors(n_neighbors=10)``, fit
++ kneighbors, host arrays in and out) and the Gaussian kernel product
+truncated at 5 sigma (asv_bench/truncated_compare.py's formula and
+description, built once; host and device-resident inputs). The former CUDA
+path (one dense reduction per output block from Python) runs once at
+``--old-path-n`` points for the ratio. Each row says how many native and
+dense CUDA launches a call made.
 
 Dense CuPy runs where the N x M matrix fits in the GPU's memory (in place);
 elsewhere its row says why not.
@@ -220,6 +232,109 @@ def sweep(n, repeat):
     return rows
 
 
+def _counting(backend):
+    """Wrap ``backend``'s run / run_ranges to count calls: the counter dict."""
+    calls = {"native": 0, "dense": 0}
+    run, run_ranges = backend.run, backend.run_ranges
+
+    def counted_run(*a, **k):
+        calls["dense"] += 1
+        return run(*a, **k)
+
+    def counted_ranges(*a, **k):
+        calls["native"] += 1
+        return run_ranges(*a, **k)
+
+    backend.run, backend.run_ranges = counted_run, counted_ranges
+    return calls
+
+
+def _ranges_cases(n, sigma, cell):
+    """name -> {backend or variant: callable}: the block-sparse workloads."""
+    import cupy
+
+    import kerneltools as kt
+    from kerneltools.estimators import NearestNeighbors
+
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    import truncated_compare as T  # asv_bench/: the formula and its description
+
+    rng = np.random.default_rng(0)
+    x = rng.random((n, 3), dtype=np.float32)
+    y = rng.random((n, 3), dtype=np.float32)
+    b = rng.random((n, 1), dtype=np.float32)
+    t0 = time.perf_counter()
+    bs = T.description(x, y, sigma, cell)
+    built = time.perf_counter() - t0
+    K = T.truncated_gaussian(x, y, sigma) * kt.Vj(b)
+    xc, yc, bc = cupy.asarray(x), cupy.asarray(y), cupy.asarray(b)
+    Kc = T.truncated_gaussian(xc, yc, sigma) * kt.Vj(bc)
+
+    def knn(backend):
+        return lambda: NearestNeighbors(n_neighbors=KNN, backend=backend).fit(y).kneighbors(x)
+
+    meta = {"description_s": built, "density": bs.density}
+    return meta, {
+        "pruned_knn_d3": {"cuda": knn("cuda"), "cpu": knn("cpu")},
+        "truncated_gauss": {"cuda": lambda: K.sum(axis=1, ranges=bs, backend="cuda"),
+                            "cuda device-resident": lambda: Kc.sum(axis=1, ranges=bs),
+                            "cpu": lambda: K.sum(axis=1, ranges=bs, backend="cpu")},
+    }
+
+
+def ranges_run(n, repeat, old_n, sigma=0.01, cell=0.04):
+    """The block-sparse benchmark (see the module docstring)."""
+    from kerneltools.backend import _dispatch
+
+    cuda = _dispatch.BACKENDS["cuda"]
+    calls = _counting(cuda)
+    rows = []
+    for size, old in ((n, False), (old_n, True)):
+        if not size:
+            continue
+        meta, cases = _ranges_cases(size, sigma, cell)
+        print(json.dumps({"n": size, **meta}), flush=True)
+        for case, systems in cases.items():
+            outs = {}
+            for system, fn in systems.items():
+                if old and not system.startswith("cuda"):
+                    continue
+                label = f"{system} per-block (former path)" if old else system
+                row = {"n": size, "case": case, "system": label, **meta}
+                calls.update(native=0, dense=0)
+                if old:  # the dispatcher's fallback: one dense reduction per block
+                    cuda.ranges_unsupported = lambda plan: "the former path, measured"
+                try:
+                    out, first, med = _timed(fn, 1 if old else repeat)
+                    row.update(first_s=first, median_s=med,
+                               launches_per_call={k: v // (1 + (0 if old else repeat))
+                                                  for k, v in calls.items()})
+                    outs[system] = out
+                except Exception as exc:
+                    row["skipped"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                    traceback.print_exc()
+                finally:
+                    cuda.__dict__.pop("ranges_unsupported", None)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            ref = outs.get("cpu")
+            for row in rows:
+                got = outs.get(row["system"].split(" per-block")[0])
+                if ref is None or got is None or row["n"] != size or row["case"] != case:
+                    continue
+                if case == "pruned_knn_d3":  # tie-tolerant: the distances
+                    row["vs_cpu"] = _compare("gauss_matvec", got[0], ref[0])
+                    row["same_indices"] = float(np.mean(_as_numpy(got[1]) == ref[1]))
+                else:
+                    row["vs_cpu"] = _compare(case, got, ref)
+        cpu_rows = {r["case"]: r for r in rows if r["n"] == size and r["system"] == "cpu"}
+        for row in rows:
+            base = cpu_rows.get(row["case"])
+            if row["n"] == size and base and "median_s" in row and "median_s" in base:
+                row["speedup_vs_cpu"] = base["median_s"] / row["median_s"]
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**4, 10**5, 10**6])
@@ -227,6 +342,11 @@ def main(argv=None):
     parser.add_argument("--systems", nargs="+", default=["kerneltools", "pykeops", "dense cupy"])
     parser.add_argument("--sweep", action="store_true", help="launch-shape variants only")
     parser.add_argument("--sweep-n", type=int, default=10**6)
+    parser.add_argument("--ranges", action="store_true",
+                        help="block-sparse reductions only: CUDA vs the CPU path")
+    parser.add_argument("--ranges-n", type=int, default=10**6)
+    parser.add_argument("--old-path-n", type=int, default=10**5,
+                        help="size of the one run of the former per-block path (0: none)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     import cupy
@@ -235,8 +355,12 @@ def main(argv=None):
     meta = {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
             "cupy": cupy.__version__}
     print(json.dumps(meta), flush=True)
-    rows = sweep(args.sweep_n, args.repeat) if args.sweep else run(args.sizes, args.repeat,
-                                                                   args.systems)
+    if args.ranges:
+        rows = ranges_run(args.ranges_n, args.repeat, args.old_path_n)
+    elif args.sweep:
+        rows = sweep(args.sweep_n, args.repeat)
+    else:
+        rows = run(args.sizes, args.repeat, args.systems)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"meta": meta, "rows": rows}, fh, indent=1)

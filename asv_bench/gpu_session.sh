@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session, run on a machine with an NVIDIA GPU from the repository root:
 # the gpu-marked tests (the shared correctness suite on the CUDA backend), the
-# GPU benchmark against pykeops and dense CuPy, and the launch-shape sweep.
+# GPU benchmark against pykeops and dense CuPy, the block-sparse benchmark
+# (CUDA vs our CPU path) and the launch-shape sweep.
 # Results go under $OUT (default /tmp/kt-gpu). pykeops travels as wheels in .whl/.
 set -u
 OUT=${OUT:-/tmp/kt-gpu}
@@ -27,6 +28,14 @@ stamp "gpu tests rc=$?"
 timeout "${KT_BENCH_TIMEOUT:-240}" python3 asv_bench/cuda_compare.py --out "$OUT/cuda_bench.json" \
   > "$OUT/bench.log" 2>&1
 stamp "benchmark rc=$?"
+# block-sparse (the native CUDA kernel): pruned k-NN D = 3 and the truncated
+# Gaussian kernel at 10^6 points against our CPU path, the former per-block
+# path once at 10^5
+if [ "${KT_RANGES_TIMEOUT:-150}" != 0 ]; then
+  timeout "${KT_RANGES_TIMEOUT:-150}" python3 asv_bench/cuda_compare.py --ranges --repeat 3 \
+    --out "$OUT/cuda_ranges.json" > "$OUT/ranges.log" 2>&1
+  stamp "block-sparse benchmark rc=$?"
+fi
 if [ "${KT_SWEEP_TIMEOUT:-90}" != 0 ]; then
   timeout "${KT_SWEEP_TIMEOUT:-90}" python3 asv_bench/cuda_compare.py --sweep --repeat 2 \
     --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1

@@ -2,7 +2,7 @@
 
 Generates the CUDA source of a representative set of plans (every operation,
 every reduction over both axes, both dtypes, wide formulas that take the
-global-memory scheme) and compiles each with NVRTC, with the options the
+global-memory scheme, the block-sparse kernel of every reduction) and compiles each with NVRTC, with the options the
 backend uses, for each target architecture, on a machine without a GPU.
 Fails on any compiler error or warning, printing the log and the numbered
 source; reports registers and spills (``-Xptxas -v``).
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .backend._autodiff import grad
-from .backend._cuda_codegen import generate_cuda_source
+from .backend._cuda_codegen import generate_cuda_source, ranges_unsupported
 from .backend._ir import topo_order, var
 from .backend._nvrtc import log_warnings, numbered, nvrtc, nvrtc_compile
 from .backend._ops import OPS, make, sqdist
@@ -88,6 +88,11 @@ def representative_plans():
     return plans
 
 
+#: The reductions whose block-sparse CUDA kernel the check compiles.
+_RANGES_CHECKED = ("Sum", "Min_ArgMin", "Max_ArgMax", "KMin_ArgKMin", "LogSumExp",
+                   "LogSumExpWeight", "SumSoftMaxWeight")
+
+
 def check_cuda(archs=("sm_80", "sm_90"), *, ops_archs=("sm_90",), workers=2,
                verbose=True, file=None) -> int:
     """Compile every representative plan; returns the number of failures."""
@@ -100,6 +105,13 @@ def check_cuda(archs=("sm_80", "sm_90"), *, ops_archs=("sm_90",), workers=2,
         # axis=0 and the wide formulas (slow to compile) on the last arch only
         for arch in (ops_archs if "axis=0" in label or "D=" in label else archs):
             jobs.append((label, arch, source, launch))
+        # the block-sparse kernel (the axis is swapped away in the plan:
+        # axis=1 is enough) of one member per family (the others share its
+        # update and differ in their final writes only), last arch only
+        if ("axis=1" in label and plan.reduction in _RANGES_CHECKED
+                and ranges_unsupported(plan) is None):
+            source, launch = generate_cuda_source(plan, key="check", ranges=True)
+            jobs += [(f"{label} ranges", arch, source, launch) for arch in ops_archs]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda job: nvrtc_compile(job[2], job[1]), jobs))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kerneltools.backend._cuda_backend import generate_cuda_source
+from kerneltools.backend._cuda_backend import generate_cuda_source, ranges_tasks
 
 #: The runtime: one OS thread per CUDA thread of a block, blocks one after
 #: the other, ``kt_sync`` for ``__syncthreads``. Built once per work directory.
@@ -79,7 +79,7 @@ static void kt_body(unsigned b, unsigned t, void *ctx) {
   void **args = c->args;
   blockIdx.x = b;
   threadIdx.x = t;
-  kt_kernel(c->nx, c->ny, ${args});
+  kt_kernel(${head}${args});
 }
 extern "C" void kt_launch(long long grid, int block, long long smem, long long nx,
                           long long ny, void **args) {
@@ -92,6 +92,13 @@ extern "C" void kt_launch(long long grid, int block, long long smem, long long n
   free(buffer);
 }
 """
+#: The kernels' leading arguments: sizes (dense), or the block-sparse
+#: kernel's tasks, intervals and index maps (the first four of ``args``).
+_HEADS = {
+    False: "c->nx, c->ny, ",
+    True: "(const long long *)args[0], (const long long *)args[1], "
+          "(const long long *)args[2], (const long long *)args[3], ",
+}
 
 
 def nvrtc_status() -> tuple[bool, str]:
@@ -112,16 +119,18 @@ def available() -> tuple[bool, str]:
     return True, gxx
 
 
-def _shim_source(source: str, n_args: int, outs: list[str]) -> str:
+def _shim_source(source: str, n_args: int, outs: list[str], ranges: bool = False) -> str:
     body = source.replace(
         "extern __shared__ __align__(16) unsigned char kt_smem[];",
         "unsigned char *kt_smem = kt_dyn_smem;",
     ).replace(
         'asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));', "y = exp2f(x);"
     ).replace('extern "C" __global__', "static")
-    args = [f"(const real_t *)args[{k}]" for k in range(n_args)]
-    args += [f"({t} *)args[{n_args + k}]" for k, t in enumerate(outs)]
-    return _PRELUDE + body + _LAUNCHER.replace("${args}", ", ".join(args))
+    first = 4 if ranges else 0
+    args = [f"(const real_t *)args[{first + k}]" for k in range(n_args)]
+    args += [f"({t} *)args[{first + n_args + k}]" for k, t in enumerate(outs)]
+    return _PRELUDE + body + _LAUNCHER.replace("${head}", _HEADS[ranges]).replace(
+        "${args}", ", ".join(args))
 
 
 #: g++ flags of the runtime and of every kernel.
@@ -145,13 +154,12 @@ def _runtime(workdir: Path) -> Path:
     return lib
 
 
-def run(plan, args, tuning, workdir: Path):
-    """Outputs of ``plan`` on ``args``, computed by its CUDA kernel on the CPU."""
-    source, launch = generate_cuda_source(plan, key="shim", tuning=tuning)
+def _kernel(plan, workdir: Path, source: str, ranges: bool = False):
+    """The shimmed ``source`` of ``plan``, built with g++ (cached per source)."""
     red = plan.red
     out_types = ["real_t"] * sum(not x for x in red.int_outputs)
     out_types += ["long long"] * sum(bool(x) for x in red.int_outputs)
-    code = _shim_source(source, len(plan.arg_cats), out_types)
+    code = _shim_source(source, len(plan.arg_cats), out_types, ranges)
     key = hashlib.sha256(code.encode()).hexdigest()[:24]
     fn = _built.get(key)
     if fn is None:
@@ -172,17 +180,53 @@ def run(plan, args, tuning, workdir: Path):
         fn.argtypes = [ctypes.c_longlong, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong,
                        ctypes.c_longlong, ctypes.c_void_p]
         _built[key] = fn
-    arrays = [np.ascontiguousarray(a, dtype=plan.dtype) for a in args]
+    return fn
+
+
+def _outputs(plan):
+    """(outputs in the caller's layout, the same in the kernel's order: float
+    outputs first), filled with a sentinel that no kernel writes."""
+    red = plan.red
     E = red.out_dim([f.dim for f in plan.formulas])
     shape = (plan.nx, plan.K, E) if red.uses_k else (plan.nx, E)
     outs = [np.full(shape, -7, dtype=np.int64 if x else plan.dtype) for x in red.int_outputs]
     ordered = [o for o, x in zip(outs, red.int_outputs) if not x]
     ordered += [o for o, x in zip(outs, red.int_outputs) if x]
-    ptrs = (ctypes.c_void_p * (len(arrays) + len(ordered)))(
-        *[a.ctypes.data for a in arrays], *[o.ctypes.data for o in ordered]
-    )
+    return outs, ordered
+
+
+def _pointers(arrays):
+    return (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+
+
+def run(plan, args, tuning, workdir: Path):
+    """Outputs of ``plan`` on ``args``, computed by its CUDA kernel on the CPU."""
+    source, launch = generate_cuda_source(plan, key="shim", tuning=tuning)
+    fn = _kernel(plan, workdir, source)
+    arrays = [np.ascontiguousarray(a, dtype=plan.dtype) for a in args]
+    outs, ordered = _outputs(plan)
     grid = -(-plan.nx // launch.rows_per_block)
-    fn(grid, launch.block, launch.smem, plan.nx, plan.ny, ptrs)
+    fn(grid, launch.block, launch.smem, plan.nx, plan.ny, _pointers(arrays + ordered))
+    return tuple(outs)
+
+
+def run_ranges(plan, args, blk, red, jmap, imap, tuning, workdir: Path, shape=None):
+    """Outputs of ``plan`` on sorted ``args`` restricted to the blocks ``blk``
+    and intervals ``red`` (what :func:`kerneltools.backend._ranges.run_native`
+    passes), computed by the block-sparse CUDA kernel on the CPU, launched as
+    the CUDA backend launches it (:func:`ranges_tasks`)."""
+    source, launch = generate_cuda_source(plan, key="shim", tuning=tuning, shape=shape,
+                                          ranges=True)
+    fn = _kernel(plan, workdir, source, ranges=True)
+    tasks = ranges_tasks(blk, launch.rows_per_block)
+    ints = [tasks, np.ascontiguousarray(red, dtype=np.int64).reshape(-1, 2),
+            np.ascontiguousarray(jmap, dtype=np.int64),
+            np.ascontiguousarray(imap, dtype=np.int64)]
+    arrays = [np.ascontiguousarray(a, dtype=plan.dtype) for a in args]
+    outs, ordered = _outputs(plan)
+    if len(tasks):
+        fn(len(tasks), launch.block, launch.smem, plan.nx, plan.ny,
+           _pointers(ints + arrays + ordered))
     return tuple(outs)
 
 

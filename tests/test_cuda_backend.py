@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import kerneltools as kt
-from kerneltools.backend import _cuda_backend, _dispatch
+from kerneltools.backend import _cuda_backend, _dispatch, _ranges
 from kerneltools.backend._dispatch import run_plan
 from kerneltools.exceptions import BackendUnavailableError
 
@@ -140,8 +140,12 @@ def shim_dir(tmp_path_factory):
 
 def _compare(lazy_reduce, plan_args, shim_dir, rtol, tuning=SHIM_TUNING):
     plan, args = plan_args
-    got = _cuda_shim.run(plan, args, tuning, shim_dir)
-    ref = run_plan(plan, args, "numpy")
+    _assert_outputs_match(_cuda_shim.run(plan, args, tuning, shim_dir),
+                          run_plan(plan, args, "numpy"), rtol)
+
+
+def _assert_outputs_match(got, ref, rtol):
+    """Index outputs equal, values within ``rtol``."""
     for g, r in zip(got, ref):
         if r.dtype.kind == "i":
             np.testing.assert_array_equal(g, r)
@@ -233,6 +237,215 @@ def test_shim_default_launch_shape(shim_dir):
 
 
 # ---------------------------------------------------------------------------
+# The native block-sparse kernel (ranges=): one launch for every block
+# ---------------------------------------------------------------------------
+def _ranges_golden_plans():
+    plans = _golden_plans()
+    return {f"{k}_ranges": plans[k] for k in ("gauss_sum_float32", "sqdist_argkmin_float64")}
+
+
+@pytest.mark.parametrize("name", sorted(_ranges_golden_plans()))
+def test_generated_cuda_ranges_is_pinned(name):
+    """Golden files of the block-sparse variant (KERNELTOOLS_UPDATE_GOLDEN=1)."""
+    source, _ = _cuda_backend.generate_cuda_source(_ranges_golden_plans()[name], key="golden",
+                                                   ranges=True)
+    path = GOLDEN / f"{name}.cu"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+def _pruned_plans(dtype=np.float32):
+    """The block-sparse plans of the pruned k-NN (argKmin K = 10 of a squared
+    distance, D = 3) and of the truncated Gaussian kernel (Sum, two columns)."""
+    x = np.zeros((16, 3), dtype)
+    F = kt.Vi(x).sqdist(kt.Vj(x))
+    return {"pruned k-NN": F._plan("KMin_ArgKMin", 1, K=10)[0],
+            "truncated Gaussian": ((-F * 0.5).exp() * kt.Vj(x[:, :2]))._plan("Sum", 1)[0],
+            "log-sum-exp": (-F)._plan("LogSumExp", 1)[0]}
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ranges_kernels_compile_without_warnings_or_spills(arch):
+    for label, plan in _pruned_plans().items():
+        source, _ = _cuda_backend.generate_cuda_source(plan, ranges=True)
+        res = _cuda_backend.nvrtc_compile(source, arch)
+        assert res.ok, f"{label}:\n{res.log}\n{_cuda_backend.numbered(source)}"
+        assert "warning" not in res.log.lower(), res.log
+        assert res.spill_stores == 0, f"{label}: {res.log}"
+
+
+def test_ranges_tasks_cover_every_row_once():
+    blk = np.array([[0, 5, 0, 2], [5, 5, 2, 2], [5, 40, 2, 3], [40, 41, 3, 3]])
+    tasks = _cuda_backend.ranges_tasks(blk, 16)
+    assert (tasks[:, 1] - tasks[:, 0]).max() <= 16 and (tasks[:, 1] > tasks[:, 0]).all()
+    np.testing.assert_array_equal(np.sort(np.concatenate([np.arange(a, b) for a, b, _, _
+                                                          in tasks])), np.arange(41))
+    # each task keeps its block's intervals
+    owner = np.searchsorted(blk[:, 1], tasks[:, 0], side="right")
+    np.testing.assert_array_equal(tasks[:, 2:], blk[owner, 2:])
+    assert _cuda_backend.ranges_tasks(np.zeros((0, 4), np.int64), 8).shape == (0, 4)
+
+
+def test_ranges_shape_fits_small_blocks():
+    plan = _pruned_plans()["truncated Gaussian"]
+    assert _cuda_backend.ranges_shape(plan, 10**6) == (128, 4)  # the dense shape
+    block, rows = _cuda_backend.ranges_shape(plan, 40)
+    assert rows == 1 and block == 64
+    assert _cuda_backend.ranges_shape(plan, 1) == (32, 1)
+
+
+def _random_side(rng, n_out, n_red):
+    """KeOps' (ranges, slices, redranges) of one axis, at random: uneven
+    blocks, empty blocks, rows in no block, blocks with no interval, several
+    intervals per block in any order, intervals at both ends."""
+    cuts = np.unique(np.concatenate([[0, n_out], rng.integers(0, n_out + 1, 6)]))
+    out_r, slices, red = [], [], []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        if rng.random() < 0.15:  # rows in no block
+            continue
+        out_r.append((a, b))
+        edges = np.unique(np.concatenate([[0, n_red], rng.integers(0, n_red + 1, 5)]))
+        segs = list(zip(edges[:-1], edges[1:]))
+        keep = [segs[k] for k in rng.permutation(len(segs))[:rng.integers(0, 4)]]
+        red += keep
+        slices.append(len(red))
+    out_r.append((n_out, n_out))  # an empty block
+    slices.append(len(red))
+    return (np.array(out_r, np.int64).reshape(-1, 2), np.array(slices, np.int64),
+            np.array(red, np.int64).reshape(-1, 2))
+
+
+def _shim_ranges(plan_args, ranges, shim_dir, rtol, shape=None):
+    """The ranged kernel on the shim against the NumPy backend's block-by-block
+    reference, through the dispatcher's own gathering (run_native)."""
+    plan, args = plan_args
+    n_i, n_j = (plan.nx, plan.ny) if plan.axis == 1 else (plan.ny, plan.nx)
+    side = _ranges.describe(ranges, plan.axis, n_i, n_j)
+    got = _ranges.run_native(plan, args, side, lambda p, a, blk, red, jm, im, pairs: (
+        _cuda_shim.run_ranges(p, a, blk, red, jm, im, SHIM_TUNING, shim_dir, shape=shape)))
+    _assert_outputs_match(got, run_plan(plan, args, "numpy", ranges=ranges), rtol)
+
+
+RANGED = [("Sum", {}), ("LogSumExp", {}), ("KMin_ArgKMin", {"K": 4}), ("ArgKMin", {"K": 3}),
+          ("Min_ArgMin", {}), ("Max_ArgMax", {}), ("SumSoftMaxWeight", {"w": True})]
+
+
+def _ranged_formula(name, kw, x, y, b, axis):
+    xi, yj = kt.Vi(x), kt.Vj(y)
+    d2 = xi.sqdist(yj)
+    if kw.get("w"):
+        return -d2, (kt.Vj(b) if axis == 1 else kt.Vi(x[:, :2]))
+    if name in ("Sum", "LogSumExp"):
+        return ((-d2 * 0.7).exp() * (kt.Vj(b) if axis == 1 else kt.Vi(x[:, :2]))), None
+    return d2.round(0), None  # ties: equal values resolve to the smallest index
+
+
+@needs_shim
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("name,kw", RANGED, ids=[r[0] for r in RANGED])
+def test_shim_ranges_match_numpy(name, kw, axis, dtype, shim_dir):
+    """Random KeOps descriptions (uneven, empty and single blocks, rows in
+    no block, intervals in any order) on data in the caller's order."""
+    rng = np.random.default_rng(3)
+    x, y, b = _data(dtype, n=53, m=67)
+    y = np.round(y * 2) / 2 if "Sum" not in name else y  # ties across intervals
+    x = np.round(x * 2) / 2 if "Sum" not in name else x
+    F, weight = _ranged_formula(name, kw, x, y, b, axis)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        ranges = _random_side(rng, 53, 67) + _random_side(rng, 67, 53)
+        _shim_ranges(F._plan(name, axis, weight=weight, K=kw.get("K", 1)), ranges,
+                     shim_dir, rtol)
+
+
+@needs_shim
+def test_shim_ranges_nan_and_inf_follow_numpy(shim_dir):
+    """NaN wins min/max and ranks last in K-min, first index among NaNs, in
+    the block-sparse kernel as in the NumPy backend."""
+    x, y, b = _data(np.float64, n=53, m=67)
+    x, y = np.round(x * 2) / 2, np.round(y * 2) / 2
+    y[[3, 40], 0] = np.nan
+    y[7, 1] = np.inf
+    for seed in range(2):
+        rng = np.random.default_rng(10 + seed)
+        ranges = _random_side(rng, 53, 67) + _random_side(rng, 67, 53)
+        for name, kw in RANGED[2:6]:
+            F, _ = _ranged_formula(name, kw, x, y, b, 1)
+            _shim_ranges(F._plan(name, 1, K=kw.get("K", 1)), ranges, shim_dir, 0)
+
+
+@needs_shim
+def test_shim_ranges_cluster_sorted_and_edge_cases(dtype, shim_dir):
+    """A BlockSparsity from clusters (data permuted: imap and jmap are not
+    the identity), a single block covering everything (exactly the dense
+    result), no interval at all, and the shapes the backend picks for small
+    blocks."""
+    from kerneltools import ranges as kr
+
+    rng = np.random.default_rng(5)
+    x = np.round(rng.random((60, 2)) * 4) / 4
+    y = np.round(rng.random((45, 2)) * 4) / 4
+    x, y = x.astype(dtype), y.astype(dtype)
+    lab_x, lab_y = kr.grid_cluster(x, 0.3), kr.grid_cluster(y, 0.3)
+    keep = rng.random((lab_x.max() + 1, lab_y.max() + 1)) < 0.4
+    bs = kr.block_sparsity(lab_x, lab_y, keep)
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    everything = (np.array([[0, 60]]), np.array([1]), np.array([[0, 45]]),
+                  np.array([[0, 45]]), np.array([1]), np.array([[0, 60]]))
+    nothing = (np.array([[0, 60]]), np.array([0]), np.zeros((0, 2), np.int64),
+               np.array([[0, 45]]), np.array([0]), np.zeros((0, 2), np.int64))
+    for ranges in (bs, everything, nothing):
+        for axis in (0, 1):
+            _shim_ranges(F._plan("KMin_ArgKMin", axis, K=3), ranges, shim_dir, 0)
+            _shim_ranges((-F).exp()._plan("Sum", axis), ranges, shim_dir, rtol)
+    dense = run_plan(*F._plan("KMin_ArgKMin", 1, K=3), "numpy")
+    plan, args = F._plan("KMin_ArgKMin", 1, K=3)
+    side = _ranges.describe(everything, 1, 60, 45)
+    got = _ranges.run_native(plan, args, side, lambda p, a, blk, red, jm, im, pairs: (
+        _cuda_shim.run_ranges(p, a, blk, red, jm, im, SHIM_TUNING, shim_dir)))
+    np.testing.assert_array_equal(got[1], dense[1])
+    # the launch shape the backend picks for blocks of a few rows: one warp
+    shape = _cuda_backend.ranges_shape(plan, 4)
+    _shim_ranges((plan, args), bs, shim_dir, 0, shape=shape)
+
+
+@needs_shim
+def test_cuda_ranges_dispatch_is_one_native_launch(monkeypatch, shim_dir):
+    """``ranges=`` with backend='cuda' runs the native kernel once (here on
+    the shim, standing in for the GPU), never a dense reduction per block."""
+    from kerneltools import ranges as kr
+
+    cuda = _dispatch.BACKENDS["cuda"]
+    calls = {"native": 0}
+
+    def native(plan, args, blk, red, jmap, imap, npairs):
+        calls["native"] += 1
+        return _cuda_shim.run_ranges(plan, args, blk, red, jmap, imap, SHIM_TUNING, shim_dir)
+
+    def dense(*a, **k):
+        raise AssertionError("a dense reduction ran for a block-sparse one")
+
+    monkeypatch.setattr(_cuda_backend, "gpu_status", lambda: (True, "the CPU shim"))
+    monkeypatch.setattr(_dispatch, "_resolved", {})
+    monkeypatch.setattr(cuda, "run_ranges", native)
+    monkeypatch.setattr(cuda, "run", dense)
+    rng = np.random.default_rng(2)
+    x, y = rng.random((40, 3)), rng.random((50, 3))
+    lab_x, lab_y = kr.grid_cluster(x, 0.5), kr.grid_cluster(y, 0.5)
+    bs = kr.block_sparsity(lab_x, lab_y, rng.random((lab_x.max() + 1, lab_y.max() + 1)) < .5)
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    got = F.argKmin(4, axis=1, ranges=bs, backend="cuda")
+    np.testing.assert_array_equal(got, F.argKmin(4, axis=1, ranges=bs, backend="numpy"))
+    got = (-F).exp().sum(axis=0, ranges=bs, backend="cuda")
+    assert_close(got, (-F).exp().sum(axis=0, ranges=bs, backend="numpy"), 1e-12)
+    assert calls["native"] == 2
+
+
+# ---------------------------------------------------------------------------
 # On a GPU
 # ---------------------------------------------------------------------------
 @pytest.mark.gpu
@@ -277,3 +490,35 @@ def test_gpu_float32_million_terms_accuracy():
     ref = (-kt.Vi(x.astype(np.float64)).sqdist(kt.Vj(y.astype(np.float64)))).exp().sum(
         axis=1, backend="cpu")
     assert_close(out, ref, 2e-6)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_block_sparse_native_kernel_matches_numpy():
+    """The native block-sparse kernel on the device: CuPy in, CuPy out, equal
+    to the NumPy backend (ties by index, rows in no block get the identity)."""
+    import cupy
+
+    from kerneltools import ranges as kr
+
+    rng = np.random.default_rng(0)
+    x = np.round(rng.random((3000, 3)) * 8) / 8
+    y = np.round(rng.random((2500, 3)) * 8) / 8
+    lab_x, lab_y = kr.grid_cluster(x, 0.2), kr.grid_cluster(y, 0.2)
+    bs = kr.block_sparsity(lab_x, lab_y,
+                           rng.random((lab_x.max() + 1, lab_y.max() + 1)) < 0.3)
+    for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        xd, yd = x.astype(dtype), y.astype(dtype)
+        F = kt.Vi(cupy.asarray(xd)).sqdist(kt.Vj(cupy.asarray(yd)))
+        Fh = kt.Vi(xd).sqdist(kt.Vj(yd))
+        for axis in (0, 1):
+            v, i = F.Kmin_argKmin(5, axis=axis, ranges=bs, backend="cuda")
+            assert isinstance(i, cupy.ndarray)
+            rv, ri = Fh.Kmin_argKmin(5, axis=axis, ranges=bs, backend="numpy")
+            np.testing.assert_array_equal(cupy.asnumpy(i), ri)
+            s = (-F * 3).exp().sum(axis=axis, ranges=bs, backend="cuda")
+            r = (-Fh * 3).exp().sum(axis=axis, ranges=bs, backend="numpy")
+            assert_close(cupy.asnumpy(s), r, rtol, scale=np.abs(r) + 1)
+            lse = (-F).logsumexp(axis=axis, ranges=bs, backend="cuda")
+            rl = (-Fh).logsumexp(axis=axis, ranges=bs, backend="numpy")
+            assert_close(cupy.asnumpy(lse), rl, rtol, scale=np.abs(rl) + 1)

@@ -5,7 +5,9 @@ The source of a plan and its launch shape come from :mod:`._cuda_codegen`
 from :mod:`._nvrtc`. Detection never touches CUDA at import:
 :func:`gpu_status` runs on first use and is cached. Kernels are compiled by
 CuPy's ``RawModule`` (NVRTC, cached on disk by CuPy per architecture) and
-kept in memory per device.
+kept in memory per device. Block-sparse reductions (``ranges=``) run in one
+launch of the generated block-sparse kernel (:meth:`CudaBackend.run_ranges`,
+the C backend's interface).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import numpy as np
 
 from ._arrays import is_cupy_array
 from ._codegen import unsupported
-from ._cuda_codegen import TUNING, choose_shape, generate_cuda_source, launch_shape
+from ._cuda_codegen import (
+    TUNING, choose_shape, generate_cuda_source, launch_shape, ranges_shape, ranges_tasks,
+    ranges_unsupported,
+)
 from ._errors import CompileError
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
 from ._plan import Plan
@@ -29,7 +34,7 @@ from ._progress import compiling
 # backend's interface (the check command and the tests use them from here).
 __all__ = [
     "CudaBackend", "gpu_status", "generate_cuda_source", "launch_shape", "nvrtc",
-    "nvrtc_compile", "numbered", "NVRTC_OPTIONS", "TUNING",
+    "nvrtc_compile", "numbered", "NVRTC_OPTIONS", "TUNING", "ranges_tasks", "ranges_shape",
 ]
 
 
@@ -89,16 +94,19 @@ def _sm_count(device_id: int) -> int:
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
-def get_kernel(plan: Plan):
-    """(RawKernel, Launch) of ``plan`` on the current device."""
+def get_kernel(plan: Plan, shape=None, ranges: bool = False):
+    """(RawKernel, Launch) of ``plan`` on the current device (``ranges``: its
+    block-sparse variant; ``shape``: (block, rows), default by
+    :func:`choose_shape`)."""
     import cupy
 
     dev = cupy.cuda.Device().id
-    shape = choose_shape(plan, _sm_count(dev))
-    hit = _by_signature.get((dev, plan.signature, shape))
+    shape = shape or choose_shape(plan, _sm_count(dev))
+    hit = _by_signature.get((dev, plan.signature, shape, ranges))
     if hit is not None:
         return hit
-    source, launch = generate_cuda_source(plan, key="KT_KEY_PLACEHOLDER", shape=shape)
+    source, launch = generate_cuda_source(plan, key="KT_KEY_PLACEHOLDER", shape=shape,
+                                          ranges=ranges)
     key = hashlib.sha256(source.encode()).hexdigest()[:40]
     source = source.replace("KT_KEY_PLACEHOLDER", key)
     with _kernel_lock:
@@ -118,7 +126,7 @@ def get_kernel(plan: Plan):
             _kernels[(dev, key)] = kernel
         if len(_by_signature) > 512:
             _by_signature.clear()
-        _by_signature[(dev, plan.signature, shape)] = (kernel, launch)
+        _by_signature[(dev, plan.signature, shape, ranges)] = (kernel, launch)
     return kernel, launch
 
 
@@ -137,25 +145,60 @@ class CudaBackend:
         """Why this backend cannot run ``plan`` (None: it can)."""
         return unsupported(plan, self.name, "CUDA", plan.red.cuda)
 
+    def ranges_unsupported(self, plan: Plan) -> str | None:
+        """Why the native block-sparse kernel cannot run ``plan`` (None: it
+        can; else the dispatcher runs one dense reduction per block)."""
+        return self.unsupported(plan) or ranges_unsupported(plan)
+
     def run(self, plan: Plan, args, **options):
         import cupy
 
         kernel, launch = get_kernel(plan)
-        on_gpu = any(is_cupy_array(a) for a in args)
-        arrays = [cupy.ascontiguousarray(cupy.asarray(a), dtype=plan.dtype) for a in args]
-        E = plan.red.out_dim([f.dim for f in plan.formulas])
-        shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
-        outs = [
-            cupy.empty(shape, dtype=np.int64 if is_int else plan.dtype)
-            for is_int in plan.red.int_outputs
-        ]
-        # Float outputs first, then the index outputs: the kernel's order.
-        ordered = [o for o, is_int in zip(outs, plan.red.int_outputs) if not is_int]
-        ordered += [o for o, is_int in zip(outs, plan.red.int_outputs) if is_int]
+        arrays, outs, ordered = _device_arrays(plan, args)
         grid = (-(-plan.nx // launch.rows_per_block),)
         kernel(grid, (launch.block,),
                (np.int64(plan.nx), np.int64(plan.ny), *arrays, *ordered),
                shared_mem=launch.smem)
-        if on_gpu:
+        if any(is_cupy_array(a) for a in args):
             return tuple(outs)
         return tuple(cupy.asnumpy(o) for o in outs)
+
+    def run_ranges(self, plan: Plan, args, blk, red, jmap, imap, npairs: int):
+        """The block-sparse reduction of ``plan`` in one launch (the C
+        backend's interface, see ``CpuBackend.run_ranges``): ``args`` sorted,
+        ``blk`` (B, 4) rows [r0, r1) and intervals ``red[v0:v1]`` per output
+        block, ``jmap`` / ``imap`` the caller's indices; outputs in the
+        caller's order, on the device when an argument was."""
+        import cupy
+
+        blk = np.asarray(blk, np.int64).reshape(-1, 4)
+        heights = blk[:, 1] - blk[:, 0]
+        # most output blocks in one task (threads past a block's rows idle)
+        typical = int(np.percentile(heights[heights > 0], 90)) if (heights > 0).any() else 1
+        kernel, launch = get_kernel(plan, ranges_shape(plan, typical), ranges=True)
+        arrays, outs, ordered = _device_arrays(plan, args)
+        tasks = ranges_tasks(blk, launch.rows_per_block)
+        ints = [cupy.asarray(np.ascontiguousarray(a, dtype=np.int64).reshape(shape))
+                for a, shape in ((tasks, (-1, 4)), (red, (-1, 2)), (jmap, (-1,)),
+                                 (imap, (-1,)))]
+        if len(tasks):
+            kernel((len(tasks),), (launch.block,), (*ints, *arrays, *ordered),
+                   shared_mem=launch.smem)
+        if any(is_cupy_array(a) for a in args):
+            return tuple(outs)
+        return tuple(cupy.asnumpy(o) for o in outs)
+
+
+def _device_arrays(plan: Plan, args):
+    """(inputs on the device, outputs, outputs in the kernel's order: float
+    outputs first, then the index outputs)."""
+    import cupy
+
+    arrays = [cupy.ascontiguousarray(cupy.asarray(a), dtype=plan.dtype) for a in args]
+    E = plan.red.out_dim([f.dim for f in plan.formulas])
+    shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
+    outs = [cupy.empty(shape, dtype=np.int64 if is_int else plan.dtype)
+            for is_int in plan.red.int_outputs]
+    ordered = [o for o, is_int in zip(outs, plan.red.int_outputs) if not is_int]
+    ordered += [o for o, is_int in zip(outs, plan.red.int_outputs) if is_int]
+    return arrays, outs, ordered

@@ -17,6 +17,14 @@ both targets share from :mod:`._codegen`:
   tile, as the C backend does;
 * threads past the last row compute on a clamped row and write nothing.
 
+The block-sparse variant (``ranges=``, ``templates/cuda_ranges_kernel.cu``)
+takes the C backend's format (sorted data, output blocks and their intervals
+of the reduced index, see :mod:`._ranges`) in one launch: one thread block
+per task (at most a block's worth of rows of one output block,
+:func:`ranges_tasks`), walking that block's intervals tile by tile as the
+dense kernel walks the whole axis; arg-reductions record the caller's index
+and break ties by it.
+
 When one point's reduced variables do not fit shared memory (very large D),
 the kernel reads them from global memory instead ("global" scheme); large
 output dimensions simply live in local memory. Nothing depends on N or M.
@@ -47,7 +55,8 @@ from ._ops import make, substitute
 from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
-__all__ = ["generate_cuda_source", "launch_shape", "choose_shape", "Launch", "TUNING"]
+__all__ = ["generate_cuda_source", "launch_shape", "choose_shape", "Launch", "TUNING",
+           "ranges_shape", "ranges_tasks", "ranges_unsupported"]
 
 #: Launch shape. ``block``: threads per block (by itemsize: float32,
 #: float64); ``rows``: output rows per thread when the state is small
@@ -76,6 +85,8 @@ SMEM_LIMIT = 48 * 1024
 MAX_REGISTER_DIM = 32
 
 _SKELETON = skeleton("cuda_kernel.cu")
+#: The block-sparse variant (see :func:`generate_cuda_source`).
+_RANGES_SKELETON = skeleton("cuda_ranges_kernel.cu")
 
 #: CUDA headers lack INFINITY under NVRTC: the preamble's ${defines}.
 _DEFINES = "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif"
@@ -246,11 +257,24 @@ def choose_shape(plan: Plan, n_sm: int, tuning=None) -> tuple[int, int]:
     return shapes[-1]
 
 
-def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, shape=None):
-    """(source, Launch) of ``plan``'s CUDA kernel (deterministic: golden-tested)."""
+def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, shape=None,
+                         ranges: bool = False):
+    """(source, Launch) of ``plan``'s CUDA kernel (deterministic: golden-tested).
+
+    ``ranges``: the block-sparse variant (``templates/cuda_ranges_kernel.cu``):
+    one thread block per task of :func:`ranges_tasks` (at most
+    ``Launch.rows_per_block`` rows of one output block, and its intervals of
+    the reduced index), tiles of an interval loaded as in the dense kernel;
+    arg-reductions keep the caller's index (``jmap``) and break ties by it
+    (their ``ranges_update``), outputs are written at the caller's row
+    (``imap``).
+    """
     red = plan.red
     if red.cuda is None:
         raise NotImplementedError(f"{red.name} has no CUDA form")
+    why = ranges_unsupported(plan) if ranges else None
+    if why:
+        raise NotImplementedError(why)
     launch = launch_shape(plan, tuning, shape)
     tuning = tuning or TUNING
     real = c_real(plan)
@@ -263,12 +287,19 @@ def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, sha
     rows = range(launch.rows)
     renders = _render_rows(formulas, jonly, offsets, launch.rows)
     subs = red_subs(formulas, plan.K)
+    update = "ranges_update" if ranges and "ranges_update" in red.cuda else "update"
 
     def form(part: str, r: int) -> str:  # the reduction's code for row r
         return red_form(red.cuda, part, subs, S=f"r{r}")
 
-    ij_code = _pair_code(renders, lambda r: indent(form("update", r), 6))
-    source = _SKELETON.substitute(
+    ij_code = _pair_code(renders, lambda r: indent(form(update, r), 6))
+    deeper = 2 if ranges else 0  # the block-sparse tile loop nests one level deeper
+    pad = " " * (6 + deeper)
+    j_decl = f"{pad}const long long j = j0 + jj;\n" if re.search(r"\bj\b", ij_code) else ""
+    if ranges and re.search(r"\bjo\b", ij_code):  # the caller's index of point j
+        j_decl += f"{pad}const long long jo = jmap[j0 + jj];\n"
+    out_row = "imap[i{r}]" if ranges else "i{r}"
+    source = (_RANGES_SKELETON if ranges else _SKELETON).substitute(
         title=title(plan), key=key or plan.key, scheme="shared" if shared else "global",
         real=real, defines=_DEFINES, exp_defs=_EXP_DEFS[real], red_defs=_RED_DEFS[real],
         tj=launch.tj, nc=max(launch.nc, 1), rows=launch.rows,
@@ -281,15 +312,62 @@ def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, sha
         i_code="\n".join(rd.code("i", "  ") for rd in renders),
         init="\n".join("  " + form("state", r) + "\n" + indent(form("init", r), 2)
                        for r in rows),
-        load=_load_code(jonly, jvars, offsets, launch.block) if shared else "",
+        load=indent(_load_code(jonly, jvars, offsets, launch.block), deeper) if shared else "",
         unroll=tuning["unroll"],
-        ij_code=ij_code,
-        j_decl="      const long long j = j0 + jj;\n" if re.search(r"\bj\b", ij_code) else "",
-        tile_end="\n".join(indent(form("tile_end", r), 4) for r in rows),
-        final="\n".join(f"  if (i{r}_raw < nx) {{\n    const long long i = i{r};\n"
+        ij_code=indent(ij_code, deeper),
+        j_decl=j_decl,
+        tile_end="\n".join(indent(form("tile_end", r), 4 + deeper) for r in rows),
+        final="\n".join(f"  if (i{r}_raw < nx) {{\n    const long long i = "
+                        f"{out_row.format(r=r)};\n"
                         + indent(form("final", r), 4) + "\n  }" for r in rows),
     )
     return source, launch
+
+
+def ranges_unsupported(plan: Plan) -> str | None:
+    """Why the block-sparse CUDA kernel cannot run ``plan`` (None: it can)."""
+    red = plan.red
+    if red.cuda is None:
+        return f"the {plan.reduction} reduction has no CUDA form"
+    # An update that records the reduced index must record the caller's
+    # (sorted positions are not the caller's order) and break ties by it.
+    if "ranges_update" not in red.cuda and re.search(r"\bj\b", red.cuda["update"]):
+        return f"the {plan.reduction} reduction has no block-sparse CUDA update"
+    return None
+
+
+def ranges_shape(plan: Plan, rows_per_block, tuning=None) -> tuple[int, int]:
+    """(block, rows) of the block-sparse kernel when output blocks have about
+    ``rows_per_block`` rows (e.g. their median): the default shape, halved
+    (rows per thread first, then threads, down to one warp) while the half
+    still holds such a block: a thread block serves one output block at a
+    time, and its threads past the block's rows idle."""
+    tuning = tuning or TUNING
+    block, rows = _default_shape(plan, tuning)
+    rows = launch_shape(plan, tuning, (block, rows)).rows  # 1 for large states
+    want = max(1, int(rows_per_block))
+    while block * rows // 2 >= want and (rows > 1 or block > 32):
+        if rows > 1:
+            rows //= 2
+        else:
+            block //= 2
+    return block, rows
+
+
+def ranges_tasks(blk: np.ndarray, rows_per_block: int) -> np.ndarray:
+    """(T, 4) int64 tasks of the block-sparse kernel: each output block
+    ``blk[b] = (r0, r1, v0, v1)`` cut into runs of at most ``rows_per_block``
+    rows with the same intervals; blocks without rows give none."""
+    blk = np.asarray(blk, np.int64).reshape(-1, 4)
+    counts = -(-(blk[:, 1] - blk[:, 0]) // rows_per_block)
+    counts = np.maximum(counts, 0)
+    owner = np.repeat(np.arange(len(blk)), counts)
+    first = np.cumsum(counts) - counts
+    step = np.arange(len(owner)) - np.repeat(first, counts)
+    r0 = blk[owner, 0] + step * rows_per_block
+    r1 = np.minimum(r0 + rows_per_block, blk[owner, 1])
+    return np.ascontiguousarray(np.stack([r0, r1, blk[owner, 2], blk[owner, 3]], axis=1),
+                                dtype=np.int64).reshape(-1, 4)
 
 
 def _var_reads(offsets: dict, row: int):

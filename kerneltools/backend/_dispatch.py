@@ -236,6 +236,10 @@ def run_plan(plan: Plan, args, backend=None, **options):
         if b.name == "cpu" and not gpu_in and isinstance(side, SortedSide):
             # one call of the C backend's block-sparse kernel
             return run_native(plan, args, side, b.run_ranges)
+        if (b.name == "cuda" and isinstance(side, SortedSide)
+                and b.ranges_unsupported(plan) is None):
+            # one launch of the CUDA backend's block-sparse kernel
+            return run_native(plan, args, side, b.run_ranges)
         blocks = side.blocks() if isinstance(side, SortedSide) else side
         if b.name == "cuda" or gpu_in:
             import cupy as xp

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ._arrays import is_cupy_array
 from ._ir import index, topo_order, var
 from ._ops import substitute
 from ._plan import Plan
@@ -367,6 +368,16 @@ def run_blocks(plan: Plan, args, blocks, run, xp=np):
     return tuple(outs)
 
 
+def _gather(a, order: np.ndarray):
+    """``a[order]``, on the device for a CuPy array (the CUDA backend's
+    block-sparse kernel reads it there)."""
+    if is_cupy_array(a):
+        import cupy
+
+        return a[cupy.asarray(order)]
+    return np.asarray(a)[order]
+
+
 def run_native(plan: Plan, args, side: SortedSide, run_ranges):
     """Outputs of ``plan`` restricted to ``side`` through a backend's native
     block-sparse kernel ``run_ranges(plan, sorted args, blk, red, jmap,
@@ -377,7 +388,7 @@ def run_native(plan: Plan, args, side: SortedSide, run_ranges):
     sub = []
     for a, cat in zip(args, plan.arg_cats[:len(args)]):
         order = oo if cat == "i" else ro if cat == "j" else None
-        sub.append(a if order is None else np.asarray(a)[order])
+        sub.append(a if order is None else _gather(a, order))
     for cat in extra:
         n, order = (side.n_out, oo) if cat == "i" else (side.n_red, ro)
         idx = np.arange(n) if order is None else order

@@ -98,7 +98,8 @@ REDUCTIONS: dict[str, Reduction] = {}
 _REQUIRED = tuple(f.name for f in dataclasses.fields(Reduction)
                   if f.default is dataclasses.MISSING)
 _C_KEYS = ({"state", "init", "tile", "final"}, {"ranges_tile", "ranges_scalar_tile"})
-_CUDA_KEYS = ({"state", "init", "update", "final"}, {"tile_end", "launch", "exp_of_f"})
+_CUDA_KEYS = ({"state", "init", "update", "final"},
+              {"tile_end", "launch", "exp_of_f", "ranges_update"})
 
 
 def _check_form(name: str, what: str, form, keys) -> None:

@@ -102,26 +102,38 @@ _C = dict(
 _C_VAL = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = S->kv[e][k];"
 _C_ARG = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = S->ki[e][k];"
 
-_CUDA = dict(
-    state="real_t ${S}kv[$E][$K]; long long ${S}ki[$E][$K];",
-    init="KT_FOR(e, $E) KT_FOR(k, $K) { ${S}kv[e][k] = INFINITY; ${S}ki[e][k] = -1; }",
-    # A sorted list in registers: the candidate replaces the last entry and
-    # moves up by compare-and-swap (unrolled: constant indices); empty slots
-    # (index -1) rank after everything; equal values keep index order.
-    update=(
+def _cu_update(jdx: str, before_last: str, before_prev: str) -> str:
+    """The CUDA update: a sorted list in registers; the candidate (index
+    ``jdx``) replaces the last entry if it ranks ``before_last``, then moves
+    up by compare-and-swap while entry k ranks ``before_prev`` entry k - 1
+    (unrolled: constant indices); empty slots (index -1) rank after all."""
+    return (
         "KT_FOR(e, $E) {\n"
         "  const real_t v = ${S}v0[e];\n"
-        "  if (${S}ki[e][$K - 1] < 0 || KT_LT(v, ${S}kv[e][$K - 1])) {\n"
-        "    ${S}kv[e][$K - 1] = v; ${S}ki[e][$K - 1] = j;\n"
+        f"  if (${{S}}ki[e][$K - 1] < 0 || {before_last}) {{\n"
+        f"    ${{S}}kv[e][$K - 1] = v; ${{S}}ki[e][$K - 1] = {jdx};\n"
         "    _Pragma(\"unroll\") for (int k = $K - 1; k > 0; k--) {\n"
-        "      if (${S}ki[e][k - 1] < 0 || KT_LT(${S}kv[e][k], ${S}kv[e][k - 1])) {\n"
+        f"      if (${{S}}ki[e][k - 1] < 0{before_prev}) {{\n"
         "        const real_t tv = ${S}kv[e][k]; ${S}kv[e][k] = ${S}kv[e][k - 1]; ${S}kv[e][k - 1] = tv;\n"
         "        const long long ti = ${S}ki[e][k]; ${S}ki[e][k] = ${S}ki[e][k - 1]; ${S}ki[e][k - 1] = ti;\n"
         "      }\n"
         "    }\n"
         "  }\n"
         "}"
-    ),
+    )
+
+
+_CUDA = dict(
+    state="real_t ${S}kv[$E][$K]; long long ${S}ki[$E][$K];",
+    init="KT_FOR(e, $E) KT_FOR(k, $K) { ${S}kv[e][k] = INFINITY; ${S}ki[e][k] = -1; }",
+    # equal values keep index order: j increases along the pair loop
+    update=_cu_update("j", "KT_LT(v, ${S}kv[e][$K - 1])",
+                      " || KT_LT(${S}kv[e][k], ${S}kv[e][k - 1])"),
+    # Block-sparse: the caller's index jo, equal values in its order (sorted
+    # positions are not visited in the caller's order).
+    ranges_update=_cu_update(
+        "jo", "KT_KLT(v, jo, ${S}kv[e][$K - 1], ${S}ki[e][$K - 1])",
+        "\n          || KT_KLT(${S}kv[e][k], ${S}ki[e][k], ${S}kv[e][k - 1], ${S}ki[e][k - 1])"),
 )
 _CU_VAL = "KT_FOR(k, $K) KT_FOR(e, $E) outf[(i * $K + k) * $E + e] = ${S}kv[e][k];"
 _CU_ARG = "KT_FOR(k, $K) KT_FOR(e, $E) outi[(i * $K + k) * $E + e] = ${S}ki[e][k];"

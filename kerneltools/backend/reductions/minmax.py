@@ -72,6 +72,17 @@ def _forms(init: str, cmp: str, c_final: str, cu_final: str):
             "{ ${S}mv[e] = v; ${S}mi[e] = j; }\n"
             "}"
         ),
+        # block-sparse: the caller's index jo, and on equal values the smallest
+        # (sorted positions are not visited in the caller's order)
+        ranges_update=(
+            "KT_FOR(e, $E) {\n"
+            "  const real_t v = ${S}v0[e];\n"
+            "  const real_t w = ${S}mv[e];\n"
+            f"  if (${{S}}mi[e] < 0 || v {cmp} w || (v != v && w == w)\n"
+            "      || ((v == w || (v != v && w != w)) && jo < ${S}mi[e])) "
+            "{ ${S}mv[e] = v; ${S}mi[e] = jo; }\n"
+            "}"
+        ),
         final=cu_final,
     )
     return c, cuda
