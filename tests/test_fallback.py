@@ -319,7 +319,7 @@ _PICKLE_UNDER_ACCEL = textwrap.dedent("""
          lambda m: m.predict(X)),
         (NearestNeighbors(n_neighbors=3, metric="precomputed").fit(G),
          lambda m: m.kneighbors(G)[1]),
-        (KernelDensity().fit(scipy.sparse.csr_matrix(X)), lambda m: m.score_samples(X)),
+        (KernelDensity(metric="jaccard").fit(X > 0.5), lambda m: m.score_samples(X > 0.5)),
         (KernelPCA(2, kernel="precomputed").fit(G), lambda m: m.transform(G)),
     ]
     for model, use in fits:

@@ -346,6 +346,9 @@ def test_transform_recovers_a_shift():
     new = Xs[:20] + 1e-3
     np.testing.assert_allclose(ot.transform(new), ot.transform(Xs[:20]), atol=0.05)
     np.testing.assert_allclose(ot.fit_transform(Xs, Xt=Xt), ot.transform(Xs))
+    # POT's keywords (scikit-learn's output wrapper would rename Xs to X)
+    np.testing.assert_array_equal(ot.transform(Xs=Xs), ot.transform(Xs))
+    np.testing.assert_array_equal(ot.inverse_transform(Xt=Xt), ot.inverse_transform(Xt))
 
 
 def test_transport_estimator_api(capsys):

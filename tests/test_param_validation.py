@@ -59,7 +59,10 @@ RANDOM_STATE = (
     "'numpy.random.mtrand.RandomState' or None"
 )
 INT_1 = "an int in the range [1, inf)"
-KERNELS = "a str among {" + ", ".join(map(repr, PAIRWISE_KERNELS)) + "} or a callable"
+KERNELS = (  # the kernels we compute, and "precomputed" (handed to scikit-learn)
+    "a str among {" + ", ".join(map(repr, sorted({*PAIRWISE_KERNELS, "precomputed"})))
+    + "} or a callable"
+)
 METRICS = (
     "a str among {'braycurtis', 'canberra', 'chebyshev', 'cityblock', 'correlation', "
     "'cosine', 'dice', 'euclidean', 'hamming', 'haversine', 'infinity', 'jaccard', "
@@ -120,14 +123,15 @@ BAD = {
         "algorithm": ("ball", "a str among {'auto', 'ball_tree', 'brute', 'kd_tree'}"),
         "leaf_size": (0, INT_1),
         "p": (0, "a float in the range (0.0, inf] or None"),
-        "metric": ("kulsinski", METRICS),
+        # a name we do not compute goes to scikit-learn, whose error it is (below)
+        "metric": (1.5, METRICS),
         "metric_params": ([("p", 3)], "an instance of 'dict' or None"),
         "n_jobs": (1.5, "an instance of 'int' or None"),
         "backend": ("gpu", BACKEND),
         "dtype": ("int8", "a dtype among {'float32', 'float64'} or None"),
     },
     Nystroem: {
-        "kernel": ("precomputed", KERNELS),
+        "kernel": ("gaussian", KERNELS),
         "gamma": (-1.0, "a float in the range [0.0, inf) or None"),
         "coef0": (np.nan, "a float in the range (-inf, inf) or None"),
         "degree": (0.5, "a float in the range [1.0, inf) or None"),
@@ -272,8 +276,11 @@ def test_shared_parameters_are_rejected_as_scikit_learn_rejects_them(cls, name):
         ref = _sklearn_error(SKLEARN[cls](**{name: value}))
         if ref is None:  # scikit-learn takes it (we may not: a narrower set)
             continue
-        with pytest.raises(InvalidParameterError) as info:
+        # ours, or scikit-learn's own where the value is handed to it (a metric
+        # name we do not compute)
+        with pytest.raises(ValueError) as info:
             _fit(cls(**{name: value}))
+        assert type(info.value).__name__ == "InvalidParameterError"
         ours, theirs = str(info.value), str(ref)
         if cls in SUBSET.get(name, ()):
             head = f"The {name!r} parameter of {cls.__name__} must be a str among {{"
@@ -421,3 +428,15 @@ def test_gp_kernel_objects_and_callables_pass():
     validate_params(KernelRidge(kernel=RBF()))
     validate_params(Nystroem(kernel=lambda x, y: x | y))
     validate_params(GaussianProcessRegressor(RBF(), alpha=np.full(20, 1e-3)))
+
+
+@pytest.mark.parametrize("cls", [NearestNeighbors, KNeighborsClassifier,
+                                 KNeighborsRegressor], ids=lambda c: c.__name__)
+def test_a_metric_name_we_do_not_compute_gets_scikit_learns_own_error(cls):
+    """Names outside ours are handed to scikit-learn: a wrong one gets its error."""
+    with pytest.raises(ValueError) as info:
+        _fit(cls(metric="kulsinski"))
+    with pytest.raises(ValueError) as ref:
+        _fit(SKLEARN[cls](metric="kulsinski"))
+    assert type(info.value) is type(ref.value)
+    assert _normalised(str(info.value)) == _normalised(str(ref.value))

@@ -361,7 +361,7 @@ def _check_potentials(potentials, prob, caller):
     return f, g
 
 
-class SinkhornTransport(TransformerMixin, BaseEstimator):
+class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Entropic optimal transport between two samples, for domain adaptation.
 
     After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt=Xt)`` solves the
