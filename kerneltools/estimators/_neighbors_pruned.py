@@ -224,7 +224,9 @@ def _group_pairs(lo, hi, radius, g: Grid):
     cls = np.full(len(c), -1, np.int64)  # -1: no bound, every group
     if finite.any():
         base = max(reach[finite].min(), 1e-300)
-        cls[finite] = np.floor(2 * np.log2(reach[finite] / base)).astype(np.int64)
+        # in log space: a zero reach (duplicate points) or a huge ratio stays finite
+        octaves = np.log2(np.maximum(reach[finite], base)) - np.log2(base)
+        cls[finite] = np.floor(2 * octaves).astype(np.int64)
     n_groups = len(g.first) - 1
     a_parts, b_parts = [], []
     for k in np.unique(cls):

@@ -10,6 +10,7 @@ while it ran, or one among its parameters), and writes them as JSON to
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -50,6 +51,12 @@ def _track_construction() -> None:
                 _built[_current[-1]] = True
             return object.__new__(klass)
 
+        # inspect.signature(cls) reads a user-defined __new__ first: give it the
+        # class's own (scikit-learn's checks inspect the constructor)
+        sig = inspect.signature(cls)
+        __new__.__signature__ = sig.replace(parameters=[
+            inspect.Parameter("klass", inspect.Parameter.POSITIONAL_ONLY),
+            *sig.parameters.values()])
         cls.__new__ = staticmethod(__new__)
 
 
