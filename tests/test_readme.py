@@ -77,3 +77,16 @@ def test_the_first_python_snippet_computes_the_product():
     x, b, a = scope["x"].astype(float), scope["b"].astype(float), scope["a"]
     dense = np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / 0.02) @ b
     np.testing.assert_allclose(a, dense, rtol=1e-4, atol=1e-4 * np.abs(dense).max())
+
+
+def test_the_genred_snippet_runs_as_written():
+    """The snippet of '## pykeops code, unchanged but for the import', run as
+    written, against dense NumPy."""
+    snippet = re.findall(r"^```python\n(.*?)^```$",
+                         _section("pykeops code, unchanged but for the import"),
+                         flags=re.S | re.M)[0]
+    scope: dict = {}
+    exec(compile(snippet, "README.md", "exec"), scope)
+    x, y, b, g, a = (scope[k] for k in "xybga")
+    dense = np.exp(-g[0] * ((x[:, None] - y[None]) ** 2).sum(-1)) @ b
+    np.testing.assert_allclose(a, dense, rtol=1e-10)
