@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ._ir import Node, index, intcst, topo_order
-from ._ops import OPS, make, substitute
+from ._ir import VAR_KEYS, Node, index, intcst, topo_order, var
+from ._ops import OPS, dot, make, substitute
 from .reductions import REDUCTIONS
 
-__all__ = ["forward_reduction", "grad", "gradient_axis", "reduction_vjp", "vjp_formula"]
+__all__ = ["forward_reduction", "grad", "gradient_axis", "reduction_vjp", "tangent_formula",
+           "vjp_formula"]
 
 
 def grad(F: Node, v: Node, g: Node) -> Node:
@@ -85,6 +86,29 @@ def vjp_formula(name: str, F: Node, W: Node | None, wrt: Node, out_nodes, gnode:
     if axis == 0:  # surrogates name the reduced index j
         (S,) = substitute([S], {index("j"): index("i")})
     return grad(S, wrt, intcst(1))
+
+
+def tangent_formula(name: str, F: Node, W: Node | None, pairs, out_nodes,
+                    axis: int) -> Node:
+    """The formula whose Sum over the reduced index is the tangent (forward
+    mode) of the reduction ``name`` of ``F`` (and ``W``).
+
+    ``pairs``: ``(variable, tangent variable)``, the tangent bound like its
+    variable; ``out_nodes``: as for :func:`vjp_formula`. The surrogate's
+    differential with the outputs held fixed is ``<gin, d out>`` (see
+    :mod:`.reductions`): its directional derivative along the tangents,
+    ``sum_v <grad(S, v), t_v>``, is linear in ``gin``, and its gradient with
+    respect to ``gin`` is the tangent's term of each pair.
+    """
+    gin = var(out_nodes[0].cat, next(VAR_KEYS), out_nodes[0].dim)
+    S = REDUCTIONS[name].surrogate(F, W, out_nodes, gin)
+    if axis == 0:  # surrogates name the reduced index j
+        (S,) = substitute([S], {index("j"): index("i")})
+    dS = None
+    for v, t in pairs:
+        term = dot(grad(S, v, intcst(1)), t)
+        dS = term if dS is None else make("Add", dS, term)
+    return grad(dS, gin, intcst(1))
 
 
 def gradient_axis(cat: str, axis: int) -> int:
