@@ -240,7 +240,7 @@ def test_jvp_of_every_differentiable_reduction(case, axis, backend, dtype):
     torch.testing.assert_close(tan, want_tan, **tol)
 
 
-@pytest.mark.parametrize("case", ["sum", "logsumexp_weight", "sumsoftmaxweight", "kmin"])
+@pytest.mark.parametrize("case", sorted(_FORWARD_CASES))
 def test_jacfwd_and_hessian_against_dense(case):
     """``torch.func.jacfwd`` (vmap of jvp) and ``torch.func.hessian`` (jacfwd
     of jacrev) in float64, with respect to every input."""
@@ -261,6 +261,18 @@ def test_jacfwd_and_hessian_against_dense(case):
     for row_g, row_w in zip(got, want):
         for g, w in zip(row_g, row_w):
             torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("case", ["min", "kmin"])
+def test_second_reverse_derivatives_of_min_wrt_j_variables(case):
+    """jacrev of jacrev of Min / K-min: the gradient with respect to a
+    j-variable is a Sum over i whose formula compares j with the arg-index;
+    its own gradient once renamed that j to i (silently wrong numbers)."""
+    args = _forward_args(torch.float64, "cpu")
+    fk, ft = _forward_fns(case, 1, BE)
+    got = torch.func.jacrev(torch.func.jacrev(lambda y: fk(args[0], y, *args[2:]).sum()))
+    want = torch.func.jacrev(torch.func.jacrev(lambda y: ft(args[0], y, *args[2:]).sum()))
+    torch.testing.assert_close(got(args[1]), want(args[1]), rtol=1e-10, atol=1e-12)
 
 
 def test_forward_mode_through_batch_axes_and_arg_reductions():
