@@ -7,7 +7,10 @@ and computes it with the same differentiable reductions, so gradients of
 gradients work. ``forward`` / ``setup_context`` / ``vmap`` / ``jvp`` as
 ``torch.func`` requires: ``torch.vmap`` maps onto a leading batch axis of
 the problem (batch axes are reduced block-diagonally in one call),
-``torch.func.jvp`` is the Sum (or LogSumExp) of the formula's differential.
+``torch.func.jvp`` (hence ``jacfwd``, ``hessian``) is a Sum reduction of
+the directional derivative of the reduction's gradient surrogate, run by
+:class:`Reduce` itself on the primal and tangent tensors (so it is
+differentiable and vmappable in turn).
 :class:`Solve` is ``(K + alpha I)^-1 b`` with implicit differentiation.
 
 A spec's ``F`` (and ``W``) is a ``kerneltools.torch.LazyTensor``: its class
@@ -32,13 +35,6 @@ __all__ = ["Reduce", "ReduceSpec", "Solve", "SolveSpec", "stream", "to_torch", "
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32,
                  torch.int64: np.int64, torch.int32: np.int32, torch.bool: np.bool_}
-
-
-def _plain(t: torch.Tensor) -> torch.Tensor:
-    """``t`` without its ``torch.func`` wrappers (its value)."""
-    while torch._C._functorch.is_functorch_wrapped_tensor(t):
-        t = torch._C._functorch.get_unwrapped(t)
-    return t
 
 
 def view(t: torch.Tensor):
@@ -151,7 +147,7 @@ class Reduce(torch.autograd.Function):
     def jvp(ctx, _spec_tangent, *tangents):
         """Forward mode (``torch.func.jvp``, ``jacfwd``, ``hessian``): the
         tangent of the outputs is a Sum reduction of the differential of the
-        reduction's surrogate (see :func:`_tangent_formula`), computed by this
+        reduction's surrogate (see :func:`~kerneltools.backend._autodiff.tangent_formula`), computed by this
         same Function on the primal and tangent tensors, so that it is itself
         differentiable and vmappable."""
         spec = ctx.spec
@@ -177,21 +173,20 @@ class Reduce(torch.autograd.Function):
         gin = gouts[0]
         if gin is None or red.surrogate is None:
             return (None,) * (n_in + 1)
-        ctx_ = _GradientContext(spec, tensors, outs)
-        gnode = ctx_.add_output_variable(gin)
-        reduce = ctx_.sum
+        gc = _GradientContext(spec, tensors, outs)
+        gnode = gc.add_output_variable(gin)  # the incoming gradient
 
         # Parameters ride with the output index's variables and are summed
         # over its rows (see reduction_vjp).
         wanted = [k for k in range(n_in) if ctx.needs_input_grad[k + 1]]
-        F, W = ctx_.F, ctx_.W
+        F, W = gc.F, gc.W
         gs = reduction_vjp(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
-                           [spec.nodes[k] for k in wanted], ctx_.out_nodes, gnode,
-                           spec.axis, reduce=reduce)
+                           [spec.nodes[k] for k in wanted], gc.out_nodes, gnode,
+                           spec.axis, reduce=gc.sum)
         grads = [None] * (n_in + 1)
         for k, g in zip(wanted, gs):
             node = spec.nodes[k]
-            t = ctx_.tensor_of[node]
+            t = gc.tensor_of[node]
             # batch axes that the variable broadcast over are summed
             shape = bindings_of(F._lt if node in bindings_of(F._lt) else W._lt)[node].array.shape
             grads[k + 1] = g.sum_to_size(shape).reshape(t.shape).to(t.dtype)

@@ -275,6 +275,27 @@ def test_second_reverse_derivatives_of_min_wrt_j_variables(case):
     torch.testing.assert_close(got(args[1]), want(args[1]), rtol=1e-10, atol=1e-12)
 
 
+def test_jvp_with_ranges_is_the_block_sparse_one():
+    """The tangent of a ranged reduction keeps its ranges: equal to the jvp of
+    the dense formula masked to the two diagonal blocks (not the dense one)."""
+    import numpy as np
+
+    r_i, r_j = np.array([[0, 2], [2, 4]]), np.array([[0, 2], [2, 5]])
+    ranges = (r_i, np.array([1, 2]), r_j, r_j, np.array([1, 2]), r_i)
+    mask = torch.zeros(4, 5, dtype=torch.float64)
+    mask[:2, :2] = mask[2:, 2:] = 1
+    args, tangents = _forward_args(torch.float64, "cpu"), _forward_args(torch.float64, "cpu", 60)
+
+    def fk(x, y, b, p):
+        return (_keops_f(x, y, p).exp() * Vj(b)).sum(1, ranges=ranges, backend=BE)
+
+    def ft(x, y, b, p):
+        return ((_dense_f(x, y, p).exp() * mask)[..., None] * b[None]).sum(1)
+
+    for got, want in zip(torch.func.jvp(fk, args, tangents), torch.func.jvp(ft, args, tangents)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_forward_mode_through_batch_axes_and_arg_reductions():
     """jvp with batch axes (B = 2, broadcast y), and of argmin: integer
     outputs have no tangent (torch.func gives none, the values are right)."""
@@ -294,7 +315,7 @@ def test_forward_mode_through_batch_axes_and_arg_reductions():
     def arg(x):
         return Vi(x).sqdist(Vj(x2)).argmin(axis=1, backend=BE)
 
-    out, tan = torch.func.jvp(arg, (x2,), (x2,))
+    out, _ = torch.func.jvp(arg, (x2,), (x2,))
     want = torch.cdist(x2, x2).argmin(1)
     assert torch.equal(out.reshape(-1), want)
 
