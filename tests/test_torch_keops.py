@@ -192,6 +192,13 @@ _FORWARD_CASES = {
     "sumsoftmaxweight": (
         lambda F, b, ax, be: F.sumsoftmaxweight(Vj(b), ax, backend=be),
         lambda F, b, ax: (torch.softmax(F, ax)[..., None] * b[None]).sum(ax)),
+    "sumsquares": (lambda F, b, ax, be: (F.exp() * Vj(b)).sumsquares(ax, backend=be),
+                   lambda F, b, ax: ((F.exp()[..., None] * b[None]) ** 2).sum(ax)),
+    "kmin_argkmin": (
+        lambda F, b, ax, be: _pick((F - Vj(b)).Kmin_argKmin(K=2, axis=ax, backend=be)),
+        lambda F, b, ax: torch.topk(F - b[:, 0][None], 2, dim=ax, largest=False)
+        .values.reshape(-1, 2) if ax == 1 else
+        torch.topk(F - b[:, 0][None], 2, dim=0, largest=False).values.T),
     "min": (lambda F, b, ax, be: (F - Vj(b)).min(ax, backend=be),
             lambda F, b, ax: (F[..., None] - b[None]).amin(ax)),
     "max_argmax": (lambda F, b, ax, be: _pick((F + Vj(b)).max_argmax(ax, backend=be)),
