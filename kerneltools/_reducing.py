@@ -30,7 +30,8 @@ from .backend._autodiff import forward_reduction, reduction_vjp
 from .backend._dask import is_dask_array, reduce_lazy
 from .backend._dispatch import (check_backend_name, configured_backend, evaluate_dense,
                                 run_plan)
-from .backend._ops import substitute
+from .backend._ir import topo_order
+from .backend._ops import make, substitute
 from .backend._plan import make_plan
 from .backend.reductions import REDUCTIONS, check_formulas, resolve
 
@@ -199,6 +200,7 @@ def _reduce_batched(t, reduction, axis, weight, K, backend, options):
         K = _check_k(K, n_red, "each problem of the batch reduces {n} points")
     flat, swap = _stack(bindings, batch, out_cat, n_out)
     formulas = [p.formula for p in parts]
+    swap.update(_local_indices(formulas, flat, B, n, m))
     if swap:
         formulas = substitute(formulas, swap)
     nb, mb = B * n, B * m
@@ -221,6 +223,27 @@ def _reduce_batched(t, reduction, axis, weight, K, backend, options):
             o = xp.where(o >= 0, o - offset, o)
         result.append(o)
     return tuple(result) if len(result) > 1 else result[0]
+
+
+def _local_indices(formulas, flat: dict, B: int, n: int, m: int) -> dict:
+    """Replacements of the running indices i and j that the formulas read
+    (the gradients of Min, Max and K-min compare j with a forward arg-index,
+    which is local to its problem) by the index within each problem of the
+    stacked one: the stacked index minus its problem's first row, a new
+    variable added to ``flat``."""
+    used = {node for node in topo_order(formulas) if node.op == "Index"}
+    if not used:
+        return {}
+    some = next(iter(flat.values())).array
+    xp, dtype = array_module(some), dtype_of(flat)
+    swap = {}
+    for node in used:
+        rows = n if node.attrs[0] == "i" else m
+        start = xp.repeat(xp.arange(B, dtype=dtype) * rows, rows)[:, None]
+        offset = new_var(node.attrs[0], 1)
+        flat[offset] = Binding(start)
+        swap[node] = make("Sub", node, offset)
+    return swap
 
 
 def _stack(bindings: dict, batch: tuple, out_cat: str, n_out: int):

@@ -7,7 +7,10 @@ and computes it with the same differentiable reductions, so gradients of
 gradients work. ``forward`` / ``setup_context`` / ``vmap`` / ``jvp`` as
 ``torch.func`` requires: ``torch.vmap`` maps onto a leading batch axis of
 the problem (batch axes are reduced block-diagonally in one call),
-``torch.func.jvp`` is the Sum (or LogSumExp) of the formula's differential.
+``torch.func.jvp`` (hence ``jacfwd``, ``hessian``) is a Sum reduction of
+the directional derivative of the reduction's gradient surrogate, run by
+:class:`Reduce` itself on the primal and tangent tensors (so it is
+differentiable and vmappable in turn).
 :class:`Solve` is ``(K + alpha I)^-1 b`` with implicit differentiation.
 
 A spec's ``F`` (and ``W``) is a ``kerneltools.torch.LazyTensor``: its class
@@ -24,10 +27,7 @@ import torch
 from . import lazy as _lazy
 from ._reducing import reduce as _reduce_lazy
 from ._symbolic import Binding, bindings_of, from_parts, merge, new_var, ranges_of
-from .backend import _ops
-from .backend._autodiff import forward_reduction, reduction_vjp
-from .backend._autodiff import grad as _grad
-from .backend._ir import intcst
+from .backend._autodiff import forward_reduction, reduction_vjp, tangent_formula
 from .backend.reductions import REDUCTIONS
 
 __all__ = ["Reduce", "ReduceSpec", "Solve", "SolveSpec", "stream", "to_torch", "view"]
@@ -35,13 +35,6 @@ __all__ = ["Reduce", "ReduceSpec", "Solve", "SolveSpec", "stream", "to_torch", "
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32,
                  torch.int64: np.int64, torch.int32: np.int32, torch.bool: np.bool_}
-
-
-def _plain(t: torch.Tensor) -> torch.Tensor:
-    """``t`` without its ``torch.func`` wrappers (its value)."""
-    while torch._C._functorch.is_functorch_wrapped_tensor(t):
-        t = torch._C._functorch.get_unwrapped(t)
-    return t
 
 
 def view(t: torch.Tensor):
@@ -133,7 +126,6 @@ class Reduce(torch.autograd.Function):
     @staticmethod
     def forward(spec, *tensors):
         F, W = _rebind(spec, tensors)
-        spec.bound = F, tensors[:1]  # the data, for jvp
         like = tensors[0] if tensors else torch.zeros(())
         with stream(tensors):
             outs = _reduce_lazy(F, spec.run, spec.axis, weight=W, K=spec.K,
@@ -149,25 +141,19 @@ class Reduce(torch.autograd.Function):
         if REDUCTIONS[spec.name].surrogate is None:
             ctx.mark_non_differentiable(*output)
         ctx.save_for_backward(*tensors, *output)
+        ctx.save_for_forward(*tensors, *output)
 
     @staticmethod
     def jvp(ctx, _spec_tangent, *tangents):
-        """Forward mode (``torch.func.jvp``) of Sum and LogSumExp reductions:
-        the Sum of the formula's differential applied to the tangents
-        (weighted by the soft-max ``exp(F - lse)`` for LogSumExp)."""
+        """Forward mode (``torch.func.jvp``, ``jacfwd``, ``hessian``): the
+        tangent of the outputs is a Sum reduction of the differential of the
+        reduction's surrogate (see :func:`~kerneltools.backend._autodiff.tangent_formula`), computed by this
+        same Function on the primal and tangent tensors, so that it is itself
+        differentiable and vmappable."""
         spec = ctx.spec
-        if spec.name not in ("Sum", "LogSumExp") or spec.W is not None:
-            raise NotImplementedError(
-                f"forward-mode differentiation (torch.func.jvp) is implemented for Sum "
-                f"and LogSumExp reductions only, not {spec.name}; use reverse mode "
-                "(torch.func.grad, vjp, jacrev)")
-        # The data as forward saw them; the tangents' values, read with the
-        # transforms off (the result is not differentiated further here).
-        F, tensors = spec.bound
-        with torch._C._DisableFuncTorch():
-            tangents = [None if t is None else _plain(t) for t in tangents]
-            tangents = [None if t is None or t._is_zerotensor() else t for t in tangents]
-            return _sum_jvp(spec, F, tensors, tangents)
+        saved = ctx.saved_tensors
+        n_in = len(spec.nodes)
+        return _jvp(spec, saved[:n_in], list(saved[n_in:]), tangents)
 
     @staticmethod
     def vmap(info, in_dims, spec, *tensors):
@@ -187,52 +173,20 @@ class Reduce(torch.autograd.Function):
         gin = gouts[0]
         if gin is None or red.surrogate is None:
             return (None,) * (n_in + 1)
-        F = type(spec.F)._wrap(_rebind(spec, tensors)[0], dict(zip(spec.nodes, tensors)))
-        W = None
-        if spec.W is not None:
-            W = type(spec.F)._wrap(_rebind(spec, tensors)[1], dict(zip(spec.nodes, tensors)))
-        axis = spec.axis
-        if spec.run != forward_reduction(spec.name):
-            # the forward ran without the outputs that the gradient needs (under
-            # a transform that hid requires_grad): run them now
-            res = F._reduce(forward_reduction(spec.name), axis, weight=W, K=spec.K,
-                            backend=spec.backend, **spec.options)
-            outs = list(res) if isinstance(res, tuple) else [res]
-        if red.needs_lse:
-            outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **spec.options))
-        out_cat = "i" if axis == 1 else "j"
-        nb = len(F.batch)
-        batch, n = tuple(outs[0].shape[:nb]), outs[0].shape[nb]
-        # The forward outputs and the incoming gradient enter the gradient
-        # formula as variables of the output index (tensors: tracked by autograd).
-        real = torch.float64 if F.dtype == np.float64 else torch.float32
-        arrays = [o.reshape(batch + (n, -1)).to(real) for o in outs]
-        arrays.append(gin.reshape(batch + (n, -1)).to(outs[0].dtype))
-        extra = {new_var(out_cat, a.shape[-1]): a.contiguous() for a in arrays}
-        *out_nodes, gnode = extra
-        bindings, ni, nj = merge([F._lt] + ([W._lt] if W is not None else []))
-        bindings = dict(bindings)
-        for node, t in extra.items():
-            bindings[node] = Binding(view(t), batch=batch)
-        tensor_of = dict(zip(spec.nodes, tensors))
-        tensor_of.update(extra)
-
-        # The same ranges as the forward pass: a gradient reduced over the
-        # other index reads their transposed half (ranges_j, slices_j, redranges_i).
-        def reduce(G, over):
-            Gt = type(spec.F)._wrap(from_parts(_lazy.LazyTensor, G, bindings, ni, nj), tensor_of)
-            return Gt._reduce("Sum", over, backend=spec.backend, **spec.options)
+        gc = _GradientContext(spec, tensors, outs)
+        gnode = gc.add_output_variable(gin)  # the incoming gradient
 
         # Parameters ride with the output index's variables and are summed
         # over its rows (see reduction_vjp).
         wanted = [k for k in range(n_in) if ctx.needs_input_grad[k + 1]]
+        F, W = gc.F, gc.W
         gs = reduction_vjp(spec.name, F._lt.formula, W._lt.formula if W is not None else None,
-                           [spec.nodes[k] for k in wanted], out_nodes, gnode, axis,
-                           reduce=reduce)
+                           [spec.nodes[k] for k in wanted], gc.out_nodes, gnode,
+                           spec.axis, reduce=gc.sum)
         grads = [None] * (n_in + 1)
         for k, g in zip(wanted, gs):
             node = spec.nodes[k]
-            t = tensor_of[node]
+            t = gc.tensor_of[node]
             # batch axes that the variable broadcast over are summed
             shape = bindings_of(F._lt if node in bindings_of(F._lt) else W._lt)[node].array.shape
             grads[k + 1] = g.sum_to_size(shape).reshape(t.shape).to(t.dtype)
@@ -287,37 +241,89 @@ class Solve(torch.autograd.Function):
         return tuple(grads)
 
 
-def _sum_jvp(spec, F, tensors, tangents):
-    """The tangent of ``Sum(F)``: ``Sum(sum_v dF/dv . t_v)``, each differential
-    written as ``d/du <grad(F, v, u), t_v>`` (linear in the placeholder u);
-    of ``LogSumExp(F)``: the same, weighted by ``exp(F - lse)``."""
-    bindings = dict(bindings_of(F))
-    u = new_var("p", F.formula.dim)
-    bindings[u] = Binding(np.zeros(F.formula.dim, dtype=F.dtype))
-    J = None
-    for node, t in zip(spec.nodes, tangents):
-        if t is None or node not in bindings_of(F):
-            continue
-        b = bindings_of(F)[node]
-        tv = new_var(node.cat, node.dim)
-        bindings[tv] = Binding(view(t.contiguous()).reshape(b.array.shape), b.weak, b.batch)
-        d = _grad(_ops.dot(_grad(F.formula, node, u), tv), u, intcst(1, 1))
-        J = d if J is None else _ops.make("Add", J, d)
-    if J is None:
-        return (None,) * len(REDUCTIONS[spec.run].int_outputs)
-    like = tensors[0] if tensors else torch.zeros(())
-    if spec.name == "LogSumExp":  # d lse = sum_j softmax_ij dF_ij
-        with stream(tensors):
-            lse = _reduce_lazy(F, "LogSumExp", spec.axis, backend=spec.backend,
-                               **spec.options)
-        node = new_var("i" if spec.axis == 1 else "j", lse.shape[-1])
+class _GradientContext:
+    """What the gradient and tangent formulas of one reduction need (backward
+    and jvp): ``F`` and ``W`` as torch LazyTensors on the reduction's tensors,
+    the forward outputs (those of ``forward_reduction``, then the log-sum-exp
+    of F where the reduction ``needs_lse``) as variables of the output index
+    (``out_nodes``), and :meth:`sum`, the differentiable Sum of a formula
+    over all of them."""
+
+    def __init__(self, spec, tensors, outs):
+        self.spec = spec
+        self.tensor_of = dict(zip(spec.nodes, tensors))
+        wrap = type(spec.F)._wrap
+        Fl, Wl = _rebind(spec, tensors)
+        F = self.F = wrap(Fl, self.tensor_of)
+        W = self.W = wrap(Wl, self.tensor_of) if Wl is not None else None
+        axis, opts = spec.axis, spec.options
+        if spec.run != forward_reduction(spec.name):
+            # the forward ran without the outputs that the gradient needs (under
+            # a transform that hid requires_grad): run them now
+            res = F._reduce(forward_reduction(spec.name), axis, weight=W, K=spec.K,
+                            backend=spec.backend, **opts)
+            outs = list(res) if isinstance(res, tuple) else [res]
+        if REDUCTIONS[spec.name].needs_lse:
+            outs.append(F._reduce("LogSumExp", axis, backend=spec.backend, **opts))
+        self.out_shape = tuple(outs[0].shape)
+        self.out_cat = "i" if axis == 1 else "j"
         nb = len(F.batch)
-        bindings[node] = Binding(lse, batch=tuple(lse.shape[:nb]))
-        J = _ops.make("Mul", _ops.make("Exp", _ops.make("Sub", F.formula, node)), J)
-    Jt = from_parts(_lazy.LazyTensor, J, bindings, F.ni, F.nj, ranges=ranges_of(F))
-    with stream(tensors):
-        out = _reduce_lazy(Jt, "Sum", spec.axis, backend=spec.backend, **spec.options)
-    return (to_torch(out, like),)
+        self.batch, self.n = tuple(outs[0].shape[:nb]), outs[0].shape[nb]
+        bindings, self.ni, self.nj = merge([F._lt] + ([W._lt] if W is not None else []))
+        self.bindings = dict(bindings)
+        real = torch.float64 if F.dtype == np.float64 else torch.float32
+        self.out_nodes = [self.add_output_variable(o.to(real)) for o in outs]
+
+    def add_output_variable(self, t: torch.Tensor):
+        """``t`` (one row per output row) as a new variable of the output index."""
+        t = t.reshape(self.batch + (self.n, -1)).contiguous()
+        node = new_var(self.out_cat, t.shape[-1])
+        self.bindings[node] = Binding(view(t), batch=self.batch)
+        self.tensor_of[node] = t
+        return node
+
+    def add_tangent(self, node, t: torch.Tensor):
+        """The tangent ``t`` of the variable ``node`` (shaped as its tensor) as
+        a new variable bound like ``node``."""
+        b = self.bindings[node]
+        tv = new_var(node.cat, node.dim)
+        self.bindings[tv] = Binding(view(t).reshape(b.array.shape), b.weak, b.batch)
+        self.tensor_of[tv] = t
+        return tv
+
+    def sum(self, G, over):
+        """The Sum of the formula ``G`` over axis ``over``, with the forward's
+        options (the same ranges: a reduction over the other index reads
+        their transposed half)."""
+        spec = self.spec
+        Gt = type(spec.F)._wrap(from_parts(_lazy.LazyTensor, G, self.bindings, self.ni,
+                                           self.nj), self.tensor_of)
+        return Gt._reduce("Sum", over, backend=spec.backend, **spec.options)
+
+
+def _jvp(spec, tensors, outs, tangents):
+    """The tangents of the outputs of ``Reduce`` (see :meth:`Reduce.jvp`):
+    the value output's is the Sum over the reduced index of
+    :func:`~kerneltools.backend._autodiff.tangent_formula`; index outputs
+    have none."""
+    n_outs = len(REDUCTIONS[spec.run].int_outputs)
+    none = (None,) * n_outs
+    if REDUCTIONS[spec.name].surrogate is None:
+        return none
+    ctx = _GradientContext(spec, tensors, outs)
+    pairs = []
+    for node, t in zip(spec.nodes, tangents):
+        if t is None or node not in ctx.bindings:
+            continue
+        if not torch._C._functorch.is_functorch_wrapped_tensor(t) and t._is_zerotensor():
+            continue
+        pairs.append((node, ctx.add_tangent(node, t)))
+    if not pairs:
+        return none
+    W = ctx.W._lt.formula if ctx.W is not None else None
+    J = tangent_formula(spec.name, ctx.F._lt.formula, W, pairs, ctx.out_nodes, spec.axis)
+    tangent = ctx.sum(J, spec.axis).reshape(ctx.out_shape)
+    return (tangent,) + none[1:]
 
 
 def _batched_spec(spec, in_dims, tensors, size):

@@ -66,6 +66,27 @@ def test_vi_vj_of_batched_tensors_are_batch_axes():
                                .sum(2, keepdim=True))
 
 
+@pytest.mark.parametrize("reduction", ["min", "max_argmax", "kmin"])
+def test_batch_axes_gradient_of_arg_reductions(reduction):
+    """The gradient of Min / Max / K-min with batch axes reaches the selected
+    j of each problem (it once compared the problem's local arg-index with
+    the stacked problem's global j: silently wrong beyond the first problem)."""
+    x = _rand(2, 4, 1, 2, seed=80, grad=True)
+    y = _rand(2, 1, 5, 2, seed=81, grad=True)
+    D = (LazyTensor(x) - LazyTensor(y)).sqnorm2()
+    d = ((x - y) ** 2).sum(-1)
+    if reduction == "min":
+        out, ref = D.min(2, backend=BE), d.amin(2)[..., None]
+    elif reduction == "max_argmax":
+        out, ref = D.max_argmax(2, backend=BE)[0], d.amax(2)[..., None]
+    else:
+        out, ref = D.Kmin(K=2, axis=2, backend=BE), torch.topk(d, 2, 2, largest=False).values
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-14)
+    for g, w in zip(torch.autograd.grad(out.sum(), (x, y)),
+                    torch.autograd.grad(ref.sum(), (x, y))):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+
+
 def test_batch_gradcheck():
     x = _rand(2, 3, 1, 2, seed=5, grad=True)
     y = _rand(2, 1, 4, 2, seed=6, grad=True)
@@ -143,10 +164,167 @@ def test_jvp_of_logsumexp():
                                torch.func.jvp(ft, (x, y), (tx, ty))[1], rtol=1e-10, atol=1e-12)
 
 
-def test_forward_mode_refused_for_other_reductions():
-    x = _rand(4, 2, seed=15)
-    with pytest.raises(NotImplementedError, match="Sum"):
-        torch.func.jvp(lambda x: Vi(x).sqdist(Vj(x)).min(axis=1, backend=BE), (x,), (x,))
+# -- forward mode: jvp, jacfwd, hessian --------------------------------------------
+# Each case: (the kerneltools reduction of F = -p |x_i - y_j|^2 (and the
+# weight b_j) over ``axis``, the same on a dense (N, M) torch array). Min, Max
+# and K-min are differentiable almost everywhere (no ties in random data).
+def _dense_f(x, y, p):
+    return -p[0] * ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)  # (N, M)
+
+
+def _keops_f(x, y, p):
+    return -Pm(p) * Vi(x).sqdist(Vj(y))
+
+
+def _pick(t, k=0):
+    return t[k] if isinstance(t, tuple) else t
+
+
+_FORWARD_CASES = {
+    "sum": (lambda F, b, ax, be: (F.exp() * Vj(b)).sum(ax, backend=be),
+            lambda F, b, ax: (F.exp()[..., None] * b[None]).sum(ax) if ax == 1
+            else (F.exp()[..., None] * b[None]).sum(0)),
+    "logsumexp": (lambda F, b, ax, be: F.logsumexp(ax, backend=be),
+                  lambda F, b, ax: torch.logsumexp(F, ax)[:, None]),
+    "logsumexp_weight": (
+        lambda F, b, ax, be: F.logsumexp(ax, weight=Vj(b.exp()), backend=be),
+        lambda F, b, ax: torch.logsumexp(F[..., None] + b[None], ax)),
+    "sumsoftmaxweight": (
+        lambda F, b, ax, be: F.sumsoftmaxweight(Vj(b), ax, backend=be),
+        lambda F, b, ax: (torch.softmax(F, ax)[..., None] * b[None]).sum(ax)),
+    "sumsquares": (lambda F, b, ax, be: (F.exp() * Vj(b)).sumsquares(ax, backend=be),
+                   lambda F, b, ax: ((F.exp()[..., None] * b[None]) ** 2).sum(ax)),
+    "kmin_argkmin": (
+        lambda F, b, ax, be: _pick((F - Vj(b)).Kmin_argKmin(K=2, axis=ax, backend=be)),
+        lambda F, b, ax: torch.topk(F - b[:, 0][None], 2, dim=ax, largest=False)
+        .values.reshape(-1, 2) if ax == 1 else
+        torch.topk(F - b[:, 0][None], 2, dim=0, largest=False).values.T),
+    "min": (lambda F, b, ax, be: (F - Vj(b)).min(ax, backend=be),
+            lambda F, b, ax: (F[..., None] - b[None]).amin(ax)),
+    "max_argmax": (lambda F, b, ax, be: _pick((F + Vj(b)).max_argmax(ax, backend=be)),
+                   lambda F, b, ax: (F[..., None] + b[None]).amax(ax)),
+    "kmin": (lambda F, b, ax, be: (F - Vj(b)).Kmin(K=2, axis=ax, backend=be),
+             lambda F, b, ax: torch.topk(F - b[:, 0][None], 2, dim=ax, largest=False)
+             .values.reshape(-1, 2) if ax == 1 else
+             torch.topk(F - b[:, 0][None], 2, dim=0, largest=False).values.T),
+}
+
+
+def _forward_args(dtype, device, seed=50):
+    x, y = _rand(4, 2, seed=seed), _rand(5, 2, seed=seed + 1)
+    b, p = _rand(5, 1, seed=seed + 2), _rand(1, seed=seed + 3).abs() + 0.5
+    return tuple(t.to(device=device, dtype=dtype) for t in (x, y, b, p))
+
+
+def _forward_fns(case, axis, backend):
+    keops, dense = _FORWARD_CASES[case]
+
+    def fk(x, y, b, p):
+        return keops(_keops_f(x, y, p), b, axis, backend)
+
+    def ft(x, y, b, p):
+        return dense(_dense_f(x, y, p), b, axis)
+
+    return fk, ft
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("case", sorted(_FORWARD_CASES))
+def test_jvp_of_every_differentiable_reduction(case, axis, backend, dtype):
+    """``torch.func.jvp`` of each reduction, over i and over j, with tangents
+    on every input (i-, j-variables, weight, parameter), against torch.func
+    on the dense formula."""
+    device = "cuda" if backend == "cuda" else "cpu"
+    tdtype = torch.float64 if dtype == "float64" else torch.float32
+    args = _forward_args(tdtype, device)
+    tangents = _forward_args(tdtype, device, seed=60)
+    fk, ft = _forward_fns(case, axis, backend)
+    got, tan = torch.func.jvp(fk, args, tangents)
+    want, want_tan = torch.func.jvp(ft, args, tangents)
+    tol = dict(rtol=1e-10, atol=1e-12) if tdtype == torch.float64 else dict(rtol=1e-4,
+                                                                           atol=1e-5)
+    torch.testing.assert_close(got, want, **tol)
+    torch.testing.assert_close(tan, want_tan, **tol)
+
+
+@pytest.mark.parametrize("case", sorted(_FORWARD_CASES))
+def test_jacfwd_and_hessian_against_dense(case):
+    """``torch.func.jacfwd`` (vmap of jvp) and ``torch.func.hessian`` (jacfwd
+    of jacrev) in float64, with respect to every input."""
+    args = _forward_args(torch.float64, "cpu")
+    fk, ft = _forward_fns(case, 1, BE)
+    for a, r in zip(torch.func.jacfwd(fk, (0, 1, 2, 3))(*args),
+                    torch.func.jacfwd(ft, (0, 1, 2, 3))(*args)):
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-12)
+
+    def sk(*a):
+        return fk(*a).square().sum()
+
+    def st(*a):
+        return ft(*a).square().sum()
+
+    got = torch.func.hessian(sk, (0, 1, 2, 3))(*args)
+    want = torch.func.hessian(st, (0, 1, 2, 3))(*args)
+    for row_g, row_w in zip(got, want):
+        for g, w in zip(row_g, row_w):
+            torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("case", ["min", "kmin"])
+def test_second_reverse_derivatives_of_min_wrt_j_variables(case):
+    """jacrev of jacrev of Min / K-min: the gradient with respect to a
+    j-variable is a Sum over i whose formula compares j with the arg-index;
+    its own gradient once renamed that j to i (silently wrong numbers)."""
+    args = _forward_args(torch.float64, "cpu")
+    fk, ft = _forward_fns(case, 1, BE)
+    got = torch.func.jacrev(torch.func.jacrev(lambda y: fk(args[0], y, *args[2:]).sum()))
+    want = torch.func.jacrev(torch.func.jacrev(lambda y: ft(args[0], y, *args[2:]).sum()))
+    torch.testing.assert_close(got(args[1]), want(args[1]), rtol=1e-10, atol=1e-12)
+
+
+def test_jvp_with_ranges_is_the_block_sparse_one():
+    """The tangent of a ranged reduction keeps its ranges: equal to the jvp of
+    the dense formula masked to the two diagonal blocks (not the dense one)."""
+    import numpy as np
+
+    r_i, r_j = np.array([[0, 2], [2, 4]]), np.array([[0, 2], [2, 5]])
+    ranges = (r_i, np.array([1, 2]), r_j, r_j, np.array([1, 2]), r_i)
+    mask = torch.zeros(4, 5, dtype=torch.float64)
+    mask[:2, :2] = mask[2:, 2:] = 1
+    args, tangents = _forward_args(torch.float64, "cpu"), _forward_args(torch.float64, "cpu", 60)
+
+    def fk(x, y, b, p):
+        return (_keops_f(x, y, p).exp() * Vj(b)).sum(1, ranges=ranges, backend=BE)
+
+    def ft(x, y, b, p):
+        return ((_dense_f(x, y, p).exp() * mask)[..., None] * b[None]).sum(1)
+
+    for got, want in zip(torch.func.jvp(fk, args, tangents), torch.func.jvp(ft, args, tangents)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_forward_mode_through_batch_axes_and_arg_reductions():
+    """jvp with batch axes (B = 2, broadcast y), and of argmin: integer
+    outputs have no tangent (torch.func gives none, the values are right)."""
+    x, y = _rand(2, 4, 1, 2, seed=70), _rand(1, 1, 5, 2, seed=71)
+    tx, ty = _rand(2, 4, 1, 2, seed=72), _rand(1, 1, 5, 2, seed=73)
+
+    def fk(x, y):
+        return (-(LazyTensor(x) - LazyTensor(y)).sqnorm2()).logsumexp(2, backend=BE)
+
+    def ft(x, y):
+        return torch.logsumexp(-((x - y) ** 2).sum(-1), 2)[..., None]
+
+    torch.testing.assert_close(torch.func.jvp(fk, (x, y), (tx, ty))[1],
+                               torch.func.jvp(ft, (x, y), (tx, ty))[1], rtol=1e-10, atol=1e-12)
+    x2 = _rand(4, 2, seed=74)
+
+    def arg(x):
+        return Vi(x).sqdist(Vj(x2)).argmin(axis=1, backend=BE)
+
+    out, _ = torch.func.jvp(arg, (x2,), (x2,))
+    want = torch.cdist(x2, x2).argmin(1)
+    assert torch.equal(out.reshape(-1), want)
 
 
 # -- solve ----------------------------------------------------------------------

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ._ir import Node, index, intcst, topo_order
-from ._ops import OPS, make, substitute
+from ._ir import VAR_KEYS, Node, index, intcst, topo_order, var
+from ._ops import OPS, dot, make, substitute
 from .reductions import REDUCTIONS
 
-__all__ = ["forward_reduction", "grad", "gradient_axis", "reduction_vjp", "vjp_formula"]
+__all__ = ["forward_reduction", "grad", "gradient_axis", "reduction_vjp", "tangent_formula",
+           "vjp_formula"]
 
 
 def grad(F: Node, v: Node, g: Node) -> Node:
@@ -81,10 +82,43 @@ def vjp_formula(name: str, F: Node, W: Node | None, wrt: Node, out_nodes, gnode:
     ``needs_lse``); ``gnode``: the incoming gradient, likewise. Reduce the
     result over :func:`gradient_axis`.
     """
-    S = REDUCTIONS[name].surrogate(F, W, out_nodes, gnode)
-    if axis == 0:  # surrogates name the reduced index j
-        (S,) = substitute([S], {index("j"): index("i")})
-    return grad(S, wrt, intcst(1))
+    return grad(_surrogate(name, F, W, out_nodes, gnode, axis), wrt, intcst(1))
+
+
+def _surrogate(name: str, F: Node, W: Node | None, out_nodes, gnode: Node,
+               axis: int) -> Node:
+    """The reduction's surrogate of ``F`` and ``W``. Surrogates name the
+    reduced index j: over i (``axis=0``) their own j becomes i, not the
+    indices that F and W read (built on placeholders, put in afterwards)."""
+    surrogate = REDUCTIONS[name].surrogate
+    if axis == 1:
+        return surrogate(F, W, out_nodes, gnode)
+    Fp = var("p", next(VAR_KEYS), F.dim)
+    Wp = var("p", next(VAR_KEYS), W.dim) if W is not None else None
+    (S,) = substitute([surrogate(Fp, Wp, out_nodes, gnode)], {index("j"): index("i")})
+    (S,) = substitute([S], {Fp: F, **({Wp: W} if W is not None else {})})
+    return S
+
+
+def tangent_formula(name: str, F: Node, W: Node | None, pairs, out_nodes,
+                    axis: int) -> Node:
+    """The formula whose Sum over the reduced index is the tangent (forward
+    mode) of the reduction ``name`` of ``F`` (and ``W``).
+
+    ``pairs``: ``(variable, tangent variable)``, the tangent bound like its
+    variable; ``out_nodes``: as for :func:`vjp_formula`. The surrogate's
+    differential with the outputs held fixed is ``<gin, d out>`` (see
+    :mod:`.reductions`): its directional derivative along the tangents,
+    ``sum_v <grad(S, v), t_v>``, is linear in ``gin``, and its gradient with
+    respect to ``gin`` is the tangent's term of each pair.
+    """
+    gin = var(out_nodes[0].cat, next(VAR_KEYS), out_nodes[0].dim)
+    S = _surrogate(name, F, W, out_nodes, gin, axis)
+    dS = None
+    for v, t in pairs:
+        term = dot(grad(S, v, intcst(1)), t)
+        dS = term if dS is None else make("Add", dS, term)
+    return grad(dS, gin, intcst(1))
 
 
 def gradient_axis(cat: str, axis: int) -> int:
