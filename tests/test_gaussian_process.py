@@ -250,3 +250,59 @@ def test_pretraining_on_a_subset():
     assert at_approx >= best - 1e-3 * abs(best)
     with pytest.raises(ValueError, match="n_pretrain"):
         GaussianProcessRegressor(n_pretrain=0).fit(X, y)
+
+
+@pytest.mark.parametrize("path", ["cg", "dense"])
+def test_iterative_std_and_cov_match_sklearn(path, backend, dtype, monkeypatch):
+    """The iterative solver's predictive std and covariance against
+    scikit-learn's exact ones, on both of its paths: block CG to 1e-5 (the
+    std within 2.3e-5 relative here, asserted to 1e-4) and the dense Cholesky factor
+    kept for later calls (to the mean's 1e-6 CG tolerance); the covariance's
+    CG goes to 1e-6 (a bilinear form: first-order error). A rank-40
+    preconditioner on 400 points, so that CG iterates."""
+    from kerneltools.estimators import _gp_iterative
+
+    if path == "cg":
+        monkeypatch.setattr(_gp_iterative, "DENSE_MAX_SAMPLES", 0)
+    X, y = _data(400, d=3)
+    X = X.astype(dtype)  # both fit in float64 on the same (rounded) points
+    Xt = _data(60, d=3, seed=4)[0].astype(dtype)
+    kernel = C(1.5) * RBF([1.0, 1.5, 2.0]) + WhiteKernel(0.05)
+    ref = SKGPR(kernel, optimizer=None).fit(X, y)
+    ours = GaussianProcessRegressor(kernel, optimizer=None, solver="iterative",
+                                    n_components=40, backend=backend).fit(X, y)
+    assert ours.n_iter_ > 5
+    m, s = ref.predict(Xt, return_std=True)
+    m2, s2 = ours.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m2, m, rtol=1e-4, atol=1e-5 * np.abs(m).max())
+    tol = 1e-4 if path == "cg" else 1e-6
+    np.testing.assert_allclose(s2, s, rtol=tol)
+    factor = getattr(ours._iter, "_L", None)
+    assert (factor is None) == (path == "cg")
+    cov = ref.predict(Xt, return_cov=True)[1]
+    cov2 = ours.predict(Xt, return_cov=True)[1]
+    np.testing.assert_allclose(cov2, cov, atol=tol * np.abs(cov).max())
+    if path == "dense":
+        assert ours._iter._L is factor  # built once, kept
+
+
+def test_auto_is_exact_up_to_the_fixed_hyperparameter_limit(monkeypatch):
+    """With fixed hyperparameters there is no (n, n, n_theta) gradient: auto
+    stays exact up to CHOLESKY_MAX_SAMPLES_FIXED, with scikit-learn's log
+    marginal likelihood from the one factorisation, and goes iterative above."""
+    from kerneltools.estimators import gaussian_process
+
+    monkeypatch.setattr(gaussian_process, "CHOLESKY_MAX_SAMPLES", 50)
+    monkeypatch.setattr(gaussian_process, "CHOLESKY_MAX_SAMPLES_FIXED", 200)
+    kernel = C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1)
+    for targets in (1, 2):
+        X, y = _data(150, targets=targets)
+        ref = SKGPR(kernel, optimizer=None, normalize_y=True).fit(X, y)
+        ours = GaussianProcessRegressor(kernel, optimizer=None, normalize_y=True).fit(X, y)
+        assert ours.solver_ == "cholesky"
+        assert isinstance(ours.log_marginal_likelihood_value_, np.float64)
+        np.testing.assert_allclose(ours.log_marginal_likelihood_value_,
+                                   ref.log_marginal_likelihood_value_, rtol=1e-10)
+        np.testing.assert_allclose(ours.L_, ref.L_, rtol=1e-10, atol=1e-12)
+    X, y = _data(250)
+    assert GaussianProcessRegressor(kernel, optimizer=None).fit(X, y).solver_ == "iterative"

@@ -94,8 +94,8 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         predictive std and covariance use a dense Cholesky factor (built at
         the first such call and kept) up to 10,000 points where it costs less
         than their conjugate-gradient solves, which otherwise go to a
-        relative residual of 1e-4 (std within about 1e-5, relative, of the
-        exact one).
+        relative residual of 1e-5 (std within about 1e-4, relative, of the
+        exact one; tested).
     n_probes : int, default=16
         Probe vectors of the iterative solver's trace and log-det estimates.
     n_components : int, default=300
@@ -106,7 +106,7 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         1e-2 the estimate jumps by about 1e-3 of its value where CG stops one
         iteration earlier or later, which stalls L-BFGS);
         the solve for ``alpha_`` goes to ``min(tol, 1e-6)``, the predictive
-        variances' to ``min(tol, 1e-4)`` (see ``solver``).
+        variances' to ``min(tol, 1e-5)`` (see ``solver``).
     max_iter : int, default=1000
     n_pretrain : int, "auto" or None, default="auto"
         Iterative solver with an optimizer: first fit the hyperparameters on
