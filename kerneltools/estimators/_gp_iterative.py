@@ -55,8 +55,11 @@ _BATCH = 128
 VARIANCE_TOL = 1e-5
 #: Largest n for which a predictive variance may use a dense Cholesky factor
 #: of ``K + alpha I`` instead of CG (n^2 float64: 800 MB at 10^4, what
-#: scikit-learn holds twice).
+#: scikit-learn holds twice), and for which ``solver='auto'`` is exact with
+#: fixed hyperparameters.
 DENSE_MAX_SAMPLES = 10_000
+#: Kernel entries per block of rows in :func:`dense_cholesky` (32 MB).
+_DENSE_BLOCK = 1 << 22
 
 
 def landmarks_for(est, kernel):
@@ -84,6 +87,25 @@ def kernel_operator(kernel, sk_kernel, X, shift, dtype=np.float64, backend=None)
     Xs = np.ascontiguousarray(X / form.length_scale, dtype=dtype)
     K = form.phi(Vi(Xs).sqdist(Vj(Xs))) * form.c
     return KernelOperator(K, shift=np.asarray(shift) + kernel.white_level(), backend=backend)
+
+
+def dense_cholesky(sk_kernel, X, shift):
+    """The lower Cholesky factor of ``K(X, X) + shift I``, in one n x n buffer.
+
+    ``K`` is built by blocks of rows, ``sk_kernel(X[rows], X)`` (scikit-learn's
+    own ``sk_kernel(X)`` holds several n x n temporaries: 2.4 GB at peak at
+    n = 10^4), its diagonal set to ``sk_kernel.diag(X)`` (white noise
+    included: ``k(X, Y)`` leaves it out), and factored in place: ``K.T`` is
+    the same symmetric matrix in Fortran order, which LAPACK does not copy.
+    Raises :class:`numpy.linalg.LinAlgError` where it is not positive
+    definite."""
+    n = len(X)
+    K = np.empty((n, n))
+    step = max(1, _DENSE_BLOCK // n)
+    for r0 in range(0, n, step):
+        K[r0 : r0 + step] = sk_kernel(X[r0 : r0 + step], X)
+    K[np.diag_indices(n)] = sk_kernel.diag(X) + shift
+    return scipy.linalg.cholesky(K.T, lower=True, overwrite_a=True, check_finite=False)
 
 
 def _one_blas_thread(method):
@@ -253,12 +275,8 @@ class IterativeGP:
         """The lower Cholesky factor of ``K + alpha I`` (white noise
         included), built on first use and kept."""
         if getattr(self, "_L", None) is None:
-            train = self.est.X_train_
             dense = self.sk_kernel if self.sk_kernel is not None else self.kernel
-            K = dense(train)
-            K[np.diag_indices_from(K)] += self.est._alpha
-            self._L = scipy.linalg.cholesky(K, lower=True, overwrite_a=True,
-                                            check_finite=False)
+            self._L = dense_cholesky(dense, self.est.X_train_, self.est._alpha)
         return self._L
 
     @_one_blas_thread

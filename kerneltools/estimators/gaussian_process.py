@@ -37,7 +37,7 @@ CHOLESKY_MAX_SAMPLES = 5000
 #: ``n^3 / 3`` flops, less than the iterative fit's log-det probes and the
 #: predictive variances' CG at this size (at n = 4,000, D = 8: 26 s fit and 78
 #: s for the std at 100 points iteratively).
-CHOLESKY_MAX_SAMPLES_FIXED = 10_000
+CHOLESKY_MAX_SAMPLES_FIXED = it.DENSE_MAX_SAMPLES
 
 
 def _default_kernel():
@@ -371,12 +371,10 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         """The quantities predict needs: alpha_ and, exactly, the Cholesky factor."""
         y = self.y_train_
         if self.solver_ == "cholesky":
-            K = self.kernel_(self.X_train_)
-            K[np.diag_indices_from(K)] += self._alpha
             # No jitter (not linalg.robust_cholesky), as in scikit-learn:
             # alpha is the jitter, and the error says to raise it.
             try:
-                self._L = scipy.linalg.cholesky(K, lower=True, check_finite=False)
+                self._L = it.dense_cholesky(self.kernel_, self.X_train_, self._alpha)
             except np.linalg.LinAlgError as exc:
                 exc.args = (f"The kernel, {self.kernel_}, is not returning a positive "
                             "definite matrix. Try gradually increasing the 'alpha' "
