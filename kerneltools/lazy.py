@@ -71,6 +71,12 @@ class LazyTensor(KeopsMethods):
     """
 
     __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+    is_complex = False  # ComplexLazyTensor (kerneltools._complex): True
+
+    def __new__(cls, x=None, axis=None):
+        if cls is LazyTensor and _complex.is_complex_data(x):  # complex data
+            return object.__new__(_complex.ComplexLazyTensor)
+        return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
@@ -154,10 +160,14 @@ class LazyTensor(KeopsMethods):
     _merge = staticmethod(merge)  # (bindings, ni, nj) of operands; tests use it
 
     def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
+        if any(map(_complex.is_complex_data, others)):  # real with complex: complex
+            return _complex.ComplexLazyTensor(self)._apply(name, *others, attrs=attrs)
         return apply(self, name, *others, attrs=attrs)
 
     def _compose(self, fn, *others) -> LazyTensor:
         """Apply a composite (a function of formula nodes) with error context."""
+        if any(map(_complex.is_complex_data, others)):
+            return _complex.ComplexLazyTensor(self)._compose(fn, *others)  # TypeError
         return compose(self, fn, *others)
 
     # arithmetic
@@ -447,6 +457,8 @@ class LazyTensor(KeopsMethods):
         ``K`` a scalar formula; ``b`` of shape (M,), (M, E) or batched
         (B..., M, E), as ``K @ b``, which is ``K.matmul(b)``.
         """
+        if _complex.is_complex_data(b):  # complex b: a complex product
+            return _complex.ComplexLazyTensor(self).matmul(b, backend=backend, **options)
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b_arr = _check_array(b, "the right operand of @")
@@ -600,6 +612,12 @@ def _install_unary_methods():
 _install_reduction_methods()
 _install_unary_methods()
 
+# Complex numbers (issue 21): ComplexLazyTensor and real formulas' exp1j, ...
+from . import _complex  # noqa: E402
+
+for _name, _fn in _complex.real_methods().items():
+    setattr(LazyTensor, _name, _fn)
+
 
 def Vi(x, dim: int | None = None) -> LazyTensor:
     """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
@@ -621,6 +639,11 @@ def Vj(x, dim: int | None = None) -> LazyTensor:
 
 
 def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
+    if _complex.is_complex_data(x):  # complex data: planar real data
+        a = x if hasattr(x, "real") and hasattr(x, "ndim") else np.asarray(x)
+        a = a.reshape(-1, 1) if a.ndim == 1 else a
+        return _complex.ComplexLazyTensor.from_planar(
+            _indexed(cat, _complex.planar(a), what, n))
     a = _check_array(x, what)
     if a.ndim >= 3:
         return LazyTensor._new(*_batched(cat, a, a.shape[:-2], what))
@@ -639,6 +662,9 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
         # A Python number is weakly typed, as in NumPy: it does not turn
         # float32 data into float64.
         return LazyTensor(float(p))
+    if _complex.is_complex_data(p):
+        return _complex.ComplexLazyTensor(p if isinstance(p, numbers.Number) else
+                                          np.asarray(p).reshape(-1))
     a = _check_array(p, "Pm: 'p'")
     if a.ndim > 1:
         raise ValueError(f"Pm: 'p' must be a scalar or 1-D, got shape {a.shape}")

@@ -38,11 +38,12 @@ from ._lazy_keops import KeopsMethods
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
+from ._complex import is_complex_data
 from ._torch_autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
 from .backend._autodiff import forward_reduction
 from .backend.reductions import REDUCTIONS
 
-__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
+__all__ = ["LazyTensor", "ComplexLazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
 
 _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
@@ -54,8 +55,14 @@ class LazyTensor:
     """A symbolic ``(N, M, D)`` formula over torch tensors; see the module docstring.
 
     Parameters are those of :class:`kerneltools.LazyTensor`, with torch tensors
-    (or NumPy arrays and numbers) as data.
+    (or NumPy arrays and numbers) as data; complex tensors make a
+    :class:`ComplexLazyTensor`.
     """
+
+    def __new__(cls, x=None, axis=None):
+        if cls is LazyTensor and is_complex_data(x):  # complex data (issue 21)
+            return object.__new__(ComplexLazyTensor)
+        return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
@@ -70,7 +77,9 @@ class LazyTensor:
 
     @classmethod
     def _wrap(cls, lt, tensors) -> LazyTensor:
-        obj = cls.__new__(cls)
+        if lt.is_complex or cls is ComplexLazyTensor:  # complex in, complex out
+            cls = ComplexLazyTensor if lt.is_complex else LazyTensor
+        obj = object.__new__(cls)
         obj._lt = lt
         obj._tensors = {n: t for n, t in tensors.items() if n in bindings_of(lt)}
         return obj
@@ -382,3 +391,4 @@ def _binary_fn(a, b, fn):
 
 
 from ._samples_loss import SamplesLoss  # noqa: E402  (GeomLoss's losses, issue 27)
+from ._complex_torch import ComplexLazyTensor  # noqa: E402  (complex numbers, issue 21)

@@ -274,8 +274,8 @@ def test_exports_mirror_pykeops():
             assert hasattr(mod, name), (mod.__name__, name)
     from kerneltools.keops.numpy.cluster import from_matrix, grid_cluster  # noqa: F401
     from kerneltools.keops.numpy.operations import KernelSolve  # noqa: F401
-    with pytest.raises(NotImplementedError, match="complex numbers are not supported"):
-        kn.ComplexLazyTensor(np.ones((3, 1, 2)))
+    z = kn.ComplexLazyTensor(np.ones((3, 1, 2)) * 1j)  # complex numbers: issue 21
+    assert z.is_complex and z.shape == (3, 1, 2)
 
 
 def test_dask_arrays_stay_lazy():

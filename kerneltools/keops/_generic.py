@@ -1,23 +1,13 @@
 """What ``kerneltools.keops.numpy`` and ``.torch`` share besides Genred:
 pykeops' ``generic_sum``, ``generic_logsumexp``, ``generic_argmin``,
 ``generic_argkmin`` (a ``Genred`` whose axis, and K, come from an output
-alias) and the ``ComplexLazyTensor`` name."""
+alias)."""
 
 from __future__ import annotations
 
 from ._parser import parse_alias
 
-__all__ = ["ComplexLazyTensor", "generic_functions"]
-
-
-class ComplexLazyTensor:
-    """pykeops' complex LazyTensor: not supported by kerneltools yet (kerneltools
-    formulas are real-valued); importing it works, making one raises."""
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(
-            "ComplexLazyTensor: kerneltools formulas are real-valued; complex numbers "
-            "are not supported yet (split real and imaginary parts into two real formulas)")
+__all__ = ["generic_functions"]
 
 
 def generic_functions(genred_cls) -> dict:

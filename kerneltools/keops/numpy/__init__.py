@@ -15,7 +15,8 @@ import numpy as np
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
-from .._generic import ComplexLazyTensor, generic_functions
+from ..._complex import ComplexLazyTensor
+from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
 LazyTensor = _lazy.LazyTensor

@@ -17,7 +17,8 @@ import torch
 from ... import torch as _ktorch
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
-from .._generic import ComplexLazyTensor, generic_functions
+from ..._complex_torch import ComplexLazyTensor
+from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
 LazyTensor = _ktorch.LazyTensor
