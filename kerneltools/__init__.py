@@ -17,10 +17,12 @@ from ._version import __version__
 from .backend._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import LazyTensor, Pm, Vi, Vj, maximum, minimum
+from ._complex import ComplexLazyTensor  # complex numbers (issue 21)
 
 __all__ = [
     "__version__",
     "LazyTensor",
+    "ComplexLazyTensor",
     "Vi",
     "Vj",
     "Pm",
