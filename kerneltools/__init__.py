@@ -16,8 +16,7 @@ from ._info import info
 from ._version import __version__
 from .backend._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
-from .lazy import LazyTensor, Pm, Vi, Vj, maximum, minimum
-from ._complex import ComplexLazyTensor  # complex numbers (issue 21)
+from .lazy import ComplexLazyTensor, LazyTensor, Pm, Vi, Vj, maximum, minimum
 
 __all__ = [
     "__version__",

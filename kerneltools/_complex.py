@@ -36,9 +36,9 @@ from ._lazy_keops import FeatureDim
 from ._symbolic import compose, from_parts, lift, ranges_of
 from .backend._ir import Node, intcst
 from .backend._ops import make
-from .lazy import LazyTensor
 
-__all__ = ["COMPLEX_OPS", "ComplexLazyTensor", "is_complex_data", "planar", "to_complex"]
+__all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "is_complex_data", "planar",
+           "real_methods", "to_complex"]
 
 
 # ---------------------------------------------------------------------------
@@ -47,7 +47,7 @@ __all__ = ["COMPLEX_OPS", "ComplexLazyTensor", "is_complex_data", "planar", "to_
 def is_complex_data(x) -> bool:
     """Whether ``x`` is complex: a :class:`ComplexLazyTensor`, a Python or
     NumPy complex number, or an array (NumPy, CuPy, Dask, torch) of complex dtype."""
-    if isinstance(x, ComplexLazyTensor):
+    if getattr(x, "is_complex", False) is True:  # a ComplexLazyTensor (either binding)
         return True
     if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
         return True
@@ -234,8 +234,12 @@ def _no_complex(what: str) -> TypeError:
         "@); apply it to z.real, z.imag, abs(z) or z.angle() instead")
 
 
-class ComplexLazyTensor(LazyTensor):
-    """A symbolic ``(N, M, D)`` array of complex values; see the module docstring.
+class ComplexMethods:
+    """``kerneltools.ComplexLazyTensor`` (the class is ``kerneltools.lazy``'s:
+    this mixin and ``LazyTensor``, whose methods this one overrides where
+    complex values change them; ``_real`` is the real class).
+
+    A symbolic ``(N, M, D)`` array of complex values; see the module docstring.
 
     Parameters
     ----------
@@ -252,15 +256,17 @@ class ComplexLazyTensor(LazyTensor):
     """
 
     is_complex = True
+    _real: type  # the real LazyTensor class
 
     def __new__(cls, x=None, axis=None):
         return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
-        if isinstance(x, ComplexLazyTensor):
+        LazyTensor = self._real
+        if isinstance(x, ComplexMethods):
             formula, bindings, ni, nj = x.formula, x._bindings, x.ni, x.nj
         elif isinstance(x, numbers.Complex) and not isinstance(x, np.ndarray):
-            formula, bindings, ni, nj = _constant(complex(x))
+            formula, bindings, ni, nj = _constant(complex(x), LazyTensor)
         else:
             real = x if isinstance(x, LazyTensor) else LazyTensor(
                 planar(_as_complex_array(x)) if is_complex_data(x) else x, axis)
@@ -276,11 +282,11 @@ class ComplexLazyTensor(LazyTensor):
             self._backend = x._backend
 
     @classmethod
-    def _new(cls, formula, bindings, ni, nj) -> ComplexLazyTensor:
+    def _new(cls, formula, bindings, ni, nj):
         return from_parts(cls, formula, bindings, ni, nj)
 
     @classmethod
-    def from_planar(cls, t: LazyTensor) -> ComplexLazyTensor:
+    def from_planar(cls, t):
         """The complex formula whose planar layout is the real formula ``t``
         (of even dimension: real parts, then imaginary parts)."""
         if t.formula.dim % 2:
@@ -289,9 +295,9 @@ class ComplexLazyTensor(LazyTensor):
         return _with_attrs(from_parts(cls, t.formula, t._bindings, t.ni, t.nj,
                                       ranges=ranges_of(t)), t)
 
-    def planar(self) -> LazyTensor:
+    def planar(self):
         """The real formula of this one's planar layout (dimension 2D)."""
-        return _with_attrs(from_parts(LazyTensor, self.formula, self._bindings, self.ni,
+        return _with_attrs(from_parts(self._real, self.formula, self._bindings, self.ni,
                                       self.nj, ranges=ranges_of(self)), self)
 
     # -- description -------------------------------------------------------
@@ -323,9 +329,9 @@ class ComplexLazyTensor(LazyTensor):
         return f"ComplexLazyTensor(shape={self.shape}, planar formula={self.formula})"
 
     # -- building ------------------------------------------------------------
-    @staticmethod
-    def _lift(x) -> ComplexLazyTensor:
-        return lift(ComplexLazyTensor, x)
+    @classmethod
+    def _lift(cls, x):
+        return lift(cls, x)
 
     def _apply(self, name: str, *others, attrs=()):
         entry = COMPLEX_OPS.get(name)
@@ -334,27 +340,27 @@ class ComplexLazyTensor(LazyTensor):
         complex_out, fn = entry
         out = compose(self, lambda *nodes: fn(attrs, *nodes), *others)
         return out if complex_out else _with_attrs(
-            from_parts(LazyTensor, out.formula, out._bindings, out.ni, out.nj,
+            from_parts(self._real, out.formula, out._bindings, out.ni, out.nj,
                        ranges=ranges_of(out)), out)
 
     def _compose(self, fn, *others):
         raise _no_complex(f"the operation {getattr(fn, '__name__', fn)}")
 
     @property
-    def real(self) -> LazyTensor:
+    def real(self):
         """The real parts, a real formula."""
         return self._apply("Real")
 
     @property
-    def imag(self) -> LazyTensor:
+    def imag(self):
         """The imaginary parts, a real formula."""
         return self._apply("Imag")
 
-    def angle(self) -> LazyTensor:
+    def angle(self):
         """The arguments, in ``[-pi, pi]`` (``atan2(imag, real)``), a real formula."""
         return self._apply("Angle")
 
-    def conj(self) -> ComplexLazyTensor:
+    def conj(self):
         """The complex conjugates."""
         return self._apply("Conj")
 
@@ -367,11 +373,13 @@ class ComplexLazyTensor(LazyTensor):
     def exp1j(self):
         raise ValueError("exp1j: the formula is complex; use (1j * z).exp()")
 
-    def t(self) -> ComplexLazyTensor:
-        return ComplexLazyTensor.from_planar(self.planar().t())
+    def t(self):
+        """Swap the roles of i and j."""
+        return self.from_planar(self.planar().t())
 
-    def with_ranges(self, ranges) -> ComplexLazyTensor:
-        return ComplexLazyTensor.from_planar(self.planar().with_ranges(ranges))
+    def with_ranges(self, ranges):
+        """This formula, reduced on the blocks of ``ranges`` (see LazyTensor's)."""
+        return self.from_planar(self.planar().with_ranges(ranges))
 
     def grad(self, v, gradin):
         raise NotImplementedError(
@@ -415,9 +423,8 @@ class ComplexLazyTensor(LazyTensor):
         if self.nj is not None and b_arr.shape[0] != self.nj:
             raise ValueError(f"K @ b: K has shape {self.shape}, so the right operand b "
                              f"must have {self.nj} rows; got {b_arr.shape}")
-        from .lazy import Vj
-
-        out = (self * Vj(b_arr))._reduce("Sum", 1, backend=backend, **options)
+        bj = b_arr[:, None] if b_arr.ndim == 1 else b_arr
+        out = (self * type(self)(bj, axis=1))._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out
 
 
@@ -445,7 +452,7 @@ def _as_complex_array(x):
     return x if hasattr(x, "real") and hasattr(x, "shape") else np.asarray(x)
 
 
-def _constant(c: complex):
+def _constant(c: complex, LazyTensor):
     """(formula, bindings, ni, nj) of a complex number: its non-zero parts are
     weakly typed parameters (as Python floats), its zero parts exact zeros."""
     parts, bindings = [], {}
@@ -460,23 +467,23 @@ def _constant(c: complex):
 
 
 # -- the complex methods of real formulas --------------------------------------
-def real2complex(self) -> ComplexLazyTensor:
+def real2complex(self):
     """This real formula as a complex one (imaginary part 0)."""
-    return ComplexLazyTensor(self)
+    return self._complex_class(self)
 
 
-def imag2complex(self) -> ComplexLazyTensor:
+def imag2complex(self):
     """``1j * self``: this real formula as the imaginary part of a complex one."""
-    return ComplexLazyTensor.from_planar(
-        self._compose(lambda x: pack(None, x, x.dim)))
+    return self._complex_class.from_planar(self._compose(lambda x: pack(None, x, x.dim)))
 
 
-def exp1j(self) -> ComplexLazyTensor:
+def exp1j(self):
     """``exp(1j * self) = cos(self) + 1j sin(self)``."""
-    return ComplexLazyTensor.from_planar(
+    return self._complex_class.from_planar(
         self._compose(lambda x: pack(make("Cos", x), make("Sin", x), x.dim)))
 
 
 def real_methods() -> dict:
-    """The methods that real LazyTensors get for complex numbers."""
+    """The methods that real LazyTensors get for complex numbers (they read
+    the complex class from their attribute ``_complex_class``)."""
     return {"real2complex": real2complex, "imag2complex": imag2complex, "exp1j": exp1j}

@@ -1,12 +1,16 @@
-"""Complex numbers in :mod:`kerneltools.torch`: :class:`ComplexLazyTensor`.
+"""Complex numbers in :mod:`kerneltools.torch`: its ``ComplexLazyTensor``.
 
-The torch counterpart of :class:`kerneltools._complex.ComplexLazyTensor`. A
-complex tensor ``z`` (complex64 / complex128, CPU or CUDA) enters a formula as
-the real tensor ``torch.cat([z.real, z.imag], -1)`` (the planar layout), and a
-reduction's real ``(..., 2D)`` output leaves as ``torch.complex(re, im)``.
-Both conversions are torch operations, so autograd differentiates a complex
+The torch counterpart of :class:`kerneltools.ComplexLazyTensor`
+(:mod:`kerneltools._complex`). A complex tensor ``z`` (complex64 /
+complex128, CPU or CUDA) enters a formula as the real tensor
+``torch.cat([z.real, z.imag], -1)`` (the planar layout), and a reduction's
+real ``(..., 2D)`` output leaves as ``torch.complex(re, im)``. Both
+conversions are torch operations, so autograd differentiates a complex
 reduction through the real one, with torch's own (Wirtinger) conventions
 for complex tensors: ``torch.autograd.gradcheck`` holds on complex128.
+
+:class:`ComplexTorchMethods` is the mixin that ``kerneltools.torch`` puts
+before its ``LazyTensor`` to make the class (``_real`` is the real one).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from . import _complex
-from . import torch as _ktorch
+from .lazy import ComplexLazyTensor as _NumpyComplex
 
-__all__ = ["ComplexLazyTensor", "to_complex"]
+__all__ = ["ComplexTorchMethods", "planar", "to_complex"]
 
 
 def planar(z: torch.Tensor) -> torch.Tensor:
@@ -31,63 +35,62 @@ def to_complex(res: torch.Tensor) -> torch.Tensor:
     return torch.complex(res[..., :d], res[..., d:])
 
 
-class ComplexLazyTensor(_ktorch.LazyTensor):
+class ComplexTorchMethods:
     """A symbolic array of complex values over torch tensors.
 
     Parameters are those of :class:`kerneltools.torch.LazyTensor`, with
     complex tensors (or real ones, or real LazyTensors: imaginary part 0, or
     Python complex numbers); ``kerneltools.torch.LazyTensor`` of a complex
-    tensor makes one. See :class:`kerneltools._complex.ComplexLazyTensor`
-    for the operations.
+    tensor makes one. See :class:`kerneltools.ComplexLazyTensor` for the
+    operations.
     """
+
+    _real: type  # kerneltools.torch.LazyTensor
 
     def __new__(cls, x=None, axis=None):
         return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, torch.Tensor) and x.is_complex():  # planar real tensor data
-            real = _ktorch.LazyTensor(planar(x), axis)
-            self._lt = _complex.ComplexLazyTensor.from_planar(real._lt)
+            real = self._real(planar(x), axis)
+            self._lt = _NumpyComplex.from_planar(real._lt)
             self._tensors = real._tensors
             return
         if isinstance(x, torch.Tensor):
-            x = _ktorch.LazyTensor(x, axis)
-        if isinstance(x, _ktorch.LazyTensor):  # real (imaginary part 0) or complex
-            self._lt = x._lt if x._lt.is_complex else _complex.ComplexLazyTensor(x._lt)
+            x = self._real(x, axis)
+        if isinstance(x, self._real):  # real (imaginary part 0) or complex
+            self._lt = x._lt if x._lt.is_complex else _NumpyComplex(x._lt)
             self._tensors = dict(x._tensors)
         else:  # numbers, NumPy data
-            self._lt, self._tensors = _complex.ComplexLazyTensor(x, axis), {}
+            self._lt, self._tensors = _NumpyComplex(x, axis), {}
 
     @property
-    def real(self) -> _ktorch.LazyTensor:
+    def real(self):
         """The real parts, a real formula."""
         return self._call("_apply", "Real")
 
     @property
-    def imag(self) -> _ktorch.LazyTensor:
+    def imag(self):
         """The imaginary parts, a real formula."""
         return self._call("_apply", "Imag")
 
     def __repr__(self) -> str:
         return f"kerneltools.torch.{self._lt!r}"
 
-    def _apply(self, op: str) -> _ktorch.LazyTensor:
+    def _apply(self, op: str):
         return self._call("_apply", op)
 
     def _compose(self, fn, *others):
         return self._call("_compose", fn, *others)
 
-    def t(self) -> ComplexLazyTensor:
-        """Swap the roles of i and j (the same tensors, so gradients flow)."""
-        return self._complex(self.planar().t())
-
-    def planar(self) -> _ktorch.LazyTensor:
+    def planar(self):
         """The real formula of the planar layout, over the same tensors."""
-        return _ktorch.LazyTensor._wrap(self._lt.planar(), self._tensors)
+        return self._real._wrap(self._lt.planar(), self._tensors)
 
-    def _complex(self, real: _ktorch.LazyTensor) -> ComplexLazyTensor:
-        return _ktorch.LazyTensor._wrap(_complex.ComplexLazyTensor.from_planar(real._lt),
-                                        real._tensors)
+    def t(self):
+        """Swap the roles of i and j (the same tensors, so gradients flow)."""
+        real = self.planar().t()
+        return self._real._wrap(_NumpyComplex.from_planar(real._lt), real._tensors)
 
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
         """Complex ``Sum``: the real reduction of the planar formula (an

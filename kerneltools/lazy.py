@@ -24,7 +24,7 @@ import numbers
 
 import numpy as np
 
-from . import _reducing
+from . import _complex, _reducing
 from ._keops_options import finish, take_output_options
 from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
@@ -47,7 +47,7 @@ from .backend._ops import OPS, substitute
 from .backend._ranges import transpose_ranges
 from .backend.reductions import REDUCTIONS
 
-__all__ = ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
+__all__ = ["ComplexLazyTensor", "LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"]
 
 
 class LazyTensor(KeopsMethods):
@@ -75,7 +75,7 @@ class LazyTensor(KeopsMethods):
 
     def __new__(cls, x=None, axis=None):
         if cls is LazyTensor and _complex.is_complex_data(x):  # complex data
-            return object.__new__(_complex.ComplexLazyTensor)
+            return object.__new__(ComplexLazyTensor)
         return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
@@ -161,13 +161,13 @@ class LazyTensor(KeopsMethods):
 
     def _apply(self, name: str, *others, attrs=()) -> LazyTensor:
         if any(map(_complex.is_complex_data, others)):  # real with complex: complex
-            return _complex.ComplexLazyTensor(self)._apply(name, *others, attrs=attrs)
+            return ComplexLazyTensor(self)._apply(name, *others, attrs=attrs)
         return apply(self, name, *others, attrs=attrs)
 
     def _compose(self, fn, *others) -> LazyTensor:
         """Apply a composite (a function of formula nodes) with error context."""
         if any(map(_complex.is_complex_data, others)):
-            return _complex.ComplexLazyTensor(self)._compose(fn, *others)  # TypeError
+            return ComplexLazyTensor(self)._compose(fn, *others)  # TypeError
         return compose(self, fn, *others)
 
     # arithmetic
@@ -458,7 +458,7 @@ class LazyTensor(KeopsMethods):
         (B..., M, E), as ``K @ b``, which is ``K.matmul(b)``.
         """
         if _complex.is_complex_data(b):  # complex b: a complex product
-            return _complex.ComplexLazyTensor(self).matmul(b, backend=backend, **options)
+            return ComplexLazyTensor(self).matmul(b, backend=backend, **options)
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b_arr = _check_array(b, "the right operand of @")
@@ -612,9 +612,14 @@ def _install_unary_methods():
 _install_reduction_methods()
 _install_unary_methods()
 
-# Complex numbers (issue 21): ComplexLazyTensor and real formulas' exp1j, ...
-from . import _complex  # noqa: E402
 
+class ComplexLazyTensor(_complex.ComplexMethods, LazyTensor):
+    __doc__ = _complex.ComplexMethods.__doc__
+
+
+# Complex numbers (issue 21): each class knows the other; real formulas get
+# real2complex, imag2complex and exp1j.
+LazyTensor._complex_class, ComplexLazyTensor._real = ComplexLazyTensor, LazyTensor
 for _name, _fn in _complex.real_methods().items():
     setattr(LazyTensor, _name, _fn)
 
@@ -642,7 +647,7 @@ def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
     if _complex.is_complex_data(x):  # complex data: planar real data
         a = x if hasattr(x, "real") and hasattr(x, "ndim") else np.asarray(x)
         a = a.reshape(-1, 1) if a.ndim == 1 else a
-        return _complex.ComplexLazyTensor.from_planar(
+        return ComplexLazyTensor.from_planar(
             _indexed(cat, _complex.planar(a), what, n))
     a = _check_array(x, what)
     if a.ndim >= 3:
@@ -663,7 +668,7 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
         # float32 data into float64.
         return LazyTensor(float(p))
     if _complex.is_complex_data(p):
-        return _complex.ComplexLazyTensor(p if isinstance(p, numbers.Number) else
+        return ComplexLazyTensor(p if isinstance(p, numbers.Number) else
                                           np.asarray(p).reshape(-1))
     a = _check_array(p, "Pm: 'p'")
     if a.ndim > 1:

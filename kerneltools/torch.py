@@ -39,6 +39,7 @@ from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
 from ._complex import is_complex_data
+from ._complex_torch import ComplexTorchMethods
 from ._torch_autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
 from .backend._autodiff import forward_reduction
 from .backend.reductions import REDUCTIONS
@@ -391,4 +392,10 @@ def _binary_fn(a, b, fn):
 
 
 from ._samples_loss import SamplesLoss  # noqa: E402  (GeomLoss's losses, issue 27)
-from ._complex_torch import ComplexLazyTensor  # noqa: E402  (complex numbers, issue 21)
+
+
+class ComplexLazyTensor(ComplexTorchMethods, LazyTensor):
+    __doc__ = ComplexTorchMethods.__doc__
+
+
+ComplexLazyTensor._real = LazyTensor  # complex numbers (issue 21)

@@ -15,11 +15,10 @@ import numpy as np
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
-from ..._complex import ComplexLazyTensor
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
-LazyTensor = _lazy.LazyTensor
+LazyTensor, ComplexLazyTensor = _lazy.LazyTensor, _lazy.ComplexLazyTensor
 Vi, Vj, Pm = _lazy.Vi, _lazy.Vj, _lazy.Pm
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
@@ -28,7 +27,7 @@ __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "V
 
 
 class _NumpyBinding(Binding):
-    LazyTensor = _lazy.LazyTensor
+    LazyTensor, ComplexLazyTensor = _lazy.LazyTensor, _lazy.ComplexLazyTensor
     minimum = staticmethod(_lazy.minimum)
     maximum = staticmethod(_lazy.maximum)
 

@@ -17,11 +17,10 @@ import torch
 from ... import torch as _ktorch
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
-from ..._complex_torch import ComplexLazyTensor
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
-LazyTensor = _ktorch.LazyTensor
+LazyTensor, ComplexLazyTensor = _ktorch.LazyTensor, _ktorch.ComplexLazyTensor
 Vi, Vj, Pm = _ktorch.Vi, _ktorch.Vj, _ktorch.Pm
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
@@ -32,7 +31,7 @@ _DTYPES = {"float16": torch.float16, "float32": torch.float32, "float64": torch.
 
 
 class _TorchBinding(Binding):
-    LazyTensor = _ktorch.LazyTensor
+    LazyTensor, ComplexLazyTensor = _ktorch.LazyTensor, _ktorch.ComplexLazyTensor
     minimum = staticmethod(_ktorch.minimum)
     maximum = staticmethod(_ktorch.maximum)
 
