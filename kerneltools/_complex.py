@@ -21,7 +21,7 @@ order: ``Min``, comparisons; ``log``, ``sin``, ...) is a TypeError naming it.
 >>> import numpy as np, kerneltools as kt
 >>> p, f = np.random.rand(50, 1), np.random.rand(40, 1)
 >>> w = np.random.rand(50) + 1j * np.random.rand(50)
->>> nudft = (-2j * np.pi * kt.Vj(p) * kt.Vi(f)).exp() @ w   # sum_j e^{-2i pi p_j f_i} w_j
+>>> nudft = (-2j * np.pi * kt.Vj(p) * kt.Vi(f)).exp() @ w  # sum_j e^(-2i pi p_j f_i) w_j
 >>> np.allclose(nudft, np.exp(-2j * np.pi * f * p.T) @ w)
 True
 """
@@ -37,8 +37,8 @@ from ._symbolic import compose, from_parts, lift, ranges_of
 from .backend._ir import Node, intcst
 from .backend._ops import make
 
-__all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "is_complex_data", "planar",
-           "real_methods", "to_complex"]
+__all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "is_complex_data",
+           "planar", "real_methods", "to_complex"]
 
 
 # ---------------------------------------------------------------------------
@@ -383,14 +383,14 @@ class ComplexMethods:
 
     def grad(self, v, gradin):
         raise NotImplementedError(
-            "grad of a complex formula: differentiate through kerneltools.torch (torch's "
-            "Wirtinger conventions), or differentiate z.real and z.imag")
+            "grad of a complex formula: differentiate through kerneltools.torch "
+            "(torch's Wirtinger conventions), or differentiate z.real and z.imag")
 
     def vjp(self, *args, **kwargs):
         raise NotImplementedError("vjp of a complex formula: use kerneltools.torch")
 
     def solve(self, *args, **kwargs):
-        raise _no_complex("solve (conjugate gradients on a symmetric positive operator)")
+        raise _no_complex("solve (conjugate gradients on a symmetric operator)")
 
     # -- reductions ------------------------------------------------------------
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
@@ -415,7 +415,8 @@ class ComplexMethods:
         """``K @ b = sum_j K_ij b_j``: ``K`` a scalar complex formula, ``b``
         real or complex, of shape (M,) or (M, E)."""
         if self.dim != 1:
-            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
+            raise ValueError(f"K @ b needs a scalar formula K, got dimension "
+                             f"{self.dim}")
         b_arr = b if hasattr(b, "shape") else np.asarray(b)
         if b_arr.ndim not in (1, 2):
             raise ValueError(f"the right operand of @ must be 1-D or 2-D, got shape "
@@ -424,7 +425,8 @@ class ComplexMethods:
             raise ValueError(f"K @ b: K has shape {self.shape}, so the right operand b "
                              f"must have {self.nj} rows; got {b_arr.shape}")
         bj = b_arr[:, None] if b_arr.ndim == 1 else b_arr
-        out = (self * type(self)(bj, axis=1))._reduce("Sum", 1, backend=backend, **options)
+        out = (self * type(self)(bj, axis=1))._reduce("Sum", 1, backend=backend,
+                                                      **options)
         return out[:, 0] if b_arr.ndim == 1 else out
 
 
@@ -474,7 +476,8 @@ def real2complex(self):
 
 def imag2complex(self):
     """``1j * self``: this real formula as the imaginary part of a complex one."""
-    return self._complex_class.from_planar(self._compose(lambda x: pack(None, x, x.dim)))
+    return self._complex_class.from_planar(
+        self._compose(lambda x: pack(None, x, x.dim)))
 
 
 def exp1j(self):
