@@ -37,8 +37,8 @@ from ._symbolic import compose, from_parts, lift, ranges_of
 from .backend._ir import Node, intcst
 from .backend._ops import make
 
-__all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "is_complex_data",
-           "planar", "real_methods", "to_complex"]
+__all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "check_weight",
+           "is_complex_data", "planar", "real_methods", "to_complex"]
 
 
 # ---------------------------------------------------------------------------
@@ -434,6 +434,15 @@ def check_reduction(reduction: str, weight=None) -> None:
     """TypeError unless ``reduction`` is one that complex formulas have (Sum)."""
     if reduction != "Sum" or weight is not None:
         raise _no_complex(f"the {reduction} reduction")
+
+
+def check_weight(reduction: str, weight) -> None:
+    """TypeError if the ``weight`` of a real formula's reduction is complex
+    (it would be reduced as its planar real layout)."""
+    if weight is not None and is_complex_data(weight):
+        raise TypeError(
+            f"the {reduction} reduction takes real weights here, got a complex one; "
+            "reduce with its real and imaginary parts (w.real, w.imag) separately")
 
 
 def _deferred_complex(call):

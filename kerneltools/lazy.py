@@ -416,6 +416,7 @@ class LazyTensor(KeopsMethods):
         keywords: ``call=False`` (or symbolic variables) gives a callable
         :class:`~kerneltools._deferred.DeferredReduction`; ``out=`` an array
         to write the result into; ``keepdim=True`` keeps the reduced axis."""
+        _complex.check_weight(reduction, weight)
         call = options.pop("call", True)
         if backend is None:
             backend = self.backend
@@ -582,6 +583,8 @@ class LazyTensor(KeopsMethods):
         with respect to a variable of the reduced index is a reduction over the
         other index.
         """
+        if getattr(wrt, "is_complex", False):  # through kerneltools.torch
+            return ComplexLazyTensor(self).grad(wrt, gradout)  # NotImplementedError
         return _reducing.vjp(self, wrt, gradout, reduction, axis, weight=weight, K=K,
                              backend=backend, ranges=ranges)
 

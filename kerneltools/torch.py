@@ -38,7 +38,7 @@ from ._lazy_keops import KeopsMethods
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
-from ._complex import is_complex_data
+from ._complex import check_weight, is_complex_data
 from ._complex_torch import ComplexTorchMethods
 from ._torch_autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
 from .backend._autodiff import forward_reduction
@@ -253,6 +253,7 @@ class LazyTensor:
         tensor to copy the result into (not while gradients are tracked),
         ``keepdim=True`` keeps the reduced axis."""
         axis = check_axis(axis)
+        check_weight(name, weight)
         call = options.pop("call", True)
         if backend is None:
             backend = self._lt.backend

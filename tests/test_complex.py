@@ -154,10 +154,17 @@ def test_bad_input_names_the_operation():
                      (lambda: Z.sqrt(), "the operation Sqrt")]:
         with pytest.raises(TypeError, match=f"^{what} has no meaning for complex"):
             fn()
+    # a real formula with complex weights: no silent planar (re, im) output
+    K = -kt.Vi(x.real).sqdist(kt.Vj(y.real))
+    with pytest.raises(TypeError, match="the SumSoftMaxWeight reduction takes real "
+                       "weights"):
+        K.sumsoftmaxweight(kt.Vj(y), axis=1, backend="numpy")
     with pytest.raises(ValueError, match="exp1j: the formula is complex"):
         Z.exp1j()
-    with pytest.raises(NotImplementedError, match="kerneltools.torch"):
-        Z.grad(kt.Vi(x), 1)
+    for fn in (lambda: Z.grad(kt.Vi(x), 1), lambda: Z.real.grad(kt.Vi(x), 1),
+               lambda: K.vjp(kt.Vi(x), np.ones((7, 1)))):  # no planar (re, im) gradient
+        with pytest.raises(NotImplementedError, match="kerneltools.torch"):
+            fn()
     with pytest.raises(ValueError, match="'x' is empty"):
         kt.Vi(np.ones((0, 2), complex))
 
@@ -225,6 +232,8 @@ def test_torch_complex_gradcheck(backend):
         return ((X * Y.conj() + c * P).exp() / (X + 3) * torch.exp(1j * P)).sum(1)
 
     assert isinstance(Vi(x), ComplexLazyTensor)
+    with pytest.raises(TypeError, match="the SumSoftMaxWeight reduction takes real"):
+        (-Vj(p).sqdist(Vj(p))).sumsoftmaxweight(Vj(y), axis=1, backend=backend)
     out = ours(x, y, p, c)
     assert out.dtype == torch.complex128
     # (not torch.testing.assert_close: its first call imports torch.distributed, 5 s)
