@@ -27,3 +27,17 @@ def emit(lines: list[str], out: str | None) -> None:
     if out:
         with open(out, "w") as fh:
             fh.write(text + "\n")
+
+
+def warm_median(fn, args: tuple, repeat: int) -> float:
+    """The median wall time, in seconds, of ``repeat`` calls ``fn(*args)``
+    (warm calls: run it once first)."""
+    import statistics
+    import time
+
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import numpy as np
+from _runner import warm_median
 
 
 def _systems(backend: str, dense_max: int) -> dict:
@@ -84,12 +84,7 @@ def main():
             if out is None:
                 print(f"N=M={n:>7} {name:30s} skipped (N x M over --dense-max)")
                 continue
-            times = []
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                fn(p, f, w)
-                times.append(time.perf_counter() - t0)
-            med = statistics.median(times)
+            med = warm_median(fn, (p, f, w), args.repeat)
             anchor = anchor or med
             out = np.asarray(out).reshape(-1)
             ref = out if ref is None else ref
