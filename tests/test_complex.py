@@ -85,7 +85,9 @@ def test_complex_operations_match_numpy(backend, dtype):
     F, dense = _complex_formula(x, y, r, 0.5 - 2j)
     assert F.is_complex and F.dtype == CDTYPE[dtype]
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for axis in (0, 1):
+    # over i as well on NumPy only: the axis is the engine's business (tested
+    # for real formulas); one kernel of this large formula per compiled backend
+    for axis in ((0, 1) if backend == "numpy" else (1,)):
         got = F.sum(axis=axis, backend=backend)
         assert got.dtype == CDTYPE[dtype]
         assert got.shape == (dense.shape[1 - axis], F.dim)
