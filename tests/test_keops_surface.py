@@ -257,8 +257,10 @@ def test_unbound_solve_and_linear_operator():
     # pykeops' keywords: deferred, options to each product
     f = K.solve(b, alpha=0.5, tol=1e-12, backend=BE, call=False, sum_scheme="block_sum")
     np.testing.assert_allclose(f(), a[:, 0], rtol=1e-12)
-    with pytest.raises(NotImplementedError, match="var"):
-        K.solve(b, var=Vj(0, 1))
+    # var=: the unknown as a symbolic variable (more in test_pykeops_semantics)
+    u = Vj(0, 1)
+    np.testing.assert_allclose((K * u).solve(b[:, None], var=u, alpha=0.5, tol=1e-12,
+                                             backend=BE), a, rtol=1e-10)
 
 
 # -- reduction keywords ------------------------------------------------------------------
