@@ -58,6 +58,8 @@ class LazyTensor:
     (or NumPy arrays and numbers) as data.
     """
 
+    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
             self._lt, self._tensors = x._lt, dict(x._tensors)
@@ -291,6 +293,7 @@ for _method, _fn in reduction_methods().items():
 # pykeops' generic reduction and the static concatenations run on this class
 # (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
 LazyTensor.reduction = KeopsMethods.reduction
+LazyTensor.__min__, LazyTensor.__max__ = KeopsMethods.__min__, KeopsMethods.__max__
 LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
 LazyTensor.cat = staticmethod(KeopsMethods.cat)
 

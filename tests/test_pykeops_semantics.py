@@ -362,3 +362,19 @@ def test_torch_solve_var_and_batches_are_differentiable(backend):
         g, want = (torch.autograd.grad((r * w).sum(), leaves) for r in (got, ref))
         for gk, wk in zip(g, want):
             torch.testing.assert_close(gk, wk, rtol=1e-8, atol=1e-10, msg=f"case {k}")
+
+
+@needs_torch
+def test_torch_difference_matrix_min_max_and_numpy_operands():
+    rng = np.random.default_rng(8)
+    x, y = torch.tensor(rng.random((6, 3)), requires_grad=True), torch.tensor(rng.random((4, 2)))
+    F = ktt.Vi(x).difference_matrix(ktt.Vj(y))
+    ref = (x[:, None, :, None] - y[None, :, None, :]).reshape(6, 4, 6)
+    torch.testing.assert_close(F.__min__(axis=1, backend=BE), ref.min(1).values)
+    torch.testing.assert_close(F.__max__(axis=0, backend=BE), ref.max(0).values)
+    # a NumPy array on the left defers to the LazyTensor (pykeops' __array_ufunc__)
+    G = np.array([2.0]) * F
+    assert isinstance(G, ktt.LazyTensor)
+    (g,) = torch.autograd.grad(G.sum(axis=1, backend=BE).sum(), [x])
+    (want,) = torch.autograd.grad((2.0 * ref).sum(), [x])
+    torch.testing.assert_close(g, want)
