@@ -145,6 +145,25 @@ def test_unused_arguments_still_count_their_points():
     assert_close(out, np.broadcast_to(y.sum(0), x.shape), 1e-12)
 
 
+def test_repeated_calls_rebind_the_same_formula(backend, dtype, rtol):
+    """A Genred builds its formula once per batch layout; later calls bind
+    their arrays to it (no parsing, no planning of a new formula): new values
+    and new sizes must still give their own results."""
+    f = kn.Genred(FORMULA, ALIASES, axis=1)
+    unused = kn.Genred("x * 2", ["x = Vi(3)", "y = Vj(3)"], axis=1)
+    for n, m, seed in ((7, 5, 0), (9, 4, 1), (7, 5, 2)):
+        x, y, b, g = _data(dtype, n, m, seed)
+        K, _ = _dense(x, y, g)
+        ref = K @ b.astype(np.float64)
+        assert_close(f(x, y, b, g, backend=backend), ref, rtol, scale=np.abs(ref))
+        assert_close(unused(x, y, backend="numpy"), 2 * x * m, rtol)
+    assert len(f._templates) == 1 and len(unused._templates) == 1
+    xb, yb = np.stack([x, x[::-1]]), np.stack([y, y])  # a batch: its own formula
+    out = f(xb, yb, b, g, backend="numpy")
+    assert_close(out[1], _dense(x[::-1], y, g)[0] @ b.astype(np.float64), rtol)
+    assert len(f._templates) == 2
+
+
 def test_batch_axes(dtype, rtol):
     rng = np.random.default_rng(3)
     x, y = rng.random((2, 6, 3)).astype(dtype), rng.random((2, 4, 3)).astype(dtype)
@@ -350,6 +369,23 @@ def test_torch_genred_gradients_against_dense_autograd(axis):
     refs = torch.autograd.grad((ref * e).sum(), (x, y, w, g))
     for a, r in zip(grads, refs):
         torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-12)
+
+
+@needs_torch
+def test_torch_genred_repeated_calls_differentiate_the_new_tensors():
+    rng = np.random.default_rng(6)
+    f = ktk.Genred(FORMULA, ALIASES, axis=1)
+    for n in (6, 4):  # the second call rebinds the first call's formula
+        x = torch.tensor(rng.random((n, 3)), requires_grad=True)
+        y, b = torch.tensor(rng.random((5, 3))), torch.tensor(rng.random((5, 2)))
+        g = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+        out = f(x, y, b, g, backend="numpy")
+        ref = torch.exp(-g * ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)) @ b
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        grads = torch.autograd.grad(out.sum(), (x, g))
+        for a, r in zip(grads, torch.autograd.grad(ref.sum(), (x, g))):
+            torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-12)
+    assert len(f._templates) == 1
 
 
 @needs_torch

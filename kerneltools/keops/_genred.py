@@ -17,6 +17,10 @@ from __future__ import annotations
 import numbers
 import re
 
+import numpy as np
+
+from .._symbolic import Binding as _Data
+from .._symbolic import bindings_of, from_parts
 from . import _formulas
 from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
 
@@ -77,6 +81,41 @@ class Binding:
     def concat(self, arrays):  # pragma: no cover - interface
         """The arrays joined along their last axis."""
         raise NotImplementedError
+
+    # -- rebinding a built formula to new arrays (Genred's repeated calls) -----
+    def data(self, a):
+        """The NumPy array behind the argument ``a``, or None (then each call
+        builds its formula anew)."""
+        return a if type(a) is np.ndarray else None
+
+    def level(self, lt):
+        """The ``kerneltools.LazyTensor`` of one of the binding's LazyTensors."""
+        return lt
+
+    def wrap(self, template, lt, data: dict):
+        """``lt`` (a ``kerneltools.LazyTensor``) as the binding's LazyTensor like
+        ``template``; ``data`` maps each rebound node to ``(Binding, argument)``."""
+        return lt
+
+
+def _data_binding(a, cat: str, batched: bool) -> _Data:
+    """The engine's binding of an argument's array ``a``, as ``Binding.variable``
+    makes it: (n, D) or (*batch, n, D) for i and j, (D,) or (*batch, D) for a
+    parameter."""
+    if batched:
+        return _Data(a, batch=tuple(int(s) for s in a.shape[:-1 if cat == "p" else -2]))
+    return _Data(a.reshape(-1) if cat == "p" else a.reshape(a.shape[0], -1))
+
+
+def _bound(lt, data: dict, rows: dict):
+    """``lt`` with the nodes of ``data`` bound to their new arrays."""
+    bindings = dict(bindings_of(lt))
+    for node, (binding, _) in data.items():
+        if node in bindings:
+            bindings[node] = binding
+    ni = rows.get("i") if lt.ni is not None else None
+    nj = rows.get("j") if lt.nj is not None else None
+    return from_parts(type(lt), lt.formula, bindings, ni, nj)
 
 
 def reduction_name(reduction_op) -> str:
@@ -206,6 +245,7 @@ class GenredBase:
         self.options = _check_options(who, dtype_acc, use_double_acc, sum_scheme,
                                       enable_chunks, rec_multVar_highdim, use_fast_math)
         self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
+        self._templates = {}  # (nbatch, batched flags) -> (F, W, nodes): see _lazy
 
     def __repr__(self) -> str:
         extra = f", formula2={self.formula2!r}" if self.formula2 else ""
@@ -228,14 +268,28 @@ class GenredBase:
         nbatch = self._check_shapes(arrays)
         if self.options["double"]:
             arrays = [b.cast(a, "float64") for a in arrays]
+        flags = tuple(a.ndim == nbatch + (1 if self.variables.by_index[k][1] == 2 else 2)
+                      and nbatch > 0 for k, a in enumerate(arrays))
+        # The formula depends on the aliases and on which arguments are
+        # batched, not on the data: built once per such key, later calls bind
+        # their arrays to the same variables (the plan's memo then hits).
+        template = self._templates.get((nbatch, flags))
+        if template is not None:
+            rebound = self._rebind(template, arrays, flags)
+            if rebound is not None:
+                return rebound + (nbatch, arrays)
+        F, W, nodes = self._build(arrays, flags)
+        self._templates[(nbatch, flags)] = (F, W, nodes)
+        return F, W, nbatch, arrays
+
+    def _build(self, arrays, flags):
+        """(F, W, {argument index: variable node}) on ``arrays``."""
+        b = self.binding
         lazies = {}
 
         def var(k):
             if k not in lazies:
-                cat = self.variables.by_index[k][1]
-                a = arrays[k]
-                batched = a.ndim == nbatch + (1 if cat == 2 else 2) and nbatch > 0
-                lazies[k] = b.variable(a, cat, batched)
+                lazies[k] = b.variable(arrays[k], self.variables.by_index[k][1], flags[k])
             return lazies[k]
 
         env = {name: var(a.index) for name, a in self.variables.names.items()}
@@ -249,7 +303,24 @@ class GenredBase:
                 F = F + var(k).elem(0).ifelse(0, 0)
         W = (_formulas.evaluate(self.tree2, env, var, b, self.formula2)
              if self.tree2 is not None else None)
-        return F, W, nbatch, arrays
+        return F, W, {k: b.level(v).formula for k, v in lazies.items()}
+
+    def _rebind(self, template, arrays, flags):
+        """``(F, W)`` of ``template`` with ``arrays`` bound to its variables;
+        None where the binding cannot say (CuPy, Dask, empty arrays: the
+        full path checks them)."""
+        b = self.binding
+        F, W, nodes = template
+        data, rows = {}, {}
+        for k, node in nodes.items():
+            d = b.data(arrays[k])
+            if d is None or d.size == 0:
+                return None
+            data[node] = (_data_binding(d, node.cat, flags[k]), arrays[k])
+            if node.cat != "p":
+                rows[node.cat] = d.shape[-2]
+        return tuple(None if t is None else b.wrap(t, _bound(b.level(t), data, rows), data)
+                     for t in (F, W))
 
     def _signature(self) -> str:
         return ", ".join(f"{n}={_cat_name(c)}({d})"

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ... import torch as _ktorch
+from ..._torch_autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._genred import Binding, GenredBase, KernelSolveBase
 from .._generic import ComplexLazyTensor, generic_functions
@@ -62,6 +63,19 @@ class _TorchBinding(Binding):
 
     def concat(self, arrays):
         return torch.cat(arrays, dim=-1)
+
+    # rebinding a built formula (Genred's repeated calls: see _genred.Binding)
+    def data(self, a):
+        d = _view(a)
+        return d if type(d) is np.ndarray else None
+
+    def level(self, lt):
+        return lt._lt
+
+    def wrap(self, template, lt, data):
+        tensors = dict(template._tensors)
+        tensors.update({node: arg for node, (_, arg) in data.items()})
+        return type(template)._wrap(lt, tensors)
 
 
 class Genred(GenredBase):
