@@ -21,6 +21,10 @@ import numpy as np
 
 from .._symbolic import Binding as _Data
 from .._symbolic import bindings_of, from_parts
+from .. import _reducing
+from ..backend._dispatch import run_plan
+from ..backend._plan import canonicalize
+from ..backend.reductions import method_variants
 from . import _formulas
 from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
 
@@ -64,6 +68,9 @@ class Binding:
 
     LazyTensor = None
     minimum = maximum = None
+    #: Whether Genred may run a rebound formula through its cached plan (not
+    #: for torch: its reductions are autograd functions).
+    plans = False
 
     def as_array(self, x, what: str):  # pragma: no cover - interface
         raise NotImplementedError
@@ -246,6 +253,7 @@ class GenredBase:
                                       enable_chunks, rec_multVar_highdim, use_fast_math)
         self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
         self._templates = {}  # (nbatch, batched flags) -> (F, W, nodes): see _lazy
+        self._plans = {}  # (formulas, sizes, dtypes) -> (Plan, argument nodes)
 
     def __repr__(self) -> str:
         extra = f", formula2={self.formula2!r}" if self.formula2 else ""
@@ -402,6 +410,11 @@ class GenredBase:
 
     def _reduce(self, F, W, nbatch, backend, ranges):
         method, kind = REDUCTIONS[self.reduction_op]
+        if self.binding.plans and not nbatch and ranges is None and kind not in (
+                "shift", "shift_weight"):
+            res = self._run_planned(F, W, method, backend)
+            if res is not None:
+                return res
         opts = {"backend": _backend(backend, self.who)}
         if ranges is not None:
             opts["ranges"] = ranges
@@ -421,6 +434,38 @@ class GenredBase:
             res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
         return res
 
+
+    def _run_planned(self, F, W, method, backend):
+        """The reduction of a rebound formula through its cached plan (the
+        plan is a function of the formulas, the dtype and the sizes: the
+        arrays are only its arguments); None for data the plan cannot take
+        as they are (CuPy, Dask: the LazyTensor path handles them)."""
+        parts = [F] + ([W] if W is not None else [])
+        data = {}
+        for p in reversed(parts):
+            data.update(bindings_of(p))
+        if any(type(d.array) is not np.ndarray for d in data.values()):
+            return None
+        key = (tuple(p.formula for p in parts), F.ni, F.nj,
+               tuple(d.array.dtype for d in data.values() if not d.weak))
+        hit = self._plans.get(key)
+        if hit is None:
+            red = method_variants()[method][len(parts)]
+            K = self.opt_arg if red.uses_k else 1
+            plan, _ = _reducing.plan(F, red.name, self.axis, W, K, _backend(backend, self.who))
+            originals = canonicalize([p.formula for p in parts], self.axis)[1]
+            if len(self._plans) >= 64:  # many sizes: keep the memo small
+                self._plans.clear()
+            hit = self._plans[key] = (plan, originals)
+        plan, originals = hit
+        args = [np.ascontiguousarray(data[v].array, dtype=plan.dtype) for v in originals]
+        outs = run_plan(plan, args, _backend(backend, self.who))
+        if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
+            outs = tuple(o[..., 0] for o in outs)
+        res = outs if len(outs) > 1 else outs[0]
+        if self.reduction_op == "KMin_ArgKMin" and F.formula.dim == 1:
+            res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
+        return res
 
     def _max_sum_shift_exp(self, F, W, nbatch, axis, opts):
         """pykeops' Max_SumShiftExp(Weight): ``[m, sum exp(F - m) (W)]`` with
