@@ -145,9 +145,9 @@ class LazyTensor(KeopsMethods):
         )
 
     # -- building (see kerneltools._symbolic) ---------------------------------
-    @staticmethod
-    def _lift(x) -> LazyTensor:
-        return lift(LazyTensor, x)
+    @classmethod
+    def _lift(cls, x) -> LazyTensor:
+        return lift(cls, x)
 
     _merge = staticmethod(merge)  # (bindings, ni, nj) of operands; tests use it
 
@@ -339,7 +339,7 @@ class LazyTensor(KeopsMethods):
             elif node.op == "Index":
                 mapping[node] = index(swap[node.cat])
         (f,) = substitute([self.formula], mapping)
-        return from_parts(LazyTensor, f, bindings, self.nj, self.ni,
+        return from_parts(type(self), f, bindings, self.nj, self.ni,
                           ranges=transpose_ranges(ranges_of(self)))
 
     @property
@@ -366,7 +366,7 @@ class LazyTensor(KeopsMethods):
                 f"dimension {self.dim}"
             )
         bindings, ni, nj = merge([self, v, g])
-        return from_parts(LazyTensor, _grad(self.formula, v.formula, g.formula), bindings,
+        return from_parts(type(self), _grad(self.formula, v.formula, g.formula), bindings,
                           ni, nj, ranges=merge_ranges([self, v, g]))
 
     # -- reductions --------------------------------------------------------
@@ -394,7 +394,7 @@ class LazyTensor(KeopsMethods):
         Formulas built from the result keep it (two different ranges in one
         formula are a ValueError); ``t()`` transposes it.
         """
-        return from_parts(LazyTensor, self.formula, self._bindings, self.ni, self.nj,
+        return from_parts(type(self), self.formula, self._bindings, self.ni, self.nj,
                           ranges=check_ranges(ranges))
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
@@ -481,7 +481,7 @@ class LazyTensor(KeopsMethods):
         bvar, formula = hit
         bindings = dict(self._bindings)
         bindings[bvar] = Binding(b2)
-        product = from_parts(LazyTensor, formula, bindings, self.ni, b2.shape[0],
+        product = from_parts(type(self), formula, bindings, self.ni, b2.shape[0],
                              ranges=ranges_of(self))
         out = product._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out

@@ -121,7 +121,7 @@ class LazyTensor:
 
     @backend.setter
     def backend(self, value):
-        lt = from_parts(_lazy.LazyTensor, self._lt.formula, bindings_of(self._lt),
+        lt = from_parts(type(self._lt), self._lt.formula, bindings_of(self._lt),
                         self._lt.ni, self._lt.nj, ranges=ranges_of(self._lt))
         lt.backend = value
         self._lt = lt

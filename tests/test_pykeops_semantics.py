@@ -378,3 +378,61 @@ def test_torch_difference_matrix_min_max_and_numpy_operands():
     (g,) = torch.autograd.grad(G.sum(axis=1, backend=BE).sum(), [x])
     (want,) = torch.autograd.grad((2.0 * ref).sum(), [x])
     torch.testing.assert_close(g, want)
+
+
+# -- pykeops' dtype rule in kerneltools.keops (issue 21) ---------------------------
+def test_keops_untyped_values_take_the_formula_dtype(backend, dtype, rtol):
+    """As in pykeops, Python floats, NumPy float scalars and lists have no
+    dtype of their own: the result keeps the arrays' dtype."""
+    from kerneltools.keops import numpy as kn
+
+    x = np.random.default_rng(9).random((6, 2)).astype(dtype)
+    K = (-kn.Vi(x).sqdist(kn.Vj(x))).exp()
+    ref = 0.5 * _gauss(x.astype(np.float64), x.astype(np.float64)).sum(1, keepdims=True)
+    for F in (K * np.float64(0.5), K * [0.5], K * 0.5):  # one formula: one compilation
+        out = F.sum(axis=1, backend=backend)
+        assert out.dtype == dtype
+        assert_close(out, ref, rtol)
+
+
+def test_keops_formulas_refuse_two_dtypes_as_pykeops():
+    """pykeops raises on LazyTensors of two dtypes, and its Genred reads mixed
+    arguments as the first one's dtype (NaN or wrong numbers, no error): the
+    drop-in raises in both; kerneltools.LazyTensor keeps NumPy's promotion."""
+    from kerneltools.keops import numpy as kn
+
+    rng = np.random.default_rng(10)
+    x64, b64 = rng.random((6, 3)), rng.random((6, 1))
+    x32 = x64.astype(np.float32)
+    K = (-kn.Vi(x32).sqdist(kn.Vj(x32))).exp()
+    for build in (lambda: kn.Vi(x32) - kn.Vj(x64), lambda: kn.Pm(np.array([2.0])) * K,
+                  lambda: K.T * kt.Vj(b64), lambda: K @ b64,
+                  # a symbolic variable's data, given at call time
+                  lambda: (K * kn.Vj(0, 1)).sum(axis=1, backend=BE)(b64)):
+        with pytest.raises(ValueError, match="dtypes float32, float64"):
+            build()
+    with pytest.raises(ValueError, match="'b' is float64 but the formula's data are float32"):
+        K.solve(b64, backend=BE)
+    f = kn.Genred("Exp(-SqDist(x, y)) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
+    with pytest.raises(ValueError, match=r"argument 0 \(x\) is float32 but argument 2 \(b\)"):
+        f(x32, x32, b64, backend=BE)
+    assert (kt.Vi(x32) - kt.Vj(x64)).dtype == np.float64  # the core promotes
+
+
+@needs_torch
+def test_torch_keops_formulas_refuse_two_dtypes_as_pykeops():
+    from kerneltools.keops import torch as ktk
+
+    x = torch.rand(6, 3)
+    K = (-ktk.Vi(x).sqdist(ktk.Vj(x))).exp()
+    b64 = torch.rand(6, 1, dtype=torch.float64)
+    for build in (lambda: K @ b64, lambda: K * ktk.Pm(torch.tensor([2.0], dtype=torch.float64)),
+                  lambda: K.T.sqdist(ktt.Vj(b64))):
+        with pytest.raises(ValueError, match="dtypes float32, float64"):
+            build()
+    with pytest.raises(ValueError, match="'b' is float64"):
+        K.solve(b64, backend=BE)
+    f = ktk.Genred("SqDist(x, y) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
+    with pytest.raises(ValueError, match=r"argument 2 \(b\) is torch.float64"):
+        f(x, x, b64, backend=BE)
+    assert (K * 2.0).sum(axis=1, backend=BE).dtype == torch.float32

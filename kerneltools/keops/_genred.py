@@ -26,6 +26,7 @@ from ..backend._dispatch import run_plan
 from ..backend._plan import canonicalize
 from ..backend.reductions import method_variants
 from . import _formulas
+from ._dtypes import check_arguments
 from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
 
 __all__ = ["GenredBase", "KernelSolveBase", "Binding", "BACKENDS", "REDUCTIONS"]
@@ -273,6 +274,8 @@ class GenredBase:
         if replace:
             for k, a in replace.items():
                 arrays[k] = a
+        check_arguments(who, arrays, [self.variables.by_index[k][0]
+                                      for k in range(len(arrays))])
         nbatch = self._check_shapes(arrays)
         if self.options["double"]:
             arrays = [b.cast(a, "float64") for a in arrays]

@@ -3,9 +3,10 @@
 ``from kerneltools.keops.numpy import Genred, LazyTensor, Vi, Vj, Pm, ...``
 gives pykeops' NumPy names: :class:`Genred` and :class:`KernelSolve` with
 pykeops' formula strings (read by a parser, never ``eval``), the
-``generic_*`` helpers, and kerneltools' own :class:`~kerneltools.LazyTensor`,
-``Vi``, ``Vj`` and ``Pm``. Where kerneltools differs from pykeops, the README's
-table of pykeops features says how.
+``generic_*`` helpers, and kerneltools' :class:`~kerneltools.LazyTensor`,
+``Vi``, ``Vj`` and ``Pm`` with pykeops' dtype rule (one dtype per formula,
+:mod:`kerneltools.keops._dtypes`). Where kerneltools differs from pykeops,
+the README's table of pykeops features says how.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import numpy as np
 
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per formula
 from .._genred import Binding, GenredBase, KernelSolveBase
 from .._generic import ComplexLazyTensor, generic_functions
 from .._parser import FormulaSyntaxError
-
-LazyTensor = _lazy.LazyTensor
-Vi, Vj, Pm = _lazy.Vi, _lazy.Vj, _lazy.Pm
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
                   "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",

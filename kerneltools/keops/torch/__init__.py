@@ -17,12 +17,11 @@ import torch
 from ... import torch as _ktorch
 from ..._torch_autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
 from .._genred import Binding, GenredBase, KernelSolveBase
 from .._generic import ComplexLazyTensor, generic_functions
 from .._parser import FormulaSyntaxError
 
-LazyTensor = _ktorch.LazyTensor
-Vi, Vj, Pm = _ktorch.Vi, _ktorch.Vj, _ktorch.Pm
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
                   "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",
