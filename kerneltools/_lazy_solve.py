@@ -31,7 +31,7 @@ from .backend._cg import conjugate_gradient
 from .backend._dask import is_dask_array
 from .backend._ir import topo_order
 
-__all__ = ["LinearSystem", "rhs_of", "solve", "unknown_of", "waits_for_data"]
+__all__ = ["LinearSystem", "cg_layout", "rhs_of", "solve", "unknown_of", "waits_for_data"]
 
 
 def unknown_of(K, var):
@@ -139,7 +139,7 @@ def solve(K, b, alpha, *, tol, max_iter, backend, callback, var, options):
     B = np.broadcast_to(B, batch + B.shape[-2:]).astype(dtype)
     # CG's layout: one column per problem and column of b for K @ u (columns
     # are independent); one column per problem for var= (F may mix them)
-    fold, unfold = _layout(batch, B.shape[-2:], per_column=unknown is None)
+    fold, unfold = cg_layout(batch, B.shape[-2:], per_column=unknown is None)
     flat = unknown is None and not system.batch  # b's batch axes: columns of one K
 
     def matvec(X):
@@ -157,7 +157,7 @@ def solve(K, b, alpha, *, tol, max_iter, backend, callback, var, options):
     return (x[..., 0] if b_arr.ndim == 1 else x), n_iter
 
 
-def _layout(batch: tuple, shape: tuple, per_column: bool):
+def cg_layout(batch: tuple, shape: tuple, per_column: bool):
     """``(fold, unfold)`` between the solution's shape ``batch + shape``
     (``shape = (n, E)``) and conjugate gradients' ``(rows, columns)``:
     ``(n, prod(batch) E)`` with ``per_column`` (each column of each problem

@@ -20,6 +20,7 @@ import re
 import numpy as np
 
 from .._symbolic import Binding as _Data
+from .._lazy_solve import cg_layout
 from .._symbolic import bindings_of, from_parts
 from .. import _reducing
 from ..backend._dispatch import run_plan
@@ -549,11 +550,23 @@ class KernelSolveBase(GenredBase):
         self.varinvalias = varinvalias
 
     def _operator(self, args, backend, ranges):
-        """``u -> A u``: the reduction with the unknown's argument replaced by ``u``."""
+        """``u -> A u``: the reduction with the unknown's argument replaced by
+        ``u`` (*batch, N, E)."""
         def apply(u):
             F, _, nbatch, _ = self._lazy(args, replace={self.varinv: u})
-            if nbatch:
-                raise NotImplementedError("KernelSolve does not support batch axes; "
-                                          "loop over the batch")
-            return self._reduce(F, None, 0, backend, ranges)
+            return self._reduce(F, None, nbatch, backend, ranges)
         return apply
+
+    def _layout(self, args, b):
+        """``(b, fold, unfold)``: the right-hand side broadcast to the batch
+        axes of all the arguments, and conjugate gradients' layout of it: one
+        vector of N E unknowns per problem (the operator may mix the
+        unknown's components, as ``MatVecMult(m, u)`` does)."""
+        batch = np.broadcast_shapes(*[
+            tuple(a.shape[:a.ndim - (1 if self.variables.by_index[k][1] == 2 else 2)])
+            for k, a in enumerate(args)])
+        shape = tuple(batch) + tuple(b.shape[-2:])
+        if tuple(b.shape) != shape:  # torch tensors expand, arrays broadcast
+            b = b.expand(shape) if hasattr(b, "expand") else np.broadcast_to(b, shape)
+        fold, unfold = cg_layout(tuple(batch), shape[-2:], per_column=False)
+        return b, fold, unfold

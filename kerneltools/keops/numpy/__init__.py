@@ -116,9 +116,12 @@ class KernelSolve(KernelSolveBase):
     ``KernelSolve(formula, aliases, varinvalias, axis=0, ...)`` then
     ``Kinv(*args, alpha=1e-10, eps=1e-6, backend="auto", ranges=None)`` where
     ``args`` holds ``b`` in the unknown's place. The operator must be symmetric
-    positive definite (plus ``alpha``). Stops at ``|r| <= eps |b|`` (pykeops:
-    an absolute threshold, no iteration cap); warns with
-    ``ConvergenceWarning`` after ``10 n + 100`` iterations.
+    positive definite (plus ``alpha``); it may mix the unknown's components
+    (each problem is one system of N E unknowns). Batch axes of the arguments
+    are independent problems, solved together. Stops at ``|r| <= eps |b|``
+    per problem (pykeops: an absolute threshold over all of them, no
+    iteration cap); warns with ``ConvergenceWarning`` after ``10 n + 100``
+    iterations.
     """
 
     binding = _NumpyBinding()
@@ -127,12 +130,15 @@ class KernelSolve(KernelSolveBase):
                  ranges=None):
         if len(args) != self.variables.count:
             raise TypeError(f"KernelSolve takes {self.variables.count} arrays, got {len(args)}")
-        b = self.binding.as_array(args[self.varinv], f"KernelSolve: the right-hand side "
-                                  f"{self.varinvalias!r}")
+        args = [self.binding.as_array(a, f"KernelSolve: argument {k} "
+                                         f"({self.variables.by_index[k][0]})")
+                for k, a in enumerate(args)]
+        b, fold, unfold = self._layout(args, args[self.varinv])
         op = self._operator(args, backend, ranges)
-        u, _ = _conjugate_gradient(lambda v: op(v.astype(b.dtype, copy=False)) + alpha * v,
-                                   b, tol=eps)
-        return u.astype(b.dtype, copy=False)
+        u, _ = _conjugate_gradient(
+            lambda v: fold(op(unfold(v).astype(b.dtype, copy=False))) + alpha * v,
+            fold(b), tol=eps)
+        return unfold(u).astype(b.dtype, copy=False)
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (

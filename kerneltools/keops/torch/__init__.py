@@ -161,16 +161,19 @@ class _SolveCall:
         return self.solver._operator(args, self.backend, self.ranges)
 
     def cg(self, args, b, alpha):
-        """``(A + alpha I)^{-1} b`` by conjugate gradients (NumPy iterates)."""
+        """``(A + alpha I)^{-1} b`` by conjugate gradients (NumPy iterates; one
+        vector per problem of the batch, see ``KernelSolveBase._layout``)."""
         op = self.operator(args)
         a = float(alpha)
+        host = b.detach().cpu().numpy()
+        host, fold, unfold = self.solver._layout(args, host)
 
         def matvec(v):
-            t = torch.from_numpy(np.ascontiguousarray(v)).to(b.device, b.dtype)
-            return (op(t) + a * t).detach().cpu().numpy()
+            t = torch.from_numpy(unfold(v)).to(b.device, b.dtype)
+            return fold(op(t).detach().cpu().numpy()) + a * v
 
-        u, _ = _conjugate_gradient(matvec, b.detach().cpu().numpy(), tol=self.eps)
-        return torch.from_numpy(u).to(b.device, b.dtype)
+        u, _ = _conjugate_gradient(matvec, fold(host), tol=self.eps)
+        return torch.from_numpy(unfold(u)).to(b.device, b.dtype)
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (
