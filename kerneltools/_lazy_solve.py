@@ -26,7 +26,7 @@ import numpy as np
 
 from ._lazy_args import check_finite_data, solve_alpha
 from ._leaves import check_array
-from ._symbolic import Binding, batch_of, bindings_of, from_parts, new_var, symbols_of
+from ._symbolic import Binding, batch_of, bindings_of, from_parts, symbols_of
 from .backend._cg import conjugate_gradient
 from .backend._dask import is_dask_array
 from .backend._ir import topo_order

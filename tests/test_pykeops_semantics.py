@@ -405,18 +405,25 @@ def test_keops_formulas_refuse_two_dtypes_as_pykeops():
     x64, b64 = rng.random((6, 3)), rng.random((6, 1))
     x32 = x64.astype(np.float32)
     K = (-kn.Vi(x32).sqdist(kn.Vj(x32))).exp()
-    for build in (lambda: kn.Vi(x32) - kn.Vj(x64), lambda: kn.Pm(np.array([2.0])) * K,
-                  lambda: K.T * kt.Vj(b64), lambda: K @ b64,
-                  # a symbolic variable's data, given at call time
-                  lambda: (K * kn.Vj(0, 1)).sum(axis=1, backend=BE)(b64)):
+    f = kn.Genred("Exp(-SqDist(x, y)) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
+    _refuses_two_dtypes(
+        [lambda: kn.Vi(x32) - kn.Vj(x64), lambda: kn.Pm(np.array([2.0])) * K,
+         lambda: K.T * kt.Vj(b64), lambda: K @ b64,
+         # a symbolic variable's data, given at call time
+         lambda: (K * kn.Vj(0, 1)).sum(axis=1, backend=BE)(b64)],
+        lambda: K.solve(b64, backend=BE), lambda: f(x32, x32, b64, backend=BE),
+        r"argument 0 \(x\) is float32 but argument 2 \(b\) is float64")
+    assert (kt.Vi(x32) - kt.Vj(x64)).dtype == np.float64  # the core promotes
+
+
+def _refuses_two_dtypes(builds, solve, genred, genred_match):
+    for build in builds:
         with pytest.raises(ValueError, match="dtypes float32, float64"):
             build()
     with pytest.raises(ValueError, match="'b' is float64 but the formula's data are float32"):
-        K.solve(b64, backend=BE)
-    f = kn.Genred("Exp(-SqDist(x, y)) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
-    with pytest.raises(ValueError, match=r"argument 0 \(x\) is float32 but argument 2 \(b\)"):
-        f(x32, x32, b64, backend=BE)
-    assert (kt.Vi(x32) - kt.Vj(x64)).dtype == np.float64  # the core promotes
+        solve()
+    with pytest.raises(ValueError, match=genred_match):
+        genred()
 
 
 @needs_torch
@@ -426,13 +433,10 @@ def test_torch_keops_formulas_refuse_two_dtypes_as_pykeops():
     x = torch.rand(6, 3)
     K = (-ktk.Vi(x).sqdist(ktk.Vj(x))).exp()
     b64 = torch.rand(6, 1, dtype=torch.float64)
-    for build in (lambda: K @ b64, lambda: K * ktk.Pm(torch.tensor([2.0], dtype=torch.float64)),
-                  lambda: K.T.sqdist(ktt.Vj(b64))):
-        with pytest.raises(ValueError, match="dtypes float32, float64"):
-            build()
-    with pytest.raises(ValueError, match="'b' is float64"):
-        K.solve(b64, backend=BE)
     f = ktk.Genred("SqDist(x, y) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
-    with pytest.raises(ValueError, match=r"argument 2 \(b\) is torch.float64"):
-        f(x, x, b64, backend=BE)
+    _refuses_two_dtypes(
+        [lambda: K @ b64, lambda: K * ktk.Pm(torch.tensor([2.0], dtype=torch.float64)),
+         lambda: K.T.sqdist(ktt.Vj(b64))],
+        lambda: K.solve(b64, backend=BE), lambda: f(x, x, b64, backend=BE),
+        r"argument 2 \(b\) is torch.float64")
     assert (K * 2.0).sum(axis=1, backend=BE).dtype == torch.float32

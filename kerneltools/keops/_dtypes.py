@@ -21,7 +21,8 @@ import numpy as np
 from .. import lazy as _lazy
 from .._symbolic import Binding, bindings_of, from_parts, lift, new_var
 
-__all__ = ["LazyTensor", "Pm", "Vi", "Vj", "check_arguments", "check_formula"]
+__all__ = ["LazyTensor", "OneDtype", "Pm", "Vi", "Vj", "check_arguments", "check_formula",
+           "leaf_functions", "weak"]
 
 _FIX = ("cast the arrays to one dtype (x.astype(np.float32), t.float(), ...), or use "
         "kerneltools.LazyTensor, which promotes as NumPy")
@@ -77,7 +78,31 @@ def weak(x):
     return x
 
 
-class LazyTensor(_lazy.LazyTensor):
+class OneDtype:
+    """The checks of pykeops' dtype rule, for a LazyTensor class of either
+    binding (a mixin, before the class): formulas composed, reduced or
+    solved over data of two dtypes are a ValueError."""
+
+    def _compose(self, fn, *others):
+        out = super()._compose(fn, *map(weak, others))
+        check_formula(out)
+        return out
+
+    def _reduce(self, reduction, axis, *, weight=None, **options):
+        check_formula(self, weight)
+        return super()._reduce(reduction, axis, weight=weight, **options)
+
+    def solve(self, b, *args, **kwargs):
+        check_formula(self, b)
+        mine = _strong_dtypes(self)
+        dtype = str(getattr(b, "dtype", "")).replace("torch.", "")
+        if dtype and mine and dtype not in mine:
+            raise ValueError(f"solve: 'b' is {dtype} but the formula's data are "
+                             f"{', '.join(mine)}: pykeops solves in one dtype; {_FIX}")
+        return super().solve(b, *args, **kwargs)
+
+
+class LazyTensor(OneDtype, _lazy.LazyTensor):
     """``kerneltools.LazyTensor`` with pykeops' dtype rule (see the module
     docstring): everything else is the same class's."""
 
@@ -93,34 +118,22 @@ class LazyTensor(_lazy.LazyTensor):
         check_formula(out)
         return out
 
-    def _compose(self, fn, *others):
-        out = super()._compose(fn, *map(weak, others))
-        check_formula(out)
-        return out
 
-    def _reduce(self, reduction, axis, *, weight=None, **options):
-        check_formula(self, weight)
-        return super()._reduce(reduction, axis, weight=weight, **options)
+def leaf_functions(cls, binding) -> tuple:
+    """``(Vi, Vj, Pm)`` making LazyTensors of ``cls`` (pykeops' dtype rule)
+    from those of the module ``binding`` (``kerneltools`` or
+    ``kerneltools.torch``)."""
+    def make(name):
+        fn = getattr(binding, name)
 
-    def solve(self, b, *args, **kwargs):
-        check_formula(self, b)
-        mine = _strong_dtypes(self)
-        if hasattr(b, "dtype") and mine and str(b.dtype) not in mine:
-            raise ValueError(f"solve: 'b' is {b.dtype} but the formula's data are "
-                             f"{', '.join(mine)}: pykeops solves in one dtype; {_FIX}")
-        return super().solve(b, *args, **kwargs)
+        def leaf(x, dim: int | None = None):
+            return cls(fn(x, dim))
 
+        leaf.__name__ = name
+        leaf.__doc__ = f"{fn.__doc__}\n\nWith pykeops' dtype rule (kerneltools.keops)."
+        return leaf
 
-def Vi(x, dim: int | None = None) -> LazyTensor:
-    """:func:`kerneltools.Vi`, with pykeops' dtype rule."""
-    return LazyTensor(_lazy.Vi(x, dim))
+    return make("Vi"), make("Vj"), make("Pm")
 
 
-def Vj(x, dim: int | None = None) -> LazyTensor:
-    """:func:`kerneltools.Vj`, with pykeops' dtype rule."""
-    return LazyTensor(_lazy.Vj(x, dim))
-
-
-def Pm(p, dim: int | None = None) -> LazyTensor:
-    """:func:`kerneltools.Pm`, with pykeops' dtype rule."""
-    return LazyTensor(_lazy.Pm(p, dim))
+Vi, Vj, Pm = leaf_functions(LazyTensor, _lazy)
