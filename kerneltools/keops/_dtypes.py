@@ -53,16 +53,15 @@ def check_formula(*parts) -> None:
 def check_arguments(who: str, arrays, names) -> None:
     """ValueError naming two arguments of ``who`` (Genred, KernelSolve) that
     have different dtypes; ``names[k]`` names argument k."""
-    first = None
+    if not arrays:
+        return
+    first = arrays[0].dtype
     for k, a in enumerate(arrays):
-        d = str(a.dtype)
-        if first is None:
-            first = (k, d)
-        elif d != first[1]:
+        if a.dtype != first:  # dtype objects compare; their names only for the message
             raise ValueError(
-                f"{who}: argument {first[0]} ({names[first[0]]}) is {first[1]} but argument "
-                f"{k} ({names[k]}) is {d}: pykeops reads every argument in one dtype (given "
-                f"two, it computes wrong numbers); {_FIX}")
+                f"{who}: argument 0 ({names[0]}) is {first} but argument {k} "
+                f"({names[k]}) is {a.dtype}: pykeops reads every argument in one dtype "
+                f"(given two, it computes wrong numbers); {_FIX}")
 
 
 def weak(x):
