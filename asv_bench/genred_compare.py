@@ -4,8 +4,11 @@ LazyTensor (the anchor), one Gaussian matvec, NumPy arrays, in one run.
     a_i = sum_j exp(-g |x_i - y_j|^2) b_j,   D = 3
 
 For each size: first call (compilation, or a cached kernel) and the median of
-``--repeat`` warm calls; the small size shows the per-call overhead of
-reading the formula and building it (kerneltools' Genred re-plans each call).
+``--repeat`` warm calls; the small size shows the per-call overhead. The
+anchor builds its LazyTensor formula anew each call (new variables: a new
+plan each time); kerneltools' Genred builds its formula once per batch
+layout and binds each call's arrays to it (its plan's memo hits), as
+pykeops reuses its compiled formula.
 
     python asv_bench/genred_compare.py --sizes 200 10000 --dtype float32
 """

@@ -23,7 +23,7 @@ import numpy as np
 from ._lazy_args import check_axis, int_arg
 from ._symbolic import symbols_of
 from .backend import _ops
-from .backend._ir import pi
+from .backend._ir import intcst, pi
 from .backend.reductions import resolve
 
 __all__ = ["FeatureDim", "KeopsMethods"]
@@ -46,8 +46,23 @@ class FeatureDim(int):
         return self.n_axes
 
 
+def _difference_matrix(a, b):
+    """``a (x) 1 - 1 (x) b``: the row-major matrix ``a_k - b_l``."""
+    ones_a, ones_b = intcst(1, a.dim), intcst(1, b.dim)
+    return _ops.make("Sub", _ops.make("TensorProd", a, ones_b),
+                     _ops.make("TensorProd", ones_a, b))
+
+
 class KeopsMethods:
     """pykeops' LazyTensor methods that the core lacked; see the module docstring."""
+
+    def __min__(self, **kwargs):
+        """pykeops' spelling of :meth:`min` (``min(axis=..)``)."""
+        return self.min(**kwargs)
+
+    def __max__(self, **kwargs):
+        """pykeops' spelling of :meth:`max`."""
+        return self.max(**kwargs)
 
     # -- shapes ------------------------------------------------------------
     @property
@@ -111,6 +126,15 @@ class KeopsMethods:
             raise ValueError(f"norm: only the feature axis can be normed (dim=-1 or "
                              f"{len(self._shape) - 1}); got dim={dim!r}")
         return self.norm2()
+
+    def difference_matrix(self, other):
+        """The differences of every component of ``self`` with every one of
+        ``other``, flattened row-major: ``out[k * other.dim + l] = self[k] -
+        other[l]`` (dimension ``self.dim * other.dim``), laid out as
+        :meth:`tensorprod`. pykeops 2.3 names this method but keopscore
+        defines no ``DifferenceMatrix``, so there it fails to compile; this
+        is the reading its output dimension implies."""
+        return self._compose(_difference_matrix, other)
 
     def sinxdivx(self):
         """``sin(x) / x`` (1 at 0)."""

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from . import lazy as _lazy
+from ._lazy_solve import LinearSystem
 from ._reducing import reduce as _reduce_lazy
 from ._symbolic import Binding, bindings_of, from_parts, merge, new_var, ranges_of
 from .backend._autodiff import forward_reduction, reduction_vjp, tangent_formula
@@ -194,11 +195,14 @@ class Reduce(torch.autograd.Function):
 
 
 class SolveSpec:
-    """A solve's formula, shift and options (kept on the autograd node)."""
+    """A solve's formula, shift, options and unknown (``var=``: its symbolic
+    NumPy-level LazyTensor, None for ``K @ u``), kept on the autograd node."""
 
-    def __init__(self, K, alpha, options):
+    def __init__(self, K, alpha, options, var=None):
         self.F, self.W, self.alpha, self.options = K, None, alpha, options
-        self.nodes = list(K._tensors)
+        self.var = var
+        self.unknown = var.formula if var is not None else None
+        self.nodes = [n for n in K._tensors if n is not self.unknown]
 
 
 class Solve(torch.autograd.Function):
@@ -211,7 +215,7 @@ class Solve(torch.autograd.Function):
     def forward(spec, b, *tensors):
         K, _ = _rebind(spec, tensors)
         with stream((b,) + tensors):
-            a = K.solve(view(b), spec.alpha, **spec.options)
+            a = K.solve(view(b), spec.alpha, var=spec.var, **spec.options)
         return to_torch(a, b)
 
     @staticmethod
@@ -225,20 +229,33 @@ class Solve(torch.autograd.Function):
         *tensors, a = ctx.saved_tensors
         K, _ = _rebind(spec, tensors)
         with stream(tensors):
-            lam = to_torch(K.solve(view(g.contiguous()), spec.alpha, **spec.options), g)
+            lam = to_torch(K.solve(view(g.contiguous()), spec.alpha, var=spec.var,
+                                   **spec.options), g)
         grads = [None, lam if ctx.needs_input_grad[1] else None] + [None] * len(tensors)
         wanted = [k for k in range(len(tensors)) if ctx.needs_input_grad[k + 2]]
         if wanted:
             with torch.enable_grad():
                 ts = [t.detach().requires_grad_(k in wanted) for k, t in enumerate(tensors)]
-                Kt = type(spec.F)._wrap(K, dict(zip(spec.nodes, ts)))
                 opts = {k: v for k, v in spec.options.items()
                         if k not in ("tol", "max_iter", "callback")}
-                s = (lam.detach() * Kt.matmul(a.detach(), **opts)).sum()
+                s = (lam.detach() * _solve_operator(spec, K, ts, a.detach(), opts)).sum()
                 gs = torch.autograd.grad(-s, [ts[k] for k in wanted])
             for k, gk in zip(wanted, gs):
                 grads[k + 2] = gk
         return tuple(grads)
+
+
+def _solve_operator(spec, K, ts, a, opts):
+    """``sum_r F(a)``, differentiable with respect to the tensors ``ts`` of
+    K (one per ``spec.nodes``): ``K @ a``, or F with ``var`` bound to ``a``."""
+    tensors = dict(zip(spec.nodes, ts))
+    if spec.unknown is None:
+        return type(spec.F)._wrap(K, tensors).matmul(a, **opts)
+    system = LinearSystem(K, spec.unknown, "i" if spec.unknown.cat == "j" else "j")
+    batch = tuple(a.shape[:-2])
+    F = system.bound(view(a), batch)
+    Ft = type(spec.F)._wrap(F, {**tensors, spec.unknown: a})
+    return Ft._reduce("Sum", system.axis, **opts)
 
 
 class _GradientContext:

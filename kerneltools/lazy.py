@@ -26,22 +26,20 @@ import numpy as np
 
 from . import _complex, _reducing
 from ._keops_options import finish, take_output_options
-from ._lazy_args import check_finite_data, solve_alpha
 from ._lazy_args import int_arg as _int_arg
 from ._leaves import batched as _batched
 from ._leaves import check_array as _check_array
 from ._leaves import leaf as _leaf
 from ._leaves import symbolic as _symbolic
 from ._lazy_keops import KeopsMethods
-from ._deferred import DeferredReduction
+from . import _lazy_solve
+from ._deferred import DeferredReduction, DeferredSolve
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,
                         bind_symbols, dtype_of, from_parts, lift, merge, merge_ranges,
                         new_var, ranges_of, symbols_of)
 from .backend import _ops
 from .backend._autodiff import grad as _grad
-from .backend._cg import conjugate_gradient as _cg
-from .backend._dask import is_dask_array
 from .backend._ir import Node, index, topo_order, var
 from .backend._ops import OPS, substitute
 from .backend._ranges import transpose_ranges
@@ -74,8 +72,11 @@ class LazyTensor(KeopsMethods):
     is_complex = False  # ComplexLazyTensor (kerneltools._complex): True
 
     def __new__(cls, x=None, axis=None):
-        if cls is LazyTensor and _complex.is_complex_data(x):  # complex data
-            return object.__new__(ComplexLazyTensor)
+        if not issubclass(cls, ComplexLazyTensor) and _complex.is_complex_data(x):
+            obj = object.__new__(ComplexLazyTensor)  # complex data
+            if not issubclass(ComplexLazyTensor, cls):  # a subclass's call skips __init__
+                obj.__init__(x, axis)
+            return obj
         return object.__new__(cls)
 
     def __init__(self, x, axis: int | None = None):
@@ -153,9 +154,9 @@ class LazyTensor(KeopsMethods):
         )
 
     # -- building (see kerneltools._symbolic) ---------------------------------
-    @staticmethod
-    def _lift(x) -> LazyTensor:
-        return lift(LazyTensor, x)
+    @classmethod
+    def _lift(cls, x) -> LazyTensor:
+        return lift(cls, x)
 
     _merge = staticmethod(merge)  # (bindings, ni, nj) of operands; tests use it
 
@@ -351,7 +352,7 @@ class LazyTensor(KeopsMethods):
             elif node.op == "Index":
                 mapping[node] = index(swap[node.cat])
         (f,) = substitute([self.formula], mapping)
-        return from_parts(LazyTensor, f, bindings, self.nj, self.ni,
+        return from_parts(type(self), f, bindings, self.nj, self.ni,
                           ranges=transpose_ranges(ranges_of(self)))
 
     @property
@@ -380,7 +381,7 @@ class LazyTensor(KeopsMethods):
                 f"dimension {self.dim}"
             )
         bindings, ni, nj = merge([self, v, g])
-        return from_parts(LazyTensor, _grad(self.formula, v.formula, g.formula), bindings,
+        return from_parts(type(self), _grad(self.formula, v.formula, g.formula), bindings,
                           ni, nj, ranges=merge_ranges([self, v, g]))
 
     # -- reductions --------------------------------------------------------
@@ -408,7 +409,7 @@ class LazyTensor(KeopsMethods):
         Formulas built from the result keep it (two different ranges in one
         formula are a ValueError); ``t()`` transposes it.
         """
-        return from_parts(LazyTensor, self.formula, self._bindings, self.ni, self.nj,
+        return from_parts(type(self), self.formula, self._bindings, self.ni, self.nj,
                           ranges=check_ranges(ranges))
 
     def _reduce(self, reduction, axis, *, weight=None, K=1, backend=None, **options):
@@ -498,7 +499,7 @@ class LazyTensor(KeopsMethods):
         bvar, formula = hit
         bindings = dict(self._bindings)
         bindings[bvar] = Binding(b2)
-        product = from_parts(LazyTensor, formula, bindings, self.ni, b2.shape[0],
+        product = from_parts(type(self), formula, bindings, self.ni, b2.shape[0],
                              ranges=ranges_of(self))
         out = product._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out
@@ -521,56 +522,35 @@ class LazyTensor(KeopsMethods):
         """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric, >= 0).
 
         ``self`` is the scalar kernel formula ``K_ij`` with as many i-points as
-        j-points; ``b`` is (N,), (N, E) or an i-variable. Several columns are
-        solved at once. Warns with ``ConvergenceWarning`` when ``max_iter``
-        iterations do not reach ``|r| <= tol |b|``. Raises ``ValueError`` on
-        NaN or infinity in ``b`` or in K's points and parameters, and
+        j-points; ``b`` is (N,), (N, E), batched (B..., N, E) or an i-variable
+        (a j-variable: the system over j, ``K^T``). Several columns, and batch
+        axes of K and b (broadcast), are solved at once. ``var=``, as in
+        pykeops: ``self`` is a formula linear in the symbolic variable ``var``
+        (``Vj(k, E)``) and the system is ``sum_j F(a)_ij + alpha a_i = b_i``
+        (see :mod:`kerneltools._lazy_solve`). Warns with
+        ``ConvergenceWarning`` when ``max_iter`` iterations do not reach
+        ``|r| <= tol |b|``. Raises ``ValueError`` on NaN or infinity in ``b``
+        or in K's points and parameters, and
         :class:`~kerneltools.exceptions.NotPositiveDefiniteError` when
         ``K + alpha I`` is not positive definite (raise ``alpha``). When K's
         points are Dask arrays, each product ``K x`` runs on the cluster and
         the iterates (one value per point) stay in this process: the result
         is NumPy.
 
-        pykeops' keywords: ``call=False`` returns a function of no argument
-        that solves; ``options`` (``dtype_acc``, ``sum_scheme``, ``ranges``,
-        ...) go to each product ``K x``; ``var=`` (an unknown given as a
-        symbolic variable of K) is not supported (NotImplementedError).
+        pykeops' keywords: ``call=False`` (or symbolic variables in K or b)
+        returns a :class:`~kerneltools._deferred.DeferredSolve`, called with
+        one array per symbolic index; ``options`` (``dtype_acc``,
+        ``sum_scheme``, ``ranges``, ...) go to each product ``K x``.
         """
-        if var is not None:
-            raise NotImplementedError(
-                "solve(var=...): an unknown given as a symbolic variable of K is not "
-                "supported; solve K_ij x_j = b_i with solve(b)")
-        if not call:
-            return lambda: self.solve(b, alpha, tol=tol, max_iter=max_iter,
-                                      backend=backend, callback=callback, **options)
-        if self.dim != 1:
-            raise ValueError(f"solve needs a scalar formula K, got dimension {self.dim}")
-        if self.ni != self.nj:
-            raise ValueError(f"solve needs a square operator, got shape {self.shape}")
-        if isinstance(b, LazyTensor):
-            if b.formula.op != "Var" or b.formula.cat != "i":
-                raise TypeError("solve: 'b' must be an array or an i-variable LazyTensor")
-            b = b._bindings[b.formula].array
-        b_arr = _check_array(b, "solve: 'b'")
-        if b_arr.shape[0] != (self.ni or 1) or b_arr.ndim > 2:
-            raise ValueError(f"solve: 'b' must have shape ({self.ni},) or ({self.ni}, E), got {b_arr.shape}")
-        alpha = solve_alpha(alpha)
-        check_finite_data(self.formula, self._bindings, "solve")
-        if is_dask_array(b_arr):  # one value per point, like the solution
-            b_arr = b_arr.compute()
-        dtype = np.result_type(self.dtype, b_arr.dtype if b_arr.dtype.kind == "f" else np.float64)
-        B = b_arr.reshape(b_arr.shape[0], -1).astype(dtype)
-
-        def matvec(X):
-            out = (self * Vj(X))._reduce("Sum", 1, backend=backend, **options)
-            if is_dask_array(out):  # K on Dask arrays: each product is distributed
-                out = out.compute()
-            return out + alpha * X
-
-        x, self.n_iter_ = _cg(matvec, B, tol=tol, max_iter=max_iter, callback=callback,
-                              eps=np.finfo(self.dtype).eps, who="solve", b_name="b",
-                              shift_name=f"'alpha' (now {alpha:g})")
-        return x[:, 0] if b_arr.ndim == 1 else x
+        kwargs = dict(tol=tol, max_iter=max_iter, backend=backend, callback=callback,
+                      **options)
+        unknown = _lazy_solve.unknown_of(self, var)
+        if not call or _lazy_solve.waits_for_data(self, b, unknown):
+            return DeferredSolve(self, b, var, alpha, kwargs)
+        x, self.n_iter_ = _lazy_solve.solve(self, b, alpha, tol=tol, max_iter=max_iter,
+                                            backend=backend, callback=callback, var=var,
+                                            options=options)
+        return x
 
     def vjp(self, wrt: LazyTensor, gradout, reduction: str = "Sum", axis: int = 1, *,
             weight=None, K: int = 1, backend=None, ranges=None):

@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from . import lazy as _lazy
-from ._deferred import DeferredReduction
+from ._deferred import DeferredReduction, DeferredSolve
 from ._keops_options import finish, take_output_options
 from ._lazy_keops import KeopsMethods
+from ._lazy_solve import rhs_of, unknown_of, waits_for_data
 from ._reduction_methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
@@ -61,9 +62,14 @@ class LazyTensor:
     """
 
     def __new__(cls, x=None, axis=None):
-        if cls is LazyTensor and is_complex_data(x):  # complex data (issue 21)
-            return object.__new__(ComplexLazyTensor)
+        if not issubclass(cls, ComplexLazyTensor) and is_complex_data(x):  # complex data
+            obj = object.__new__(ComplexLazyTensor)
+            if not issubclass(ComplexLazyTensor, cls):  # a subclass's call skips __init__
+                obj.__init__(x, axis)
+            return obj
         return object.__new__(cls)
+
+    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
@@ -128,7 +134,7 @@ class LazyTensor:
 
     @backend.setter
     def backend(self, value):
-        lt = from_parts(_lazy.LazyTensor, self._lt.formula, bindings_of(self._lt),
+        lt = from_parts(type(self._lt), self._lt.formula, bindings_of(self._lt),
                         self._lt.ni, self._lt.nj, ranges=ranges_of(self._lt))
         lt.backend = value
         self._lt = lt
@@ -229,22 +235,22 @@ class LazyTensor:
         return self._wrap(out, mine)
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
-              backend=None, **options):
+              backend=None, var=None, call=True, **options):
         """Solve ``(K + alpha I) a = b`` by conjugate gradients; ``b`` a tensor
-        (N,) or (N, E) (or an i-variable LazyTensor), the result a tensor,
-        differentiable with respect to ``b`` and to K's tensors (implicit
-        differentiation: one more solve in the backward pass). See
-        :meth:`kerneltools.LazyTensor.solve`."""
-        if isinstance(b, LazyTensor):
-            if b._lt.formula.op != "Var" or b._lt.formula.cat != "i" or not b._tensors:
-                raise TypeError("solve: 'b' must be a tensor or an i-variable LazyTensor")
-            b = b._tensors[b._lt.formula]
+        (N,), (N, E), batched (B..., N, E) (or an i-variable LazyTensor), the
+        result a tensor, differentiable with respect to ``b`` and to K's
+        tensors (implicit differentiation: one more solve in the backward
+        pass, the operator taken as symmetric). ``var=``, ``call=False`` and
+        symbolic variables as :meth:`kerneltools.LazyTensor.solve`."""
+        unknown = unknown_of(self, var)
+        kwargs = dict(tol=tol, max_iter=max_iter, backend=backend, **options)
+        if not call or waits_for_data(self, b, unknown):
+            return DeferredSolve(self, b, var, alpha, kwargs)
+        b, _ = rhs_of(b, LazyTensor, unknown)
         if not isinstance(b, torch.Tensor):
             b = torch.as_tensor(np.asarray(b))
-        spec = SolveSpec(self, alpha, dict(tol=tol, max_iter=max_iter, backend=backend,
-                                            **options))
-        nodes = list(self._tensors)
-        return Solve.apply(spec, b, *[self._tensors[n] for n in nodes])
+        spec = SolveSpec(self, alpha, kwargs, getattr(var, "_lt", None))
+        return Solve.apply(spec, b, *[self._tensors[n] for n in spec.nodes])
 
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
         """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the
@@ -301,6 +307,7 @@ for _method, _fn in reduction_methods().items():
 # pykeops' generic reduction and the static concatenations run on this class
 # (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
 LazyTensor.reduction = KeopsMethods.reduction
+LazyTensor.__min__, LazyTensor.__max__ = KeopsMethods.__min__, KeopsMethods.__max__
 LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
 LazyTensor.cat = staticmethod(KeopsMethods.cat)
 

@@ -110,6 +110,20 @@ def test_norm_sinxdivx_concatenate():
                                np.concatenate([Vd, Vd], -1).sum(0), rtol=1e-12)
 
 
+def test_difference_matrix_and_pykeops_min_max_spellings(backend, dtype, rtol):
+    x, y = _xy(dtype, d=3)
+    y2 = y[:, :2]
+    F = Vi(x).difference_matrix(Vj(y2))  # (N, M, 3 * 2): x_k - y_l, row-major
+    ref = (x[:, None, :, None] - y2[None, :, None, :]).reshape(7, 5, 6)
+    assert F.shape == (7, 5, 6)
+    got = F.sum(axis=1, backend=backend)
+    assert got.dtype == dtype
+    assert_close(got, ref.sum(1), rtol, scale=np.abs(ref).sum(1))
+    # pykeops' spellings of min and max (aliases: the semantics do not depend on it)
+    np.testing.assert_allclose(F.__max__(axis=0, backend=BE), ref.max(0), rtol=rtol)
+    np.testing.assert_allclose(F.__min__(axis=1, backend=BE), ref.min(1), rtol=rtol)
+
+
 @pytest.mark.parametrize("dims_a, dims_b, cont_a, cont_b, perm", [
     ((4, 7), (7,), (1,), (0,), None),          # matrix-vector product (pykeops' test)
     ((2, 3, 2), (3, 2, 2), (1, 2), (0, 1), None),  # two contracted axes
@@ -257,8 +271,10 @@ def test_unbound_solve_and_linear_operator():
     # pykeops' keywords: deferred, options to each product
     f = K.solve(b, alpha=0.5, tol=1e-12, backend=BE, call=False, sum_scheme="block_sum")
     np.testing.assert_allclose(f(), a[:, 0], rtol=1e-12)
-    with pytest.raises(NotImplementedError, match="var"):
-        K.solve(b, var=Vj(0, 1))
+    # var=: the unknown as a symbolic variable (more in test_pykeops_semantics)
+    u = Vj(0, 1)
+    np.testing.assert_allclose((K * u).solve(b[:, None], var=u, alpha=0.5, tol=1e-12,
+                                             backend=BE), a, rtol=1e-10)
 
 
 # -- reduction keywords ------------------------------------------------------------------

@@ -15,6 +15,8 @@ import pytest
 import kerneltools as kt
 from kerneltools import ranges as kr
 
+from _helpers import assert_close
+
 try:  # the torch binding is an optional extra: its cases skip without PyTorch
     import torch
 
@@ -268,3 +270,171 @@ def test_torch_aliases_unbound_calls_and_transpose():
     ref = torch.exp(-((tx[:, None, :] - torch.tensor(y)[None]) ** 2).sum(-1)).sum()
     (want,) = torch.autograd.grad(ref, [tx])
     torch.testing.assert_close(grad, want, rtol=1e-10, atol=1e-12)
+
+
+# -- solve: var=, batch axes, deferred calls (issue 21) --------------------------
+def _spd(x, alpha):
+    """The dense Gaussian kernel matrix of x (..., N, D) plus alpha I."""
+    return _gauss_batched(x, x) + alpha * np.eye(x.shape[-2])
+
+
+def _gauss_batched(x, y):
+    return np.exp(-((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1))
+
+
+def test_solve_var_batches_and_deferred_calls(backend, dtype):
+    rng = np.random.default_rng(5)
+    tol, rtol = (1e-12, 1e-9) if dtype == np.float64 else (1e-6, 1e-4)
+    x, xb = rng.random((8, 3)).astype(dtype), rng.random((3, 8, 3)).astype(dtype)
+    B, Bb = rng.random((8, 2)).astype(dtype), rng.random((3, 8, 2)).astype(dtype)
+    A = np.array([[2.0, 0.5], [0.5, 1.0]], dtype=dtype)  # SPD: F(u) = K (A u) is SPD
+    K, Kb = (-kt.Vi(x).sqdist(kt.Vj(x))).exp(), (-kt.Vi(xb).sqdist(kt.Vj(xb))).exp()
+    Kd, Kbd = _spd(x.astype(np.float64), 0.5), _spd(xb.astype(np.float64), 0.5)
+    opts = dict(alpha=0.5, tol=tol, backend=backend)
+    u = kt.Vj(0, 2)  # the unknown, a symbolic j-variable
+    cases = [
+        (K.solve(B, **opts), np.linalg.solve(Kd, B)),
+        # pykeops' form: the right-hand side a symbolic variable of var's index
+        ((K * u).solve(kt.Vi(0, 2), var=u, **opts)(B), np.linalg.solve(Kd, B)),
+        # F mixes the unknown's features: one system of N * E unknowns
+        ((K * kt.Pm(A.ravel()).matvecmult(u)).solve(B, var=u, **opts),
+         np.linalg.solve(np.kron(Kd - 0.5 * np.eye(8), A) + 0.5 * np.eye(16),
+                         B.ravel()).reshape(8, 2)),
+        (Kb.solve(Bb, **opts), np.linalg.solve(Kbd, Bb)),  # batched K and b
+        ((Kb * u).solve(Bb, var=u, **opts), np.linalg.solve(Kbd, Bb)),
+        (K.solve(Bb[:2, :, :1], **opts), np.linalg.solve(Kd, Bb[:2, :, :1])),  # one K
+        (K.solve(B, call=False, **opts)(), np.linalg.solve(Kd, B)),
+    ]
+    for k, (got, ref) in enumerate(cases):
+        assert got.dtype == dtype and got.shape == ref.shape, k
+        assert_close(got, ref, rtol, scale=np.abs(ref).max(), err_msg=f"case {k}")
+
+
+def test_solve_var_bad_input():
+    x = np.random.default_rng(6).random((6, 2))
+    K = (-kt.Vi(x).sqdist(kt.Vj(x))).exp()
+    u = kt.Vj(0, 2)
+    with pytest.raises(TypeError, match="'var' must be a symbolic variable"):
+        K.solve(np.ones(6), var=kt.Vj(x))
+    with pytest.raises(ValueError, match="not a variable of the formula"):
+        K.solve(np.ones((6, 2)), var=u)
+    with pytest.raises(ValueError, match="dimension 1 but the unknown 'var' has dimension 2"):
+        (K * u).sum(-1).solve(np.ones((6, 2)), var=u)
+    with pytest.raises(ValueError, match="2 column"):
+        (K * u).solve(np.ones((6, 3)), var=u, backend=BE)
+    with pytest.raises(ValueError, match="must be the same"):
+        (K * u).solve(kt.Vi(1, 2), var=u)
+    with pytest.raises(ValueError, match="batch axes"):
+        (-kt.Vi(np.ones((3, 6, 2))).sqdist(kt.Vj(np.ones((3, 6, 2))))).exp().solve(
+            np.ones((2, 6, 1)), backend=BE)
+
+
+@needs_torch
+def test_torch_solve_var_and_batches_are_differentiable(backend):
+    rng = np.random.default_rng(7)
+    f64 = torch.float64
+    x = torch.tensor(rng.random((8, 3)), requires_grad=True)
+    xb = torch.tensor(rng.random((3, 8, 3)), requires_grad=True)
+    b = torch.tensor(rng.random((8, 2)), requires_grad=True)
+    bb = torch.tensor(rng.random((3, 8, 2)), requires_grad=True)
+    opts = dict(alpha=0.5, tol=1e-12, backend=backend)
+
+    def dense(p):
+        return torch.exp(-((p[..., :, None, :] - p[..., None, :, :]) ** 2).sum(-1))
+
+    K = (-ktt.Vi(x).sqdist(ktt.Vj(x))).exp()
+    Kb = (-ktt.Vi(xb).sqdist(ktt.Vj(xb))).exp()
+    u = ktt.Vj(0, 2)
+    eye = 0.5 * torch.eye(8, dtype=f64)
+    # (kerneltools, dense reference, leaves); K.solve(b): test_torch_keops; var= on a
+    # formula that mixes the unknown's components: the NumPy test and KernelSolve's
+    cases = [
+        ((K * u).solve(ktt.Vi(0, 2), var=u, **opts)(b),
+         torch.linalg.solve(dense(x) + eye, b), [x, b]),
+        (Kb.solve(bb, **opts), torch.linalg.solve(dense(xb) + eye, bb), [xb, bb]),
+    ]
+    for k, (got, ref, leaves) in enumerate(cases):
+        assert isinstance(got, torch.Tensor) and got.shape == ref.shape, k
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12, msg=f"case {k}")
+        w = torch.tensor(rng.random(tuple(ref.shape)))
+        g, want = (torch.autograd.grad((r * w).sum(), leaves) for r in (got, ref))
+        for gk, wk in zip(g, want):
+            torch.testing.assert_close(gk, wk, rtol=1e-8, atol=1e-10, msg=f"case {k}")
+
+
+@needs_torch
+def test_torch_difference_matrix_min_max_and_numpy_operands():
+    rng = np.random.default_rng(8)
+    x, y = torch.tensor(rng.random((6, 3)), requires_grad=True), torch.tensor(rng.random((4, 2)))
+    F = ktt.Vi(x).difference_matrix(ktt.Vj(y))
+    ref = (x[:, None, :, None] - y[None, :, None, :]).reshape(6, 4, 6)
+    torch.testing.assert_close(F.__min__(axis=1, backend=BE), ref.min(1).values)
+    torch.testing.assert_close(F.__max__(axis=0, backend=BE), ref.max(0).values)
+    # a NumPy array on the left defers to the LazyTensor (pykeops' __array_ufunc__)
+    G = np.array([2.0]) * F
+    assert isinstance(G, ktt.LazyTensor)
+    (g,) = torch.autograd.grad(G.sum(axis=1, backend=BE).sum(), [x])
+    (want,) = torch.autograd.grad((2.0 * ref).sum(), [x])
+    torch.testing.assert_close(g, want)
+
+
+# -- pykeops' dtype rule in kerneltools.keops (issue 21) ---------------------------
+def test_keops_untyped_values_take_the_formula_dtype(backend, dtype, rtol):
+    """As in pykeops, Python floats, NumPy float scalars and lists have no
+    dtype of their own: the result keeps the arrays' dtype."""
+    from kerneltools.keops import numpy as kn
+
+    x = np.random.default_rng(9).random((6, 2)).astype(dtype)
+    K = (-kn.Vi(x).sqdist(kn.Vj(x))).exp()
+    ref = 0.5 * _gauss(x.astype(np.float64), x.astype(np.float64)).sum(1, keepdims=True)
+    for F in (K * np.float64(0.5), K * [0.5], K * 0.5):  # one formula: one compilation
+        out = F.sum(axis=1, backend=backend)
+        assert out.dtype == dtype
+        assert_close(out, ref, rtol)
+
+
+def test_keops_formulas_refuse_two_dtypes_as_pykeops():
+    """pykeops raises on LazyTensors of two dtypes, and its Genred reads mixed
+    arguments as the first one's dtype (NaN or wrong numbers, no error): the
+    drop-in raises in both; kerneltools.LazyTensor keeps NumPy's promotion."""
+    from kerneltools.keops import numpy as kn
+
+    rng = np.random.default_rng(10)
+    x64, b64 = rng.random((6, 3)), rng.random((6, 1))
+    x32 = x64.astype(np.float32)
+    K = (-kn.Vi(x32).sqdist(kn.Vj(x32))).exp()
+    f = kn.Genred("Exp(-SqDist(x, y)) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
+    _refuses_two_dtypes(
+        [lambda: kn.Vi(x32) - kn.Vj(x64), lambda: kn.Pm(np.array([2.0])) * K,
+         lambda: K.T * kt.Vj(b64), lambda: K @ b64,
+         # a symbolic variable's data, given at call time
+         lambda: (K * kn.Vj(0, 1)).sum(axis=1, backend=BE)(b64)],
+        lambda: K.solve(b64, backend=BE), lambda: f(x32, x32, b64, backend=BE),
+        r"argument 0 \(x\) is float32 but argument 2 \(b\) is float64")
+    assert (kt.Vi(x32) - kt.Vj(x64)).dtype == np.float64  # the core promotes
+
+
+def _refuses_two_dtypes(builds, solve, genred, genred_match):
+    for build in builds:
+        with pytest.raises(ValueError, match="dtypes float32, float64"):
+            build()
+    with pytest.raises(ValueError, match="'b' is float64 but the formula's data are float32"):
+        solve()
+    with pytest.raises(ValueError, match=genred_match):
+        genred()
+
+
+@needs_torch
+def test_torch_keops_formulas_refuse_two_dtypes_as_pykeops():
+    from kerneltools.keops import torch as ktk
+
+    x = torch.rand(6, 3)
+    K = (-ktk.Vi(x).sqdist(ktk.Vj(x))).exp()
+    b64 = torch.rand(6, 1, dtype=torch.float64)
+    f = ktk.Genred("SqDist(x, y) * b", ["x = Vi(3)", "y = Vj(3)", "b = Vj(1)"], axis=1)
+    _refuses_two_dtypes(
+        [lambda: K @ b64, lambda: K * ktk.Pm(torch.tensor([2.0], dtype=torch.float64)),
+         lambda: K.T.sqdist(ktt.Vj(b64))],
+        lambda: K.solve(b64, backend=BE), lambda: f(x, x, b64, backend=BE),
+        r"argument 2 \(b\) is torch.float64")
+    assert (K * 2.0).sum(axis=1, backend=BE).dtype == torch.float32

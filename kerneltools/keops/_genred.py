@@ -17,7 +17,17 @@ from __future__ import annotations
 import numbers
 import re
 
+import numpy as np
+
+from .._symbolic import Binding as _Data
+from .._lazy_solve import cg_layout
+from .._symbolic import bindings_of, from_parts
+from .. import _reducing
+from ..backend._dispatch import run_plan
+from ..backend._plan import canonicalize
+from ..backend.reductions import method_variants
 from . import _formulas
+from ._dtypes import check_arguments
 from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
 
 __all__ = ["GenredBase", "KernelSolveBase", "Binding", "BACKENDS", "REDUCTIONS"]
@@ -60,6 +70,9 @@ class Binding:
 
     LazyTensor = None
     minimum = maximum = None
+    #: Whether Genred may run a rebound formula through its cached plan (not
+    #: for torch: its reductions are autograd functions).
+    plans = False
 
     def as_array(self, x, what: str):  # pragma: no cover - interface
         raise NotImplementedError
@@ -77,6 +90,41 @@ class Binding:
     def concat(self, arrays):  # pragma: no cover - interface
         """The arrays joined along their last axis."""
         raise NotImplementedError
+
+    # -- rebinding a built formula to new arrays (Genred's repeated calls) -----
+    def data(self, a):
+        """The NumPy array behind the argument ``a``, or None (then each call
+        builds its formula anew)."""
+        return a if type(a) is np.ndarray else None
+
+    def level(self, lt):
+        """The ``kerneltools.LazyTensor`` of one of the binding's LazyTensors."""
+        return lt
+
+    def wrap(self, template, lt, data: dict):
+        """``lt`` (a ``kerneltools.LazyTensor``) as the binding's LazyTensor like
+        ``template``; ``data`` maps each rebound node to ``(Binding, argument)``."""
+        return lt
+
+
+def _data_binding(a, cat: str, batched: bool) -> _Data:
+    """The engine's binding of an argument's array ``a``, as ``Binding.variable``
+    makes it: (n, D) or (*batch, n, D) for i and j, (D,) or (*batch, D) for a
+    parameter."""
+    if batched:
+        return _Data(a, batch=tuple(int(s) for s in a.shape[:-1 if cat == "p" else -2]))
+    return _Data(a.reshape(-1) if cat == "p" else a.reshape(a.shape[0], -1))
+
+
+def _bound(lt, data: dict, rows: dict):
+    """``lt`` with the nodes of ``data`` bound to their new arrays."""
+    bindings = dict(bindings_of(lt))
+    for node, (binding, _) in data.items():
+        if node in bindings:
+            bindings[node] = binding
+    ni = rows.get("i") if lt.ni is not None else None
+    nj = rows.get("j") if lt.nj is not None else None
+    return from_parts(type(lt), lt.formula, bindings, ni, nj)
 
 
 def reduction_name(reduction_op) -> str:
@@ -206,6 +254,8 @@ class GenredBase:
         self.options = _check_options(who, dtype_acc, use_double_acc, sum_scheme,
                                       enable_chunks, rec_multVar_highdim, use_fast_math)
         self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
+        self._templates = {}  # (nbatch, batched flags) -> (F, W, nodes): see _lazy
+        self._plans = {}  # (formulas, sizes, dtypes) -> (Plan, argument nodes)
 
     def __repr__(self) -> str:
         extra = f", formula2={self.formula2!r}" if self.formula2 else ""
@@ -225,17 +275,33 @@ class GenredBase:
         if replace:
             for k, a in replace.items():
                 arrays[k] = a
+        check_arguments(who, arrays, [self.variables.by_index[k][0]
+                                      for k in range(len(arrays))])
         nbatch = self._check_shapes(arrays)
         if self.options["double"]:
             arrays = [b.cast(a, "float64") for a in arrays]
+        flags = tuple(a.ndim == nbatch + (1 if self.variables.by_index[k][1] == 2 else 2)
+                      and nbatch > 0 for k, a in enumerate(arrays))
+        # The formula depends on the aliases and on which arguments are
+        # batched, not on the data: built once per such key, later calls bind
+        # their arrays to the same variables (the plan's memo then hits).
+        template = self._templates.get((nbatch, flags))
+        if template is not None:
+            rebound = self._rebind(template, arrays, flags)
+            if rebound is not None:
+                return rebound + (nbatch, arrays)
+        F, W, nodes = self._build(arrays, flags)
+        self._templates[(nbatch, flags)] = (F, W, nodes)
+        return F, W, nbatch, arrays
+
+    def _build(self, arrays, flags):
+        """(F, W, {argument index: variable node}) on ``arrays``."""
+        b = self.binding
         lazies = {}
 
         def var(k):
             if k not in lazies:
-                cat = self.variables.by_index[k][1]
-                a = arrays[k]
-                batched = a.ndim == nbatch + (1 if cat == 2 else 2) and nbatch > 0
-                lazies[k] = b.variable(a, cat, batched)
+                lazies[k] = b.variable(arrays[k], self.variables.by_index[k][1], flags[k])
             return lazies[k]
 
         env = {name: var(a.index) for name, a in self.variables.names.items()}
@@ -249,7 +315,24 @@ class GenredBase:
                 F = F + var(k).elem(0).ifelse(0, 0)
         W = (_formulas.evaluate(self.tree2, env, var, b, self.formula2)
              if self.tree2 is not None else None)
-        return F, W, nbatch, arrays
+        return F, W, {k: b.level(v).formula for k, v in lazies.items()}
+
+    def _rebind(self, template, arrays, flags):
+        """``(F, W)`` of ``template`` with ``arrays`` bound to its variables;
+        None where the binding cannot say (CuPy, Dask, empty arrays: the
+        full path checks them)."""
+        b = self.binding
+        F, W, nodes = template
+        data, rows = {}, {}
+        for k, node in nodes.items():
+            d = b.data(arrays[k])
+            if d is None or d.size == 0:
+                return None
+            data[node] = (_data_binding(d, node.cat, flags[k]), arrays[k])
+            if node.cat != "p":
+                rows[node.cat] = d.shape[-2]
+        return tuple(None if t is None else b.wrap(t, _bound(b.level(t), data, rows), data)
+                     for t in (F, W))
 
     def _signature(self) -> str:
         return ", ".join(f"{n}={_cat_name(c)}({d})"
@@ -331,6 +414,11 @@ class GenredBase:
 
     def _reduce(self, F, W, nbatch, backend, ranges):
         method, kind = REDUCTIONS[self.reduction_op]
+        if self.binding.plans and not nbatch and ranges is None and kind not in (
+                "shift", "shift_weight"):
+            res = self._run_planned(F, W, method, backend)
+            if res is not None:
+                return res
         opts = {"backend": _backend(backend, self.who)}
         if ranges is not None:
             opts["ranges"] = ranges
@@ -350,6 +438,38 @@ class GenredBase:
             res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
         return res
 
+
+    def _run_planned(self, F, W, method, backend):
+        """The reduction of a rebound formula through its cached plan (the
+        plan is a function of the formulas, the dtype and the sizes: the
+        arrays are only its arguments); None for data the plan cannot take
+        as they are (CuPy, Dask: the LazyTensor path handles them)."""
+        parts = [F] + ([W] if W is not None else [])
+        data = {}
+        for p in reversed(parts):
+            data.update(bindings_of(p))
+        if any(type(d.array) is not np.ndarray for d in data.values()):
+            return None
+        key = (tuple(p.formula for p in parts), F.ni, F.nj,
+               tuple(d.array.dtype for d in data.values() if not d.weak))
+        hit = self._plans.get(key)
+        if hit is None:
+            red = method_variants()[method][len(parts)]
+            K = self.opt_arg if red.uses_k else 1
+            plan, _ = _reducing.plan(F, red.name, self.axis, W, K, _backend(backend, self.who))
+            originals = canonicalize([p.formula for p in parts], self.axis)[1]
+            if len(self._plans) >= 64:  # many sizes: keep the memo small
+                self._plans.clear()
+            hit = self._plans[key] = (plan, originals)
+        plan, originals = hit
+        args = [np.ascontiguousarray(data[v].array, dtype=plan.dtype) for v in originals]
+        outs = run_plan(plan, args, _backend(backend, self.who))
+        if plan.red.uses_k and plan.red.out_dim([f.dim for f in plan.formulas]) == 1:
+            outs = tuple(o[..., 0] for o in outs)
+        res = outs if len(outs) > 1 else outs[0]
+        if self.reduction_op == "KMin_ArgKMin" and F.formula.dim == 1:
+            res = tuple(r[..., None] for r in res)  # pykeops keeps (N, K, 1) here
+        return res
 
     def _max_sum_shift_exp(self, F, W, nbatch, axis, opts):
         """pykeops' Max_SumShiftExp(Weight): ``[m, sum exp(F - m) (W)]`` with
@@ -430,11 +550,23 @@ class KernelSolveBase(GenredBase):
         self.varinvalias = varinvalias
 
     def _operator(self, args, backend, ranges):
-        """``u -> A u``: the reduction with the unknown's argument replaced by ``u``."""
+        """``u -> A u``: the reduction with the unknown's argument replaced by
+        ``u`` (*batch, N, E)."""
         def apply(u):
             F, _, nbatch, _ = self._lazy(args, replace={self.varinv: u})
-            if nbatch:
-                raise NotImplementedError("KernelSolve does not support batch axes; "
-                                          "loop over the batch")
-            return self._reduce(F, None, 0, backend, ranges)
+            return self._reduce(F, None, nbatch, backend, ranges)
         return apply
+
+    def _layout(self, args, b):
+        """``(b, fold, unfold)``: the right-hand side broadcast to the batch
+        axes of all the arguments, and conjugate gradients' layout of it: one
+        vector of N E unknowns per problem (the operator may mix the
+        unknown's components, as ``MatVecMult(m, u)`` does)."""
+        batch = np.broadcast_shapes(*[
+            tuple(a.shape[:a.ndim - (1 if self.variables.by_index[k][1] == 2 else 2)])
+            for k, a in enumerate(args)])
+        shape = tuple(batch) + tuple(b.shape[-2:])
+        if tuple(b.shape) != shape:  # torch tensors expand, arrays broadcast
+            b = b.expand(shape) if hasattr(b, "expand") else np.broadcast_to(b, shape)
+        fold, unfold = cg_layout(tuple(batch), shape[-2:], per_column=False)
+        return b, fold, unfold

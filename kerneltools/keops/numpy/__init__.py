@@ -3,9 +3,10 @@
 ``from kerneltools.keops.numpy import Genred, LazyTensor, Vi, Vj, Pm, ...``
 gives pykeops' NumPy names: :class:`Genred` and :class:`KernelSolve` with
 pykeops' formula strings (read by a parser, never ``eval``), the
-``generic_*`` helpers, and kerneltools' own :class:`~kerneltools.LazyTensor`,
-``Vi``, ``Vj`` and ``Pm``. Where kerneltools differs from pykeops, the README's
-table of pykeops features says how.
+``generic_*`` helpers, and kerneltools' :class:`~kerneltools.LazyTensor`,
+``Vi``, ``Vj`` and ``Pm`` with pykeops' dtype rule (one dtype per formula,
+:mod:`kerneltools.keops._dtypes`). Where kerneltools differs from pykeops,
+the README's table of pykeops features says how.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import numpy as np
 
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per formula
 from .._genred import Binding, GenredBase, KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
-LazyTensor, ComplexLazyTensor = _lazy.LazyTensor, _lazy.ComplexLazyTensor
-Vi, Vj, Pm = _lazy.Vi, _lazy.Vj, _lazy.Pm
+ComplexLazyTensor = _lazy.ComplexLazyTensor
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
                   "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",
@@ -28,6 +29,7 @@ __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "V
 
 class _NumpyBinding(Binding):
     LazyTensor, ComplexLazyTensor = _lazy.LazyTensor, _lazy.ComplexLazyTensor
+    plans = True  # repeated Genred calls run their cached plan
     minimum = staticmethod(_lazy.minimum)
     maximum = staticmethod(_lazy.maximum)
 
@@ -116,9 +118,12 @@ class KernelSolve(KernelSolveBase):
     ``KernelSolve(formula, aliases, varinvalias, axis=0, ...)`` then
     ``Kinv(*args, alpha=1e-10, eps=1e-6, backend="auto", ranges=None)`` where
     ``args`` holds ``b`` in the unknown's place. The operator must be symmetric
-    positive definite (plus ``alpha``). Stops at ``|r| <= eps |b|`` (pykeops:
-    an absolute threshold, no iteration cap); warns with
-    ``ConvergenceWarning`` after ``10 n + 100`` iterations.
+    positive definite (plus ``alpha``); it may mix the unknown's components
+    (each problem is one system of N E unknowns). Batch axes of the arguments
+    are independent problems, solved together. Stops at ``|r| <= eps |b|``
+    per problem (pykeops: an absolute threshold over all of them, no
+    iteration cap); warns with ``ConvergenceWarning`` after ``10 n + 100``
+    iterations.
     """
 
     binding = _NumpyBinding()
@@ -127,12 +132,15 @@ class KernelSolve(KernelSolveBase):
                  ranges=None):
         if len(args) != self.variables.count:
             raise TypeError(f"KernelSolve takes {self.variables.count} arrays, got {len(args)}")
-        b = self.binding.as_array(args[self.varinv], f"KernelSolve: the right-hand side "
-                                  f"{self.varinvalias!r}")
+        args = [self.binding.as_array(a, f"KernelSolve: argument {k} "
+                                         f"({self.variables.by_index[k][0]})")
+                for k, a in enumerate(args)]
+        b, fold, unfold = self._layout(args, args[self.varinv])
         op = self._operator(args, backend, ranges)
-        u, _ = _conjugate_gradient(lambda v: op(v.astype(b.dtype, copy=False)) + alpha * v,
-                                   b, tol=eps)
-        return u.astype(b.dtype, copy=False)
+        u, _ = _conjugate_gradient(
+            lambda v: fold(op(unfold(v).astype(b.dtype, copy=False))) + alpha * v,
+            fold(b), tol=eps)
+        return unfold(u).astype(b.dtype, copy=False)
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (

@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from ... import torch as _ktorch
+from ..._torch_autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
+from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
 from .._genred import Binding, GenredBase, KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
-LazyTensor, ComplexLazyTensor = _ktorch.LazyTensor, _ktorch.ComplexLazyTensor
-Vi, Vj, Pm = _ktorch.Vi, _ktorch.Vj, _ktorch.Pm
+ComplexLazyTensor = _ktorch.ComplexLazyTensor
 
 __all__ = sorted(["Genred", "KernelSolve", "LazyTensor", "ComplexLazyTensor", "Vi", "Vj",
                   "Pm", "generic_sum", "generic_logsumexp", "generic_argmin",
@@ -62,6 +63,19 @@ class _TorchBinding(Binding):
 
     def concat(self, arrays):
         return torch.cat(arrays, dim=-1)
+
+    # rebinding a built formula (Genred's repeated calls: see _genred.Binding)
+    def data(self, a):
+        d = _view(a)
+        return d if type(d) is np.ndarray else None
+
+    def level(self, lt):
+        return lt._lt
+
+    def wrap(self, template, lt, data):
+        tensors = dict(template._tensors)
+        tensors.update({node: arg for node, (_, arg) in data.items()})
+        return type(template)._wrap(lt, tensors)
 
 
 class Genred(GenredBase):
@@ -148,16 +162,19 @@ class _SolveCall:
         return self.solver._operator(args, self.backend, self.ranges)
 
     def cg(self, args, b, alpha):
-        """``(A + alpha I)^{-1} b`` by conjugate gradients (NumPy iterates)."""
+        """``(A + alpha I)^{-1} b`` by conjugate gradients (NumPy iterates; one
+        vector per problem of the batch, see ``KernelSolveBase._layout``)."""
         op = self.operator(args)
         a = float(alpha)
+        host = b.detach().cpu().numpy()
+        host, fold, unfold = self.solver._layout(args, host)
 
         def matvec(v):
-            t = torch.from_numpy(np.ascontiguousarray(v)).to(b.device, b.dtype)
-            return (op(t) + a * t).detach().cpu().numpy()
+            t = torch.from_numpy(unfold(v)).to(b.device, b.dtype)
+            return fold(op(t).detach().cpu().numpy()) + a * v
 
-        u, _ = _conjugate_gradient(matvec, b.detach().cpu().numpy(), tol=self.eps)
-        return torch.from_numpy(u).to(b.device, b.dtype)
+        u, _ = _conjugate_gradient(matvec, fold(host), tol=self.eps)
+        return torch.from_numpy(unfold(u)).to(b.device, b.dtype)
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (
