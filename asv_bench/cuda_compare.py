@@ -209,21 +209,32 @@ def sweep(n, repeat):
     b = cupy.asarray(rng.random((n, 1), dtype=np.float32))
     default = json.loads(json.dumps(cb.TUNING))
     rows = []
-    variants = [(256, 2, 4), (256, 1, 4), (128, 4, 4), (256, 2, 8), (256, 4, 8)]
-    for block, rows_per_thread, unroll in variants:
+    # (block, rows per thread, unroll, rows whose exps are a polynomial on
+    # the FMA pipes: the exp unit's share offloaded, TUNING["exp_poly_rows"])
+    variants = [(256, 2, 4, 0), (256, 1, 4, 0), (128, 4, 4, 0), (256, 2, 8, 0), (256, 4, 8, 0),
+                (256, 2, 4, 1), (256, 4, 4, 1), (128, 4, 4, 1), (256, 4, 8, 1), (256, 4, 4, 2),
+                (256, 8, 4, 1), (256, 8, 4, 2)]
+    first_out = {}
+    for block, rows_per_thread, unroll, poly in variants:
         cb.TUNING.update(block={4: block, 8: block // 2}, rows=rows_per_thread,
-                         unroll=unroll, by_reduction={})
+                         unroll=unroll, by_reduction={}, exp_poly_rows=poly)
         cb._by_signature.clear()
         cases = _kt_cases(x, y, b)
         for case in ("gauss_matvec", "logsumexp", "argkmin"):
+            if poly and case == "argkmin":  # no exp
+                continue
             fn = cases[case]
+            shape = dict(n=n, case=case, block=block, rows=rows_per_thread, unroll=unroll,
+                         exp_poly_rows=poly)
             try:
                 _, first, med = _timed(fn, repeat)
-                row = dict(n=n, case=case, block=block, rows=rows_per_thread,
-                           unroll=unroll, median_s=med)
+                row = dict(shape, median_s=med)
+                out = cupy.asnumpy(cupy.asarray(fn())).astype(np.float64)
+                ref = first_out.setdefault(case, out)
+                row["max_rel_diff_vs_first_variant"] = float(
+                    np.max(np.abs(out - ref) / (np.abs(ref) + 1e-30)))
             except Exception as exc:
-                row = dict(n=n, case=case, block=block, rows=rows_per_thread,
-                           unroll=unroll, skipped=f"{type(exc).__name__}: {exc}")
+                row = dict(shape, skipped=f"{type(exc).__name__}: {exc}")
             rows.append(row)
             print(json.dumps(row), flush=True)
     cb.TUNING.clear()

@@ -68,6 +68,7 @@ extern "C" void kt_sync(void);
 extern "C" void kt_run(long long, int, void (*)(unsigned, unsigned, void *), void *);
 static inline void __syncthreads() { kt_sync(); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 """

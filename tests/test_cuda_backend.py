@@ -237,6 +237,66 @@ def test_shim_default_launch_shape(shim_dir):
 
 
 # ---------------------------------------------------------------------------
+# The exp unit's share offloaded to a polynomial (TUNING["exp_poly_rows"])
+# ---------------------------------------------------------------------------
+def _exp2_plan(x):
+    """Sum_j 2^(x_i * 1) over one j-point: each row's output is 2^x_i."""
+    one = np.ones((1, 1), np.float32)
+    return (kt.Vi(x[:, None]) * kt.Vj(one)).exp2()._plan("Sum", 1)
+
+
+@needs_shim
+def test_shim_exp2_polynomial_is_as_accurate_as_the_exp_unit(shim_dir):
+    """The polynomial's 2^x against float64 exp2: relative error <= 3e-7 over
+    the normal range (ex2.approx: about 2 ulp), inf above 2^128, 0 below
+    2^-150 (rounded), NaN and +-inf as NumPy."""
+    x = np.concatenate([np.linspace(-125, 127.9, 997), np.arange(-8, 8, 0.25) + 1e-3,
+                        [0.5, -0.5, 0.0]]).astype(np.float32)
+    tuning = {**SHIM_TUNING, "exp_poly_rows": 4}
+    plan, args = _exp2_plan(x)
+    assert "kt_exp2f_poly" in _cuda_backend.generate_cuda_source(plan, tuning=tuning)[0]
+    got = _cuda_shim.run(plan, args, tuning, shim_dir)[0][:, 0].astype(np.float64)
+    ref = np.exp2(x.astype(np.float64))
+    assert np.abs(got / ref - 1).max() <= 3e-7
+    special = np.array([np.nan, np.inf, -np.inf, 128.5, 200, -150.5, -300, -126.5],
+                       np.float32)
+    got = _cuda_shim.run(*_exp2_plan(special), tuning, shim_dir)[0][:, 0]
+    np.testing.assert_array_equal(np.isnan(got), [1, 0, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(got[1:7], [np.inf, 0, np.inf, np.inf, 0, 0])
+    assert abs(got[7] / np.exp2(-126.5) - 1) < 1e-6  # gradual underflow, as NumPy
+
+
+@needs_shim
+@pytest.mark.parametrize("poly_rows", [1, 4])
+def test_shim_exp_offload_matches_numpy(poly_rows, shim_dir):
+    """Rows that take their exps from the polynomial (a share, or all of
+    them) keep the float32 accuracy contract of every exp reduction."""
+    x, y, b = _data(np.float32)
+    xi, yj = kt.Vi(x), kt.Vj(y)
+    d2 = xi.sqdist(yj)
+    tuning = {**SHIM_TUNING, "exp_poly_rows": poly_rows,
+              "by_reduction": {r: {4: (8, 4)} for r in ("Sum", "LogSumExp", "SumSoftMaxWeight")}}
+    for plan_args in ((-d2 * 0.7).exp() * kt.Vj(b))._plan("Sum", 1), \
+            (-d2)._plan("LogSumExp", 1), (-d2)._plan("SumSoftMaxWeight", 1, weight=kt.Vj(b)):
+        source = _cuda_backend.generate_cuda_source(plan_args[0], tuning=tuning)[0]
+        uses = source.count("KT_EXP2P(") + source.count("KT_EXPRP(") - 2  # less the defines
+        assert uses >= poly_rows
+        _compare(None, plan_args, shim_dir, 1e-5, tuning=tuning)
+
+
+@needs_nvrtc
+def test_exp_offload_compiles_without_spills():
+    x = np.zeros((16, 3), np.float32)
+    plan = ((-kt.Vi(x).sqdist(kt.Vj(x)) * 0.5).exp() * kt.Vj(x[:, :1]))._plan("Sum", 1)[0]
+    source, _ = _cuda_backend.generate_cuda_source(
+        plan, tuning={**_cuda_backend.TUNING, "exp_poly_rows": 1})
+    assert source.count("KT_EXP2P(") == 2  # its define and one row's exp
+    res = _cuda_backend.nvrtc_compile(source, "sm_90")
+    assert res.ok and "warning" not in res.log.lower(), res.log
+    assert res.spill_stores == 0, res.log
+
+
+# ---------------------------------------------------------------------------
 # The native block-sparse kernel (ranges=): one launch for every block
 # ---------------------------------------------------------------------------
 def _ranges_golden_plans():

@@ -66,7 +66,14 @@ __all__ = ["generate_cuda_source", "launch_shape", "choose_shape", "Launch", "TU
 #: measured faster for them). Benchmarks may change these; the generated
 #: source (and so the cache key) follows. Measured on an H200 (asv_bench/
 #: cuda_compare.py --sweep): log-sum-exp and argKmin are fastest at 256 x 2.
-TUNING = {"block": {4: 256, 8: 128}, "rows": 2, "max_state": 8, "unroll": 4}
+#: ``exp_poly_rows``: in float32, how many of a thread's ``rows`` compute
+#: their pair-level ``exp2`` by a polynomial on the FMA pipes instead of the
+#: exp unit (MUFU, 16 per clock per SM on an H200 against 128 FMAs), the
+#: share of the exps moved off the unit that bounds the Gaussian product at
+#: small D. 0 (all on the exp unit) until measured: ``cuda_compare.py
+#: --sweep`` times the variants.
+TUNING = {"block": {4: 256, 8: 128}, "rows": 2, "max_state": 8, "unroll": 4,
+          "exp_poly_rows": 0}
 
 
 def _default_shape(plan: Plan, tuning) -> tuple[int, int]:
@@ -109,6 +116,31 @@ _EXP_DEFS = {
         "}\n"
         "#define KT_EXP(x) kt_exp2f((x) * 1.44269504088896341f)\n"
         "#define KT_EXP2(x) kt_exp2f(x)"
+    ),
+    # 2^x on the FMA pipes, for the rows that offload the exp unit
+    # (``TUNING["exp_poly_rows"]``): x = k + f with k an integer and
+    # |f| <= 1/2, 2^f by a degree-5 polynomial (relative error 2.3e-7 in
+    # float32 Horner, about ex2.approx's), 2^k as two exact power-of-two
+    # factors so that overflow gives inf and underflow 0; NaN stays NaN (the
+    # clamps are comparisons, false for NaN).
+    "float_poly": (
+        "__device__ __forceinline__ float kt_exp2f_poly(float x) {\n"
+        "  x = x < -160.0f ? -160.0f : x;\n"
+        "  x = x > 129.0f ? 129.0f : x;\n"
+        "  const float t = x + 12582912.0f; /* 1.5 * 2^23: x rounded to an integer */\n"
+        "  const float f = x - (t - 12582912.0f);\n"
+        "  float p = 1.327647129073739e-03f;\n"
+        "  p = fmaf(p, f, 9.675540961325169e-03f);\n"
+        "  p = fmaf(p, f, 5.550713092088699e-02f);\n"
+        "  p = fmaf(p, f, 2.4022120237350464e-01f);\n"
+        "  p = fmaf(p, f, 6.931469440460205e-01f);\n"
+        "  p = fmaf(p, f, 1.0000001192092896f);\n"
+        "  const int k = __float_as_int(t) - 0x4B400000;\n"
+        "  const int h = k >> 1;\n"
+        "  return p * __int_as_float((h + 127) << 23) * __int_as_float((k - h + 127) << 23);\n"
+        "}\n"
+        "#define KT_EXP2P(x) kt_exp2f_poly(x)\n"
+        "#define KT_EXPRP(x) kt_exp2f_poly(x)"
     ),
     "double": "#define KT_EXP(x) exp(x)\n#define KT_EXP2(x) exp2(x)",
 }
@@ -292,7 +324,11 @@ def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, sha
     def form(part: str, r: int) -> str:  # the reduction's code for row r
         return red_form(red.cuda, part, subs, S=f"r{r}")
 
-    ij_code = _pair_code(renders, lambda r: indent(form(update, r), 6))
+    # float32 rows past ``first_poly`` evaluate their pair-level exp2 by the
+    # polynomial (the exp unit's share offloaded to the FMA pipes).
+    poly = min(tuning.get("exp_poly_rows", 0), launch.rows) if real == "float" else 0
+    ij_code = _pair_code(renders, lambda r: indent(form(update, r), 6),
+                         first_poly=launch.rows - poly)
     deeper = 2 if ranges else 0  # the block-sparse tile loop nests one level deeper
     pad = " " * (6 + deeper)
     j_decl = f"{pad}const long long j = j0 + jj;\n" if re.search(r"\bj\b", ij_code) else ""
@@ -301,7 +337,9 @@ def generate_cuda_source(plan: Plan, *, key: str | None = None, tuning=None, sha
     out_row = "imap[i{r}]" if ranges else "i{r}"
     source = (_RANGES_SKELETON if ranges else _SKELETON).substitute(
         title=title(plan), key=key or plan.key, scheme="shared" if shared else "global",
-        real=real, defines=_DEFINES, exp_defs=_EXP_DEFS[real], red_defs=_RED_DEFS[real],
+        real=real, defines=_DEFINES,
+        exp_defs=_EXP_DEFS[real] + ("\n" + _EXP_DEFS["float_poly"] if poly else ""),
+        red_defs=_RED_DEFS[real],
         tj=launch.tj, nc=max(launch.nc, 1), rows=launch.rows,
         rows_block=launch.rows_per_block,
         params="".join(f", {t} *__restrict__ {n}" for t, n in array_args(plan, "long long")),
@@ -421,13 +459,19 @@ def _load_code(jonly, jvars, offsets: dict, block: int) -> str:
     return _LOAD.substitute(block=block, code="\n".join(x for x in lines if x))
 
 
-def _pair_code(renders, update) -> str:
+def _pair_code(renders, update, first_poly=None) -> str:
     """The inner loop's body: j-level values, then per row its pair-level
-    values and the reduction's ``update(row)``."""
+    values and the reduction's ``update(row)``; rows from ``first_poly`` on
+    take their exps (``KT_EXP2``, the reduction's ``KT_EXPR``) from the
+    polynomial (``KT_EXP2P``, ``KT_EXPRP``)."""
     ij = [renders[0].code("j", "      ")]
     for r, rd in enumerate(renders):
-        ij.append(rd.code("ij", "      "))
+        row = [rd.code("ij", "      ")]
         for b, outs in enumerate(rd.outputs):
-            ij.append(f"      const real_t r{r}v{b}[{len(outs)}] = {{{', '.join(outs)}}};")
-        ij.append(update(r))
+            row.append(f"      const real_t r{r}v{b}[{len(outs)}] = {{{', '.join(outs)}}};")
+        row.append(update(r))
+        code = "\n".join(x for x in row if x)
+        if first_poly is not None and r >= first_poly:
+            code = re.sub(r"\bKT_EXP(2|R)\(", r"KT_EXP\1P(", code)
+        ij.append(code)
     return "\n".join(x for x in ij if x)
