@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..config import check_backend
 from ..dask import rows_method
 from ..kernels import make_kernel
+from . import _gp_exact as exact
 from . import _gp_iterative as it
 from ._fallback import FallbackMixin, gp_kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
@@ -29,8 +30,9 @@ from ._param_validation import Interval, StrOptions, validate_params
 __all__ = ["GaussianProcessRegressor"]
 
 #: Largest n that ``solver='auto'`` handles exactly (Cholesky) when it fits
-#: hyperparameters: the exact gradient holds (n, n, n_theta) derivatives, 3 GB
-#: at n = 5,000 with 3 theta.
+#: hyperparameters: each evaluation of the objective factors and inverts
+#: ``K + alpha I`` (``2 n^3 / 3`` flops, a few n x n buffers: 600 MB at 5,000;
+#: see :mod:`._gp_exact`), which above this costs more than the iterative fit.
 CHOLESKY_MAX_SAMPLES = 5000
 #: Largest n that ``solver='auto'`` handles exactly with fixed hyperparameters
 #: (``optimizer=None`` or none free): one n x n factor, 800 MB at 10^4, and
@@ -455,35 +457,18 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
             out = (np.float64(out[0]), out[1]) if eval_gradient else np.float64(out)
             cg = f", {solver.n_iter} CG iterations"
         else:
-            out = self._exact_lml(make_kernel(kernel), np.asarray(theta), eval_gradient)
+            out = self._exact_lml(kernel, eval_gradient)
         if self.verbose:
             lml = out[0] if eval_gradient else out
             print(f"[GaussianProcessRegressor] theta={np.round(np.exp(theta), 4)} "
                   f"lml={lml:.6g} ({time.perf_counter() - start:.2f} s{cg})", flush=True)
         return out
 
-    def _exact_lml(self, kernel, theta, eval_gradient):
-        if eval_gradient:
-            K, K_gradient = kernel(self.X_train_, eval_gradient=True)
-        else:
-            K = kernel(self.X_train_)
-        K[np.diag_indices_from(K)] += self._alpha
-        try:
-            L = scipy.linalg.cholesky(K, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            return (-np.inf, np.zeros_like(theta)) if eval_gradient else -np.inf
+    def _exact_lml(self, sk_kernel, eval_gradient):
+        """The exact log marginal likelihood (and gradient): :mod:`._gp_exact`."""
         y = self.y_train_[:, None] if self.y_train_.ndim == 1 else self.y_train_
-        alpha = scipy.linalg.cho_solve((L, True), y, check_finite=False)
-        dims = -0.5 * np.einsum("ik,ik->k", y, alpha)
-        dims -= np.log(np.diag(L)).sum() + K.shape[0] / 2 * np.log(2 * np.pi)
-        lml = dims.sum()  # np.float64, as scikit-learn's
-        if not eval_gradient:
-            return lml
-        # 1/2 tr((a a^T - K^-1) dK/dtheta), summed over the targets
-        K_inv = scipy.linalg.cho_solve((L, True), np.eye(len(K)), check_finite=False)
-        grad = 0.5 * np.einsum("ik,jk,ijl->l", alpha, alpha, K_gradient, optimize=True)
-        grad -= 0.5 * y.shape[1] * np.einsum("ij,ijl->l", K_inv, K_gradient)
-        return lml, grad
+        return exact.lml_and_gradient(sk_kernel, make_kernel(sk_kernel), self.X_train_,
+                                      y, self._alpha, eval_gradient)
 
     # -- predict -------------------------------------------------------------
     @rows_method(coupled=("return_cov",))
