@@ -106,9 +106,7 @@ def lml_and_gradient(sk_kernel, kernel, X, Y, shift, eval_gradient):
     if info != 0:
         return (-np.inf, np.zeros(kernel.theta.size)) if eval_gradient else -np.inf
     a, info = lapack.dpotrs(L, Y, lower=1)
-    logdiag = np.log(np.diagonal(L)).sum()
-    lml = np.float64(-0.5 * np.einsum("ik,ik->", Y, a) - t * logdiag
-                     - t * n / 2 * np.log(2 * np.pi))
+    lml = lml_value(Y, a, L)
     if not eval_gradient:
         return lml
     Kinv, info = lapack.dpotri(L, lower=1, overwrite_c=1)
@@ -122,6 +120,15 @@ def lml_and_gradient(sk_kernel, kernel, X, Y, shift, eval_gradient):
     G = np.multiply(W, w, out=W)
     G *= form.c
     return lml, grad + _stationary_gradient(kernel, form, amplitude, G, U)
+
+
+def lml_value(Y, a, L):
+    """``-1/2 sum(Y * a) - t sum log L_ii - t n/2 log(2 pi)``, ``a = A^{-1} Y``
+    and ``L`` the Cholesky factor of ``A`` (np.float64, as scikit-learn's)."""
+    n, t = Y.shape
+    logdiag = np.log(np.diagonal(L)).sum()
+    return np.float64(-0.5 * np.einsum("ik,ik->", Y, a) - t * logdiag
+                      - t * n / 2 * np.log(2 * np.pi))
 
 
 #: Side of the square blocks in which :func:`_mirror_lower` copies.
