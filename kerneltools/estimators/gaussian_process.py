@@ -371,7 +371,9 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         theta, value = optima[int(np.argmin(values))]
         if polish and self.solver_ == "iterative" and \
                 len(self.X_train_) <= POLISH_MAX_SAMPLES:
-            theta, value = self._polish(theta)
+            polished = self._polish(theta)
+            if np.isfinite(polished[1]):  # else K + alpha I is singular there
+                theta, value = polished
         self.kernel_.theta = theta
         self.kernel_._check_bounds_params()
         self.log_marginal_likelihood_value_ = np.float64(-value)
