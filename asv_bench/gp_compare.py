@@ -9,6 +9,13 @@ log marginal likelihood, test RMSE against the noiseless function.
     python asv_bench/gp_compare.py                       # the issue's sizes
     python asv_bench/gp_compare.py --cases sklearn:3000:cholesky,kerneltools:3000:iterative
     python asv_bench/gp_compare.py --cases gpytorch:10000:adam50
+    python asv_bench/gp_compare.py --cases sklearn:3000:eval,kerneltools:3000:eval
+
+Solver ``eval`` times one evaluation of the optimizer's objective (the log
+marginal likelihood and its gradient at the start, median of three) instead
+of a fit: with the evaluation counts of full fits at a smaller n (the
+``evals`` column, objective evaluations of L-BFGS-B in the fit, polish
+included), it prices a fit that would take too long to run.
 
 GPyTorch (``gpytorch:n:adamK``, if installed) fits the same model, an exact GP
 with ``ScaleKernel(RBFKernel(ard_num_dims=8))``, a zero mean and a Gaussian
@@ -27,7 +34,8 @@ import time
 
 from _runner import emit, run_child
 
-DEFAULT_CASES = ("sklearn:3000:cholesky,kerneltools:3000:cholesky,"
+DEFAULT_CASES = ("sklearn:1500:cholesky,kerneltools:1500:cholesky,kerneltools:1500:iterative,"
+                 "sklearn:3000:cholesky,kerneltools:3000:cholesky,"
                  "kerneltools:3000:iterative,kerneltools:20000:iterative")
 D = 8
 N_TEST = 2000
@@ -70,7 +78,12 @@ def child(system, n, solver):
         model = GaussianProcessRegressor(kernel, random_state=0)
     else:
         from kerneltools.estimators import GaussianProcessRegressor
-        model = GaussianProcessRegressor(kernel, random_state=0, solver=solver)
+        model = GaussianProcessRegressor(kernel, random_state=0,
+                                         solver="cholesky" if solver == "eval" else solver)
+    if solver == "eval":
+        _print_eval(system, n, model, X, y, kernel.theta)
+        return
+    evals = _count_evaluations()
     t0 = time.perf_counter()
     model.fit(X, y)
     t1 = time.perf_counter()
@@ -81,7 +94,40 @@ def child(system, n, solver):
     print(json.dumps({"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
                       "predict_s": t2 - t1, "peak_mb": rss,
                       "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
-                      "kernel": str(model.kernel_)}))
+                      "kernel": str(model.kernel_), "evals": evals[0]}))
+
+
+def _count_evaluations():
+    """A one-element list counting the objective evaluations of every
+    ``scipy.optimize.minimize`` call (scikit-learn's and ours call it so)."""
+    import scipy.optimize
+
+    count, minimize = [0], scipy.optimize.minimize
+
+    def counted(*args, **kwargs):
+        res = minimize(*args, **kwargs)
+        count[0] += int(res.nfev)
+        return res
+
+    scipy.optimize.minimize = counted
+    return count
+
+
+def _print_eval(system, n, model, X, y, theta):
+    """One objective evaluation (lml and gradient), median of three, as a row."""
+    import resource
+    import statistics
+
+    model.set_params(optimizer=None).fit(X, y)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        lml, _ = model.log_marginal_likelihood(theta, eval_gradient=True)
+        times.append(time.perf_counter() - t0)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"system": system, "n": n, "solver": "eval", "fit_s": statistics.median(times),
+                      "predict_s": float("nan"), "peak_mb": rss, "lml": float(lml),
+                      "rmse": float("nan"), "kernel": "", "evals": 1}))
 
 
 def _gpytorch(X, y, steps):
@@ -154,13 +200,13 @@ def main():
         f"WhiteKernel, L-BFGS-B from the same start; RMSE against the noiseless "
         f"function on {N_TEST} test points.",
         "",
-        "| system | n | solver | fit (s) | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| system | n | solver | fit (s) | evals | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.1f} | "
-                     f"{r['predict_s']:.2f} | {r['peak_mb']:.0f} | {r['lml']:.2f} | "
-                     f"{r['rmse']:.4f} |")
+        lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.2f} | "
+                     f"{r.get('evals', '')} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
+                     f"{r['lml']:.6f} | {r['rmse']:.4f} |")
     emit(lines, args.out)
 
 

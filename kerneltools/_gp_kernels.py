@@ -178,13 +178,15 @@ def _matern_of_sqdist(nu, s):
 class StationaryForm(NamedTuple):
     """``k(x, y) = c * phi(|x / l - y / l|^2)`` off the diagonal (see
     :func:`stationary_form`); ``constants`` and ``length_scale_name`` are the
-    hyperparameter names (as in ``theta``) of c's factors and of l."""
+    hyperparameter names (as in ``theta``) of c's factors and of l; ``nu``
+    the Matern smoothness (``inf`` for RBF)."""
 
     c: float
     length_scale: np.ndarray
     phi: Callable
     constants: tuple
     length_scale_name: str
+    nu: float = math.inf
 
 
 def stationary_form(kernel):
@@ -226,7 +228,8 @@ def stationary_form(kernel):
     if nu not in (0.5, 1.5, 2.5, math.inf):
         return None
     ls = np.asarray(leaf.length_scale, dtype=np.float64)
-    return StationaryForm(c, ls, lambda s: _matern_of_sqdist(nu, s), tuple(constants), ls_name)
+    return StationaryForm(c, ls, lambda s: _matern_of_sqdist(nu, s), tuple(constants),
+                          ls_name, nu)
 
 
 def _rational_quadratic(k, prefix, params):
