@@ -305,8 +305,13 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
             A = KernelOperator(kernel, fast, shift=shift, backend=self.backend)
             refine = None if exact is None else KernelOperator(kernel, exact, shift=shift,
                                                                backend=self.backend)
+            start = time.perf_counter()
             M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=idx,
                                        backend=self.backend)
+            if self.verbose:
+                print(f"[KernelRidge] Nystroem preconditioner, {m} landmarks: "
+                      f"{time.perf_counter() - start:.2f} s; products in {fast.dtype}"
+                      + ("" if exact is None else ", refined in float64"), flush=True)
             sol, n_iter = conjugate_gradient(A, Y[keep][:, cols].astype(np.float64), M=M,
                                              refine_with=refine, **self._iterative_args())
             C[np.flatnonzero(keep)[:, None], cols] = sol
