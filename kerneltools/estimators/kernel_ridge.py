@@ -282,7 +282,7 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         fast = X.astype(np.float32, copy=False)
         if X.dtype == np.float32 and self.tol >= _FLOAT32_TOL:
             return fast, None
-        return fast, X.astype(np.float64)
+        return fast, X.astype(np.float64, copy=False)
 
     def _iterative_args(self):
         max_iter = 1000 if self.max_iter is None else self.max_iter
