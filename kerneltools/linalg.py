@@ -22,6 +22,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from .dask import Rows, is_dask_array, to_numpy
 from .backend._cg import conjugate_gradient as _cg
+from .backend._cg import refined_conjugate_gradient as _refined_cg
 from .kernels import Kernel, make_kernel
 from .lazy import LazyTensor, Vi
 
@@ -107,7 +108,7 @@ class _Adjoint(LinearOperator):
 
 
 def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=None,
-                       callback=None, verbose: int = 0):
+                       callback=None, verbose: int = 0, refine_with=None):
     """Solve ``A X = B`` for a symmetric positive-definite ``A``.
 
     Every column of ``B`` runs its own conjugate-gradient recurrence, and all
@@ -132,6 +133,12 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         ``callback(X)`` after each iteration.
     verbose : int
         Print the iteration, the largest relative residual and the time.
+    refine_with : LinearOperator, array or callable, optional
+        An accurate version of ``A`` when ``A`` computes in low precision
+        (e.g. a float64 :class:`KernelOperator` for a float32 one): CG runs on
+        ``A``, and iterative refinement recomputes the residual with
+        ``refine_with`` until it meets ``tol`` (see
+        :func:`kerneltools.backend._cg.refined_conjugate_gradient`).
 
     Returns
     -------
@@ -152,8 +159,17 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     B2 = B.reshape(B.shape[0], -1).astype(np.result_type(B.dtype, np.float32))
     matvec = _as_matmat(A, "A")
     precond = None if M is None else _as_matmat(M, "M")
-    X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
-                    precond=precond, verbose=verbose, **_cg_context(A))
+    if refine_with is None:
+        X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
+                        precond=precond, verbose=verbose, **_cg_context(A))
+    else:
+        context = _cg_context(A)
+        # what the cheap products resolve: about 100 of their unit roundoffs
+        floor = 100 * (context["eps"] or float(np.finfo(np.float32).eps))
+        X, n_iter = _refined_cg(matvec, _as_matmat(refine_with, "refine_with"), B2,
+                                tol=tol, max_iter=max_iter, x0=x0, floor=floor,
+                                callback=callback, precond=precond, verbose=verbose,
+                                **context)
     return X.reshape(B.shape), n_iter
 
 
@@ -421,7 +437,8 @@ def _gram(kernel: Kernel, X, Z, d, W, kdiag=None, block: int = 4096):
         if kdiag is not None:
             dd = dd + np.clip(kdiag[sl] - np.einsum("ij,ij->i", F, F), 0, None)
         d_inv[sl] = 1.0 / dd
-        out += F.T @ (d_inv[sl, None] * F)
+        Fs = np.sqrt(d_inv[sl, None]) * F
+        out += Fs.T @ Fs  # one array and its transpose: BLAS syrk, half the flops
     return out, d_inv
 
 

@@ -141,6 +141,62 @@ def test_auto_switches_to_cg_above_the_threshold(monkeypatch):
     assert model.solver_ == "cg"
 
 
+def test_mixed_precision_cg_refines_to_float64_accuracy(backend, monkeypatch, capsys):
+    # Above MIXED_PRECISION_MIN_SAMPLES the products run in float32 and float64
+    # ones refine the residual: the answer is the float64 one, to tol.
+    from kerneltools.estimators import kernel_ridge
+
+    monkeypatch.setattr(kernel_ridge, "MIXED_PRECISION_MIN_SAMPLES", 100)
+    X, y = _data("diabetes")
+    ref = _sk("rbf", X, y, alpha=0.5, gamma=0.3)
+    ours = KernelRidge(kernel="rbf", alpha=0.5, gamma=0.3, solver="cg", tol=1e-8,
+                       n_components=100, backend=backend, verbose=1).fit(X, y)
+    assert "refinement sweep 2" in capsys.readouterr().out  # float32 alone stops at ~1e-6
+    assert ours.dual_coef_.dtype == np.float64
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5,
+                               atol=1e-5 * np.abs(y).max())
+    A = ref._get_kernel(X) + 0.5 * np.eye(len(X))
+    assert np.linalg.norm(A @ ours.dual_coef_ - y) <= 1e-8 * np.linalg.norm(y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cg_at_a_loose_tol_reaches_the_exact_test_r2(dtype, monkeypatch):
+    # The stopping rule the benchmark's n = 10^5 fit uses (tol=1e-3, products in
+    # float32): held-out R^2 within 1e-3 of scikit-learn's exact solve.
+    from kerneltools.estimators import kernel_ridge
+
+    monkeypatch.setattr(kernel_ridge, "MIXED_PRECISION_MIN_SAMPLES", 100)
+    X, y = _data("diabetes")
+    X = (X / X.std(0)).astype(dtype)  # unit features: held-out R^2 0.47
+    train, test = slice(0, 330), slice(330, None)
+    ref = _sk("rbf", X[train], y[train], alpha=0.05, gamma=0.03).score(X[test], y[test])
+    ours = KernelRidge(kernel="rbf", alpha=0.05, gamma=0.03, solver="cg", tol=1e-3,
+                       n_components=50, random_state=0).fit(X[train], y[train])
+    # (tol=1e-1 misses it by 0.02, tol=1e-2 by 7e-4, tol=1e-3 by 5e-5)
+    assert abs(ours.score(X[test], y[test]) - ref) < 1e-3
+    assert ours.n_iter_ < 20
+
+
+def test_refined_conjugate_gradient_against_a_dense_solve():
+    # the cheap operator is A with a 1e-3 relative error (converges by
+    # refinement), then 0.3 A (refinement diverges: finished by the exact CG)
+    from kerneltools import ConvergenceWarning
+    from kerneltools.linalg import conjugate_gradient
+
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(60, 60))
+    A = Q @ Q.T + 60 * np.eye(60)
+    E = rng.normal(size=(60, 60))
+    B = rng.normal(size=(60, 3))
+    exact = np.linalg.solve(A, B)
+    for cheap in (A + 1e-3 * np.abs(A).max() * (E + E.T), 0.3 * A):
+        X, n_iter = conjugate_gradient(cheap, B, refine_with=A, tol=1e-11)
+        assert np.all(np.linalg.norm(A @ X - B, axis=0) <= 1e-11 * np.linalg.norm(B, axis=0))
+        np.testing.assert_allclose(X, exact, rtol=1e-8, atol=1e-9)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 2 iterations"):
+        conjugate_gradient(A + 1e-3 * (E + E.T), B, refine_with=A, tol=1e-12, max_iter=2)
+
+
 def test_verbose_reports_cg_progress(capsys):
     X, y = _data("diabetes")
     KernelRidge(kernel="rbf", gamma=0.3, solver="cg", verbose=1, n_components=50).fit(X, y)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._errors import NotPositiveDefiniteError, _convergence_warning
 
-__all__ = ["conjugate_gradient", "check_cg_arguments"]
+__all__ = ["conjugate_gradient", "check_cg_arguments", "refined_conjugate_gradient"]
 
 #: Rounding allowance of ``p^T A p``: ``p^T A p < -slack`` proves that A is
 #: not positive definite, with ``slack = _SLACK sqrt(n) eps |A| |p|^2`` and
@@ -55,7 +55,7 @@ def check_cg_arguments(b, *, tol, max_iter, x0=None, who="conjugate_gradient",
 def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=None,
                        precond=None, verbose=0, record=None, eps=None,
                        who="conjugate_gradient", b_name="B",
-                       shift_name="the diagonal shift of 'A'"):
+                       shift_name="the diagonal shift of 'A'", warn=True):
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
 
     Each column of ``b`` (shape (n, E)) runs its own (preconditioned) CG
@@ -74,7 +74,9 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     roundoff of the products, float32's by default); its message says to
     raise ``shift_name``, the caller's diagonal shift. A column whose ``p^T A p`` is 0
     to rounding (A singular there) stops, with the warning. ``who`` and
-    ``b_name`` name the caller and its right-hand side in errors.
+    ``b_name`` name the caller and its right-hand side in errors. ``warn=False``
+    leaves the warning to the caller (:func:`refined_conjugate_gradient`
+    judges the accurate residual instead).
 
     Returns ``(x, n_iter)``.
     """
@@ -122,16 +124,89 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
                   flush=True)
         if callback is not None:
             callback(x)
-    if not np.all(rnorm <= target):
+    if warn and not np.all(rnorm <= target):
         why = ("; p^T A p was 0 to rounding: the operator is singular, or not "
                "positive definite, to working precision" if singular else "")
-        warnings.warn(
-            f"conjugate gradient did not converge in {it} iterations: relative residual "
-            f"{float(np.max(rnorm / scale)):.2e} > tol={tol}{why}; "
-            f"raise max_iter or {shift_name}, or loosen tol",
-            _convergence_warning(),
-            stacklevel=3,
-        )
+        _warn_not_converged(it, float(np.max(rnorm / scale)), tol, why, shift_name)
+    return x, it
+
+
+def _warn_not_converged(it, relres, tol, why, shift_name, stacklevel=4):
+    warnings.warn(
+        f"conjugate gradient did not converge in {it} iterations: relative residual "
+        f"{relres:.2e} > tol={tol}{why}; raise max_iter or {shift_name}, or loosen tol",
+        _convergence_warning(),
+        stacklevel=stacklevel,
+    )
+
+
+#: Most refinement sweeps of :func:`refined_conjugate_gradient`; each gains
+#: about ``-log10(floor)`` digits, so three or four reach any ``tol``.
+_MAX_SWEEPS = 8
+
+
+def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=None,
+                               x0=None, floor=1e-5, precond=None, callback=None,
+                               verbose=0,
+                               eps=None, who="conjugate_gradient", b_name="B",
+                               shift_name="the diagonal shift of 'A'"):
+    """Solve ``A x = b`` with cheap products ``matvec`` (e.g. float32 kernel
+    values) and an accurate residual ``exact_matvec`` (float64): mixed-precision
+    iterative refinement (Wilkinson; Carson and Higham, 2018) around
+    :func:`conjugate_gradient`.
+
+    Each sweep solves the correction equation ``A d = r`` with ``matvec`` to a
+    relative residual of ``max(tol |b| / (2 |r|), floor)``, ``floor`` being what
+    the cheap products can resolve (about 100 of their unit roundoffs), then
+    recomputes ``r = b - A x`` with ``exact_matvec``; it stops when every
+    column has ``|r| <= tol |b|`` in the accurate product. If a sweep fails to
+    halve the residual (the cheap operator is too far from ``A`` for this
+    system), the rest of the solve runs :func:`conjugate_gradient` on
+    ``exact_matvec`` from the current ``x``, so the answer never depends on the
+    cheap products' accuracy. ``max_iter`` bounds the CG iterations of all
+    sweeps together; ``x0`` is a starting point (a warm start); the other
+    arguments are :func:`conjugate_gradient`'s.
+
+    Returns ``(x, n_iter)``, ``n_iter`` counting the CG iterations of all sweeps.
+    """
+    tol, max_iter, x0 = check_cg_arguments(b, tol=tol, max_iter=max_iter, x0=x0, who=who,
+                                           b_name=b_name)
+    max_iter = 10 * b.shape[0] + 100 if max_iter is None else max_iter
+    scale = np.sqrt(_col_dot(b, b))
+    scale = np.where(scale > 0, scale, 1)
+    x = np.zeros_like(b) if x0 is None else x0
+    r = b.copy() if x0 is None else b - exact_matvec(x)
+    rel = np.sqrt(_col_dot(r, r)) / scale
+    it, start = 0, time.perf_counter()
+    kw = {"precond": precond, "who": who, "b_name": b_name, "shift_name": shift_name,
+          "warn": False}
+    for sweep in range(_MAX_SWEEPS):
+        todo = rel > tol
+        if not np.any(todo) or it >= max_iter:
+            break
+        # aim at half of what is needed: the accurate residual differs a little
+        inner = max(0.5 * float(np.min(tol / rel[todo])), floor)
+        # converged columns get a zero right-hand side: nothing to do there
+        d, k = conjugate_gradient(matvec, np.where(todo, r, 0), tol=inner,
+                                  max_iter=max_iter - it, eps=eps, verbose=verbose,
+                                  callback=None if callback is None
+                                  else (lambda d: callback(x + d)), **kw)
+        x += d
+        it += k
+        r = b - exact_matvec(x)
+        last, rel = rel, np.sqrt(_col_dot(r, r)) / scale
+        if verbose:
+            print(f"[CG] refinement sweep {sweep + 1}: accurate relative residual "
+                  f"{float(np.max(rel)):.3e}  {time.perf_counter() - start:7.2f} s",
+                  flush=True)
+        if np.any(todo & (rel > tol) & (rel > 0.5 * last)) and it < max_iter:
+            # the cheap products stall: finish with the accurate ones
+            x, k = conjugate_gradient(exact_matvec, b, x0=x, tol=tol,
+                                      max_iter=max_iter - it, verbose=verbose,
+                                      callback=callback, **{**kw, "warn": True})
+            return x, it + k
+    if np.any(rel > tol):
+        _warn_not_converged(it, float(np.max(rel)), tol, "", shift_name, stacklevel=3)
     return x, it
 
 
