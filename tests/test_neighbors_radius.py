@@ -273,3 +273,36 @@ def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
         inside = np.flatnonzero(D[r] < radii[r] - tol[r])
         assert set(inside) <= set(i)
         np.testing.assert_allclose(d, D[r, i], rtol=RTOL[dtype] * 10)
+
+
+def test_expanded_radius_search_matches_scipy(monkeypatch, backend, dtype):
+    """D >= 20: counts and the masked K-min on the expanded form, re-ranked
+    exactly; the sets and distances are scipy's, in both orders, for fitted
+    points excluded from their own rows, for counts that miss every point
+    (each row searched again with larger K) and for an infinite radius (a
+    plain K-min: no masking bound fits)."""
+    from kerneltools.estimators import _neighbors_search
+
+    X, Q = _points(dtype, n=150, q=25, d=24, seed=7)
+    radius = _safe_radius(X, Q, 1.5)
+    nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
+    search, _ = nn._search(Q)
+    assert isinstance(search, _neighbors_search.ExpandedSearch)
+
+    def check(got, queries, exclude, r=radius):
+        ref = _reference_sets(queries, X, r, exclude_self=exclude)
+        assert sum(len(i) for i in got[1]) > 2 * len(queries)  # real neighbourhoods
+        for (d, i), (rd, ri) in zip(zip(*got), ref):
+            np.testing.assert_array_equal(i, ri)
+            np.testing.assert_allclose(d, rd, rtol=RTOL[dtype] * 10)
+
+    check(nn.radius_neighbors(Q), Q, False)
+    check(nn.radius_neighbors(), X, True)
+    dist, ind = nn.radius_neighbors(Q, sort_results=True)
+    for d, i in zip(dist, ind):
+        order = np.lexsort((i, d))
+        np.testing.assert_array_equal(order, np.arange(len(i)))
+    check(nn.radius_neighbors(Q, radius=np.inf), Q, False, np.inf)
+    monkeypatch.setattr(_neighbors_search.ExpandedSearch, "count",
+                        lambda self, X, t: np.zeros(len(X), dtype=np.int64))
+    check(nn.radius_neighbors(Q), Q, False)
