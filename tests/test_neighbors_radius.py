@@ -306,3 +306,55 @@ def test_expanded_radius_search_matches_scipy(monkeypatch, backend, dtype):
     monkeypatch.setattr(_neighbors_search.ExpandedSearch, "count",
                         lambda self, X, t: np.zeros(len(X), dtype=np.int64))
     check(nn.radius_neighbors(Q), Q, False)
+
+
+def _blobs(dtype, n=240):
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(n_samples=n, centers=3, cluster_std=0.6, random_state=2)[0]
+    return X.astype(dtype)
+
+
+def test_dbscan_on_our_radius_graph(backend, dtype):
+    """scikit-learn's DBSCAN(metric='precomputed') on our radius graph gives
+    the labels of its own DBSCAN on the points."""
+    from sklearn.cluster import DBSCAN
+
+    X = _blobs(dtype)
+    eps = _safe_radius(X, X, 0.35)
+    graph = NearestNeighbors(radius=eps, backend=backend).fit(X).radius_neighbors_graph(
+        X, mode="distance")
+    ours = DBSCAN(eps=eps, min_samples=5, metric="precomputed").fit(graph).labels_
+    ref = DBSCAN(eps=eps, min_samples=5).fit(X.astype(np.float64)).labels_
+    assert len(set(ref)) >= 3  # clusters and noise
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.filterwarnings("ignore:Graph is not fully connected")  # (3 far blobs)
+def test_spectral_clustering_on_our_knn_graph(backend, dtype):
+    """SpectralClustering(affinity='precomputed_nearest_neighbors') on our
+    K-nearest graph: scikit-learn's labels with affinity='nearest_neighbors'
+    (the same connectivity, self included), up to a permutation."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.metrics import adjusted_rand_score
+
+    X = _blobs(dtype)
+    graph = NearestNeighbors(n_neighbors=10, backend=backend).fit(X).kneighbors_graph(
+        X, mode="distance")
+    ours = SpectralClustering(n_clusters=3, affinity="precomputed_nearest_neighbors",
+                              n_neighbors=10, random_state=0).fit(graph).labels_
+    ref = SpectralClustering(n_clusters=3, affinity="nearest_neighbors", n_neighbors=10,
+                             random_state=0).fit(X.astype(np.float64)).labels_
+    assert adjusted_rand_score(ours, ref) == 1.0
+
+
+def test_lof_on_our_knn_graph(backend, dtype):
+    """LocalOutlierFactor(metric='precomputed') on our K-nearest graph (each
+    point and its K nearest): scikit-learn's scores on the points."""
+    X = _blobs(dtype)
+    graph = KNeighborsTransformer(n_neighbors=12, backend=backend).fit_transform(X)
+    ours = skn.LocalOutlierFactor(n_neighbors=12, metric="precomputed").fit(graph)
+    ref = skn.LocalOutlierFactor(n_neighbors=12).fit(X.astype(np.float64))
+    np.testing.assert_allclose(ours.negative_outlier_factor_,
+                               ref.negative_outlier_factor_, rtol=RTOL[dtype] * 10)
+    np.testing.assert_array_equal(ours.fit_predict(graph), ref.fit_predict(X))
