@@ -376,25 +376,30 @@ def radius_search(search, X: np.ndarray, threshold, n_fit: int, *,
 
 
 def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
-    """CSR arrays from padded (rows, K) blocks and the masks of their entries."""
+    """CSR arrays from padded (rows, K) blocks and the masks of their entries
+    (vectorised: a block's kept entries, row-major, are its rows' CSR runs)."""
     counts = np.zeros(n, dtype=np.int64)
     ready = []
     for rows, v, i, keep in pieces:
         if exclude_self:
             keep = keep & (i != rows[:, None])
         if by_index:  # kept entries first, by index (one vectorised sort)
-            key = np.where(keep, i, np.iinfo(np.int64).max)
-            order = np.argsort(key, axis=1, kind="stable")
-            v, i, keep = (np.take_along_axis(a, order, axis=1) for a in (v, i, keep))
-        counts[rows] = keep.sum(axis=1)
-        ready.append((rows, v, i, keep))
+            big = np.iinfo(np.int32 if i.size and i.max() < 2**31 - 1 else np.int64)
+            order = np.argsort(np.where(keep, i, big.max).astype(big.dtype), axis=1)
+            v, i = np.take_along_axis(v, order, axis=1), np.take_along_axis(i, order, axis=1)
+            c = keep.sum(axis=1)
+            keep = np.arange(keep.shape[1]) < c[:, None]
+        else:
+            c = keep.sum(axis=1)
+        counts[rows] = c
+        ready.append((rows, v[keep], i[keep], c))
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     vals = np.empty(indptr[-1], dtype=dtype)
     inds = np.empty(indptr[-1], dtype=np.int64)
-    for rows, v, i, keep in ready:
-        pos = (indptr[rows][:, None] + np.cumsum(keep, axis=1) - 1)[keep]
-        vals[pos], inds[pos] = v[keep], i[keep]
+    for rows, v, i, c in ready:
+        pos = np.repeat(indptr[rows] - (np.cumsum(c) - c), c) + np.arange(len(v))
+        vals[pos], inds[pos] = v, i
     return vals, inds, indptr
 
 
