@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _runner import emit  # noqa: E402
+from _runner import cases, emit, table_head  # noqa: E402
 
 
 def blobs(n: int, d: int):
@@ -129,23 +129,17 @@ def main(argv=None) -> None:
     p.add_argument("--sklearn-max-n", type=float, default=1e5)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    lines = [f"load average {load} (shared machine); seconds of fit, ratio = "
-             "scikit-learn / kerneltools", "",
-             "| estimator | D | N | kerneltools s | scikit-learn s | ratio | check |",
-             "|---|---|---|---|---|---|---|"]
-    for c in (c for c in args.radius.split(",") if c):
-        n, d = c.split(":")
-        lines += radius_rows(int(float(n)), int(d), args.sklearn_max_n)
+    lines = table_head("seconds of fit, ratio = scikit-learn / kerneltools",
+                       ["estimator", "D", "N", "kerneltools s", "scikit-learn s",
+                        "ratio", "check"])
+    for n, d in cases(args.radius):
+        lines += radius_rows(n, d, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
-    cases = [c.split(":") for c in args.lof.split(",") if c]
-    for n, d in cases:
-        lines += lof_rows(int(float(n)), int(d), args.sklearn_max_n)
+    for n, d in cases(args.lof):
+        lines += lof_rows(n, d, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
-    for c in (c for c in args.mean_shift.split(",") if c):
-        n, d = c.split(":")
-        lines += mean_shift_rows(int(float(n)), int(d), args.bin_seeding,
-                                 args.sklearn_max_n)
+    for n, d in cases(args.mean_shift):
+        lines += mean_shift_rows(n, d, args.bin_seeding, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
     emit(lines, args.out)
 
