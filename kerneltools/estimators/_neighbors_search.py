@@ -275,10 +275,7 @@ class ExpandedSearch(FormulaSearch):
         cand = np.where(real, i - k, 0)
         d = np.where(real, _exact_sqdist(X, self.Y, cand), np.inf)
         kept = d <= thr[:, None]
-        # by exact distance, ties by index: sort by index, then stably by value
-        order = np.argsort(np.where(kept, cand, np.iinfo(np.int64).max), axis=1)
-        d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
-        order = np.argsort(d, axis=1, kind="stable")
+        order = np.lexsort((cand, d), axis=1)  # by exact distance, ties by index
         d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
         return d.astype(X.dtype), cand, kept, real[:, -1]
 
