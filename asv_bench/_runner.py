@@ -4,6 +4,7 @@ case's peak RSS is its own), and the table's output."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -41,3 +42,18 @@ def warm_median(fn, args: tuple, repeat: int) -> float:
         fn(*args)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def table_head(note: str, columns: list[str]) -> list[str]:
+    """A report's first lines: the load average (the machine may be shared),
+    ``note``, and the header of a Markdown table with ``columns``."""
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    return [f"load average {load} (shared machine); {note}", "",
+            "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def cases(spec: str):
+    """(N, D) pairs of a comma-separated list of ``N:D`` (N may be 1e5)."""
+    for case in (c for c in spec.split(",") if c):
+        n, d = case.split(":")
+        yield int(float(n)), int(d)

@@ -1,9 +1,13 @@
 #!/usr/bin/env python
-"""LocalOutlierFactor and MeanShift: kerneltools against scikit-learn, one run.
+"""Radius neighbours, LocalOutlierFactor and MeanShift: kerneltools against
+scikit-learn, one run.
 
 Points: 20 Gaussian blobs (standard deviation 1, centres uniform in
 [-10, 10]^D), ``make_blobs(random_state=0)``. Systems, each on the whole case:
 
+- radius: ``NearestNeighbors(radius=r).fit(X).radius_neighbors(X)``, r the
+  median distance of a point to its 20th neighbour (scikit-learn picks its
+  tree); the table says whether the neighbour sets agree.
 - LOF: ``LocalOutlierFactor(n_neighbors=20).fit(X)`` (scikit-learn picks its
   tree, ``algorithm='auto'``); the table gives the largest difference of
   ``negative_outlier_factor_`` between the two.
@@ -14,7 +18,7 @@ Points: 20 Gaussian blobs (standard deviation 1, centres uniform in
 scikit-learn's MeanShift moves one seed at a time; above ``--sklearn-max-n``
 points it is not run (hours), and the row says so.
 
-    python asv_bench/lof_meanshift_compare.py   # LOF 1e5 (D 3, 32); MeanShift 2e4
+    python asv_bench/lof_meanshift_compare.py   # radius, LOF 1e5 (D 3, 32); MeanShift 2e4
     python asv_bench/lof_meanshift_compare.py --lof 2e4:3 --mean-shift 5e3:3
 """
 
@@ -28,7 +32,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _runner import emit  # noqa: E402
+from _runner import cases, emit, table_head  # noqa: E402
 
 
 def blobs(n: int, d: int):
@@ -45,6 +49,36 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+def cpu_timed(fn):
+    """(wall seconds, CPU seconds of this process, result): on a shared
+    machine the CPU seconds say what the wall time hides."""
+    c0 = time.process_time()
+    wall, out = timed(fn)
+    return wall, time.process_time() - c0, out
+
+
+def radius_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
+    from sklearn.neighbors import NearestNeighbors as SkNN
+
+    from kerneltools.estimators import NearestNeighbors
+
+    X = blobs(n, d)
+    sample = X[np.random.default_rng(1).choice(n, 500, replace=False)]
+    r = float(np.median(NearestNeighbors(n_neighbors=20).fit(X).kneighbors(sample)[0][:, -1]))
+    NearestNeighbors(radius=r).fit(X[:3000]).radius_neighbors(X[:3000])  # compiles
+    t_kt, c_kt, (_, ours) = cpu_timed(
+        lambda: NearestNeighbors(radius=r).fit(X).radius_neighbors(X))
+    mean = np.mean([len(i) for i in ours])
+    if n > sklearn_max_n:
+        return [f"| radius_neighbors | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | "
+                f"not run | - | {mean:.0f} neighbours per point |"]
+    t_sk, c_sk, (_, ref) = cpu_timed(lambda: SkNN(radius=r).fit(X).radius_neighbors(X))
+    same = all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(ours, ref))
+    return [f"| radius_neighbors | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | "
+            f"{t_sk:.2f} ({c_sk:.2f} CPU) | {t_sk / t_kt:.1f} | sets equal: {same}, "
+            f"{mean:.0f} neighbours per point |"]
+
+
 def lof_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
     from sklearn.neighbors import LocalOutlierFactor as SkLOF
 
@@ -52,13 +86,14 @@ def lof_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
 
     X = blobs(n, d)
     LocalOutlierFactor(n_neighbors=20).fit(X[:2000])  # compiles
-    t_kt, ours = timed(lambda: LocalOutlierFactor(n_neighbors=20).fit(X))
+    t_kt, c_kt, ours = cpu_timed(lambda: LocalOutlierFactor(n_neighbors=20).fit(X))
     if n > sklearn_max_n:
-        return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} | not run | - | - |"]
-    t_sk, ref = timed(lambda: SkLOF(n_neighbors=20).fit(X))
+        return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | not run | - "
+                "| - |"]
+    t_sk, c_sk, ref = cpu_timed(lambda: SkLOF(n_neighbors=20).fit(X))
     diff = np.max(np.abs(ours.negative_outlier_factor_ - ref.negative_outlier_factor_))
-    return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} | {t_sk:.2f} | {t_sk / t_kt:.1f} | "
-            f"max NOF difference {diff:.1e} |"]
+    return [f"| LOF | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | {t_sk:.2f} "
+            f"({c_sk:.2f} CPU) | {t_sk / t_kt:.1f} | max NOF difference {diff:.1e} |"]
 
 
 def mean_shift_rows(n: int, d: int, bin_seeding: bool, sklearn_max_n: int):
@@ -87,25 +122,24 @@ def mean_shift_rows(n: int, d: int, bin_seeding: bool, sklearn_max_n: int):
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--lof", default="1e5:3,1e5:32", help="N:D cases, comma-separated")
+    p.add_argument("--radius", default="1e5:3,1e5:32", help="N:D cases, comma-separated")
+    p.add_argument("--lof", default="1e5:3,1e5:32", help="N:D cases")
     p.add_argument("--mean-shift", default="2e4:3", help="N:D cases")
     p.add_argument("--bin-seeding", action="store_true")
     p.add_argument("--sklearn-max-n", type=float, default=1e5)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    lines = [f"load average {load} (shared machine); seconds of fit, ratio = "
-             "scikit-learn / kerneltools", "",
-             "| estimator | D | N | kerneltools s | scikit-learn s | ratio | check |",
-             "|---|---|---|---|---|---|---|"]
-    cases = [c.split(":") for c in args.lof.split(",") if c]
-    for n, d in cases:
-        lines += lof_rows(int(float(n)), int(d), args.sklearn_max_n)
+    lines = table_head("seconds of fit, ratio = scikit-learn / kerneltools",
+                       ["estimator", "D", "N", "kerneltools s", "scikit-learn s",
+                        "ratio", "check"])
+    for n, d in cases(args.radius):
+        lines += radius_rows(n, d, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
-    for c in (c for c in args.mean_shift.split(",") if c):
-        n, d = c.split(":")
-        lines += mean_shift_rows(int(float(n)), int(d), args.bin_seeding,
-                                 args.sklearn_max_n)
+    for n, d in cases(args.lof):
+        lines += lof_rows(n, d, args.sklearn_max_n)
+        print(lines[-1], file=sys.stderr, flush=True)
+    for n, d in cases(args.mean_shift):
+        lines += mean_shift_rows(n, d, args.bin_seeding, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
     emit(lines, args.out)
 

@@ -288,3 +288,37 @@ def _dense_gradient(kde, Y, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(_compact, "PRUNE_MIN_PAIRS", 2**62)
         return kde.log_density_gradient(Y)
+
+
+@pytest.mark.parametrize("atol, rtol", [(0.0, 1e-3), (1e-4, 0.0)])
+def test_gaussian_tolerance_prunes_within_it(atol, rtol, backend, dtype, monkeypatch,
+                                             capsys):
+    """With atol or rtol set, a Gaussian density in low dimension skips the
+    pairs beyond a cutoff: every row within ``atol + rtol p`` of the dense
+    density (scikit-learn's criterion), the far rows (low density, the
+    certificate fails there) summed again over every pair, and the default
+    (0, 0) still exact."""
+    from kerneltools.estimators import _compact
+
+    rng = np.random.default_rng(4)
+    X, Y, w = 10 * rng.random((1500, 2)), 10 * rng.random((200, 2)), rng.random(1500)
+    Y[:2] += 1.5  # queries near the edge: low density, their certificate fails
+    monkeypatch.setattr(_compact, "PRUNE_MIN_PAIRS", 1)
+    monkeypatch.setattr(_compact, "_MIN_PER_CELL", 1)
+    monkeypatch.setattr(_compact, "_MAX_KEPT", 1.0)
+    cut, orig = [], density.compact_ranges
+    monkeypatch.setattr(density, "compact_ranges", lambda *a: cut.append(orig(*a)) or cut[-1])
+    ref = dense_log_density(X, Y, "gaussian", 0.1, weights=w)
+    kde = KernelDensity(bandwidth=0.1, atol=atol, rtol=rtol, backend=backend,
+                        dtype=dtype.name, verbose=1).fit(X, sample_weight=w)
+    got = kde.score_samples(Y)
+    out = capsys.readouterr().out
+    assert "Gaussian tail cut" in out
+    assert (" 0 of " not in out) == (rtol > 0)  # the far rows again (rtol only)
+    err = np.abs(np.exp(got) - np.exp(ref))
+    slack = 1e-5 if dtype == np.float32 else 1e-12  # rounding, relative
+    assert np.all(err <= atol + rtol * np.exp(ref) + slack * np.exp(ref))
+    assert len(cut) == 1 and cut[0].density < 0.5  # most pairs skipped
+    exact = KernelDensity(bandwidth=0.1, backend=backend, dtype=dtype.name).fit(
+        X, sample_weight=w).score_samples(Y)
+    np.testing.assert_allclose(exact, ref, rtol=1e-4 if dtype == np.float32 else 1e-12)

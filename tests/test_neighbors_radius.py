@@ -273,3 +273,95 @@ def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
         inside = np.flatnonzero(D[r] < radii[r] - tol[r])
         assert set(inside) <= set(i)
         np.testing.assert_allclose(d, D[r, i], rtol=RTOL[dtype] * 10)
+    # counts that miss every point: each row's K slots fill, it is searched
+    # again with a larger K, and the sets come out the same
+    monkeypatch.setattr(_neighbors_pruned.PrunedSearch, "count",
+                        lambda self, X, t: np.zeros(len(X), dtype=np.int64))
+    again = nn.radius_neighbors(Q, radius=radii if array_radii else 0.12)
+    for a, b in zip(ind, again[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_expanded_radius_search_matches_scipy(monkeypatch, backend, dtype):
+    """D >= 20: counts and the masked K-min on the expanded form, re-ranked
+    exactly; the sets and distances are scipy's, in both orders, for fitted
+    points excluded from their own rows, for counts that miss every point
+    (each row searched again with larger K) and for an infinite radius (a
+    plain K-min: no masking bound fits)."""
+    from kerneltools.estimators import _neighbors_search
+
+    X, Q = _points(dtype, n=150, q=25, d=24, seed=7)
+    radius = _safe_radius(X, Q, 1.5)
+    nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
+    search, _ = nn._search(Q)
+    assert isinstance(search, _neighbors_search.ExpandedSearch)
+
+    def check(got, queries, exclude, r=radius):
+        ref = _reference_sets(queries, X, r, exclude_self=exclude)
+        assert sum(len(i) for i in got[1]) > 2 * len(queries)  # real neighbourhoods
+        for (d, i), (rd, ri) in zip(zip(*got), ref):
+            np.testing.assert_array_equal(i, ri)
+            np.testing.assert_allclose(d, rd, rtol=RTOL[dtype] * 10)
+
+    check(nn.radius_neighbors(Q), Q, False)
+    check(nn.radius_neighbors(), X, True)
+    dist, ind = nn.radius_neighbors(Q, sort_results=True)
+    for d, i in zip(dist, ind):
+        order = np.lexsort((i, d))
+        np.testing.assert_array_equal(order, np.arange(len(i)))
+    check(nn.radius_neighbors(Q, radius=np.inf), Q, False, np.inf)
+    monkeypatch.setattr(_neighbors_search.ExpandedSearch, "count",
+                        lambda self, X, t: np.zeros(len(X), dtype=np.int64))
+    check(nn.radius_neighbors(Q), Q, False)
+
+
+def _blobs(dtype, n=240):
+    from sklearn.datasets import make_blobs
+
+    X = make_blobs(n_samples=n, centers=3, cluster_std=0.6, random_state=2)[0]
+    return X.astype(dtype)
+
+
+def test_dbscan_on_our_radius_graph(backend, dtype):
+    """scikit-learn's DBSCAN(metric='precomputed') on our radius graph gives
+    the labels of its own DBSCAN on the points."""
+    from sklearn.cluster import DBSCAN
+
+    X = _blobs(dtype)
+    eps = _safe_radius(X, X, 0.35)
+    graph = NearestNeighbors(radius=eps, backend=backend).fit(X).radius_neighbors_graph(
+        X, mode="distance")
+    ours = DBSCAN(eps=eps, min_samples=5, metric="precomputed").fit(graph).labels_
+    ref = DBSCAN(eps=eps, min_samples=5).fit(X.astype(np.float64)).labels_
+    assert len(set(ref)) >= 3  # clusters and noise
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.filterwarnings("ignore:Graph is not fully connected")  # (3 far blobs)
+def test_spectral_clustering_on_our_knn_graph(backend, dtype):
+    """SpectralClustering(affinity='precomputed_nearest_neighbors') on our
+    K-nearest graph: scikit-learn's labels with affinity='nearest_neighbors'
+    (the same connectivity, self included), up to a permutation."""
+    from sklearn.cluster import SpectralClustering
+    from sklearn.metrics import adjusted_rand_score
+
+    X = _blobs(dtype)
+    graph = NearestNeighbors(n_neighbors=10, backend=backend).fit(X).kneighbors_graph(
+        X, mode="distance")
+    ours = SpectralClustering(n_clusters=3, affinity="precomputed_nearest_neighbors",
+                              n_neighbors=10, random_state=0).fit(graph).labels_
+    ref = SpectralClustering(n_clusters=3, affinity="nearest_neighbors", n_neighbors=10,
+                             random_state=0).fit(X.astype(np.float64)).labels_
+    assert adjusted_rand_score(ours, ref) == 1.0
+
+
+def test_lof_on_our_knn_graph(backend, dtype):
+    """LocalOutlierFactor(metric='precomputed') on our K-nearest graph (each
+    point and its K nearest): scikit-learn's scores on the points."""
+    X = _blobs(dtype)
+    graph = KNeighborsTransformer(n_neighbors=12, backend=backend).fit_transform(X)
+    ours = skn.LocalOutlierFactor(n_neighbors=12, metric="precomputed").fit(graph)
+    ref = skn.LocalOutlierFactor(n_neighbors=12).fit(X.astype(np.float64))
+    np.testing.assert_allclose(ours.negative_outlier_factor_,
+                               ref.negative_outlier_factor_, rtol=RTOL[dtype] * 10)
+    np.testing.assert_array_equal(ours.fit_predict(graph), ref.fit_predict(X))

@@ -47,9 +47,11 @@ def euclidean_radius(metric: str, params: dict, radius: float, d: int) -> float 
     return None
 
 
-def compact_ranges(x: np.ndarray, y: np.ndarray, radius: float):
+def compact_ranges(x: np.ndarray, y: np.ndarray, radius: float, cells: float = 1.0):
     """``ranges=`` for the pairs ``|x_i - y_j| <= radius`` (Euclidean), or None
     when pruning does not pay (high dimension, few pairs, most pairs kept).
+    Grid cells of side ``radius / cells`` at the least (more per radius: a
+    tighter cover of the balls, more cell pairs).
     """
     n, m = len(x), len(y)
     d = x.shape[1]
@@ -58,7 +60,7 @@ def compact_ranges(x: np.ndarray, y: np.ndarray, radius: float):
     lo = np.minimum(x.min(axis=0), y.min(axis=0))
     span = np.maximum(x.max(axis=0), y.max(axis=0)) - lo
     volume = float(np.prod(np.maximum(span, 1e-300)))
-    side = max(float(radius), (volume * _MIN_PER_CELL / m) ** (1.0 / d))
+    side = max(float(radius) / cells, (volume * _MIN_PER_CELL / m) ** (1.0 / d))
     if not np.all(span / side < 2.0**20):
         return None
     lab_x, lab_y = kr.grid_cluster(x, side), kr.grid_cluster(y, side)

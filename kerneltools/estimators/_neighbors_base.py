@@ -467,23 +467,23 @@ class RadiusQueries(_SkRadiusMixin):
         check_is_fitted(self)
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True.")
+        dist, ind, indptr = self._radius_csr(X, radius, sort_results)
+        ind_out = S.split_rows(ind, indptr)
+        if not return_distance:
+            return ind_out
+        return S.split_rows(dist, indptr), ind_out
+
+    def _radius_csr(self, X, radius, sort_results: bool):
+        """(distances, indices, indptr) of the neighbours within ``radius``,
+        CSR rows by increasing distance (``sort_results``) or by index."""
         X, is_train = self._query(X)
         radius = self.radius if radius is None else radius
         search, X = self._search(X)
-        metric = search.metric
-        threshold = _thresholds(metric, radius, X.shape[0])
-        vals, ind = S.radius_search(search, X, threshold, self.n_samples_fit_)
-        for r in range(len(ind)):
-            keep = ind[r] != r if is_train else slice(None)
-            v, i = vals[r][keep], ind[r][keep]
-            if not sort_results:  # scikit-learn's brute force: index order
-                order = np.argsort(i, kind="stable")
-                v, i = v[order], i[order]
-            vals[r], ind[r] = v, i
-        ind_out = S.object_array(ind)
-        if not return_distance:
-            return ind_out
-        return S.object_array([metric.to_dist(v) for v in vals]), ind_out
+        threshold = _thresholds(search.metric, radius, X.shape[0])
+        vals, ind, indptr = S.radius_search(
+            search, X, threshold, self.n_samples_fit_, exclude_self=is_train,
+            by_index=not sort_results)  # scikit-learn's brute force: index order
+        return search.metric.to_dist(vals), ind, indptr
 
     def radius_neighbors_graph(
         self, X=None, radius=None, mode="connectivity", sort_results=False
@@ -511,18 +511,10 @@ class RadiusQueries(_SkRadiusMixin):
             return self.fallback_.radius_neighbors_graph(X, radius, mode, sort_results)
         check_is_fitted(self)
         S.check_mode(mode)
-        if mode == "distance":
-            dist, ind = self.radius_neighbors(X, radius, return_distance=True,
-                                              sort_results=sort_results)
-            data = np.concatenate(list(dist))
-        else:
-            ind = self.radius_neighbors(X, radius, return_distance=False)
-        indices = np.concatenate(list(ind)).astype(np.int64)
-        if mode == "connectivity":
-            data = np.ones(len(indices))
-        counts = np.fromiter((len(a) for a in ind), dtype=np.int64, count=len(ind))
-        indptr = np.concatenate(([0], np.cumsum(counts)))
-        return S.csr(data, indices, indptr, (len(ind), self.n_samples_fit_))
+        dist, ind, indptr = self._radius_csr(X, radius,
+                                             sort_results and mode == "distance")
+        data = dist if mode == "distance" else np.ones(len(ind))
+        return S.csr(data, ind, indptr, (len(indptr) - 1, self.n_samples_fit_))
 
 
 def _thresholds(metric, radius, n_queries: int):

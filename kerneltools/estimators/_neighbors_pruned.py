@@ -19,7 +19,7 @@ from .. import ranges as kr
 from ..lazy import Vi
 
 from ._neighbors_metrics import Metric
-from ._neighbors_search import FormulaSearch
+from ._neighbors_search import FormulaSearch, masked
 
 #: Cluster pruning (``algorithm='auto'`` picks it): at most this many
 #: features, at least this many fitted points. Fitted points are cut into
@@ -369,17 +369,44 @@ class PrunedSearch(FormulaSearch):
             out[rows] = self._count_chunk(X[rows], thr[rows], np.ndim(threshold))
         return out
 
-    def _within(self, X: np.ndarray, thr: np.ndarray):
+    def _within(self, X: np.ndarray, thr: np.ndarray, sentinels: int = 0):
         """The block sparsity of the pairs of query cells and fitted cells
-        within the (rdist) thresholds ``thr`` of the queries, box to box."""
+        within the (rdist) thresholds ``thr`` of the queries, box to box;
+        with ``sentinels``, over that many points before the fitted ones
+        (:func:`~._neighbors_search.with_sentinels`), one cell that every
+        query cell visits first."""
         qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
         cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
         radius = np.sqrt(np.maximum(cell_thr, 0)) * (1 + _PRUNE_SLACK) + 1e-30
         a, b = _near_pairs(qc.lo, qc.hi, radius, self.grid)
         fc = self.grid.cells
-        return kr.BlockSparsity.from_pairs((len(X), len(self.Y)), qc.order, fc.order,
-                                           a, b, qc.ranges, fc.ranges,
-                                           priority=np.arange(len(a)))
+        order_j, ranges_j = fc.order, fc.ranges
+        if sentinels:
+            first = np.arange(len(qc.ranges))
+            a, b = np.concatenate([first, a]), np.concatenate([0 * first, b + 1])
+            order_j = np.concatenate([np.arange(sentinels), fc.order + sentinels])
+            ranges_j = np.concatenate([[[0, sentinels]], fc.ranges + sentinels])
+        return kr.BlockSparsity.from_pairs((len(X), len(self.Y) + sentinels),
+                                           qc.order, order_j, a, b, qc.ranges,
+                                           ranges_j, priority=np.arange(len(a)))
+
+    def _masked_kmin(self, value, X: np.ndarray, k: int, t, fill: float,
+                     sentinel: float):
+        """:meth:`FormulaSearch._masked_kmin` over the cells within ``t`` only."""
+        if len(X) * len(self.Y) < PRUNE_MIN_PAIRS or k >= len(self.Y) // 2:
+            return super()._masked_kmin(value, X, k, t, fill, sentinel)
+        value, w_j = value
+        t = np.broadcast_to(t, (len(X),))
+        v = np.empty((len(X), k), X.dtype)
+        i = np.empty((len(X), k), np.int64)
+        order = np.argsort(_morton(X, *self.grid.frame), kind="stable")
+        for s in range(0, len(X), PRUNE_QUERY_CHUNK):
+            rows = order[s:s + PRUNE_QUERY_CHUNK]
+            bs = self._within(X[rows], t[rows].astype(np.float64), sentinels=k)
+            F = masked(value(rows), Vi(t[rows, None]), w_j, fill, sentinel)
+            vr, ir = F.Kmin_argKmin(k, axis=1, backend=self.backend, ranges=bs)
+            v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
+        return v, i
 
     def kmin_within(self, X: np.ndarray, k: int, threshold) -> tuple:
         """The K smallest rdist of each query among the fitted points of the

@@ -142,11 +142,6 @@ class RadiusNeighborsClassifier(ClassifierMixin, _RadiusSupervised):
         classes = self.classes_ if self.outputs_2d_ else [self.classes_]
         labels = self._y.reshape(len(self._y), -1)
         self.outlier_label_ = _outlier_labels(self.outlier_label, classes, labels)
-        store_labels(self, y)
-        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
-        labels = self._y.reshape(len(self._y), -1)
-        self.outlier_label_ = _outlier_labels(self.outlier_label, classes, labels)
-        return self
 
     def predict_proba(self, X):
         """Class probabilities: the (weighted) votes within the radius, normalised.

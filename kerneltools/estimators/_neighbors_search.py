@@ -65,6 +65,48 @@ class FormulaSearch:
         ``threshold`` (:func:`radius_search` needs no others)."""
         return self.kmin(X, k)
 
+    def within(self, X: np.ndarray, k: int, thr: np.ndarray):
+        """The fitted points within ``thr`` (rdist, one per row) of each query,
+        in the K slots of a masked K-min (:func:`masked`).
+
+        Returns ``(values, indices, kept, full)``, each (n, k) but ``full``
+        (n,): rows by increasing rdist, ``kept`` marks the entries within
+        ``thr``, ``full`` the rows whose K slots all hold such points (more
+        may exist: search again with a larger K).
+        """
+        bounds = masking_bounds(thr, X.dtype)
+        if bounds is None:  # thresholds near overflow: a plain K-min
+            v, i = self.kmin_within(X, k, thr)
+            kept = v <= thr[:, None]
+            return v, i, kept, kept[:, -1]
+        X = self.metric.prepare(X)
+        v, i = self._masked_kmin(self.rdist_over(X, k), X, k, *bounds)
+        real = i >= k
+        kept = real & (v <= thr[:, None])
+        return v, i - k, kept, real[:, -1]
+
+    def rdist_over(self, X: np.ndarray, k: int):
+        """(value(rows), w_j): the rdist of query rows over ``k`` sentinels
+        followed by the fitted points, and the sentinels' marks."""
+        (y_j,), w_j = with_sentinels(k, self.Y)
+        return (lambda rows: self.metric.rdist(Vi(X[rows]), y_j)), w_j
+
+    def _masked_kmin(self, value, X: np.ndarray, k: int, t, fill: float,
+                     sentinel: float):
+        """K-min of the masked ``value`` (from :meth:`rdist_over`) over k
+        sentinels and the fitted points (indices shifted by k), by blocks of
+        queries."""
+        value, w_j = value
+        vals = np.empty((X.shape[0], k), dtype=X.dtype)
+        idx = np.empty((X.shape[0], k), dtype=np.int64)
+        rows = max(1, QUERY_BLOCK_ENTRIES // k)
+        for s in range(0, X.shape[0], rows):
+            sl = slice(s, s + rows)
+            F = masked(value(sl), Vi(t[sl, None]), w_j, fill, sentinel)
+            v, i = F.Kmin_argKmin(k, axis=1, backend=self.backend)
+            vals[sl], idx[sl] = v.reshape(-1, k), i.reshape(-1, k)
+        return vals, idx
+
     def count(self, X: np.ndarray, threshold) -> np.ndarray:
         """Number of fitted points with rdist <= threshold (a float, or one per
         query; an estimate: see :func:`radius_search`)."""
@@ -74,6 +116,45 @@ class FormulaSearch:
             threshold = float(threshold)
         F = self.rdist(self.metric.prepare(X)) <= threshold
         return np.rint(F.sum(axis=1, backend=self.backend)).astype(np.int64).ravel()
+
+
+def masking_bounds(thr: np.ndarray, dtype):
+    """``(t, fill, sentinel)`` of a masked K-min (:func:`masked`) for rdist
+    thresholds ``thr``: t, thr rounded up in ``dtype`` (no point within thr
+    is masked by rounding; the caller tests thr again in float64), and two
+    values above every t, sentinel < fill; None where they would overflow."""
+    dtype = np.dtype(dtype)
+    t = np.nextafter(np.asarray(thr).astype(dtype), dtype.type(np.inf))
+    top = 2.0 * (float(np.abs(t).max(initial=0.0)) + 1.0)  # 2A, A > |t|
+    if not np.isfinite(t).all() or 2 * top > np.finfo(dtype).max / 4:
+        return None
+    return t, 2 * top, top
+
+
+def masked(value: LazyTensor, t, w_j: LazyTensor, fill: float, sentinel: float):
+    """The value where it is at most ``t``, ``fill`` elsewhere, and
+    ``sentinel`` (``t < sentinel < fill``) at the points where ``w_j = 1``.
+
+    A K-min of it over ``K`` sentinel points followed by the fitted points
+    gives the points within t first (by value, ties by index) and
+    sentinels after them; the points beyond t rank after every sentinel,
+    so that once a row's K slots are filled (sentinels: in the first tile)
+    they fail the reduction's vectorised threshold test and are never
+    inserted: the cost of a radius search no longer grows with the points
+    near, but beyond, the radius. A row whose K-th slot is not a sentinel
+    may have more points within t.
+    """
+    return (-w_j).ifelse((t - value).ifelse(value, fill), sentinel)
+
+
+def with_sentinels(k: int, *arrays: np.ndarray):
+    """((a_j, ...), w_j): each array after k copies of its first row
+    (sentinels, ``w = 1``: a finite rdist for every metric; ``w = 0`` for
+    the rows of the arrays), as j-variables."""
+    w = np.zeros((k + len(arrays[0]), 1), dtype=arrays[0].dtype)
+    w[:k] = 1
+    return tuple(Vj(np.concatenate([np.repeat(a[:1], k, axis=0), a]))
+                 for a in arrays), Vj(w)
 
 
 #: Fewest features for :class:`ExpandedSearch`. The C backend computes dot
@@ -126,7 +207,8 @@ class ExpandedSearch(FormulaSearch):
     def __init__(self, metric: Metric, Y: np.ndarray, backend):
         super().__init__(metric, Y, backend)
         y2 = _sqnorms(self.Y)
-        self._y2_j = Vj(y2.astype(self.Y.dtype)[:, None])
+        self._y2 = y2.astype(self.Y.dtype)[:, None]
+        self._y2_j = Vj(self._y2)
         self._y2_max = float(y2.max())
 
     @staticmethod
@@ -153,6 +235,49 @@ class ExpandedSearch(FormulaSearch):
         if len(redo):
             vals[redo], ind[redo] = self.fallback(X[redo], k)
         return vals, ind
+
+    def _expanded_bounds(self, X: np.ndarray, thr):
+        """(|x|^2, t): a point within rdist ``thr`` of a query has a computed
+        expanded value at most ``t = thr - |x|^2 + err`` (:meth:`error_bound`);
+        None where the norms or thresholds come near overflow."""
+        x2 = _sqnorms(X)
+        thr = np.broadcast_to(np.asarray(thr, dtype=np.float64), x2.shape)
+        top = np.finfo(X.dtype).max / 8
+        if max(float(x2.max(initial=0)), self._y2_max, float(np.max(thr))) > top:
+            return None
+        return x2, thr - x2 + self.error_bound(x2, thr)
+
+    def count(self, X: np.ndarray, threshold) -> np.ndarray:
+        """An upper bound of each query's points within ``threshold``: the
+        expanded values within ``t`` (:meth:`_expanded_bounds`), counted on
+        the dot-product micro-kernel."""
+        bounds = self._expanded_bounds(X, threshold)
+        if bounds is None:
+            return super().count(X, threshold)
+        t = np.nextafter(bounds[1].astype(X.dtype), X.dtype.type(np.inf))
+        F = self.expanded(X) <= Vi(t[:, None])
+        return np.rint(F.sum(axis=1, backend=self.backend)).astype(np.int64).ravel()
+
+    def rdist_over(self, X: np.ndarray, k: int):
+        (y_j, y2_j), w_j = with_sentinels(k, self.Y, self._y2)
+        return (lambda rows: y2_j - 2 * (Vi(X[rows]) | y_j)), w_j
+
+    def within(self, X: np.ndarray, k: int, thr: np.ndarray):
+        """:meth:`FormulaSearch.within` from the expanded values within ``t``
+        (:meth:`_expanded_bounds`: every point within ``thr`` among them),
+        re-ranked by their exact distances (float64)."""
+        bounds = self._expanded_bounds(X, thr)
+        masking = None if bounds is None else masking_bounds(bounds[1], X.dtype)
+        if masking is None:
+            return FormulaSearch.within(self, X, k, thr)  # the direct form
+        _, i = self._masked_kmin(self.rdist_over(X, k), X, k, *masking)
+        real = i >= k
+        cand = np.where(real, i - k, 0)
+        d = np.where(real, _exact_sqdist(X, self.Y, cand), np.inf)
+        kept = d <= thr[:, None]
+        order = np.lexsort((cand, d), axis=1)  # by exact distance, ties by index
+        d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
+        return d.astype(X.dtype), cand, kept, real[:, -1]
 
     def error_bound(self, x2: np.ndarray, d_k: np.ndarray) -> np.ndarray:
         """A bound, per row, on the rounding errors that the certificate meets.
@@ -187,50 +312,98 @@ def _rerank(X: np.ndarray, Y: np.ndarray, cand: np.ndarray, k: int):
     Candidates are put in index order first, so that the stable sort by
     distance leaves ties in index order, as the direct reduction does.
     """
+    c = np.sort(cand, axis=1)
+    dist = _exact_sqdist(X, Y, c)
+    order = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(c, order, axis=1)
+
+
+def _exact_sqdist(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """(n, kc) squared distances of each query to its candidates ``Y[cand]``,
+    direct differences in float64, by blocks of rows that stay in cache."""
     n, kc = cand.shape
-    d, ind = np.empty((n, k)), np.empty((n, k), dtype=np.int64)
+    out = np.empty((n, kc))
     rows = max(1, RERANK_BLOCK_ENTRIES // (kc * X.shape[1]))
     for s in range(0, n, rows):
-        c = np.sort(cand[s : s + rows], axis=1)
-        diff = np.subtract(Y[c], X[s : s + rows, None, :], dtype=np.float64)
-        dist = np.einsum("rcf,rcf->rc", diff, diff)
-        order = np.argsort(dist, axis=1, kind="stable")[:, :k]
-        d[s : s + rows] = np.take_along_axis(dist, order, axis=1)
-        ind[s : s + rows] = np.take_along_axis(c, order, axis=1)
-    return d, ind
+        diff = np.subtract(Y[cand[s : s + rows]], X[s : s + rows, None, :],
+                           dtype=np.float64)
+        out[s : s + rows] = np.einsum("rcf,rcf->rc", diff, diff)
+    return out
 
 
-def radius_search(search, X: np.ndarray, threshold, n_fit: int):
+def radius_search(search, X: np.ndarray, threshold, n_fit: int, *,
+                  exclude_self: bool = False, by_index: bool = False):
     """Points within ``threshold`` (in rdist units; a float, or one per query)
-    of each query, by increasing rdist, equal values in index order.
+    of each query, as CSR arrays, without Python work per query.
 
-    Counts give each row's K; ``Kmin_argKmin`` with one more than the count
-    then finds the points (rows grouped by K rounded up to 16, 32, 64, ...:
-    each K is a kernel to compile, once). A row whose K-th value is still
-    within the threshold is searched again with a larger K: the result does
-    not rely on the count being computed exactly as the K-min values are.
+    Counts give each row's K; a masked ``Kmin_argKmin`` (``search.within``:
+    K sentinels, then the points, those beyond the threshold never inserted)
+    with one more than the count then finds the points (rows grouped by K
+    rounded up to 16, 32, 64, ...: each K is a kernel to compile, once). A
+    row whose K slots all hold points within the threshold is searched
+    again with a larger K: the result does not rely on the count being
+    computed exactly as the K-min values are.
 
-    Returns per-row lists ``(values, indices)`` of arrays.
+    ``exclude_self``: query r is fitted point r, left out of its own row
+    (scikit-learn's rule for ``X=None``). Each row comes by increasing rdist
+    (equal values in index order), or by index with ``by_index``.
+
+    Returns ``(values, indices, indptr)``: row r's entries are
+    ``values[indptr[r]:indptr[r + 1]]`` (X's dtype) and the same slice of
+    ``indices`` (int64).
     """
     n = X.shape[0]
-    vals, inds = [None] * n, [None] * n
     thr = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (n,))
     need = np.minimum(search.count(X, threshold) + 1, n_fit)
     todo = np.arange(n)
+    pieces = []  # (rows, values, indices, kept), the K-min of finished rows
     while todo.size:
         ks = np.minimum(_k_bucket(need[todo]), n_fit)
         again = []
         for k in np.unique(ks):
             rows = todo[ks == k]
-            v, i = search.kmin_within(X[rows], int(k), thr[rows])
-            within = v <= thr[rows, None]  # a prefix of each row (NaN sorts last)
-            more = within[:, -1] & (k < n_fit)
+            v, i, kept, full = search.within(X[rows], int(k), thr[rows])
+            more = full & (k < n_fit)
             need[rows[more]] = 2 * k
             again.append(rows[more])
-            for r, row_v, row_i, m in zip(rows, v, i, within):
-                vals[r], inds[r] = row_v[m], row_i[m]
+            done = ~more
+            pieces.append((rows[done], v[done], i[done], kept[done]))
         todo = np.concatenate(again)
-    return vals, inds
+    return _rows_to_csr(pieces, n, X.dtype, exclude_self, by_index)
+
+
+def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
+    """CSR arrays from padded (rows, K) blocks and the masks of their entries
+    (vectorised: a block's kept entries, row-major, are its rows' CSR runs)."""
+    counts = np.zeros(n, dtype=np.int64)
+    ready = []
+    for rows, v, i, keep in pieces:
+        if exclude_self:
+            keep = keep & (i != rows[:, None])
+        if by_index:  # kept entries first, by index (one vectorised sort)
+            big = np.iinfo(np.int32 if i.size and i.max() < 2**31 - 1 else np.int64)
+            order = np.argsort(np.where(keep, i, big.max).astype(big.dtype), axis=1)
+            v, i = np.take_along_axis(v, order, axis=1), np.take_along_axis(i, order, axis=1)
+            c = keep.sum(axis=1)
+            keep = np.arange(keep.shape[1]) < c[:, None]
+        else:
+            c = keep.sum(axis=1)
+        counts[rows] = c
+        ready.append((rows, v[keep], i[keep], c))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    vals = np.empty(indptr[-1], dtype=dtype)
+    inds = np.empty(indptr[-1], dtype=np.int64)
+    for rows, v, i, c in ready:
+        pos = np.repeat(indptr[rows] - (np.cumsum(c) - c), c) + np.arange(len(v))
+        vals[pos], inds[pos] = v, i
+    return vals, inds, indptr
+
+
+def split_rows(a: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """The object array of the rows ``a[indptr[r]:indptr[r + 1]]`` (views)."""
+    bounds = indptr.tolist()
+    return object_array([a[s:e] for s, e in zip(bounds[:-1], bounds[1:])])
 
 
 def _k_bucket(need: np.ndarray) -> np.ndarray:
