@@ -41,6 +41,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
+from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
 from ._plan import Plan
@@ -76,23 +77,6 @@ _SKELETON = skeleton("cpu_kernel.h")
 #: the arg-reductions record and break ties by (as the dense kernel, whose
 #: order is the caller's).
 _RANGES_SKELETON = skeleton("ranges_kernel.h")
-
-#: The vectorised loop over a tile's points (``bound``: nj, or njv in the
-#: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
-_TILE_LOOP = Template(
-    r"""#pragma omp simd${clauses}
-for (int64_t jj = 0; jj < ${bound}; jj++) {
-  const int64_t j = j0 + jj;
-${code}
-${writes}
-}"""
-)
-
-
-def _tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
-    return _TILE_LOOP.substitute(bound=bound, code=code, writes="\n".join(writes),
-                                 clauses=clauses)
-
 
 _DOT_KERNEL = Template(
     r"""/* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
@@ -186,10 +170,6 @@ def row_block(plan: Plan) -> int:
     share each j-vector's loads and j-level values and give the core
     independent chains to interleave; narrow formulas only (each row keeps its
     temporaries in registers), and a divisor of :func:`block_rows`."""
-    # A fold (K-min, LogSumExp, ...) works row by row on the tile's buffer:
-    # its reads of the row's state stay vectorised with one row per loop.
-    if not plan.red.c.get("fused"):
-        return 1
     w = width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
     return min(rb, block_rows(plan))
@@ -245,13 +225,13 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     rows = _render_rows(formulas, dots, jb_given, rb, wide)
-    tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
+    tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
-        fast = _row_block_reduction(plan, formulas, fast_rows, [])[0]
+        fast = row_block_reduction(plan, formulas, fast_rows, [])[0]
         if conds:
             p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
             tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
@@ -452,39 +432,6 @@ def _nonpos_exps(rows):
     return fast, conds, p_lines
 
 
-def _row_block_reduction(plan: Plan, formulas, rows, block_setup):
-    """(tile, state, init, final) of the dense kernel, for ``len(rows)`` rows
-    per vectorised loop: Sum fused into the loop (one accumulator per row and
-    component), any other reduction (one row) through buffers and its C fold."""
-    red, E, rb = plan.red, formulas[0].dim, len(rows)
-    code = "\n".join(x for x in [rows[0].code("j", "  ")]
-                      + [row.code("ij", "  ") for row in rows] if x)
-    if red.c.get("fused"):
-        names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
-        flat = [n for row in names for n in row]
-        sums = _tile_loop("nj", code, [
-            f"  {names[r][e]} += {rows[r].outputs[0][e]};"
-            for r in range(rb) for e in range(E)], clauses=f" reduction(+:{', '.join(flat)})")
-        adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
-        for r in range(1, rb):
-            adds.append(f"if (ii + {r} < ni) {{ "
-                        + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
-                        + " }")
-        tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
-        return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
-                f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
-    # Other reductions: one row per loop (row_block), its values through the
-    # buffers buf<b> into the reduction's C fold.
-    subs = red_subs(formulas, plan.K)
-    writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(rows[0].outputs)
-              for e, x in enumerate(outs)]
-    tile = "\n".join([_tile_loop("nj", code, writes), "{", "  const int64_t i = i_0;",
-                      "  kt_state *S = &st[ii];", indent(red_form(red.c, "tile", subs), 2),
-                      "}"])
-    block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
-    return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
-
-
 def _pointers(plan: Plan, dots) -> list[str]:
     """The kernel's arrays from ``args`` and ``outs``: the variables, the
     outputs, then the dot products' chunk-packed j-variables ``yq<q>``."""
@@ -529,7 +476,7 @@ def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, pre=()) 
     writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
               for c, x in enumerate(outs)]
     code = "\n".join(["  " + x for x in pre] + ([jr.code("j", "  ")] if jr.statements["j"] else []))
-    tile_setup.append(_tile_loop(bound, code, writes))
+    tile_setup.append(tile_loop(bound, code, writes))
     return jr.code("p", "  ")
 
 
@@ -542,7 +489,7 @@ def _reduction_code(plan: Plan, formulas, r, bound, ranges: bool, block_setup):
     if red.c.get("fused"):
         names = [f"s{e}" for e in range(E)]
         out = r.outputs[0]
-        sums = _tile_loop(bound, ij_code, [
+        sums = tile_loop(bound, ij_code, [
             f"  {n} += (jj < nj) ? {out[e]} : (real_t)0;" if ranges else f"  {n} += {out[e]};"
             for e, n in enumerate(names)], clauses=f" reduction(+:{', '.join(names)})")
         tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in names)};", sums]
@@ -560,6 +507,6 @@ def _reduction_code(plan: Plan, formulas, r, bound, ranges: bool, block_setup):
     else:
         writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(r.outputs)
                   for e, x in enumerate(outs)]
-        tile = _tile_loop(bound, ij_code, writes) + "\n" + fold
+        tile = tile_loop(bound, ij_code, writes) + "\n" + fold
     block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
     return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))

@@ -10,7 +10,7 @@ typedef double acc_t;
 #define TJ 256
 #define IB 8
 #define MR 8
-#define RB 1
+#define RB 4
 #define VL 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -248,8 +248,8 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       kt_state *S = &st[ii];
       S->lm[0] = -INFINITY; for (int e = 0; e < 2; e++) S->ls[e] = 0;
     }
-    real_t buf0[1 * TJ];
-    real_t buf1[2 * TJ];
+    real_t tb0[RB][1 * TJ];
+    real_t tb1[RB][2 * TJ];
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y0 = a0 + j0 * 3;
@@ -258,10 +258,38 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
          a block's last rows past ni repeat its last row, their results unused */
       for (int64_t ii = 0; ii < ni; ii += RB) {
         const int64_t i_0 = i0 + ii;
+        const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
+        const int64_t i_2 = ii + 2 < ni ? i0 + ii + 2 : i0 + ni - 1;
+        const int64_t i_3 = ii + 3 < ni ? i0 + ii + 3 : i0 + ni - 1;
         const real_t t1_0 = a1[i_0 * 3 + 0];
         const real_t t1_1 = a1[i_0 * 3 + 1];
         const real_t t1_2 = a1[i_0 * 3 + 2];
-        #pragma omp simd
+        const real_t r1_1_0 = a1[i_1 * 3 + 0];
+        const real_t r1_1_1 = a1[i_1 * 3 + 1];
+        const real_t r1_1_2 = a1[i_1 * 3 + 2];
+        const real_t r2_1_0 = a1[i_2 * 3 + 0];
+        const real_t r2_1_1 = a1[i_2 * 3 + 1];
+        const real_t r2_1_2 = a1[i_2 * 3 + 2];
+        const real_t r3_1_0 = a1[i_3 * 3 + 0];
+        const real_t r3_1_1 = a1[i_3 * 3 + 1];
+        const real_t r3_1_2 = a1[i_3 * 3 + 2];
+        const real_t M0_0 = (real_t)st[ii].lm[0];
+        real_t m0_0 = -INFINITY;
+        real_t q0_ls0 = 0;
+        real_t q0_ls1 = 0;
+        const real_t M1_0 = (real_t)st[ii + 1 < ni ? ii + 1 : ni - 1].lm[0];
+        real_t m1_0 = -INFINITY;
+        real_t q1_ls0 = 0;
+        real_t q1_ls1 = 0;
+        const real_t M2_0 = (real_t)st[ii + 2 < ni ? ii + 2 : ni - 1].lm[0];
+        real_t m2_0 = -INFINITY;
+        real_t q2_ls0 = 0;
+        real_t q2_ls1 = 0;
+        const real_t M3_0 = (real_t)st[ii + 3 < ni ? ii + 3 : ni - 1].lm[0];
+        real_t m3_0 = -INFINITY;
+        real_t q3_ls0 = 0;
+        real_t q3_ls1 = 0;
+        #pragma omp simd reduction(max:m0_0, m1_0, m2_0, m3_0) reduction(+:q0_ls0, q0_ls1, q1_ls0, q1_ls1, q2_ls0, q2_ls1, q3_ls0, q3_ls1)
         for (int64_t jj = 0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t0_0 = y0[0 * TJ + jj];
@@ -277,32 +305,188 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const real_t t3_2 = (t2_2 * t2_2);
           const real_t t4_0 = (t3_0 + t3_1 + t3_2);
           const real_t t5_0 = (-t4_0);
-          buf0[0 * TJ + jj] = t5_0;
-          buf1[0 * TJ + jj] = t6_0;
-          buf1[1 * TJ + jj] = t6_1;
+          const real_t r1_2_0 = (t0_0 - r1_1_0);
+          const real_t r1_2_1 = (t0_1 - r1_1_1);
+          const real_t r1_2_2 = (t0_2 - r1_1_2);
+          const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+          const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+          const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+          const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+          const real_t r1_5_0 = (-r1_4_0);
+          const real_t r2_2_0 = (t0_0 - r2_1_0);
+          const real_t r2_2_1 = (t0_1 - r2_1_1);
+          const real_t r2_2_2 = (t0_2 - r2_1_2);
+          const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+          const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+          const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+          const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+          const real_t r2_5_0 = (-r2_4_0);
+          const real_t r3_2_0 = (t0_0 - r3_1_0);
+          const real_t r3_2_1 = (t0_1 - r3_1_1);
+          const real_t r3_2_2 = (t0_2 - r3_1_2);
+          const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+          const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+          const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+          const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+          const real_t r3_5_0 = (-r3_4_0);
+          tb0[0][0 * TJ + jj] = t5_0;
+          tb1[0][0 * TJ + jj] = t6_0;
+          tb1[0][1 * TJ + jj] = t6_1;
+          tb0[1][0 * TJ + jj] = r1_5_0;
+          tb1[1][0 * TJ + jj] = t6_0;
+          tb1[1][1 * TJ + jj] = t6_1;
+          tb0[2][0 * TJ + jj] = r2_5_0;
+          tb1[2][0 * TJ + jj] = t6_0;
+          tb1[2][1 * TJ + jj] = t6_1;
+          tb0[3][0 * TJ + jj] = r3_5_0;
+          tb1[3][0 * TJ + jj] = t6_0;
+          tb1[3][1 * TJ + jj] = t6_1;
+          m0_0 = t5_0 > m0_0 ? t5_0 : m0_0;
+          const real_t d0_0 = t5_0 - M0_0;
+          const real_t x0_0 = KT_EXPN(d0_0 > 0 ? (real_t)0 : d0_0);
+          q0_ls0 += x0_0 * t6_0;
+          q0_ls1 += x0_0 * t6_1;
+          m1_0 = r1_5_0 > m1_0 ? r1_5_0 : m1_0;
+          const real_t d1_0 = r1_5_0 - M1_0;
+          const real_t x1_0 = KT_EXPN(d1_0 > 0 ? (real_t)0 : d1_0);
+          q1_ls0 += x1_0 * t6_0;
+          q1_ls1 += x1_0 * t6_1;
+          m2_0 = r2_5_0 > m2_0 ? r2_5_0 : m2_0;
+          const real_t d2_0 = r2_5_0 - M2_0;
+          const real_t x2_0 = KT_EXPN(d2_0 > 0 ? (real_t)0 : d2_0);
+          q2_ls0 += x2_0 * t6_0;
+          q2_ls1 += x2_0 * t6_1;
+          m3_0 = r3_5_0 > m3_0 ? r3_5_0 : m3_0;
+          const real_t d3_0 = r3_5_0 - M3_0;
+          const real_t x3_0 = KT_EXPN(d3_0 > 0 ? (real_t)0 : d3_0);
+          q3_ls0 += x3_0 * t6_0;
+          q3_ls1 += x3_0 * t6_1;
         }
         {
           const int64_t i = i_0;
           kt_state *S = &st[ii];
-          {
-            real_t *b = buf0;
-            real_t m = -INFINITY;
-            #pragma omp simd reduction(max:m)
-            for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
-            const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
-            const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
-            #pragma omp simd
-            for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
-            const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
-            const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
-            const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
-            S->lm[0] = nw;
-            for (int e = 0; e < 2; e++) {
-              const real_t *w = buf1 + e * TJ;
-              real_t s = 0;
-              #pragma omp simd reduction(+:s)
-              for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
-              S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+          real_t *const buf0 = tb0[0];
+          real_t *const buf1 = tb1[0];
+          if (M0_0 > -INFINITY && !(m0_0 > M0_0)) {
+            S->ls[0] += (acc_t)q0_ls0;
+            S->ls[1] += (acc_t)q0_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 1 < ni) {
+          const int64_t i = i_1;
+          kt_state *S = &st[ii + 1];
+          real_t *const buf0 = tb0[1];
+          real_t *const buf1 = tb1[1];
+          if (M1_0 > -INFINITY && !(m1_0 > M1_0)) {
+            S->ls[0] += (acc_t)q1_ls0;
+            S->ls[1] += (acc_t)q1_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 2 < ni) {
+          const int64_t i = i_2;
+          kt_state *S = &st[ii + 2];
+          real_t *const buf0 = tb0[2];
+          real_t *const buf1 = tb1[2];
+          if (M2_0 > -INFINITY && !(m2_0 > M2_0)) {
+            S->ls[0] += (acc_t)q2_ls0;
+            S->ls[1] += (acc_t)q2_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 3 < ni) {
+          const int64_t i = i_3;
+          kt_state *S = &st[ii + 3];
+          real_t *const buf0 = tb0[3];
+          real_t *const buf1 = tb1[3];
+          if (M3_0 > -INFINITY && !(m3_0 > M3_0)) {
+            S->ls[0] += (acc_t)q3_ls0;
+            S->ls[1] += (acc_t)q3_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
             }
           }
         }

@@ -10,7 +10,7 @@ typedef double acc_t;
 #define TJ 256
 #define IB 8
 #define MR 8
-#define RB 1
+#define RB 4
 #define VL 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -247,7 +247,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       kt_state *S = &st[ii];
       for (int e = 0; e < 1; e++) for (int k = 0; k < 3; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }
     }
-    real_t buf0[1 * TJ];
+    real_t tb0[RB][1 * TJ];
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
@@ -255,10 +255,30 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
          a block's last rows past ni repeat its last row, their results unused */
       for (int64_t ii = 0; ii < ni; ii += RB) {
         const int64_t i_0 = i0 + ii;
+        const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
+        const int64_t i_2 = ii + 2 < ni ? i0 + ii + 2 : i0 + ni - 1;
+        const int64_t i_3 = ii + 3 < ni ? i0 + ii + 3 : i0 + ni - 1;
         const real_t t0_0 = a0[i_0 * 3 + 0];
         const real_t t0_1 = a0[i_0 * 3 + 1];
         const real_t t0_2 = a0[i_0 * 3 + 2];
-        #pragma omp simd
+        const real_t r1_0_0 = a0[i_1 * 3 + 0];
+        const real_t r1_0_1 = a0[i_1 * 3 + 1];
+        const real_t r1_0_2 = a0[i_1 * 3 + 2];
+        const real_t r2_0_0 = a0[i_2 * 3 + 0];
+        const real_t r2_0_1 = a0[i_2 * 3 + 1];
+        const real_t r2_0_2 = a0[i_2 * 3 + 2];
+        const real_t r3_0_0 = a0[i_3 * 3 + 0];
+        const real_t r3_0_1 = a0[i_3 * 3 + 1];
+        const real_t r3_0_2 = a0[i_3 * 3 + 2];
+        const real_t thr0 = (st[ii].ki[0][3 - 1] >= 0 ? st[ii].kv[0][3 - 1] : (real_t)NAN);
+        int any0 = 0;
+        const real_t thr1 = (st[ii + 1 < ni ? ii + 1 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 1 < ni ? ii + 1 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any1 = 0;
+        const real_t thr2 = (st[ii + 2 < ni ? ii + 2 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 2 < ni ? ii + 2 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any2 = 0;
+        const real_t thr3 = (st[ii + 3 < ni ? ii + 3 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 3 < ni ? ii + 3 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any3 = 0;
+        #pragma omp simd reduction(|:any0, any1, any2, any3)
         for (int64_t jj = 0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t1_0 = y1[0 * TJ + jj];
@@ -271,33 +291,160 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const real_t t3_1 = (t2_1 * t2_1);
           const real_t t3_2 = (t2_2 * t2_2);
           const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-          buf0[0 * TJ + jj] = t4_0;
+          const real_t r1_2_0 = (r1_0_0 - t1_0);
+          const real_t r1_2_1 = (r1_0_1 - t1_1);
+          const real_t r1_2_2 = (r1_0_2 - t1_2);
+          const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+          const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+          const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+          const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+          const real_t r2_2_0 = (r2_0_0 - t1_0);
+          const real_t r2_2_1 = (r2_0_1 - t1_1);
+          const real_t r2_2_2 = (r2_0_2 - t1_2);
+          const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+          const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+          const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+          const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+          const real_t r3_2_0 = (r3_0_0 - t1_0);
+          const real_t r3_2_1 = (r3_0_1 - t1_1);
+          const real_t r3_2_2 = (r3_0_2 - t1_2);
+          const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+          const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+          const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+          const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+          tb0[0][0 * TJ + jj] = t4_0;
+          tb0[1][0 * TJ + jj] = r1_4_0;
+          tb0[2][0 * TJ + jj] = r2_4_0;
+          tb0[3][0 * TJ + jj] = r3_4_0;
+          any0 |= !(t4_0 >= thr0);
+          any1 |= !(r1_4_0 >= thr1);
+          any2 |= !(r2_4_0 >= thr2);
+          any3 |= !(r3_4_0 >= thr3);
         }
         {
           const int64_t i = i_0;
           kt_state *S = &st[ii];
-          for (int e = 0; e < 1; e++) {
-            const real_t *b = buf0 + e * TJ;
-            for (int64_t jc = 0; jc < nj; jc += 16) {
-              const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-              /* threshold test, vectorised over 16 candidates: most chunks hold
-                 nothing below the current K-th value and are skipped whole */
-              if (S->ki[e][3 - 1] >= 0) {
-                const real_t thr = S->kv[e][3 - 1];
-                int any = 0;
-                #pragma omp simd reduction(|:any)
-                for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                if (!any) continue;
-              }
-              for (int64_t jj = jc; jj < je; jj++) {
-                const real_t v = b[jj];
-                if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
-                /* insertion into the sorted list; equal values keep index order */
-                int p = 3 - 1;
-                while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                  S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+          real_t *const buf0 = tb0[0];
+          if (any0) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              for (int64_t jc = 0; jc < nj; jc += 16) {
+                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                /* threshold test, vectorised over 16 candidates: most chunks hold
+                   nothing below the current K-th value and are skipped whole */
+                if (S->ki[e][3 - 1] >= 0) {
+                  const real_t thr = S->kv[e][3 - 1];
+                  int any = 0;
+                  #pragma omp simd reduction(|:any)
+                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
+                  if (!any) continue;
                 }
-                S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                for (int64_t jj = jc; jj < je; jj++) {
+                  const real_t v = b[jj];
+                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
+                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  }
+                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 1 < ni) {
+          const int64_t i = i_1;
+          kt_state *S = &st[ii + 1];
+          real_t *const buf0 = tb0[1];
+          if (any1) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              for (int64_t jc = 0; jc < nj; jc += 16) {
+                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                /* threshold test, vectorised over 16 candidates: most chunks hold
+                   nothing below the current K-th value and are skipped whole */
+                if (S->ki[e][3 - 1] >= 0) {
+                  const real_t thr = S->kv[e][3 - 1];
+                  int any = 0;
+                  #pragma omp simd reduction(|:any)
+                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
+                  if (!any) continue;
+                }
+                for (int64_t jj = jc; jj < je; jj++) {
+                  const real_t v = b[jj];
+                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
+                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  }
+                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 2 < ni) {
+          const int64_t i = i_2;
+          kt_state *S = &st[ii + 2];
+          real_t *const buf0 = tb0[2];
+          if (any2) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              for (int64_t jc = 0; jc < nj; jc += 16) {
+                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                /* threshold test, vectorised over 16 candidates: most chunks hold
+                   nothing below the current K-th value and are skipped whole */
+                if (S->ki[e][3 - 1] >= 0) {
+                  const real_t thr = S->kv[e][3 - 1];
+                  int any = 0;
+                  #pragma omp simd reduction(|:any)
+                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
+                  if (!any) continue;
+                }
+                for (int64_t jj = jc; jj < je; jj++) {
+                  const real_t v = b[jj];
+                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
+                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  }
+                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 3 < ni) {
+          const int64_t i = i_3;
+          kt_state *S = &st[ii + 3];
+          real_t *const buf0 = tb0[3];
+          if (any3) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              for (int64_t jc = 0; jc < nj; jc += 16) {
+                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                /* threshold test, vectorised over 16 candidates: most chunks hold
+                   nothing below the current K-th value and are skipped whole */
+                if (S->ki[e][3 - 1] >= 0) {
+                  const real_t thr = S->kv[e][3 - 1];
+                  int any = 0;
+                  #pragma omp simd reduction(|:any)
+                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
+                  if (!any) continue;
+                }
+                for (int64_t jj = jc; jj < je; jj++) {
+                  const real_t v = b[jj];
+                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
+                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  }
+                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                }
               }
             }
           }

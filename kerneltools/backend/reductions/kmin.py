@@ -98,6 +98,10 @@ _C = dict(
     # computes the tile, and most tiles end there.
     ranges_tile=(TEMPLATES / "ranges_kmin_fold.h").read_text().rstrip("\n"),
     ranges_scalar_tile=(TEMPLATES / "ranges_kmin_tile.h").read_text().rstrip("\n"),
+    # Dense, scalar F: a tile whose every value is >= the K-th kept value
+    # (with a full list) changes nothing; NaN (list not full, or a NaN kept)
+    # folds every tile.
+    tile_skip="($S.ki[0][$K - 1] >= 0 ? $S.kv[0][$K - 1] : (real_t)NAN)",
 )
 _C_VAL = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = S->kv[e][k];"
 _C_ARG = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = S->ki[e][k];"
