@@ -328,26 +328,29 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           if (any0) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
-              for (int64_t jc = 0; jc < nj; jc += 16) {
-                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-                /* threshold test, vectorised over 16 candidates: most chunks hold
-                   nothing below the current K-th value and are skipped whole */
-                if (S->ki[e][3 - 1] >= 0) {
-                  const real_t thr = S->kv[e][3 - 1];
-                  int any = 0;
-                  #pragma omp simd reduction(|:any)
-                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                  if (!any) continue;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
                 }
-                for (int64_t jj = jc; jj < je; jj++) {
-                  const real_t v = b[jj];
-                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
                   /* insertion into the sorted list; equal values keep index order */
                   int p = 3 - 1;
-                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
                   }
-                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                  kv[p] = v; ki[p] = j0 + jc + l;
                 }
               }
             }
@@ -360,26 +363,29 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           if (any1) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
-              for (int64_t jc = 0; jc < nj; jc += 16) {
-                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-                /* threshold test, vectorised over 16 candidates: most chunks hold
-                   nothing below the current K-th value and are skipped whole */
-                if (S->ki[e][3 - 1] >= 0) {
-                  const real_t thr = S->kv[e][3 - 1];
-                  int any = 0;
-                  #pragma omp simd reduction(|:any)
-                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                  if (!any) continue;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
                 }
-                for (int64_t jj = jc; jj < je; jj++) {
-                  const real_t v = b[jj];
-                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
                   /* insertion into the sorted list; equal values keep index order */
                   int p = 3 - 1;
-                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
                   }
-                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                  kv[p] = v; ki[p] = j0 + jc + l;
                 }
               }
             }
@@ -392,26 +398,29 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           if (any2) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
-              for (int64_t jc = 0; jc < nj; jc += 16) {
-                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-                /* threshold test, vectorised over 16 candidates: most chunks hold
-                   nothing below the current K-th value and are skipped whole */
-                if (S->ki[e][3 - 1] >= 0) {
-                  const real_t thr = S->kv[e][3 - 1];
-                  int any = 0;
-                  #pragma omp simd reduction(|:any)
-                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                  if (!any) continue;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
                 }
-                for (int64_t jj = jc; jj < je; jj++) {
-                  const real_t v = b[jj];
-                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
                   /* insertion into the sorted list; equal values keep index order */
                   int p = 3 - 1;
-                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
                   }
-                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                  kv[p] = v; ki[p] = j0 + jc + l;
                 }
               }
             }
@@ -424,26 +433,29 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           if (any3) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
-              for (int64_t jc = 0; jc < nj; jc += 16) {
-                const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-                /* threshold test, vectorised over 16 candidates: most chunks hold
-                   nothing below the current K-th value and are skipped whole */
-                if (S->ki[e][3 - 1] >= 0) {
-                  const real_t thr = S->kv[e][3 - 1];
-                  int any = 0;
-                  #pragma omp simd reduction(|:any)
-                  for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                  if (!any) continue;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
                 }
-                for (int64_t jj = jc; jj < je; jj++) {
-                  const real_t v = b[jj];
-                  if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
                   /* insertion into the sorted list; equal values keep index order */
                   int p = 3 - 1;
-                  while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                    S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
                   }
-                  S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                  kv[p] = v; ki[p] = j0 + jc + l;
                 }
               }
             }
