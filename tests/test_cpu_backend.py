@@ -308,26 +308,31 @@ def test_large_dimension_paths_keep_infinities_and_exact_neighbours(cache, dtype
                                   D.argKmin(3, axis=1, backend="numpy"))
 
 
-def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45):
-    """A formula over d features and its float64 NumPy reference."""
+def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45, ranges=None, mask=None):
+    """A formula over d features and its float64 NumPy reference (``ranges``:
+    a block-sparse description, whose pairs ``mask`` gives the reference)."""
     rng = np.random.default_rng(d)
     x, y = rng.random((n, d)).astype(dtype), rng.random((m, d)).astype(dtype)
     b = rng.standard_normal((m, 2)).astype(dtype)
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     d2 = ((x64[:, None] - y64[None]) ** 2).sum(-1)
+    keep = np.ones((n, m), bool) if mask is None else mask
     if kind == "gauss":  # smooth: the dot-product micro-kernel and wide norms
         g = 4.0 / d
         F = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)
-        return (lambda be: F.sum(axis=1, backend=be)), np.exp(-g * d2) @ b
+        return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), \
+            (keep * np.exp(-g * d2)) @ b
     if kind == "argkmin":  # direct form: a feature loop inside the pair loop
-        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be),
-                np.argsort(d2, axis=1, kind="stable")[:, :3])
-    # a parameter vector of weights and a j-only wide sum
+        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be,
+                                                            ranges=ranges),
+                np.argsort(np.where(keep, d2, np.inf), axis=1, kind="stable")[:, :3])
+    # a parameter vector of weights, a j-only and an i-only wide sum
     w = rng.random(d).astype(dtype)
     F = (-((kt.Pm(w) * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)) / d).exp() \
-        * (kt.Vj(y) ** 2).sum(-1)
+        * (kt.Vj(y) ** 2).sum(-1) * (kt.Vi(x) ** 2).sum(-1)
     ref = np.exp(-((w.astype(np.float64) * (x64[:, None] - y64[None]) ** 2).sum(-1)) / d)
-    return (lambda be: F.sum(axis=1, backend=be)), ref @ (y64 ** 2).sum(-1)[:, None]
+    ref = (keep * ref) @ (y64 ** 2).sum(-1)[:, None] * (x64 ** 2).sum(-1)[:, None]
+    return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), ref
 
 
 @pytest.mark.parametrize("kind, d", [("gauss", 784), ("gauss", 2000), ("argkmin", 784),
@@ -336,6 +341,27 @@ def test_wide_formulas_match_numpy(kind, d, backend, dtype, cache):
     """MNIST-sized and wider variables (rendered as loops over the features on
     the CPU, so that they compile in about a second) give NumPy's results."""
     run, ref = _wide_case(kind, d, dtype)
+    got = run(backend)
+    if kind == "argkmin":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kind", ["argkmin", "weighted"])
+def test_wide_formulas_with_ranges_match_numpy(kind, backend, dtype, cache):
+    """The block-sparse kernel loops over wide features too (parameter-, i-,
+    j- and pair-level sums): D = 784 over two row blocks with overlapping
+    intervals gives the masked dense result."""
+    n, m = 30, 45
+    ranges = (np.array([[0, 15], [15, 30]]), np.array([1, 2]),
+              np.array([[0, 20], [10, 45]]),
+              np.array([[0, 10], [10, 20], [20, 45]]), np.array([1, 2, 3]),
+              np.array([[0, 15], [0, 30], [15, 30]]))
+    mask = np.zeros((n, m), bool)
+    mask[:15, :20] = mask[15:, 10:] = True
+    run, ref = _wide_case(kind, 784, dtype, n, m, ranges=ranges, mask=mask)
     got = run(backend)
     if kind == "argkmin":
         np.testing.assert_array_equal(got, ref)
@@ -361,8 +387,10 @@ def test_wide_formula_source_does_not_grow_with_the_dimension(kind):
                          * (kt.Vj(y) ** 2).sum(-1), "Sum"),
         }[kind]
         plan = formula._plan(red, 1, K=3)[0] if red == "ArgKMin" else formula._plan(red, 1)[0]
-        lengths.append(len(_cpu_backend.generate_source(plan, key="k")))
-    assert lengths[1] < lengths[0] + 200, lengths
+        lengths.append([len(_cpu_backend.generate_source(plan, key="k", ranges=r))
+                        for r in (False, True)])
+    for dense_or_ranges in (0, 1):  # the block-sparse variant too
+        assert lengths[1][dense_or_ranges] < lengths[0][dense_or_ranges] + 200, lengths
 
 
 @pytest.mark.parametrize("g", [0.7, 0.0, -0.3, np.nan])

@@ -271,13 +271,18 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
     # (sums: masked out): no scalar remainder loop on short intervals
     bound = "njv"
     formulas, dots = list(plan.formulas), []
-    var_expr = var_reader(row_major("i"), lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]")
-    given: dict = {}
+    j_read = lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]"  # noqa: E731
+    var_expr = var_reader(row_major("i"), j_read)
     block_setup, tile_setup = _dot_setup(plan, dots, True)
+    # wide sums as loops over the features, as in the dense kernel (one row
+    # per loop, named i)
+    wide = _wide_code(formulas, {}, 1, block_setup, j_read, lambda r: "i")
+    given = wide.given(0)
     jonly = jonly_nodes(formulas, node_levels(formulas, given))
-    p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup)
+    p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
+    r.statements["ij"][:0] = wide.ij.get(0, [])
     tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
     deeper = 2  # the block-sparse loops nest two levels deeper
     return _RANGES_SKELETON.substitute(
@@ -288,7 +293,8 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
-        p_code="\n".join(x for x in (r.code("p", "  "), p_jonly) if x),
+        p_code="\n".join(x for x in ("\n".join("  " + x for x in wide.p), r.code("p", "  "),
+                                     p_jonly) if x),
         init=indent(init, 6 + deeper),
         block_setup=indent("\n".join(block_setup), 4 + deeper),
         tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),
@@ -316,9 +322,13 @@ class _Wide:
         return {n: ([names[lv](q)], mask[lv]) for n, (q, lv) in self.nodes.items()}
 
 
-def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
+def _wide_code(formulas, given, rb: int, block_setup, j_read=None, row=None) -> _Wide:
     """Loops over the features for the wide sums (i-level ones appended to
-    ``block_setup``; pair-level ones kept per row for ``_render_rows``)."""
+    ``block_setup``; pair-level ones kept per row for ``_render_rows``).
+    ``j_read``: the j-variables' reads (default: the dense kernel's tiles);
+    ``row(r)``: the index name of row r of a vectorised loop (default i_r)."""
+    j_read = j_read or (lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+    row = row or (lambda r: f"i_{r}")
     wide = _Wide()
     levels = node_levels(formulas, given)
     for q, n in enumerate(wide_sums(formulas, given)):
@@ -331,14 +341,13 @@ def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
             block_setup += ["  " + x for x in feature_loop(n, "acc", read, {"i": "i_w"})]
             block_setup += [f"  wi{q}[r] = acc;", "}"]
         elif lv in ("p", "j"):
-            read = var_reader(None, lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+            read = var_reader(None, j_read)
             getattr(wide, lv).extend(feature_loop(n, f"w{lv}{q}", read, {"j": "j"}))
         else:
             for r in range(rb):
-                read = var_reader(row_major(f"i_{r}"),
-                                  lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+                read = var_reader(row_major(row(r)), j_read)
                 wide.ij.setdefault(r, []).extend(
-                    feature_loop(n, f"w{q}_{r}", read, {"i": f"i_{r}", "j": "j"}))
+                    feature_loop(n, f"w{q}_{r}", read, {"i": row(r), "j": "j"}))
     return wide
 
 
