@@ -276,21 +276,22 @@ def measure(fn, repeats: int, warmup: bool, budget: float) -> tuple[object, dict
         rec["first_call_s"] = time.perf_counter() - t0
     peak_ok = _reset_peak()
     rss0 = _status_kb("VmRSS")
-    times = []
-    cpu0 = _cpu_seconds()
+    times, cpus = [], []
     for _ in range(repeats):
         del out
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(_cpu_seconds() - c0)
         if sum(times) >= budget:
             break
-    cpu = _cpu_seconds() - cpu0
+    cpu = sum(cpus)
     hwm = _status_kb("VmHWM")
     rec.update(
         times=[round(t, 6) for t in times],
         median_s=statistics.median(times),
         min_s=min(times),
+        cpu_median_s=statistics.median(cpus),
         cpu_util=cpu / sum(times) if sum(times) > 0 else None,
         peak_mb=(hwm - rss0) / 1024 if peak_ok and hwm and rss0 else None,
     )
@@ -458,11 +459,12 @@ def cell(rec: dict) -> str:
     return rec.get("cell", rec.get("status", "–"))
 
 
-def ratio(case: dict, system: str) -> str:
+def ratio(case: dict, system: str, key: str = "median_s") -> str:
     a = case["systems"].get(system, {})
     b = case["systems"].get("kerneltools", {})
-    if a.get("status") == "ok" and b.get("status") == "ok" and b["median_s"] > 0:
-        return f"{a['median_s'] / b['median_s']:.2f}x"
+    if a.get("status") == "ok" and b.get("status") == "ok" and b.get(key, 0) > 0 \
+            and key in a:
+        return f"{a[key] / b[key]:.2f}x"
     return "–"
 
 
@@ -527,6 +529,17 @@ def report(args, records, meta, load_start, load_end, wall) -> str:
             row.append(fmt_err(c["systems"]["kerneltools"], c["task"], c["dtype"]))
         rows.append(row)
     L += _table(head, rows)
+    if with_kt:
+        L += ["", "## Median CPU seconds per call", ""]
+        L.append("Process CPU seconds (every thread) per timed call: less sensitive "
+                 "than wall seconds to other jobs on a shared machine, but it counts "
+                 "OpenMP threads' spin-waiting. Ratios other / kerneltools.")
+        L.append("")
+        rows = [_case_cols(c) + [fmt_s(c["systems"][s].get("cpu_median_s"))
+                                 for s in systems]
+                + [ratio(c, s, "cpu_median_s") for s in others] for c in records]
+        L += _table(["task", "D", "dtype", "N=M"] + systems
+                    + [f"{s} / kt" for s in others], rows)
     L += ["", "## Details", ""]
     L.append(
         "first call = the untimed warm-up (includes compilation the first time a "
