@@ -440,3 +440,33 @@ def _param_nodes(node):
     from kerneltools.backend._ir import topo_order
 
     return [n for n in topo_order([node]) if n.op == "Var" and n.cat == "p"]
+
+
+@pytest.mark.parametrize("which", ["general", "nonpos", "exp2"])
+def test_generated_exps_are_accurate_over_their_range(which, dtype, cache):
+    """The kernels' inline exps (templates/kt_exp.h) against NumPy's, element
+    by element (one reduced point), over every argument range that gives a
+    normal result: within 4 ulp (float32) and 1.25 eps (2.8e-16, float64) of
+    the longdouble exp of the argument the kernel computes (in ``dtype``).
+    Their fast variants: exp(-x^2) (argument <= 0) and exp(-g x^2) as
+    2^(x^2 * k), k = -g log2(e) rounded to ``dtype``."""
+    lo = -87.0 if dtype == np.float32 else -707.0
+    hi = 88.0 if dtype == np.float32 else 709.0
+    a = np.concatenate([np.linspace(lo, hi, 20001), np.linspace(-1, 1, 4001)])
+    x = (a if which == "general" else np.sqrt(np.abs(a))).astype(dtype)[:, None]
+    one = kt.Vj(np.ones((1, 1), dtype))
+    sq = (x * x).astype(np.longdouble)  # x^2 as the kernel rounds it
+    if which == "general":
+        F, ref = (kt.Vi(x) * one).exp(), np.exp(x.astype(np.longdouble))
+    elif which == "nonpos":
+        F, ref = (-(kt.Vi(x) * one) ** 2).exp(), np.exp(-sq)
+    else:
+        g = np.array([0.7], dtype)
+        F = (-((kt.Vi(x) * one) ** 2) * kt.Pm(g)).exp()
+        k = np.array(-1.4426950408889634074 * np.float64(g[0]), dtype)
+        ref = np.exp2(((x * x) * k).astype(np.longdouble))
+    got = F.sum(axis=1, backend="cpu").astype(np.longdouble)
+    keep = ref > np.finfo(dtype).tiny * 4
+    rel = np.abs(got[keep] - ref[keep]) / ref[keep]
+    tol = 4 * np.finfo(np.float32).eps if dtype == np.float32 else 1.25 * np.finfo(float).eps
+    assert rel.max() <= tol, (which, float(rel.max()))
