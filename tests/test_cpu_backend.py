@@ -335,18 +335,21 @@ def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45, ranges=None, 
     return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), ref
 
 
+def _check_wide(kind: str, got, ref, dtype) -> None:
+    if kind == "argkmin":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("kind, d", [("gauss", 784), ("gauss", 2000), ("argkmin", 784),
                                      ("argkmin", 2000), ("weighted", 784)])
 def test_wide_formulas_match_numpy(kind, d, backend, dtype, cache):
     """MNIST-sized and wider variables (rendered as loops over the features on
     the CPU, so that they compile in about a second) give NumPy's results."""
     run, ref = _wide_case(kind, d, dtype)
-    got = run(backend)
-    if kind == "argkmin":
-        np.testing.assert_array_equal(got, ref)
-    else:
-        rtol = 1e-5 if dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    _check_wide(kind, run(backend), ref, dtype)
 
 
 @pytest.mark.parametrize("kind", ["argkmin", "weighted"])
@@ -362,12 +365,7 @@ def test_wide_formulas_with_ranges_match_numpy(kind, backend, dtype, cache):
     mask = np.zeros((n, m), bool)
     mask[:15, :20] = mask[15:, 10:] = True
     run, ref = _wide_case(kind, 784, dtype, n, m, ranges=ranges, mask=mask)
-    got = run(backend)
-    if kind == "argkmin":
-        np.testing.assert_array_equal(got, ref)
-    else:
-        rtol = 1e-5 if dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    _check_wide(kind, run(backend), ref, dtype)
 
 
 @pytest.mark.parametrize("kind", ["gauss", "argkmin", "weighted"])

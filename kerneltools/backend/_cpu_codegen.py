@@ -16,15 +16,19 @@ inside the vectorised loop in ``real_t`` per tile and in double across tiles
 (block-wise summation: a float32 sum of 10^6 terms keeps a relative error
 near 1e-7), ``RB`` rows per loop for narrow formulas (register blocking: the
 rows share each j-vector's loads and j-level values). Every other reduction
-writes the tile's values to a small buffer and folds it with the C form of
-its monoid (``Reduction.c``). ``exp`` is an inline polynomial
+writes each row's values of the tile to small buffers and folds them with the
+C form of its monoid (``Reduction.c``), RB rows per loop as well; the
+log-sum-exp family accumulates inside the loop against the state's shift and
+K-min tests the K-th kept value there, so that most tiles need no fold
+(:mod:`._cpu_rows`). ``exp`` is an inline polynomial
 (``templates/kt_exp.h``) that vectorises without slow paths; where the
 formula proves its argument <= 0 (``sign_conditions``: e.g.
 ``exp(-g |x - y|^2)`` when the parameter g >= 0, tested once per call, both
 loops generated) it needs no overflow branch, and ``exp(-a g)`` becomes
 ``2^(a k)`` with ``k = -g log2(e)`` computed once. A sum over the features of
 an element-wise formula of dimension >= ``WIDE_MIN_DIM`` is one loop over
-the features (``feature_loop``), so that compile time hardly depends on D.
+the features (``feature_loop``), so that compile time hardly depends on D
+(in the dense and the block-sparse kernel).
 """
 
 from __future__ import annotations
@@ -169,7 +173,9 @@ def row_block(plan: Plan) -> int:
     """Rows per vectorised loop over a tile (register blocking): several rows
     share each j-vector's loads and j-level values and give the core
     independent chains to interleave; narrow formulas only (each row keeps its
-    temporaries in registers), and a divisor of :func:`block_rows`."""
+    temporaries in registers), and a divisor of :func:`block_rows` (1 for
+    K-reductions with large states). Every reduction: Sum accumulates in
+    registers, the others write one buffer per row."""
     w = width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
     return min(rb, block_rows(plan))
