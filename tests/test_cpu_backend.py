@@ -468,3 +468,46 @@ def test_generated_exps_are_accurate_over_their_range(which, dtype, cache):
     rel = np.abs(got[keep] - ref[keep]) / ref[keep]
     tol = 4 * np.finfo(np.float32).eps if dtype == np.float32 else 1.25 * np.finfo(float).eps
     assert rel.max() <= tol, (which, float(rel.max()))
+
+
+@pytest.mark.parametrize("order", ["increasing", "decreasing"])
+def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
+    """The dense kernel's in-loop log-sum-exp sums (kept where a tile holds no
+    new maximum, else the buffered fold) and K-min test (a tile with no value
+    below the K-th kept one is skipped): reduced values sorted so that every
+    tile holds a new maximum / new candidates (increasing) or none after the
+    first (decreasing), over several tiles, rows not a multiple of the rows
+    per loop, with -inf and NaN entries; against dense NumPy / SciPy."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(5)
+    n, m = 13, 1500
+    a = rng.standard_normal((n, 1))
+    h = np.sort(rng.standard_normal(m) * 30)
+    h = (h if order == "increasing" else h[::-1]).copy()[:, None]
+    h[700, 0] = -np.inf
+    a[4, 0], a[9, 0] = -np.inf, np.nan
+    w = rng.uniform(0.5, 1.5, (m, 2))
+    a, h, w = a.astype(dtype), h.astype(dtype), w.astype(dtype)
+    F = kt.Vi(a) + kt.Vj(h)
+    S = a.astype(np.float64) + h.astype(np.float64).T  # (n, m)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref_lse = logsumexp(S, axis=1)[:, None]
+        ref_lsew = np.stack([logsumexp(S, axis=1, b=w[:, e]) for e in range(2)], 1)
+        p = np.exp(S - np.where(np.isfinite(ref_lse), ref_lse, 0))
+        ref_ssmw = (p @ w) / p.sum(1, keepdims=True)
+    got = [F.logsumexp(axis=1, backend="cpu"),
+           F.logsumexp(axis=1, weight=kt.Vj(w), backend="cpu"),
+           F.sumsoftmaxweight(kt.Vj(w), axis=1, backend="cpu")]
+    for g, r in zip(got, [ref_lse, ref_lsew, ref_ssmw]):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+        ok = np.isfinite(r)
+        np.testing.assert_array_equal(g[~ok & ~np.isnan(r)], r[~ok & ~np.isnan(r)])
+        np.testing.assert_allclose(g[ok], r[ok], rtol=rtol, atol=rtol * np.abs(r[ok]).max())
+    D = (kt.Vi(a) - kt.Vj(h)) ** 2
+    d2 = (a.astype(np.float64) - h.astype(np.float64).T) ** 2
+    d2 = np.where(np.isnan(d2), np.inf, d2)  # rows 4 and 9: ranked by index only
+    got = D.argKmin(5, axis=1, backend="cpu")
+    rows = [r for r in range(n) if r not in (4, 9)]
+    np.testing.assert_array_equal(got[rows], np.argsort(d2, axis=1, kind="stable")[rows, :5])
