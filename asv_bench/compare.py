@@ -16,6 +16,8 @@ of ``e . (K b)`` with respect to x (``grad``).
 
 Method (as in /work/shared/research/anchor_numbers.md):
 
+- the "base" system is kerneltools from another source tree (``--base``),
+  timed in a child process with its own kernel cache;
 - one warm-up call per system and case, not timed (the first call of a
   formula compiles it); its time is reported as "first call". Above
   ``--no-warmup-above`` estimated seconds the same-size warm-up is skipped
@@ -39,6 +41,9 @@ Examples (from the repository root or from asv_bench/)::
     python asv_bench/compare.py --sizes 2e3,1e4 --dtypes float32 --tasks matvec,grad
     python asv_bench/compare.py --systems kerneltools,numpy --max-seconds 20
     python asv_bench/compare.py --fresh-cache   # first calls include compilation
+    # against main, built in the same run (a worktree, its own empty cache):
+    git worktree add /tmp/kt-main main
+    python asv_bench/compare.py --systems kerneltools,base,simd-loop --base /tmp/kt-main
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ import platform
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,7 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import reductions as R  # noqa: E402 (needs the path above)
 from simd_loop import simd_loop_callable  # noqa: E402
 
-SYSTEMS = ("kerneltools", "simd-loop", "pykeops", "numpy", "kerneltools-numpy")
+SYSTEMS = ("kerneltools", "simd-loop", "pykeops", "numpy", "kerneltools-numpy", "base")
 DEFAULT_SYSTEMS = ("kerneltools", "simd-loop", "pykeops", "numpy")
 TASK_ALIASES = {"gauss": "matvec", "gaussian": "matvec", "logsumexp": "lse",
                 "knn": "argkmin", "kmin": "argkmin", "gradient": "grad"}
@@ -270,21 +276,22 @@ def measure(fn, repeats: int, warmup: bool, budget: float) -> tuple[object, dict
         rec["first_call_s"] = time.perf_counter() - t0
     peak_ok = _reset_peak()
     rss0 = _status_kb("VmRSS")
-    times = []
-    cpu0 = _cpu_seconds()
+    times, cpus = [], []
     for _ in range(repeats):
         del out
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(_cpu_seconds() - c0)
         if sum(times) >= budget:
             break
-    cpu = _cpu_seconds() - cpu0
+    cpu = sum(cpus)
     hwm = _status_kb("VmHWM")
     rec.update(
         times=[round(t, 6) for t in times],
         median_s=statistics.median(times),
         min_s=min(times),
+        cpu_median_s=statistics.median(cpus),
         cpu_util=cpu / sum(times) if sum(times) > 0 else None,
         peak_mb=(hwm - rss0) / 1024 if peak_ok and hwm and rss0 else None,
     )
@@ -311,19 +318,62 @@ def plan_system(args, system, task, d, dtype, n, last, pk_ok) -> dict:
     return {"status": "run", "est_s": est}
 
 
+def _measure_here(args, system, data, warm, rows, ref) -> dict:
+    out, m = measure(make_callable(system, data), args.repeats, warm, args.case_budget)
+    if ref is not None:
+        m.update(R.error_vs_reference(data["task"], out, ref, rows))
+    return m
+
+
+def _measure_base(args, data, warm) -> dict:
+    """The "base" system: kerneltools of the tree ``--base`` (e.g. a worktree
+    of main), timed by this script in a child process that imports it (its
+    own kernel cache, ``--base-cache``); the child rebuilds the same data
+    from the seed and checks the same rows."""
+    job = {"task": data["task"], "d": data["d"], "dtype": str(data["x"].dtype),
+           "n": len(data["x"]), "seed": args.seed, "repeats": args.repeats,
+           "warm": warm, "budget": args.case_budget, "check_rows": args.check_rows}
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(args.base),
+               KERNELTOOLS_CACHE_DIR=args.base_cache)
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker",
+                           json.dumps(job)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the base worker failed: {done.stderr[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _worker(job_text: str) -> int:
+    """Child side of ``_measure_base``: one measurement, as a JSON line."""
+    job = json.loads(job_text)
+    data = R.make_data(job["task"], job["n"], job["n"], job["d"], job["dtype"],
+                       seed=job["seed"])
+    rows = ref = None
+    if job["check_rows"] > 0:
+        rng = np.random.default_rng(job["seed"] + 1)
+        rows = np.sort(rng.choice(job["n"], min(job["check_rows"], job["n"]),
+                                  replace=False))
+        ref = R.reference_float64(data, rows)
+    args = argparse.Namespace(repeats=job["repeats"], case_budget=job["budget"])
+    m = _measure_here(args, "kerneltools", data, job["warm"], rows, ref)
+    import kerneltools
+    m["note"] = f"kerneltools from {os.path.dirname(os.path.dirname(kerneltools.__file__))}"
+    print(json.dumps(m, default=float))
+    return 0
+
+
 def run_system(args, system, data, est, rows, ref) -> dict:
     """Time one system on one case; errors become a record, never an exception."""
     warm = not (est is not None and est > args.no_warmup_above)
     rec: dict = {"status": "ok", "est_s": est}
     notes = [] if warm else [f"no same-size warm-up (est. {est:.3g} s)"]
     try:
-        out, m = measure(make_callable(system, data), args.repeats, warm,
-                         args.case_budget)
+        if system == "base":
+            m = _measure_base(args, data, warm)
+        else:
+            m = _measure_here(args, system, data, warm, rows, ref)
         rec.update(m)
         if len(m["times"]) < args.repeats:
             notes.append(f"{len(m['times'])} timed call(s): --case-budget")
-        if ref is not None:
-            rec.update(R.error_vs_reference(data["task"], out, ref, rows))
     except MemoryError as exc:
         rec.update(status="error", cell="error: out of memory", note=_short(exc))
     except Exception as exc:  # noqa: BLE001 (reported in the table)
@@ -409,11 +459,12 @@ def cell(rec: dict) -> str:
     return rec.get("cell", rec.get("status", "–"))
 
 
-def ratio(case: dict, system: str) -> str:
+def ratio(case: dict, system: str, key: str = "median_s") -> str:
     a = case["systems"].get(system, {})
     b = case["systems"].get("kerneltools", {})
-    if a.get("status") == "ok" and b.get("status") == "ok" and b["median_s"] > 0:
-        return f"{a['median_s'] / b['median_s']:.2f}x"
+    if a.get("status") == "ok" and b.get("status") == "ok" and b.get(key, 0) > 0 \
+            and key in a:
+        return f"{a[key] / b[key]:.2f}x"
     return "–"
 
 
@@ -478,6 +529,17 @@ def report(args, records, meta, load_start, load_end, wall) -> str:
             row.append(fmt_err(c["systems"]["kerneltools"], c["task"], c["dtype"]))
         rows.append(row)
     L += _table(head, rows)
+    if with_kt:
+        L += ["", "## Median CPU seconds per call", ""]
+        L.append("Process CPU seconds (every thread) per timed call: less sensitive "
+                 "than wall seconds to other jobs on a shared machine, but it counts "
+                 "OpenMP threads' spin-waiting. Ratios other / kerneltools.")
+        L.append("")
+        rows = [_case_cols(c) + [fmt_s(c["systems"][s].get("cpu_median_s"))
+                                 for s in systems]
+                + [ratio(c, s, "cpu_median_s") for s in others] for c in records]
+        L += _table(["task", "D", "dtype", "N=M"] + systems
+                    + [f"{s} / kt" for s in others], rows)
     L += ["", "## Details", ""]
     L.append(
         "first call = the untimed warm-up (includes compilation the first time a "
@@ -551,15 +613,24 @@ def parse_args(argv=None):
     add("--fresh-cache", action="store_true",
         help="empty temporary kernel caches for kerneltools and pykeops, so that "
         "first calls include compilation")
+    add("--base", help="a source tree of kerneltools (e.g. a git worktree of main) for "
+        "the 'base' system, run in a child process beside this one")
+    add("--base-cache", help="the base system's kernel cache folder (default: a new "
+        "temporary one, removed at the end)")
     add("--out", help="also write the Markdown report to this file")
     add("--json", help="also write the raw records, one JSON object per line")
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if ("base" in args.systems) != bool(args.base):
+        p.error("the 'base' system and --base go together")
     return args
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return _worker(argv[1])
     args = parse_args(argv)
     load_start = os.getloadavg()
     t_start = time.perf_counter()
@@ -567,11 +638,15 @@ def main(argv=None) -> int:
     if args.fresh_cache:
         args.fresh_dir = tempfile.mkdtemp(prefix="kt-compare-")
         os.environ["KERNELTOOLS_CACHE_DIR"] = os.path.join(args.fresh_dir, "kt")
+    base_tmp = None
+    if args.base and not args.base_cache:
+        base_tmp = args.base_cache = tempfile.mkdtemp(prefix="kt-compare-base-")
     try:
         records, meta = run(args)
     finally:
-        if args.fresh_dir:
-            shutil.rmtree(args.fresh_dir, ignore_errors=True)
+        for tmp in (args.fresh_dir, base_tmp):
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
     wall = time.perf_counter() - t_start
     text = report(args, records, meta, load_start, os.getloadavg(), wall)
     print(text)

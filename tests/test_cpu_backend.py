@@ -308,26 +308,39 @@ def test_large_dimension_paths_keep_infinities_and_exact_neighbours(cache, dtype
                                   D.argKmin(3, axis=1, backend="numpy"))
 
 
-def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45):
-    """A formula over d features and its float64 NumPy reference."""
+def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45, ranges=None, mask=None):
+    """A formula over d features and its float64 NumPy reference (``ranges``:
+    a block-sparse description, whose pairs ``mask`` gives the reference)."""
     rng = np.random.default_rng(d)
     x, y = rng.random((n, d)).astype(dtype), rng.random((m, d)).astype(dtype)
     b = rng.standard_normal((m, 2)).astype(dtype)
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     d2 = ((x64[:, None] - y64[None]) ** 2).sum(-1)
+    keep = np.ones((n, m), bool) if mask is None else mask
     if kind == "gauss":  # smooth: the dot-product micro-kernel and wide norms
         g = 4.0 / d
         F = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)
-        return (lambda be: F.sum(axis=1, backend=be)), np.exp(-g * d2) @ b
+        return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), \
+            (keep * np.exp(-g * d2)) @ b
     if kind == "argkmin":  # direct form: a feature loop inside the pair loop
-        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be),
-                np.argsort(d2, axis=1, kind="stable")[:, :3])
-    # a parameter vector of weights and a j-only wide sum
+        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be,
+                                                            ranges=ranges),
+                np.argsort(np.where(keep, d2, np.inf), axis=1, kind="stable")[:, :3])
+    # a parameter vector of weights, a j-only and an i-only wide sum
     w = rng.random(d).astype(dtype)
     F = (-((kt.Pm(w) * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)) / d).exp() \
-        * (kt.Vj(y) ** 2).sum(-1)
+        * (kt.Vj(y) ** 2).sum(-1) * (kt.Vi(x) ** 2).sum(-1)
     ref = np.exp(-((w.astype(np.float64) * (x64[:, None] - y64[None]) ** 2).sum(-1)) / d)
-    return (lambda be: F.sum(axis=1, backend=be)), ref @ (y64 ** 2).sum(-1)[:, None]
+    ref = (keep * ref) @ (y64 ** 2).sum(-1)[:, None] * (x64 ** 2).sum(-1)[:, None]
+    return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), ref
+
+
+def _check_wide(kind: str, got, ref, dtype) -> None:
+    if kind == "argkmin":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("kind, d", [("gauss", 784), ("gauss", 2000), ("argkmin", 784),
@@ -336,12 +349,23 @@ def test_wide_formulas_match_numpy(kind, d, backend, dtype, cache):
     """MNIST-sized and wider variables (rendered as loops over the features on
     the CPU, so that they compile in about a second) give NumPy's results."""
     run, ref = _wide_case(kind, d, dtype)
-    got = run(backend)
-    if kind == "argkmin":
-        np.testing.assert_array_equal(got, ref)
-    else:
-        rtol = 1e-5 if dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    _check_wide(kind, run(backend), ref, dtype)
+
+
+@pytest.mark.parametrize("kind", ["argkmin", "weighted"])
+def test_wide_formulas_with_ranges_match_numpy(kind, backend, dtype, cache):
+    """The block-sparse kernel loops over wide features too (parameter-, i-,
+    j- and pair-level sums): D = 784 over two row blocks with overlapping
+    intervals gives the masked dense result."""
+    n, m = 30, 45
+    ranges = (np.array([[0, 15], [15, 30]]), np.array([1, 2]),
+              np.array([[0, 20], [10, 45]]),
+              np.array([[0, 10], [10, 20], [20, 45]]), np.array([1, 2, 3]),
+              np.array([[0, 15], [0, 30], [15, 30]]))
+    mask = np.zeros((n, m), bool)
+    mask[:15, :20] = mask[15:, 10:] = True
+    run, ref = _wide_case(kind, 784, dtype, n, m, ranges=ranges, mask=mask)
+    _check_wide(kind, run(backend), ref, dtype)
 
 
 @pytest.mark.parametrize("kind", ["gauss", "argkmin", "weighted"])
@@ -361,8 +385,10 @@ def test_wide_formula_source_does_not_grow_with_the_dimension(kind):
                          * (kt.Vj(y) ** 2).sum(-1), "Sum"),
         }[kind]
         plan = formula._plan(red, 1, K=3)[0] if red == "ArgKMin" else formula._plan(red, 1)[0]
-        lengths.append(len(_cpu_backend.generate_source(plan, key="k")))
-    assert lengths[1] < lengths[0] + 200, lengths
+        lengths.append([len(_cpu_backend.generate_source(plan, key="k", ranges=r))
+                        for r in (False, True)])
+    for dense_or_ranges in (0, 1):  # the block-sparse variant too
+        assert lengths[1][dense_or_ranges] < lengths[0][dense_or_ranges] + 200, lengths
 
 
 @pytest.mark.parametrize("g", [0.7, 0.0, -0.3, np.nan])
@@ -412,3 +438,76 @@ def _param_nodes(node):
     from kerneltools.backend._ir import topo_order
 
     return [n for n in topo_order([node]) if n.op == "Var" and n.cat == "p"]
+
+
+@pytest.mark.parametrize("which", ["general", "nonpos", "exp2"])
+def test_generated_exps_are_accurate_over_their_range(which, dtype, cache):
+    """The kernels' inline exps (templates/kt_exp.h) against NumPy's, element
+    by element (one reduced point), over every argument range that gives a
+    normal result: within 4 ulp (float32) and 1.25 eps (2.8e-16, float64) of
+    the longdouble exp of the argument the kernel computes (in ``dtype``).
+    Their fast variants: exp(-x^2) (argument <= 0) and exp(-g x^2) as
+    2^(x^2 * k), k = -g log2(e) rounded to ``dtype``."""
+    lo = -87.0 if dtype == np.float32 else -707.0
+    hi = 88.0 if dtype == np.float32 else 709.0
+    a = np.concatenate([np.linspace(lo, hi, 20001), np.linspace(-1, 1, 4001)])
+    x = (a if which == "general" else np.sqrt(np.abs(a))).astype(dtype)[:, None]
+    one = kt.Vj(np.ones((1, 1), dtype))
+    sq = (x * x).astype(np.longdouble)  # x^2 as the kernel rounds it
+    if which == "general":
+        F, ref = (kt.Vi(x) * one).exp(), np.exp(x.astype(np.longdouble))
+    elif which == "nonpos":
+        F, ref = (-(kt.Vi(x) * one) ** 2).exp(), np.exp(-sq)
+    else:
+        g = np.array([0.7], dtype)
+        F = (-((kt.Vi(x) * one) ** 2) * kt.Pm(g)).exp()
+        k = np.array(-1.4426950408889634074 * np.float64(g[0]), dtype)
+        ref = np.exp2(((x * x) * k).astype(np.longdouble))
+    got = F.sum(axis=1, backend="cpu").astype(np.longdouble)
+    keep = ref > np.finfo(dtype).tiny * 4
+    rel = np.abs(got[keep] - ref[keep]) / ref[keep]
+    tol = 4 * np.finfo(np.float32).eps if dtype == np.float32 else 1.25 * np.finfo(float).eps
+    assert rel.max() <= tol, (which, float(rel.max()))
+
+
+@pytest.mark.parametrize("order", ["increasing", "decreasing"])
+def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
+    """The dense kernel's in-loop log-sum-exp sums (kept where a tile holds no
+    new maximum, else the buffered fold) and K-min test (a tile with no value
+    below the K-th kept one is skipped): reduced values sorted so that every
+    tile holds a new maximum / new candidates (increasing) or none after the
+    first (decreasing), over several tiles, rows not a multiple of the rows
+    per loop, with -inf and NaN entries; against dense NumPy / SciPy."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(5)
+    n, m = 13, 1500
+    a = rng.standard_normal((n, 1))
+    h = np.sort(rng.standard_normal(m) * 30)
+    h = (h if order == "increasing" else h[::-1]).copy()[:, None]
+    h[700, 0] = -np.inf
+    a[4, 0], a[9, 0] = -np.inf, np.nan
+    w = rng.uniform(0.5, 1.5, (m, 2))
+    a, h, w = a.astype(dtype), h.astype(dtype), w.astype(dtype)
+    F = kt.Vi(a) + kt.Vj(h)
+    S = a.astype(np.float64) + h.astype(np.float64).T  # (n, m)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref_lse = logsumexp(S, axis=1)[:, None]
+        ref_lsew = np.stack([logsumexp(S, axis=1, b=w[:, e]) for e in range(2)], 1)
+        p = np.exp(S - np.where(np.isfinite(ref_lse), ref_lse, 0))
+        ref_ssmw = (p @ w) / p.sum(1, keepdims=True)
+    got = [F.logsumexp(axis=1, backend="cpu"),
+           F.logsumexp(axis=1, weight=kt.Vj(w), backend="cpu"),
+           F.sumsoftmaxweight(kt.Vj(w), axis=1, backend="cpu")]
+    for g, r in zip(got, [ref_lse, ref_lsew, ref_ssmw]):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+        ok = np.isfinite(r)
+        np.testing.assert_array_equal(g[~ok & ~np.isnan(r)], r[~ok & ~np.isnan(r)])
+        np.testing.assert_allclose(g[ok], r[ok], rtol=rtol, atol=rtol * np.abs(r[ok]).max())
+    D = (kt.Vi(a) - kt.Vj(h)) ** 2
+    d2 = (a.astype(np.float64) - h.astype(np.float64).T) ** 2
+    d2 = np.where(np.isnan(d2), np.inf, d2)  # rows 4 and 9: ranked by index only
+    got = D.argKmin(5, axis=1, backend="cpu")
+    rows = [r for r in range(n) if r not in (4, 9)]
+    np.testing.assert_array_equal(got[rows], np.argsort(d2, axis=1, kind="stable")[rows, :5])

@@ -16,15 +16,19 @@ inside the vectorised loop in ``real_t`` per tile and in double across tiles
 (block-wise summation: a float32 sum of 10^6 terms keeps a relative error
 near 1e-7), ``RB`` rows per loop for narrow formulas (register blocking: the
 rows share each j-vector's loads and j-level values). Every other reduction
-writes the tile's values to a small buffer and folds it with the C form of
-its monoid (``Reduction.c``). ``exp`` is an inline polynomial
+writes each row's values of the tile to small buffers and folds them with the
+C form of its monoid (``Reduction.c``), RB rows per loop as well; the
+log-sum-exp family accumulates inside the loop against the state's shift and
+K-min tests the K-th kept value there, so that most tiles need no fold
+(:mod:`._cpu_rows`). ``exp`` is an inline polynomial
 (``templates/kt_exp.h``) that vectorises without slow paths; where the
 formula proves its argument <= 0 (``sign_conditions``: e.g.
 ``exp(-g |x - y|^2)`` when the parameter g >= 0, tested once per call, both
 loops generated) it needs no overflow branch, and ``exp(-a g)`` becomes
 ``2^(a k)`` with ``k = -g log2(e)`` computed once. A sum over the features of
 an element-wise formula of dimension >= ``WIDE_MIN_DIM`` is one loop over
-the features (``feature_loop``), so that compile time hardly depends on D.
+the features (``feature_loop``), so that compile time hardly depends on D
+(in the dense and the block-sparse kernel).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
+from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
 from ._plan import Plan
@@ -76,23 +81,6 @@ _SKELETON = skeleton("cpu_kernel.h")
 #: the arg-reductions record and break ties by (as the dense kernel, whose
 #: order is the caller's).
 _RANGES_SKELETON = skeleton("ranges_kernel.h")
-
-#: The vectorised loop over a tile's points (``bound``: nj, or njv in the
-#: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
-_TILE_LOOP = Template(
-    r"""#pragma omp simd${clauses}
-for (int64_t jj = 0; jj < ${bound}; jj++) {
-  const int64_t j = j0 + jj;
-${code}
-${writes}
-}"""
-)
-
-
-def _tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
-    return _TILE_LOOP.substitute(bound=bound, code=code, writes="\n".join(writes),
-                                 clauses=clauses)
-
 
 _DOT_KERNEL = Template(
     r"""/* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
@@ -185,11 +173,9 @@ def row_block(plan: Plan) -> int:
     """Rows per vectorised loop over a tile (register blocking): several rows
     share each j-vector's loads and j-level values and give the core
     independent chains to interleave; narrow formulas only (each row keeps its
-    temporaries in registers), and a divisor of :func:`block_rows`."""
-    # A fold (K-min, LogSumExp, ...) works row by row on the tile's buffer:
-    # its reads of the row's state stay vectorised with one row per loop.
-    if not plan.red.c.get("fused"):
-        return 1
+    temporaries in registers), and a divisor of :func:`block_rows` (1 for
+    K-reductions with large states). Every reduction: Sum accumulates in
+    registers, the others write one buffer per row."""
     w = width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
     return min(rb, block_rows(plan))
@@ -245,13 +231,13 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     rows = _render_rows(formulas, dots, jb_given, rb, wide)
-    tile, state, init, final = _row_block_reduction(plan, formulas, rows, block_setup)
+    tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
-        fast = _row_block_reduction(plan, formulas, fast_rows, [])[0]
+        fast = row_block_reduction(plan, formulas, fast_rows, [])[0]
         if conds:
             p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
             tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
@@ -291,13 +277,18 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
     # (sums: masked out): no scalar remainder loop on short intervals
     bound = "njv"
     formulas, dots = list(plan.formulas), []
-    var_expr = var_reader(row_major("i"), lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]")
-    given: dict = {}
+    j_read = lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]"  # noqa: E731
+    var_expr = var_reader(row_major("i"), j_read)
     block_setup, tile_setup = _dot_setup(plan, dots, True)
+    # wide sums as loops over the features, as in the dense kernel (one row
+    # per loop, named i)
+    wide = _wide_code(formulas, {}, 1, block_setup, j_read, lambda r: "i")
+    given = wide.given(0)
     jonly = jonly_nodes(formulas, node_levels(formulas, given))
-    p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup)
+    p_jonly = _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
+    r.statements["ij"][:0] = wide.ij.get(0, [])
     tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
     deeper = 2  # the block-sparse loops nest two levels deeper
     return _RANGES_SKELETON.substitute(
@@ -308,7 +299,8 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
-        p_code="\n".join(x for x in (r.code("p", "  "), p_jonly) if x),
+        p_code="\n".join(x for x in ("\n".join("  " + x for x in wide.p), r.code("p", "  "),
+                                     p_jonly) if x),
         init=indent(init, 6 + deeper),
         block_setup=indent("\n".join(block_setup), 4 + deeper),
         tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),
@@ -336,9 +328,13 @@ class _Wide:
         return {n: ([names[lv](q)], mask[lv]) for n, (q, lv) in self.nodes.items()}
 
 
-def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
+def _wide_code(formulas, given, rb: int, block_setup, j_read=None, row=None) -> _Wide:
     """Loops over the features for the wide sums (i-level ones appended to
-    ``block_setup``; pair-level ones kept per row for ``_render_rows``)."""
+    ``block_setup``; pair-level ones kept per row for ``_render_rows``).
+    ``j_read``: the j-variables' reads (default: the dense kernel's tiles);
+    ``row(r)``: the index name of row r of a vectorised loop (default i_r)."""
+    j_read = j_read or (lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+    row = row or (lambda r: f"i_{r}")
     wide = _Wide()
     levels = node_levels(formulas, given)
     for q, n in enumerate(wide_sums(formulas, given)):
@@ -351,14 +347,13 @@ def _wide_code(formulas, given, rb: int, block_setup) -> _Wide:
             block_setup += ["  " + x for x in feature_loop(n, "acc", read, {"i": "i_w"})]
             block_setup += [f"  wi{q}[r] = acc;", "}"]
         elif lv in ("p", "j"):
-            read = var_reader(None, lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+            read = var_reader(None, j_read)
             getattr(wide, lv).extend(feature_loop(n, f"w{lv}{q}", read, {"j": "j"}))
         else:
             for r in range(rb):
-                read = var_reader(row_major(f"i_{r}"),
-                                  lambda v, c: f"y{v.attrs[1]}[{c} * TJ + jj]")
+                read = var_reader(row_major(row(r)), j_read)
                 wide.ij.setdefault(r, []).extend(
-                    feature_loop(n, f"w{q}_{r}", read, {"i": f"i_{r}", "j": "j"}))
+                    feature_loop(n, f"w{q}_{r}", read, {"i": row(r), "j": "j"}))
     return wide
 
 
@@ -452,39 +447,6 @@ def _nonpos_exps(rows):
     return fast, conds, p_lines
 
 
-def _row_block_reduction(plan: Plan, formulas, rows, block_setup):
-    """(tile, state, init, final) of the dense kernel, for ``len(rows)`` rows
-    per vectorised loop: Sum fused into the loop (one accumulator per row and
-    component), any other reduction (one row) through buffers and its C fold."""
-    red, E, rb = plan.red, formulas[0].dim, len(rows)
-    code = "\n".join(x for x in [rows[0].code("j", "  ")]
-                      + [row.code("ij", "  ") for row in rows] if x)
-    if red.c.get("fused"):
-        names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
-        flat = [n for row in names for n in row]
-        sums = _tile_loop("nj", code, [
-            f"  {names[r][e]} += {rows[r].outputs[0][e]};"
-            for r in range(rb) for e in range(E)], clauses=f" reduction(+:{', '.join(flat)})")
-        adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
-        for r in range(1, rb):
-            adds.append(f"if (ii + {r} < ni) {{ "
-                        + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
-                        + " }")
-        tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
-        return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
-                f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
-    # Other reductions: one row per loop (row_block), its values through the
-    # buffers buf<b> into the reduction's C fold.
-    subs = red_subs(formulas, plan.K)
-    writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(rows[0].outputs)
-              for e, x in enumerate(outs)]
-    tile = "\n".join([_tile_loop("nj", code, writes), "{", "  const int64_t i = i_0;",
-                      "  kt_state *S = &st[ii];", indent(red_form(red.c, "tile", subs), 2),
-                      "}"])
-    block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
-    return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
-
-
 def _pointers(plan: Plan, dots) -> list[str]:
     """The kernel's arrays from ``args`` and ``outs``: the variables, the
     outputs, then the dot products' chunk-packed j-variables ``yq<q>``."""
@@ -529,7 +491,7 @@ def _jonly_pass(jonly, var_expr, given, bound, block_setup, tile_setup, pre=()) 
     writes = [f"  jb{k}_{c}[jj] = {x};" for k, outs in enumerate(jr.outputs)
               for c, x in enumerate(outs)]
     code = "\n".join(["  " + x for x in pre] + ([jr.code("j", "  ")] if jr.statements["j"] else []))
-    tile_setup.append(_tile_loop(bound, code, writes))
+    tile_setup.append(tile_loop(bound, code, writes))
     return jr.code("p", "  ")
 
 
@@ -542,7 +504,7 @@ def _reduction_code(plan: Plan, formulas, r, bound, ranges: bool, block_setup):
     if red.c.get("fused"):
         names = [f"s{e}" for e in range(E)]
         out = r.outputs[0]
-        sums = _tile_loop(bound, ij_code, [
+        sums = tile_loop(bound, ij_code, [
             f"  {n} += (jj < nj) ? {out[e]} : (real_t)0;" if ranges else f"  {n} += {out[e]};"
             for e, n in enumerate(names)], clauses=f" reduction(+:{', '.join(names)})")
         tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in names)};", sums]
@@ -560,6 +522,6 @@ def _reduction_code(plan: Plan, formulas, r, bound, ranges: bool, block_setup):
     else:
         writes = [f"  buf{b}[{e} * TJ + jj] = {x};" for b, outs in enumerate(r.outputs)
                   for e, x in enumerate(outs)]
-        tile = _tile_loop(bound, ij_code, writes) + "\n" + fold
+        tile = tile_loop(bound, ij_code, writes) + "\n" + fold
     block_setup += [f"real_t buf{b}[{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
     return (tile, *(red_form(red.c, part, subs) for part in ("state", "init", "final")))

@@ -10,7 +10,7 @@ typedef double acc_t;
 #define TJ 256
 #define IB 8
 #define MR 8
-#define RB 1
+#define RB 4
 #define VL 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -36,7 +36,8 @@ float (cosf)(float);
  *
  * exp(x) = 2^n exp(r) with n = rint(x / ln 2) and r = x - n ln 2 (Cody-Waite,
  * two constants), |r| <= ln(2) / 2; exp(r) by a polynomial (float: degree 6,
- * minimax; double: Taylor to degree 13, error below 1e-17 relative); 2^n built
+ * minimax; double: degree 11, least squares on Chebyshev nodes, error 1.6e-16
+ * relative with its rounding, 1.2e-16 for Taylor to degree 13); 2^n built
  * from exponent bits in two halves so that no intermediate overflows. Results
  * below (about) the smallest normal number are flushed to 0, above the largest
  * finite one they are +inf, and NaN propagates.
@@ -63,18 +64,16 @@ static inline float kt_expf_poly(float r) {
 
 #pragma omp declare simd notinbranch
 static inline double kt_exp_poly(double r) {
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
+  double p = 2.510518786655422e-08;
+  p = p * r + 2.762007704909092e-07;
+  p = p * r + 2.755725547334665e-06;
+  p = p * r + 2.480152131958722e-05;
+  p = p * r + 0.00019841269874759982;
+  p = p * r + 0.0013888888917198768;
+  p = p * r + 0.008333333333326153;
+  p = p * r + 0.04166666666662416;
+  p = p * r + 0.1666666666666667;
+  p = p * r + 0.5000000000000001;
   p = p * r * r + r + 1.0;
   return p;
 }
@@ -163,9 +162,10 @@ static inline double kt_exp_nonpos(double x) {
 
 /* 2^z for z <= 0 or NaN: exp(x) = 2^(x log2 e), where the kernel folds
  * log2 e into a parameter (exp(-g d) as 2^(d * (-g log2 e))): z = n + r,
- * |r| <= 1/2, r exact; 2^r by kt_exp*_nonpos's polynomials in r ln 2, their
- * coefficients multiplied by powers of ln 2; the clamp at -127 (-1023) gives
- * +0 as above. */
+ * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
+ * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
+ * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
+ * (-1023) gives +0 as above. */
 float kt_exp2n_lo_f = -127.0f;
 double kt_exp2n_lo_d = -1023.0;
 #pragma omp declare simd notinbranch
@@ -195,18 +195,16 @@ static inline double kt_exp2_nonpos(double z) {
   const double magic = 6755399441055744.0;
   const double t = zc + magic;
   const double r = zc - (t - magic);
-  double p = 1.3691488853904124e-12;
-  p = p * r + 2.5678435993488196e-11;
-  p = p * r + 4.44553827187081e-10;
-  p = p * r + 7.054911620801121e-09;
-  p = p * r + 1.0178086009239696e-07;
-  p = p * r + 1.3215486790144305e-06;
-  p = p * r + 1.5252733804059838e-05;
-  p = p * r + 1.5403530393381606e-04;
-  p = p * r + 1.3333558146428441e-03;
-  p = p * r + 9.618129107628477e-03;
-  p = p * r + 5.5504108664821576e-02;
-  p = p * r + 2.402265069591007e-01;
+  double p = 4.4549579606816324e-10;
+  p = p * r + 7.070978146309952e-09;
+  p = p * r + 1.017806245966077e-07;
+  p = p * r + 1.3215451631846369e-06;
+  p = p * r + 1.5252733829812152e-05;
+  p = p * r + 0.0001540353042477861;
+  p = p * r + 0.001333355814641695;
+  p = p * r + 0.009618129107618665;
+  p = p * r + 0.0555041086648216;
+  p = p * r + 0.24022650695910075;
   p = p * r * r + (r * 0.6931471805599453 + 1.0);
   union { double f; int64_t i; } ut, s;
   ut.f = t;
@@ -248,8 +246,8 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       kt_state *S = &st[ii];
       S->lm[0] = -INFINITY; for (int e = 0; e < 2; e++) S->ls[e] = 0;
     }
-    real_t buf0[1 * TJ];
-    real_t buf1[2 * TJ];
+    real_t tb0[RB][1 * TJ];
+    real_t tb1[RB][2 * TJ];
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y0 = a0 + j0 * 3;
@@ -258,10 +256,38 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
          a block's last rows past ni repeat its last row, their results unused */
       for (int64_t ii = 0; ii < ni; ii += RB) {
         const int64_t i_0 = i0 + ii;
+        const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
+        const int64_t i_2 = ii + 2 < ni ? i0 + ii + 2 : i0 + ni - 1;
+        const int64_t i_3 = ii + 3 < ni ? i0 + ii + 3 : i0 + ni - 1;
         const real_t t1_0 = a1[i_0 * 3 + 0];
         const real_t t1_1 = a1[i_0 * 3 + 1];
         const real_t t1_2 = a1[i_0 * 3 + 2];
-        #pragma omp simd
+        const real_t r1_1_0 = a1[i_1 * 3 + 0];
+        const real_t r1_1_1 = a1[i_1 * 3 + 1];
+        const real_t r1_1_2 = a1[i_1 * 3 + 2];
+        const real_t r2_1_0 = a1[i_2 * 3 + 0];
+        const real_t r2_1_1 = a1[i_2 * 3 + 1];
+        const real_t r2_1_2 = a1[i_2 * 3 + 2];
+        const real_t r3_1_0 = a1[i_3 * 3 + 0];
+        const real_t r3_1_1 = a1[i_3 * 3 + 1];
+        const real_t r3_1_2 = a1[i_3 * 3 + 2];
+        const real_t M0_0 = (real_t)st[ii].lm[0];
+        real_t m0_0 = -INFINITY;
+        real_t q0_ls0 = 0;
+        real_t q0_ls1 = 0;
+        const real_t M1_0 = (real_t)st[ii + 1 < ni ? ii + 1 : ni - 1].lm[0];
+        real_t m1_0 = -INFINITY;
+        real_t q1_ls0 = 0;
+        real_t q1_ls1 = 0;
+        const real_t M2_0 = (real_t)st[ii + 2 < ni ? ii + 2 : ni - 1].lm[0];
+        real_t m2_0 = -INFINITY;
+        real_t q2_ls0 = 0;
+        real_t q2_ls1 = 0;
+        const real_t M3_0 = (real_t)st[ii + 3 < ni ? ii + 3 : ni - 1].lm[0];
+        real_t m3_0 = -INFINITY;
+        real_t q3_ls0 = 0;
+        real_t q3_ls1 = 0;
+        #pragma omp simd reduction(max:m0_0, m1_0, m2_0, m3_0) reduction(+:q0_ls0, q0_ls1, q1_ls0, q1_ls1, q2_ls0, q2_ls1, q3_ls0, q3_ls1)
         for (int64_t jj = 0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t0_0 = y0[0 * TJ + jj];
@@ -277,32 +303,188 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const real_t t3_2 = (t2_2 * t2_2);
           const real_t t4_0 = (t3_0 + t3_1 + t3_2);
           const real_t t5_0 = (-t4_0);
-          buf0[0 * TJ + jj] = t5_0;
-          buf1[0 * TJ + jj] = t6_0;
-          buf1[1 * TJ + jj] = t6_1;
+          const real_t r1_2_0 = (t0_0 - r1_1_0);
+          const real_t r1_2_1 = (t0_1 - r1_1_1);
+          const real_t r1_2_2 = (t0_2 - r1_1_2);
+          const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+          const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+          const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+          const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+          const real_t r1_5_0 = (-r1_4_0);
+          const real_t r2_2_0 = (t0_0 - r2_1_0);
+          const real_t r2_2_1 = (t0_1 - r2_1_1);
+          const real_t r2_2_2 = (t0_2 - r2_1_2);
+          const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+          const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+          const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+          const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+          const real_t r2_5_0 = (-r2_4_0);
+          const real_t r3_2_0 = (t0_0 - r3_1_0);
+          const real_t r3_2_1 = (t0_1 - r3_1_1);
+          const real_t r3_2_2 = (t0_2 - r3_1_2);
+          const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+          const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+          const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+          const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+          const real_t r3_5_0 = (-r3_4_0);
+          tb0[0][0 * TJ + jj] = t5_0;
+          tb1[0][0 * TJ + jj] = t6_0;
+          tb1[0][1 * TJ + jj] = t6_1;
+          tb0[1][0 * TJ + jj] = r1_5_0;
+          tb1[1][0 * TJ + jj] = t6_0;
+          tb1[1][1 * TJ + jj] = t6_1;
+          tb0[2][0 * TJ + jj] = r2_5_0;
+          tb1[2][0 * TJ + jj] = t6_0;
+          tb1[2][1 * TJ + jj] = t6_1;
+          tb0[3][0 * TJ + jj] = r3_5_0;
+          tb1[3][0 * TJ + jj] = t6_0;
+          tb1[3][1 * TJ + jj] = t6_1;
+          m0_0 = t5_0 > m0_0 ? t5_0 : m0_0;
+          const real_t d0_0 = t5_0 - M0_0;
+          const real_t x0_0 = KT_EXPN(d0_0 > 0 ? (real_t)0 : d0_0);
+          q0_ls0 += x0_0 * t6_0;
+          q0_ls1 += x0_0 * t6_1;
+          m1_0 = r1_5_0 > m1_0 ? r1_5_0 : m1_0;
+          const real_t d1_0 = r1_5_0 - M1_0;
+          const real_t x1_0 = KT_EXPN(d1_0 > 0 ? (real_t)0 : d1_0);
+          q1_ls0 += x1_0 * t6_0;
+          q1_ls1 += x1_0 * t6_1;
+          m2_0 = r2_5_0 > m2_0 ? r2_5_0 : m2_0;
+          const real_t d2_0 = r2_5_0 - M2_0;
+          const real_t x2_0 = KT_EXPN(d2_0 > 0 ? (real_t)0 : d2_0);
+          q2_ls0 += x2_0 * t6_0;
+          q2_ls1 += x2_0 * t6_1;
+          m3_0 = r3_5_0 > m3_0 ? r3_5_0 : m3_0;
+          const real_t d3_0 = r3_5_0 - M3_0;
+          const real_t x3_0 = KT_EXPN(d3_0 > 0 ? (real_t)0 : d3_0);
+          q3_ls0 += x3_0 * t6_0;
+          q3_ls1 += x3_0 * t6_1;
         }
         {
           const int64_t i = i_0;
           kt_state *S = &st[ii];
-          {
-            real_t *b = buf0;
-            real_t m = -INFINITY;
-            #pragma omp simd reduction(max:m)
-            for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
-            const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
-            const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
-            #pragma omp simd
-            for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
-            const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
-            const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
-            const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
-            S->lm[0] = nw;
-            for (int e = 0; e < 2; e++) {
-              const real_t *w = buf1 + e * TJ;
-              real_t s = 0;
-              #pragma omp simd reduction(+:s)
-              for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
-              S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+          real_t *const buf0 = tb0[0];
+          real_t *const buf1 = tb1[0];
+          if (M0_0 > -INFINITY && !(m0_0 > M0_0)) {
+            S->ls[0] += (acc_t)q0_ls0;
+            S->ls[1] += (acc_t)q0_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 1 < ni) {
+          const int64_t i = i_1;
+          kt_state *S = &st[ii + 1];
+          real_t *const buf0 = tb0[1];
+          real_t *const buf1 = tb1[1];
+          if (M1_0 > -INFINITY && !(m1_0 > M1_0)) {
+            S->ls[0] += (acc_t)q1_ls0;
+            S->ls[1] += (acc_t)q1_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 2 < ni) {
+          const int64_t i = i_2;
+          kt_state *S = &st[ii + 2];
+          real_t *const buf0 = tb0[2];
+          real_t *const buf1 = tb1[2];
+          if (M2_0 > -INFINITY && !(m2_0 > M2_0)) {
+            S->ls[0] += (acc_t)q2_ls0;
+            S->ls[1] += (acc_t)q2_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
+            }
+          }
+        }
+        if (ii + 3 < ni) {
+          const int64_t i = i_3;
+          kt_state *S = &st[ii + 3];
+          real_t *const buf0 = tb0[3];
+          real_t *const buf1 = tb1[3];
+          if (M3_0 > -INFINITY && !(m3_0 > M3_0)) {
+            S->ls[0] += (acc_t)q3_ls0;
+            S->ls[1] += (acc_t)q3_ls1;
+          } else {
+            {
+              real_t *b = buf0;
+              real_t m = -INFINITY;
+              #pragma omp simd reduction(max:m)
+              for (int64_t jj = 0; jj < nj; jj++) m = b[jj] > m ? b[jj] : m;
+              const real_t sh = isfinite(m) ? m : (m == -INFINITY ? -INFINITY : (real_t)0);
+              const real_t shc = sh == -INFINITY ? (real_t)0 : sh;
+              #pragma omp simd
+              for (int64_t jj = 0; jj < nj; jj++) b[jj] = KT_EXP(b[jj] - shc);
+              const acc_t nw = S->lm[0] > (acc_t)sh ? S->lm[0] : (acc_t)sh;
+              const acc_t ca = S->lm[0] == -INFINITY ? 0 : exp(S->lm[0] - nw);
+              const acc_t cb = sh == -INFINITY ? 0 : exp((acc_t)sh - nw);
+              S->lm[0] = nw;
+              for (int e = 0; e < 2; e++) {
+                const real_t *w = buf1 + e * TJ;
+                real_t s = 0;
+                #pragma omp simd reduction(+:s)
+                for (int64_t jj = 0; jj < nj; jj++) s += b[jj] * w[jj];
+                S->ls[e] = (ca == 0 ? 0 * S->ls[e] : S->ls[e] * ca) + (cb == 0 ? 0 * (acc_t)s : (acc_t)s * cb);
+              }
             }
           }
         }

@@ -10,7 +10,7 @@ typedef double acc_t;
 #define TJ 256
 #define IB 8
 #define MR 8
-#define RB 1
+#define RB 4
 #define VL 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -36,7 +36,8 @@ float (cosf)(float);
  *
  * exp(x) = 2^n exp(r) with n = rint(x / ln 2) and r = x - n ln 2 (Cody-Waite,
  * two constants), |r| <= ln(2) / 2; exp(r) by a polynomial (float: degree 6,
- * minimax; double: Taylor to degree 13, error below 1e-17 relative); 2^n built
+ * minimax; double: degree 11, least squares on Chebyshev nodes, error 1.6e-16
+ * relative with its rounding, 1.2e-16 for Taylor to degree 13); 2^n built
  * from exponent bits in two halves so that no intermediate overflows. Results
  * below (about) the smallest normal number are flushed to 0, above the largest
  * finite one they are +inf, and NaN propagates.
@@ -63,18 +64,16 @@ static inline float kt_expf_poly(float r) {
 
 #pragma omp declare simd notinbranch
 static inline double kt_exp_poly(double r) {
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
+  double p = 2.510518786655422e-08;
+  p = p * r + 2.762007704909092e-07;
+  p = p * r + 2.755725547334665e-06;
+  p = p * r + 2.480152131958722e-05;
+  p = p * r + 0.00019841269874759982;
+  p = p * r + 0.0013888888917198768;
+  p = p * r + 0.008333333333326153;
+  p = p * r + 0.04166666666662416;
+  p = p * r + 0.1666666666666667;
+  p = p * r + 0.5000000000000001;
   p = p * r * r + r + 1.0;
   return p;
 }
@@ -163,9 +162,10 @@ static inline double kt_exp_nonpos(double x) {
 
 /* 2^z for z <= 0 or NaN: exp(x) = 2^(x log2 e), where the kernel folds
  * log2 e into a parameter (exp(-g d) as 2^(d * (-g log2 e))): z = n + r,
- * |r| <= 1/2, r exact; 2^r by kt_exp*_nonpos's polynomials in r ln 2, their
- * coefficients multiplied by powers of ln 2; the clamp at -127 (-1023) gives
- * +0 as above. */
+ * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
+ * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
+ * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
+ * (-1023) gives +0 as above. */
 float kt_exp2n_lo_f = -127.0f;
 double kt_exp2n_lo_d = -1023.0;
 #pragma omp declare simd notinbranch
@@ -195,18 +195,16 @@ static inline double kt_exp2_nonpos(double z) {
   const double magic = 6755399441055744.0;
   const double t = zc + magic;
   const double r = zc - (t - magic);
-  double p = 1.3691488853904124e-12;
-  p = p * r + 2.5678435993488196e-11;
-  p = p * r + 4.44553827187081e-10;
-  p = p * r + 7.054911620801121e-09;
-  p = p * r + 1.0178086009239696e-07;
-  p = p * r + 1.3215486790144305e-06;
-  p = p * r + 1.5252733804059838e-05;
-  p = p * r + 1.5403530393381606e-04;
-  p = p * r + 1.3333558146428441e-03;
-  p = p * r + 9.618129107628477e-03;
-  p = p * r + 5.5504108664821576e-02;
-  p = p * r + 2.402265069591007e-01;
+  double p = 4.4549579606816324e-10;
+  p = p * r + 7.070978146309952e-09;
+  p = p * r + 1.017806245966077e-07;
+  p = p * r + 1.3215451631846369e-06;
+  p = p * r + 1.5252733829812152e-05;
+  p = p * r + 0.0001540353042477861;
+  p = p * r + 0.001333355814641695;
+  p = p * r + 0.009618129107618665;
+  p = p * r + 0.0555041086648216;
+  p = p * r + 0.24022650695910075;
   p = p * r * r + (r * 0.6931471805599453 + 1.0);
   union { double f; int64_t i; } ut, s;
   ut.f = t;
@@ -247,7 +245,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       kt_state *S = &st[ii];
       for (int e = 0; e < 1; e++) for (int k = 0; k < 3; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }
     }
-    real_t buf0[1 * TJ];
+    real_t tb0[RB][1 * TJ];
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
@@ -255,10 +253,30 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
          a block's last rows past ni repeat its last row, their results unused */
       for (int64_t ii = 0; ii < ni; ii += RB) {
         const int64_t i_0 = i0 + ii;
+        const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
+        const int64_t i_2 = ii + 2 < ni ? i0 + ii + 2 : i0 + ni - 1;
+        const int64_t i_3 = ii + 3 < ni ? i0 + ii + 3 : i0 + ni - 1;
         const real_t t0_0 = a0[i_0 * 3 + 0];
         const real_t t0_1 = a0[i_0 * 3 + 1];
         const real_t t0_2 = a0[i_0 * 3 + 2];
-        #pragma omp simd
+        const real_t r1_0_0 = a0[i_1 * 3 + 0];
+        const real_t r1_0_1 = a0[i_1 * 3 + 1];
+        const real_t r1_0_2 = a0[i_1 * 3 + 2];
+        const real_t r2_0_0 = a0[i_2 * 3 + 0];
+        const real_t r2_0_1 = a0[i_2 * 3 + 1];
+        const real_t r2_0_2 = a0[i_2 * 3 + 2];
+        const real_t r3_0_0 = a0[i_3 * 3 + 0];
+        const real_t r3_0_1 = a0[i_3 * 3 + 1];
+        const real_t r3_0_2 = a0[i_3 * 3 + 2];
+        const real_t thr0 = (st[ii].ki[0][3 - 1] >= 0 ? st[ii].kv[0][3 - 1] : (real_t)NAN);
+        int any0 = 0;
+        const real_t thr1 = (st[ii + 1 < ni ? ii + 1 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 1 < ni ? ii + 1 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any1 = 0;
+        const real_t thr2 = (st[ii + 2 < ni ? ii + 2 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 2 < ni ? ii + 2 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any2 = 0;
+        const real_t thr3 = (st[ii + 3 < ni ? ii + 3 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 3 < ni ? ii + 3 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
+        int any3 = 0;
+        #pragma omp simd reduction(|:any0, any1, any2, any3)
         for (int64_t jj = 0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t1_0 = y1[0 * TJ + jj];
@@ -271,33 +289,172 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const real_t t3_1 = (t2_1 * t2_1);
           const real_t t3_2 = (t2_2 * t2_2);
           const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-          buf0[0 * TJ + jj] = t4_0;
+          const real_t r1_2_0 = (r1_0_0 - t1_0);
+          const real_t r1_2_1 = (r1_0_1 - t1_1);
+          const real_t r1_2_2 = (r1_0_2 - t1_2);
+          const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+          const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+          const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+          const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+          const real_t r2_2_0 = (r2_0_0 - t1_0);
+          const real_t r2_2_1 = (r2_0_1 - t1_1);
+          const real_t r2_2_2 = (r2_0_2 - t1_2);
+          const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+          const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+          const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+          const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+          const real_t r3_2_0 = (r3_0_0 - t1_0);
+          const real_t r3_2_1 = (r3_0_1 - t1_1);
+          const real_t r3_2_2 = (r3_0_2 - t1_2);
+          const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+          const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+          const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+          const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+          tb0[0][0 * TJ + jj] = t4_0;
+          tb0[1][0 * TJ + jj] = r1_4_0;
+          tb0[2][0 * TJ + jj] = r2_4_0;
+          tb0[3][0 * TJ + jj] = r3_4_0;
+          any0 |= !(t4_0 >= thr0);
+          any1 |= !(r1_4_0 >= thr1);
+          any2 |= !(r2_4_0 >= thr2);
+          any3 |= !(r3_4_0 >= thr3);
         }
         {
           const int64_t i = i_0;
           kt_state *S = &st[ii];
-          for (int e = 0; e < 1; e++) {
-            const real_t *b = buf0 + e * TJ;
-            for (int64_t jc = 0; jc < nj; jc += 16) {
-              const int64_t je = jc + 16 < nj ? jc + 16 : nj;
-              /* threshold test, vectorised over 16 candidates: most chunks hold
-                 nothing below the current K-th value and are skipped whole */
-              if (S->ki[e][3 - 1] >= 0) {
-                const real_t thr = S->kv[e][3 - 1];
-                int any = 0;
-                #pragma omp simd reduction(|:any)
-                for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);
-                if (!any) continue;
-              }
-              for (int64_t jj = jc; jj < je; jj++) {
-                const real_t v = b[jj];
-                if (S->ki[e][3 - 1] >= 0 && !KT_LT(v, S->kv[e][3 - 1])) continue;
-                /* insertion into the sorted list; equal values keep index order */
-                int p = 3 - 1;
-                while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {
-                  S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+          real_t *const buf0 = tb0[0];
+          if (any0) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
                 }
-                S->kv[e][p] = v; S->ki[e][p] = j0 + jj;
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  }
+                  kv[p] = v; ki[p] = j0 + jc + l;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 1 < ni) {
+          const int64_t i = i_1;
+          kt_state *S = &st[ii + 1];
+          real_t *const buf0 = tb0[1];
+          if (any1) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
+                }
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  }
+                  kv[p] = v; ki[p] = j0 + jc + l;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 2 < ni) {
+          const int64_t i = i_2;
+          kt_state *S = &st[ii + 2];
+          real_t *const buf0 = tb0[2];
+          if (any2) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
+                }
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  }
+                  kv[p] = v; ki[p] = j0 + jc + l;
+                }
+              }
+            }
+          }
+        }
+        if (ii + 3 < ni) {
+          const int64_t i = i_3;
+          kt_state *S = &st[ii + 3];
+          real_t *const buf0 = tb0[3];
+          if (any3) {
+            for (int e = 0; e < 1; e++) {
+              const real_t *b = buf0 + e * TJ;
+              real_t *kv = S->kv[e];
+              int64_t *ki = S->ki[e];
+              for (int64_t jc = 0; jc < nj; jc += 32) {
+                const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                if (ki[3 - 1] >= 0) {
+                  const real_t thr = kv[3 - 1];
+                  uint32_t below = 0;
+                  #pragma omp simd reduction(|:below)
+                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
+                  mask &= below;
+                }
+                while (mask) {
+                  const int l = __builtin_ctz(mask);
+                  mask &= mask - 1;
+                  const real_t v = b[jc + l];
+                  if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                  /* insertion into the sorted list; equal values keep index order */
+                  int p = 3 - 1;
+                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
+                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  }
+                  kv[p] = v; ki[p] = j0 + jc + l;
+                }
               }
             }
           }

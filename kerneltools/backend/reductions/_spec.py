@@ -54,8 +54,16 @@ class Reduction:
     # jj < nj, into S; the reduced index is j0 + jj), final (write outf / outi
     # of row i). Optional: ranges_tile (tile in the block-sparse kernel, where
     # jmap[j0 + jj] is the caller's index), ranges_scalar_tile (block-sparse,
-    # E = 1: a template whose loop computes the tile, see _cpu_backend). Or
-    # {"fused": True}: Sum, accumulated inside the vectorised loop instead.
+    # E = 1: a template whose loop computes the tile, see _cpu_backend),
+    # online (the log-sum-exp family: ((state array, "F" | "1" | "W"), ...),
+    # the sums of exp(F - shift) (times 1 or each W component; "F": one sum
+    # per component of F, each with its own shift) that the dense kernel
+    # accumulates inside the vectorised loop against the state's shift lm,
+    # the tile fold running only where the tile holds a new maximum),
+    # tile_skip (E = 1: the C value, through the state $S, below which a
+    # tile's value must be folded, NaN: fold every tile; the dense kernel
+    # tests it inside the vectorised loop and skips the fold of most tiles).
+    # Or {"fused": True}: Sum, accumulated inside the vectorised loop instead.
     c: dict
     # -- CUDA form (string.Template over $E, $E1, $K and $S, the prefix of one
     # output row's names): state (register declarations), init, update (fold
@@ -97,7 +105,8 @@ REDUCTIONS: dict[str, Reduction] = {}
 
 _REQUIRED = tuple(f.name for f in dataclasses.fields(Reduction)
                   if f.default is dataclasses.MISSING)
-_C_KEYS = ({"state", "init", "tile", "final"}, {"ranges_tile", "ranges_scalar_tile"})
+_C_KEYS = ({"state", "init", "tile", "final"},
+           {"ranges_tile", "ranges_scalar_tile", "online", "tile_skip"})
 _CUDA_KEYS = ({"state", "init", "update", "final"},
               {"tile_end", "launch", "exp_of_f", "ranges_update"})
 

@@ -64,29 +64,36 @@ _C = dict(
     init=(
         "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }"
     ),
+    # The candidates of 32 values at a time: a vectorised test against the
+    # K-th kept value gives a bit mask (every value while the list is not
+    # full), and only its set bits are visited, each checked again against
+    # the K-th value as it is then (it drops as values are inserted).
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
         "  const real_t *b = buf0 + e * TJ;\n"
-        "  for (int64_t jc = 0; jc < nj; jc += 16) {\n"
-        "    const int64_t je = jc + 16 < nj ? jc + 16 : nj;\n"
-        "    /* threshold test, vectorised over 16 candidates: most chunks hold\n"
-        "       nothing below the current K-th value and are skipped whole */\n"
-        "    if (S->ki[e][$K - 1] >= 0) {\n"
-        "      const real_t thr = S->kv[e][$K - 1];\n"
-        "      int any = 0;\n"
-        "      #pragma omp simd reduction(|:any)\n"
-        "      for (int64_t jj = jc; jj < je; jj++) any |= KT_LT(b[jj], thr);\n"
-        "      if (!any) continue;\n"
+        "  real_t *kv = S->kv[e];\n"
+        "  int64_t *ki = S->ki[e];\n"
+        "  for (int64_t jc = 0; jc < nj; jc += 32) {\n"
+        "    const int64_t nc = nj - jc < 32 ? nj - jc : 32;\n"
+        "    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);\n"
+        "    if (ki[$K - 1] >= 0) {\n"
+        "      const real_t thr = kv[$K - 1];\n"
+        "      uint32_t below = 0;\n"
+        "      #pragma omp simd reduction(|:below)\n"
+        "      for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;\n"
+        "      mask &= below;\n"
         "    }\n"
-        "    for (int64_t jj = jc; jj < je; jj++) {\n"
-        "      const real_t v = b[jj];\n"
-        "      if (S->ki[e][$K - 1] >= 0 && !KT_LT(v, S->kv[e][$K - 1])) continue;\n"
+        "    while (mask) {\n"
+        "      const int l = __builtin_ctz(mask);\n"
+        "      mask &= mask - 1;\n"
+        "      const real_t v = b[jc + l];\n"
+        "      if (ki[$K - 1] >= 0 && !KT_LT(v, kv[$K - 1])) continue;\n"
         "      /* insertion into the sorted list; equal values keep index order */\n"
         "      int p = $K - 1;\n"
-        "      while (p > 0 && (S->ki[e][p - 1] < 0 || KT_LT(v, S->kv[e][p - 1]))) {\n"
-        "        S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;\n"
+        "      while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {\n"
+        "        kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;\n"
         "      }\n"
-        "      S->kv[e][p] = v; S->ki[e][p] = j0 + jj;\n"
+        "      kv[p] = v; ki[p] = j0 + jc + l;\n"
         "    }\n"
         "  }\n"
         "}"
@@ -98,6 +105,10 @@ _C = dict(
     # computes the tile, and most tiles end there.
     ranges_tile=(TEMPLATES / "ranges_kmin_fold.h").read_text().rstrip("\n"),
     ranges_scalar_tile=(TEMPLATES / "ranges_kmin_tile.h").read_text().rstrip("\n"),
+    # Dense, scalar F: a tile whose every value is >= the K-th kept value
+    # (with a full list) changes nothing; NaN (list not full, or a NaN kept)
+    # folds every tile.
+    tile_skip="($S.ki[0][$K - 1] >= 0 ? $S.kv[0][$K - 1] : (real_t)NAN)",
 )
 _C_VAL = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outf[(i * $K + k) * $E + e] = S->kv[e][k];"
 _C_ARG = "for (int k = 0; k < $K; k++) for (int e = 0; e < $E; e++) outi[(i * $K + k) * $E + e] = S->ki[e][k];"

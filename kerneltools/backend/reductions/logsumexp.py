@@ -9,7 +9,11 @@ of ``exp(F - shift)``; a new maximum rescales the sums.
 * C: per tile, the maximum m (NaN ignored), the shift (m if finite, -inf if
   every value is -inf, else 0) and the sums of exp(F - shift), folded into a
   running (shift, sums) state in acc_t, as the NumPy monoid does. NaN
-  reaches the sums through exp.
+  reaches the sums through exp. The dense kernel (``online``) computes, in
+  the loop that evaluates F, the tile's maximum and its sums against the
+  state's shift, with the exp of an argument <= 0; they are added as they
+  are when the tile's maximum is no new maximum (the common case), else
+  the fold above runs on the buffered tile.
 * CUDA, online: m is the running maximum of F (initially the most negative
   finite number), the sums are relative to it (a tile's part in real_t,
   folded into acc_t at the tile's end) and a new maximum rescales them. The
@@ -122,6 +126,7 @@ register(
             "}"
         ),
         final="for (int e = 0; e < $E; e++) outf[i * $E + e] = (real_t)(S->lm[e] + log(S->ls[e]));",
+        online=(("ls", "F"),),
     ),
     cuda=dict(
         state="real_t ${S}m[$E], ${S}ts[$E], ${S}bad[$E]; acc_t ${S}s[$E];",
@@ -184,6 +189,7 @@ register(
             "}"
         ),
         final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(S->lm[0] + log(S->ls[e]));",
+        online=(("ls", "W"),),
     ),
     cuda=dict(
         state="real_t ${S}m[1], ${S}ts[$E1], ${S}bad[$E1]; bool ${S}nf; acc_t ${S}s[$E1];",
@@ -257,6 +263,7 @@ register(
             "}"
         ),
         final="for (int e = 0; e < $E1; e++) outf[i * $E1 + e] = (real_t)(S->lv[e] / S->ls[0]);",
+        online=(("ls", "1"), ("lv", "W")),
     ),
     cuda=dict(
         state="real_t ${S}m[1], ${S}ts, ${S}tv[$E1], ${S}bad[1]; acc_t ${S}s, ${S}sv[$E1];",

@@ -1,0 +1,154 @@
+"""The dense C kernel's reduction code for ``RB`` rows per vectorised loop.
+
+:mod:`._cpu_codegen` renders the formulas for the rows ``i_0 .. i_<RB-1>`` of
+one loop over a tile's points (they share each j-vector's loads and j-level
+values); this module wraps those statements in the loop and folds the values
+into the rows' states:
+
+* Sum (``{"fused": True}``): one accumulator per row and component inside
+  the loop (``real_t`` per tile, ``acc_t`` across tiles).
+* Every other reduction: the loop writes each row's values to its buffers
+  ``tb<b>[r]`` (the fold reads them as ``buf<b>``), then the reduction's C
+  fold (``Reduction.c["tile"]``) runs row by row. Two forms ride along the
+  loop and spare most tiles that fold:
+
+  - ``online`` (log-sum-exp family): the tile's maximum and its sums of
+    ``exp(F - shift)``, ``shift`` the state's (the exp of an argument <= 0);
+    where the tile holds no new maximum (and the state a finite shift) the
+    sums are added as they are, else the fold runs on the buffered tile,
+    exactly as without this form.
+  - ``tile_skip`` (K-min of a scalar): the value below which a candidate
+    must be folded (the K-th kept value); a tile with none is skipped.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from ._codegen import indent, red_form, red_subs
+from ._plan import Plan
+
+__all__ = ["tile_loop", "row_block_reduction"]
+
+#: The vectorised loop over a tile's points (``bound``: nj, or njv in the
+#: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
+_TILE_LOOP = Template(
+    r"""#pragma omp simd${clauses}
+for (int64_t jj = 0; jj < ${bound}; jj++) {
+  const int64_t j = j0 + jj;
+${code}
+${writes}
+}"""
+)
+
+
+def tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
+    """The vectorised loop over a tile: ``code`` then the ``writes`` lines."""
+    return _TILE_LOOP.substitute(bound=bound, code=code, writes="\n".join(writes),
+                                 clauses=clauses)
+
+
+def _clauses(op: str, names) -> str:
+    return f" reduction({op}:{', '.join(names)})" if names else ""
+
+
+def row_block_reduction(plan: Plan, formulas, rows, block_setup):
+    """(tile, state, init, final) of the dense kernel for ``len(rows)`` rows
+    per vectorised loop (``rows``: their renderings; a folding reduction's
+    buffers are appended to ``block_setup``)."""
+    red, rb = plan.red, len(rows)
+    code = "\n".join(x for x in [rows[0].code("j", "  ")]
+                      + [row.code("ij", "  ") for row in rows] if x)
+    if red.c.get("fused"):
+        return _fused_sum(formulas, rows, code)
+    subs = red_subs(formulas, plan.K)
+    writes = [f"  tb{b}[{r}][{e} * TJ + jj] = {x};" for r, row in enumerate(rows)
+              for b, outs in enumerate(row.outputs) for e, x in enumerate(outs)]
+    block_setup += [f"real_t tb{b}[RB][{f.dim} * TJ];" for b, f in enumerate(formulas[:2])]
+    fold = red_form(red.c, "tile", subs)
+    pre, post, tests = [], "", [None] * rb
+    if "online" in red.c:
+        pre, post, tests = _online(red.c["online"], formulas, rows, writes)
+    elif "tile_skip" in red.c and formulas[0].dim == 1:
+        pre, post, tests = _skip(red.c["tile_skip"], subs, rows, writes)
+    tile = pre + [tile_loop("nj", code, writes, clauses=post)]
+    for r in range(rb):
+        body = [f"const int64_t i = i_{r};", f"kt_state *S = &st[ii + {r}];" if r
+                else "kt_state *S = &st[ii];"]
+        body += [f"real_t *const buf{b} = tb{b}[{r}];" for b in range(len(formulas[:2]))]
+        body.append(fold if tests[r] is None else tests[r].replace("$fold", indent(fold, 2)))
+        guard = f"if (ii + {r} < ni) {{" if r else "{"
+        tile += [guard, indent("\n".join(body), 2), "}"]
+    return ("\n".join(tile),
+            *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
+
+
+def _fused_sum(formulas, rows, code):
+    E, rb = formulas[0].dim, len(rows)
+    names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
+    flat = [n for row in names for n in row]
+    sums = tile_loop("nj", code, [f"  {names[r][e]} += {rows[r].outputs[0][e]};"
+                                  for r in range(rb) for e in range(E)],
+                     clauses=_clauses("+", flat))
+    adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
+    for r in range(1, rb):
+        adds.append(f"if (ii + {r} < ni) {{ "
+                    + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
+                    + " }")
+    tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
+    return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
+            f"for (int e = 0; e < {E}; e++) outf[i * {E} + e] = (real_t)S->A[e];")
+
+
+def _state(r: int) -> str:
+    """Row r's state, clamped to the block's last row (rows past ni repeat it)."""
+    return f"st[ii + {r} < ni ? ii + {r} : ni - 1]" if r else "st[ii]"
+
+
+def _online(online, formulas, rows, writes):
+    """The log-sum-exp family's in-loop sums (see the module docstring):
+    (lines before the loop, its reduction clauses, each row's fold test)."""
+    per_component = all(kind == "F" for _, kind in online)
+    shifts = formulas[0].dim if per_component else 1
+    pre, tests, maxes, sums = [], [], [], []
+    for r, row in enumerate(rows):
+        ok, adds = [], []
+        for e in range(shifts):
+            M, m = f"M{r}_{e}", f"m{r}_{e}"
+            pre.append(f"const real_t {M} = (real_t){_state(r)}.lm[{e}];")
+            pre.append(f"real_t {m} = -INFINITY;")
+            v = row.outputs[0][e]
+            writes += [f"  {m} = {v} > {m} ? {v} : {m};",
+                       f"  const real_t d{r}_{e} = {v} - {M};",
+                       f"  const real_t x{r}_{e} = KT_EXPN(d{r}_{e} > 0 ? (real_t)0 : d{r}_{e});"]
+            maxes.append(m)
+            ok.append(f"{M} > -INFINITY && !({m} > {M})")
+        for array, kind in online:
+            comps = range(formulas[-1].dim if kind == "W" else
+                          (shifts if kind == "F" else 1))
+            for e in comps:
+                q = f"q{r}_{array}{e}"
+                x = f"x{r}_{e if kind == 'F' else 0}"
+                term = f"{x} * {row.outputs[1][e]}" if kind == "W" else x
+                pre.append(f"real_t {q} = 0;")
+                writes.append(f"  {q} += {term};")
+                sums.append(q)
+                adds.append(f"S->{array}[{e}] += (acc_t){q};")
+        # no new maximum (and a finite shift): the sums are the tile's part
+        tests.append("\n".join([f"if ({' && '.join(ok)}) {{", indent("\n".join(adds), 2),
+                                "} else {", "$fold", "}"]))
+    return pre, _clauses("max", maxes) + _clauses("+", sums), tests
+
+
+def _skip(threshold: str, subs: dict, rows, writes):
+    """K-min's in-loop test (see the module docstring): (lines before the
+    loop, its reduction clause, each row's fold test)."""
+    pre, tests, flags = [], [], []
+    for r, row in enumerate(rows):
+        thr = Template(threshold).substitute(subs, S=_state(r))
+        pre += [f"const real_t thr{r} = {thr};", f"int any{r} = 0;"]
+        # !(v >= thr): v below thr, or a NaN on either side
+        writes.append(f"  any{r} |= !({row.outputs[0][0]} >= thr{r});")
+        flags.append(f"any{r}")
+        tests.append(f"if (any{r}) {{\n$fold\n}}")
+    return pre, _clauses("|", flags), tests
