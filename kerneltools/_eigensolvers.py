@@ -108,7 +108,8 @@ def _orthonormalize(W, Q, rng, scale):
 
 
 def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
-                  tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0):
+                  tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0,
+                  A_fast=None):
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
@@ -118,6 +119,17 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     their residuals until the ``k`` wanted ones have
     ``|A v - theta v| <= tol * |theta_max|``. Each step costs one product of
     ``A`` with ``b`` vectors (one reduction for a kernel operator).
+
+    With ``A_fast`` (the same operator in lower precision, e.g. the kernel in
+    float32: about half the cost per product), the Krylov blocks are products
+    with ``A_fast`` and the orthogonalisation and Rayleigh-Ritz stay float64;
+    once the Ritz vectors have converged as far as ``A_fast`` tells, ``A``
+    itself is applied to the ``k`` wanted ones, which anchors the next
+    Rayleigh-Ritz on exact products and measures the residual that decides
+    convergence. A product of ``A_fast`` with a Krylov block enters the
+    Ritz vectors with a weight of the order of their residual, so its
+    rounding error shrinks with it: mixed precision reaches ``A``'s own
+    accuracy (iterative refinement, as in mixed-precision linear solvers).
 
     Parameters
     ----------
@@ -143,6 +155,9 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     random_state : int, Generator, RandomState or None
     verbose : int
         Print the restart, the converged count, the largest residual, the time.
+    A_fast : LinearOperator or array (n, n), optional
+        A cheaper approximation of ``A`` (lower precision) for the Krylov
+        blocks; the residuals that decide convergence are always ``A``'s.
 
     Returns
     -------
@@ -170,11 +185,26 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         w, V = scipy.linalg.eigh((M + M.T) / 2)
         sel = slice(n - k, n) if sign > 0 else slice(0, k)
         return w[sel], V[:, sel]
+    fast, fast_dtype = matmat, dtype
+    if A_fast is not None:
+        fast, n_fast, fast_dtype = _matmat_of(A_fast, who)
+        if n_fast != n:
+            raise ValueError(f"{who}: 'A_fast' must have the shape of 'A', ({n}, {n}); "
+                             f"got ({n_fast}, {n_fast})")
+    # the residual below which A_fast's products stop telling the truth
+    # (its rounding, relative to the largest eigenvalue): A decides from there
+    switch = max(tol, 1e3 * float(np.finfo(fast_dtype).eps)) if A_fast is not None else 0
+
+    def product(V, exact):
+        f, t = (matmat, dtype) if exact else (fast, fast_dtype)
+        return sign * np.asarray(f(V.astype(t)), dtype=np.float64)
+
     start = time.perf_counter()
     Q = _orthonormalize(X, None, rng, 1.0)
-    AQ = sign * np.asarray(matmat(Q.astype(dtype)), dtype=np.float64)
+    AQ = product(Q, A_fast is None)
     products = 1
     restart = 0
+    anchored = 0
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation)
@@ -182,22 +212,25 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         while Q.shape[1] + b <= min(n, n_blocks * b + keep):
             W = _orthonormalize(AQ[:, -b:], Q, rng, scale)
             Q = np.hstack([Q, W])
-            AQ = np.hstack([AQ, sign * np.asarray(matmat(W.astype(dtype)), np.float64)])
+            AQ = np.hstack([AQ, product(W, A_fast is None)])
             products += 1
-        # Rayleigh-Ritz on the basis: Q^T A Q from the stored products
-        T = Q.T @ AQ
-        theta, Y = scipy.linalg.eigh((T + T.T) / 2)
-        theta, Y = theta[::-1], Y[:, ::-1]
-        X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
-        R = AX - X * theta[:keep]
-        res = np.linalg.norm(R, axis=0)
-        ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
-        done = int(np.sum(res[:k] <= tol * ref))
+        X, AX, theta, R, res, ref = _rayleigh_ritz(Q, AQ, keep, anchored)
+        exact = A_fast is None
+        if not exact and (res[:k].max() <= switch * ref or products >= max_iter):
+            # A on the wanted Ritz vectors: the residuals that count, and
+            # exact products under the next Rayleigh-Ritz
+            AX = product(X, True)
+            products += 1
+            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, keep)
+            exact = True
+        anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
+        done = int(np.sum(res[:k] <= tol * ref)) if exact else 0
         if verbose:
             print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
-                  f"residual {res[:k].max() / ref:.2e}, {products} products, "
+                  f"residual {res[:k].max() / ref:.2e}"
+                  f"{'' if exact else ' (fast products)'}, {products} products, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
-        if done == k or products >= max_iter:
+        if done == k or (exact and products >= max_iter):
             if done < k:
                 _warn_convergence(who, res[:k].max() / ref, tol, products)
             w, V = sign * theta[:k], X[:, :k]
@@ -209,8 +242,34 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         restart += 1
         R = _orthonormalize(R[:, :b], Q, rng, scale)
         Q = np.hstack([Q, R])
-        AQ = np.hstack([AQ, sign * np.asarray(matmat(R.astype(dtype)), np.float64)])
+        AQ = np.hstack([AQ, product(R, A_fast is None)])
         products += 1
+
+
+def _rayleigh_ritz(Q, AQ, keep, exact=0):
+    """The ``keep`` largest Ritz pairs of the basis ``Q`` (orthonormal
+    columns, ``AQ = A Q``): ``(X, A X, theta, residuals R, their norms, the
+    largest |theta|)``.
+
+    The first ``exact`` columns of ``AQ`` are exact products, the others
+    lower-precision ones: the coupling of the two groups is then taken from
+    the exact side, ``(A Q_e)^T Q_f``. It is of the order of the residual
+    of ``Q_e`` (the Krylov blocks ``Q_f`` start from that residual), so
+    from the lower-precision side its rounding would be as large as itself
+    once the residual reaches that precision, and the iteration would stall
+    there."""
+    T = Q.T @ AQ
+    if 0 < exact < Q.shape[1]:
+        T[:exact, exact:] = AQ[:, :exact].T @ Q[:, exact:]
+        T[exact:, :exact] = T[:exact, exact:].T
+    theta, Y = scipy.linalg.eigh((T + T.T) / 2)
+    theta, Y = theta[::-1], Y[:, ::-1]
+    keep = min(keep, Q.shape[1])
+    X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
+    R = AX - X * theta[:keep]
+    res = np.linalg.norm(R, axis=0)
+    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    return X, AX, theta, R, res, ref
 
 
 def _reorthonormalize(Q, AQ):
@@ -344,13 +403,18 @@ class CenteredOperator(LinearOperator):
     Parameters
     ----------
     K : LinearOperator (n, n), symmetric
+    row_means : array (n,), optional
+        ``K 1 / n`` if known (say, from the same kernel in higher precision:
+        a float32 twin of a float64 operator then centres exactly as it).
     """
 
-    def __init__(self, K):
+    def __init__(self, K, row_means=None):
         n = K.shape[0]
         self.op = K
-        ones = np.ones((n, 1), dtype=K.dtype)
-        self.row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
+        if row_means is None:
+            ones = np.ones((n, 1), dtype=K.dtype)
+            row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
+        self.row_means = np.asarray(row_means, np.float64).reshape(n)
         self.grand_mean = float(self.row_means.mean())
         super().__init__(dtype=_working_dtype(K), shape=K.shape)
 
