@@ -102,6 +102,47 @@ def test_auto_goes_lazy_above_dense_max(monkeypatch):
     _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
 
 
+def test_nystroem_is_exact_kernel_pca_of_its_approximation_within_its_bound(backend, dtype):
+    """eigen_solver="nystroem" against scikit-learn's dense KernelPCA of the
+    precomputed Nystroem kernel K(X, Z) K(Z, Z)^+ K(Z, X) (same landmarks):
+    eigenvalues, fit_transform and transform of new points; and against the
+    exact eigenvalues, within the stated bound 0 <= exact - ours <= error."""
+    X, Xnew = _data().astype(dtype), _data(30, seed=1).astype(dtype)
+    model = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="nystroem", n_landmarks=40,
+                      random_state=0, backend=backend)
+    Z = model.fit_transform(X)
+    assert model.eigenvalues_.dtype == dtype and len(model.landmarks_) == 40
+    X64, L = X.astype(np.float64), X.astype(np.float64)[model.landmarks_]
+    pinv = np.linalg.pinv(pairwise_kernels(L, metric="rbf", gamma=2.0), rcond=1e-8,
+                          hermitian=True)
+    def approx(A):
+        return pairwise_kernels(A, L, metric="rbf", gamma=2.0) @ pinv @ \
+            pairwise_kernels(L, X64, metric="rbf", gamma=2.0)
+    ref = skd.KernelPCA(4, kernel="precomputed", eigen_solver="dense")
+    Zref = ref.fit_transform(approx(X64))
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=TOL[dtype])
+    _assert_same_up_to_sign(Z, Zref, TOL[dtype] * np.abs(Zref).max())
+    signs = np.sign(np.sum(Z * Zref, axis=0))
+    np.testing.assert_allclose(model.transform(Xnew) * signs,
+                               ref.transform(approx(Xnew.astype(np.float64))),
+                               atol=TOL[dtype] * np.abs(Zref).max())
+    exact, _ = _reference(X, 4, gamma=2.0)
+    gap = exact - model.eigenvalues_
+    assert np.all(gap >= -TOL[dtype] * exact[0])
+    assert np.all(gap <= model.approximation_error_)
+    assert model.approximation_error_ > 0.1 * gap.max()  # the bound is not vacuous here
+
+
+def test_nystroem_with_every_point_a_landmark_is_exact():
+    X = _data(90)
+    model = KernelPCA(3, kernel="rbf", gamma=2.0, eigen_solver="nystroem", n_landmarks=90,
+                      random_state=0).fit(X)
+    w, V = _reference(X, 3, gamma=2.0)
+    assert model.approximation_error_ <= 1e-8 * X.shape[0]
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-8)
+    _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
+
+
 def test_remove_zero_eig_and_n_components_none():
     X = np.repeat(_data(6, 2), 3, axis=0)  # rank-deficient linear kernel
     model = KernelPCA(kernel="linear").fit(X)
