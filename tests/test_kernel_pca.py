@@ -71,7 +71,9 @@ def test_every_kernel_matches_dense_eigh(kernel, params):
 def test_transform_and_inverse_match_sklearn(solver, backend):
     X, Xnew = _data(110), _data(30, seed=1)
     args = {"kernel": "rbf", "gamma": 1.5, "fit_inverse_transform": True, "alpha": 0.1}
-    ours = KernelPCA(5, eigen_solver=solver, random_state=0, backend=backend, **args)
+    # tol: the components to 1e-7 (the default, LANCZOS_TOL, aims at 1e-6 / gap)
+    ours = KernelPCA(5, eigen_solver=solver, random_state=0, backend=backend, tol=1e-10,
+                     **args)
     ref = skd.KernelPCA(5, eigen_solver="dense", **args)
     Z, Zref = ours.fit_transform(X), ref.fit_transform(X)
     _assert_same_up_to_sign(Z, Zref, 1e-7)
