@@ -319,7 +319,7 @@ def _reorthonormalize(Q, AQ):
 
 
 def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None,
-           X0=None, random_state=None, verbose: int = 0):
+           X0=None, random_state=None, verbose: int = 0, scale=None):
     """The ``k`` largest (or smallest) eigenpairs by LOBPCG.
 
     :func:`scipy.sparse.linalg.lobpcg` on the operator, each of its products
@@ -327,7 +327,10 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     ``A^{-1}``, for ``which="smallest"``) speeds it up.
 
     Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
-    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200).
+    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
+    ``scale``: the size of ``A`` that residuals are relative to, default the
+    largest |eigenvalue| found, which is no scale for eigenvalues near 0,
+    e.g. a Laplacian's smallest: give its norm then).
     """
     who = "lobpcg"
     matmat, n, dtype = _matmat_of(A, who)
@@ -344,9 +347,11 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # scipy's own "not reaching" note
         w, V, res = scipy.sparse.linalg.lobpcg(
-            op, X, M=M, tol=tol, maxiter=200 if max_iter is None else int(max_iter),
+            op, X, M=M, tol=tol * (1.0 if scale is None else float(scale)),
+            maxiter=200 if max_iter is None else int(max_iter),
             largest=which == "largest", verbosityLevel=0, retResidualNormsHistory=True)
-    last = np.asarray(res[-1]) / max(np.abs(w).max(), np.finfo(np.float64).tiny)
+    ref = np.abs(w).max() if scale is None else float(scale)
+    last = np.asarray(res[-1]) / max(ref, np.finfo(np.float64).tiny)
     if verbose:
         print(f"[lobpcg] {len(res)} iterations, largest relative residual "
               f"{last.max():.2e}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ from kerneltools.kernels import make_kernel
 from kerneltools.linalg import (
     CenteredOperator,
     KernelOperator,
+    LaplacianPreconditioner,
     NormalizedAffinityOperator,
     block_lanczos,
     eigsh,
@@ -155,3 +156,24 @@ def test_normalized_affinity_with_an_isolated_point():
     V = np.random.default_rng(5).normal(size=(31, 2))
     assert op.isolated[-1] and op.isolated.sum() == 1
     np.testing.assert_allclose(op @ V, V - L @ V, atol=1e-10)
+
+
+def test_laplacian_preconditioner_is_its_woodbury_inverse(backend):
+    """Every point a landmark: F F^T = W, so the preconditioner is exactly
+    (c I - D^-1/2 W D^-1/2)^-1, SPD; LOBPCG with it finds the Laplacian's
+    smallest eigenpairs (dense eigh)."""
+    X = _data(80)
+    kernel = make_kernel("rbf", gamma=0.4)
+    S = NormalizedAffinityOperator(KernelOperator(kernel, X, backend=backend), 1.0)
+    M = LaplacianPreconditioner(kernel, X, S.degrees, n_components=80, shift=1e-3,
+                                backend=backend)
+    W = _dense_rbf(X, 0.4)
+    d = W.sum(1) - 1.0
+    ref = np.linalg.inv(M.c * np.eye(80) - W / np.sqrt(np.outer(d, d)))
+    np.testing.assert_allclose(M @ np.eye(80), ref, atol=1e-8 * np.abs(ref).max())
+    assert M.c == pytest.approx(1 + 1e-3 + (1 / d).max())
+    L = np.eye(80) - S @ np.eye(80)
+    w, V = lobpcg(L, 3, which="smallest", M=M, tol=1e-9, random_state=0, scale=1.0)
+    ref_w, ref_V = scipy.linalg.eigh((L + L.T) / 2)
+    np.testing.assert_allclose(w, ref_w[:3], atol=1e-8)
+    _assert_eigvecs(V, ref_V[:, :3], 1e-6)
