@@ -9,13 +9,18 @@ is never stored: a product with ``b`` vectors is one reduction of
 - :func:`block_lanczos`: thick-restart block Lanczos (block Krylov spaces
   with full re-orthogonalisation and Rayleigh-Ritz, restarted on the wanted
   Ritz vectors: Wu and Simon, SIAM J. Matrix Anal. Appl. 22, 2000, in block
-  form), the default;
+  form), the default; with ``A_fast`` (the operator in float32) its Krylov
+  blocks cost half, and products of ``A`` itself anchor the Rayleigh-Ritz
+  steps, so the result keeps ``A``'s accuracy;
 - :func:`lobpcg`: LOBPCG (Knyazev, SIAM J. Sci. Comput. 23, 2001) through
   :func:`scipy.sparse.linalg.lobpcg` on the lazy operator, with an optional
   preconditioner;
 - :func:`randomized_eigsh`: randomized subspace iteration (Halko, Martinsson
   and Tropp, SIAM Review 53, 2011, Alg. 4.4) and Rayleigh-Ritz;
 - :func:`eigsh`: one entry point over the three and ARPACK.
+
+The small dense work (orthogonalisation by Cholesky QR, Rayleigh-Ritz) runs
+with BLAS on one thread: on blocks of tens of columns, threads only wait.
 
 Two operators built on a kernel operator serve the spectral estimators:
 :class:`CenteredOperator` (kernel PCA's doubly centred kernel as a rank-two

@@ -173,11 +173,17 @@ def test_fallback_equals_sklearn(case):
     np.testing.assert_allclose(again.transform(data), ref.transform(data))
 
 
-def test_pickle_engine_fit():
+@pytest.mark.parametrize("solver", ["lanczos", "nystroem"])
+def test_pickle_engine_fit(solver):
     X = _data(60)
-    model = KernelPCA(3, kernel="rbf", eigen_solver="lanczos", random_state=0).fit(X)
+    model = KernelPCA(3, kernel="rbf", eigen_solver=solver, n_landmarks=30,
+                      random_state=0).fit(X)
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_allclose(again.transform(X), model.transform(X))
+    if solver == "nystroem":  # transform through the landmarks = fit_transform
+        np.testing.assert_allclose(model.transform(X),
+                                   model.eigenvectors_ * np.sqrt(model.eigenvalues_),
+                                   atol=1e-10)
 
 
 def test_errors_name_the_argument():
@@ -190,6 +196,10 @@ def test_errors_name_the_argument():
         KernelPCA(2, kernel="precomputed", eigen_solver="lanczos").fit(np.eye(20))
     with pytest.raises(ValueError, match="NaN"):
         KernelPCA(2).fit(np.full((5, 2), np.nan))
+    with pytest.raises(ValueError, match="'n_landmarks' parameter of KernelPCA"):
+        KernelPCA(2, eigen_solver="nystroem", n_landmarks=0).fit(X)
+    with pytest.raises(ValueError, match="eigen_solver='nystroem' runs on the engine"):
+        KernelPCA(2, kernel="precomputed", eigen_solver="nystroem").fit(np.eye(20))
 
 
 def test_verbose_says_the_solver(capsys):
