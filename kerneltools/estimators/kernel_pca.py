@@ -236,7 +236,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                                        n_landmarks=self.n_landmarks,
                                        random_state=self.random_state,
                                        backend=self.backend)
-            self.landmarks_, self.approximation_error_ = info["landmarks"], info["error_bound"]
+            self.landmarks_ = info["landmarks"]
+            self.approximation_error_ = info["error_bound"]
             self._landmarks = info
         elif solver == "dense":
             K = kernel(X)
