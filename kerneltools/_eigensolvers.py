@@ -503,14 +503,19 @@ class NormalizedAffinityOperator(LinearOperator):
     W : LinearOperator (n, n), symmetric
     diag : float or array (n,)
         The diagonal of ``W`` (1 for an RBF kernel).
+    degrees : array (n,), optional
+        ``W 1 - diag W`` if known (say, from the same kernel in higher
+        precision: a float32 twin then normalises exactly as it).
     """
 
-    def __init__(self, W, diag):
+    def __init__(self, W, diag, degrees=None):
         n = W.shape[0]
         self.op = W
         self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
-        ones = np.ones((n, 1), dtype=W.dtype)
-        self.degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
+        if degrees is None:
+            ones = np.ones((n, 1), dtype=W.dtype)
+            degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
+        self.degrees = np.asarray(degrees, np.float64).reshape(n)
         self.isolated = self.degrees == 0
         d = np.where(self.isolated, 1.0, self.degrees)
         if np.any(d < 0):

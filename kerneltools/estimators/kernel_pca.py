@@ -294,7 +294,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         is ``K_c~(x, X) A`` for the approximate kernel, and equals
         ``fit_transform`` on X itself; stored as ``k(x, Z) W P - mu^T P``."""
         info = self._landmarks
-        A = self._scaled_eigenvectors().astype(np.float64)
+        A = self._scaled_eigenvectors().astype(np.float64, copy=False)
         KZA = KernelOperator(kernel, info["Z"], X.astype(np.float64, copy=False),
                              backend=self.backend).matmat(A)
         P = info["W"].T @ np.asarray(KZA, np.float64) - np.outer(info["mean_feature"],
