@@ -13,8 +13,8 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
-from ..linalg import (CenteredOperator, KernelOperator, eigsh, nystroem_eigh,
-                      randomized_eigsh)
+from ..linalg import (CenteredOperator, KernelOperator, eigsh, landmark_sums,
+                      nystroem_eigh, randomized_eigsh)
 from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
@@ -295,10 +295,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         ``fit_transform`` on X itself; stored as ``k(x, Z) W P - mu^T P``."""
         info = self._landmarks
         A = self._scaled_eigenvectors().astype(np.float64, copy=False)
-        KZA = KernelOperator(kernel, info["Z"], X.astype(np.float64, copy=False),
-                             backend=self.backend).matmat(A)
-        P = info["W"].T @ np.asarray(KZA, np.float64) - np.outer(info["mean_feature"],
-                                                                  A.sum(axis=0))
+        KZA = landmark_sums(kernel, X, info["Z"], A)
+        P = info["W"].T @ KZA - np.outer(info["mean_feature"], A.sum(axis=0))
         self._landmark_coef = info["W"] @ P
         self._landmark_offset = info["mean_feature"] @ P
         self._landmarks = {"Z": info["Z"]}
