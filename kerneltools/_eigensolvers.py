@@ -9,13 +9,18 @@ is never stored: a product with ``b`` vectors is one reduction of
 - :func:`block_lanczos`: thick-restart block Lanczos (block Krylov spaces
   with full re-orthogonalisation and Rayleigh-Ritz, restarted on the wanted
   Ritz vectors: Wu and Simon, SIAM J. Matrix Anal. Appl. 22, 2000, in block
-  form), the default;
+  form), the default; with ``A_fast`` (the operator in float32) its Krylov
+  blocks cost half, and products of ``A`` itself anchor the Rayleigh-Ritz
+  steps, so the result keeps ``A``'s accuracy;
 - :func:`lobpcg`: LOBPCG (Knyazev, SIAM J. Sci. Comput. 23, 2001) through
   :func:`scipy.sparse.linalg.lobpcg` on the lazy operator, with an optional
   preconditioner;
 - :func:`randomized_eigsh`: randomized subspace iteration (Halko, Martinsson
   and Tropp, SIAM Review 53, 2011, Alg. 4.4) and Rayleigh-Ritz;
 - :func:`eigsh`: one entry point over the three and ARPACK.
+
+The small dense work (orthogonalisation by Cholesky QR, Rayleigh-Ritz) runs
+with BLAS on one thread: on blocks of tens of columns, threads only wait.
 
 Two operators built on a kernel operator serve the spectral estimators:
 :class:`CenteredOperator` (kernel PCA's doubly centred kernel as a rank-two
@@ -40,6 +45,7 @@ import warnings
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
+from threadpoolctl import threadpool_limits
 
 __all__ = ["block_lanczos", "lobpcg", "randomized_eigsh", "eigsh", "CenteredOperator",
            "NormalizedAffinityOperator", "EIGEN_METHODS"]
@@ -87,6 +93,19 @@ def _default_tol(dtype, tol, who):
     return float(tol)
 
 
+def _one_blas_thread(func):
+    """``func`` with BLAS on one thread: the dense work of these solvers is on
+    blocks of tens of columns, where BLAS threads cost more than they give
+    (far more on a loaded machine, where they wait for each other: a
+    Householder QR of 5,000 x 20 took 0.8 s on 2 busy cores)."""
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = func.__name__, func.__doc__
+    return wrapper
+
+
+@_one_blas_thread
 def _orthonormalize(W, Q, rng, scale):
     """``W`` orthogonalised against the orthonormal columns of ``Q`` (twice:
     classical Gram-Schmidt is stable when repeated) then among itself; columns
@@ -95,7 +114,7 @@ def _orthonormalize(W, Q, rng, scale):
     for _ in range(2):
         if Q is not None and Q.shape[1]:
             W = W - Q @ (Q.T @ W)
-        W, R = np.linalg.qr(W)
+        W, R = _tall_qr(W)
     weak = np.abs(np.diag(R)) <= 1e-10 * max(scale, np.finfo(np.float64).tiny)
     if weak.any():
         fresh = rng.standard_normal((W.shape[0], int(weak.sum())))
@@ -107,8 +126,32 @@ def _orthonormalize(W, Q, rng, scale):
     return W
 
 
+def _tall_qr(W):
+    """``W = Q R`` for a tall, thin ``W``: Cholesky QR twice (CholQR2:
+    Yamamoto et al., ETNA 44, 2015), two Gram products and two triangular
+    solves, many times faster than Householder QR on a tall block and as
+    accurate when ``W`` is not nearly rank-deficient; Householder where the
+    Gram matrix is (numerically) singular."""
+    R = np.eye(W.shape[1])
+    Q = W
+    for _ in range(2):
+        G = Q.T @ Q
+        try:
+            L = scipy.linalg.cholesky(G, lower=True)
+        except np.linalg.LinAlgError:
+            return np.linalg.qr(W)
+        d = np.abs(np.diag(L))
+        if d.min() <= 1e-6 * d.max():  # conditioning squared beyond 1e12: unsafe
+            return np.linalg.qr(W)
+        L_inv = scipy.linalg.solve_triangular(L, np.eye(len(L)), lower=True)
+        Q = Q @ L_inv.T
+        R = L.T @ R
+    return Q, R
+
+
 def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
-                  tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0):
+                  tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0,
+                  A_fast=None):
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
@@ -118,6 +161,17 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     their residuals until the ``k`` wanted ones have
     ``|A v - theta v| <= tol * |theta_max|``. Each step costs one product of
     ``A`` with ``b`` vectors (one reduction for a kernel operator).
+
+    With ``A_fast`` (the same operator in lower precision, e.g. the kernel in
+    float32: about half the cost per product), the Krylov blocks are products
+    with ``A_fast`` and the orthogonalisation and Rayleigh-Ritz stay float64;
+    once the Ritz vectors have converged as far as ``A_fast`` tells, ``A``
+    itself is applied to the ``k`` wanted ones, which anchors the next
+    Rayleigh-Ritz on exact products and measures the residual that decides
+    convergence. A product of ``A_fast`` with a Krylov block enters the
+    Ritz vectors with a weight of the order of their residual, so its
+    rounding error shrinks with it: mixed precision reaches ``A``'s own
+    accuracy (iterative refinement, as in mixed-precision linear solvers).
 
     Parameters
     ----------
@@ -143,6 +197,9 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     random_state : int, Generator, RandomState or None
     verbose : int
         Print the restart, the converged count, the largest residual, the time.
+    A_fast : LinearOperator or array (n, n), optional
+        A cheaper approximation of ``A`` (lower precision) for the Krylov
+        blocks; the residuals that decide convergence are always ``A``'s.
 
     Returns
     -------
@@ -170,11 +227,26 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         w, V = scipy.linalg.eigh((M + M.T) / 2)
         sel = slice(n - k, n) if sign > 0 else slice(0, k)
         return w[sel], V[:, sel]
+    fast, fast_dtype = matmat, dtype
+    if A_fast is not None:
+        fast, n_fast, fast_dtype = _matmat_of(A_fast, who)
+        if n_fast != n:
+            raise ValueError(f"{who}: 'A_fast' must have the shape of 'A', ({n}, {n}); "
+                             f"got ({n_fast}, {n_fast})")
+    # the residual below which A_fast's products stop telling the truth
+    # (its rounding, relative to the largest eigenvalue): A decides from there
+    switch = max(tol, 1e3 * float(np.finfo(fast_dtype).eps)) if A_fast is not None else 0
+
+    def product(V, exact):
+        f, t = (matmat, dtype) if exact else (fast, fast_dtype)
+        return sign * np.asarray(f(V.astype(t)), dtype=np.float64)
+
     start = time.perf_counter()
     Q = _orthonormalize(X, None, rng, 1.0)
-    AQ = sign * np.asarray(matmat(Q.astype(dtype)), dtype=np.float64)
+    AQ = product(Q, A_fast is None)
     products = 1
     restart = 0
+    anchored = 0
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation)
@@ -182,22 +254,25 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         while Q.shape[1] + b <= min(n, n_blocks * b + keep):
             W = _orthonormalize(AQ[:, -b:], Q, rng, scale)
             Q = np.hstack([Q, W])
-            AQ = np.hstack([AQ, sign * np.asarray(matmat(W.astype(dtype)), np.float64)])
+            AQ = np.hstack([AQ, product(W, A_fast is None)])
             products += 1
-        # Rayleigh-Ritz on the basis: Q^T A Q from the stored products
-        T = Q.T @ AQ
-        theta, Y = scipy.linalg.eigh((T + T.T) / 2)
-        theta, Y = theta[::-1], Y[:, ::-1]
-        X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
-        R = AX - X * theta[:keep]
-        res = np.linalg.norm(R, axis=0)
-        ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
-        done = int(np.sum(res[:k] <= tol * ref))
+        X, AX, theta, R, res, ref = _rayleigh_ritz(Q, AQ, keep, anchored)
+        exact = A_fast is None
+        if not exact and (res[:k].max() <= switch * ref or products >= max_iter):
+            # A on the wanted Ritz vectors: the residuals that count, and
+            # exact products under the next Rayleigh-Ritz
+            AX = product(X, True)
+            products += 1
+            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, keep)
+            exact = True
+        anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
+        done = int(np.sum(res[:k] <= tol * ref)) if exact else 0
         if verbose:
             print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
-                  f"residual {res[:k].max() / ref:.2e}, {products} products, "
+                  f"residual {res[:k].max() / ref:.2e}"
+                  f"{'' if exact else ' (fast products)'}, {products} products, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
-        if done == k or products >= max_iter:
+        if done == k or (exact and products >= max_iter):
             if done < k:
                 _warn_convergence(who, res[:k].max() / ref, tol, products)
             w, V = sign * theta[:k], X[:, :k]
@@ -209,19 +284,47 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         restart += 1
         R = _orthonormalize(R[:, :b], Q, rng, scale)
         Q = np.hstack([Q, R])
-        AQ = np.hstack([AQ, sign * np.asarray(matmat(R.astype(dtype)), np.float64)])
+        AQ = np.hstack([AQ, product(R, A_fast is None)])
         products += 1
 
 
+@_one_blas_thread
+def _rayleigh_ritz(Q, AQ, keep, exact=0):
+    """The ``keep`` largest Ritz pairs of the basis ``Q`` (orthonormal
+    columns, ``AQ = A Q``): ``(X, A X, theta, residuals R, their norms, the
+    largest |theta|)``.
+
+    The first ``exact`` columns of ``AQ`` are exact products, the others
+    lower-precision ones: the coupling of the two groups is then taken from
+    the exact side, ``(A Q_e)^T Q_f``. It is of the order of the residual
+    of ``Q_e`` (the Krylov blocks ``Q_f`` start from that residual), so
+    from the lower-precision side its rounding would be as large as itself
+    once the residual reaches that precision, and the iteration would stall
+    there."""
+    T = Q.T @ AQ
+    if 0 < exact < Q.shape[1]:
+        T[:exact, exact:] = AQ[:, :exact].T @ Q[:, exact:]
+        T[exact:, :exact] = T[:exact, exact:].T
+    theta, Y = scipy.linalg.eigh((T + T.T) / 2)
+    theta, Y = theta[::-1], Y[:, ::-1]
+    keep = min(keep, Q.shape[1])
+    X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
+    R = AX - X * theta[:keep]
+    res = np.linalg.norm(R, axis=0)
+    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    return X, AX, theta, R, res, ref
+
+
+@_one_blas_thread
 def _reorthonormalize(Q, AQ):
     """Ritz vectors lose orthogonality slowly through rounding: restore it,
     transforming ``A Q`` alike (``Q = Q' R`` gives ``A Q' = (A Q) R^-1``)."""
-    Qn, R = np.linalg.qr(Q)
+    Qn, R = _tall_qr(Q)
     return Qn, scipy.linalg.solve_triangular(R, AQ.T, trans="T").T
 
 
 def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None,
-           X0=None, random_state=None, verbose: int = 0):
+           X0=None, random_state=None, verbose: int = 0, scale=None):
     """The ``k`` largest (or smallest) eigenpairs by LOBPCG.
 
     :func:`scipy.sparse.linalg.lobpcg` on the operator, each of its products
@@ -229,7 +332,10 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     ``A^{-1}``, for ``which="smallest"``) speeds it up.
 
     Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
-    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200).
+    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
+    ``scale``: the size of ``A`` that residuals are relative to, default the
+    largest |eigenvalue| found, which is no scale for eigenvalues near 0,
+    e.g. a Laplacian's smallest: give its norm then).
     """
     who = "lobpcg"
     matmat, n, dtype = _matmat_of(A, who)
@@ -246,9 +352,11 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # scipy's own "not reaching" note
         w, V, res = scipy.sparse.linalg.lobpcg(
-            op, X, M=M, tol=tol, maxiter=200 if max_iter is None else int(max_iter),
+            op, X, M=M, tol=tol * (1.0 if scale is None else float(scale)),
+            maxiter=200 if max_iter is None else int(max_iter),
             largest=which == "largest", verbosityLevel=0, retResidualNormsHistory=True)
-    last = np.asarray(res[-1]) / max(np.abs(w).max(), np.finfo(np.float64).tiny)
+    ref = np.abs(w).max() if scale is None else float(scale)
+    last = np.asarray(res[-1]) / max(ref, np.finfo(np.float64).tiny)
     if verbose:
         print(f"[lobpcg] {len(res)} iterations, largest relative residual "
               f"{last.max():.2e}", file=sys.stderr, flush=True)
@@ -278,11 +386,12 @@ def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
         raise ValueError(f"{who}: 'selection' must be 'value' or 'module', got {selection!r}")
     rng = _rng(random_state)
     p = min(n, k + int(n_oversamples))
-    Q, _ = np.linalg.qr(rng.standard_normal((n, p)))
+    orth = _one_blas_thread(lambda M: _tall_qr(M)[0])
+    Q = orth(rng.standard_normal((n, p)))
     start = time.perf_counter()
-    Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
+    Q = orth(np.asarray(matmat(Q.astype(dtype)), np.float64))
     for it in range(2 * int(n_iter)):
-        Q, _ = np.linalg.qr(np.asarray(matmat(Q.astype(dtype)), np.float64))
+        Q = orth(np.asarray(matmat(Q.astype(dtype)), np.float64))
         if verbose:
             print(f"[randomized_eigsh] product {it + 2}/{2 * n_iter + 2}, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
@@ -344,13 +453,18 @@ class CenteredOperator(LinearOperator):
     Parameters
     ----------
     K : LinearOperator (n, n), symmetric
+    row_means : array (n,), optional
+        ``K 1 / n`` if known (say, from the same kernel in higher precision:
+        a float32 twin of a float64 operator then centres exactly as it).
     """
 
-    def __init__(self, K):
+    def __init__(self, K, row_means=None):
         n = K.shape[0]
         self.op = K
-        ones = np.ones((n, 1), dtype=K.dtype)
-        self.row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
+        if row_means is None:
+            ones = np.ones((n, 1), dtype=K.dtype)
+            row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
+        self.row_means = np.asarray(row_means, np.float64).reshape(n)
         self.grand_mean = float(self.row_means.mean())
         super().__init__(dtype=_working_dtype(K), shape=K.shape)
 
@@ -389,14 +503,19 @@ class NormalizedAffinityOperator(LinearOperator):
     W : LinearOperator (n, n), symmetric
     diag : float or array (n,)
         The diagonal of ``W`` (1 for an RBF kernel).
+    degrees : array (n,), optional
+        ``W 1 - diag W`` if known (say, from the same kernel in higher
+        precision: a float32 twin then normalises exactly as it).
     """
 
-    def __init__(self, W, diag):
+    def __init__(self, W, diag, degrees=None):
         n = W.shape[0]
         self.op = W
         self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
-        ones = np.ones((n, 1), dtype=W.dtype)
-        self.degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
+        if degrees is None:
+            ones = np.ones((n, 1), dtype=W.dtype)
+            degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
+        self.degrees = np.asarray(degrees, np.float64).reshape(n)
         self.isolated = self.degrees == 0
         d = np.where(self.isolated, 1.0, self.degrees)
         if np.any(d < 0):

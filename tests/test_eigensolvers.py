@@ -11,6 +11,7 @@ from kerneltools.kernels import make_kernel
 from kerneltools.linalg import (
     CenteredOperator,
     KernelOperator,
+    LaplacianPreconditioner,
     NormalizedAffinityOperator,
     block_lanczos,
     eigsh,
@@ -45,6 +46,21 @@ def test_largest_match_eigh(method, backend, dtype):
     ref_w, ref_V = scipy.linalg.eigh(_dense_rbf(X.astype(np.float64), 0.3))
     np.testing.assert_allclose(w, ref_w[-5:], rtol=0, atol=VAL_TOL[dtype] * ref_w[-1] * 10)
     _assert_eigvecs(V, ref_V[:, -5:], VEC_TOL[dtype])
+
+
+def test_mixed_precision_reaches_float64_accuracy(backend):
+    """Krylov blocks on the float32 twin of the operator, the residuals
+    float64's: the eigenpairs are float64's (float32 alone stalls near 1e-6)."""
+    X = _data()
+    kernel = make_kernel("rbf", gamma=0.3)
+    A = KernelOperator(kernel, X, backend=backend)
+    fast = KernelOperator(kernel, X.astype(np.float32), backend=backend)
+    w, V = block_lanczos(A, 5, A_fast=fast, tol=1e-11, random_state=0)
+    ref_w, ref_V = scipy.linalg.eigh(_dense_rbf(X, 0.3))
+    np.testing.assert_allclose(w, ref_w[-5:], rtol=1e-11)
+    _assert_eigvecs(V, ref_V[:, -5:], 1e-8)
+    R = A.matmat(V) - V * w
+    assert np.linalg.norm(R, axis=0).max() <= 1e-11 * w.max()
 
 
 def test_randomized_matches_eigh_on_decaying_spectrum():
@@ -140,3 +156,24 @@ def test_normalized_affinity_with_an_isolated_point():
     V = np.random.default_rng(5).normal(size=(31, 2))
     assert op.isolated[-1] and op.isolated.sum() == 1
     np.testing.assert_allclose(op @ V, V - L @ V, atol=1e-10)
+
+
+def test_laplacian_preconditioner_is_its_woodbury_inverse(backend):
+    """Every point a landmark: F F^T = W, so the preconditioner is exactly
+    (c I - D^-1/2 W D^-1/2)^-1, SPD; LOBPCG with it finds the Laplacian's
+    smallest eigenpairs (dense eigh)."""
+    X = _data(80)
+    kernel = make_kernel("rbf", gamma=0.4)
+    S = NormalizedAffinityOperator(KernelOperator(kernel, X, backend=backend), 1.0)
+    M = LaplacianPreconditioner(kernel, X, S.degrees, n_components=80, shift=1e-3,
+                                backend=backend)
+    W = _dense_rbf(X, 0.4)
+    d = W.sum(1) - 1.0
+    ref = np.linalg.inv(M.c * np.eye(80) - W / np.sqrt(np.outer(d, d)))
+    np.testing.assert_allclose(M @ np.eye(80), ref, atol=1e-8 * np.abs(ref).max())
+    assert M.c == pytest.approx(1 + 1e-3 + (1 / d).max())
+    L = np.eye(80) - S @ np.eye(80)
+    w, V = lobpcg(L, 3, which="smallest", M=M, tol=1e-9, random_state=0, scale=1.0)
+    ref_w, ref_V = scipy.linalg.eigh((L + L.T) / 2)
+    np.testing.assert_allclose(w, ref_w[:3], atol=1e-8)
+    _assert_eigvecs(V, ref_V[:, :3], 1e-6)

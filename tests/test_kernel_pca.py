@@ -71,7 +71,9 @@ def test_every_kernel_matches_dense_eigh(kernel, params):
 def test_transform_and_inverse_match_sklearn(solver, backend):
     X, Xnew = _data(110), _data(30, seed=1)
     args = {"kernel": "rbf", "gamma": 1.5, "fit_inverse_transform": True, "alpha": 0.1}
-    ours = KernelPCA(5, eigen_solver=solver, random_state=0, backend=backend, **args)
+    # tol: the components to 1e-7 (the default, LANCZOS_TOL, aims at 1e-6 / gap)
+    ours = KernelPCA(5, eigen_solver=solver, random_state=0, backend=backend, tol=1e-10,
+                     **args)
     ref = skd.KernelPCA(5, eigen_solver="dense", **args)
     Z, Zref = ours.fit_transform(X), ref.fit_transform(X)
     _assert_same_up_to_sign(Z, Zref, 1e-7)
@@ -98,6 +100,47 @@ def test_auto_goes_lazy_above_dense_max(monkeypatch):
     model = KernelPCA(3, kernel="rbf", random_state=0).fit(X)
     assert model.eigen_solver_ == "lanczos"
     w, V = _reference(X, 3, gamma=1.0 / X.shape[1])
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-8)
+    _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
+
+
+def test_nystroem_is_exact_kernel_pca_of_its_approximation_within_its_bound(backend, dtype):
+    """eigen_solver="nystroem" against scikit-learn's dense KernelPCA of the
+    precomputed Nystroem kernel K(X, Z) K(Z, Z)^+ K(Z, X) (same landmarks):
+    eigenvalues, fit_transform and transform of new points; and against the
+    exact eigenvalues, within the stated bound 0 <= exact - ours <= error."""
+    X, Xnew = _data().astype(dtype), _data(30, seed=1).astype(dtype)
+    model = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="nystroem", n_landmarks=40,
+                      random_state=0, backend=backend)
+    Z = model.fit_transform(X)
+    assert model.eigenvalues_.dtype == dtype and len(model.landmarks_) == 40
+    X64, L = X.astype(np.float64), X.astype(np.float64)[model.landmarks_]
+    pinv = np.linalg.pinv(pairwise_kernels(L, metric="rbf", gamma=2.0), rcond=1e-8,
+                          hermitian=True)
+    def approx(A):
+        return pairwise_kernels(A, L, metric="rbf", gamma=2.0) @ pinv @ \
+            pairwise_kernels(L, X64, metric="rbf", gamma=2.0)
+    ref = skd.KernelPCA(4, kernel="precomputed", eigen_solver="dense")
+    Zref = ref.fit_transform(approx(X64))
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=TOL[dtype])
+    _assert_same_up_to_sign(Z, Zref, TOL[dtype] * np.abs(Zref).max())
+    signs = np.sign(np.sum(Z * Zref, axis=0))
+    np.testing.assert_allclose(model.transform(Xnew) * signs,
+                               ref.transform(approx(Xnew.astype(np.float64))),
+                               atol=TOL[dtype] * np.abs(Zref).max())
+    exact, _ = _reference(X, 4, gamma=2.0)
+    gap = exact - model.eigenvalues_
+    assert np.all(gap >= -TOL[dtype] * exact[0])
+    assert np.all(gap <= model.approximation_error_)
+    assert model.approximation_error_ > 0.1 * gap.max()  # the bound is not vacuous here
+
+
+def test_nystroem_with_every_point_a_landmark_is_exact():
+    X = _data(90)
+    model = KernelPCA(3, kernel="rbf", gamma=2.0, eigen_solver="nystroem", n_landmarks=90,
+                      random_state=0).fit(X)
+    w, V = _reference(X, 3, gamma=2.0)
+    assert model.approximation_error_ <= 1e-8 * X.shape[0]
     np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-8)
     _assert_same_up_to_sign(model.eigenvectors_, V, 1e-6)
 
@@ -130,11 +173,17 @@ def test_fallback_equals_sklearn(case):
     np.testing.assert_allclose(again.transform(data), ref.transform(data))
 
 
-def test_pickle_engine_fit():
+@pytest.mark.parametrize("solver", ["lanczos", "nystroem"])
+def test_pickle_engine_fit(solver):
     X = _data(60)
-    model = KernelPCA(3, kernel="rbf", eigen_solver="lanczos", random_state=0).fit(X)
+    model = KernelPCA(3, kernel="rbf", eigen_solver=solver, n_landmarks=30,
+                      random_state=0).fit(X)
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_allclose(again.transform(X), model.transform(X))
+    if solver == "nystroem":  # transform through the landmarks = fit_transform
+        np.testing.assert_allclose(model.transform(X),
+                                   model.eigenvectors_ * np.sqrt(model.eigenvalues_),
+                                   atol=1e-10)
 
 
 def test_errors_name_the_argument():
@@ -147,6 +196,10 @@ def test_errors_name_the_argument():
         KernelPCA(2, kernel="precomputed", eigen_solver="lanczos").fit(np.eye(20))
     with pytest.raises(ValueError, match="NaN"):
         KernelPCA(2).fit(np.full((5, 2), np.nan))
+    with pytest.raises(ValueError, match="'n_landmarks' parameter of KernelPCA"):
+        KernelPCA(2, eigen_solver="nystroem", n_landmarks=0).fit(X)
+    with pytest.raises(ValueError, match="eigen_solver='nystroem' runs on the engine"):
+        KernelPCA(2, kernel="precomputed", eigen_solver="nystroem").fit(np.eye(20))
 
 
 def test_verbose_says_the_solver(capsys):

@@ -13,17 +13,27 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
-from ..linalg import CenteredOperator, KernelOperator, eigsh, randomized_eigsh
+from ..linalg import (CenteredOperator, KernelOperator, eigsh, landmark_sums,
+                      nystroem_eigh, randomized_eigsh)
 from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
 from .kernel_ridge import KernelRidge
 
-__all__ = ["KernelPCA", "DENSE_MAX_SAMPLES"]
+__all__ = ["KernelPCA", "DENSE_MAX_SAMPLES", "LANCZOS_TOL"]
+
+#: The solvers that run on the engine only (scikit-learn has none of them).
+_ENGINE_ONLY = ("lanczos", "lobpcg", "nystroem")
 
 #: Largest n that ``eigen_solver="auto"`` decomposes densely (as scikit-learn
 #: does for every n): 2,000 points hold a 32 MB float64 matrix.
 DENSE_MAX_SAMPLES = 2000
+#: The relative residual ``|Kc v - lambda v| / lambda_max`` that
+#: ``eigen_solver="lanczos"`` reaches on float64 data when ``tol=0``. The
+#: eigenvalues' error is of the order of its square over the relative gap
+#: (about 1e-12 relative: ARPACK's eigenvalues to their printed digits),
+#: the eigenvectors' of 1e-6 over the relative gap.
+LANCZOS_TOL = 1e-6
 #: Dense transform (one BLAS product) below this many kernel entries.
 _DENSE_TRANSFORM_MAX = 4_000_000
 
@@ -57,13 +67,21 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     alpha : float, default=1.0
         Ridge of the inverse transform (a :class:`KernelRidge` fit).
     fit_inverse_transform : bool, default=False
-    eigen_solver : {"auto", "dense", "arpack", "randomized", "lanczos", "lobpcg"}
+    eigen_solver : {"auto", "dense", "arpack", "randomized", "lanczos", "lobpcg", \
+"nystroem"}
         "auto": "dense" up to ``DENSE_MAX_SAMPLES`` samples, else "lanczos".
-        "arpack", "randomized", "lanczos" (block Lanczos) and "lobpcg" run on
-        the lazy centred kernel. The choice is stored in ``eigen_solver_``.
+        "arpack", "randomized", "lanczos" (block Lanczos, float32 Krylov
+        blocks on float64 data) and "lobpcg" run on the lazy centred kernel.
+        "nystroem" (for n beyond exact reach) decomposes the centred
+        Nystroem approximation of the kernel on ``n_landmarks`` landmarks
+        (:func:`kerneltools.linalg.nystroem_eigh`): its eigenvalues are below
+        the exact ones by at most ``approximation_error_`` each, and
+        ``transform`` maps new points through the landmarks only. The choice
+        is stored in ``eigen_solver_``.
     tol : float, default=0
         Convergence tolerance of the iterative solvers (0: ARPACK's machine
-        precision; the solver's own default for "lanczos"/"lobpcg").
+        precision; "lanczos": relative residual ``LANCZOS_TOL`` = 1e-6 on
+        float64 data, 1e-5 on float32; "lobpcg": its own default).
     max_iter : int, optional
         Iteration cap of the iterative solvers.
     iterated_power : int >= 0 or "auto", default="auto"
@@ -71,7 +89,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         below a tenth of the data's smaller dimension, else 4, as scikit-learn).
     remove_zero_eig : bool, default=False
     random_state : int, RandomState or None
-        Seeds ARPACK's start vector and the random blocks.
+        Seeds ARPACK's start vector, the random blocks and the landmarks.
     copy_X : bool, default=True
     n_jobs : int, optional
         Unused on the engine (its threads are its own); passed to a fallback.
@@ -79,6 +97,9 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         Where the lazy reductions run; None: the configured backend.
     verbose : int, default=0
         Print the solver and its progress.
+    n_landmarks : int, default=1000
+        Landmarks of ``eigen_solver="nystroem"`` (at most n), drawn
+        uniformly: time ``O(n m (d + m))``, memory ``O(n d + m^2)``.
 
     Attributes
     ----------
@@ -89,6 +110,12 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
         Only with ``fit_inverse_transform``.
     X_fit_ : ndarray of shape (n_samples, n_features)
+    landmarks_ : ndarray of shape (n_landmarks,)
+        Rows of X that are the landmarks (only with "nystroem").
+    approximation_error_ : float
+        ``tr(K - K_nystroem) >= |K - K_nystroem|_2``, a bound on each
+        eigenvalue's error: ``0 <= exact - eigenvalues_ <= approximation_error_``
+        (only with "nystroem").
     gamma_ : float
     eigen_solver_ : str
     n_features_in_ : int
@@ -117,7 +144,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_inverse_transform": ["boolean"],
         "eigen_solver": [StrOptions({"auto", "dense", "arpack", "randomized", "lanczos",
-                                     "lobpcg"})],
+                                     "lobpcg", "nystroem"})],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
         "iterated_power": [Interval(Integral, 0, None, closed="left"),
@@ -129,13 +156,14 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         # ours
         "backend": ["backend"],
         "verbose": ["verbose"],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, n_components=None, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, alpha=1.0, fit_inverse_transform=False,
                  eigen_solver="auto", tol=0, max_iter=None, iterated_power="auto",
                  remove_zero_eig=False, random_state=None, copy_X=True, n_jobs=None,
-                 backend=None, verbose=0):
+                 backend=None, verbose=0, n_landmarks=1000):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -154,6 +182,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         self.n_jobs = n_jobs
         self.backend = backend
         self.verbose = verbose
+        self.n_landmarks = n_landmarks
 
     # -- the one decision: engine or scikit-learn ----------------------------
     def _engine_refuses(self, X, y=None):
@@ -164,7 +193,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             reason = "a callable kernel on arrays"
         elif is_sparse(X):
             reason = "sparse input"
-        if reason and self.eigen_solver in ("lanczos", "lobpcg"):
+        if reason and self.eigen_solver in _ENGINE_ONLY:
             raise ValueError(f"KernelPCA: eigen_solver={self.eigen_solver!r} runs on the "
                              f"engine, which does not serve {reason}; use 'dense', "
                              "'arpack' or 'randomized'")
@@ -201,7 +230,16 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         solver = self.eigen_solver
         if solver == "auto":
             solver = "dense" if n <= DENSE_MAX_SAMPLES else "lanczos"
-        if solver == "dense":
+        self.__dict__.pop("_landmarks", None)
+        if solver == "nystroem":
+            w, V, info = nystroem_eigh(kernel, X, min(n_components, self.n_landmarks, n),
+                                       n_landmarks=self.n_landmarks,
+                                       random_state=self.random_state,
+                                       backend=self.backend)
+            self.landmarks_ = info["landmarks"]
+            self.approximation_error_ = info["error_bound"]
+            self._landmarks = info
+        elif solver == "dense":
             K = kernel(X)
             self._row_means = K.mean(axis=0, dtype=np.float64)
             self._grand_mean = float(self._row_means.mean())
@@ -211,9 +249,11 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         else:
             op = CenteredOperator(KernelOperator(kernel, X, backend=self.backend))
             self._row_means, self._grand_mean = op.row_means, op.grand_mean
-            w, V = self._iterative_eigs(op, n_components, solver, X.shape)
+            w, V = self._iterative_eigs(op, n_components, solver, X)
         self.eigen_solver_ = solver
         self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype))
+        if solver == "nystroem":
+            self._landmark_map(kernel, X)
         if self.fit_inverse_transform:
             self._fit_inverse(self.eigenvectors_ * np.sqrt(self.eigenvalues_), X)
         self.X_fit_ = X
@@ -223,18 +263,50 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                   f"{time.perf_counter() - start:.2f} s")
         return self
 
-    def _iterative_eigs(self, op, k, solver, shape):
+    def _iterative_eigs(self, op, k, solver, X):
         tol = None if self.tol == 0 else self.tol
         args = {"random_state": self.random_state, "verbose": self.verbose}
         if solver == "randomized":
             n_iter = self.iterated_power
             if n_iter == "auto":
-                n_iter = 7 if k < 0.1 * min(shape) else 4
+                n_iter = 7 if k < 0.1 * min(X.shape) else 4
             return randomized_eigsh(op, k, n_iter=n_iter, selection="module", **args)
         if solver == "arpack":
             return eigsh(op, k, method="arpack", tol=self.tol, max_iter=self.max_iter,
                          random_state=self.random_state)
+        if solver == "lanczos":
+            # blocks of k + 10 vectors (scikit-learn's randomized oversampling):
+            # the convergence then hangs on the gap after the (k + 10)-th
+            # eigenvalue, not the (k + 1)-th; float64 data: the Krylov blocks
+            # are float32 products (half the cost), the residuals float64's
+            args["block_size"] = min(len(X), k + 10)
+            if X.dtype == np.float64:
+                tol = LANCZOS_TOL if tol is None else tol
+                args["A_fast"] = CenteredOperator(
+                    KernelOperator(self._kernel(), X.astype(np.float32),
+                                   backend=self.backend), row_means=op.row_means)
         return eigsh(op, k, method=solver, tol=tol, max_iter=self.max_iter, **args)
+
+    def _landmark_map(self, kernel, X):
+        """``transform`` of the Nystroem fit: ``(phi(x) - mu)^T P`` with the
+        landmark features ``phi(x) = W^T k(Z, x)``, ``P = (F - 1 mu^T)^T A``
+        and ``A`` the scaled eigenvectors (one reduction over X), so that it
+        is ``K_c~(x, X) A`` for the approximate kernel, and equals
+        ``fit_transform`` on X itself; stored as ``k(x, Z) W P - mu^T P``."""
+        info = self._landmarks
+        A = self._scaled_eigenvectors().astype(np.float64, copy=False)
+        KZA = landmark_sums(kernel, X, info["Z"], A)
+        P = info["W"].T @ KZA - np.outer(info["mean_feature"], A.sum(axis=0))
+        self._landmark_coef = info["W"] @ P
+        self._landmark_offset = info["mean_feature"] @ P
+        self._landmarks = {"Z": info["Z"]}
+
+    def _scaled_eigenvectors(self):
+        """``V / sqrt(lambda)`` (0 where lambda is 0): the projection's weights."""
+        nz = np.flatnonzero(self.eigenvalues_)
+        A = np.zeros_like(self.eigenvectors_)
+        A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
+        return A
 
     def _set_components(self, w, V):
         """scikit-learn's post-processing: PSD check, signs, order, zero removal."""
@@ -278,19 +350,18 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         if self._delegating():
             return self.fallback_.transform(X)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        nz = np.flatnonzero(self.eigenvalues_)
-        A = np.zeros_like(self.eigenvectors_)
-        A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
-        n_fit = len(self.X_fit_)
         kernel = self._kernel()
+        if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
+            Z = self._landmarks["Z"]
+            out = _kernel_times(kernel, X.astype(np.float64), Z, self._landmark_coef,
+                                self.backend) - self._landmark_offset
+            return out.astype(self.eigenvectors_.dtype, copy=False)
+        A = self._scaled_eigenvectors()
+        n_fit = len(self.X_fit_)
         # one product K [A, 1/n]: the projections and the new rows' means
         B = np.hstack([A.astype(np.float64), np.full((n_fit, 1), 1.0 / n_fit)])
-        if len(X) * n_fit <= _DENSE_TRANSFORM_MAX:
-            KB = kernel(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_) @ B
-        else:
-            KB = KernelOperator(kernel, X.astype(self.X_fit_.dtype, copy=False),
-                                self.X_fit_, backend=self.backend).matmat(B)
-        KB = np.asarray(KB, np.float64)
+        KB = _kernel_times(kernel, X.astype(self.X_fit_.dtype, copy=False), self.X_fit_,
+                           B, self.backend)
         KA, means = KB[:, :-1], KB[:, -1:]
         colsum = A.sum(axis=0, dtype=np.float64)
         out = KA - (self._row_means @ A)[None, :] - (means - self._grand_mean) * colsum
@@ -320,10 +391,18 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # sparse input goes to scikit-learn, which has no Lanczos or LOBPCG
-        tags.input_tags.sparse = self.eigen_solver not in ("lanczos", "lobpcg")
+        tags.input_tags.sparse = self.eigen_solver not in _ENGINE_ONLY
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
+
+
+def _kernel_times(kernel, X, Y, B, backend):
+    """``K(X, Y) B`` in float64: one BLAS product below ``_DENSE_TRANSFORM_MAX``
+    kernel entries, else one lazy reduction."""
+    if len(X) * len(Y) <= _DENSE_TRANSFORM_MAX:
+        return np.asarray(kernel(X, Y) @ B, np.float64)
+    return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
 
 
 def _psd_eigenvalues(w):

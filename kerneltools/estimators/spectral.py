@@ -48,6 +48,9 @@ def lazy_spectral_embedding(kernel, X, n_components, *, drop_first=True,
     Laplacian, scikit-learn's ``norm_laplacian=True``), scaled to
     ``u / sqrt(d)``, signed so that each one's largest entry is positive, and
     without the first (constant on a connected graph) with ``drop_first``.
+    Block Lanczos on float64 data takes its Krylov blocks from the float32
+    twin of the affinity (same degrees) and its residuals from the float64
+    one (:func:`~kerneltools.linalg.block_lanczos`'s ``A_fast``).
     Returns an array (n, n_components) of X's dtype.
     """
     W = KernelOperator(kernel, X, backend=backend)
@@ -58,8 +61,14 @@ def lazy_spectral_embedding(kernel, X, n_components, *, drop_first=True,
                          f"got {len(X)}")
     method = "lobpcg" if eigen_solver == "lobpcg" else "lanczos"
     tol = None if eigen_tol in ("auto", 0) else float(eigen_tol)
+    options = {}
+    if method == "lanczos" and X.dtype == np.float64:
+        # float32 Krylov blocks (half the cost), float64 residuals and result
+        options["A_fast"] = NormalizedAffinityOperator(
+            KernelOperator(kernel, X.astype(np.float32), backend=backend), S.diag,
+            degrees=S.degrees)
     _, V = eigsh(S, k, which="largest", method=method, tol=tol,
-                 random_state=random_state, verbose=verbose)
+                 random_state=random_state, verbose=verbose, **options)
     emb = (V[:, ::-1] / S.sqrt_degrees[:, None]).T  # one row per eigenvector
     rows = np.arange(len(emb))
     emb *= np.sign(emb[rows, np.abs(emb).argmax(axis=1)])[:, None]
