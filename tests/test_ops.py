@@ -286,14 +286,20 @@ def _group_reduced(group, tag, dtype_name, size, method, axis, backend):
     or None if the group's kernel fails (each op then runs alone, so that the
     failure names the op that causes it)."""
     formulas = [_op_data(name, dtype_name, tag)[size][2] for name in group]
+    return _concat_reduced(group, formulas, method, axis, backend)
+
+
+def _concat_reduced(keys, formulas, method, axis, backend):
+    """{key: its output columns} of ``method`` over the concatenation of
+    ``formulas`` (one kernel), or None if that kernel fails."""
     F = functools.reduce(lambda a, b: a.concat(b), formulas)
     try:
         got = getattr(F, method)(axis=axis, backend=backend)
     except Exception:
         return None
     out, start = {}, 0
-    for name, G in zip(group, formulas):
-        out[name] = got[:, start : start + G.dim]
+    for key, G in zip(keys, formulas, strict=True):
+        out[key] = got[:, start : start + G.dim]
         start += G.dim
     assert start == got.shape[1]
     return out
@@ -539,17 +545,7 @@ def _grad_group_summed(group, backend):
     """{case: its columns of the group's summed gradients}, or None if the
     group's kernel fails."""
     Gs = [_grad_case(*m)[2] for m in group]
-    G = functools.reduce(lambda a, b: a.concat(b), Gs)
-    try:
-        got = G.sum(axis=_grad_axis(*group[0]), backend=backend)
-    except Exception:
-        return None
-    out, start = {}, 0
-    for m, Gm in zip(group, Gs):
-        out[m] = got[:, start : start + Gm.dim]
-        start += Gm.dim
-    assert start == got.shape[1]
-    return out
+    return _concat_reduced(group, Gs, "sum", _grad_axis(*group[0]), backend)
 
 
 _GRAD_GROUPS = _grad_groups()
