@@ -286,14 +286,20 @@ def _group_reduced(group, tag, dtype_name, size, method, axis, backend):
     or None if the group's kernel fails (each op then runs alone, so that the
     failure names the op that causes it)."""
     formulas = [_op_data(name, dtype_name, tag)[size][2] for name in group]
+    return _concat_reduced(group, formulas, method, axis, backend)
+
+
+def _concat_reduced(keys, formulas, method, axis, backend):
+    """{key: its output columns} of ``method`` over the concatenation of
+    ``formulas`` (one kernel), or None if that kernel fails."""
     F = functools.reduce(lambda a, b: a.concat(b), formulas)
     try:
         got = getattr(F, method)(axis=axis, backend=backend)
     except Exception:
         return None
     out, start = {}, 0
-    for name, G in zip(group, formulas):
-        out[name] = got[:, start : start + G.dim]
+    for key, G in zip(keys, formulas, strict=True):
+        out[key] = got[:, start : start + G.dim]
         start += G.dim
     assert start == got.shape[1]
     return out
@@ -488,21 +494,42 @@ def _grad_params():
     return params
 
 
-def _reduce_like(G, cat, backend):
-    """Sum a gradient formula over everything but the variable's own index."""
-    if cat == "i":
-        return G.sum(axis=1, backend=backend)
-    if cat == "j":
-        return G.sum(axis=0, backend=backend)
-    return G.sum(axis=1, backend=backend).sum(axis=0)
+#: Sizes of the derivative tests.
+GRAD_N, GRAD_M = 4, 3
 
 
-@pytest.mark.parametrize("name,case_index,k", _grad_params())
-def test_op_derivative_vs_finite_differences(name, case_index, k, backend):
-    """d/dv sum_ij <F_ij, g_ij> from grad() against central differences."""
+def _grad_axis(name, case_index, k) -> int:
+    """The axis a gradient formula is summed over: all but its variable's own."""
+    return 0 if value_cases(OPS[name])[case_index][0][k][0] == "j" else 1
+
+
+def _grad_groups() -> dict[tuple, tuple]:
+    """The derivative cases with a rule, GROUP to a kernel, per summed axis.
+
+    As for the value tests, the gradient formulas of a group are concatenated
+    and summed by one kernel (one compile instead of GROUP); each case is still
+    checked on its own columns, and alone if the group's kernel fails.
+    """
+    by_axis: dict[int, list] = {0: [], 1: []}
+    for p in _grad_params():
+        name, c, k = p.values
+        if _has_derivative(OPS[name])[k]:
+            by_axis[_grad_axis(name, c, k)].append((name, c, k))
+    out = {}
+    for members in by_axis.values():
+        for start in range(0, len(members), GROUP):
+            group = tuple(members[start : start + GROUP])
+            out.update({m: group for m in group})
+    return out
+
+
+@functools.cache
+def _grad_case(name, case_index, k):
+    """(arrays, dense weights g_ij, gradient formula G) of one derivative case,
+    drawn from its own seed whether or not it is evaluated with its group."""
     op = OPS[name]
     case, attrs = value_cases(op)[case_index]
-    N, M = 4, 3
+    N, M = GRAD_N, GRAD_M
     rng = _seed("grad", name, case_index, k)
     arrays = sample_operands(op, case, N, M, rng, np.float64, values=False)
     F, leaves = build(op, case, attrs, arrays, N, M)
@@ -510,7 +537,38 @@ def test_op_derivative_vs_finite_differences(name, case_index, k, backend):
     e, f = rng.uniform(-1, 1, (N, E)), rng.uniform(-1, 1, (M, E))
     g = kt.Vi(e) * kt.Vj(f)
     weights = e[:, None, :] * f[None, :, :]
-    cat = case[k][0]
+    return arrays, weights, F.grad(leaves[k], g)
+
+
+@functools.cache
+def _grad_group_summed(group, backend):
+    """{case: its columns of the group's summed gradients}, or None if the
+    group's kernel fails."""
+    Gs = [_grad_case(*m)[2] for m in group]
+    return _concat_reduced(group, Gs, "sum", _grad_axis(*group[0]), backend)
+
+
+_GRAD_GROUPS = _grad_groups()
+
+
+def _summed_gradient(name, case_index, k, backend):
+    """Sum of case (name, case_index, k)'s gradient formula over everything
+    but its variable's own index."""
+    m = (name, case_index, k)
+    cols = _grad_group_summed(_GRAD_GROUPS[m], backend)
+    G = _grad_case(*m)[2]
+    got = G.sum(axis=_grad_axis(*m), backend=backend) if cols is None else cols[m]
+    cat = value_cases(OPS[name])[case_index][0][k][0]
+    return got.sum(axis=0) if cat == "p" else got
+
+
+@pytest.mark.parametrize("name,case_index,k", _grad_params())
+def test_op_derivative_vs_finite_differences(name, case_index, k, backend):
+    """d/dv sum_ij <F_ij, g_ij> from grad() against central differences."""
+    op = OPS[name]
+    case, attrs = value_cases(op)[case_index]
+    N, M = GRAD_N, GRAD_M
+    arrays, weights, G = _grad_case(name, case_index, k)
 
     def phi_diff(plus, minus):
         args_p = [plus if m == k else a for m, a in enumerate(arrays)]
@@ -521,14 +579,13 @@ def test_op_derivative_vs_finite_differences(name, case_index, k, backend):
         return float((diff * weights).sum())
 
     fd = fd_gradient(phi_diff, arrays[k])
-    G = F.grad(leaves[k], g)
     assert G.dim == case[k][1]
     if not _has_derivative(op)[k]:
         # No derivative rule: zero (the op is piecewise constant in this operand).
         assert G.formula.is_const(0), G.formula
         assert_close(fd, np.zeros_like(fd), 0, err_msg="piecewise constant")
         return
-    got = _reduce_like(G, cat, backend)
+    got = _summed_gradient(name, case_index, k, backend)
     assert_close(
         got,
         fd,

@@ -182,15 +182,21 @@ def _problem(N, M, E, dtype, rng):
     x, y = rng.uniform(-1, 1, (N, 3)), rng.uniform(-1, 1, (M, 3))
     a, b = rng.uniform(-1, 1, (N, 1)), rng.uniform(-1, 1, (M, E))
     v, c = rng.uniform(0.1, 1, (N, 2)), rng.uniform(0.1, 1, (M, 2))
-    gamma = 1.7
-    x, y, a, b, v, c = (t.astype(dtype) for t in (x, y, a, b, v, c))
+    return _formula(*(t.astype(dtype) for t in (x, y, a, b, v, c)))
+
+
+def _formula(x, y, a, b, v, c, gamma=1.7):
+    """F = -gamma |x_i - y_j|^2 + a_i b_j and W = v_i + c_j, and their dense
+    float64 values (N, M, E) and (N, M, 2). The value tests and the NaN/inf
+    tests share this formula, so that they share its compiled kernels."""
     x_i, y_j = kt.Vi(x), kt.Vj(y)
     F = -gamma * x_i.sqdist(y_j) + kt.Vi(a) * kt.Vj(b)
     W = kt.Vi(v) + kt.Vj(c)
     X, Y = x.astype(float)[:, None], y.astype(float)[None]
-    Vd = -np.float64(gamma) * ((X - Y) ** 2).sum(-1, keepdims=True) + (
-        a.astype(float)[:, None] * b.astype(float)[None]
-    )
+    with np.errstate(invalid="ignore"):
+        Vd = -np.float64(gamma) * ((X - Y) ** 2).sum(-1, keepdims=True) + (
+            a.astype(float)[:, None] * b.astype(float)[None]
+        )
     Wd = v.astype(float)[:, None] + c.astype(float)[None]
     return F, W, Vd, Wd
 
@@ -255,29 +261,30 @@ def test_ties(name, backend, dtype):
 # NaN and inf: they reach the outputs they touch, and nothing else
 # ---------------------------------------------------------------------------
 def _nonfinite_cases():
-    x = np.array([0.3, np.nan, -0.2, np.inf, -np.inf, 0.7])[:, None]
-    y = np.array([0.1, -0.4, 0.5, 0.9, -0.8])[:, None]
-    y2 = y.copy()
-    y2[2], y2[4] = -np.inf, np.nan
+    """(a, b) of ``_formula``: non-finite values in an i- or a j-variable."""
+    a = np.array([0.3, np.nan, -0.2, np.inf, -np.inf, 0.7])[:, None]
+    b = np.array([0.1, -0.4, 0.5, 0.9, -0.8])[:, None]
+    b2 = b.copy()
+    b2[2], b2[4] = -np.inf, np.nan
     return {
-        "in x_i": (x, y),
-        "in y_j": (np.nan_to_num(x, nan=0.1, posinf=0.2, neginf=0.3), y2),
+        "in a_i": (a, b),
+        "in b_j": (np.nan_to_num(a, nan=0.1, posinf=0.2, neginf=0.3), b2),
     }
 
 
-@pytest.mark.parametrize("where", ["in x_i", "in y_j"])
+@pytest.mark.parametrize("where", ["in a_i", "in b_j"])
 @pytest.mark.parametrize("axis", [1, 0])
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 def test_nan_and_inf_propagate_like_numpy(name, axis, where, backend):
-    x, y = _nonfinite_cases()[where]
-    w = np.linspace(0.5, 1.5, 5)[:, None]
-    F = kt.Vi(x) + kt.Vj(y)
-    W = kt.Vj(w)
-    V = x[:, None] + y[None]
-    Wd = np.broadcast_to(w[None], V.shape)
-    K = 2
+    a, b = _nonfinite_cases()[where]
+    rng = _rng("nonfinite")
+    x, y = rng.uniform(-1, 1, (6, 3)), rng.uniform(-1, 1, (5, 3))
+    v, c = rng.uniform(0.1, 1, (6, 2)), rng.uniform(0.1, 1, (5, 2))
+    F, W, V, Wd = _formula(x, y, a, b, v, c)
+    K = 3
     with np.errstate(invalid="ignore"):
         got = reduce(F, name, axis, W=W, K=K, backend=backend)
+    assert np.isnan(V).any() and np.isposinf(V).any() and np.isneginf(V).any()
     Vr, Wr = (V, Wd) if axis == 1 else (_swap(V), _swap(Wd))
     check_outputs(
         name,
@@ -293,12 +300,14 @@ def test_nan_and_inf_propagate_like_numpy(name, axis, where, backend):
 def test_nan_stays_in_its_row(backend):
     """The rows that do not touch a NaN are exactly the NaN-free results."""
     rng = _rng("nan rows")
-    x, y = rng.normal(size=(9, 2)), rng.normal(size=(7, 2))
+    x, y = rng.normal(size=(9, 3)), rng.normal(size=(7, 3))
+    a, b = rng.normal(size=(9, 1)), rng.normal(size=(7, 1))
+    v, c = rng.uniform(0.1, 1, (9, 2)), rng.uniform(0.1, 1, (7, 2))
     x_nan = x.copy()
     x_nan[4, 1] = np.nan
     for name in ("Sum", "LogSumExp", "Min", "KMin"):
-        clean = reduce(kt.Vi(x).sqdist(kt.Vj(y)), name, 1, K=2, backend=backend)[0]
-        dirty = reduce(kt.Vi(x_nan).sqdist(kt.Vj(y)), name, 1, K=2, backend=backend)[0]
+        clean = reduce(_formula(x, y, a, b, v, c)[0], name, 1, K=3, backend=backend)[0]
+        dirty = reduce(_formula(x_nan, y, a, b, v, c)[0], name, 1, K=3, backend=backend)[0]
         assert np.isnan(dirty[4]).all(), name
         keep = np.arange(9) != 4
         assert_close(dirty[keep], clean[keep], 0.0, err_msg=name)
