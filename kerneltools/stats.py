@@ -36,6 +36,8 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ndtr
 
+from . import _kernel_blocks as kb
+from .config import check_backend
 from .kernels import Kernel, make_kernel
 from .lazy import Vi, Vj
 
@@ -128,7 +130,9 @@ def median_bandwidth(Z, *, metric="euclidean", random_state=0) -> float:
 
 
 def _energy_kernel() -> Kernel:
-    return make_kernel(lambda x, y: -(x.sqdist(y) + 1e-30).sqrt())
+    k = make_kernel(lambda x, y: -(x.sqdist(y) + 1e-30).sqrt())
+    k.name = "energy"  # what kerneltools._kernel_blocks recognises
+    return k
 
 
 def _kernel(kernel, gamma, Z, kernel_params, caller) -> Kernel:
@@ -252,30 +256,125 @@ def _permutation_test(pooled, unbiased, n_permutations, batch_size, random_state
         null[start:stop] = pooled.statistics(_indicator(n, m, perms), unbiased)
         if verbose:
             print(f"{caller}: {stop}/{n_permutations} permutations")
+    return _result(observed, null)
+
+
+def _result(observed, null) -> PermutationTestResult:
     # ties count as exceedances (a valid p-value, as scipy's permutation_test)
-    tol = 1e-12 * max(abs(observed), 1e-300) * 100
-    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + n_permutations)
-    return PermutationTestResult(observed, float(pvalue), null)
+    tol = 1e-10 * max(abs(observed), 1e-300)
+    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + len(null))
+    return PermutationTestResult(float(observed), float(pvalue), null)
+
+
+def _blocked_permutation_test(block, diag_value, Z, n, unbiased, n_permutations,
+                              batch_size, random_state, verbose, caller):
+    """The permutation test by dense row blocks of K times every labelling's
+    column (:mod:`kerneltools._kernel_blocks`): one BLAS product per block.
+
+    A labelling with indicator ``u`` is the zero-sum column
+    ``s = m u - n (1 - u)`` (exact integers in any dtype): ``s^T K s / (n m)^2``
+    is the biased MMD^2, and with ``K 1`` (computed in the same pass) it gives
+    every sum of the unbiased one. The permutations are those of
+    :func:`_permutation_test`, in the same order (column 0: the observed
+    labelling)."""
+    N, m = len(Z), len(Z) - n
+    rng = np.random.default_rng(random_state)
+    per_pass = batch_size or kb.columns_per_pass(N, Z.dtype.itemsize)
+    total = n_permutations + 1
+
+    def columns():
+        for start in range(0, total, per_pass):
+            stop = min(start + per_pass, total)
+            S = np.full((N, stop - start), -float(n), dtype=Z.dtype)
+            for c, col in enumerate(range(start, stop)):
+                S[np.arange(n) if col == 0 else rng.permutation(N)[:n], c] = m
+            yield S
+            if verbose:
+                print(f"{caller}: {stop - 1}/{n_permutations} permutations")
+
+    q, r, rs = kb.quadratic_forms(Z, block, diag_value, columns)
+    T = r.sum()
+    r_x = (rs + n * T) / (n + m)  # u^T K 1, as s = (n + m) u - n
+    stat = q / float(n * m) ** 2
+    if unbiased:
+        s_xx = (q + 2 * n * rs + n**2 * T) / (n + m) ** 2
+        s_x1 = r_x
+        s_xy = s_x1 - s_xx
+        s_yy = T - 2 * s_x1 + s_xx
+        d_x = diag_value * n
+        d_y = diag_value * m
+        stat = ((s_xx - d_x) / (n * (n - 1)) + (s_yy - d_y) / (m * (m - 1))
+                - 2 * s_xy / (n * m))
+    return _result(stat[0], stat[1:])
+
+
+def _blocks_for(kernel, backend, method, Z, caller):
+    """The block evaluator of ``kernel`` when ``method`` (and the backend)
+    choose dense blocks, else None (the engine's reductions)."""
+    if method not in ("auto", "blocks", "reductions"):
+        raise ValueError(f"{caller}: 'method' must be 'auto', 'blocks' or 'reductions'; "
+                         f"got {method!r}")
+    if method == "reductions":
+        return None
+    found = kb.block_kernel(kernel, Z.shape[1])
+    if method == "blocks":
+        if found is None:
+            raise ValueError(
+                f"{caller}: method='blocks' serves the kernels 'rbf' and 'energy'; "
+                f"got {kernel!r}: use method='reductions' (or 'auto')")
+        return found
+    name = check_backend(backend, caller)
+    if name == "cpu" or (name == "auto" and not _gpu_visible()):
+        return found
+    return None
+
+
+def _gpu_visible() -> bool:
+    """Whether CuPy sees a GPU ("auto" then runs the engine on CUDA)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver
+        return False
 
 
 def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=1000,
-             batch_size=100, random_state=None, kernel_params=None, backend=None,
-             verbose=False) -> PermutationTestResult:
+             batch_size=None, random_state=None, kernel_params=None, backend=None,
+             method="auto", verbose=False) -> PermutationTestResult:
     """Kernel two-sample test: MMD^2 and its permutation p-value.
 
-    ``batch_size`` permutations are evaluated per pass over the pairs (the
-    columns of one ``K @ U``). The permutations are
-    ``rng.permutation(n + m)`` for ``rng = np.random.default_rng(random_state)``,
-    in order; the first ``n`` indices of each are labelled X.
+    All the permutations are evaluated together: each is a column (its
+    labelling) of one matrix ``U``, and ``K @ U`` gives every statistic. The
+    permutations are ``rng.permutation(n + m)`` for
+    ``rng = np.random.default_rng(random_state)``, in order; the first ``n``
+    indices of each are labelled X. Two ways to compute ``K @ U``, with the
+    same permutations and statistics (to rounding):
+
+    - ``method="blocks"``: K by dense row blocks (one BLAS product of the
+      points each), each block times every column at once (BLAS), in the
+      samples' dtype (float32 products for float32 samples; the columns sum
+      to zero, so the blocks are shifted by K's mean, which keeps float32
+      sums accurate). For the ``"rbf"`` and ``"energy"`` kernels on the CPU.
+      Memory: a block and the columns, at most 64 MB each (more columns go in
+      several passes), never ``(n + m)^2``.
+    - ``method="reductions"``: the engine's Sum reductions on ``backend``
+      (``batch_size`` columns per pass over the pairs, 32 per kernel); any
+      kernel, any backend (CUDA included).
+    - ``"auto"`` (default): ``"blocks"`` when the kernel is served and the
+      backend is the CPU (``"cpu"``, or ``"auto"`` without a GPU), else
+      ``"reductions"``.
 
     Parameters
     ----------
     X, Y, kernel, gamma, unbiased, kernel_params, backend
         As in :func:`mmd2` (the bandwidth is chosen once, on the pooled sample).
     n_permutations : int >= 1, default=1000
-    batch_size : int >= 1, default=100
-        Permutations per reduction; memory ``O((n + m) batch_size)``.
+    batch_size : int >= 1 or None, default=None
+        Permutations per pass over the pairs; None: 100 with reductions, as
+        many as 64 MB of columns hold with blocks.
     random_state : int, Generator or None
+    method : {"auto", "blocks", "reductions"}, default="auto"
     verbose : bool, default=False
         Print progress after each batch.
 
@@ -286,10 +385,17 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
     caller = "mmd_test"
     X, Y = _check_pair(X, Y, caller)
     n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
-    batch_size = _check_count(batch_size, "batch_size", caller, 1)
-    k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
+    if batch_size is not None:
+        batch_size = _check_count(batch_size, "batch_size", caller, 1)
+    Z = np.concatenate([X, Y])
+    k = _kernel(kernel, gamma, Z, kernel_params, caller)
+    blocks = _blocks_for(k, backend, method, Z, caller)
+    if blocks is not None:
+        return _blocked_permutation_test(*blocks, Z, len(X), bool(unbiased),
+                                         n_permutations, batch_size, random_state,
+                                         verbose, caller)
     pooled = _Pooled(k, X, Y, backend)
-    return _permutation_test(pooled, bool(unbiased), n_permutations, batch_size,
+    return _permutation_test(pooled, bool(unbiased), n_permutations, batch_size or 100,
                              random_state, verbose, caller)
 
 
@@ -299,13 +405,13 @@ def energy_distance(X, Y, *, backend=None) -> float:
     return mmd2(X, Y, kernel="energy", unbiased=False, backend=backend)
 
 
-def energy_test(X, Y, *, n_permutations=1000, batch_size=100, random_state=None,
-                backend=None, verbose=False) -> PermutationTestResult:
+def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None,
+                backend=None, method="auto", verbose=False) -> PermutationTestResult:
     """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
     and its permutation p-value, as :func:`mmd_test`."""
     return mmd_test(X, Y, kernel="energy", unbiased=False, n_permutations=n_permutations,
                     batch_size=batch_size, random_state=random_state, backend=backend,
-                    verbose=verbose)
+                    method=method, verbose=verbose)
 
 
 # -- linear-time MMD ------------------------------------------------------------------------
