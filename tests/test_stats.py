@@ -209,12 +209,13 @@ def test_hsic_equals_dense(backend, dtype):
     assert got == pytest.approx(ref, rel=50 * TOL[dtype])
 
 
-def test_hsic_permutation_test_equals_a_plain_loop():
+def test_hsic_permutation_test_equals_a_plain_loop(backend):
+    """60 permutations: batches of 16 (one reduction each), the last partial."""
     rng = np.random.default_rng(9)
     X = rng.normal(size=(25, 2))
     Y = X[:, :1] + 0.5 * rng.normal(size=(25, 1))
     res = stats.hsic_test(X, Y, gamma_x=0.5, gamma_y=0.5, n_permutations=60,
-                          random_state=4)
+                          random_state=4, backend=backend)
     r = np.random.default_rng(4)
     null = np.array([dense_hsic(X, Y[r.permutation(25)], 0.5, 0.5) for _ in range(60)])
     obs = dense_hsic(X, Y, 0.5, 0.5)
