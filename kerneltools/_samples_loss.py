@@ -90,9 +90,19 @@ default="sinkhorn"
         With ``backend="multiscale"``: blocks of clusters whose transport
         weight is below ``exp(-truncate^2 / 2)`` are skipped (see
         :mod:`kerneltools.estimators._multiscale`). Otherwise unused.
-    cost, kernel : None
-        GeomLoss's custom costs and kernels (KeOps formula strings or torch
-        functions) are not supported: a value other than None raises.
+    cost : str, callable or None, default=None
+        ``"sinkhorn"`` and ``"hausdorff"``: the ground cost instead of
+        ``|x - y|^p / p``, as GeomLoss takes it: a KeOps formula string in the
+        variables ``X`` and ``Y`` (GeomLoss's online backend's form, e.g.
+        ``"SqDist(X,Y) / IntCst(2)"``), or a callable ``cost(x_i, y_j)`` of
+        two :class:`~kerneltools.LazyTensor` s returning the scalar formula
+        ``C(x_i, y_j)`` (GeomLoss's tensorized backend takes a callable of
+        dense tensors instead). Its gradient is the formula's symbolic
+        derivative. Not with ``backend="multiscale"`` (the block pruning
+        bounds ``|x - y|^p``).
+    kernel : None
+        GeomLoss's custom kernels are not supported: a value other than None
+        raises.
     cluster_scale : float or None, default=None
         The cluster width of ``backend="multiscale"``; None: chosen from the
         diameter and the dimension.
@@ -167,12 +177,19 @@ default="sinkhorn"
             )
         if self.truncate is not None:
             _positive(self.truncate, "truncate", who)
-        for name in ("cost", "kernel"):
-            if getattr(self, name) is not None:
-                raise NotImplementedError(
-                    f"{who}: custom '{name}' functions or formulas are not supported; "
-                    f"leave {name}=None (the cost |x - y|^p / p and the named kernels)"
-                )
+        if self.kernel is not None:
+            raise NotImplementedError(
+                f"{who}: custom 'kernel' functions or formulas are not supported; "
+                "leave kernel=None (the named kernels of 'loss')"
+            )
+        self._cost = _cost_formula(self.cost, who)
+        if self.cost is not None and self.loss not in ("sinkhorn", "hausdorff"):
+            raise ValueError(f"{who}: 'cost' applies to loss='sinkhorn' or 'hausdorff'; "
+                             f"got loss={self.loss!r}")
+        if self.cost is not None and self.backend == "multiscale":
+            raise ValueError(f"{who}: backend='multiscale' needs the cost |x - y|^p / p "
+                             "(its block pruning bounds it); leave cost=None or use "
+                             "backend='online'")
         if self.reach is not None and self.loss != "sinkhorn":
             raise ValueError(
                 f"{who}: 'reach' (unbalanced transport) applies to loss='sinkhorn' "
@@ -215,6 +232,26 @@ default="sinkhorn"
         else:
             solution = _kernel_loss(self, a, x, b, y)
         return finish(self, solution, a, x, b, y)
+
+
+def _cost_formula(cost, who):
+    """A user's ``cost`` as a callable ``(x_i, y_j) -> formula``, or None."""
+    if cost is None or callable(cost):
+        return cost
+    if not isinstance(cost, str):
+        raise TypeError(f"{who}: 'cost' must be a KeOps formula string in X and Y, a "
+                        f"callable of LazyTensors, or None; got {type(cost).__name__}")
+    from . import lazy
+    from .keops._formulas import check, evaluate
+    from .keops._parser import parse_formula
+
+    tree = parse_formula(cost)
+    check(tree, {"X", "Y"}, cost)
+
+    def no_inline(index):
+        raise ValueError(f"{who}: 'cost' {cost!r}: use the names X and Y, not Var(...)")
+
+    return lambda x_i, y_j: evaluate(tree, {"X": x_i, "Y": y_j}, no_inline, lazy, cost)
 
 
 def _host(t: torch.Tensor) -> np.ndarray:
@@ -367,6 +404,7 @@ def problem(loss, a, x, b, y, diameter) -> sk.Problem:
         prob = prob._replace(
             diameter=d, eps_list=sk.epsilon_schedule(prob.p, d, loss.blur, loss.scaling)
         )
+    prob = prob._replace(cost=loss._cost)
     if loss.verbose:
         print(f"SamplesLoss: Sinkhorn over {len(prob.eps_list)} temperatures, "
               f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}")
@@ -520,7 +558,7 @@ def _hausdorff(loss, a, x, b, y):
     A, B = A.astype(X.dtype), B.astype(X.dtype)
     la, lb = sk.log_weights(A), sk.log_weights(B)
     pairs = {"a_x": (X, X, la), "b_y": (Y, Y, lb), "b_x": (X, Y, lb), "a_y": (Y, X, la)}
-    costs = {k: sk.cost_matrix(p, u, v) for k, (u, v, _) in pairs.items()}
+    costs = {k: sk.cost_matrix(p, u, v, loss._cost) for k, (u, v, _) in pairs.items()}
     softmin = sk.lse_softmin(be)
     s = {k: softmin(eps, costs[k], h).astype(np.float64) for k, (_, _, h) in pairs.items()}
     F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
