@@ -110,7 +110,7 @@ def quadratic_forms(Z, block, diag_value: float, columns):
     r = np.zeros(N)
     qs, rs = [], []
     for k, S in enumerate(columns()):
-        q = np.zeros(S.shape[1])
+        q, rsum = np.zeros(S.shape[1]), np.zeros(S.shape[1])
         for r0 in range(0, N, rb):
             # K is symmetric: the block's rows against the points from r0 on,
             # the diagonal block's lower triangle dropped and its diagonal
@@ -126,8 +126,10 @@ def quadratic_forms(Z, block, diag_value: float, columns):
             square = Kb[:, : r1 - r0]
             square *= _upper_half(r1 - r0, dt)
             KS = Kb @ S[r0:]
-            q += 2 * np.einsum("ip,ip->p", S[r0:r1].astype(np.float64),
-                               KS.astype(np.float64))
+            S_b = S[r0:r1].astype(np.float64)
+            q += 2 * np.einsum("ip,ip->p", S_b, KS.astype(np.float64))
+            # r[r0:r1] is complete here: the earlier blocks gave its columns < r0
+            rsum += r[r0:r1] @ S_b
         qs.append(q)
-        rs.append(r @ S)
+        rs.append(rsum)
     return np.concatenate(qs), r, np.concatenate(rs)
