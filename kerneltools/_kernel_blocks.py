@@ -7,9 +7,9 @@ CPU the fastest exact way is a matrix product: ``K`` is computed a block of
 rows at a time (``B x N``, from one BLAS product of the points for the
 kernels of squared distances and dot products), multiplied by all the
 columns at once (``K_b @ S``, BLAS), and folded into ``q`` at once; the
-block is then dropped. Memory: the block and ``S`` (``O(N (B + P))``, both
-bounded by :data:`BLOCK_BYTES`; more columns go in several passes), never
-``N x N``. The symbolic reductions of the engine (one pass over the pairs
+block is then dropped. Memory: the block and ``S`` (``O(N (B + P))``,
+bounded by :data:`BLOCK_BYTES` and :data:`COLUMN_BYTES`; more columns go in
+several passes), never ``N x N``. The symbolic reductions of the engine (one pass over the pairs
 per 32 columns, the kernel recomputed in each) stay the path for other
 kernels, other backends and CUDA; here the per-column work is a BLAS
 product's, about ten times faster on the CPU at 79 dimensions.
@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "block_kernel", "columns_per_pass", "quadratic_forms"]
+__all__ = ["BLOCK_BYTES", "COLUMN_BYTES", "block_kernel", "columns_per_pass", "quadratic_forms"]
 
-#: Bytes of one row block of K, and of one pass's columns S.
+#: Bytes of one row block of K.
 BLOCK_BYTES = 64 * 2**20
+
+#: Bytes of one pass's columns S (each further pass recomputes K: at 2 x 10^5
+#: points, 83 float32 columns per pass would be 13 passes for 1,000).
+COLUMN_BYTES = 256 * 2**20
 
 
 def _sqdist_block(A, B, sq_a, sq_b):
@@ -91,8 +95,8 @@ def _upper_half(b: int, dt) -> np.ndarray:
 
 
 def columns_per_pass(N: int, itemsize: int) -> int:
-    """How many columns of S one pass holds (:data:`BLOCK_BYTES`)."""
-    return max(1, BLOCK_BYTES // (N * itemsize))
+    """How many columns of S one pass holds (:data:`COLUMN_BYTES`)."""
+    return max(1, COLUMN_BYTES // (N * itemsize))
 
 
 def quadratic_forms(Z, block, diag_value: float, columns):
