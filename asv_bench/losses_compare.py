@@ -18,6 +18,8 @@ comparable numbers).
   columns of products of dense row blocks of K, float32) against a dense
   NumPy test (the float64 kernel matrix in memory, all permutations as one
   BLAS product ``K @ U``), D = 79, time and peak memory.
+- ``hsic``: ``stats.hsic_test`` (200 permutations, 16 per reduction)
+  against a dense NumPy test (centred K and L in memory).
 - ``multiscale_big``: multiscale Sinkhorn only, blur 0.05 and 0.01, at
   ``--big-n`` points, against GeomLoss's multiscale backend.
 
@@ -216,6 +218,48 @@ def case_mmd(args, rows):
                          float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
 
 
+def dense_hsic_test(X, Y, n_perm, seed=0):
+    """HSIC's permutation test densely: the centred K and L in memory, one
+    ``sum(Kc * L[pi][:, pi])`` per permutation (the same permutations)."""
+    from kerneltools.stats import median_bandwidth
+
+    def gram(A):
+        sq = (A**2).sum(1)
+        d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * A @ A.T, 0)
+        return np.exp(-d2 / (2 * median_bandwidth(A) ** 2))
+
+    X, Y = X.astype(np.float64), Y.astype(np.float64)
+    n = len(X)
+    K, L = gram(X), gram(Y)
+    Kc = K - K.mean(0)[None, :] - K.mean(1)[:, None] + K.mean()
+    obs = (Kc * L).sum() / n**2
+    rng = np.random.default_rng(seed)
+    null = np.array([(Kc * L[np.ix_(q, q)]).sum() / n**2
+                     for q in (rng.permutation(n) for _ in range(n_perm))])
+    return obs, (1 + np.sum(null >= obs - 1e-10 * obs)) / (1 + n_perm)
+
+
+def case_hsic(args, rows):
+    """hsic_test (16 permutations per reduction) against the dense test, on a
+    dependent pair in 2-D + 1-D, ``--hsic-n`` points, 200 permutations."""
+    from kerneltools import stats
+
+    rng = np.random.default_rng(0)
+    n = args.hsic_n
+    X = rng.standard_normal((n, 2)).astype(np.float32)
+    Y = (X[:, :1] + rng.standard_normal((n, 1))).astype(np.float32)
+    base = None
+    for name, fn in (("kerneltools", lambda: stats.hsic_test(X, Y, n_permutations=200,
+                                                               random_state=0)),
+                     ("dense NumPy", lambda: dense_hsic_test(X, Y, 200))):
+        fn()
+        t, out, peak = _peak(fn)
+        base = t if base is None else base
+        v, p = (out.statistic, out.pvalue) if hasattr(out, "pvalue") else out
+        rows.append([f"HSIC test 200 perms (p={p:.3g}, peak {peak:.0f} MB)", n, name, t,
+                     float(v), t / base])
+
+
 def report(rows, load_start, load_end):
     lines = [f"load average at start {load_start}, at end {load_end} (shared machine)", "",
              "| case | n | system | median s | value | time / kerneltools |",
@@ -232,6 +276,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--mmd-n", default="2000", help="points per sample, comma-separated")
     ap.add_argument("--mmd-perms", type=int, default=1000)
+    ap.add_argument("--hsic-n", type=int, default=2000)
     ap.add_argument("--big-n", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", default="samples_loss,multiscale,mmd")
@@ -242,7 +287,8 @@ def main(argv=None):
     rows = []
     for case in args.cases.split(","):
         {"samples_loss": case_samples_loss, "multiscale": case_multiscale,
-         "multiscale_big": case_multiscale_big, "mmd": case_mmd}[case](args, rows)
+         "multiscale_big": case_multiscale_big, "mmd": case_mmd,
+         "hsic": case_hsic}[case](args, rows)
         print(report(rows, load_start, os.getloadavg()[0]), file=sys.stderr, flush=True)
     text = report(rows, load_start, os.getloadavg()[0])
     print(text)
