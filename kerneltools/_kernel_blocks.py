@@ -99,11 +99,12 @@ def columns_per_pass(N: int, itemsize: int) -> int:
     return max(1, COLUMN_BYTES // (N * itemsize))
 
 
-def quadratic_forms(Z, block, diag_value: float, columns):
+def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
     """``(q, r, rs)``: ``q[p] = s_p^T K s_p`` for each zero-sum column ``s_p``
     that ``columns()`` yields (arrays ``(N, P_c)`` in Z's dtype, one per pass),
     the row sums ``r = K 1`` and ``rs[p] = r . s_p``, in float64;
-    ``K = block(Z, Z)`` by row blocks."""
+    ``K = block(Z, Z)`` by row blocks; ``progress(pass, rows_done, N)``, if
+    given, after each block."""
     N, dt = len(Z), Z.dtype
     sq = np.einsum("ij,ij->i", Z, Z)
     rb = _rows_per_block(N, dt.itemsize)
@@ -134,6 +135,8 @@ def quadratic_forms(Z, block, diag_value: float, columns):
             q += 2 * np.einsum("ip,ip->p", S_b, KS.astype(np.float64))
             # r[r0:r1] is complete here: the earlier blocks gave its columns < r0
             rsum += r[r0:r1] @ S_b
+            if progress is not None:
+                progress(k, r1, N)
         qs.append(q)
         rs.append(rsum)
     return np.concatenate(qs), r, np.concatenate(rs)

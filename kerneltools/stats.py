@@ -289,10 +289,18 @@ def _blocked_permutation_test(block, diag_value, Z, n, unbiased, n_permutations,
             for c, col in enumerate(range(start, stop)):
                 S[np.arange(n) if col == 0 else rng.permutation(N)[:n], c] = m
             yield S
-            if verbose:
-                print(f"{caller}: {stop - 1}/{n_permutations} permutations")
 
-    q, r, rs = kb.quadratic_forms(Z, block, diag_value, columns)
+    shown = {}
+
+    def progress(k, done, rows):  # about every tenth of the rows
+        tenth = done * 10 // rows
+        if verbose and shown.get(k) != tenth:
+            shown[k] = tenth
+            cols = min((k + 1) * per_pass, total) - 1
+            print(f"{caller}: pass {k + 1} (permutations up to {cols} of "
+                  f"{n_permutations}): {done}/{rows} rows of K")
+
+    q, r, rs = kb.quadratic_forms(Z, block, diag_value, columns, progress)
     T = r.sum()
     r_x = (rs + n * T) / (n + m)  # u^T K 1, as s = (n + m) u - n
     stat = q / float(n * m) ** 2

@@ -142,7 +142,7 @@ def test_blocked_permutation_test_equals_a_plain_loop(dtype, unbiased, monkeypat
     assert res.pvalue == p
 
 
-def test_blocked_energy_test_equals_a_plain_loop():
+def test_blocked_energy_test_equals_a_plain_loop(capsys):
     X, Y = samples(n=15, m=18, shift=0.4, seed=12)
     Z = np.concatenate([X, Y])
     D = -cdist(Z, Z)
@@ -151,7 +151,9 @@ def test_blocked_energy_test_equals_a_plain_loop():
     for _ in range(80):
         q = rng.permutation(len(Z))
         null.append(dense_mmd2(D[np.ix_(q, q)], 15, False))
-    res = stats.energy_test(X, Y, n_permutations=80, random_state=2, method="blocks")
+    res = stats.energy_test(X, Y, n_permutations=80, random_state=2, method="blocks",
+                            verbose=True)
+    assert "pass 1 (permutations up to 80 of 80): 33/33 rows of K" in capsys.readouterr().out
     assert res.statistic == pytest.approx(dense_mmd2(D, 15, False), rel=1e-10)
     np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9)
 
