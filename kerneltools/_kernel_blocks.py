@@ -19,7 +19,9 @@ float32 samples). The columns used here sum to zero, so that
 ``s^T K s = s^T (K - c) s`` for any constant ``c``: the blocks are shifted by
 ``c`` (the kernel's mean on a subsample) before the product, which shrinks
 the entries that the float32 sums accumulate from ``|K|`` to ``|K - c|``.
-The row sums are accumulated in float64. The diagonal of each block is the
+The row sums are accumulated in float64; the points are centred first (the
+kernels served are translation invariant), so that the expanded squared
+distances stay accurate for data far from the origin. The diagonal of each block is the
 kernel's value at distance 0 exactly (the expanded squared distance
 ``|x|^2 + |y|^2 - 2 <x, y>`` is not exactly 0 there).
 """
@@ -106,6 +108,9 @@ def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
     ``K = block(Z, Z)`` by row blocks; ``progress(pass, rows_done, N)``, if
     given, after each block."""
     N, dt = len(Z), Z.dtype
+    # the kernels here are translation invariant: centred points keep the
+    # expanded distances accurate when the data sit far from the origin
+    Z = Z - Z.mean(axis=0, dtype=np.float64).astype(dt)
     sq = np.einsum("ij,ij->i", Z, Z)
     rb = _rows_per_block(N, dt.itemsize)
     # the shift c: the kernel's mean on a subsample (any constant is exact)

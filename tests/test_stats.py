@@ -142,20 +142,32 @@ def test_blocked_permutation_test_equals_a_plain_loop(dtype, unbiased, monkeypat
     assert res.pvalue == p
 
 
+def energy_loop(X, Y, n_perm, seed):
+    Z = np.concatenate([X, Y]).astype(np.float64)
+    D = -cdist(Z, Z)
+    rng = np.random.default_rng(seed)
+    null = []
+    for _ in range(n_perm):
+        q = rng.permutation(len(Z))
+        null.append(dense_mmd2(D[np.ix_(q, q)], len(X), False))
+    return dense_mmd2(D, len(X), False), np.array(null)
+
+
 def test_blocked_energy_test_equals_a_plain_loop(capsys):
     X, Y = samples(n=15, m=18, shift=0.4, seed=12)
-    Z = np.concatenate([X, Y])
-    D = -cdist(Z, Z)
-    rng = np.random.default_rng(2)
-    null = []
-    for _ in range(80):
-        q = rng.permutation(len(Z))
-        null.append(dense_mmd2(D[np.ix_(q, q)], 15, False))
+    obs, null = energy_loop(X, Y, 80, 2)
     res = stats.energy_test(X, Y, n_permutations=80, random_state=2, method="blocks",
                             verbose=True)
     assert "pass 1 (permutations up to 80 of 80): 33/33 rows of K" in capsys.readouterr().out
-    assert res.statistic == pytest.approx(dense_mmd2(D, 15, False), rel=1e-10)
+    assert res.statistic == pytest.approx(obs, rel=1e-10)
     np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9)
+    # far from the origin in float32 (|x|^2 ~ 3 10^4): the points are centred
+    # before the expanded distances |x|^2 + |y|^2 - 2 <x, y>
+    Xf, Yf = (X + 100).astype(np.float32), (Y + 100).astype(np.float32)
+    obs, null = energy_loop(Xf, Yf, 80, 2)
+    far = stats.energy_test(Xf, Yf, n_permutations=80, random_state=2, method="blocks")
+    assert far.statistic == pytest.approx(obs, rel=1e-5)
+    np.testing.assert_allclose(far.null_distribution, null, rtol=1e-5)
 
 
 def test_batch_size_does_not_change_the_result():
