@@ -14,13 +14,20 @@ comparable numbers).
   on the CPU) and ``"tensorized"`` (dense torch) where it fits.
 - ``multiscale``: the Sinkhorn divergence, blur 0.05, D = 3, kerneltools
   ``multiscale=True`` and dense against GeomLoss ``backend="multiscale"``.
-- ``mmd``: ``stats.mmd_test`` (1,000 permutations, batches of 100 columns
-  per ``K @ U``) against a dense NumPy test (the kernel matrix in memory, all
-  permutations as one BLAS product ``K @ U``), D = 79.
+- ``mmd``: ``stats.mmd_test`` (1,000 permutations, all of them as the
+  columns of products of dense row blocks of K, float32) against a dense
+  NumPy test (the float64 kernel matrix in memory, all permutations as one
+  BLAS product ``K @ U``), D = 79, time and peak memory.
+- ``hsic``: ``stats.hsic_test`` (200 permutations, 16 per reduction)
+  against a dense NumPy test (centred K and L in memory).
+- ``multiscale_big``: multiscale Sinkhorn only, blur 0.05 and 0.01, at
+  ``--big-n`` points, against GeomLoss's multiscale backend.
 
 Example::
 
     python asv_bench/losses_compare.py --n 10000 --mmd-n 2000 --out losses.md
+    python asv_bench/losses_compare.py --cases mmd --mmd-n 2000,10000
+    python asv_bench/losses_compare.py --cases multiscale_big --big-n 100000
 """
 
 from __future__ import annotations
@@ -94,16 +101,57 @@ def case_multiscale(args, rows):
         rows.append(["Sinkhorn 3-D blur 0.05", args.n, name, t, v, t / base])
 
 
+def case_multiscale_big(args, rows):
+    """Multiscale only (the dense solvers are quadratic): kerneltools against
+    GeomLoss, blur 0.05 and 0.01, at ``--big-n``. The warm-up (compilation)
+    runs at 1,000 points; one timed call each."""
+    import torch
+
+    from kerneltools.estimators.optimal_transport import sinkhorn_divergence
+
+    x, y = B.clouds(args.big_n)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    xs, ys = B.clouds(1000)
+    for blur in (0.05, 0.01):
+        def ours(u, v, blur=blur):
+            return sinkhorn_divergence(u, v, blur=blur, multiscale=True)
+
+        def theirs(u, v, blur=blur):
+            return float(geomloss_loss("sinkhorn", blur=blur, backend="multiscale")(u, v))
+
+        base = None
+        for name, fn, small, big in (
+                ("kerneltools multiscale", ours, (xs, ys), (x, y)),
+                ("geomloss multiscale", theirs,
+                 (torch.from_numpy(xs), torch.from_numpy(ys)), (xt, yt))):
+            fn(*small)  # compilation
+            t0 = time.perf_counter()
+            v = fn(*big)
+            t = time.perf_counter() - t0
+            base = t if base is None else base
+            ref = v if name.startswith("kerneltools") else ref
+            rows.append([f"Sinkhorn 3-D blur {blur} (rel. diff {abs(v - ref) / abs(ref):.1e})",
+                         args.big_n, name, t, v, t / base])
+            print(rows[-1], file=sys.stderr, flush=True)
+
+
 def dense_mmd_test(X, Y, n_perm, seed=0):
-    """The same test densely: K in memory, the permutations' indicators as the
-    columns of one matrix product (the same permutations and statistic)."""
+    """The same test densely: K in memory (float64, built in place), the
+    permutations' indicators as the columns of one matrix product (the same
+    permutations and statistic)."""
     from kerneltools.stats import median_bandwidth
 
     Z = np.concatenate([X, Y]).astype(np.float64)
     n, N = len(X), len(Z)
     gamma = 1 / (2 * median_bandwidth(Z) ** 2)
     sq = (Z**2).sum(1)
-    K = np.exp(-gamma * np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0))
+    K = Z @ Z.T
+    K *= -2
+    K += sq[:, None]
+    K += sq[None, :]
+    np.maximum(K, 0, out=K)
+    K *= -gamma
+    np.exp(K, out=K)
     d, r1, tot = np.diag(K).copy(), K.sum(1), K.sum()
     rng = np.random.default_rng(seed)
     U = np.zeros((N, n_perm + 1))
@@ -111,6 +159,7 @@ def dense_mmd_test(X, Y, n_perm, seed=0):
     for k in range(n_perm):
         U[rng.permutation(N)[:n], k + 1] = 1
     KU = K @ U
+    del K
     s_xx = (U * KU).sum(0)
     s_x1 = U.T @ r1
     s_yy, s_xy = tot - 2 * s_x1 + s_xx, s_x1 - s_xx
@@ -121,26 +170,94 @@ def dense_mmd_test(X, Y, n_perm, seed=0):
     return stat[0], (1 + np.sum(stat[1:] >= stat[0])) / (1 + n_perm)
 
 
-def case_mmd(args, rows):
-    import resource
+#: The largest pooled sample whose dense float64 kernel matrix this script
+#: builds (3.2 GB at 2 x 10^4): beyond it, "does not fit" is the result.
+DENSE_MAX_N = 20_000
 
+
+def _peak(fn):
+    """``(seconds, result, peak MB of NumPy allocations)`` of one call."""
+    import tracemalloc
+
+    tracemalloc.start()
+    t = time.perf_counter()
+    out = fn()
+    t = time.perf_counter() - t
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return t, out, peak
+
+
+def case_mmd(args, rows):
+    """mmd_test (dense row blocks, float32) against the dense NumPy test, at
+    each ``--mmd-n`` (points per sample), ``--mmd-perms`` permutations. One
+    timed call (a warm-up first below 10^4 points); the peak memory is that
+    of NumPy's allocations during the call (tracemalloc)."""
     from kerneltools import stats
 
-    X, Y = B.two_samples(args.mmd_n)
-    systems = [
-        ("kerneltools", lambda: stats.mmd_test(X, Y, n_permutations=1000, random_state=0)),
-        ("dense NumPy", lambda: dense_mmd_test(X, Y, 1000)),
-    ]
+    for n in (int(v) for v in args.mmd_n.split(",")):
+        X, Y = B.two_samples(n)
+        P = args.mmd_perms
+        systems = [("kerneltools", lambda: stats.mmd_test(X, Y, n_permutations=P,
+                                                          random_state=0))]
+        if 2 * n <= DENSE_MAX_N:
+            systems.append(("dense NumPy", lambda: dense_mmd_test(X, Y, P)))
+        base = None
+        for name, fn in systems:
+            if n < 10_000:
+                fn()
+            t, out, peak = _peak(fn)
+            base = t if base is None else base
+            v = out.statistic if hasattr(out, "statistic") else out[0]
+            p = out.pvalue if hasattr(out, "pvalue") else out[1]
+            rows.append([f"MMD test {P} perms D=79 (p={p:.3g}, peak {peak:.0f} MB)",
+                         f"{n}+{n}", name, t, float(v), t / base])
+            print(rows[-1], file=sys.stderr, flush=True)
+        if 2 * n > DENSE_MAX_N:
+            rows.append([f"MMD test {P} perms D=79", f"{n}+{n}", "dense NumPy",
+                         float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
+
+
+def dense_hsic_test(X, Y, n_perm, seed=0):
+    """HSIC's permutation test densely: the centred K and L in memory, one
+    ``sum(Kc * L[pi][:, pi])`` per permutation (the same permutations)."""
+    from kerneltools.stats import median_bandwidth
+
+    def gram(A):
+        sq = (A**2).sum(1)
+        d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * A @ A.T, 0)
+        return np.exp(-d2 / (2 * median_bandwidth(A) ** 2))
+
+    X, Y = X.astype(np.float64), Y.astype(np.float64)
+    n = len(X)
+    K, L = gram(X), gram(Y)
+    Kc = K - K.mean(0)[None, :] - K.mean(1)[:, None] + K.mean()
+    obs = (Kc * L).sum() / n**2
+    rng = np.random.default_rng(seed)
+    null = np.array([(Kc * L[np.ix_(q, q)]).sum() / n**2
+                     for q in (rng.permutation(n) for _ in range(n_perm))])
+    return obs, (1 + np.sum(null >= obs - 1e-10 * obs)) / (1 + n_perm)
+
+
+def case_hsic(args, rows):
+    """hsic_test (16 permutations per reduction) against the dense test, on a
+    dependent pair in 2-D + 1-D, ``--hsic-n`` points, 200 permutations."""
+    from kerneltools import stats
+
+    rng = np.random.default_rng(0)
+    n = args.hsic_n
+    X = rng.standard_normal((n, 2)).astype(np.float32)
+    Y = (X[:, :1] + rng.standard_normal((n, 1))).astype(np.float32)
     base = None
-    for name, fn in systems:
-        t, out = timed(fn, args.repeats)
+    for name, fn in (("kerneltools", lambda: stats.hsic_test(X, Y, n_permutations=200,
+                                                               random_state=0)),
+                     ("dense NumPy", lambda: dense_hsic_test(X, Y, 200))):
+        fn()
+        t, out, peak = _peak(fn)
         base = t if base is None else base
-        v = out.statistic if hasattr(out, "statistic") else out[0]
-        p = out.pvalue if hasattr(out, "pvalue") else out[1]
-        rows.append([f"MMD test 1000 perms D=79 (p={p:.3g})", f"{args.mmd_n}+{args.mmd_n}",
-                     name, t, v, t / base])
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rows.append(["(peak RSS of this process, MB)", "", "", rss, "", ""])
+        v, p = (out.statistic, out.pvalue) if hasattr(out, "pvalue") else out
+        rows.append([f"HSIC test 200 perms (p={p:.3g}, peak {peak:.0f} MB)", n, name, t,
+                     float(v), t / base])
 
 
 def report(rows, load_start, load_end):
@@ -157,7 +274,10 @@ def report(rows, load_start, load_end):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10_000)
-    ap.add_argument("--mmd-n", type=int, default=2000)
+    ap.add_argument("--mmd-n", default="2000", help="points per sample, comma-separated")
+    ap.add_argument("--mmd-perms", type=int, default=1000)
+    ap.add_argument("--hsic-n", type=int, default=2000)
+    ap.add_argument("--big-n", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", default="samples_loss,multiscale,mmd")
     ap.add_argument("--out")
@@ -167,7 +287,8 @@ def main(argv=None):
     rows = []
     for case in args.cases.split(","):
         {"samples_loss": case_samples_loss, "multiscale": case_multiscale,
-         "mmd": case_mmd}[case](args, rows)
+         "multiscale_big": case_multiscale_big, "mmd": case_mmd,
+         "hsic": case_hsic}[case](args, rows)
         print(report(rows, load_start, os.getloadavg()[0]), file=sys.stderr, flush=True)
     text = report(rows, load_start, os.getloadavg()[0])
     print(text)

@@ -14,7 +14,14 @@ be compared term by term:
 
 Every loss is one autograd node (:class:`_LossValue`) whose forward runs the
 engine's reductions on NumPy views of the tensors and whose backward runs the
-gradient reductions, written out below (first order: no double backward).
+gradient reductions, written out below. Under ``create_graph=True`` (a
+gradient penalty, say) the kernel losses' backward computes the same
+gradients as differentiable torch operations (:class:`_KernelConv`, whose own
+backward is the engine's symbolic derivative of the summand): gradients of
+gradients, to second order. That needs a twice differentiable kernel: the
+Gaussian one; the others (``|x - y|`` is not differentiable twice where
+points coincide, and Sinkhorn's and Hausdorff's gradients hold their
+potentials fixed) raise ``NotImplementedError`` there.
 CUDA tensors are copied to the host (the solvers' arrays are NumPy) and the
 gradients go back to their device.
 - ``"gaussian"``, ``"laplacian"``, ``"energy"``: the kernel norms
@@ -83,9 +90,19 @@ default="sinkhorn"
         With ``backend="multiscale"``: blocks of clusters whose transport
         weight is below ``exp(-truncate^2 / 2)`` are skipped (see
         :mod:`kerneltools.estimators._multiscale`). Otherwise unused.
-    cost, kernel : None
-        GeomLoss's custom costs and kernels (KeOps formula strings or torch
-        functions) are not supported: a value other than None raises.
+    cost : str, callable or None, default=None
+        ``"sinkhorn"`` and ``"hausdorff"``: the ground cost instead of
+        ``|x - y|^p / p``, as GeomLoss takes it: a KeOps formula string in the
+        variables ``X`` and ``Y`` (GeomLoss's online backend's form, e.g.
+        ``"SqDist(X,Y) / IntCst(2)"``), or a callable ``cost(x_i, y_j)`` of
+        two :class:`~kerneltools.LazyTensor` s returning the scalar formula
+        ``C(x_i, y_j)`` (GeomLoss's tensorized backend takes a callable of
+        dense tensors instead). Its gradient is the formula's symbolic
+        derivative. Not with ``backend="multiscale"`` (the block pruning
+        bounds ``|x - y|^p``).
+    kernel : None
+        GeomLoss's custom kernels are not supported: a value other than None
+        raises.
     cluster_scale : float or None, default=None
         The cluster width of ``backend="multiscale"``; None: chosen from the
         diameter and the dimension.
@@ -160,12 +177,19 @@ default="sinkhorn"
             )
         if self.truncate is not None:
             _positive(self.truncate, "truncate", who)
-        for name in ("cost", "kernel"):
-            if getattr(self, name) is not None:
-                raise NotImplementedError(
-                    f"{who}: custom '{name}' functions or formulas are not supported; "
-                    f"leave {name}=None (the cost |x - y|^p / p and the named kernels)"
-                )
+        if self.kernel is not None:
+            raise NotImplementedError(
+                f"{who}: custom 'kernel' functions or formulas are not supported; "
+                "leave kernel=None (the named kernels of 'loss')"
+            )
+        self._cost = _cost_formula(self.cost, who)
+        if self.cost is not None and self.loss not in ("sinkhorn", "hausdorff"):
+            raise ValueError(f"{who}: 'cost' applies to loss='sinkhorn' or 'hausdorff'; "
+                             f"got loss={self.loss!r}")
+        if self.cost is not None and self.backend == "multiscale":
+            raise ValueError(f"{who}: backend='multiscale' needs the cost |x - y|^p / p "
+                             "(its block pruning bounds it); leave cost=None or use "
+                             "backend='online'")
         if self.reach is not None and self.loss != "sinkhorn":
             raise ValueError(
                 f"{who}: 'reach' (unbalanced transport) applies to loss='sinkhorn' "
@@ -208,6 +232,26 @@ default="sinkhorn"
         else:
             solution = _kernel_loss(self, a, x, b, y)
         return finish(self, solution, a, x, b, y)
+
+
+def _cost_formula(cost, who):
+    """A user's ``cost`` as a callable ``(x_i, y_j) -> formula``, or None."""
+    if cost is None or callable(cost):
+        return cost
+    if not isinstance(cost, str):
+        raise TypeError(f"{who}: 'cost' must be a KeOps formula string in X and Y, a "
+                        f"callable of LazyTensors, or None; got {type(cost).__name__}")
+    from . import lazy
+    from .keops._formulas import check, evaluate
+    from .keops._parser import parse_formula
+
+    tree = parse_formula(cost)
+    check(tree, {"X", "Y"}, cost)
+
+    def no_inline(index):
+        raise ValueError(f"{who}: 'cost' {cost!r}: use the names X and Y, not Var(...)")
+
+    return lambda x_i, y_j: evaluate(tree, {"X": x_i, "Y": y_j}, no_inline, lazy, cost)
 
 
 def _host(t: torch.Tensor) -> np.ndarray:
@@ -284,18 +328,24 @@ def _check_weights(w, pts, name, points, batched):
 
 class Solution:
     """A solved loss: its value (float64) and, on demand, its gradients
-    ``(d/da, d/dx, d/db, d/dy)`` as NumPy arrays, from ``gradients()``."""
+    ``(d/da, d/dx, d/db, d/dy)`` as NumPy arrays, from ``gradients()``;
+    ``torch_gradients(need, a, x, b, y)``: the same as differentiable tensors
+    (None: no double backward, ``why`` says why)."""
 
-    def __init__(self, value: float, gradients, potentials=None):
+    def __init__(self, value: float, gradients, potentials=None, torch_gradients=None,
+                 why=""):
         self.value, self.gradients, self.potentials = value, gradients, potentials
+        self.torch_gradients, self.why = torch_gradients, why
 
 
 class _LossValue(torch.autograd.Function):
-    """The value of a solved loss; backward from its gradients (first order)."""
+    """The value of a solved loss; backward from its gradients, differentiable
+    under ``create_graph=True`` where the loss provides ``torch_gradients``."""
 
     @staticmethod
     def forward(ctx, solution: Solution, a, x, b, y):
         ctx.solution = solution
+        ctx.save_for_backward(a, x, b, y)
         return torch.tensor(solution.value, dtype=x.dtype, device=x.device)
 
     @staticmethod
@@ -303,6 +353,15 @@ class _LossValue(torch.autograd.Function):
         need = ctx.needs_input_grad[1:]
         if not any(need):
             return (None,) * 5
+        if torch.is_grad_enabled():  # create_graph=True: a graph of the gradients
+            if ctx.solution.torch_gradients is None:
+                raise NotImplementedError(
+                    "SamplesLoss: gradients of gradients (backward with "
+                    f"create_graph=True) are not supported for {ctx.solution.why}; "
+                    "they are for loss='gaussian'")
+            grads = ctx.solution.torch_gradients(need, *ctx.saved_tensors)
+            return (None,) + tuple(None if not n or d is None else grad_out * d
+                                   for n, d in zip(need, grads))
         g = float(grad_out)
         grads = ctx.solution.gradients(need)
         return (None,) + tuple(
@@ -345,6 +404,7 @@ def problem(loss, a, x, b, y, diameter) -> sk.Problem:
         prob = prob._replace(
             diameter=d, eps_list=sk.epsilon_schedule(prob.p, d, loss.blur, loss.scaling)
         )
+    prob = prob._replace(cost=loss._cost)
     if loss.verbose:
         print(f"SamplesLoss: Sinkhorn over {len(prob.eps_list)} temperatures, "
               f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}")
@@ -373,7 +433,9 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients) -> Solutio
         return da, dx, db, dy
 
     value = float(prob.a.astype(np.float64) @ da + prob.b.astype(np.float64) @ db)
-    return Solution(value, gradients, (F, G))
+    return Solution(value, gradients, (F, G),
+                    why="loss='sinkhorn' (its envelope-theorem gradient holds the dual "
+                    "potentials fixed; their derivatives are not computed)")
 
 
 def sinkhorn_solution(loss, a, x, b, y, diameter) -> Solution:
@@ -423,7 +485,60 @@ def _kernel_loss(loss, a, x, b, y):
         dy = B64[:, None] * (conv(Y, Y, B, True) - conv(Y, X, A, True)) if need[3] else None
         return da, dx, db, dy
 
-    return Solution(value, gradients, (a_x - b_x, b_y - a_y))
+    def torch_gradients(need, a, x, b, y):
+        def conv(u, v, w, grad=False):
+            return _KernelConv.apply((name, blur, grad, be), u, v, w)
+
+        da = conv(x, x, a) - conv(x, y, b) if need[0] else None
+        db = conv(y, y, b) - conv(y, x, a) if need[2] else None
+        dx = a[:, None] * (conv(x, x, a, True) - conv(x, y, b, True)) if need[1] else None
+        dy = b[:, None] * (conv(y, y, b, True) - conv(y, x, a, True)) if need[3] else None
+        return da, dx, db, dy
+
+    smooth = name == "gaussian"
+    return Solution(value, gradients, (a_x - b_x, b_y - a_y),
+                    torch_gradients if smooth else None,
+                    f"loss={name!r} (|x - y| is not twice differentiable where points "
+                    "coincide)")
+
+
+class _KernelConv(torch.autograd.Function):
+    """``sum_j F(u_i, v_j) w_j`` with ``F = k`` or ``grad_u k`` (``spec``:
+    ``(name, blur, grad, backend)``): a differentiable reduction whose backward
+    reduces the engine's symbolic derivatives of the summand in ``u_i``,
+    ``v_j`` and ``w_j`` (once differentiable: second order for the loss)."""
+
+    @staticmethod
+    def _summand(spec, u, v, w):
+        name, blur, grad, _ = spec
+        ui, vj, wj = Vi(_host(u)), Vj(_host(v)), Vj(_host(w).reshape(-1, 1))
+        k, dk = _kernel(name, ui, vj, blur)
+        return (dk if grad else k) * wj, (ui, vj, wj)
+
+    @staticmethod
+    def forward(ctx, spec, u, v, w):
+        ctx.spec = spec
+        ctx.save_for_backward(u, v, w)
+        H, _ = _KernelConv._summand(spec, u, v, w)
+        out = H.sum(axis=1, backend=spec[3])
+        return to_tensor(out if spec[2] else out[:, 0], u)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        spec, (u, v, w) = ctx.spec, ctx.saved_tensors
+        H, (ui, vj, wj) = _KernelConv._summand(spec, u, v, w)
+        E = Vi(_host(g).reshape(len(u), -1).astype(_host(u).dtype))
+        need = ctx.needs_input_grad[1:]
+        du = dv = dw = None
+        if need[0]:
+            du = to_tensor(H.grad(ui, E).sum(axis=1, backend=spec[3]), g)
+        if need[1] or need[2]:  # one reduction over i for both j-variables
+            d = u.shape[1]
+            vw = H.grad(vj, E).concat(H.grad(wj, E)).sum(axis=0, backend=spec[3])
+            dv, dw = to_tensor(vw[:, :d], g), to_tensor(vw[:, d], g)
+        out = [None, du, dv if need[1] else None, dw if need[2] else None]
+        return tuple(out)
 
 
 # -- Hausdorff divergence -----------------------------------------------------------
@@ -443,7 +558,7 @@ def _hausdorff(loss, a, x, b, y):
     A, B = A.astype(X.dtype), B.astype(X.dtype)
     la, lb = sk.log_weights(A), sk.log_weights(B)
     pairs = {"a_x": (X, X, la), "b_y": (Y, Y, lb), "b_x": (X, Y, lb), "a_y": (Y, X, la)}
-    costs = {k: sk.cost_matrix(p, u, v) for k, (u, v, _) in pairs.items()}
+    costs = {k: sk.cost_matrix(p, u, v, loss._cost) for k, (u, v, _) in pairs.items()}
     softmin = sk.lse_softmin(be)
     s = {k: softmin(eps, costs[k], h).astype(np.float64) for k, (_, _, h) in pairs.items()}
     F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
@@ -457,4 +572,5 @@ def _hausdorff(loss, a, x, b, y):
         dy = B64[:, None] * (grad("a_y") - grad("b_y")) if need[3] else None
         return F, dx, G, dy
 
-    return Solution(float(A64 @ F + B64 @ G), gradients, (F, G))
+    return Solution(float(A64 @ F + B64 @ G), gradients, (F, G),
+                    why="loss='hausdorff' (its gradient holds the softmins' inputs fixed)")

@@ -36,6 +36,8 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ndtr
 
+from . import _kernel_blocks as kb
+from .config import check_backend
 from .kernels import Kernel, make_kernel
 from .lazy import Vi, Vj
 
@@ -128,7 +130,9 @@ def median_bandwidth(Z, *, metric="euclidean", random_state=0) -> float:
 
 
 def _energy_kernel() -> Kernel:
-    return make_kernel(lambda x, y: -(x.sqdist(y) + 1e-30).sqrt())
+    k = make_kernel(lambda x, y: -(x.sqdist(y) + 1e-30).sqrt())
+    k.name = "energy"  # what kerneltools._kernel_blocks recognises
+    return k
 
 
 def _kernel(kernel, gamma, Z, kernel_params, caller) -> Kernel:
@@ -252,30 +256,133 @@ def _permutation_test(pooled, unbiased, n_permutations, batch_size, random_state
         null[start:stop] = pooled.statistics(_indicator(n, m, perms), unbiased)
         if verbose:
             print(f"{caller}: {stop}/{n_permutations} permutations")
+    return _result(observed, null)
+
+
+def _result(observed, null) -> PermutationTestResult:
     # ties count as exceedances (a valid p-value, as scipy's permutation_test)
-    tol = 1e-12 * max(abs(observed), 1e-300) * 100
-    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + n_permutations)
-    return PermutationTestResult(observed, float(pvalue), null)
+    tol = 1e-10 * max(abs(observed), 1e-300)
+    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + len(null))
+    return PermutationTestResult(float(observed), float(pvalue), null)
+
+
+def _blocked_permutation_test(block, diag_value, Z, n, unbiased, n_permutations,
+                              batch_size, random_state, verbose, caller):
+    """The permutation test by dense row blocks of K times every labelling's
+    column (:mod:`kerneltools._kernel_blocks`): one BLAS product per block.
+
+    A labelling with indicator ``u`` is the zero-sum column
+    ``s = m u - n (1 - u)`` (exact integers in any dtype): ``s^T K s / (n m)^2``
+    is the biased MMD^2, and with ``K 1`` (computed in the same pass) it gives
+    every sum of the unbiased one. The permutations are those of
+    :func:`_permutation_test`, in the same order (column 0: the observed
+    labelling)."""
+    N, m = len(Z), len(Z) - n
+    rng = np.random.default_rng(random_state)
+    per_pass = batch_size or kb.columns_per_pass(N, Z.dtype.itemsize)
+    total = n_permutations + 1
+
+    def columns():
+        for start in range(0, total, per_pass):
+            stop = min(start + per_pass, total)
+            S = np.full((N, stop - start), -float(n), dtype=Z.dtype)
+            for c, col in enumerate(range(start, stop)):
+                S[np.arange(n) if col == 0 else rng.permutation(N)[:n], c] = m
+            yield S
+
+    shown = {}
+
+    def progress(k, done, rows):  # about every tenth of the rows
+        tenth = done * 10 // rows
+        if verbose and shown.get(k) != tenth:
+            shown[k] = tenth
+            cols = min((k + 1) * per_pass, total) - 1
+            print(f"{caller}: pass {k + 1} (permutations up to {cols} of "
+                  f"{n_permutations}): {done}/{rows} rows of K")
+
+    q, r, rs = kb.quadratic_forms(Z, block, diag_value, columns, progress)
+    T = r.sum()
+    r_x = (rs + n * T) / (n + m)  # u^T K 1, as s = (n + m) u - n
+    stat = q / float(n * m) ** 2
+    if unbiased:
+        s_xx = (q + 2 * n * rs + n**2 * T) / (n + m) ** 2
+        s_x1 = r_x
+        s_xy = s_x1 - s_xx
+        s_yy = T - 2 * s_x1 + s_xx
+        d_x = diag_value * n
+        d_y = diag_value * m
+        stat = ((s_xx - d_x) / (n * (n - 1)) + (s_yy - d_y) / (m * (m - 1))
+                - 2 * s_xy / (n * m))
+    return _result(stat[0], stat[1:])
+
+
+def _blocks_for(kernel, backend, method, Z, caller):
+    """The block evaluator of ``kernel`` when ``method`` (and the backend)
+    choose dense blocks, else None (the engine's reductions)."""
+    if method not in ("auto", "blocks", "reductions"):
+        raise ValueError(f"{caller}: 'method' must be 'auto', 'blocks' or 'reductions'; "
+                         f"got {method!r}")
+    if method == "reductions":
+        return None
+    found = kb.block_kernel(kernel, Z.shape[1])
+    if method == "blocks":
+        if found is None:
+            raise ValueError(
+                f"{caller}: method='blocks' serves the kernels 'rbf' and 'energy'; "
+                f"got {kernel!r}: use method='reductions' (or 'auto')")
+        return found
+    name = check_backend(backend, caller)
+    if name == "cpu" or (name == "auto" and not _gpu_visible()):
+        return found
+    return None
+
+
+def _gpu_visible() -> bool:
+    """Whether CuPy sees a GPU ("auto" then runs the engine on CUDA)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver
+        return False
 
 
 def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=1000,
-             batch_size=100, random_state=None, kernel_params=None, backend=None,
-             verbose=False) -> PermutationTestResult:
+             batch_size=None, random_state=None, kernel_params=None, backend=None,
+             method="auto", verbose=False) -> PermutationTestResult:
     """Kernel two-sample test: MMD^2 and its permutation p-value.
 
-    ``batch_size`` permutations are evaluated per pass over the pairs (the
-    columns of one ``K @ U``). The permutations are
-    ``rng.permutation(n + m)`` for ``rng = np.random.default_rng(random_state)``,
-    in order; the first ``n`` indices of each are labelled X.
+    All the permutations are evaluated together: each is a column (its
+    labelling) of one matrix ``U``, and ``K @ U`` gives every statistic. The
+    permutations are ``rng.permutation(n + m)`` for
+    ``rng = np.random.default_rng(random_state)``, in order; the first ``n``
+    indices of each are labelled X. Two ways to compute ``K @ U``, with the
+    same permutations and statistics (to rounding):
+
+    - ``method="blocks"``: K by dense row blocks (one BLAS product of the
+      points each), each block times every column at once (BLAS), in the
+      samples' dtype (float32 products for float32 samples; the columns sum
+      to zero, so the blocks are shifted by K's mean, which keeps float32
+      sums accurate). For the ``"rbf"`` and ``"energy"`` kernels on the CPU.
+      Memory: a block (at most 64 MB) and the columns (at most 256 MB; more
+      columns go in several passes, each recomputing K), never ``(n + m)^2``.
+    - ``method="reductions"``: the engine's Sum reductions on ``backend``
+      (``batch_size`` columns per pass over the pairs, 32 per kernel); any
+      kernel, any backend (CUDA included).
+    - ``"auto"`` (default): ``"blocks"`` when the kernel is served and the
+      backend is the CPU (``"cpu"``, or ``"auto"`` without a GPU), else
+      ``"reductions"``.
 
     Parameters
     ----------
     X, Y, kernel, gamma, unbiased, kernel_params, backend
         As in :func:`mmd2` (the bandwidth is chosen once, on the pooled sample).
     n_permutations : int >= 1, default=1000
-    batch_size : int >= 1, default=100
-        Permutations per reduction; memory ``O((n + m) batch_size)``.
+    batch_size : int >= 1 or None, default=None
+        Permutations per pass over the pairs; None: 100 with reductions, as
+        many as 256 MB of columns hold with blocks.
     random_state : int, Generator or None
+    method : {"auto", "blocks", "reductions"}, default="auto"
     verbose : bool, default=False
         Print progress after each batch.
 
@@ -286,10 +393,17 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
     caller = "mmd_test"
     X, Y = _check_pair(X, Y, caller)
     n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
-    batch_size = _check_count(batch_size, "batch_size", caller, 1)
-    k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
+    if batch_size is not None:
+        batch_size = _check_count(batch_size, "batch_size", caller, 1)
+    Z = np.concatenate([X, Y])
+    k = _kernel(kernel, gamma, Z, kernel_params, caller)
+    blocks = _blocks_for(k, backend, method, Z, caller)
+    if blocks is not None:
+        return _blocked_permutation_test(*blocks, Z, len(X), bool(unbiased),
+                                         n_permutations, batch_size, random_state,
+                                         verbose, caller)
     pooled = _Pooled(k, X, Y, backend)
-    return _permutation_test(pooled, bool(unbiased), n_permutations, batch_size,
+    return _permutation_test(pooled, bool(unbiased), n_permutations, batch_size or 100,
                              random_state, verbose, caller)
 
 
@@ -299,13 +413,13 @@ def energy_distance(X, Y, *, backend=None) -> float:
     return mmd2(X, Y, kernel="energy", unbiased=False, backend=backend)
 
 
-def energy_test(X, Y, *, n_permutations=1000, batch_size=100, random_state=None,
-                backend=None, verbose=False) -> PermutationTestResult:
+def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None,
+                backend=None, method="auto", verbose=False) -> PermutationTestResult:
     """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
     and its permutation p-value, as :func:`mmd_test`."""
     return mmd_test(X, Y, kernel="energy", unbiased=False, n_permutations=n_permutations,
                     batch_size=batch_size, random_state=random_state, backend=backend,
-                    verbose=verbose)
+                    method=method, verbose=verbose)
 
 
 # -- linear-time MMD ------------------------------------------------------------------------
@@ -337,29 +451,56 @@ def linear_mmd_test(X, Y, *, kernel="rbf", gamma=None, kernel_params=None,
 # -- HSIC ------------------------------------------------------------------------------------
 
 
+#: Permutations of an HSIC test reduced together (one formula of this many
+#: outputs; the last batch is padded, so that one compiled kernel serves all).
+HSIC_BATCH = 16
+
+
 class _Hsic:
     """HSIC_b = (1/n^2) [sum_ij K_ij L_ij - (2/n) (K1).(L1) + (1^T K 1)(1^T L 1) / n^2]
     (the trace of K H L H / n^2, H the centring matrix, expanded so that no
-    matrix is stored)."""
+    matrix is stored).
+
+    A permutation pi of Y permutes L's rows and columns: ``L1`` becomes
+    ``(L1)[pi]`` and ``1^T L 1`` stays (both computed once); only
+    ``sum_ij K_ij L_pi(i)pi(j)`` needs the pairs. A batch of permutations is
+    one reduction of ``K_ij [L(y_pi1(i), y_pi1(j)), ..., L(y_piP(i), y_piP(j))]``:
+    each pair's ``K_ij`` is computed once for the whole batch."""
 
     def __init__(self, kx, ky, X, Y, backend):
         self.kx, self.ky, self.X, self.Y, self.backend = kx, ky, X, Y, backend
         self.n = len(X)
-        ones = np.ones((self.n, 1), dtype=X.dtype)
         self.Kx = kx.lazy(X)
-        self.k1 = np.asarray((self.Kx * Vj(ones)).sum(axis=1, backend=backend),
-                             dtype=np.float64)[:, 0]
+        self.k1 = self._row_sums(self.Kx)
+        self.l1 = self._row_sums(ky.lazy(Y))
 
-    def statistic(self, perm=None) -> float:
-        Y = self.Y if perm is None else self.Y[perm]
-        Ly = self.ky.lazy(Y)
-        ones = np.ones((self.n, 1), dtype=Y.dtype)
-        l1 = np.asarray((Ly * Vj(ones)).sum(axis=1, backend=self.backend),
-                        dtype=np.float64)[:, 0]
-        kl = float(np.asarray((self.Kx * Ly).sum(axis=1, backend=self.backend),
-                              dtype=np.float64).sum())
+    def _row_sums(self, K) -> np.ndarray:
+        ones = np.ones((self.n, 1), dtype=self.X.dtype)
+        return np.asarray((K * Vj(ones)).sum(axis=1, backend=self.backend),
+                          dtype=np.float64)[:, 0]
+
+    def _combine(self, kl, l1) -> np.ndarray:
         n = self.n
-        return (kl - 2.0 / n * (self.k1 @ l1) + self.k1.sum() * l1.sum() / n**2) / n**2
+        return (kl - 2.0 / n * (l1 @ self.k1) + self.k1.sum() * self.l1.sum() / n**2) / n**2
+
+    def statistic(self) -> float:
+        kl = np.asarray((self.Kx * self.ky.lazy(self.Y)).sum(axis=1, backend=self.backend),
+                        dtype=np.float64).sum()
+        return float(self._combine(kl, self.l1))
+
+    def null(self, perms) -> np.ndarray:
+        """The statistics of Y permuted by each of ``perms`` (at most
+        :data:`HSIC_BATCH`), from one reduction."""
+        padded = list(perms) + [perms[-1]] * (HSIC_BATCH - len(perms))
+        Ls = None
+        for pi in padded:
+            Yp = _prepared(self.ky, self.Y[pi])
+            L = self.ky.formula(Vi(Yp), Vj(Yp))
+            Ls = L if Ls is None else Ls.concat(L)
+        out = (self.Kx * Ls).sum(axis=1, backend=self.backend)
+        kl = np.asarray(out, dtype=np.float64).sum(axis=0)[: len(perms)]
+        l1 = np.stack([self.l1[pi] for pi in perms])
+        return self._combine(kl, l1)
 
 
 def hsic(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
@@ -383,9 +524,11 @@ def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=Non
     """Independence test: :func:`hsic` and its permutation p-value.
 
     The permutations (``rng.permutation(n)`` in order, applied to Y) break the
-    pairing; each needs its own pass over the pairs (``sum_ij K_ij L_pi(i)pi(j)``
-    does not factor through a matrix product), so this test costs
-    ``n_permutations`` reductions.
+    pairing. ``sum_ij K_ij L_pi(i)pi(j)`` does not factor through a matrix
+    product, but the permutations share ``K``: batches of
+    :data:`HSIC_BATCH` permutations are one reduction each, ``K_ij``
+    computed once per pair for the batch, ``L`` at the permuted points; the
+    row sums ``L 1`` are computed once and permuted.
     """
     caller = "hsic_test"
     X, Y = _check_pair(X, Y, caller, same_n=True)
@@ -396,10 +539,9 @@ def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=Non
     observed = h.statistic()
     rng = np.random.default_rng(random_state)
     null = np.empty(n_permutations)
-    for p in range(n_permutations):
-        null[p] = h.statistic(rng.permutation(len(X)))
-        if verbose and (p + 1) % 100 == 0:
-            print(f"{caller}: {p + 1}/{n_permutations} permutations")
-    tol = 1e-10 * max(abs(observed), 1e-300)
-    pvalue = (1 + np.count_nonzero(null >= observed - tol)) / (1 + n_permutations)
-    return PermutationTestResult(float(observed), float(pvalue), null)
+    for start in range(0, n_permutations, HSIC_BATCH):
+        stop = min(start + HSIC_BATCH, n_permutations)
+        null[start:stop] = h.null([rng.permutation(len(X)) for _ in range(stop - start)])
+        if verbose:
+            print(f"{caller}: {stop}/{n_permutations} permutations")
+    return _result(observed, null)

@@ -116,18 +116,70 @@ def test_permutation_pvalue_equals_a_plain_loop(backend, unbiased):
     obs, null, p = loop_pvalue(X, Y, "rbf", 0.25, unbiased, 150, seed=7)
     # batch_size 64: three batches, the last one partial
     res = stats.mmd_test(X, Y, gamma=0.25, unbiased=unbiased, n_permutations=150,
-                         batch_size=64, random_state=7, backend=backend)
+                         batch_size=64, random_state=7, backend=backend,
+                         method="reductions")
     assert res.statistic == pytest.approx(obs, rel=1e-10)
     np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9, atol=1e-12)
     assert res.pvalue == p
 
 
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_blocked_permutation_test_equals_a_plain_loop(dtype, unbiased, monkeypatch):
+    """Dense row blocks times all the columns (BLAS): blocks of 7 rows and
+    passes of 64 columns, so that every part of the symmetric fold runs."""
+    from kerneltools import _kernel_blocks
+
+    monkeypatch.setattr(_kernel_blocks, "_rows_per_block", lambda N, itemsize: 7)
+    X, Y = samples(n=25, m=20, shift=0.4, seed=4)
+    obs, null, p = loop_pvalue(X, Y, "rbf", 0.25, unbiased, 150, seed=7)
+    res = stats.mmd_test(X.astype(dtype), Y.astype(dtype), gamma=0.25, unbiased=unbiased,
+                         n_permutations=150, batch_size=64, random_state=7,
+                         method="blocks")
+    rtol = 1e-10 if dtype == np.float64 else 1e-5
+    assert res.statistic == pytest.approx(obs, rel=rtol)
+    np.testing.assert_allclose(res.null_distribution, null, rtol=rtol,
+                               atol=rtol * np.abs(null).max())
+    assert res.pvalue == p
+
+
+def energy_loop(X, Y, n_perm, seed):
+    Z = np.concatenate([X, Y]).astype(np.float64)
+    D = -cdist(Z, Z)
+    rng = np.random.default_rng(seed)
+    null = []
+    for _ in range(n_perm):
+        q = rng.permutation(len(Z))
+        null.append(dense_mmd2(D[np.ix_(q, q)], len(X), False))
+    return dense_mmd2(D, len(X), False), np.array(null)
+
+
+def test_blocked_energy_test_equals_a_plain_loop(capsys):
+    X, Y = samples(n=15, m=18, shift=0.4, seed=12)
+    obs, null = energy_loop(X, Y, 80, 2)
+    res = stats.energy_test(X, Y, n_permutations=80, random_state=2, method="blocks",
+                            verbose=True)
+    assert "pass 1 (permutations up to 80 of 80): 33/33 rows of K" in capsys.readouterr().out
+    assert res.statistic == pytest.approx(obs, rel=1e-10)
+    np.testing.assert_allclose(res.null_distribution, null, rtol=1e-9)
+    # far from the origin in float32 (|x|^2 ~ 3 10^4): the points are centred
+    # before the expanded distances |x|^2 + |y|^2 - 2 <x, y>
+    Xf, Yf = (X + 100).astype(np.float32), (Y + 100).astype(np.float32)
+    obs, null = energy_loop(Xf, Yf, 80, 2)
+    far = stats.energy_test(Xf, Yf, n_permutations=80, random_state=2, method="blocks")
+    assert far.statistic == pytest.approx(obs, rel=1e-5)
+    np.testing.assert_allclose(far.null_distribution, null, rtol=1e-5)
+
+
 def test_batch_size_does_not_change_the_result():
     X, Y = samples(n=20, m=22, seed=5)
-    r1 = stats.mmd_test(X, Y, n_permutations=50, batch_size=1, random_state=3)
-    r2 = stats.mmd_test(X, Y, n_permutations=50, batch_size=50, random_state=3)
-    np.testing.assert_allclose(r1.null_distribution, r2.null_distribution, rtol=1e-12)
-    assert r1.pvalue == r2.pvalue
+    for method in ("blocks", "reductions"):
+        r1 = stats.mmd_test(X, Y, n_permutations=50, batch_size=1, random_state=3,
+                            method=method)
+        r2 = stats.mmd_test(X, Y, n_permutations=50, batch_size=50, random_state=3,
+                            method=method)
+        np.testing.assert_allclose(r1.null_distribution, r2.null_distribution,
+                                   rtol=1e-12)
+        assert r1.pvalue == r2.pvalue
 
 
 def test_type_one_error_is_near_the_level():
@@ -171,12 +223,13 @@ def test_hsic_equals_dense(backend, dtype):
     assert got == pytest.approx(ref, rel=50 * TOL[dtype])
 
 
-def test_hsic_permutation_test_equals_a_plain_loop():
+def test_hsic_permutation_test_equals_a_plain_loop(backend):
+    """60 permutations: batches of 16 (one reduction each), the last partial."""
     rng = np.random.default_rng(9)
     X = rng.normal(size=(25, 2))
     Y = X[:, :1] + 0.5 * rng.normal(size=(25, 1))
     res = stats.hsic_test(X, Y, gamma_x=0.5, gamma_y=0.5, n_permutations=60,
-                          random_state=4)
+                          random_state=4, backend=backend)
     r = np.random.default_rng(4)
     null = np.array([dense_hsic(X, Y[r.permutation(25)], 0.5, 0.5) for _ in range(60)])
     obs = dense_hsic(X, Y, 0.5, 0.5)
@@ -203,6 +256,12 @@ def test_bad_input():
         stats.mmd2(X, Y, gamma=-1.0)
     with pytest.raises(ValueError, match="'kernel'"):
         stats.mmd2(X, Y, kernel="nope")
+    with pytest.raises(ValueError, match="'method'"):
+        stats.mmd_test(X, Y, method="dense")
+    with pytest.raises(ValueError, match="method='blocks' serves"):
+        stats.mmd_test(X, Y, kernel="laplacian", method="blocks")
+    with pytest.raises(ValueError, match="'batch_size'"):
+        stats.mmd_test(X, Y, batch_size=0)
     with pytest.raises(ValueError, match="paired samples"):
         stats.hsic(X, Y)
     with pytest.raises(TypeError, match="'Y' must be a real numeric array"):

@@ -71,6 +71,7 @@ class Problem(NamedTuple):
     rho: float | None  # reach ** p, None for balanced transport
     eps_list: list  # the epsilon-scaling schedule, ending at eps
     diameter: float
+    cost: Callable | None = None  # (x_i, y_j) -> formula C_ij; None: |x - y|^p / p
 
 
 
@@ -129,21 +130,31 @@ def cost_gradient(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
 
 
 class CostMatrix(NamedTuple):
-    """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the exponent."""
+    """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the exponent
+    (or a user's ``cost(x_i, y_j)`` formula)."""
 
     x: np.ndarray
     y: np.ndarray
     x_i: LazyTensor
     y_j: LazyTensor
     p: int
+    cost: Callable | None = None
 
     def over(self, eps: float) -> LazyTensor:
         """The formula C(x_i, y_j) / eps."""
+        if self.cost is not None:
+            return self.cost(self.x_i, self.y_j) * (1.0 / eps)
         return cost_over_eps(self.p, self.x_i, self.y_j, eps)
 
+    def gradient(self) -> LazyTensor:
+        """The formula grad_x C(x_i, y_j) (a user's cost: its symbolic derivative)."""
+        if self.cost is not None:
+            return self.cost(self.x_i, self.y_j).grad(self.x_i, 1.0)
+        return cost_gradient(self.p, self.x_i, self.y_j)
 
-def cost_matrix(p: int, x: np.ndarray, y: np.ndarray) -> CostMatrix:
-    return CostMatrix(x, y, Vi(x), Vj(y), p)
+
+def cost_matrix(p: int, x: np.ndarray, y: np.ndarray, cost=None) -> CostMatrix:
+    return CostMatrix(x, y, Vi(x), Vj(y), p, cost)
 
 
 Softmin = Callable[[float, CostMatrix, np.ndarray], np.ndarray]
@@ -171,8 +182,7 @@ def softmin_gradient(eps: float, C: CostMatrix, h: np.ndarray, backend) -> np.nd
     the y_j under the plan's row).
     """
     F = Vj(h) - C.over(eps)
-    W = cost_gradient(C.p, C.x_i, C.y_j)
-    return F.sumsoftmaxweight(W, axis=1, backend=backend)
+    return F.sumsoftmaxweight(C.gradient(), axis=1, backend=backend)
 
 
 # -- the Sinkhorn loop (Feydy 2020, Algorithm 3.5) -----------------------------------
@@ -447,12 +457,12 @@ class Costs(NamedTuple):
 
 
 def cost_matrices(prob: Problem, debias: bool) -> Costs:
-    x, y, p = prob.x, prob.y, prob.p
+    x, y, p, c = prob.x, prob.y, prob.p, prob.cost
     return Costs(
-        cost_matrix(p, x, y),
-        cost_matrix(p, y, x),
-        cost_matrix(p, x, x) if debias else None,
-        cost_matrix(p, y, y) if debias else None,
+        cost_matrix(p, x, y, c),
+        cost_matrix(p, y, x, c),
+        cost_matrix(p, x, x, c) if debias else None,
+        cost_matrix(p, y, y, c) if debias else None,
     )
 
 
