@@ -42,7 +42,7 @@ from ._fallback import FallbackMixin, is_sparse
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 
 __all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
-           "store_labels", "weights_of"]
+           "csr_weights", "store_labels", "weights_of"]
 
 _FLOATS = [np.float64, np.float32]
 
@@ -56,19 +56,48 @@ _ENGINE_STATE = ("_fit_X", "_fit_method", "_grid", "_y", "_metric_params",
 
 
 def weights_of(dist, weights):
-    """Neighbour weights from distances (scikit-learn's ``weights`` rules).
-
-    ``dist``: an (n, K) array, or an object array of per-query arrays (radius
-    queries). 'distance': 1/d, and a query at distance 0 of some fitted
-    points takes their votes only; a callable maps ``dist`` to weights.
-    """
+    """Neighbour weights from an (n, K) array of distances (scikit-learn's
+    ``weights`` rules): None for 'uniform'; 'distance': 1/d, and a query at
+    distance 0 of some fitted points takes their votes only; a callable maps
+    ``dist`` to weights."""
     if weights is None or (isinstance(weights, str) and weights == "uniform"):
         return None
     if not isinstance(weights, str):
         return weights(dist)
-    if dist.dtype == object:
-        return S.object_array([_inverse(d[None, :])[0] for d in dist])
     return _inverse(dist)
+
+
+def csr_weights(dist, indptr, weights):
+    """The weights of the CSR entries ``dist`` (rows ``indptr``), flat, or None.
+
+    The rules of :func:`weights_of` per row, vectorised: 'distance' gives 1/d,
+    except in a row holding a distance 0, whose entries weigh 1 at distance 0
+    and 0 elsewhere (scikit-learn's rule); a callable gets, as in
+    scikit-learn, the object array of per-query distance arrays and returns
+    one array of weights per query.
+    """
+    if weights is None or (isinstance(weights, str) and weights == "uniform"):
+        return None
+    if isinstance(weights, str):
+        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        zero = dist == 0
+        has_zero = np.zeros(len(indptr) - 1, dtype=bool)
+        has_zero[rows[zero]] = True
+        with np.errstate(divide="ignore"):
+            w = 1.0 / dist
+        at = has_zero[rows]
+        w[at] = zero[at]
+        return w
+    rows = weights(S.split_rows(dist, indptr))
+    counts = np.diff(indptr)
+    if len(rows) != len(counts) or any(
+            np.shape(r) != (c,) for r, c in zip(rows, counts.tolist())):
+        raise ValueError(
+            "The 'weights' callable must return one array of weights per query, "
+            "of the shape of that query's distances (an object array, as the "
+            "distances it was given)."
+        )
+    return np.concatenate([np.asarray(r) for r in rows])
 
 
 def store_labels(est, y) -> None:

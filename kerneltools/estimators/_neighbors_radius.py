@@ -14,13 +14,14 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
 
 from ._neighbors_base import (
     NeighborsBase,
     RadiusQueries,
     SupervisedFit,
+    csr_weights,
     store_labels,
-    weights_of,
 )
 from ._neighbors_docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
 from ._param_validation import StrOptions
@@ -37,6 +38,17 @@ _RADIUS_DOC = """
         1 / distance (a query at distance 0 of fitted points takes the votes
         of those only); a callable maps the object array of per-query
         distance arrays to weights of the same shapes."""
+
+
+def _row_sums(a: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """The sums of the CSR rows ``a[indptr[r]:indptr[r + 1]]`` (0 for an empty
+    row), in one ``np.add.reduceat`` over the non-empty rows' starts."""
+    counts = np.diff(indptr)
+    out = np.zeros((len(counts),) + a.shape[1:], dtype=a.dtype)
+    full = counts > 0
+    if full.any():
+        out[full] = np.add.reduceat(a, indptr[:-1][full], axis=0)
+    return out
 
 
 def _is_arraylike(v) -> bool:
@@ -74,6 +86,12 @@ class _RadiusSupervised(SupervisedFit, RadiusQueries, NeighborsBase):
         self.n_jobs = n_jobs
         self.backend = backend
         self.dtype = dtype
+
+    def _neighbor_rows(self, X):
+        """(distances, indices, indptr): the CSR rows of the queries'
+        neighbours within ``radius``, in index order."""
+        check_is_fitted(self)
+        return self._radius_csr(X, None, sort_results=False)
 
 
 class RadiusNeighborsClassifier(ClassifierMixin, _RadiusSupervised):
@@ -161,24 +179,27 @@ class RadiusNeighborsClassifier(ClassifierMixin, _RadiusSupervised):
         """
         if self._delegating():
             return self.fallback_.predict_proba(X)
-        dist, ind = self.radius_neighbors(X)
-        outliers = np.flatnonzero([len(i) == 0 for i in ind])
+        dist, ind, indptr = self._neighbor_rows(X)
+        counts = np.diff(indptr)
+        outliers = np.flatnonzero(counts == 0)
         if self.outlier_label_ is None and outliers.size > 0:
             raise ValueError(
                 f"No neighbors found for test samples {outliers!r}, you can try using "
                 "larger radius, giving a label for outliers, or considering removing "
                 "them from your dataset."
             )
-        w = weights_of(dist, self.weights)
+        w = csr_weights(dist, indptr, self.weights)
+        rows = np.repeat(np.arange(len(counts)), counts)
         classes = self.classes_ if self.outputs_2d_ else [self.classes_]
-        labels = self._y.reshape(len(self._y), -1)
+        labels = self._y.reshape(len(self._y), -1)[ind]
         out = []
         for k, classes_k in enumerate(classes):
-            proba = np.zeros((len(ind), classes_k.size))
-            for r, idx in enumerate(ind):
-                if len(idx):
-                    proba[r] = np.bincount(labels[idx, k], None if w is None else w[r],
-                                           minlength=classes_k.size)
+            m = classes_k.size
+            # all queries' votes in one bincount over (query, class) cells; each
+            # cell sums its votes in float64 in entry order, as one bincount
+            # per query does
+            proba = np.bincount(rows * m + labels[:, k], w, minlength=len(counts) * m)
+            proba = proba.reshape(len(counts), m).astype(np.float64, copy=False)
             if outliers.size > 0:
                 hit = np.flatnonzero(classes_k == self.outlier_label_[k])
                 if hit.size == 1:
@@ -296,18 +317,29 @@ class RadiusNeighborsRegressor(RegressorMixin, _RadiusSupervised):
         """
         if self._delegating():
             return self.fallback_.predict(X)
-        dist, ind = self.radius_neighbors(X)
-        w = weights_of(dist, self.weights)
+        dist, ind, indptr = self._neighbor_rows(X)
+        w = csr_weights(dist, indptr, self.weights)
         y = self._y.reshape(len(self._y), -1)
-        # NaN in y's float dtype; scikit-learn casts it into an integer y's
-        # dtype, predicting a huge negative number, without its warning
-        empty = np.full(y.shape[1], np.nan,
-                        dtype=y.dtype if y.dtype.kind == "f" else np.float64)
-        pred = np.array([
-            (np.mean(y[i], axis=0) if w is None
-             else np.average(y[i], axis=0, weights=w[r])) if len(i) else empty
-            for r, i in enumerate(ind)
-        ])
+        counts = np.diff(indptr)
+        # the dtype of scikit-learn's np.mean / np.average of the rows; an
+        # integer y's empty rows get NaN, where scikit-learn casts NaN into
+        # y's dtype (a huge negative number, without its warning)
+        if w is None:
+            kind = y.dtype if y.dtype.kind == "f" else np.dtype(np.float64)
+            total = _row_sums(y[ind].astype(kind, copy=False), indptr)
+            scale = counts.astype(kind)[:, None]
+        else:
+            kind = np.result_type(y.dtype, w.dtype, *(
+                () if y.dtype.kind == "f" else (np.float64,)))
+            w = w.astype(kind, copy=False)
+            total = _row_sums(y[ind].astype(kind, copy=False) * w[:, None], indptr)
+            scale = _row_sums(w, indptr)[:, None]
+            if np.any(scale[counts > 0] == 0):
+                raise ZeroDivisionError(
+                    "Weights sum to zero, can't be normalized")  # np.average's
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pred = total / scale
+        pred[counts == 0] = np.nan
         if np.any(np.isnan(pred)):
             warnings.warn(
                 "One or more samples have no neighbors within specified radius; "
