@@ -365,3 +365,64 @@ def test_lof_on_our_knn_graph(backend, dtype):
     np.testing.assert_allclose(ours.negative_outlier_factor_,
                                ref.negative_outlier_factor_, rtol=RTOL[dtype] * 10)
     np.testing.assert_array_equal(ours.fit_predict(graph), ref.fit_predict(X))
+
+
+def _grid_problem(dtype):
+    """1-D integer points with duplicates: every distance (0, 1, 2, ...) and
+    every 'distance' weight (1, 1/2, ...) is exact, so that sums do not depend
+    on their order and the votes and means must equal scikit-learn's bit for
+    bit; many equal votes (ties), queries on fitted points (distance 0),
+    queries with no neighbour."""
+    X = np.array([0, 0, 1, 2, 2, 2, 3, 5, 6, 6, 8, 9], dtype=dtype)[:, None]
+    Q = np.array([0, 1, 2, 4, 5.5, 7, 12, 6, 20], dtype=dtype)[:, None]
+    labels = np.array([[0, 2], [1, 2], [1, 0], [0, 0], [2, 1], [2, 1], [1, 1],
+                       [0, 2], [1, 0], [2, 0], [0, 1], [1, 2]])
+    targets = np.stack([labels[:, 0] * 2.0 - 1, labels[:, 1] / 4.0], axis=1)
+    return X, Q, labels, targets.astype(dtype)
+
+
+@pytest.mark.filterwarnings("ignore:Outlier label 5 is not in training classes")
+def test_radius_predictions_equal_sklearn_exactly(backend, dtype):
+    X, Q, labels, targets = _grid_problem(dtype)
+    inverse_plus_one = lambda d: np.array([1.0 / (r + 1) for r in d], dtype=object)  # noqa: E731
+    for weights in ("uniform", "distance", inverse_plus_one):
+        for y, outlier in ((labels[:, 0], "most_frequent"), (labels, [1, 5])):
+            kw = dict(radius=1.5, weights=weights, outlier_label=outlier)
+            ours = RadiusNeighborsClassifier(**kw, backend=backend).fit(X, y)
+            ref = skn.RadiusNeighborsClassifier(**kw).fit(X, y)
+            for args in ((Q,), (None,)):
+                with warnings.catch_warnings(record=True) as w_ours:
+                    warnings.simplefilter("always")
+                    p = ours.predict_proba(*args)
+                with warnings.catch_warnings(record=True) as w_ref:
+                    warnings.simplefilter("always")
+                    p_ref = ref.predict_proba(*args)
+                assert [str(m.message) for m in w_ours] == [
+                    str(m.message) for m in w_ref]
+                for a, b in zip(np.atleast_3d(p), np.atleast_3d(p_ref)):
+                    assert a.dtype == b.dtype
+                    np.testing.assert_array_equal(a, b)
+                np.testing.assert_array_equal(ours.predict(*args), ref.predict(*args))
+        for y in (targets, targets[:, 1]):
+            ours = RadiusNeighborsRegressor(1.5, weights=weights,
+                                            backend=backend).fit(X, y)
+            ref = skn.RadiusNeighborsRegressor(1.5, weights=weights).fit(X, y)
+            with pytest.warns(UserWarning, match="predicting NaN"):
+                got = ours.predict(Q)
+            with pytest.warns(UserWarning, match="predicting NaN"):
+                exp = ref.predict(Q)
+            assert got.dtype == exp.dtype and got.shape == exp.shape
+            np.testing.assert_array_equal(got, exp)
+            np.testing.assert_array_equal(ours.predict(None), ref.predict(None))
+
+
+def test_radius_regressor_weights_errors():
+    X, Q, _, targets = _grid_problem(np.float64)
+    zero = lambda d: np.array([0.0 * r for r in d], dtype=object)  # noqa: E731
+    with pytest.raises(ZeroDivisionError, match="Weights sum to zero"):
+        RadiusNeighborsRegressor(1.5, weights=zero).fit(X, targets).predict(Q[:3])
+    with pytest.raises(ZeroDivisionError, match="Weights sum to zero"):
+        skn.RadiusNeighborsRegressor(1.5, weights=zero).fit(X, targets).predict(Q[:3])
+    ragged = lambda d: np.array([r[:1] for r in d], dtype=object)  # noqa: E731
+    with pytest.raises(ValueError, match="'weights' callable must return"):
+        RadiusNeighborsRegressor(1.5, weights=ragged).fit(X, targets).predict(Q[:3])

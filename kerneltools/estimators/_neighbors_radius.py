@@ -51,6 +51,23 @@ def _row_sums(a: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return out
 
 
+def _weighted_means(y, ind, w, indptr, dtype) -> np.ndarray:
+    """Each CSR row's mean of ``y[ind]``, weighted by ``w`` (None: uniform),
+    computed in ``dtype`` (np.average's rule and error for a zero weight sum);
+    NaN for an empty row."""
+    counts = np.diff(indptr)
+    vals = y[ind].astype(dtype, copy=False)
+    if w is None:
+        total, scale = _row_sums(vals, indptr), counts.astype(dtype)
+    else:
+        w = w.astype(dtype, copy=False)
+        total, scale = _row_sums(vals * w[:, None], indptr), _row_sums(w, indptr)
+        if np.any(scale[counts > 0] == 0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / scale[:, None]
+
+
 def _is_arraylike(v) -> bool:
     return not isinstance(v, str) and (
         hasattr(v, "__len__") or hasattr(v, "shape") or hasattr(v, "__array__"))
@@ -89,9 +106,11 @@ class _RadiusSupervised(SupervisedFit, RadiusQueries, NeighborsBase):
 
     def _neighbor_rows(self, X):
         """(distances, indices, indptr): the CSR rows of the queries'
-        neighbours within ``radius``, in index order."""
+        neighbours within ``radius``, in index order; the distances in
+        float64, as scikit-learn's weights see them for float32 data too."""
         check_is_fitted(self)
-        return self._radius_csr(X, None, sort_results=False)
+        dist, ind, indptr = self._radius_csr(X, None, sort_results=False)
+        return dist.astype(np.float64, copy=False), ind, indptr
 
 
 class RadiusNeighborsClassifier(ClassifierMixin, _RadiusSupervised):
@@ -321,24 +340,21 @@ class RadiusNeighborsRegressor(RegressorMixin, _RadiusSupervised):
         w = csr_weights(dist, indptr, self.weights)
         y = self._y.reshape(len(self._y), -1)
         counts = np.diff(indptr)
-        # the dtype of scikit-learn's np.mean / np.average of the rows; an
-        # integer y's empty rows get NaN, where scikit-learn casts NaN into
-        # y's dtype (a huge negative number, without its warning)
+        # scikit-learn's np.mean / np.average per row compute in y's float
+        # dtype (float64 for an integer y), promoted with the weights' dtype
+        own = y.dtype if y.dtype.kind == "f" else np.dtype(np.float64)
         if w is None:
-            kind = y.dtype if y.dtype.kind == "f" else np.dtype(np.float64)
-            total = _row_sums(y[ind].astype(kind, copy=False), indptr)
-            scale = counts.astype(kind)[:, None]
+            pred = _weighted_means(y, ind, None, indptr, own)
         else:
-            kind = np.result_type(y.dtype, w.dtype, *(
-                () if y.dtype.kind == "f" else (np.float64,)))
-            w = w.astype(kind, copy=False)
-            total = _row_sums(y[ind].astype(kind, copy=False) * w[:, None], indptr)
-            scale = _row_sums(w, indptr)[:, None]
-            if np.any(scale[counts > 0] == 0):
-                raise ZeroDivisionError(
-                    "Weights sum to zero, can't be normalized")  # np.average's
-        with np.errstate(invalid="ignore", divide="ignore"):
-            pred = total / scale
+            pred = _weighted_means(y, ind, w, indptr, np.result_type(own, w.dtype))
+            if isinstance(self.weights, str) and own != pred.dtype:
+                # a row at distance 0 of some fitted points: scikit-learn's
+                # weights there are booleans, so that row is averaged in y's dtype
+                zero = np.zeros(len(counts), dtype=bool)
+                zero[np.repeat(np.arange(len(counts)), counts)[dist == 0]] = True
+                pred[zero] = _weighted_means(y, ind, w, indptr, own)[zero]
+        # an integer y's empty rows get NaN too, where scikit-learn casts NaN
+        # into y's dtype (a huge negative number, without its warning)
         pred[counts == 0] = np.nan
         if np.any(np.isnan(pred)):
             warnings.warn(
