@@ -15,6 +15,13 @@ Points: 20 Gaussian blobs (standard deviation 1, centres uniform in
   (``bin_seeding=False``, scikit-learn's default) or ``--bin-seeding``; the
   table says whether the labels agree and the largest centre difference.
 
+- radius predictions (``--radius-predict N:Q:D``): ``RadiusNeighborsClassifier``
+  (``weights='uniform'``, blob labels) and ``RadiusNeighborsRegressor``
+  (``weights='distance'``, a smooth target) fitted on N points, ``predict`` on
+  Q others, r as above (about 20 neighbours per query); the table says whether
+  the predictions agree. Run it with ``PYTHONPATH`` at an older checkout to
+  time that one (issue 25's before/after).
+
 scikit-learn's MeanShift moves one seed at a time; above ``--sklearn-max-n``
 points it is not run (hours), and the row says so.
 
@@ -35,12 +42,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _runner import cases, emit, table_head  # noqa: E402
 
 
-def blobs(n: int, d: int):
+def blobs(n: int, d: int, labels: bool = False):
+    """The points (and, with ``labels``, their blob numbers)."""
     from sklearn.datasets import make_blobs
 
     centres = np.random.default_rng(0).uniform(-10, 10, size=(20, d))
-    return make_blobs(n_samples=n, centers=centres, cluster_std=1.0,
-                      random_state=0)[0]
+    X, y = make_blobs(n_samples=n, centers=centres, cluster_std=1.0, random_state=0)
+    return (X, y) if labels else X
 
 
 def timed(fn):
@@ -77,6 +85,39 @@ def radius_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
     return [f"| radius_neighbors | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | "
             f"{t_sk:.2f} ({c_sk:.2f} CPU) | {t_sk / t_kt:.1f} | sets equal: {same}, "
             f"{mean:.0f} neighbours per point |"]
+
+
+def radius_predict_rows(n: int, q: int, d: int) -> list[str]:
+    from sklearn import neighbors as skn
+
+    from kerneltools.estimators import neighbors as ktn
+
+    X, labels = blobs(n + q, d, labels=True)
+    X, Q, labels = X[:n], X[n:], labels[:n]
+    target = np.sin(X).sum(axis=1)
+    sample = Q[np.random.default_rng(1).choice(q, 500, replace=False)]
+    r = float(np.median(ktn.NearestNeighbors(n_neighbors=20).fit(X)
+                        .kneighbors(sample)[0][:, -1]))
+    rows = []
+    for name, kind, weights, y in (
+            ("RadiusNeighborsClassifier.predict", "RadiusNeighborsClassifier",
+             "uniform", labels),
+            ("RadiusNeighborsRegressor.predict", "RadiusNeighborsRegressor",
+             "distance", target)):
+        kw = dict(radius=r, weights=weights)
+        if kind == "RadiusNeighborsClassifier":
+            kw["outlier_label"] = "most_frequent"
+        ours = getattr(ktn, kind)(**kw).fit(X, y)
+        ours.predict(Q[:2000])  # compiles
+        t_kt, c_kt, got = cpu_timed(lambda: ours.predict(Q))  # noqa: B023
+        ref = getattr(skn, kind)(**kw).fit(X, y)
+        t_sk, c_sk, exp = cpu_timed(lambda: ref.predict(Q))  # noqa: B023
+        agree = (f"labels equal: {np.array_equal(got, exp)}" if y is labels else
+                 f"max difference {np.nanmax(np.abs(got - exp)):.1e}")
+        rows.append(f"| {name} ({weights}) | {d} | {n:.0e} x {q:.0e} | {t_kt:.2f} "
+                    f"({c_kt:.2f} CPU) | {t_sk:.2f} ({c_sk:.2f} CPU) | "
+                    f"{t_sk / t_kt:.1f} | {agree} |")
+    return rows
 
 
 def lof_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
@@ -123,6 +164,8 @@ def mean_shift_rows(n: int, d: int, bin_seeding: bool, sklearn_max_n: int):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--radius", default="1e5:3,1e5:32", help="N:D cases, comma-separated")
+    p.add_argument("--radius-predict", default="1e5:1e4:3",
+                   help="N:Q:D cases (training, query points, dimension)")
     p.add_argument("--lof", default="1e5:3,1e5:32", help="N:D cases")
     p.add_argument("--mean-shift", default="2e4:3", help="N:D cases")
     p.add_argument("--bin-seeding", action="store_true")
@@ -134,6 +177,10 @@ def main(argv=None) -> None:
                         "ratio", "check"])
     for n, d in cases(args.radius):
         lines += radius_rows(n, d, args.sklearn_max_n)
+        print(lines[-1], file=sys.stderr, flush=True)
+    for case in filter(None, args.radius_predict.split(",")):
+        n, q, d = (int(float(v)) for v in case.split(":"))
+        lines += radius_predict_rows(n, q, d)
         print(lines[-1], file=sys.stderr, flush=True)
     for n, d in cases(args.lof):
         lines += lof_rows(n, d, args.sklearn_max_n)
