@@ -381,11 +381,15 @@ def _grid_problem(dtype):
     return X, Q, labels, targets.astype(dtype)
 
 
+def _inverse_plus_one(dist):
+    """A weights callable: scikit-learn hands it the object array of rows."""
+    return np.array([1.0 / (d + 1) for d in dist], dtype=object)
+
+
 @pytest.mark.filterwarnings("ignore:Outlier label 5 is not in training classes")
 def test_radius_predictions_equal_sklearn_exactly(backend, dtype):
     X, Q, labels, targets = _grid_problem(dtype)
-    inverse_plus_one = lambda d: np.array([1.0 / (r + 1) for r in d], dtype=object)  # noqa: E731
-    for weights in ("uniform", "distance", inverse_plus_one):
+    for weights in ("uniform", "distance", _inverse_plus_one):
         for y, outlier in ((labels[:, 0], "most_frequent"), (labels, [1, 5])):
             kw = dict(radius=1.5, weights=weights, outlier_label=outlier)
             ours = RadiusNeighborsClassifier(**kw, backend=backend).fit(X, y)
