@@ -24,6 +24,7 @@ from ._cache import atomic_write, kernel_folder, load_verified_library, store_li
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
 from ._cpu_codegen import IB, dot_products, generate_source, tile_size
+from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._errors import CompileError
 from ._plan import Plan
 from ._progress import chunks, compiling
@@ -214,7 +215,8 @@ class CpuBackend:
         warm = _by_signature.get(plan.signature)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
-            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan))
+            gemm = padded_columns(plan) if many_columns(plan) else None
+            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm)
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
@@ -225,6 +227,9 @@ class CpuBackend:
         ]
         vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
         arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
+        if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
+            b = many_columns(plan)[1].attrs[1]
+            arrays.append(pack_rows(np.asarray(args[b], dtype=plan.dtype), tj, warm[5]))
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [
