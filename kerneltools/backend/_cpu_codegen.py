@@ -45,7 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_gemm import GR, gemm_tile, many_columns, padded_columns
+from ._cpu_gemm import column_width, gemm_tile, group_rows, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
@@ -164,6 +164,9 @@ def tile_size(plan: Plan) -> int:
     itemsize = np.dtype(plan.dtype).itemsize
     width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * block_rows(plan)
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
+    gemm = many_columns(plan)
+    if gemm:  # B is read row-major by the micro-kernel, not from the tiles
+        jdims -= gemm[1].dim
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
         tj //= 2
@@ -241,7 +244,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         e, ep = plan.formulas[0].dim, padded_columns(plan)
         tile, tail, setup, state, init, final = gemm_tile(rows, e, ep)
         block_setup += setup
-        extra = {"GR": GR}
+        extra = {"GR": group_rows(plan), "CW": column_width(plan)}
     else:
         tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
@@ -479,8 +482,9 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     """(block setup, tile setup) lines: the j-variables' tile pointers and the
     dot products' micro-kernel (x rows copied per block, products per tile)."""
     block_setup, tile_setup = [], []
+    gemm = None if ranges else many_columns(plan)
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
-        if cat == "j":
+        if cat == "j" and not (gemm and k == gemm[1].attrs[1]):
             offset = "j0" if ranges else f"j0 * {d}"
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
     for q, (node, x, y) in enumerate(dots):

@@ -10,12 +10,12 @@ kernel instead
    ``kb[IB][TJ]`` (the usual vectorised loop over j, RB rows at a time, with
    the dot-product micro-kernel and the exp range facts), then
 2. multiplies that (IB x nj) buffer by the tile's (nj x E) block of B with a
-   register-blocked loop (``GR`` rows x ``VL`` columns of accumulators,
+   register-blocked loop (``GR`` rows x ``CW`` columns of accumulators,
    vectorised over the columns), looping over E: the source does not grow
    with E.
 
 B is passed once more, row-major with its columns zero-padded to a multiple
-of VL (``bq``, :func:`pack_rows`), so that the micro-kernel has no remainder
+of CW (``bq``, :func:`pack_rows`), so that the micro-kernel has no remainder
 loop. Precision as the fused Sum: each tile's partial sums in ``real_t``,
 added to the ``acc_t`` (double for float32) state per tile.
 """
@@ -30,7 +30,7 @@ from ._cpu_rows import tile_loop
 from ._plan import Plan
 
 __all__ = ["MANY_COLUMNS", "MANY_COLUMNS_MIN", "many_columns", "padded_columns",
-           "gemm_tile", "pack_rows"]
+           "column_width", "group_rows", "gemm_tile", "pack_rows"]
 
 #: The switch: False renders every Sum as one formula of dimension E.
 MANY_COLUMNS = True
@@ -38,33 +38,30 @@ MANY_COLUMNS = True
 #: Columns of B from which the GEMM form is used.
 MANY_COLUMNS_MIN = 8
 
-#: Rows per step of the micro-kernel (a divisor of every block_rows value).
-GR = 4
-
 _GEMM = Template(
     r"""
       /* (IB x nj) buffer of K times the tile's (nj x ${ep}) block of B: GR rows
-         x VL columns of accumulators, each VL-chunk of B reused by the block's
+         x CW columns of accumulators, each CW-chunk of B reused by the block's
          row groups from cache; rows past ni are computed (kb holds zeros or
          copies there) but not stored */
       {
         const real_t *restrict bt = bq + j0 * ${ep};
-        for (int e0 = 0; e0 < ${ep}; e0 += VL) {
+        for (int e0 = 0; e0 < ${ep}; e0 += CW) {
           for (int r4 = 0; r4 < ni; r4 += GR) {
-            real_t acc[GR][VL];
-            for (int r = 0; r < GR; r++) for (int l = 0; l < VL; l++) acc[r][l] = 0;
+            real_t acc[GR][CW];
+            for (int r = 0; r < GR; r++) for (int l = 0; l < CW; l++) acc[r][l] = 0;
             const real_t *restrict k0 = kb + r4 * TJ;
             for (int64_t jj = 0; jj < nj; jj++) {
               const real_t *restrict bv = bt + jj * ${ep} + e0;
               for (int r = 0; r < GR; r++) {
                 const real_t kv = k0[r * TJ + jj];
                 #pragma omp simd
-                for (int l = 0; l < VL; l++) acc[r][l] += kv * bv[l];
+                for (int l = 0; l < CW; l++) acc[r][l] += kv * bv[l];
               }
             }
             for (int r = 0; r < GR && r4 + r < ni; r++) {
               acc_t *restrict A = st[r4 + r].A;
-              const int ne = ${e} - e0 < VL ? ${e} - e0 : VL;
+              const int ne = ${e} - e0 < CW ? ${e} - e0 : CW;
               for (int l = 0; l < ne; l++) A[e0 + l] += (acc_t)acc[r][l];
             }
           }
@@ -88,15 +85,24 @@ def many_columns(plan: Plan):
     return None
 
 
-def vector_length(plan: Plan) -> int:
-    """Columns per accumulator row: 64 bytes."""
-    return max(1, 64 // np.dtype(plan.dtype).itemsize)
+def column_width(plan: Plan) -> int:
+    """Columns per accumulator row: 64 bytes (two AVX2 vectors), or 32 bytes
+    when B has at most that many columns (no half-empty vectors at E = 8)."""
+    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
+    return vl // 2 if plan.formulas[0].dim <= vl // 2 else vl
+
+
+def group_rows(plan: Plan) -> int:
+    """Rows per micro-kernel step: 8 x one vector or 4 x two vectors of
+    accumulators (8 AVX2 registers), a divisor of every block size."""
+    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
+    return 8 if column_width(plan) < vl else 4
 
 
 def padded_columns(plan: Plan) -> int:
-    """E rounded up to a multiple of the vector length."""
-    vl = vector_length(plan)
-    return -(-plan.formulas[0].dim // vl) * vl
+    """E rounded up to a multiple of the column width."""
+    cw = column_width(plan)
+    return -(-plan.formulas[0].dim // cw) * cw
 
 
 def gemm_tile(rows, e: int, ep: int):

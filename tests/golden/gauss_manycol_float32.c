@@ -12,7 +12,8 @@ typedef double acc_t;
 #define MR 8
 #define RB 4
 #define VL 16
-#define GR 4
+#define GR 8
+#define CW 8
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
    waking a team costs more, and far more when another process holds a core. */
@@ -257,7 +258,6 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
-      const real_t *restrict y3 = a3 + j0 * 8;
       /* RB rows at a time share each j-vector (its loads and j-level values);
          a block's last rows past ni repeat its last row, their results unused */
       for (int64_t ii = 0; ii < ni; ii += RB) {
@@ -383,28 +383,28 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           }
         }
       }
-      /* (IB x nj) buffer of K times the tile's (nj x 16) block of B: GR rows
-         x VL columns of accumulators, each VL-chunk of B reused by the block's
+      /* (IB x nj) buffer of K times the tile's (nj x 8) block of B: GR rows
+         x CW columns of accumulators, each CW-chunk of B reused by the block's
          row groups from cache; rows past ni are computed (kb holds zeros or
          copies there) but not stored */
       {
-        const real_t *restrict bt = bq + j0 * 16;
-        for (int e0 = 0; e0 < 16; e0 += VL) {
+        const real_t *restrict bt = bq + j0 * 8;
+        for (int e0 = 0; e0 < 8; e0 += CW) {
           for (int r4 = 0; r4 < ni; r4 += GR) {
-            real_t acc[GR][VL];
-            for (int r = 0; r < GR; r++) for (int l = 0; l < VL; l++) acc[r][l] = 0;
+            real_t acc[GR][CW];
+            for (int r = 0; r < GR; r++) for (int l = 0; l < CW; l++) acc[r][l] = 0;
             const real_t *restrict k0 = kb + r4 * TJ;
             for (int64_t jj = 0; jj < nj; jj++) {
-              const real_t *restrict bv = bt + jj * 16 + e0;
+              const real_t *restrict bv = bt + jj * 8 + e0;
               for (int r = 0; r < GR; r++) {
                 const real_t kv = k0[r * TJ + jj];
                 #pragma omp simd
-                for (int l = 0; l < VL; l++) acc[r][l] += kv * bv[l];
+                for (int l = 0; l < CW; l++) acc[r][l] += kv * bv[l];
               }
             }
             for (int r = 0; r < GR && r4 + r < ni; r++) {
               acc_t *restrict A = st[r4 + r].A;
-              const int ne = 8 - e0 < VL ? 8 - e0 : VL;
+              const int ne = 8 - e0 < CW ? 8 - e0 : CW;
               for (int l = 0; l < ne; l++) A[e0 + l] += (acc_t)acc[r][l];
             }
           }
