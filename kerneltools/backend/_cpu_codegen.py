@@ -45,7 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_gemm import column_width, gemm_tile, group_rows, many_columns, padded_columns
+from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
@@ -165,8 +165,9 @@ def tile_size(plan: Plan) -> int:
     width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * block_rows(plan)
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
     gemm = many_columns(plan)
-    if gemm:  # B is read row-major by the micro-kernel, not from the tiles
-        jdims -= gemm[1].dim
+    if gemm:  # buffers: K's (IB x TJ); B's tile, row-major (TJ x padded E)
+        width = 3 * block_rows(plan)
+        jdims += padded_columns(plan) - gemm[1].dim
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
         tj //= 2
@@ -244,7 +245,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         e, ep = plan.formulas[0].dim, padded_columns(plan)
         tile, tail, setup, state, init, final = gemm_tile(rows, e, ep)
         block_setup += setup
-        extra = {"GR": group_rows(plan), "CW": column_width(plan)}
+        extra = {"CW": column_width(plan)}
     else:
         tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
@@ -266,7 +267,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     return _SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
         defines=defines(TJ=tile_size(plan), IB=block_rows(plan), MR=min(IB, block_rows(plan)),
-                        RB=rb, VL=_vector_length(plan), **extra),
+                        RB=rb, VL=_vector_length(plan), **extra)
+        + ("\n" + GROUP_ROWS if gemm else ""),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
         exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",

@@ -30,7 +30,7 @@ from ._cpu_rows import tile_loop
 from ._plan import Plan
 
 __all__ = ["MANY_COLUMNS", "MANY_COLUMNS_MIN", "many_columns", "padded_columns",
-           "column_width", "group_rows", "gemm_tile", "pack_rows"]
+           "column_width", "GROUP_ROWS", "gemm_tile", "pack_rows"]
 
 #: The switch: False renders every Sum as one formula of dimension E.
 MANY_COLUMNS = True
@@ -86,17 +86,22 @@ def many_columns(plan: Plan):
 
 
 def column_width(plan: Plan) -> int:
-    """Columns per accumulator row: 64 bytes (two AVX2 vectors), or 32 bytes
-    when B has at most that many columns (no half-empty vectors at E = 8)."""
-    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
-    return vl // 2 if plan.formulas[0].dim <= vl // 2 else vl
+    """Columns per accumulator row: VL (64 bytes, one AVX-512 vector), half
+    that when B has at most so many columns (no half-empty vectors at E = 8),
+    2 VL from E >= 2 VL (two independent FMA chains per broadcast)."""
+    vl, e = max(1, 64 // np.dtype(plan.dtype).itemsize), plan.formulas[0].dim
+    return vl // 2 if e <= vl // 2 else (vl if e < 2 * vl else 2 * vl)
 
 
-def group_rows(plan: Plan) -> int:
-    """Rows per micro-kernel step: 8 x one vector or 4 x two vectors of
-    accumulators (8 AVX2 registers), a divisor of every block size."""
-    vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
-    return 8 if column_width(plan) < vl else 4
+#: Rows per micro-kernel step (``GR``, a divisor of every block size): 8
+#: rows of 2 VL columns are 16 of AVX-512's 32 vector registers, enough
+#: independent FMA chains to cover their latency; without AVX-512 (16
+#: registers of 32 bytes) 4 rows of at most VL columns (8 registers).
+GROUP_ROWS = """#define GR 8
+#if !defined(__AVX512F__)
+#undef GR
+#define GR 4
+#endif"""
 
 
 def padded_columns(plan: Plan) -> int:

@@ -7,13 +7,17 @@
 typedef float real_t;
 typedef double acc_t;
 #define PI_R ((real_t)3.141592653589793238462643383279502884)
-#define TJ 256
+#define TJ 512
 #define IB 8
 #define MR 8
 #define RB 4
 #define VL 16
-#define GR 8
 #define CW 8
+#define GR 8
+#if !defined(__AVX512F__)
+#undef GR
+#define GR 4
+#endif
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
    waking a team costs more, and far more when another process holds a core. */
