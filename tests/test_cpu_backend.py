@@ -56,6 +56,9 @@ def _golden_plans():
         "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
         "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
         "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
+        # K @ B with B of 8 columns: the many-column GEMM form (_cpu_gemm)
+        "gauss_manycol_float32": (gauss32 * kt.Vj(rng.random((6, 8)).astype(np.float32)))
+        ._plan("Sum", 1)[0],
     }
 
 
@@ -511,3 +514,44 @@ def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     got = D.argKmin(5, axis=1, backend="cpu")
     rows = [r for r in range(n) if r not in (4, 9)]
     np.testing.assert_array_equal(got[rows], np.argsort(d2, axis=1, kind="stable")[rows, :5])
+
+
+@pytest.mark.parametrize("e, d, axis", [(8, 3, 1), (33, 3, 1), (33, 20, 0), (128, 20, 1)])
+def test_many_column_sums_match_numpy(e, d, axis, backend, dtype, cache):
+    """``K @ B`` with B of 8 to 128 columns (on the CPU the GEMM form of
+    ``_cpu_gemm``: K by blocks, then a micro-kernel over the columns; D = 20
+    also takes the dot-product micro-kernel) gives dense NumPy's result over
+    a partial row block and a partial tile, NaN and inf propagating into the
+    outputs they touch only, over either axis."""
+    rng = np.random.default_rng(e)
+    n, m = 21, 700  # not a multiple of the row block; more than one tile
+    x, y = rng.random((n, d)), rng.random((m, d))
+    b = rng.standard_normal((m if axis == 1 else n, e))
+    b[3, 5], b[10, 2] = np.nan, np.inf
+    (x if axis == 1 else y)[4, 0] = np.nan  # a NaN output row
+    x, y, b = x.astype(dtype), y.astype(dtype), b.astype(dtype)
+    g = 3.0 / d
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp()
+    B = kt.Vj(b) if axis == 1 else kt.Vi(b)
+    got = (K * B).sum(axis=axis, backend=backend)
+    dense = np.exp(-g * ((x[:, None].astype(float) - y[None]) ** 2).sum(-1))
+    dense = dense if axis == 1 else dense.T
+    with np.errstate(invalid="ignore"):
+        ref = dense @ b.astype(float)
+        scale = np.nanmax(np.where(np.isfinite(ref), np.abs(dense) @ np.abs(
+            np.nan_to_num(b.astype(float), nan=0, posinf=0)), 0))
+    assert got.shape == ref.shape and got.dtype == dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
+
+
+def test_many_column_sum_source_does_not_grow_with_the_columns():
+    """The GEMM form loops over B's columns: its C source (so its compile
+    time) is the same size for 8 and 256 columns."""
+    x = np.random.default_rng(0).random((5, 3))
+    K = (-kt.Vi(x).sqdist(kt.Vj(x))).exp()
+    a, b = (_cpu_backend.generate_source((K * kt.Vj(np.ones((5, e))))._plan("Sum", 1)[0],
+                                         key="k") for e in (8, 256))
+    assert a.count("\n") == b.count("\n") and abs(len(a) - len(b)) < 100

@@ -24,6 +24,7 @@ from ._cache import atomic_write, kernel_folder, load_verified_library, store_li
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
 from ._cpu_codegen import IB, dot_products, generate_source, tile_size
+from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._errors import CompileError
 from ._plan import Plan
 from ._progress import chunks, compiling
@@ -214,17 +215,23 @@ class CpuBackend:
         warm = _by_signature.get(plan.signature)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
-            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan))
+            gemm = padded_columns(plan) if many_columns(plan) else None
+            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm)
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
         fn, tj, dot_args, cost = warm[0], warm[1], warm[3], warm[4]
+        # (the many-column Sum's B is passed row-major below, not as tiles)
+        skip = many_columns(plan)[1].attrs[1] if warm[5] is not None else -1
         arrays = [
+            np.zeros(1, plan.dtype) if k == skip else
             _pack_tiles(a, tj) if cat == "j" else np.ascontiguousarray(a, dtype=plan.dtype)
-            for a, cat in zip(args, plan.arg_cats)
+            for k, (a, cat) in enumerate(zip(args, plan.arg_cats))
         ]
         vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
         arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
+        if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
+            arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [

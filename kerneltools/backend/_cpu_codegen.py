@@ -45,6 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
+from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
@@ -163,6 +164,10 @@ def tile_size(plan: Plan) -> int:
     itemsize = np.dtype(plan.dtype).itemsize
     width = sum(f.dim for f in plan.formulas) * row_block(plan) + 2 * block_rows(plan)
     jdims = sum(d for c, d in zip(plan.arg_cats, plan.arg_dims) if c == "j")
+    gemm = many_columns(plan)
+    if gemm:  # buffers: K's (IB x TJ); B's tile, row-major (TJ x padded E)
+        width = 3 * block_rows(plan)
+        jdims += padded_columns(plan) - gemm[1].dim
     tj = 512
     while tj > 32 and (width * tj * itemsize > 65536 or jdims * tj * itemsize > 262144):
         tj //= 2
@@ -176,7 +181,9 @@ def row_block(plan: Plan) -> int:
     temporaries in registers), and a divisor of :func:`block_rows` (1 for
     K-reductions with large states). Every reduction: Sum accumulates in
     registers, the others write one buffer per row."""
-    w = width(plan)
+    gemm = many_columns(plan)
+    # the many-column Sum renders its scalar K only
+    w = sum(n.dim for n in topo_order([gemm[0]])) if gemm else width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
     return min(rb, block_rows(plan))
 
@@ -218,7 +225,9 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     """
     if ranges:
         return _ranges_source(plan, vector_math, key)
-    formulas, dots = _rewrite_dots(plan.formulas, plan.red.smooth)
+    gemm = many_columns(plan)
+    # many-column Sum K_ij * B_j: the kernel renders K only (see _cpu_gemm)
+    formulas, dots = _rewrite_dots([gemm[0]] if gemm else plan.formulas, plan.red.smooth)
     rb = row_block(plan)
     block_setup, tile_setup = _dot_setup(plan, dots, False)
     var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
@@ -231,13 +240,21 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
     rows = _render_rows(formulas, dots, jb_given, rb, wide)
-    tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
+    tail, extra = "", {}
+    if gemm:
+        e, ep = plan.formulas[0].dim, padded_columns(plan)
+        tile, tail, setup, state, init, final = gemm_tile(rows, e, ep)
+        block_setup += setup
+        extra = {"CW": column_width(plan)}
+    else:
+        tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
-        fast = row_block_reduction(plan, formulas, fast_rows, [])[0]
+        fast = (gemm_tile(fast_rows, e, ep) if gemm else
+                row_block_reduction(plan, formulas, fast_rows, []))[0]
         if conds:
             p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
             tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
@@ -250,18 +267,20 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     return _SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
         defines=defines(TJ=tile_size(plan), IB=block_rows(plan), MR=min(IB, block_rows(plan)),
-                        RB=rb, VL=_vector_length(plan)),
+                        RB=rb, VL=_vector_length(plan), **extra)
+        + ("\n" + GROUP_ROWS if gemm else ""),
         n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
         exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
-        pointers="\n".join(_pointers(plan, dots)),
+        pointers="\n".join(_pointers(plan, dots, bool(gemm))),
         p_code="\n".join(x for x in p_code if x),
         init=indent(init, 6),
         block_setup=indent("\n".join(block_setup), 4),
         tile_setup=indent("\n".join(tile_setup), 6),
         i_code=indent("\n".join(i_code), 8),
         tile=indent(tile, 8),
+        block_tail=tail,
         final=indent(final, 6),
     )
 
@@ -302,7 +321,7 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         p_code="\n".join(x for x in ("\n".join("  " + x for x in wide.p), r.code("p", "  "),
                                      p_jonly) if x),
         init=indent(init, 6 + deeper),
-        block_setup=indent("\n".join(block_setup), 4 + deeper),
+        block_setup=indent("\n".join(block_setup), 4 + deeper), block_tail="",
         tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),
         i_code=r.code("i", " " * (8 + 2 * deeper)),
         tile=indent(tile, 8 + 2 * deeper),
@@ -447,12 +466,14 @@ def _nonpos_exps(rows):
     return fast, conds, p_lines
 
 
-def _pointers(plan: Plan, dots) -> list[str]:
+def _pointers(plan: Plan, dots, gemm: bool = False) -> list[str]:
     """The kernel's arrays from ``args`` and ``outs``: the variables, the
-    outputs, then the dot products' chunk-packed j-variables ``yq<q>``."""
+    outputs, then the dot products' chunk-packed j-variables ``yq<q>`` (and
+    the many-column Sum's row-major B, ``bq``)."""
     nargs = len(plan.arg_cats)
     arrays = array_args(plan, "int64_t")
     ins = arrays[:nargs] + [("const real_t", f"yq{q}") for q in range(len(dots))]
+    ins += [("const real_t", "bq")] if gemm else []
     lines = [f"  {t} *restrict {n} = ({t} *)args[{k}];" for k, (t, n) in enumerate(ins)]
     lines[nargs:nargs] = [f"  {t} *restrict {n} = ({t} *)outs[{k}];"
                           for k, (t, n) in enumerate(arrays[nargs:])]
@@ -463,8 +484,9 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     """(block setup, tile setup) lines: the j-variables' tile pointers and the
     dot products' micro-kernel (x rows copied per block, products per tile)."""
     block_setup, tile_setup = [], []
+    gemm = None if ranges else many_columns(plan)
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
-        if cat == "j":
+        if cat == "j" and not (gemm and k == gemm[1].attrs[1]):
             offset = "j0" if ranges else f"j0 * {d}"
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
     for q, (node, x, y) in enumerate(dots):

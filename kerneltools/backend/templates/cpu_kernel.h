@@ -37,7 +37,7 @@ ${tile_setup}
       for (int64_t ii = 0; ii < ni; ii += RB) {
 ${i_code}
 ${tile}
-      }
+      }${block_tail}
     }
     for (int64_t ii = 0; ii < ni; ii++) {
       const int64_t i = i0 + ii;
