@@ -547,6 +547,19 @@ def test_many_column_sums_match_numpy(e, d, axis, backend, dtype, cache):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
 
 
+def test_many_column_sum_whose_columns_also_enter_the_kernel(backend):
+    """``K(x_i, y_j) @ [y_j, 1]`` (MeanShift's weighted means: B's variable is
+    also read by K) compiles and equals dense NumPy (it failed to compile)."""
+    rng = np.random.default_rng(1)
+    x, y = rng.random((21, 10)), rng.random((300, 10))
+    yb = np.hstack([y, np.ones((300, 1))])
+    Y = kt.Vj(yb)
+    K = (-kt.Vi(x).sqdist(Y.extract(0, 10)) * 0.3).exp()
+    got = (K * Y).sum(axis=1, backend=backend)
+    ref = np.exp(-0.3 * ((x[:, None] - y[None]) ** 2).sum(-1)) @ yb
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
 def test_many_column_sum_source_does_not_grow_with_the_columns():
     """The GEMM form loops over B's columns: its C source (so its compile
     time) is the same size for 8 and 256 columns."""

@@ -27,6 +27,7 @@ from string import Template
 import numpy as np
 
 from ._cpu_rows import tile_loop
+from ._ir import topo_order
 from ._plan import Plan
 
 __all__ = ["MANY_COLUMNS", "MANY_COLUMNS_MIN", "many_columns", "padded_columns",
@@ -72,7 +73,8 @@ _GEMM = Template(
 
 def many_columns(plan: Plan):
     """``(K, B)`` when ``plan`` is a Sum of ``K_ij * B_j`` (K of dimension 1, B
-    a j-variable of at least MANY_COLUMNS_MIN columns), else None."""
+    a j-variable of at least MANY_COLUMNS_MIN columns that K does not read:
+    B stays in its row layout, unpacked), else None."""
     if not MANY_COLUMNS or plan.reduction != "Sum" or len(plan.formulas) != 1:
         return None
     f = plan.formulas[0]
@@ -80,7 +82,7 @@ def many_columns(plan: Plan):
         return None
     for k, b in (f.children, f.children[::-1]):
         if (b.op == "Var" and b.cat == "j" and b.dim >= MANY_COLUMNS_MIN
-                and k.dim == 1):
+                and k.dim == 1 and b not in topo_order([k])):
             return k, b
     return None
 
