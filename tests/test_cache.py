@@ -403,6 +403,24 @@ def test_second_process_runs_no_probe_compile(cache):
     assert got[1]["compiler"]["ok"]
 
 
+def test_probe_in_one_compile_finds_what_one_by_one_finds():
+    """The one-compile probe (every feature at once) and the one-by-one probe
+    agree; where every feature is present (this machine's gcc, OpenMP and
+    libmvec), a new cache's first process runs one probe compile, not five."""
+    path = find_compiler().path
+    before = _compiler.probe_count()
+    fast = _compiler._probe(path)
+    fast_runs = _compiler.probe_count() - before
+    assert fast == _compiler._probe_one_by_one(path)
+    features, _ = fast
+    if features["openmp"] and features["march_native"] and (
+        features["vector_math"] or not _compiler._vector_math_platform()
+    ):
+        assert fast_runs == 1
+    else:  # a compiler without one of them: the one-by-one probe ran after one try
+        assert fast_runs > 1
+
+
 @pytest.mark.parametrize(
     "damage", ["garbage", "other_owner", "symlink", "other_compiler"]
 )

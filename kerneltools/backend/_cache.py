@@ -402,13 +402,18 @@ def clear_cache() -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (owner-only) through a temporary file and a rename."""
+    """Write ``data`` to ``path`` (owner-only) through a temporary file and a rename.
+
+    The rename makes the file whole or absent for every other process. There
+    is no ``fsync`` (10 to 20 ms a file, two per compiled kernel): what a
+    power loss could leave behind, an empty or stale file, fails the checks
+    that every reader makes (a library's recorded digest, the probe record's
+    key), and is rebuilt, never trusted.
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
