@@ -174,24 +174,32 @@ def test_partial_states_merge_to_the_one_pass_result(name):
 # ---------------------------------------------------------------------------
 # Values
 # ---------------------------------------------------------------------------
-def _problem(N, M, E, dtype, rng):
-    """A formula of dimension E (and, for the weighted reductions, a weight).
+def _problem(N, M, E, dtype, rng, axis=1):
+    """A formula of dimension E (and, for the weighted reductions, a weight),
+    to be reduced over ``axis``, over the M points of y (see ``_formula``).
 
     Returns (F, W, dense F (N, M, E), dense W (N, M, 2)).
     """
     x, y = rng.uniform(-1, 1, (N, 3)), rng.uniform(-1, 1, (M, 3))
     a, b = rng.uniform(-1, 1, (N, 1)), rng.uniform(-1, 1, (M, E))
     v, c = rng.uniform(0.1, 1, (N, 2)), rng.uniform(0.1, 1, (M, 2))
-    return _formula(*(t.astype(dtype) for t in (x, y, a, b, v, c)))
+    return _formula(*(t.astype(dtype) for t in (x, y, a, b, v, c)), axis=axis)
 
 
-def _formula(x, y, a, b, v, c, gamma=1.7):
-    """F = -gamma |x_i - y_j|^2 + a_i b_j and W = v_i + c_j, and their dense
-    float64 values (N, M, E) and (N, M, 2). The value tests and the NaN/inf
-    tests share this formula, so that they share its compiled kernels."""
-    x_i, y_j = kt.Vi(x), kt.Vj(y)
-    F = -gamma * x_i.sqdist(y_j) + kt.Vi(a) * kt.Vj(b)
-    W = kt.Vi(v) + kt.Vj(c)
+def _formula(x, y, a, b, v, c, gamma=1.7, axis=1):
+    """F = -gamma |x - y|^2 + a b and W = v + c, and their dense float64
+    values (N, M, E) and (N, M, 2) over (points of x, points of y).
+
+    The reduction over ``axis`` runs over the points of y: for axis=1, x, a, v
+    are i-variables and y, b, c j-variables; for axis=0 the other way round.
+    A reduction over i is computed as the same reduction over j of the formula
+    with i and j exchanged (``canonicalize``), so both axes run the same
+    compiled kernel, and each is checked against the same dense values. The
+    value tests and the NaN/inf tests share this formula, so that they share
+    its compiled kernels too."""
+    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    F = -gamma * kept(x).sqdist(reduced(y)) + kept(a) * reduced(b)
+    W = kept(v) + reduced(c)
     X, Y = x.astype(float)[:, None], y.astype(float)[None]
     with np.errstate(invalid="ignore"):
         Vd = -np.float64(gamma) * ((X - Y) ** 2).sum(-1, keepdims=True) + (
@@ -219,14 +227,15 @@ _NAME_E = [
 def test_reduction_values(name, E, axis, backend, dtype, rtol):
     red = REDUCTIONS[name]
     rng = _rng("values", name, axis, E, dtype.name)
+    # One output row, one reduced point (K = 1), on each axis.
     for N, M in [(23, 17), (1, 9), (8, 1)]:
-        F, W, Vd, Wd = _problem(N, M, E, dtype, rng)
-        K = min(3, M if axis == 1 else N)
+        F, W, V, Wr = _problem(N, M, E, dtype, rng, axis)
+        assert F.shape[axis] == M  # reduced over the points of y
+        K = min(3, M)
         got = reduce(F, name, axis, W=W, K=K, backend=backend)
         for g in got:
             if not np.issubdtype(np.asarray(g).dtype, np.integer):
                 assert np.asarray(g).dtype == dtype
-        V, Wr = (Vd, Wd) if axis == 1 else (_swap(Vd), _swap(Wd))
         # float32: exp() in LogSumExp and soft-max amplifies the rounding of F.
         amplified = dtype == np.float32 and ("Soft" in name or "Log" in name)
         tol = 10 * rtol if amplified else rtol
@@ -261,7 +270,8 @@ def test_ties(name, backend, dtype):
 # NaN and inf: they reach the outputs they touch, and nothing else
 # ---------------------------------------------------------------------------
 def _nonfinite_cases():
-    """(a, b) of ``_formula``: non-finite values in an i- or a j-variable."""
+    """(a, b) of ``_formula``: non-finite values in a (the side kept in the
+    output: "in a_i" for axis=1) or in b (the reduced side)."""
     a = np.array([0.3, np.nan, -0.2, np.inf, -np.inf, 0.7])[:, None]
     b = np.array([0.1, -0.4, 0.5, 0.9, -0.8])[:, None]
     b2 = b.copy()
@@ -280,12 +290,11 @@ def test_nan_and_inf_propagate_like_numpy(name, axis, where, backend):
     rng = _rng("nonfinite")
     x, y = rng.uniform(-1, 1, (6, 3)), rng.uniform(-1, 1, (5, 3))
     v, c = rng.uniform(0.1, 1, (6, 2)), rng.uniform(0.1, 1, (5, 2))
-    F, W, V, Wd = _formula(x, y, a, b, v, c)
+    F, W, Vr, Wr = _formula(x, y, a, b, v, c, axis=axis)
     K = 3
     with np.errstate(invalid="ignore"):
         got = reduce(F, name, axis, W=W, K=K, backend=backend)
-    assert np.isnan(V).any() and np.isposinf(V).any() and np.isneginf(V).any()
-    Vr, Wr = (V, Wd) if axis == 1 else (_swap(V), _swap(Wd))
+    assert np.isnan(Vr).any() and np.isposinf(Vr).any() and np.isneginf(Vr).any()
     check_outputs(
         name,
         got,
