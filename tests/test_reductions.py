@@ -209,10 +209,6 @@ def _formula(x, y, a, b, v, c, gamma=1.7, axis=1):
     return F, W, Vd, Wd
 
 
-def _swap(A):
-    return None if A is None else np.swapaxes(A, 0, 1)
-
-
 # Formula dimensions E: 1 and 2, except for the weighted reductions, whose
 # formula is scalar (their weight has dimension 2).
 _NAME_E = [
@@ -382,6 +378,10 @@ VJP_CASES = [
     ids=[f"{r}{'+w' if w else ''}" for r, w in VJP_CASES],
 )
 def test_vjp_vs_finite_differences(reduction, weighted, axis, wrt, backend):
+    """``x_i`` is the variable of the side kept in the output and ``y_j`` that
+    of the reduced side, on both axes (for axis=0, x is a j-variable and y an
+    i-variable): as in the value tests, the two axes then run the same
+    compiled kernels, each checked against its own finite differences."""
     rng = _rng("vjp", reduction, weighted, axis, wrt)
     N, M, Dd, K = 6, 5, 3, 2
     arrs = {
@@ -389,19 +389,18 @@ def test_vjp_vs_finite_differences(reduction, weighted, axis, wrt, backend):
         "y_j": rng.uniform(-1, 1, (M, Dd)),
         "p": rng.uniform(0.5, 1.5, (Dd,)),
     }
+    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
 
     def lazy(a):
-        x_i, y_j, p = kt.Vi(a["x_i"]), kt.Vj(a["y_j"]), kt.Pm(a["p"])
+        x_i, y_j, p = kept(a["x_i"]), reduced(a["y_j"]), kt.Pm(a["p"])
         F = -(x_i - y_j).weightedsqnorm(p)
         W = (x_i + y_j).cos() + 2 if weighted else None  # depends on x and y too
         return F, W, {"x_i": x_i, "y_j": y_j, "p": p}
 
-    def dense_out(a):
+    def dense_out(a):  # (points of x, points of y): reduced over y
         diff = a["x_i"][:, None] - a["y_j"][None]
         V = -(diff**2 * a["p"]).sum(-1, keepdims=True)
         Wd = np.cos(a["x_i"][:, None] + a["y_j"][None]) + 2
-        if axis == 0:
-            V, Wd = _swap(V), _swap(Wd)
         name = "LogSumExpWeight" if reduction == "LogSumExp" and weighted else reduction
         out = REFERENCE[name](V, Wd, K)[0]
         return out[..., 0] if reduction == "KMin" else out
