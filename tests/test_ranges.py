@@ -53,15 +53,22 @@ REDUCTIONS = ["sum", "logsumexp", "min", "max", "argmin", "argmax", "min_argmin"
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_block_sparse_equals_masked_dense(name, axis, backend, dtype, rtol):
+    """Reduced over the points of y on both axes: y (and b) are j-variables
+    for axis=1, i-variables for axis=0 (the clusters' description and mask
+    built that way round), so that both axes run the same compiled kernel
+    (a reduction over i is the one over j of the formula with i and j
+    exchanged), each against its own masked dense reference."""
     rng, x, y, lab_x, lab_y, keep = _setup(dtype)
+    assert _candidates(keep, lab_x, lab_y, 1) >= 3  # per point of x
+    if axis == 0:  # x on the j side
+        lab_x, lab_y, keep = lab_y, lab_x, keep.T
     bs = kr.block_sparsity(lab_x, lab_y, keep)
     m = _mask_formula(lab_x, lab_y, keep, dtype) - 0.5  # >= 0 where kept
-    xi, yj = kt.Vi(x), kt.Vj(y)
-    F = -xi.sqdist(yj) * 4 + (xi - yj).sum(-1)
-    b = (kt.Vj(rng.random((len(y), 2)).astype(dtype)) if axis == 1
-         else kt.Vi(rng.random((len(x), 2)).astype(dtype)))
+    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    xk, yr = kept(x), reduced(y)
+    F = -xk.sqdist(yr) * 4 + (xk - yr).sum(-1)
+    b = reduced(rng.random((len(y), 2)).astype(dtype))
     K = 3
-    assert _candidates(keep, lab_x, lab_y, axis) >= K
     if name == "sum":
         got = (F.exp() * b).sum(axis=axis, ranges=bs, backend=backend)
         ref = (m.ifelse(F.exp(), 0) * b).sum(axis=axis, backend="numpy")
@@ -309,11 +316,12 @@ def test_block_sparse_edge_cases(case, axis, dtype, rtol, backend):
     o = rng.integers(0, 3, (n_out, 2)).astype(dtype)
     r_ = rng.integers(0, 3, (n_red, 2)).astype(dtype)
     w = rng.random((n_red, 1)).astype(dtype)
-    x, y = (o, r_) if axis == 1 else (r_, o)
-    F = kt.Vi(x).sqdist(kt.Vj(y))
+    # the output side o first on both axes: one compiled kernel for both
+    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    F = kept(o).sqdist(reduced(r_))
     D = ((o[:, None].astype(np.float64) - r_[None]) ** 2).sum(-1)
     ref = _masked_references(D, mask, w.astype(np.float64), K)
-    Wv = kt.Vj(w) if axis == 1 else kt.Vi(w)
+    Wv = reduced(w)
     got_sum = ((-F).exp() * Wv).sum(axis=axis, ranges=ranges, backend=backend)
     assert_close(got_sum, ref["sum"], 10 * rtol, scale=ref["sum"] + 1)
     v, i = F.min_argmin(axis=axis, ranges=ranges, backend=backend)
