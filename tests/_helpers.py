@@ -10,6 +10,17 @@ import kerneltools as kt
 LEAF = {"i": kt.Vi, "j": kt.Vj, "p": kt.Pm}
 
 
+def sides(axis: int):
+    """(kept, reduced): the leaf makers (``kt.Vi``/``kt.Vj``) of the variables
+    of the side kept in the output and of the side reduced over ``axis``.
+
+    The engine computes a reduction over i as the same reduction over j of
+    the formula with i and j exchanged, so a formula built with these is one
+    compiled kernel on both axes, and one dense (kept, reduced) reference.
+    """
+    return (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+
+
 def grid_operand(cat: str, arr: np.ndarray) -> np.ndarray:
     """The dense (N|1, M|1, d) view of a variable, for reference computations."""
     arr = np.asarray(arr, dtype=np.float64)

@@ -11,7 +11,7 @@ import pytest
 import kerneltools as kt
 from kerneltools import ranges as kr
 
-from _helpers import assert_close
+from _helpers import assert_close, sides
 
 INF = float("inf")
 
@@ -64,7 +64,7 @@ def test_block_sparse_equals_masked_dense(name, axis, backend, dtype, rtol):
         lab_x, lab_y, keep = lab_y, lab_x, keep.T
     bs = kr.block_sparsity(lab_x, lab_y, keep)
     m = _mask_formula(lab_x, lab_y, keep, dtype) - 0.5  # >= 0 where kept
-    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    kept, reduced = sides(axis)
     xk, yr = kept(x), reduced(y)
     F = -xk.sqdist(yr) * 4 + (xk - yr).sum(-1)
     b = reduced(rng.random((len(y), 2)).astype(dtype))
@@ -317,7 +317,7 @@ def test_block_sparse_edge_cases(case, axis, dtype, rtol, backend):
     r_ = rng.integers(0, 3, (n_red, 2)).astype(dtype)
     w = rng.random((n_red, 1)).astype(dtype)
     # the output side o first on both axes: one compiled kernel for both
-    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    kept, reduced = sides(axis)
     F = kept(o).sqdist(reduced(r_))
     D = ((o[:, None].astype(np.float64) - r_[None]) ** 2).sum(-1)
     ref = _masked_references(D, mask, w.astype(np.float64), K)

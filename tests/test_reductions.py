@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 import pytest
-from _helpers import assert_close, fd_gradient
+from _helpers import assert_close, fd_gradient, sides
 from _reference import REDUCTION_ERROR_SCALE
 from _reference import REDUCTION_METHOD as METHOD
 from _reference import REDUCTION_REFERENCE as REFERENCE
@@ -197,7 +197,7 @@ def _formula(x, y, a, b, v, c, gamma=1.7, axis=1):
     compiled kernel, and each is checked against the same dense values. The
     value tests and the NaN/inf tests share this formula, so that they share
     its compiled kernels too."""
-    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    kept, reduced = sides(axis)
     F = -gamma * kept(x).sqdist(reduced(y)) + kept(a) * reduced(b)
     W = kept(v) + reduced(c)
     X, Y = x.astype(float)[:, None], y.astype(float)[None]
@@ -389,7 +389,7 @@ def test_vjp_vs_finite_differences(reduction, weighted, axis, wrt, backend):
         "y_j": rng.uniform(-1, 1, (M, Dd)),
         "p": rng.uniform(0.5, 1.5, (Dd,)),
     }
-    kept, reduced = (kt.Vi, kt.Vj) if axis == 1 else (kt.Vj, kt.Vi)
+    kept, reduced = sides(axis)
 
     def lazy(a):
         x_i, y_j, p = kept(a["x_i"]), reduced(a["y_j"]), kt.Pm(a["p"])

@@ -169,7 +169,8 @@ def _probe(path: str) -> tuple[dict | None, str]:
     """
     every = {**dict.fromkeys(_FEATURES, False), "march_native": True, "openmp": True,
              "vector_math": _vector_math_platform()}
-    source = _PROBE.replace("VECMATH_DECL", VECMATH_DECL if every["vector_math"] else "")
+    decl = VECMATH_DECL if every["vector_math"] else ""
+    source = _PROBE.replace("VECMATH_DECL", decl)
     with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
         if _try(path, *_flags(every), source, tmp)[0]:
             return every, ""
