@@ -18,7 +18,8 @@ into the rows' states:
     sums are added as they are, else the fold runs on the buffered tile,
     exactly as without this form.
   - ``tile_skip`` (K-min of a scalar): the value below which a candidate
-    must be folded (the K-th kept value); a tile with none is skipped.
+    must be folded (the K-th kept value); a tile whose minimum is not below
+    it is skipped.
 """
 
 from __future__ import annotations
@@ -142,13 +143,17 @@ def _online(online, formulas, rows, writes):
 
 def _skip(threshold: str, subs: dict, rows, writes):
     """K-min's in-loop test (see the module docstring): (lines before the
-    loop, its reduction clause, each row's fold test)."""
-    pre, tests, flags = [], [], []
+    loop, its reduction clause, each row's fold test). The loop keeps the
+    tile's minimum (one min per vector; a NaN value is passed over: it
+    cannot enter a full list); the tile is folded when that minimum is below
+    the K-th kept value, or that value is NaN (a list not full: every tile)."""
+    pre, tests, mins = [], [], []
     for r, row in enumerate(rows):
         thr = Template(threshold).substitute(subs, S=_state(r))
-        pre += [f"const real_t thr{r} = {thr};", f"int any{r} = 0;"]
-        # !(v >= thr): v below thr, or a NaN on either side
-        writes.append(f"  any{r} |= !({row.outputs[0][0]} >= thr{r});")
-        flags.append(f"any{r}")
-        tests.append(f"if (any{r}) {{\n$fold\n}}")
-    return pre, _clauses("|", flags), tests
+        v = row.outputs[0][0]
+        pre += [f"const real_t thr{r} = {thr};", f"real_t mn{r} = INFINITY;"]
+        writes.append(f"  mn{r} = {v} < mn{r} ? {v} : mn{r};")
+        mins.append(f"mn{r}")
+        # !(mn >= thr): mn below thr, or thr NaN
+        tests.append(f"if (!(mn{r} >= thr{r})) {{\n$fold\n}}")
+    return pre, _clauses("min", mins), tests
