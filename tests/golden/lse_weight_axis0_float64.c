@@ -381,22 +381,22 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           tb1[3][1 * TJ + jj] = t6_1;
           m0_0 = t5_0 > m0_0 ? t5_0 : m0_0;
           const real_t d0_0 = t5_0 - M0_0;
-          const real_t x0_0 = KT_EXPN(d0_0 > 0 ? (real_t)0 : d0_0);
+          const real_t x0_0 = KT_EXP2N((d0_0 > (real_t)8 ? (real_t)8 : d0_0) * (real_t)1.4426950408889634074);
           q0_ls0 += x0_0 * t6_0;
           q0_ls1 += x0_0 * t6_1;
           m1_0 = r1_5_0 > m1_0 ? r1_5_0 : m1_0;
           const real_t d1_0 = r1_5_0 - M1_0;
-          const real_t x1_0 = KT_EXPN(d1_0 > 0 ? (real_t)0 : d1_0);
+          const real_t x1_0 = KT_EXP2N((d1_0 > (real_t)8 ? (real_t)8 : d1_0) * (real_t)1.4426950408889634074);
           q1_ls0 += x1_0 * t6_0;
           q1_ls1 += x1_0 * t6_1;
           m2_0 = r2_5_0 > m2_0 ? r2_5_0 : m2_0;
           const real_t d2_0 = r2_5_0 - M2_0;
-          const real_t x2_0 = KT_EXPN(d2_0 > 0 ? (real_t)0 : d2_0);
+          const real_t x2_0 = KT_EXP2N((d2_0 > (real_t)8 ? (real_t)8 : d2_0) * (real_t)1.4426950408889634074);
           q2_ls0 += x2_0 * t6_0;
           q2_ls1 += x2_0 * t6_1;
           m3_0 = r3_5_0 > m3_0 ? r3_5_0 : m3_0;
           const real_t d3_0 = r3_5_0 - M3_0;
-          const real_t x3_0 = KT_EXPN(d3_0 > 0 ? (real_t)0 : d3_0);
+          const real_t x3_0 = KT_EXP2N((d3_0 > (real_t)8 ? (real_t)8 : d3_0) * (real_t)1.4426950408889634074);
           q3_ls0 += x3_0 * t6_0;
           q3_ls1 += x3_0 * t6_1;
         }
@@ -405,7 +405,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           kt_state *S = &st[ii];
           real_t *const buf0 = tb0[0];
           real_t *const buf1 = tb1[0];
-          if (M0_0 > -INFINITY && !(m0_0 > M0_0)) {
+          if (M0_0 > -INFINITY && !(m0_0 > M0_0 + (real_t)8)) {
             S->ls[0] += (acc_t)q0_ls0;
             S->ls[1] += (acc_t)q0_ls1;
           } else {
@@ -437,7 +437,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           kt_state *S = &st[ii + 1];
           real_t *const buf0 = tb0[1];
           real_t *const buf1 = tb1[1];
-          if (M1_0 > -INFINITY && !(m1_0 > M1_0)) {
+          if (M1_0 > -INFINITY && !(m1_0 > M1_0 + (real_t)8)) {
             S->ls[0] += (acc_t)q1_ls0;
             S->ls[1] += (acc_t)q1_ls1;
           } else {
@@ -469,7 +469,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           kt_state *S = &st[ii + 2];
           real_t *const buf0 = tb0[2];
           real_t *const buf1 = tb1[2];
-          if (M2_0 > -INFINITY && !(m2_0 > M2_0)) {
+          if (M2_0 > -INFINITY && !(m2_0 > M2_0 + (real_t)8)) {
             S->ls[0] += (acc_t)q2_ls0;
             S->ls[1] += (acc_t)q2_ls1;
           } else {
@@ -501,7 +501,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           kt_state *S = &st[ii + 3];
           real_t *const buf0 = tb0[3];
           real_t *const buf1 = tb1[3];
-          if (M3_0 > -INFINITY && !(m3_0 > M3_0)) {
+          if (M3_0 > -INFINITY && !(m3_0 > M3_0 + (real_t)8)) {
             S->ls[0] += (acc_t)q3_ls0;
             S->ls[1] += (acc_t)q3_ls1;
           } else {
