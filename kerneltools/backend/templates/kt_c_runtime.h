@@ -2,7 +2,7 @@ ${vecmath}
 ${kt_exp}
 #define KT_EXP(x) ${exp_fn}(x)
 #define KT_EXPN(x) ${exp_fn}_nonpos(x) /* x <= 0 or NaN */
-#define KT_EXP2N(z) ${exp2_fn}_nonpos(z) /* z <= 0 or NaN */
+#define KT_EXP2N(z) ${exp2_fn}_nonpos(z) /* z <= 0 (or up to 100) or NaN */
 #define KT_EXP2(x) exp2(x)
 
 /* Bit l set where b[l] ranks before thr (KT_LT), for l < 32 (the caller
