@@ -6,6 +6,7 @@ fixture; this file checks what is specific to generated C.
 """
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -568,3 +569,36 @@ def test_many_column_sum_source_does_not_grow_with_the_columns():
     a, b = (_cpu_backend.generate_source((K * kt.Vj(np.ones((5, e))))._plan("Sum", 1)[0],
                                          key="k") for e in (8, 256))
     assert a.count("\n") == b.count("\n") and abs(len(a) - len(b)) < 100
+
+
+def test_kmin_fold_without_avx512_matches_numpy(tmp_path):
+    """The K-min fold's candidate test (kt_below32 in templates/kt_c_runtime.h)
+    has an AVX-512 path and a portable loop; the kernels are built with
+    -mno-avx512f here (a compiler wrapper) so that the portable one runs too:
+    Kmin_argKmin with ties, NaN and +-inf over several tiles, against a
+    stable NumPy sort, float32 and float64."""
+    wrapper = tmp_path / "cc-no-avx512"
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("cc") or "cc"} "$@" -mno-avx512f\n')
+    wrapper.chmod(0o755)
+    code = textwrap.dedent(
+        """
+        import numpy as np, kerneltools as kt
+        rng = np.random.default_rng(3)
+        for dt in (np.float32, np.float64):
+            x = rng.integers(0, 6, (7, 1)).astype(dt)  # ties on an integer grid
+            y = rng.integers(0, 40, (1100, 1)).astype(dt)
+            y[5], y[300], y[900] = np.nan, np.inf, -np.inf
+            d2 = (x.astype(float) - y.astype(float).T) ** 2
+            ref = np.argsort(np.where(np.isnan(d2), np.inf, d2), axis=1, kind="stable")[:, :6]
+            D = (kt.Vi(x) - kt.Vj(y)) ** 2
+            val, idx = D.Kmin_argKmin(6, axis=1, backend="cpu")
+            np.testing.assert_array_equal(idx, ref)
+            np.testing.assert_array_equal(val, np.take_along_axis(d2, ref, 1).astype(dt))
+        print("ok")
+        """
+    )
+    env = dict(os.environ, CC=str(wrapper), KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -18,12 +18,15 @@ into the rows' states:
     sums are added as they are, else the fold runs on the buffered tile,
     exactly as without this form.
   - ``tile_skip`` (K-min of a scalar): the value below which a candidate
-    must be folded (the K-th kept value); a tile with none is skipped.
+    must be folded (the K-th kept value); a tile whose minimum is not below
+    it is skipped.
 """
 
 from __future__ import annotations
 
 from string import Template
+
+import numpy as np
 
 from ._codegen import indent, red_form, red_subs
 from ._plan import Plan
@@ -68,7 +71,7 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup):
     fold = red_form(red.c, "tile", subs)
     pre, post, tests = [], "", [None] * rb
     if "online" in red.c:
-        pre, post, tests = _online(red.c["online"], formulas, rows, writes)
+        pre, post, tests = _online(red.c["online"], formulas, rows, writes, plan.dtype)
     elif "tile_skip" in red.c and formulas[0].dim == 1:
         pre, post, tests = _skip(red.c["tile_skip"], subs, rows, writes)
     tile = pre + [tile_loop("nj", code, writes, clauses=post)]
@@ -105,11 +108,28 @@ def _state(r: int) -> str:
     return f"st[ii + {r} < ni ? ii + {r} : ni - 1]" if r else "st[ii]"
 
 
-def _online(online, formulas, rows, writes):
+#: How far (in nats) a tile's maximum may exceed the state's shift and its
+#: in-loop sums still be kept (terms up to e^8 ~ 3e3 relative to the shift):
+#: a row's maximum seldom grows by more after its first tile, so that the
+#: buffered fold runs about once per row (with no slack, about ln(M / TJ)
+#: times: the tiles holding a new maximum).
+LSE_SLACK = 8
+
+
+def _slack(online, dtype) -> str:
+    """The slack of :data:`LSE_SLACK` as C, 0 for float32 weighted sums: a
+    float32 tile sum of w e^8 terms would overflow for |w| above ~1e32."""
+    weighted = any(kind == "W" for _, kind in online)
+    single = np.dtype(dtype) == np.float32
+    return "(real_t)0" if weighted and single else f"(real_t){LSE_SLACK}"
+
+
+def _online(online, formulas, rows, writes, dtype):
     """The log-sum-exp family's in-loop sums (see the module docstring):
     (lines before the loop, its reduction clauses, each row's fold test)."""
     per_component = all(kind == "F" for _, kind in online)
     shifts = formulas[0].dim if per_component else 1
+    slack = _slack(online, dtype)
     pre, tests, maxes, sums = [], [], [], []
     for r, row in enumerate(rows):
         ok, adds = [], []
@@ -120,9 +140,10 @@ def _online(online, formulas, rows, writes):
             v = row.outputs[0][e]
             writes += [f"  {m} = {v} > {m} ? {v} : {m};",
                        f"  const real_t d{r}_{e} = {v} - {M};",
-                       f"  const real_t x{r}_{e} = KT_EXPN(d{r}_{e} > 0 ? (real_t)0 : d{r}_{e});"]
+                       f"  const real_t x{r}_{e} = KT_EXP2N((d{r}_{e} > {slack} ? {slack}"
+                       f" : d{r}_{e}) * (real_t)1.4426950408889634074);"]
             maxes.append(m)
-            ok.append(f"{M} > -INFINITY && !({m} > {M})")
+            ok.append(f"{M} > -INFINITY && !({m} > {M} + {slack})")
         for array, kind in online:
             comps = range(formulas[-1].dim if kind == "W" else
                           (shifts if kind == "F" else 1))
@@ -142,13 +163,17 @@ def _online(online, formulas, rows, writes):
 
 def _skip(threshold: str, subs: dict, rows, writes):
     """K-min's in-loop test (see the module docstring): (lines before the
-    loop, its reduction clause, each row's fold test)."""
-    pre, tests, flags = [], [], []
+    loop, its reduction clause, each row's fold test). The loop keeps the
+    tile's minimum (one min per vector; a NaN value is passed over: it
+    cannot enter a full list); the tile is folded when that minimum is below
+    the K-th kept value, or that value is NaN (a list not full: every tile)."""
+    pre, tests, mins = [], [], []
     for r, row in enumerate(rows):
         thr = Template(threshold).substitute(subs, S=_state(r))
-        pre += [f"const real_t thr{r} = {thr};", f"int any{r} = 0;"]
-        # !(v >= thr): v below thr, or a NaN on either side
-        writes.append(f"  any{r} |= !({row.outputs[0][0]} >= thr{r});")
-        flags.append(f"any{r}")
-        tests.append(f"if (any{r}) {{\n$fold\n}}")
-    return pre, _clauses("|", flags), tests
+        v = row.outputs[0][0]
+        pre += [f"const real_t thr{r} = {thr};", f"real_t mn{r} = INFINITY;"]
+        writes.append(f"  mn{r} = {v} < mn{r} ? {v} : mn{r};")
+        mins.append(f"mn{r}")
+        # !(mn >= thr): mn below thr, or thr NaN
+        tests.append(f"if (!(mn{r} >= thr{r})) {{\n$fold\n}}")
+    return pre, _clauses("min", mins), tests

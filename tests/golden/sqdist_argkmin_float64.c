@@ -165,7 +165,8 @@ static inline double kt_exp_nonpos(double x) {
  * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
  * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
  * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
- * (-1023) gives +0 as above. */
+ * (-1023) gives +0 as above. Positive z up to 100 give normal results too
+ * (2^n stays a normal number): the log-sum-exp sums use that (_cpu_rows). */
 float kt_exp2n_lo_f = -127.0f;
 double kt_exp2n_lo_d = -1023.0;
 #pragma omp declare simd notinbranch
@@ -214,8 +215,48 @@ static inline double kt_exp2_nonpos(double z) {
 
 #define KT_EXP(x) kt_exp(x)
 #define KT_EXPN(x) kt_exp_nonpos(x) /* x <= 0 or NaN */
-#define KT_EXP2N(z) kt_exp2_nonpos(z) /* z <= 0 or NaN */
+#define KT_EXP2N(z) kt_exp2_nonpos(z) /* z <= 0 (or up to 100) or NaN */
 #define KT_EXP2(x) exp2(x)
+
+/* Bit l set where b[l] ranks before thr (KT_LT), for l < 32 (the caller
+ * masks lanes past its count; b[0..31] must be readable): the K-min fold's
+ * test of 32 candidates. With AVX-512, two or four compares that give the
+ * bits directly; otherwise a vectorised loop. */
+#define KT_REAL_double 1
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline uint32_t kt_below32(const real_t *b, real_t thr) {
+#if defined(KT_REAL_double)
+  uint32_t m = 0;
+  if (thr != thr) { /* every non-NaN value ranks before a NaN */
+    for (int q = 0; q < 4; q++) {
+      const __m512d x = _mm512_loadu_pd(b + 8 * q);
+      m |= (uint32_t)_mm512_cmp_pd_mask(x, x, _CMP_ORD_Q) << (8 * q);
+    }
+  } else {
+    const __m512d t = _mm512_set1_pd(thr);
+    for (int q = 0; q < 4; q++)
+      m |= (uint32_t)_mm512_cmp_pd_mask(_mm512_loadu_pd(b + 8 * q), t, _CMP_LT_OQ) << (8 * q);
+  }
+  return m;
+#else
+  const __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b + 16);
+  if (thr != thr)
+    return (uint32_t)_mm512_cmp_ps_mask(x0, x0, _CMP_ORD_Q)
+           | (uint32_t)_mm512_cmp_ps_mask(x1, x1, _CMP_ORD_Q) << 16;
+  const __m512 t = _mm512_set1_ps(thr);
+  return (uint32_t)_mm512_cmp_ps_mask(x0, t, _CMP_LT_OQ)
+         | (uint32_t)_mm512_cmp_ps_mask(x1, t, _CMP_LT_OQ) << 16;
+#endif
+}
+#else
+static inline uint32_t kt_below32(const real_t *b, real_t thr) {
+  uint32_t m = 0;
+  #pragma omp simd reduction(|:m)
+  for (int l = 0; l < 32; l++) m |= (uint32_t)KT_LT(b[l], thr) << l;
+  return m;
+}
+#endif
 
 typedef struct { real_t kv[1][3]; int64_t ki[1][3]; } kt_state;
 
@@ -269,14 +310,14 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
         const real_t thr0 = (st[ii].ki[0][3 - 1] >= 0 ? st[ii].kv[0][3 - 1] : (real_t)NAN);
-        int any0 = 0;
+        real_t mn0 = INFINITY;
         const real_t thr1 = (st[ii + 1 < ni ? ii + 1 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 1 < ni ? ii + 1 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
-        int any1 = 0;
+        real_t mn1 = INFINITY;
         const real_t thr2 = (st[ii + 2 < ni ? ii + 2 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 2 < ni ? ii + 2 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
-        int any2 = 0;
+        real_t mn2 = INFINITY;
         const real_t thr3 = (st[ii + 3 < ni ? ii + 3 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 3 < ni ? ii + 3 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
-        int any3 = 0;
-        #pragma omp simd reduction(|:any0, any1, any2, any3)
+        real_t mn3 = INFINITY;
+        #pragma omp simd reduction(min:mn0, mn1, mn2, mn3)
         for (int64_t jj = 0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t1_0 = y1[0 * TJ + jj];
@@ -314,16 +355,16 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           tb0[1][0 * TJ + jj] = r1_4_0;
           tb0[2][0 * TJ + jj] = r2_4_0;
           tb0[3][0 * TJ + jj] = r3_4_0;
-          any0 |= !(t4_0 >= thr0);
-          any1 |= !(r1_4_0 >= thr1);
-          any2 |= !(r2_4_0 >= thr2);
-          any3 |= !(r3_4_0 >= thr3);
+          mn0 = t4_0 < mn0 ? t4_0 : mn0;
+          mn1 = r1_4_0 < mn1 ? r1_4_0 : mn1;
+          mn2 = r2_4_0 < mn2 ? r2_4_0 : mn2;
+          mn3 = r3_4_0 < mn3 ? r3_4_0 : mn3;
         }
         {
           const int64_t i = i_0;
           kt_state *S = &st[ii];
           real_t *const buf0 = tb0[0];
-          if (any0) {
+          if (!(mn0 >= thr0)) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
               real_t *kv = S->kv[e];
@@ -331,24 +372,22 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               for (int64_t jc = 0; jc < nj; jc += 32) {
                 const int64_t nc = nj - jc < 32 ? nj - jc : 32;
                 uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                if (ki[3 - 1] >= 0) {
-                  const real_t thr = kv[3 - 1];
-                  uint32_t below = 0;
-                  #pragma omp simd reduction(|:below)
-                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
-                  mask &= below;
-                }
+                if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
                 while (mask) {
                   const int l = __builtin_ctz(mask);
                   mask &= mask - 1;
                   const real_t v = b[jc + l];
                   if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                  /* insertion into the sorted list; equal values keep index order */
-                  int p = 3 - 1;
-                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
-                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  /* sorted insertion; equal values keep index order */
+                  const int64_t jv = j0 + jc + l;
+                  int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                  for (int k = 3 - 1; k > 0; k--) {
+                    const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                    kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                    ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                    at = up;
                   }
-                  kv[p] = v; ki[p] = j0 + jc + l;
+                  if (at) { kv[0] = v; ki[0] = jv; }
                 }
               }
             }
@@ -358,7 +397,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const int64_t i = i_1;
           kt_state *S = &st[ii + 1];
           real_t *const buf0 = tb0[1];
-          if (any1) {
+          if (!(mn1 >= thr1)) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
               real_t *kv = S->kv[e];
@@ -366,24 +405,22 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               for (int64_t jc = 0; jc < nj; jc += 32) {
                 const int64_t nc = nj - jc < 32 ? nj - jc : 32;
                 uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                if (ki[3 - 1] >= 0) {
-                  const real_t thr = kv[3 - 1];
-                  uint32_t below = 0;
-                  #pragma omp simd reduction(|:below)
-                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
-                  mask &= below;
-                }
+                if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
                 while (mask) {
                   const int l = __builtin_ctz(mask);
                   mask &= mask - 1;
                   const real_t v = b[jc + l];
                   if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                  /* insertion into the sorted list; equal values keep index order */
-                  int p = 3 - 1;
-                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
-                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  /* sorted insertion; equal values keep index order */
+                  const int64_t jv = j0 + jc + l;
+                  int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                  for (int k = 3 - 1; k > 0; k--) {
+                    const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                    kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                    ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                    at = up;
                   }
-                  kv[p] = v; ki[p] = j0 + jc + l;
+                  if (at) { kv[0] = v; ki[0] = jv; }
                 }
               }
             }
@@ -393,7 +430,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const int64_t i = i_2;
           kt_state *S = &st[ii + 2];
           real_t *const buf0 = tb0[2];
-          if (any2) {
+          if (!(mn2 >= thr2)) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
               real_t *kv = S->kv[e];
@@ -401,24 +438,22 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               for (int64_t jc = 0; jc < nj; jc += 32) {
                 const int64_t nc = nj - jc < 32 ? nj - jc : 32;
                 uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                if (ki[3 - 1] >= 0) {
-                  const real_t thr = kv[3 - 1];
-                  uint32_t below = 0;
-                  #pragma omp simd reduction(|:below)
-                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
-                  mask &= below;
-                }
+                if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
                 while (mask) {
                   const int l = __builtin_ctz(mask);
                   mask &= mask - 1;
                   const real_t v = b[jc + l];
                   if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                  /* insertion into the sorted list; equal values keep index order */
-                  int p = 3 - 1;
-                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
-                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  /* sorted insertion; equal values keep index order */
+                  const int64_t jv = j0 + jc + l;
+                  int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                  for (int k = 3 - 1; k > 0; k--) {
+                    const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                    kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                    ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                    at = up;
                   }
-                  kv[p] = v; ki[p] = j0 + jc + l;
+                  if (at) { kv[0] = v; ki[0] = jv; }
                 }
               }
             }
@@ -428,7 +463,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
           const int64_t i = i_3;
           kt_state *S = &st[ii + 3];
           real_t *const buf0 = tb0[3];
-          if (any3) {
+          if (!(mn3 >= thr3)) {
             for (int e = 0; e < 1; e++) {
               const real_t *b = buf0 + e * TJ;
               real_t *kv = S->kv[e];
@@ -436,24 +471,22 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               for (int64_t jc = 0; jc < nj; jc += 32) {
                 const int64_t nc = nj - jc < 32 ? nj - jc : 32;
                 uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                if (ki[3 - 1] >= 0) {
-                  const real_t thr = kv[3 - 1];
-                  uint32_t below = 0;
-                  #pragma omp simd reduction(|:below)
-                  for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;
-                  mask &= below;
-                }
+                if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
                 while (mask) {
                   const int l = __builtin_ctz(mask);
                   mask &= mask - 1;
                   const real_t v = b[jc + l];
                   if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                  /* insertion into the sorted list; equal values keep index order */
-                  int p = 3 - 1;
-                  while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {
-                    kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;
+                  /* sorted insertion; equal values keep index order */
+                  const int64_t jv = j0 + jc + l;
+                  int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                  for (int k = 3 - 1; k > 0; k--) {
+                    const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                    kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                    ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                    at = up;
                   }
-                  kv[p] = v; ki[p] = j0 + jc + l;
+                  if (at) { kv[0] = v; ki[0] = jv; }
                 }
               }
             }

@@ -65,9 +65,11 @@ _C = dict(
         "for (int e = 0; e < $E; e++) for (int k = 0; k < $K; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }"
     ),
     # The candidates of 32 values at a time: a vectorised test against the
-    # K-th kept value gives a bit mask (every value while the list is not
-    # full), and only its set bits are visited, each checked again against
-    # the K-th value as it is then (it drops as values are inserted).
+    # K-th kept value gives a bit mask (kt_below32; every value while the
+    # list is not full), and only its set bits are visited, each checked
+    # again against the K-th value as it is then (it drops as values are
+    # inserted), then inserted without data-dependent branches: slot k takes
+    # slot k - 1's entry, the candidate or its own (K - 1 selects).
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
         "  const real_t *b = buf0 + e * TJ;\n"
@@ -76,24 +78,22 @@ _C = dict(
         "  for (int64_t jc = 0; jc < nj; jc += 32) {\n"
         "    const int64_t nc = nj - jc < 32 ? nj - jc : 32;\n"
         "    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);\n"
-        "    if (ki[$K - 1] >= 0) {\n"
-        "      const real_t thr = kv[$K - 1];\n"
-        "      uint32_t below = 0;\n"
-        "      #pragma omp simd reduction(|:below)\n"
-        "      for (int l = 0; l < nc; l++) below |= (uint32_t)KT_LT(b[jc + l], thr) << l;\n"
-        "      mask &= below;\n"
-        "    }\n"
+        "    if (ki[$K - 1] >= 0) mask &= kt_below32(b + jc, kv[$K - 1]);\n"
         "    while (mask) {\n"
         "      const int l = __builtin_ctz(mask);\n"
         "      mask &= mask - 1;\n"
         "      const real_t v = b[jc + l];\n"
         "      if (ki[$K - 1] >= 0 && !KT_LT(v, kv[$K - 1])) continue;\n"
-        "      /* insertion into the sorted list; equal values keep index order */\n"
-        "      int p = $K - 1;\n"
-        "      while (p > 0 && (ki[p - 1] < 0 || KT_LT(v, kv[p - 1]))) {\n"
-        "        kv[p] = kv[p - 1]; ki[p] = ki[p - 1]; p--;\n"
+        "      /* sorted insertion; equal values keep index order */\n"
+        "      const int64_t jv = j0 + jc + l;\n"
+        "      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */\n"
+        "      for (int k = $K - 1; k > 0; k--) {\n"
+        "        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);\n"
+        "        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);\n"
+        "        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);\n"
+        "        at = up;\n"
         "      }\n"
-        "      kv[p] = v; ki[p] = j0 + jc + l;\n"
+        "      if (at) { kv[0] = v; ki[0] = jv; }\n"
         "    }\n"
         "  }\n"
         "}"

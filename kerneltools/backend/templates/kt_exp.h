@@ -131,7 +131,8 @@ static inline double kt_exp_nonpos(double x) {
  * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
  * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
  * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
- * (-1023) gives +0 as above. */
+ * (-1023) gives +0 as above. Positive z up to 100 give normal results too
+ * (2^n stays a normal number): the log-sum-exp sums use that (_cpu_rows). */
 float kt_exp2n_lo_f = -127.0f;
 double kt_exp2n_lo_d = -1023.0;
 #pragma omp declare simd notinbranch
