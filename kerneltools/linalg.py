@@ -21,6 +21,8 @@ True
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
@@ -166,16 +168,48 @@ class NystroemPreconditioner(LinearOperator):
         if is_dask_array(self.X):
             gram, self.d_inv = _gram_chunks(self.kernel, self.X, self.Z, d, self._W,
                                             diag_correction)
+        elif not (diag_correction or smooth) and np.ptp(d) == 0:
+            # uniform D: F^T D^-1 F = W^T (K_mn K_nm) W / d, a third of the
+            # flops of forming F (the kept eigenvalues bound the rounding that
+            # W amplifies by 10^8; a preconditioner needs far less)
+            gram = _landmark_gram(self.kernel, self.X, self.Z, self._W) / d[0]
+            self.d_inv = 1.0 / d
         else:
             kdiag = None
             if diag_correction:
                 kdiag = _residual_diag(self.kernel, self.X)
             gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
+        # a uniform D, no diagonal correction, W free of the shift (not smooth):
+        # F^T F = d F^T D^-1 F
+        # serves any other uniform shift (with_shift)
+        uniform = not (diag_correction or smooth) and np.ptp(d) == 0
+        self._FtF = gram * d[0] if uniform else None
+        self._factor(gram)
+        self._Knm = self.kernel.lazy(self.X, self.Z)
+        super().__init__(dtype=np.float64, shape=(n, n))
+
+    def _factor(self, gram):
         inner = np.eye(self._W.shape[1]) + gram
         # I + F^T D^-1 F, as (factor, lower) for cho_solve
         self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
-        self._Knm = self.kernel.lazy(self.X, self.Z)
-        super().__init__(dtype=np.float64, shape=(n, n))
+
+    def with_shift(self, shift: float) -> NystroemPreconditioner:
+        """The same preconditioner for another uniform ``shift``: the landmarks
+        and the ``n m^2`` Gram matrix ``F^T F`` are reused, only the ``m x m``
+        Cholesky factor is new (a grid search over a ridge parameter).
+        Available when this one was built with a uniform shift,
+        ``diag_correction=False`` and ``smooth=False``; ValueError otherwise."""
+        if self._FtF is None:
+            raise ValueError("with_shift needs a preconditioner built with a uniform "
+                             "'shift', diag_correction=False and smooth=False")
+        d = float(shift) + self.kernel.white_level()
+        if not (np.isfinite(d) and d > 0):
+            raise ValueError(f"NystroemPreconditioner.with_shift: 'shift' must be > 0, "
+                             f"got {shift!r}")
+        new = copy.copy(self)
+        new.d_inv = np.full(len(self.d_inv), 1.0 / d)
+        new._factor(self._FtF / d)
+        return new
 
     def _matmat(self, R):
         # Woodbury: P^-1 = D^-1 - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1
@@ -229,6 +263,17 @@ def _gram(kernel: Kernel, X, Z, d, W, kdiag=None, block: int = 4096):
         Fs = np.sqrt(d_inv[sl, None]) * F
         out += Fs.T @ Fs  # one array and its transpose: BLAS syrk, half the flops
     return out, d_inv
+
+
+def _landmark_gram(kernel: Kernel, X, Z, W, block: int = 4096):
+    """``W^T K(Z, X) K(X, Z) W``, ``K(X, Z)`` accumulated over blocks of rows."""
+    G = np.zeros((len(Z), len(Z)))
+    rows = max(256, min(block, (1 << 24) // max(len(Z), 1)))
+    for i0 in range(0, len(X), rows):
+        Kb = np.asarray(kernel(X[i0:i0 + rows], Z), dtype=np.float64)
+        G += Kb.T @ Kb  # BLAS syrk
+    G = W.T @ G @ W
+    return (G + G.T) / 2
 
 
 def _residual_diag(kernel, X):

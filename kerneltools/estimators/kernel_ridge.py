@@ -22,6 +22,7 @@ from ..linalg import (
     robust_cholesky,
     select_landmarks,
 )
+from . import _krr_warm as _warm
 from ._fallback import FallbackMixin, is_sparse, kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
@@ -298,26 +299,56 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         m = min(self.n_components, len(Xk))
         C = np.zeros((len(X), Y.shape[1]))
         n_iters = []
-        idx = select_landmarks(kernel, Rows(Xk) if is_dask_array(Xk) else Xk, m,
-                               method=self.landmarks, random_state=self.random_state)
+        # refits on the same data (a grid search over alpha) reuse the landmarks,
+        # the preconditioner's Gram matrix and the last solutions (_krr_warm)
+        key = None if w is not None or is_dask_array(Xk) else _warm.data_key(self, Xk,
+                                                                              self.backend)
+        entry = _warm.lookup(key)
+        if entry is None:
+            idx = select_landmarks(kernel, Rows(Xk) if is_dask_array(Xk) else Xk, m,
+                                   method=self.landmarks, random_state=self.random_state)
+            entry = {"landmarks": idx}
+        elif self.verbose:
+            print("[KernelRidge] same data and kernel as an earlier fit: its landmarks, "
+                  "preconditioner and solutions are reused", flush=True)
+        y_key = None if key is None else _warm.fingerprint(Y)
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
             shift = a if w is None else a / w[keep]
             A = KernelOperator(kernel, fast, shift=shift, backend=self.backend)
             refine = None if exact is None else KernelOperator(kernel, exact, shift=shift,
                                                                backend=self.backend)
             start = time.perf_counter()
-            M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=idx,
-                                       backend=self.backend)
+            M = self._preconditioner(entry, kernel, Xk, shift, key is not None)
             if self.verbose:
                 print(f"[KernelRidge] Nystroem preconditioner, {m} landmarks: "
                       f"{time.perf_counter() - start:.2f} s; products in {fast.dtype}"
                       + ("" if exact is None else ", refined in float64"), flush=True)
-            sol, n_iter = conjugate_gradient(A, Y[keep][:, cols].astype(np.float64), M=M,
+            b = Y[keep][:, cols].astype(np.float64)
+            x0, r0 = _warm.warm_start(entry, (y_key, tuple(cols)), a, b)
+            info = {}
+            sol, n_iter = conjugate_gradient(A, b, M=M, x0=x0, r0=r0, info=info,
                                              refine_with=refine, **self._iterative_args())
+            if key is not None:
+                R = info.get("residual")
+                R = b - (A if refine is None else refine) @ sol if R is None else R
+                _warm.remember_solution(entry, (y_key, tuple(cols)), a, sol, R)
             C[np.flatnonzero(keep)[:, None], cols] = sol
             n_iters.append(n_iter)
+        _warm.store(key, entry)
         self.n_iter_ = max(n_iters)
         return C
+
+    def _preconditioner(self, entry, kernel, Xk, shift, reuse):
+        """The Nystroem preconditioner on ``entry``'s landmarks: a stored one
+        with its shift changed (one m x m Cholesky) when ``reuse``, else built."""
+        stored = entry.get("preconditioner")
+        if reuse and stored is not None:
+            return stored.with_shift(shift)
+        M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=entry["landmarks"],
+                                   backend=self.backend)
+        if reuse and np.ndim(shift) == 0:
+            entry["preconditioner"] = M
+        return M
 
     def _solve_falkon(self, kernel, X, Y, alpha, w):
         # Falkon (Rudi, Carratino and Rosasco, 2017, Alg. 1): the minimiser of
