@@ -119,11 +119,14 @@ class NystroemPreconditioner(LinearOperator):
         Add the diagonal of ``K - F F^T`` to ``D`` (see above).
     smooth : bool, default False
         Take ``F = K_nm L^{-T}`` with ``L L^T = K_mm + j I`` (Cholesky),
-        ``j = min(10^-8 tr(K_mm), 10^-3 min(shift))``, instead of dropping the eigenvalues of ``K_mm`` below
-        ``10^-8`` of the largest: ``P``, its log-determinant and
-        :meth:`sample` are then smooth functions of the kernel's
-        hyperparameters, with no jump where an eigenvalue crosses the
-        threshold (a Gaussian-process objective needs that).
+        ``j = min(10^-8 tr(K_mm), 10^-3 min(shift))``, instead of dropping
+        the eigenvalues of ``K_mm`` below ``10^-8`` of the largest, and form
+        ``F^T D^-1 F`` from blocks of ``F`` (never from ``K_mn K_nm``):
+        ``P``, its log-determinant and :meth:`sample` are then smooth and
+        accurate functions of the kernel's hyperparameters, with no jump
+        where an eigenvalue crosses the threshold (a Gaussian-process
+        objective needs that). Without it, with a uniform ``shift``,
+        :meth:`with_shift` serves other shifts.
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
@@ -150,9 +153,7 @@ class NystroemPreconditioner(LinearOperator):
         Kmm[np.diag_indices_from(Kmm)] -= self.kernel.white_level()
         # P = D + F F^T with F = K_nm W, W = V_r S_r^{-1/2} from the
         # eigenvalues of K_mm above 1e-8 of the largest (nearly dependent
-        # landmarks would otherwise amplify rounding without bound). F^T D^-1 F
-        # is accumulated from explicit blocks of F, never from K_mn K_nm,
-        # whose condition number is squared.
+        # landmarks would otherwise amplify rounding without bound).
         if smooth:
             # small next to the diagonal D, so F F^T loses nothing that P
             # needs; the Cholesky factor of K_mm + j I is then a smooth
@@ -168,10 +169,14 @@ class NystroemPreconditioner(LinearOperator):
         if is_dask_array(self.X):
             gram, self.d_inv = _gram_chunks(self.kernel, self.X, self.Z, d, self._W,
                                             diag_correction)
-        elif not (diag_correction or smooth) and np.ptp(d) == 0:
+        elif (not (diag_correction or smooth) and np.ptp(d) == 0
+              and 1e-8 * n / len(idx) <= 1e-3 * d[0]):
             # uniform D: F^T D^-1 F = W^T (K_mn K_nm) W / d, a third of the
-            # flops of forming F (the kept eigenvalues bound the rounding that
-            # W amplifies by 10^8; a preconditioner needs far less)
+            # flops of forming F. K_mn K_nm squares K_nm's condition number:
+            # its rounding (about 1e-16 |K_nm|^2, |K_nm|^2 ~ (n / m) S_max),
+            # amplified by |W|^2 <= 1e8 / S_max, is about 1e-8 n / (m d) next
+            # to the identity in I + F^T D^-1 F: taken where that is < 1e-3,
+            # P stays positive definite and as good a preconditioner
             gram = _landmark_gram(self.kernel, self.X, self.Z, self._W) / d[0]
             self.d_inv = 1.0 / d
         else:
