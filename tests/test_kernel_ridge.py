@@ -215,6 +215,13 @@ def test_warm_starts_across_alpha_reuse_the_fit_and_stay_exact(backend, monkeypa
     np.testing.assert_allclose(ours.predict(X), -ref.predict(X), rtol=1e-5,
                                atol=1e-5 * np.abs(y).max())
     assert ours.n_iter_ > 0
+    # an entry over the memory cap is not kept: the next fit is cold
+    monkeypatch.setattr(_krr_warm, "MAX_BYTES", 1000)
+    _krr_warm.clear()
+    capsys.readouterr()
+    for _ in range(2):
+        clone(proto).set_params(alpha=0.5).fit(X, y)
+        assert "are reused" not in capsys.readouterr().out
     _krr_warm.clear()
 
 

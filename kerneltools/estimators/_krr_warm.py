@@ -27,6 +27,9 @@ import numpy as np
 
 #: Training sets remembered (a 5-fold grid search needs five).
 MAX_ENTRIES = 8
+#: Memory the table may hold (the preconditioners keep their X): the oldest
+#: entries go beyond it, and an entry larger than it is not kept at all.
+MAX_BYTES = 1 << 30
 #: Solutions remembered per training set.
 MAX_SOLUTIONS = 4
 
@@ -74,14 +77,30 @@ def lookup(key):
 
 
 def store(key, entry: dict) -> None:
-    """Keep ``entry`` under ``key``, dropping the oldest beyond ``MAX_ENTRIES``."""
+    """Keep ``entry`` under ``key``, dropping the oldest beyond ``MAX_ENTRIES``
+    entries or ``MAX_BYTES``."""
     if key is None:
         return
     with _lock:
+        _table.pop(key, None)
+        if _nbytes(entry) > MAX_BYTES:
+            return
         _table[key] = entry
-        _table.move_to_end(key)
-        while len(_table) > MAX_ENTRIES:
+        while len(_table) > MAX_ENTRIES or sum(map(_nbytes, _table.values())) > MAX_BYTES:
             _table.popitem(last=False)
+
+
+def _nbytes(entry: dict) -> int:
+    """The arrays an entry keeps alive, in bytes (its preconditioner's X counted
+    in full, though it may be the caller's array)."""
+    total = 0
+    M = entry.get("preconditioner")
+    if M is not None:
+        total += sum(a.nbytes for a in (M.X, M.Z, M._W, M._FtF, M.d_inv, M._chol[0])
+                     if isinstance(a, np.ndarray))
+    for C, R in entry.get("solutions", {}).values():
+        total += C.nbytes + R.nbytes
+    return total
 
 
 def clear() -> None:
