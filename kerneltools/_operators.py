@@ -101,7 +101,8 @@ class _Adjoint(LinearOperator):
 
 
 def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=None,
-                       callback=None, verbose: int = 0, refine_with=None):
+                       callback=None, verbose: int = 0, refine_with=None, r0=None,
+                       info=None):
     """Solve ``A X = B`` for a symmetric positive-definite ``A``.
 
     Every column of ``B`` runs its own conjugate-gradient recurrence, and all
@@ -132,6 +133,12 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         ``A``, and iterative refinement recomputes the residual with
         ``refine_with`` until it meets ``tol`` (see
         :func:`kerneltools.backend._cg.refined_conjugate_gradient`).
+    r0 : array, optional
+        With ``refine_with`` and ``x0``: the accurate residual ``B - A x0``,
+        if known (it saves one accurate product).
+    info : dict, optional
+        With ``refine_with``: receives ``"residual"`` (the last accurate
+        residual, shape (n, E)) and ``"exact_products"``.
 
     Returns
     -------
@@ -157,12 +164,16 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
                         precond=precond, verbose=verbose, **_cg_context(A))
     else:
         context = _cg_context(A)
-        # what the cheap products resolve: about 100 of their unit roundoffs
-        floor = 100 * (context["eps"] or float(np.finfo(np.float32).eps))
+        # what the cheap products resolve: float32 kernel products (float64
+        # sums) stalled at about 6 unit roundoffs of float64 residual in
+        # asv_bench/krr_compare.py; a first sweep that aims at 4 of them usually
+        # meets tol=1e-6 with its one accurate residual (100, the earlier
+        # floor, cost a second sweep and a second accurate product)
+        floor = 4 * (context["eps"] or float(np.finfo(np.float32).eps))
         X, n_iter = _refined_cg(matvec, _as_matmat(refine_with, "refine_with"), B2,
                                 tol=tol, max_iter=max_iter, x0=x0, floor=floor,
                                 callback=callback, precond=precond, verbose=verbose,
-                                **context)
+                                r0=r0, info=info, **context)
     return X.reshape(B.shape), n_iter
 
 

@@ -21,6 +21,8 @@ True
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
@@ -117,11 +119,14 @@ class NystroemPreconditioner(LinearOperator):
         Add the diagonal of ``K - F F^T`` to ``D`` (see above).
     smooth : bool, default False
         Take ``F = K_nm L^{-T}`` with ``L L^T = K_mm + j I`` (Cholesky),
-        ``j = min(10^-8 tr(K_mm), 10^-3 min(shift))``, instead of dropping the eigenvalues of ``K_mm`` below
-        ``10^-8`` of the largest: ``P``, its log-determinant and
-        :meth:`sample` are then smooth functions of the kernel's
-        hyperparameters, with no jump where an eigenvalue crosses the
-        threshold (a Gaussian-process objective needs that).
+        ``j = min(10^-8 tr(K_mm), 10^-3 min(shift))``, instead of dropping
+        the eigenvalues of ``K_mm`` below ``10^-8`` of the largest, and form
+        ``F^T D^-1 F`` from blocks of ``F`` (never from ``K_mn K_nm``):
+        ``P``, its log-determinant and :meth:`sample` are then smooth and
+        accurate functions of the kernel's hyperparameters, with no jump
+        where an eigenvalue crosses the threshold (a Gaussian-process
+        objective needs that). Without it, with a uniform ``shift``,
+        :meth:`with_shift` serves other shifts.
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
@@ -148,9 +153,7 @@ class NystroemPreconditioner(LinearOperator):
         Kmm[np.diag_indices_from(Kmm)] -= self.kernel.white_level()
         # P = D + F F^T with F = K_nm W, W = V_r S_r^{-1/2} from the
         # eigenvalues of K_mm above 1e-8 of the largest (nearly dependent
-        # landmarks would otherwise amplify rounding without bound). F^T D^-1 F
-        # is accumulated from explicit blocks of F, never from K_mn K_nm,
-        # whose condition number is squared.
+        # landmarks would otherwise amplify rounding without bound).
         if smooth:
             # small next to the diagonal D, so F F^T loses nothing that P
             # needs; the Cholesky factor of K_mm + j I is then a smooth
@@ -166,16 +169,52 @@ class NystroemPreconditioner(LinearOperator):
         if is_dask_array(self.X):
             gram, self.d_inv = _gram_chunks(self.kernel, self.X, self.Z, d, self._W,
                                             diag_correction)
+        elif (not (diag_correction or smooth) and np.ptp(d) == 0
+              and 1e-8 * n / len(idx) <= 1e-3 * d[0]):
+            # uniform D: F^T D^-1 F = W^T (K_mn K_nm) W / d, a third of the
+            # flops of forming F. K_mn K_nm squares K_nm's condition number:
+            # its rounding (about 1e-16 |K_nm|^2, |K_nm|^2 ~ (n / m) S_max),
+            # amplified by |W|^2 <= 1e8 / S_max, is about 1e-8 n / (m d) next
+            # to the identity in I + F^T D^-1 F: taken where that is < 1e-3,
+            # P stays positive definite and as good a preconditioner
+            gram = _landmark_gram(self.kernel, self.X, self.Z, self._W) / d[0]
+            self.d_inv = 1.0 / d
         else:
             kdiag = None
             if diag_correction:
                 kdiag = _residual_diag(self.kernel, self.X)
             gram, self.d_inv = _gram(self.kernel, self.X, self.Z, d, self._W, kdiag)
+        # a uniform D, no diagonal correction, W free of the shift (not smooth):
+        # F^T F = d F^T D^-1 F
+        # serves any other uniform shift (with_shift)
+        uniform = not (diag_correction or smooth) and np.ptp(d) == 0
+        self._FtF = gram * d[0] if uniform else None
+        self._factor(gram)
+        self._Knm = self.kernel.lazy(self.X, self.Z)
+        super().__init__(dtype=np.float64, shape=(n, n))
+
+    def _factor(self, gram):
         inner = np.eye(self._W.shape[1]) + gram
         # I + F^T D^-1 F, as (factor, lower) for cho_solve
         self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
-        self._Knm = self.kernel.lazy(self.X, self.Z)
-        super().__init__(dtype=np.float64, shape=(n, n))
+
+    def with_shift(self, shift: float) -> NystroemPreconditioner:
+        """The same preconditioner for another uniform ``shift``: the landmarks
+        and the ``n m^2`` Gram matrix ``F^T F`` are reused, only the ``m x m``
+        Cholesky factor is new (a grid search over a ridge parameter).
+        Available when this one was built with a uniform shift,
+        ``diag_correction=False`` and ``smooth=False``; ValueError otherwise."""
+        if self._FtF is None:
+            raise ValueError("with_shift needs a preconditioner built with a uniform "
+                             "'shift', diag_correction=False and smooth=False")
+        d = float(shift) + self.kernel.white_level()
+        if not (np.isfinite(d) and d > 0):
+            raise ValueError(f"NystroemPreconditioner.with_shift: 'shift' must be > 0, "
+                             f"got {shift!r}")
+        new = copy.copy(self)
+        new.d_inv = np.full(len(self.d_inv), 1.0 / d)
+        new._factor(self._FtF / d)
+        return new
 
     def _matmat(self, R):
         # Woodbury: P^-1 = D^-1 - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1
@@ -229,6 +268,17 @@ def _gram(kernel: Kernel, X, Z, d, W, kdiag=None, block: int = 4096):
         Fs = np.sqrt(d_inv[sl, None]) * F
         out += Fs.T @ Fs  # one array and its transpose: BLAS syrk, half the flops
     return out, d_inv
+
+
+def _landmark_gram(kernel: Kernel, X, Z, W, block: int = 4096):
+    """``W^T K(Z, X) K(X, Z) W``, ``K(X, Z)`` accumulated over blocks of rows."""
+    G = np.zeros((len(Z), len(Z)))
+    rows = max(256, min(block, (1 << 24) // max(len(Z), 1)))
+    for i0 in range(0, len(X), rows):
+        Kb = np.asarray(kernel(X[i0:i0 + rows], Z), dtype=np.float64)
+        G += Kb.T @ Kb  # BLAS syrk
+    G = W.T @ G @ W
+    return (G + G.T) / 2
 
 
 def _residual_diag(kernel, X):

@@ -177,6 +177,72 @@ def test_cg_at_a_loose_tol_reaches_the_exact_test_r2(dtype, monkeypatch):
     assert ours.n_iter_ < 20
 
 
+def test_warm_starts_across_alpha_reuse_the_fit_and_stay_exact(backend, monkeypatch, capsys):
+    # A grid search refits clones on the same data: the landmarks, the
+    # preconditioner's Gram matrix and the nearest alpha's solution are
+    # reused (keyed on X's content), and every fit is still the exact one to tol
+    from sklearn.base import clone
+
+    from kerneltools.estimators import _krr_warm, kernel_ridge
+
+    monkeypatch.setattr(kernel_ridge, "MIXED_PRECISION_MIN_SAMPLES", 100)
+    _krr_warm.clear()
+    X, y = _data("diabetes")
+    X = X.copy()
+    proto = KernelRidge(kernel="rbf", gamma=0.3, solver="cg", tol=1e-8, n_components=30,
+                        random_state=0, backend=backend, verbose=1)
+    iters = {}
+    for step, a in enumerate([0.5, 0.3, 0.5]):
+        ours = clone(proto).set_params(alpha=a).fit(X, y)
+        reused = "are reused" in capsys.readouterr().out
+        assert reused == (step > 0)
+        iters.setdefault(a, []).append(ours.n_iter_)
+        ref = _sk("rbf", X, y, alpha=a, gamma=0.3)
+        np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5,
+                                   atol=1e-5 * np.abs(y).max())
+        A = ref._get_kernel(X) + a * np.eye(len(X))
+        assert np.linalg.norm(A @ ours.dual_coef_ - y) <= 1e-8 * np.linalg.norm(y)
+    assert iters[0.5][1] == 0  # a refit starts at its answer
+    # the same array changed in place: a new key, a cold fit of the new problem
+    X[:5] += 0.5
+    ours = clone(proto).set_params(alpha=0.5).fit(X, y)
+    assert "are reused" not in capsys.readouterr().out
+    ref = _sk("rbf", X, y, alpha=0.5, gamma=0.3)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5,
+                               atol=1e-5 * np.abs(y).max())
+    # another y on the same X reuses the preconditioner, not the solution
+    ours = clone(proto).set_params(alpha=0.5).fit(X, -y)
+    np.testing.assert_allclose(ours.predict(X), -ref.predict(X), rtol=1e-5,
+                               atol=1e-5 * np.abs(y).max())
+    assert ours.n_iter_ > 0
+    # an entry over the memory cap is not kept: the next fit is cold
+    monkeypatch.setattr(_krr_warm, "MAX_BYTES", 1000)
+    _krr_warm.clear()
+    capsys.readouterr()
+    for _ in range(2):
+        clone(proto).set_params(alpha=0.5).fit(X, y)
+        assert "are reused" not in capsys.readouterr().out
+    _krr_warm.clear()
+
+
+def test_nystroem_preconditioner_with_shift_is_the_one_built_for_it():
+    from kerneltools.linalg import NystroemPreconditioner
+
+    X = _data("diabetes")[0][:200]
+    R = np.random.default_rng(0).normal(size=(200, 2))
+    P = NystroemPreconditioner("rbf", X, shift=0.5, n_components=30, random_state=0,
+                               backend="numpy")
+    Q = NystroemPreconditioner("rbf", X, shift=3.0, landmarks=P.landmarks_, backend="numpy")
+    np.testing.assert_allclose(P.with_shift(3.0) @ R, Q @ R, rtol=1e-10)
+    np.testing.assert_allclose(P.with_shift(3.0).with_shift(0.5) @ R, P @ R, rtol=1e-10)
+    with pytest.raises(ValueError, match="shift"):
+        P.with_shift(-1.0)
+    W = NystroemPreconditioner("rbf", X, shift=np.linspace(1, 2, 200), n_components=30,
+                               random_state=0, backend="numpy")
+    with pytest.raises(ValueError, match="uniform"):
+        W.with_shift(1.0)
+
+
 def test_refined_conjugate_gradient_against_a_dense_solve():
     # the cheap operator is A with a 1e-3 relative error (converges by
     # refinement), then 0.3 A (refinement diverges: finished by the exact CG)
@@ -190,9 +256,18 @@ def test_refined_conjugate_gradient_against_a_dense_solve():
     B = rng.normal(size=(60, 3))
     exact = np.linalg.solve(A, B)
     for cheap in (A + 1e-3 * np.abs(A).max() * (E + E.T), 0.3 * A):
-        X, n_iter = conjugate_gradient(cheap, B, refine_with=A, tol=1e-11)
+        info = {}
+        X, n_iter = conjugate_gradient(cheap, B, refine_with=A, tol=1e-11, info=info)
         assert np.all(np.linalg.norm(A @ X - B, axis=0) <= 1e-11 * np.linalg.norm(B, axis=0))
         np.testing.assert_allclose(X, exact, rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(info["residual"], B - A @ X, atol=1e-12 * np.abs(B).max())
+    # a warm start with its residual given: one accurate product fewer
+    x0 = exact + 1e-4 * rng.normal(size=B.shape)
+    runs = [{}, {}]
+    for r0, info in zip([None, B - A @ x0], runs):
+        X, _ = conjugate_gradient(cheap, B, refine_with=A, tol=1e-11, x0=x0, r0=r0, info=info)
+        np.testing.assert_allclose(X, exact, rtol=1e-8, atol=1e-9)
+    assert runs[1]["exact_products"] == runs[0]["exact_products"] - 1
     with pytest.warns(ConvergenceWarning, match="did not converge in 2 iterations"):
         conjugate_gradient(A + 1e-3 * (E + E.T), B, refine_with=A, tol=1e-12, max_iter=2)
 

@@ -149,7 +149,8 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
                                x0=None, floor=1e-5, precond=None, callback=None,
                                verbose=0,
                                eps=None, who="conjugate_gradient", b_name="B",
-                               shift_name="the diagonal shift of 'A'"):
+                               shift_name="the diagonal shift of 'A'", r0=None,
+                               info=None):
     """Solve ``A x = b`` with cheap products ``matvec`` (e.g. float32 kernel
     values) and an accurate residual ``exact_matvec`` (float64): mixed-precision
     iterative refinement (Wilkinson; Carson and Higham, 2018) around
@@ -164,7 +165,11 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
     system), the rest of the solve runs :func:`conjugate_gradient` on
     ``exact_matvec`` from the current ``x``, so the answer never depends on the
     cheap products' accuracy. ``max_iter`` bounds the CG iterations of all
-    sweeps together; ``x0`` is a starting point (a warm start); the other
+    sweeps together; ``x0`` is a starting point (a warm start) and ``r0``, if
+    given, its accurate residual ``b - A x0`` (known to a caller that reuses a
+    solution of a nearby system: it saves one accurate product); ``info``, a
+    dict, receives ``"residual"`` (the last accurate residual, shape of ``b``)
+    and ``"exact_products"`` (how many ``exact_matvec`` calls ran); the other
     arguments are :func:`conjugate_gradient`'s.
 
     Returns ``(x, n_iter)``, ``n_iter`` counting the CG iterations of all sweeps.
@@ -175,7 +180,11 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
     scale = np.sqrt(_col_dot(b, b))
     scale = np.where(scale > 0, scale, 1)
     x = np.zeros_like(b) if x0 is None else x0
-    r = b.copy() if x0 is None else b - exact_matvec(x)
+    exact = _Counted(exact_matvec)
+    if r0 is not None:
+        r = np.array(r0, dtype=b.dtype).reshape(b.shape)
+    else:
+        r = b.copy() if x0 is None else b - exact(x)
     rel = np.sqrt(_col_dot(r, r)) / scale
     it, start = 0, time.perf_counter()
     kw = {"precond": precond, "who": who, "b_name": b_name, "shift_name": shift_name,
@@ -193,7 +202,7 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
                                   else (lambda d: callback(x + d)), **kw)
         x += d
         it += k
-        r = b - exact_matvec(x)
+        r = b - exact(x)
         last, rel = rel, np.sqrt(_col_dot(r, r)) / scale
         if verbose:
             print(f"[CG] refinement sweep {sweep + 1}: accurate relative residual "
@@ -201,13 +210,28 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
                   flush=True)
         if np.any(todo & (rel > tol) & (rel > 0.5 * last)) and it < max_iter:
             # the cheap products stall: finish with the accurate ones
-            x, k = conjugate_gradient(exact_matvec, b, x0=x, tol=tol,
+            x, k = conjugate_gradient(exact, b, x0=x, tol=tol,
                                       max_iter=max_iter - it, verbose=verbose,
                                       callback=callback, **{**kw, "warn": True})
+            if info is not None:  # the accurate CG's residual, recomputed
+                info.update(residual=b - exact(x), exact_products=exact.calls)
             return x, it + k
     if np.any(rel > tol):
         _warn_not_converged(it, float(np.max(rel)), tol, "", shift_name, stacklevel=3)
+    if info is not None:
+        info.update(residual=r, exact_products=exact.calls)
     return x, it
+
+
+class _Counted:
+    """A mat-vec that counts its calls (the accurate products are the cost)."""
+
+    def __init__(self, f):
+        self.f, self.calls = f, 0
+
+    def __call__(self, v):
+        self.calls += 1
+        return self.f(v)
 
 
 def _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name) -> float:
