@@ -125,11 +125,14 @@ def test_permutation_pvalue_equals_a_plain_loop(backend, unbiased):
 
 @pytest.mark.parametrize("unbiased", [True, False])
 def test_blocked_permutation_test_equals_a_plain_loop(dtype, unbiased, monkeypatch):
-    """Dense row blocks times all the columns (BLAS): blocks of 7 rows and
-    passes of 64 columns, so that every part of the symmetric fold runs."""
+    """Dense row blocks times all the columns (BLAS): blocks of 7 rows in
+    tiles of 10 columns (the last ones partial) and passes of 64 columns, so
+    that every part of the symmetric fold runs."""
     from kerneltools import _kernel_blocks
 
     monkeypatch.setattr(_kernel_blocks, "_rows_per_block", lambda N, itemsize: 7)
+    monkeypatch.setattr(_kernel_blocks, "_columns_per_tile",
+                        lambda rows, N, itemsize: min(N, max(rows, 10)))
     X, Y = samples(n=25, m=20, shift=0.4, seed=4)
     obs, null, p = loop_pvalue(X, Y, "rbf", 0.25, unbiased, 150, seed=7)
     res = stats.mmd_test(X.astype(dtype), Y.astype(dtype), gamma=0.25, unbiased=unbiased,
