@@ -239,6 +239,79 @@ def case_mmd(args, rows):
                          float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
 
 
+class _Enough(Exception):
+    """Raised by the progress callback to stop a pass after some row blocks."""
+
+
+def case_mmd_extrapolate(args, rows):
+    """The MMD permutation test's pass at ``--mmd-n`` points per sample, cut
+    after ``--mmd-blocks`` row blocks: the same ``quadratic_forms`` as
+    ``stats.mmd_test`` (rbf, median bandwidth, float32, ``--mmd-perms`` + 1
+    zero-sum label columns in one pass), timed in process CPU seconds (all
+    threads) and wall seconds, per pair of points and column, against this
+    process's own float32 GEMM rate measured just before; then extrapolated
+    to the whole pass (the N^2 / 2 pairs of the symmetric K). For sizes no
+    full run fits on a shared machine in a session."""
+    from kerneltools import _kernel_blocks as kb
+    from kerneltools.stats import median_bandwidth
+
+    n = int(args.mmd_n.split(",")[0])
+    X, Y = B.two_samples(n)
+    Z = np.concatenate([X, Y])
+    N, P = len(Z), args.mmd_perms + 1
+    rng = np.random.default_rng(0)
+    S = np.full((N, P), -float(n), dtype=np.float32)
+    for c in range(P):
+        S[np.arange(n) if c == 0 else rng.permutation(N)[:n], c] = n
+    block, diag = kb.block_kernel(_rbf_kernel(1 / (2 * median_bandwidth(Z) ** 2)), Z.shape[1])
+    rb = kb._rows_per_block(N, 4)
+    ct = kb._columns_per_tile(rb, N, 4)
+    # the GEMM rate of the pass's product shape, in this process, now
+    A = rng.standard_normal((rb, ct), dtype=np.float32)
+    c0, w0 = time.process_time(), time.perf_counter()
+    A @ S[:ct]
+    gemm_cpu, gemm_wall = time.process_time() - c0, time.perf_counter() - w0
+    rate_cpu, rate_wall = 2 * rb * ct * P / gemm_cpu, 2 * rb * ct * P / gemm_wall
+    del A
+    done = {}
+
+    def progress(k, r1, rows):
+        done["rows"] = r1
+        print(f"  {r1} rows: {time.process_time() - c0:.1f} CPU s, "
+              f"{time.perf_counter() - w0:.1f} s", file=sys.stderr, flush=True)
+        if r1 >= args.mmd_blocks * rb:
+            raise _Enough
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    try:
+        kb.quadratic_forms(Z, block, diag, lambda: iter([S]), progress)
+    except _Enough:
+        pass
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    r1 = done["rows"]
+    pairs = r1 * N - r1 * (r1 - 1) / 2  # the rows' part of the upper triangle
+    total = N * (N + 1) / 2
+    floor = 2 * total * P / rate_cpu  # the products alone at the GEMM rate
+    label = (f"MMD pass {P - 1} perms D=79, first {r1} of {N} rows "
+             f"({pairs / total:.1%} of the pairs)")
+    rows.append([label, f"{n}+{n}", "kerneltools (CPU s)", cpu, float("nan"), ""])
+    rows.append([label, f"{n}+{n}", "kerneltools (wall s)", wall, float("nan"), ""])
+    rows.append([f"  per pair and column: {cpu / pairs / P * 1e9:.3f} CPU ns; "
+                 f"GEMM {rate_cpu / 1e9:.1f} GFLOP per CPU s "
+                 f"({rate_wall / 1e9:.1f} per wall s) = "
+                 f"{2 / rate_cpu * 1e9:.3f} CPU ns", f"{n}+{n}", "", float("nan"),
+                 float("nan"), ""])
+    rows.append([f"  whole pass extrapolated (products floor {floor:.3g} CPU s)",
+                 f"{n}+{n}", "kerneltools (CPU s)", cpu * total / pairs, float("nan"),
+                 f"{cpu * total / pairs / floor:.2f} x floor"])
+
+
+def _rbf_kernel(gamma):
+    from kerneltools.kernels import make_kernel
+
+    return make_kernel("rbf", gamma=gamma)
+
+
 def dense_hsic_test(X, Y, n_perm, seed=0):
     """HSIC's permutation test densely: the centred K and L in memory, one
     ``sum(Kc * L[pi][:, pi])`` per permutation (the same permutations)."""
@@ -297,6 +370,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--mmd-n", default="2000", help="points per sample, comma-separated")
     ap.add_argument("--mmd-perms", type=int, default=1000)
+    ap.add_argument("--mmd-blocks", type=int, default=2,
+                    help="mmd_extrapolate: row blocks to time")
     ap.add_argument("--hsic-n", type=int, default=2000)
     ap.add_argument("--big-n", type=int, default=100_000)
     ap.add_argument("--big-blurs", default="0.05,0.01", help="multiscale_big's blurs")
@@ -313,7 +388,7 @@ def main(argv=None):
     for case in args.cases.split(","):
         {"samples_loss": case_samples_loss, "multiscale": case_multiscale,
          "multiscale_big": case_multiscale_big, "mmd": case_mmd,
-         "hsic": case_hsic}[case](args, rows)
+         "hsic": case_hsic, "mmd_extrapolate": case_mmd_extrapolate}[case](args, rows)
         print(report(rows, load_start, os.getloadavg()[0]), file=sys.stderr, flush=True)
     text = report(rows, load_start, os.getloadavg()[0])
     print(text)
