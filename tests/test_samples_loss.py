@@ -261,50 +261,52 @@ def gradient_penalty_grads(L, args):
     return penalty.detach(), [t.grad for t in leaves]
 
 
-@pytest.mark.parametrize("loss", ["gaussian", "energy", "laplacian"])
-def test_double_backward_equals_dense_autograd(backend, loss):
-    """The exact second derivatives (dense torch autograd), on every backend
-    in float64 (the first-order tests cover float32; each second-order case
-    is four kernels to compile). GeomLoss's own kernel losses differ here by
-    design: they detach one argument of K_xx and K_yy and double the
+def assert_penalty_grads_equal_dense(loss, args, backend, blur=0.3, rtol=1e-10):
+    p, grads = gradient_penalty_grads(SamplesLoss(loss, blur=blur, backend=backend), args)
+    ref_args = [t.double() for t in args]
+    p_ref, grads_ref = gradient_penalty_grads(lambda *t: dense_loss(*t, loss, blur),
+                                              ref_args)
+    assert_rel(p.double(), p_ref, rtol, "penalty")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert g.dtype == args[1].dtype and torch.isfinite(g).all()
+        assert_rel(g.double(), g_ref, 10 * rtol, f"gradient of the penalty in {name}")
+    return grads
+
+
+def test_double_backward_equals_dense_autograd(backend):
+    """The exact second derivatives (dense torch autograd), on every backend,
+    in float64: the first-order tests cover float32, and each second-order
+    case is four kernels to compile. GeomLoss's own kernel losses differ
+    here by design: they detach one argument of K_xx and K_yy and double the
     first-order gradient (``double_grad``), which is exact to first order
     only; its cross terms (through K_xy) agree."""
     args = measures(torch.float64, seed=11)
-    p, grads = gradient_penalty_grads(SamplesLoss(loss, blur=0.3, backend=backend), args)
-    p_ref, grads_ref = gradient_penalty_grads(lambda *t: dense_loss(*t, loss, 0.3), args)
-    assert_rel(p, p_ref, 1e-10, "penalty")
-    for name, g, g_ref in zip("axby", grads, grads_ref):
-        assert_rel(g, g_ref, 1e-9, f"gradient of the penalty in {name}")
-    if loss == "gaussian":  # GeomLoss (tensorized) agrees on the terms it does exactly
-        _, grads_gl = gradient_penalty_grads(
-            geomloss.SamplesLoss(loss, blur=0.3, backend="tensorized"), args)
-        for name, k in (("b", 2), ("y", 3)):
-            assert_rel(grads[k], grads_gl[k], 1e-9, f"GeomLoss, {name}")
+    grads = assert_penalty_grads_equal_dense("gaussian", args, backend)
+    _, grads_gl = gradient_penalty_grads(
+        geomloss.SamplesLoss("gaussian", blur=0.3, backend="tensorized"), args)
+    for name, k in (("b", 2), ("y", 3)):
+        assert_rel(grads[k], grads_gl[k], 1e-9, f"GeomLoss, {name}")
+
+
+@pytest.mark.parametrize("loss", ["energy", "laplacian"])
+def test_double_backward_of_the_distance_kernels(loss):
+    """The same for ``|x - y|``'s kernels, on the NumPy backend: the C
+    rendering of their formulas' derivatives (the ``ifelse`` included) is
+    what ``test_ops`` checks for every operation, and their first-order
+    values on every backend what the tests above check."""
+    assert_penalty_grads_equal_dense(loss, measures(torch.float64, seed=11), "numpy")
 
 
 def test_double_backward_where_points_coincide():
     """x and y share points: the distance kernels' singular terms (``|x_i -
     y_j| = 0``) are 0 with their derivatives, as in dense autograd of
-    ``where(d > 0, d, 0)``; everything stays finite. float32 on the NumPy
-    backend (no kernel to compile)."""
+    ``where(d > 0, d, 0)``; everything stays finite, in float32 too (NumPy
+    backend: no kernel to compile)."""
     a, x, b, y = measures(torch.float64, seed=14)
-    y = torch.cat([x[:10], y[10:]])
-    args = (a, x, b, y)
-    p, grads = gradient_penalty_grads(SamplesLoss("energy", backend="numpy"), args)
-    p_ref, grads_ref = gradient_penalty_grads(lambda *t: dense_loss(*t, "energy", 1.0),
-                                              args)
-    assert_rel(p, p_ref, 1e-10, "penalty")
-    for name, g, g_ref in zip("axby", grads, grads_ref):
-        assert_rel(g, g_ref, 1e-9, f"gradient of the penalty in {name}")
-    args32 = [t.float() for t in args]
-    p, grads = gradient_penalty_grads(SamplesLoss("laplacian", blur=0.3, backend="numpy"),
-                                      args32)
-    p_ref, grads_ref = gradient_penalty_grads(
-        lambda *t: dense_loss(*t, "laplacian", 0.3), args)
-    assert_rel(p.double(), p_ref, 1e-4, "penalty")
-    for name, g, g_ref in zip("axby", grads, grads_ref):
-        assert g.dtype == torch.float32 and torch.isfinite(g).all()
-        assert_rel(g.double(), g_ref, 1e-3, f"gradient of the penalty in {name}")
+    args = (a, x, b, torch.cat([x[:10], y[10:]]))
+    assert_penalty_grads_equal_dense("energy", args, "numpy", blur=1.0)
+    assert_penalty_grads_equal_dense("laplacian", [t.float() for t in args], "numpy",
+                                     rtol=1e-4)
 
 
 @pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff"])
