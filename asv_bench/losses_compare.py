@@ -166,7 +166,8 @@ def case_multiscale_big(args, rows):
             name = f"{name} (CPU {time.process_time() - c0:.3g} s)"
             base = t if base is None else base
             ref = v if name.startswith("kerneltools") else ref
-            diff = "" if ref is None or ref is v else f" (rel. diff {abs(v - ref) / abs(ref):.1e})"
+            rel = None if ref is None or ref is v else abs(v - ref) / abs(ref)
+            diff = "" if rel is None else f" (rel. diff {rel:.1e})"
             rows.append([f"Sinkhorn 3-D blur {blur}{diff}",
                          args.big_n, name, t, v, t / base])
             print(rows[-1], file=sys.stderr, flush=True)
@@ -279,7 +280,8 @@ def case_mmd_extrapolate(args, rows):
     S = np.full((N, P), -float(n), dtype=np.float32)
     for c in range(P):
         S[np.arange(n) if c == 0 else rng.permutation(N)[:n], c] = n
-    block, diag = kb.block_kernel(_rbf_kernel(1 / (2 * median_bandwidth(Z) ** 2)), Z.shape[1])
+    gamma = 1 / (2 * median_bandwidth(Z) ** 2)
+    block, diag = kb.block_kernel(_rbf_kernel(gamma), Z.shape[1])
     rb = kb._rows_per_block(N, 4)
     ct = kb._columns_per_tile(rb, N, 4)
     # the GEMM rate of the pass's product shape, in this process, now

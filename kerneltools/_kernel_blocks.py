@@ -9,10 +9,11 @@ kernels of squared distances and dot products), multiplied by all the
 columns at once (``K_t @ S``, BLAS, one tile of columns of the block at a
 time), and folded into ``q`` at once; the tile is then dropped. Memory: the
 tile and ``S`` (``O(B C + N P)``, bounded by :data:`BLOCK_BYTES` and
-:data:`COLUMN_BYTES`; more columns go in several passes), never ``N x N``. The symbolic reductions of the engine (one pass over the pairs
-per 32 columns, the kernel recomputed in each) stay the path for other
-kernels, other backends and CUDA; here the per-column work is a BLAS
-product's, about ten times faster on the CPU at 79 dimensions.
+:data:`COLUMN_BYTES`; more columns go in several passes), never ``N x N``.
+The symbolic reductions of the engine (one pass over the pairs per 32
+columns, the kernel recomputed in each) stay the path for other kernels,
+other backends and CUDA; here the per-column work is a BLAS product's,
+about ten times faster on the CPU at 79 dimensions.
 
 **Rounding.** The products run in the inputs' dtype (float32 products for
 float32 samples). The columns used here sum to zero, so that
