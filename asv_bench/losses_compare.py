@@ -45,14 +45,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import losses as B  # noqa: E402
 
 
+#: False (``--no-warmup``): no untimed call first; for a second run whose
+#: kernels (ours and pykeops') are already in their on-disk caches.
+WARMUP = True
+
+
 def timed(fn, repeats):
-    fn()  # warm-up: compilation, caches
-    times, out = [], None
+    if WARMUP:
+        fn()  # warm-up: compilation, caches
+    times, cpus, out = [], [], None
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    LAST_CPU[0] = statistics.median(cpus)
     return statistics.median(times), out
+
+
+#: The process CPU seconds (all threads) of the last ``timed`` call: on a
+#: shared machine the fairer measure of two systems timed one after the other.
+LAST_CPU = [float("nan")]
 
 
 def geomloss_loss(name, **kw):
@@ -75,30 +88,49 @@ def case_samples_loss(args, rows):
         for name, L in systems:
             t, (v, _) = timed(lambda: B.samples_loss_step(L, x, y), args.repeats)
             base = t if base is None else base
-            rows.append([f"SamplesLoss {loss} fwd+bwd", args.n, name, t, v, t / base])
+            rows.append([f"SamplesLoss {loss} fwd+bwd", args.n,
+                         f"{name} (CPU {LAST_CPU[0]:.3g} s)", t, v, t / base])
 
 
 def case_multiscale(args, rows):
+    """The Sinkhorn divergence at ``--n`` points, blur 0.05 and 0.01: our
+    multiscale against GeomLoss's multiscale, our dense (online) solver
+    against GeomLoss's online backend; each row gives the relative difference
+    of its value from its counterpart's (ours). GeomLoss's multiscale warm-up
+    runs with ``verbose=True``: its clusters and kept blocks are printed, to
+    show what it ran."""
     import torch
 
     from kerneltools.estimators.optimal_transport import sinkhorn_divergence
 
     x, y = B.clouds(args.n)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    systems = [
-        ("kerneltools multiscale",
-         lambda: sinkhorn_divergence(x, y, blur=0.05, multiscale=True)),
-        ("kerneltools dense", lambda: sinkhorn_divergence(x, y, blur=0.05)),
-        ("geomloss multiscale",
-         lambda: float(geomloss_loss("sinkhorn", blur=0.05, backend="multiscale")(xt, yt))),
-        ("geomloss online",
-         lambda: float(geomloss_loss("sinkhorn", blur=0.05, backend="online")(xt, yt))),
-    ]
-    base = None
-    for name, fn in systems:
-        t, v = timed(fn, args.repeats)
-        base = t if base is None else base
-        rows.append(["Sinkhorn 3-D blur 0.05", args.n, name, t, v, t / base])
+    for blur in (float(b) for b in args.blurs.split(",")):
+        def gl(backend, blur=blur, verbose=False):
+            L = geomloss_loss("sinkhorn", blur=blur, backend=backend, verbose=verbose)
+            return float(L(xt, yt))
+
+        pairs = [
+            ("multiscale",
+             lambda blur=blur: sinkhorn_divergence(x, y, blur=blur, multiscale=True),
+             lambda: gl("multiscale"), lambda: gl("multiscale", verbose=True)),
+            ("online", lambda blur=blur: sinkhorn_divergence(x, y, blur=blur),
+             lambda: gl("online"), None),
+        ]
+        base = None
+        for mode, ours, theirs, warm in pairs:
+            t, v = timed(ours, args.repeats)
+            base = t if base is None else base
+            rows.append([f"Sinkhorn 3-D blur {blur}", args.n,
+                         f"kerneltools {mode} (CPU {LAST_CPU[0]:.3g} s)", t, v, t / base])
+            print(rows[-1], file=sys.stderr, flush=True)
+            if warm is not None and WARMUP:
+                warm()
+            t, w = timed(theirs, args.repeats)
+            rows.append([f"Sinkhorn 3-D blur {blur} (rel. diff {abs(w - v) / abs(v):.1e})",
+                         args.n, f"geomloss {mode} (CPU {LAST_CPU[0]:.3g} s)", t, w,
+                         t / base])
+            print(rows[-1], file=sys.stderr, flush=True)
 
 
 def case_multiscale_big(args, rows):
@@ -112,25 +144,31 @@ def case_multiscale_big(args, rows):
     x, y = B.clouds(args.big_n)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     xs, ys = B.clouds(1000)
-    for blur in (0.05, 0.01):
+    systems = args.big_systems.split(",")
+    for blur in (float(b) for b in args.big_blurs.split(",")):
         def ours(u, v, blur=blur):
             return sinkhorn_divergence(u, v, blur=blur, multiscale=True)
 
         def theirs(u, v, blur=blur):
             return float(geomloss_loss("sinkhorn", blur=blur, backend="multiscale")(u, v))
 
-        base = None
+        base = ref = None
         for name, fn, small, big in (
                 ("kerneltools multiscale", ours, (xs, ys), (x, y)),
                 ("geomloss multiscale", theirs,
                  (torch.from_numpy(xs), torch.from_numpy(ys)), (xt, yt))):
+            if name.split()[0] not in systems:
+                continue
             fn(*small)  # compilation
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             v = fn(*big)
             t = time.perf_counter() - t0
+            name = f"{name} (CPU {time.process_time() - c0:.3g} s)"
             base = t if base is None else base
             ref = v if name.startswith("kerneltools") else ref
-            rows.append([f"Sinkhorn 3-D blur {blur} (rel. diff {abs(v - ref) / abs(ref):.1e})",
+            rel = None if ref is None or ref is v else abs(v - ref) / abs(ref)
+            diff = "" if rel is None else f" (rel. diff {rel:.1e})"
+            rows.append([f"Sinkhorn 3-D blur {blur}{diff}",
                          args.big_n, name, t, v, t / base])
             print(rows[-1], file=sys.stderr, flush=True)
 
@@ -198,8 +236,8 @@ def case_mmd(args, rows):
     for n in (int(v) for v in args.mmd_n.split(",")):
         X, Y = B.two_samples(n)
         P = args.mmd_perms
-        systems = [("kerneltools", lambda: stats.mmd_test(X, Y, n_permutations=P,
-                                                          random_state=0))]
+        systems = [("kerneltools", lambda: stats.mmd_test(
+            X, Y, n_permutations=P, random_state=0, verbose=args.verbose))]
         if 2 * n <= DENSE_MAX_N:
             systems.append(("dense NumPy", lambda: dense_mmd_test(X, Y, P)))
         base = None
@@ -216,6 +254,80 @@ def case_mmd(args, rows):
         if 2 * n > DENSE_MAX_N:
             rows.append([f"MMD test {P} perms D=79", f"{n}+{n}", "dense NumPy",
                          float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
+
+
+class _Enough(Exception):
+    """Raised by the progress callback to stop a pass after some row blocks."""
+
+
+def case_mmd_extrapolate(args, rows):
+    """The MMD permutation test's pass at ``--mmd-n`` points per sample, cut
+    after ``--mmd-blocks`` row blocks: the same ``quadratic_forms`` as
+    ``stats.mmd_test`` (rbf, median bandwidth, float32, ``--mmd-perms`` + 1
+    zero-sum label columns in one pass), timed in process CPU seconds (all
+    threads) and wall seconds, per pair of points and column, against this
+    process's own float32 GEMM rate measured just before; then extrapolated
+    to the whole pass (the N^2 / 2 pairs of the symmetric K). For sizes no
+    full run fits on a shared machine in a session."""
+    from kerneltools import _kernel_blocks as kb
+    from kerneltools.stats import median_bandwidth
+
+    n = int(args.mmd_n.split(",")[0])
+    X, Y = B.two_samples(n)
+    Z = np.concatenate([X, Y])
+    N, P = len(Z), args.mmd_perms + 1
+    rng = np.random.default_rng(0)
+    S = np.full((N, P), -float(n), dtype=np.float32)
+    for c in range(P):
+        S[np.arange(n) if c == 0 else rng.permutation(N)[:n], c] = n
+    gamma = 1 / (2 * median_bandwidth(Z) ** 2)
+    block, diag = kb.block_kernel(_rbf_kernel(gamma), Z.shape[1])
+    rb = kb._rows_per_block(N, 4)
+    ct = kb._columns_per_tile(rb, N, 4)
+    # the GEMM rate of the pass's product shape, in this process, now
+    A = rng.standard_normal((rb, ct), dtype=np.float32)
+    c0, w0 = time.process_time(), time.perf_counter()
+    A @ S[:ct]
+    gemm_cpu, gemm_wall = time.process_time() - c0, time.perf_counter() - w0
+    rate_cpu, rate_wall = 2 * rb * ct * P / gemm_cpu, 2 * rb * ct * P / gemm_wall
+    del A
+    done = {}
+
+    def progress(k, r1, rows):
+        done["rows"] = r1
+        print(f"  {r1} rows: {time.process_time() - c0:.1f} CPU s, "
+              f"{time.perf_counter() - w0:.1f} s", file=sys.stderr, flush=True)
+        if r1 >= args.mmd_blocks * rb:
+            raise _Enough
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    try:
+        kb.quadratic_forms(Z, block, diag, lambda: iter([S]), progress)
+    except _Enough:
+        pass
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    r1 = done["rows"]
+    pairs = r1 * N - r1 * (r1 - 1) / 2  # the rows' part of the upper triangle
+    total = N * (N + 1) / 2
+    floor = 2 * total * P / rate_cpu  # the products alone at the GEMM rate
+    label = (f"MMD pass {P - 1} perms D=79, first {r1} of {N} rows "
+             f"({pairs / total:.1%} of the pairs)")
+    rows.append([label, f"{n}+{n}", "kerneltools (CPU s)", cpu, float("nan"), ""])
+    rows.append([label, f"{n}+{n}", "kerneltools (wall s)", wall, float("nan"), ""])
+    rows.append([f"  per pair and column: {cpu / pairs / P * 1e9:.3f} CPU ns; "
+                 f"GEMM {rate_cpu / 1e9:.1f} GFLOP per CPU s "
+                 f"({rate_wall / 1e9:.1f} per wall s) = "
+                 f"{2 / rate_cpu * 1e9:.3f} CPU ns", f"{n}+{n}", "", float("nan"),
+                 float("nan"), ""])
+    rows.append([f"  whole pass extrapolated (products floor {floor:.3g} CPU s)",
+                 f"{n}+{n}", "kerneltools (CPU s)", cpu * total / pairs, float("nan"),
+                 f"{cpu * total / pairs / floor:.2f} x floor"])
+
+
+def _rbf_kernel(gamma):
+    from kerneltools.kernels import make_kernel
+
+    return make_kernel("rbf", gamma=gamma)
 
 
 def dense_hsic_test(X, Y, n_perm, seed=0):
@@ -276,19 +388,30 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--mmd-n", default="2000", help="points per sample, comma-separated")
     ap.add_argument("--mmd-perms", type=int, default=1000)
+    ap.add_argument("--mmd-blocks", type=int, default=2,
+                    help="mmd_extrapolate: row blocks to time")
     ap.add_argument("--hsic-n", type=int, default=2000)
     ap.add_argument("--big-n", type=int, default=100_000)
+    ap.add_argument("--blurs", default="0.05,0.01", help="multiscale's blurs")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="no untimed first call (kernels already in the disk caches)")
+    ap.add_argument("--big-blurs", default="0.05,0.01", help="multiscale_big's blurs")
+    ap.add_argument("--big-systems", default="kerneltools,geomloss",
+                    help="multiscale_big's systems (kerneltools, geomloss)")
+    ap.add_argument("--verbose", action="store_true", help="mmd: progress of the passes")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", default="samples_loss,multiscale,mmd")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
+    global WARMUP
+    WARMUP = not args.no_warmup
     warnings.simplefilter("ignore")
     load_start = os.getloadavg()[0]
     rows = []
     for case in args.cases.split(","):
         {"samples_loss": case_samples_loss, "multiscale": case_multiscale,
          "multiscale_big": case_multiscale_big, "mmd": case_mmd,
-         "hsic": case_hsic}[case](args, rows)
+         "hsic": case_hsic, "mmd_extrapolate": case_mmd_extrapolate}[case](args, rows)
         print(report(rows, load_start, os.getloadavg()[0]), file=sys.stderr, flush=True)
     text = report(rows, load_start, os.getloadavg()[0])
     print(text)

@@ -6,13 +6,14 @@ sample's kernel matrix ``K`` (``N x N``) and its row sums ``K 1``. On the
 CPU the fastest exact way is a matrix product: ``K`` is computed a block of
 rows at a time (``B x N``, from one BLAS product of the points for the
 kernels of squared distances and dot products), multiplied by all the
-columns at once (``K_b @ S``, BLAS), and folded into ``q`` at once; the
-block is then dropped. Memory: the block and ``S`` (``O(N (B + P))``,
-bounded by :data:`BLOCK_BYTES` and :data:`COLUMN_BYTES`; more columns go in
-several passes), never ``N x N``. The symbolic reductions of the engine (one pass over the pairs
-per 32 columns, the kernel recomputed in each) stay the path for other
-kernels, other backends and CUDA; here the per-column work is a BLAS
-product's, about ten times faster on the CPU at 79 dimensions.
+columns at once (``K_t @ S``, BLAS, one tile of columns of the block at a
+time), and folded into ``q`` at once; the tile is then dropped. Memory: the
+tile and ``S`` (``O(B C + N P)``, bounded by :data:`BLOCK_BYTES` and
+:data:`COLUMN_BYTES`; more columns go in several passes), never ``N x N``.
+The symbolic reductions of the engine (one pass over the pairs per 32
+columns, the kernel recomputed in each) stay the path for other kernels,
+other backends and CUDA; here the per-column work is a BLAS product's,
+about ten times faster on the CPU at 79 dimensions.
 
 **Rounding.** The products run in the inputs' dtype (float32 products for
 float32 samples). The columns used here sum to zero, so that
@@ -32,12 +33,14 @@ import numpy as np
 
 __all__ = ["BLOCK_BYTES", "COLUMN_BYTES", "block_kernel", "columns_per_pass", "quadratic_forms"]
 
-#: Bytes of one row block of K.
+#: Bytes of one tile of K (a row block, in tiles of columns).
 BLOCK_BYTES = 64 * 2**20
 
-#: Bytes of one pass's columns S (each further pass recomputes K: at 2 x 10^5
-#: points, 83 float32 columns per pass would be 13 passes for 1,000).
-COLUMN_BYTES = 256 * 2**20
+#: Bytes of one pass's columns S. Each further pass recomputes K (its
+#: distances' product and exponentials, about as long as 250 columns'
+#: products at 79 dimensions): 1,001 float32 columns at 2 x 10^5 points
+#: (800 MB) are one pass.
+COLUMN_BYTES = 1024 * 2**20
 
 
 def _sqdist_block(A, B, sq_a, sq_b):
@@ -85,10 +88,18 @@ def block_kernel(kernel, n_features: int):
 
 
 def _rows_per_block(N: int, itemsize: int) -> int:
-    """At most BLOCK_BYTES per block, and about 8 blocks (the symmetry saves
-    the part of K left of the blocks' diagonal, 7/16 of it for 8 blocks), of
-    at least 512 rows (smaller products run slower per flop)."""
-    return int(np.clip(min(BLOCK_BYTES // (N * itemsize), max(N // 8, 512)), 16, N))
+    """About 8 blocks of rows (the symmetry saves the part of K left of the
+    blocks' diagonal, 7/16 of it for 8 blocks), of 512 to 1,024 rows: the
+    products ``K_t @ S`` of shorter blocks run several times slower per flop
+    (83 rows x 2 10^5 columns: 3.5 GFLOP/s against 39 for 1,024 x 8,192 on
+    this project's 2-core machine), longer ones gain nothing."""
+    return int(np.clip(max(N // 8, 512), 16, min(N, 1024)))
+
+
+def _columns_per_tile(rows: int, N: int, itemsize: int) -> int:
+    """Columns of one tile of a row block: at most BLOCK_BYTES per tile, at
+    least ``rows`` (the block's diagonal square lies in its first tile)."""
+    return int(min(N, max(rows, BLOCK_BYTES // (rows * itemsize))))
 
 
 def _upper_half(b: int, dt) -> np.ndarray:
@@ -99,6 +110,15 @@ def _upper_half(b: int, dt) -> np.ndarray:
 def columns_per_pass(N: int, itemsize: int) -> int:
     """How many columns of S one pass holds (:data:`COLUMN_BYTES`)."""
     return max(1, COLUMN_BYTES // (N * itemsize))
+
+
+def _add_row_sums(r, Kt, r0, r1, c0):
+    """Add the tile ``Kt = K[r0:r1, c0:c1]`` (``c0 >= r0``, its diagonal
+    exact) to the row sums ``r`` of the symmetric K: its rows, and its
+    columns right of the diagonal square as the rows of K's lower part."""
+    r[r0:r1] += Kt.sum(axis=1, dtype=np.float64)
+    skip = max(r1 - c0, 0)  # columns of the diagonal square, already in its rows
+    r[c0 + skip : c0 + Kt.shape[1]] += Kt[:, skip:].sum(axis=0, dtype=np.float64)
 
 
 def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
@@ -122,22 +142,26 @@ def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
     for k, S in enumerate(columns()):
         q, rsum = np.zeros(S.shape[1]), np.zeros(S.shape[1])
         for r0 in range(0, N, rb):
-            # K is symmetric: the block's rows against the points from r0 on,
-            # the diagonal block's lower triangle dropped and its diagonal
-            # halved, count twice.
             r1 = min(r0 + rb, N)
-            Kb = block(Z[r0:r1], Z[r0:], sq[r0:r1], sq[r0:])
-            idx = np.arange(r1 - r0)
-            Kb[idx, idx] = diag_value
-            if k == 0:
-                r[r0:r1] += Kb.sum(axis=1, dtype=np.float64)
-                r[r1:] += Kb[:, r1 - r0:].sum(axis=0, dtype=np.float64)
-            Kb -= c
-            square = Kb[:, : r1 - r0]
-            square *= _upper_half(r1 - r0, dt)
-            KS = Kb @ S[r0:]
             S_b = S[r0:r1].astype(np.float64)
-            q += 2 * np.einsum("ip,ip->p", S_b, KS.astype(np.float64))
+            # K is symmetric: the block's rows against the points from r0 on,
+            # in tiles of ct columns, the diagonal square's lower triangle
+            # dropped and its diagonal halved, count twice.
+            ct = _columns_per_tile(r1 - r0, N - r0, dt.itemsize)
+            for c0 in range(r0, N, ct):
+                c1 = min(c0 + ct, N)
+                Kt = block(Z[r0:r1], Z[c0:c1], sq[r0:r1], sq[c0:c1])
+                if c0 == r0:
+                    idx = np.arange(r1 - r0)
+                    Kt[idx, idx] = diag_value
+                if k == 0:
+                    _add_row_sums(r, Kt, r0, r1, c0)
+                Kt -= c
+                if c0 == r0:
+                    square = Kt[:, : r1 - r0]
+                    square *= _upper_half(r1 - r0, dt)
+                KS = Kt @ S[c0:c1]  # the inputs' dtype; folded in float64
+                q += 2 * np.einsum("ip,ip->p", S_b, KS.astype(np.float64))
             # r[r0:r1] is complete here: the earlier blocks gave its columns < r0
             rsum += r[r0:r1] @ S_b
             if progress is not None:

@@ -18,10 +18,16 @@ gradient reductions, written out below. Under ``create_graph=True`` (a
 gradient penalty, say) the kernel losses' backward computes the same
 gradients as differentiable torch operations (:class:`_KernelConv`, whose own
 backward is the engine's symbolic derivative of the summand): gradients of
-gradients, to second order. That needs a twice differentiable kernel: the
-Gaussian one; the others (``|x - y|`` is not differentiable twice where
-points coincide, and Sinkhorn's and Hausdorff's gradients hold their
-potentials fixed) raise ``NotImplementedError`` there.
+gradients, exact to second order for the three kernel losses (for the energy
+and Laplacian kernels everywhere but where two points coincide, where
+``|x - y|`` is not twice differentiable and the derivatives of its term are
+taken as 0; see :func:`_kernel`). Sinkhorn and Hausdorff raise
+``NotImplementedError`` there: their gradients hold the dual potentials
+(softmins) fixed, and their exact second derivatives need the derivatives
+of the potentials, the solution of a linear system through the Sinkhorn
+fixed point, which is not computed. (GeomLoss's double backward of these
+differentiates its last extrapolation step with the potentials detached: a
+second derivative that is not the loss's.)
 CUDA tensors are copied to the host (the solvers' arrays are NumPy) and the
 gradients go back to their device.
 - ``"gaussian"``, ``"laplacian"``, ``"energy"``: the kernel norms
@@ -59,10 +65,10 @@ LOSSES = ("sinkhorn", "hausdorff", "energy", "gaussian", "laplacian")
 GEOMLOSS_BACKENDS = ("auto", "tensorized", "online", "multiscale")
 
 #: Added to squared distances before the square root of the energy and
-#: Laplacian kernels, so that the gradient of |x_i - x_i| is 0 (KeOps' and
-#: GeomLoss's online convention) instead of 0 / 0. It moves distances by at
-#: most 1e-15.
-_SQRT_FLOOR = 1e-30
+#: Laplacian kernels, so that no step of their gradients (nor of the
+#: derivatives of those, where ``1 / r^3`` appears) divides by 0 or overflows
+#: float32 where points coincide. It moves distances by at most 1e-12.
+_SQRT_FLOOR = 1e-24
 
 
 class SamplesLoss(torch.nn.Module):
@@ -358,7 +364,8 @@ class _LossValue(torch.autograd.Function):
                 raise NotImplementedError(
                     "SamplesLoss: gradients of gradients (backward with "
                     f"create_graph=True) are not supported for {ctx.solution.why}; "
-                    "they are for loss='gaussian'")
+                    "they are for the kernel losses 'gaussian', 'laplacian' and "
+                    "'energy'")
             grads = ctx.solution.torch_gradients(need, *ctx.saved_tensors)
             return (None,) + tuple(None if not n or d is None else grad_out * d
                                    for n, d in zip(need, grads))
@@ -448,16 +455,27 @@ def sinkhorn_solution(loss, a, x, b, y, diameter) -> Solution:
 
 
 def _kernel(name, u, v, blur):
-    """``(k(u_i, v_j), grad_u k(u_i, v_j))`` as formulas."""
+    """``(k(u_i, v_j), grad_u k(u_i, v_j))`` as formulas.
+
+    The gradient of ``|u - v|`` is 0 where ``u = v`` (KeOps' and GeomLoss's
+    online convention), and so are its derivatives: the Hessian of
+    ``|u - v|`` is singular there (``~ 1 / |u - v|``), and a point's own
+    term ``k(x_i, x_i)`` is a constant of the loss, so its derivatives of
+    every order are 0. The ``ifelse`` selects 0 there; its derivative selects
+    0 too (the ``ifelse``'s derivative rule), which is what makes the second
+    derivatives of the energy and Laplacian losses exact elsewhere and 0 on
+    the diagonal, as dense autograd of ``where(d > 0, d, 0)`` gives them.
+    """
     diff = u - v
     if name == "gaussian":
         k = (u.sqdist(v) * (-0.5 / blur**2)).exp()
         return k, diff * (k * (-1.0 / blur**2))
-    r = (u.sqdist(v) + _SQRT_FLOOR).sqrt()  # zero gradient at u = v
+    d2 = u.sqdist(v)
+    r = (d2 + _SQRT_FLOOR).sqrt()
     if name == "laplacian":
         k = (r * (-1.0 / blur)).exp()
-        return k, diff * (-k / (r * blur))
-    return -r, -diff / r  # energy
+        return k, (-d2).ifelse(0.0, diff * (-k / (r * blur)))
+    return -r, (-d2).ifelse(0.0, -diff / r)  # energy
 
 
 def _kernel_loss(loss, a, x, b, y):
@@ -495,11 +513,7 @@ def _kernel_loss(loss, a, x, b, y):
         dy = b[:, None] * (conv(y, y, b, True) - conv(y, x, a, True)) if need[3] else None
         return da, dx, db, dy
 
-    smooth = name == "gaussian"
-    return Solution(value, gradients, (a_x - b_x, b_y - a_y),
-                    torch_gradients if smooth else None,
-                    f"loss={name!r} (|x - y| is not twice differentiable where points "
-                    "coincide)")
+    return Solution(value, gradients, (a_x - b_x, b_y - a_y), torch_gradients)
 
 
 class _KernelConv(torch.autograd.Function):
@@ -573,4 +587,5 @@ def _hausdorff(loss, a, x, b, y):
         return F, dx, G, dy
 
     return Solution(float(A64 @ F + B64 @ G), gradients, (F, G),
-                    why="loss='hausdorff' (its gradient holds the softmins' inputs fixed)")
+                    why="loss='hausdorff' (its gradient holds its potentials, the softmins, "
+                    "fixed; their derivatives are not computed)")

@@ -240,7 +240,12 @@ def test_sinkhorn_gradient_is_the_first_order_change():
 # -- gradients of gradients ---------------------------------------------------------
 
 
-def dense_gaussian_loss(a, x, b, y, blur):
+def dense_loss(a, x, b, y, loss, blur):
+    """The kernel norm densely, exactly twice differentiable (the distance
+    kernels' terms where points coincide: 0 with all their derivatives)."""
+    if loss != "gaussian":
+        return dense_kernel_loss(a, x, b, y, loss, blur)
+
     def k(u, v):
         return (-((u[:, None] - v[None]) ** 2).sum(-1) / (2 * blur**2)).exp()
 
@@ -256,36 +261,60 @@ def gradient_penalty_grads(L, args):
     return penalty.detach(), [t.grad for t in leaves]
 
 
-def test_double_backward_equals_dense_autograd(backend, dtype):
-    """The exact second derivatives (dense torch autograd). GeomLoss's own
-    kernel losses differ here by design: they detach one argument of K_xx
-    and K_yy and double the first-order gradient (``double_grad``), which
-    is exact to first order only; its cross terms (through K_xy) agree."""
-    dt = TORCH_DTYPE[dtype]
-    args = measures(dt, seed=11)
-    p, grads = gradient_penalty_grads(SamplesLoss("gaussian", blur=0.3, backend=backend),
-                                      args)
-    p_ref, grads_ref = gradient_penalty_grads(
-        lambda *t: dense_gaussian_loss(*t, 0.3), [t.double() for t in args])
-    rtol = 1e-4 if dt == torch.float32 else 1e-10
+def assert_penalty_grads_equal_dense(loss, args, backend, blur=0.3, rtol=1e-10):
+    p, grads = gradient_penalty_grads(SamplesLoss(loss, blur=blur, backend=backend), args)
+    ref_args = [t.double() for t in args]
+    p_ref, grads_ref = gradient_penalty_grads(lambda *t: dense_loss(*t, loss, blur),
+                                              ref_args)
     assert_rel(p.double(), p_ref, rtol, "penalty")
     for name, g, g_ref in zip("axby", grads, grads_ref):
-        assert g.dtype == dt
+        assert g.dtype == args[1].dtype and torch.isfinite(g).all()
         assert_rel(g.double(), g_ref, 10 * rtol, f"gradient of the penalty in {name}")
-    # GeomLoss (tensorized) agrees on the terms it differentiates exactly
+    return grads
+
+
+def test_double_backward_equals_dense_autograd(backend):
+    """The exact second derivatives (dense torch autograd), on every backend,
+    in float64: the first-order tests cover float32, and each second-order
+    case is four kernels to compile. GeomLoss's own kernel losses differ
+    here by design: they detach one argument of K_xx and K_yy and double the
+    first-order gradient (``double_grad``), which is exact to first order
+    only; its cross terms (through K_xy) agree."""
+    args = measures(torch.float64, seed=11)
+    grads = assert_penalty_grads_equal_dense("gaussian", args, backend)
     _, grads_gl = gradient_penalty_grads(
-        geomloss.SamplesLoss("gaussian", blur=0.3, backend="tensorized"),
-        [t.double() for t in args])
+        geomloss.SamplesLoss("gaussian", blur=0.3, backend="tensorized"), args)
     for name, k in (("b", 2), ("y", 3)):
-        assert_rel(grads[k].double(), grads_gl[k], 10 * rtol, f"GeomLoss, {name}")
+        assert_rel(grads[k], grads_gl[k], 1e-9, f"GeomLoss, {name}")
 
 
-@pytest.mark.parametrize("loss", ["sinkhorn", "energy"])
+@pytest.mark.parametrize("loss", ["energy", "laplacian"])
+def test_double_backward_of_the_distance_kernels(loss):
+    """The same for ``|x - y|``'s kernels, on the NumPy backend: the C
+    rendering of their formulas' derivatives (the ``ifelse`` included) is
+    what ``test_ops`` checks for every operation, and their first-order
+    values on every backend what the tests above check."""
+    assert_penalty_grads_equal_dense(loss, measures(torch.float64, seed=11), "numpy")
+
+
+def test_double_backward_where_points_coincide():
+    """x and y share points: the distance kernels' singular terms (``|x_i -
+    y_j| = 0``) are 0 with their derivatives, as in dense autograd of
+    ``where(d > 0, d, 0)``; everything stays finite, in float32 too (NumPy
+    backend: no kernel to compile)."""
+    a, x, b, y = measures(torch.float64, seed=14)
+    args = (a, x, b, torch.cat([x[:10], y[10:]]))
+    assert_penalty_grads_equal_dense("energy", args, "numpy", blur=1.0)
+    assert_penalty_grads_equal_dense("laplacian", [t.float() for t in args], "numpy",
+                                     rtol=1e-4)
+
+
+@pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff"])
 def test_double_backward_is_refused_where_not_computed(loss):
     a, x, b, y = measures(torch.float64, seed=12)
     x = x.clone().requires_grad_()
     value = SamplesLoss(loss, blur=0.3)(a, x, b, y)
-    with pytest.raises(NotImplementedError, match="create_graph=True"):
+    with pytest.raises(NotImplementedError, match="create_graph=True.*potentials"):
         torch.autograd.grad(value, x, create_graph=True)
     # first order still works
     value = SamplesLoss(loss, blur=0.3)(a, x, b, y)
