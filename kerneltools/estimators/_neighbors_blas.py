@@ -58,9 +58,9 @@ class BlasSearch(ExpandedSearch):
     """:class:`ExpandedSearch` with its radius sets from BLAS tiles (see the
     module's docstring).
 
-    Its rounding bound (:meth:`ExpandedSearch.error_bound`, through
-    :meth:`ExpandedSearch._expanded_bounds`) covers the
-    product here: the D + 1 products ``[x, 1] . [-2 y, |y|^2]`` summed in any
+    The points are centred on the fitted points' mean first. The rounding
+    bound of :meth:`ExpandedSearch.error_bound` covers the product here:
+    the D + 1 products ``[x, 1] . [-2 y, |y|^2]`` summed in any
     order err by ``gamma_(D+1) (2 |x| |y| + |y|^2) <= (D + 1) u (1 + O(u))
     (|x|^2 + 2 |y|^2)``, plus ``u |y|^2`` for |y|^2 rounded into the dtype;
     that is below its ``(D + 4) eps (2 |x|^2 + max |y|^2 + thr)``.
@@ -68,8 +68,14 @@ class BlasSearch(ExpandedSearch):
 
     def __init__(self, metric: Metric, Y: np.ndarray, backend):
         super().__init__(metric, Y, backend)
-        # [-2 y, |y|^2]: the product with [x, 1] is e_j (-2 y is exact)
-        self._Ya = np.concatenate([-2 * self.Y, self._y2], axis=1)
+        # centred points (in float64, then rounded): the expanded values of
+        # data far from the origin keep their digits; [-2 y, |y|^2] times
+        # [x, 1] is e_j (-2 y is exact)
+        self._centre = self.Y.mean(axis=0, dtype=np.float64)
+        Yc = (self.Y - self._centre).astype(self.Y.dtype)
+        y2c = np.einsum("ij,ij->i", Yc, Yc, dtype=np.float64)
+        self._y2c_max = float(y2c.max(initial=0.0))
+        self._Ya = np.concatenate([-2 * Yc, y2c.astype(Yc.dtype)[:, None]], axis=1)
 
     @staticmethod
     def is_usable_for(metric: Metric, Y: np.ndarray, backend=None) -> bool:
@@ -94,6 +100,25 @@ class BlasSearch(ExpandedSearch):
             return FormulaSearch.kmin(self, X, k)
         return super().kmin(X, k)
 
+    def _tile_bounds(self, Xc: np.ndarray, thr: np.ndarray):
+        """t, one per centred query: a point within rdist ``thr`` of the query
+        has a computed tile value at most ``t``; None near overflow.
+
+        Centring rounds each point by at most ``u |p - c|`` (u: the unit
+        roundoff), so that a distance moves by at most ``eta = 2 u (|x_c| +
+        max |y_c|)``: the centred points are within ``(sqrt(thr) + eta)^2``,
+        and their computed values within that minus ``|x_c|^2`` plus the
+        product's rounding bound (class docstring).
+        """
+        x2 = np.einsum("ij,ij->i", Xc, Xc, dtype=np.float64)
+        fi = np.finfo(Xc.dtype)
+        if max(float(x2.max(initial=0)), self._y2c_max, float(np.max(thr))) > fi.max / 8:
+            return None
+        eta = fi.eps * (np.sqrt(x2) + np.sqrt(self._y2c_max)) * (1 + fi.eps)
+        wide = (np.sqrt(thr) + eta) ** 2
+        err = (Xc.shape[1] + 4) * (fi.eps * (2 * x2 + self._y2c_max + wide) + fi.tiny)
+        return np.nextafter((wide - x2 + err).astype(Xc.dtype), Xc.dtype.type(np.inf))
+
     @staticmethod
     def _augmented(X: np.ndarray) -> np.ndarray:
         return np.concatenate([X, np.ones((len(X), 1), X.dtype)], axis=1)
@@ -104,13 +129,13 @@ class BlasSearch(ExpandedSearch):
         indices, indptr)`` of the points within rdist ``thr`` (one per
         query), or None where the norms come near overflow (the caller
         then takes the general route)."""
-        bounds = self._expanded_bounds(X, thr)
-        if bounds is None:
+        Xc = (X - self._centre).astype(X.dtype)
+        t = self._tile_bounds(Xc, thr)
+        if t is None:
             return None
-        t = np.nextafter(bounds[1].astype(X.dtype), X.dtype.type(np.inf))
 
         def block(s):  # candidates (rows, columns) of queries s to s + TILE_ROWS
-            Xa, ts = self._augmented(X[s : s + TILE_ROWS]), t[s : s + TILE_ROWS, None]
+            Xa, ts = self._augmented(Xc[s : s + TILE_ROWS]), t[s : s + TILE_ROWS, None]
             rows, cols = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
             for c0, E in self._tiles(Xa):
                 r, c = np.divmod(np.flatnonzero(E <= ts), E.shape[1])
