@@ -28,6 +28,7 @@ engine 1.4-2.1 s, scikit-learn 1.6-1.9 s.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -245,22 +246,27 @@ def _keep_smallest(best_e, best_i, found):
 
 
 def _over_blocks(block, starts) -> list:
-    """``[block(s) for s in starts]``: one thread per core, each with a one-thread BLAS (the small
-    products of a tile gain nothing from BLAS threads, which busy-wait:
-    measured 6x the CPU time of one thread on a loaded machine)."""
+    """``[block(s) for s in starts]``: one thread per core, each with a
+    one-thread BLAS (the small products of a tile gain nothing from BLAS
+    threads, which busy-wait: measured 6x the CPU time of one thread on a
+    loaded machine); a single block runs in the caller's thread."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
     starts = list(starts)
-    with threadpool_limits(1, user_api="blas"):
-        workers = min(len(starts), os.cpu_count() or 1)
-        if workers <= 1:
-            parts = [block(s) for s in starts]
-        else:
-            with ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(block, starts))
-    return parts
+    workers = min(len(starts), os.cpu_count() or 1)
+    if workers <= 1:
+        return [block(s) for s in starts]
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(block, starts))
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries (found once: 2 ms)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 #: Pairs per block of :func:`_pair_sqdist` (float64 differences in cache).
