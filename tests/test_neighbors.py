@@ -23,12 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kerneltools.estimators import (
-    _neighbors_blas,
-    _neighbors_metrics,
-    _neighbors_search,
-    neighbors,
-)
+from kerneltools.estimators import _neighbors_metrics, _neighbors_search, neighbors
 from kerneltools.estimators.neighbors import (
     KNeighborsClassifier,
     KNeighborsRegressor,
@@ -301,9 +296,7 @@ def test_dtype_parameter():
 
 @pytest.fixture
 def fallback_rows(monkeypatch) -> list:
-    """Sizes of the row batches that ExpandedSearch recomputed in the direct
-    form (the engine's route: the BLAS tiles of D >= 16 turned off)."""
-    monkeypatch.setattr(_neighbors_blas, "BLAS_MIN_DIM", 10**6)
+    """Sizes of the row batches that ExpandedSearch recomputed in the direct form."""
     rows = []
     original = _neighbors_search.ExpandedSearch.fallback
 
@@ -392,40 +385,6 @@ def test_expanded_search_breaks_ties_by_index(copies, dtype, fallback_rows):
     np.testing.assert_array_equal(ind, ref_ind)
     np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=DIST_RTOL[dtype], atol=1e-6)
     assert (sum(fallback_rows) >= 10) == (copies == 30)
-
-
-@pytest.mark.parametrize("offset", [0.0, 1e3])
-def test_blas_tiles_knn_exact(offset, monkeypatch, backend, dtype):
-    """D >= 16 on the CPU: candidates from BLAS tiles (several each way
-    here), re-ranked in float64 and certified; exact against direct float64
-    differences with ties by index (duplicated points), for X=None, K = n,
-    and float32 data far from the origin (centred before the product: the
-    certificate still holds, no row falls back)."""
-    monkeypatch.setattr(_neighbors_blas, "TILE_ROWS", 16)
-    monkeypatch.setattr(_neighbors_blas, "TILE_COLUMNS", 128)
-    redone = []
-    original = _neighbors_search.ExpandedSearch.fallback
-    monkeypatch.setattr(_neighbors_search.ExpandedSearch, "fallback",
-                        lambda self, X, k: redone.append(len(X)) or original(self, X, k))
-    X, Q = (a + offset for a in _d64("gaussian"))
-    X[500:530] = X[:30]  # exact ties
-    X, Q = X.astype(dtype), np.concatenate([Q, X[:30]]).astype(dtype)
-    nn = NearestNeighbors(n_neighbors=10, backend=backend).fit(X)
-    assert isinstance(nn._search(Q)[0], _neighbors_blas.BlasSearch)
-    tol = {"rtol": DIST_RTOL[dtype], "atol": 1e-6}
-    for k in (1, 10):
-        dist, ind = nn.kneighbors(Q, n_neighbors=k)
-        ref_d2, ref_ind = direct_knn(X, Q, k)
-        np.testing.assert_array_equal(ind, ref_ind)
-        np.testing.assert_allclose(dist, np.sqrt(ref_d2), **tol)
-    assert sum(redone) == 0
-    dist, ind = nn.kneighbors(n_neighbors=9)  # X=None: the duplicate, not itself
-    ref_d2, ref_ind = direct_knn(X, X, 10)
-    ref_ind = np.array([row[row != r][:9] for r, row in enumerate(ref_ind)])
-    np.testing.assert_array_equal(ind, ref_ind)
-    small = NearestNeighbors(n_neighbors=100).fit(X[:100])  # K = n (<= a tile)
-    ind = small.kneighbors(Q[:5], return_distance=False)
-    np.testing.assert_array_equal(ind, direct_knn(X[:100], Q[:5], 100)[1])
 
 
 def test_expanded_search_declines(monkeypatch):

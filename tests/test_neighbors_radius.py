@@ -329,7 +329,7 @@ def test_blas_radius_search_matches_scipy(offset, monkeypatch, backend, dtype):
     from kerneltools.estimators import _neighbors_blas
 
     monkeypatch.setattr(_neighbors_blas, "TILE_ROWS", 8)
-    monkeypatch.setattr(_neighbors_blas, "TILE_COLUMNS", 64)
+    monkeypatch.setattr(_neighbors_blas, "TILE_BYTES", 8 * 64 * 4)
     X, Q = _points(dtype, n=150, q=25, d=24, seed=7)
     X[100:110] = X[:10]  # duplicates: ties at every distance
     X, Q = X + dtype.type(offset), Q + dtype.type(offset)

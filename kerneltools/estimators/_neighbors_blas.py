@@ -1,29 +1,29 @@
-"""Exact euclidean k-NN and radius searches by BLAS-shaped distance tiles (CPU).
+"""Exact euclidean radius searches by BLAS-shaped distance tiles (CPU).
 
 In 16 or more features a matrix product computes the expanded values
 ``e_j = |y_j|^2 - 2 <x, y_j>`` of a tile of queries x fitted points faster
 than a pair-by-pair loop: one GEMM of the (centred) queries with a column of
 ones appended, against the centred fitted points scaled by -2 with their
 squared norms appended (``[x, 1] . [-2 y, |y|^2]``), in the data's dtype,
-tile by tile (:data:`TILE_ROWS` x :data:`TILE_COLUMNS`: the tile stays in
-cache; memory is linear in the number of points), one thread per core.
+tile by tile (:data:`TILE_ROWS` queries, :data:`TILE_BYTES`: the tile stays
+in cache; memory is linear in the number of points), one thread per core.
+:meth:`BlasSearch.radius_csr` keeps the values within the threshold widened
+by the rounding bound (one comparison and an ``np.flatnonzero`` per tile),
+tests them again by their exact float64 distances and returns CSR rows
+directly: one pass over the pairs, where the engine's route takes two (a
+count, then a masked K-min). Measured (CPU seconds, Gaussian float32 points,
+D = 32, 5,000 queries x 10^5 fitted points, ~77 neighbours each, shared
+machine at load 19-22): 1.2 s against the engine's 4.5 s and scikit-learn's
+1.8 s.
 
-- k-NN (:meth:`BlasSearch.kmin`): K' = K + 8 candidates per row, kept by a
-  threshold per row (the K'-th value of the first tile, tightened as
-  candidates come): a tile costs one comparison and an ``np.flatnonzero``
-  of the few values below. Candidates are re-ranked by exact float64
-  distances and certified as in :class:`~._neighbors_search.ExpandedSearch`;
-  failed rows go to the engine's direct form.
-- Radius (:meth:`BlasSearch.radius_csr`): the values within the threshold
-  widened by the rounding bound, in one pass, tested again by their exact
-  float64 distances: CSR rows directly. The engine's route takes two passes
-  (a count, then a masked K-min).
-
-Measured (CPU seconds, float32 blobs / Gaussian points, D = 32, 10^5 fitted
-points, shared machine at load 19-27, so within some 15%): radius, 5,000
-queries, ~77 neighbours each: 1.2 s against the engine's 4.5 s and
-scikit-learn's 1.8 s; k-NN (K = 20, 91), 4,000 queries: 1.2-1.7 s, the
-engine 1.4-2.1 s, scikit-learn 1.6-1.9 s.
+k-NN queries stay on the engine (:class:`~._neighbors_search.ExpandedSearch`).
+A tile-wise selection (the K'-th value of the first tile as each row's
+threshold, the values below it by ``np.flatnonzero``, tightened by a sort
+of the kept ones) measured slower: CPU seconds, 3,000 x 3 * 10^4 blobs,
+D = 32, tiles / engine / scikit-learn: float64 K = 21 0.42 / 0.42 / 0.41,
+K = 91 0.79 / 0.71 / 0.50; float32 K = 21 0.30 / 0.23 / 0.40, K = 91
+0.59 / 0.38 / 0.47 (the tightening sorts cost more than the engine's
+K-min updates).
 """
 
 from __future__ import annotations
@@ -36,24 +36,18 @@ import numpy as np
 from ..config import check_backend
 
 from ._neighbors_metrics import Metric
-from ._neighbors_search import (
-    ExpandedSearch,
-    FormulaSearch,
-    _rerank,
-    _sqnorms,
-    n_candidates,
-)
+from ._neighbors_search import EXPANDED_MIN_DIM, ExpandedSearch, FormulaSearch, _sqnorms
 
 #: Fewest features for :class:`BlasSearch`.
 BLAS_MIN_DIM = 16
-#: Queries x fitted points of one tile: 256 x 4096 (4 MB in float32), in
-#: cache. Measured on the tile-wise k-NN selection (module docstring),
-#: 4096 x 10^5, D = 32, float32 (CPU ns per pair, one BLAS thread, loaded
-#: machine): 2.44 at 256 x 2048, 2.60 at 256 x 4096, 2.90 at 512 x 4096,
-#: 3.46 at 128 x 8192; the product alone of a 256 x 10^5 tile (100 MB, out
-#: of cache) takes 1.0, its comparison 0.2.
+#: Queries per tile, and bytes of one tile (its columns follow: 1024 fitted
+#: points in float32, 512 in float64): the tile stays in cache. Measured,
+#: radius search on blobs, 3000 x 3e4, D = 32, one thread, CPU ns per pair
+#: (loaded machine): float64 4.44 at 256 x 4096, 4.01 at 256 x 1024, 3.34
+#: at 256 x 512, 4.37 at 512 x 512; float32 2.60 at 256 x 4096, 2.16 at
+#: 256 x 1024, 2.06 at 512 x 512, 2.68 at 64 x 2048.
 TILE_ROWS = 256
-TILE_COLUMNS = 4096
+TILE_BYTES = 2**20
 
 
 def _gpu_visible() -> bool:
@@ -99,78 +93,22 @@ class BlasSearch(ExpandedSearch):
         name = check_backend(backend, "NearestNeighbors")
         return name in ("cpu", "numpy") or (name == "auto" and not _gpu_visible())
 
+    def _tile_columns(self) -> int:
+        return max(1, TILE_BYTES // (TILE_ROWS * self._Ya.itemsize))
+
     def _tiles(self, Xa: np.ndarray):
         """(c0, tile) for each tile of columns: ``Xa @ Ya[c0:c0 + C].T``."""
-        Ya = self._Ya
-        for c0 in range(0, len(Ya), TILE_COLUMNS):
-            yield c0, Xa @ Ya[c0 : c0 + TILE_COLUMNS].T
+        Ya, C = self._Ya, self._tile_columns()
+        for c0 in range(0, len(Ya), C):
+            yield c0, Xa @ Ya[c0 : c0 + C].T
 
     def kmin(self, X: np.ndarray, k: int):
-        """(rdist, indices), (n, k), increasing, ties by index: candidates
-        from the tiles (:meth:`candidates`), re-ranked by exact float64
-        distances and certified (:meth:`_certified`); the rows that fail go
-        to the engine's direct form."""
-        kc = n_candidates(k, len(self.Y))
-        Xc = (X - self._centre).astype(X.dtype)
-        x2 = _sqnorms(Xc)
-        fi = np.finfo(X.dtype)
-        if kc > TILE_COLUMNS or max(float(x2.max(initial=0)), self._y2c_max) > fi.max / 8:
+        """The engine's K-min (module docstring: measured faster than a
+        tile-wise selection): ExpandedSearch's from EXPANDED_MIN_DIM
+        features, the direct form below."""
+        if self.Y.shape[1] < EXPANDED_MIN_DIM:
             return FormulaSearch.kmin(self, X, k)
-        e, cand = self.candidates(Xc, kc)
-        d, ind = _rerank(X, self.Y, cand, k)
-        vals = d.astype(X.dtype)
-        redo = np.flatnonzero(~self._certified(e.max(axis=1), x2, d[:, -1]))
-        if len(redo) and kc < len(self.Y):
-            vals[redo], ind[redo] = self.fallback(X[redo], k)
-        return vals, ind
-
-    def _certified(self, e_max, x2, d_k) -> np.ndarray:
-        """Rows whose K-th exact squared distance ``d_k`` lies strictly below
-        that of every point outside the candidates.
-
-        Such a point has a computed value at least ``e_max``, so its centred
-        squared distance is at least ``e_max + |x_c|^2 - err`` (the product's
-        bound, class docstring), and its distance at least the root of that
-        minus ``eta`` (the centring, :meth:`_tile_bounds`).
-        """
-        fi = np.finfo(self.Y.dtype)
-        err = (self.Y.shape[1] + 4) * (fi.eps * (2 * x2 + self._y2c_max + d_k) + fi.tiny)
-        eta = fi.eps * (np.sqrt(x2) + np.sqrt(self._y2c_max)) * (1 + fi.eps)
-        lower = np.sqrt(np.maximum(e_max.astype(np.float64) + x2 - err, 0)) - eta
-        return np.sqrt(d_k) < lower
-
-    def candidates(self, Xc: np.ndarray, kc: int):
-        """(e, idx), both (n, kc): for each centred query, kc fitted points of
-        smallest tile values (ties broken arbitrarily: every point left out
-        has a value at least the largest kept)."""
-        parts = _over_blocks(lambda s: self._block_candidates(
-            self._augmented(Xc[s : s + TILE_ROWS]), kc), range(0, len(Xc), TILE_ROWS))
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-    def _block_candidates(self, Xa: np.ndarray, kc: int):
-        """The first tile's kc smallest per row give thresholds; a later
-        tile contributes its values below them (one comparison, one
-        ``np.flatnonzero``), and the thresholds tighten to the kc-th value
-        kept whenever more than kc per row have come."""
-        best_e = best_i = thr = None
-        found, n_found = [], 0  # (rows, values, indices) below thr
-        for c0, E in self._tiles(Xa):
-            if best_e is None:  # the first tile holds at least kc columns
-                part = np.argpartition(E, kc - 1, axis=1)[:, :kc]
-                best_e, best_i = np.take_along_axis(E, part, axis=1), part + c0
-                thr = best_e.max(axis=1)
-                continue
-            flat = np.flatnonzero(E < thr[:, None])
-            if len(flat):
-                r, c = np.divmod(flat, E.shape[1])
-                found.append((r, E.ravel()[flat], c + c0))
-                n_found += len(flat)
-            if n_found > len(Xa) * kc:
-                best_e, best_i = _keep_smallest(best_e, best_i, found)
-                thr, found, n_found = best_e[:, -1], [], 0
-        if found:
-            best_e, best_i = _keep_smallest(best_e, best_i, found)
-        return best_e, best_i
+        return super().kmin(X, k)
 
     def _tile_bounds(self, Xc: np.ndarray, thr: np.ndarray):
         """t, one per centred query: a point within rdist ``thr`` of the query
@@ -231,32 +169,19 @@ class BlasSearch(ExpandedSearch):
         return d.astype(X.dtype), c, indptr
 
 
-def _keep_smallest(best_e, best_i, found):
-    """The kc smallest values of each row (and their indices) among
-    ``best_*`` (b, kc) and the ``found`` (rows, values, indices), by row
-    then value: the last column is each row's new threshold."""
-    b, kc = best_e.shape
-    r = np.concatenate([np.repeat(np.arange(b), kc)] + [f[0] for f in found])
-    v = np.concatenate([best_e.ravel()] + [f[1] for f in found])
-    i = np.concatenate([best_i.ravel()] + [f[2] for f in found])
-    order = np.lexsort((v, r))
-    r, v, i = r[order], v[order], i[order]
-    keep = np.arange(len(r)) - np.searchsorted(r, np.arange(b))[r] < kc
-    return v[keep].reshape(b, kc), i[keep].reshape(b, kc)  # kc per row: best_*
-
-
 def _over_blocks(block, starts) -> list:
     """``[block(s) for s in starts]``: one thread per core, each with a
     one-thread BLAS (the small products of a tile gain nothing from BLAS
     threads, which busy-wait: measured 6x the CPU time of one thread on a
-    loaded machine); a single block runs in the caller's thread."""
+    loaded machine, 10x the wall time); a single block runs in the
+    caller's thread."""
     from concurrent.futures import ThreadPoolExecutor
 
     starts = list(starts)
     workers = min(len(starts), os.cpu_count() or 1)
-    if workers <= 1:
-        return [block(s) for s in starts]
     with _blas_controller().limit(limits=1, user_api="blas"):
+        if workers <= 1:
+            return [block(s) for s in starts]
         with ThreadPoolExecutor(workers) as pool:
             return list(pool.map(block, starts))
 
