@@ -506,7 +506,8 @@ def small_sizes(cases: str, repeats: int) -> str:
         ours = median_ms(lambda: NearestNeighbors().fit(X).kneighbors())  # noqa: B023
         ref = median_ms(lambda: SkNN().fit(X).kneighbors())  # noqa: B023
         lines.append(f"| {n} | {d} | {ours[0]:.2f} ({ours[1]:.2f}) | {ref[0]:.2f} "
-                     f"({ref[1]:.2f}) | {ref[0] / ours[0]:.2f} ({ref[1] / ours[1]:.2f}) |")
+                     f"({ref[1]:.2f}) | {ref[0] / ours[0]:.2f} "
+                     f"({ref[1] / ours[1]:.2f}) |")
     return "\n".join(lines)
 
 

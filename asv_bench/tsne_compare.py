@@ -12,8 +12,8 @@ graph's distances the same way), so the two embeddings are the same up to
 rounding.
 
 Timed (wall seconds, and this process's CPU seconds: on a shared machine
-they say what the wall time hides), each once after a small warm-up (our kernels compile at their first
-call): the neighbour phase alone (ours: the transformer's ``fit_transform``;
+they say what the wall time hides), each once after a small warm-up (our
+kernels compile at their first call): the neighbour phase alone (ours: the transformer's ``fit_transform``;
 scikit-learn's: the two calls its TSNE makes), the check that the graphs hold
 the same neighbours; with ``--full``, both whole pipelines (``init='random'``,
 ``random_state=0``, ``--max-iter`` iterations) and the largest difference of

@@ -339,7 +339,8 @@ def test_blas_radius_search_matches_scipy(offset, monkeypatch, backend, dtype):
     radii = _safe_radius(X, Q, 1.2) + np.arange(len(Q)) * 0.02
     tol = RTOL[dtype] * 10 * (1 + offset)  # float32 data rounded at ~1000
 
-    for queries, args, r in ((Q, (Q,), radius), (X, (), radius), (Q, (Q, radii), radii)):
+    cases = ((Q, (Q,), radius), (X, (), radius), (Q, (Q, radii), radii))
+    for queries, args, r in cases:
         ref = _reference_sets(queries, X, r, exclude_self=not args)
         dist, ind = nn.radius_neighbors(*args)
         assert sum(len(i) for i in ind) > 2 * len(queries)  # real neighbourhoods

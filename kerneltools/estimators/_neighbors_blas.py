@@ -122,7 +122,8 @@ class BlasSearch(ExpandedSearch):
         """
         x2 = _sqnorms(Xc)
         fi = np.finfo(Xc.dtype)
-        if max(float(x2.max(initial=0)), self._y2c_max, float(np.max(thr))) > fi.max / 8:
+        if max(float(x2.max(initial=0)), self._y2c_max, float(np.max(thr))) > (
+                fi.max / 8):
             return None
         eta = fi.eps * (np.sqrt(x2) + np.sqrt(self._y2c_max)) * (1 + fi.eps)
         wide = (np.sqrt(thr) + eta) ** 2
