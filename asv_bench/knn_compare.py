@@ -43,6 +43,7 @@ Examples (from the repository root)::
     python asv_bench/knn_compare.py                             # the issue's table
     python asv_bench/knn_compare.py --cases 2e4:2e4 --dims 3    # a quick look
     python asv_bench/knn_compare.py --systems kerneltools,faiss --repeats 3
+    python asv_bench/knn_compare.py --small 100:3,1000:3,100:32,1000:32  # fixed costs
     python asv_bench/knn_compare.py --cases 1e5:1e5,1e6:1e6 --dims 3 \
         --data uniform,clustered --repeats 3 \
         --systems kerneltools,kerneltools-brute,sklearn-kd_tree,faiss  # issue 8
@@ -473,7 +474,50 @@ def parse_args(argv=None):
     return args
 
 
+def small_sizes(cases: str, repeats: int) -> str:
+    """``--small``: fit + kneighbors() (X=None, K = 5: scikit-learn's default)
+    on a few points, where the fixed cost per call counts; medians of
+    ``repeats`` calls, wall and CPU milliseconds, ours against scikit-learn's
+    (its algorithm='auto')."""
+    import statistics
+
+    from sklearn.neighbors import NearestNeighbors as SkNN
+
+    from kerneltools.estimators import NearestNeighbors
+
+    def median_ms(fn):
+        fn()  # warm (our kernels compile at the first call)
+        wall, cpu = [], []
+        for _ in range(repeats):
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall.append(time.perf_counter() - w0)
+            cpu.append(time.process_time() - c0)
+        return 1e3 * statistics.median(wall), 1e3 * statistics.median(cpu)
+
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    lines = [f"load average {load} (shared machine); ms per fit + kneighbors(), "
+             f"median of {repeats}; ratio = scikit-learn / kerneltools", "",
+             "| N | D | kerneltools ms (CPU) | scikit-learn ms (CPU) | ratio (CPU) |",
+             "|---|---|---|---|---|"]
+    for case in cases.split(","):
+        n, d = (int(float(v)) for v in case.split(":"))
+        X = np.random.default_rng(0).standard_normal((n, d))
+        ours = median_ms(lambda: NearestNeighbors().fit(X).kneighbors())  # noqa: B023
+        ref = median_ms(lambda: SkNN().fit(X).kneighbors())  # noqa: B023
+        lines.append(f"| {n} | {d} | {ours[0]:.2f} ({ours[1]:.2f}) | {ref[0]:.2f} "
+                     f"({ref[1]:.2f}) | {ref[0] / ours[0]:.2f} "
+                     f"({ref[1] / ours[1]:.2f}) |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--small" in argv:  # python asv_bench/knn_compare.py --small 100:3,1000:32
+        at = argv.index("--small")
+        print(small_sizes(argv[at + 1], repeats=31))
+        return 0
     args = parse_args(argv)
     load_start, t0 = os.getloadavg(), time.perf_counter()
     last: dict = {}  # (system, d) -> (pairs, median seconds)

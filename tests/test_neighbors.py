@@ -280,6 +280,26 @@ def test_radius_search_does_not_trust_the_counts(monkeypatch):
     assert_radius_match(ref, nn.radius_neighbors(Q), rtol=0)
 
 
+def test_search_is_kept_between_queries():
+    """The search over the fitted points is built once per dtype (and
+    backend), reused by later queries, rebuilt by a new fit, and left out of
+    pickles (its formulas hold lambdas); results stay the same."""
+    import pickle
+
+    X, _, Q, _ = data("iris")
+    nn = NearestNeighbors(n_neighbors=3).fit(X)
+    first = nn.kneighbors(Q)
+    search = nn._search(Q)[0]
+    assert nn._search(Q[:2])[0] is search
+    assert nn._search(Q.astype(np.float32))[0] is search  # in float64 still
+    again = pickle.loads(pickle.dumps(nn)).kneighbors(Q)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    nn.fit(X[::-1])
+    assert nn._search(Q)[0] is not search
+    np.testing.assert_allclose(nn.kneighbors(Q)[0], first[0], rtol=1e-12)  # same set
+
+
 def test_dtype_parameter():
     X, _, Q, _ = data("iris")
     assert NearestNeighbors().fit(X).kneighbors(Q)[0].dtype == np.float64

@@ -287,14 +287,16 @@ def test_expanded_radius_search_matches_scipy(monkeypatch, backend, dtype):
     exactly; the sets and distances are scipy's, in both orders, for fitted
     points excluded from their own rows, for counts that miss every point
     (each row searched again with larger K) and for an infinite radius (a
-    plain K-min: no masking bound fits)."""
-    from kerneltools.estimators import _neighbors_search
+    plain K-min: no masking bound fits). The engine's route: the BLAS tiles
+    (next test) are turned off."""
+    from kerneltools.estimators import _neighbors_blas, _neighbors_search
 
+    monkeypatch.setattr(_neighbors_blas, "BLAS_MIN_DIM", 10**6)
     X, Q = _points(dtype, n=150, q=25, d=24, seed=7)
     radius = _safe_radius(X, Q, 1.5)
     nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
     search, _ = nn._search(Q)
-    assert isinstance(search, _neighbors_search.ExpandedSearch)
+    assert type(search) is _neighbors_search.ExpandedSearch
 
     def check(got, queries, exclude, r=radius):
         ref = _reference_sets(queries, X, r, exclude_self=exclude)
@@ -313,6 +315,46 @@ def test_expanded_radius_search_matches_scipy(monkeypatch, backend, dtype):
     monkeypatch.setattr(_neighbors_search.ExpandedSearch, "count",
                         lambda self, X, t: np.zeros(len(X), dtype=np.int64))
     check(nn.radius_neighbors(Q), Q, False)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1000.0])
+def test_blas_radius_search_matches_scipy(offset, monkeypatch, backend, dtype):
+    """D >= 16 on the CPU: one pass of BLAS tiles (several tiles each way
+    here), every candidate tested again in float64; the sets and distances
+    are scipy's in both orders, with fitted points excluded from their own
+    rows, duplicates (distance 0, equal distances in index order), radii
+    per query, far from the origin in float32 (where the expanded form
+    without centring would lose every digit), and an infinite radius (the
+    general route)."""
+    from kerneltools.estimators import _neighbors_blas
+
+    monkeypatch.setattr(_neighbors_blas, "TILE_ROWS", 8)
+    monkeypatch.setattr(_neighbors_blas, "TILE_BYTES", 8 * 64 * 4)
+    X, Q = _points(dtype, n=150, q=25, d=24, seed=7)
+    X[100:110] = X[:10]  # duplicates: ties at every distance
+    X, Q = X + dtype.type(offset), Q + dtype.type(offset)
+    radius = _safe_radius(X, Q, 1.5)
+    nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
+    assert isinstance(nn._search(Q)[0], _neighbors_blas.BlasSearch)
+    radii = _safe_radius(X, Q, 1.2) + np.arange(len(Q)) * 0.02
+    tol = RTOL[dtype] * 10 * (1 + offset)  # float32 data rounded at ~1000
+
+    cases = ((Q, (Q,), radius), (X, (), radius), (Q, (Q, radii), radii))
+    for queries, args, r in cases:
+        ref = _reference_sets(queries, X, r, exclude_self=not args)
+        dist, ind = nn.radius_neighbors(*args)
+        assert sum(len(i) for i in ind) > 2 * len(queries)  # real neighbourhoods
+        for (rd, ri), d, i in zip(ref, dist, ind):
+            np.testing.assert_array_equal(i, ri)
+            np.testing.assert_allclose(d, rd, rtol=tol, atol=tol)
+        dist, ind = nn.radius_neighbors(*args, sort_results=True)
+        for (rd, ri), d, i in zip(ref, dist, ind):
+            order = np.lexsort((ri, rd))
+            np.testing.assert_array_equal(i, ri[order])  # ties by index
+            np.testing.assert_allclose(d, rd[order], rtol=tol, atol=tol)
+    if offset == 0:
+        dist, ind = nn.radius_neighbors(Q, radius=np.inf)
+        assert all(np.array_equal(i, np.arange(len(X))) for i in ind)
 
 
 def _blobs(dtype, n=240):

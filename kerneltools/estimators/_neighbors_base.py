@@ -33,8 +33,9 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend
+from ..config import check_backend, get_config
 from ..dask import rows_method
+from . import _neighbors_blas as B
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
@@ -52,7 +53,7 @@ _FLOATS = [np.float64, np.float32]
 _FALLBACK_PRIVATE = ("_fit_X", "_fit_method", "_tree", "_y", "_n_features_out")
 #: What a fit on the engine leaves besides the public attributes.
 _ENGINE_STATE = ("_fit_X", "_fit_method", "_grid", "_y", "_metric_params",
-                 "_fit_is_bool", "_n_features_out")
+                 "_fit_is_bool", "_n_features_out", "_searches")
 
 
 def weights_of(dist, weights):
@@ -234,6 +235,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
         self._metric_params = M.formula_params(metric, params, X)
         self._fit_X = X
+        self._searches = {}  # {(dtype, backends): search}, built at a query
         # scikit-learn's attribute: "block_sparse" where pruning is enabled
         # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
         # PRUNE_MIN_PAIRS query x fitted pairs still runs brute force), else
@@ -331,21 +333,44 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         tags.input_tags.allow_nan = self.metric == "nan_euclidean"
         return tags
 
+    def __getstate__(self):
+        state = super().__getstate__()
+        if "_searches" in state:  # rebuilt at the next query (lambdas inside)
+            state["_searches"] = {}
+        return state
+
     def _search(self, X):
-        """(search, X): the search over the fitted points, X in its dtype."""
+        """(search, X): the search over the fitted points, X in its dtype.
+
+        The search (the fitted points in that dtype, their norms, their
+        symbolic variable) is kept for the next queries of the same dtype
+        and backend: a query of a few points pays only for its own work.
+        """
         if self.dtype is not None:
             dtype = np.dtype(self.dtype)
         else:
             dtype = np.result_type(X.dtype, self._fit_X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
-        Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
         M.check_query_features(self.effective_metric_, X.shape[1])
+        key = (dtype, self.backend, get_config()["backend"])
+        searches = self._searches  # updated in place: a query leaves __dict__ as it was
+        search = searches.get(key)
+        if search is None:
+            search = self._new_search(dtype)
+            searches.clear()
+            searches[key] = search
+        return search, X
+
+    def _new_search(self, dtype):
+        Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
-            return P.PrunedSearch(formula, Y, self.backend, self._grid), X
+            return P.PrunedSearch(formula, Y, self.backend, self._grid)
+        if B.BlasSearch.is_usable_for(formula, Y, self.backend):
+            return B.BlasSearch(formula, Y, self.backend)
         expanded = S.ExpandedSearch.is_usable_for(formula, Y)
         search = S.ExpandedSearch if expanded else S.FormulaSearch
-        return search(formula, Y, self.backend), X
+        return search(formula, Y, self.backend)
 
 
 class SupervisedFit:

@@ -354,6 +354,11 @@ def radius_search(search, X: np.ndarray, threshold, n_fit: int, *,
     """
     n = X.shape[0]
     thr = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (n,))
+    tiles = getattr(search, "radius_csr", None)  # BLAS tiles (many features)
+    out = None if tiles is None else tiles(X, thr, exclude_self=exclude_self,
+                                           by_index=by_index)
+    if out is not None:
+        return out
     need = np.minimum(search.count(X, threshold) + 1, n_fit)
     todo = np.arange(n)
     pieces = []  # (rows, values, indices, kept), the K-min of finished rows
