@@ -59,6 +59,9 @@ EIGEN_METHODS = ("lanczos", "lobpcg", "randomized", "arpack")
 #: rbf kernels, n = 10^4: ``A``'s residual stayed at 2.6e-7 = 2.2 eps once
 #: ``A_fast``'s was 7e-9).
 _FAST_FLOOR = 2.0
+#: Up to this many epsilons, a fast residual that stops falling (by half in a
+#: restart) is taken for the floor.
+_FAST_STALL = 1e3
 
 
 def _matmat_of(A, who):
@@ -266,6 +269,8 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # the residual at which the basis is good enough to try: switch for fast
     # products, tol for exact ones
     target = switch if A_fast is not None else tol
+    eps_fast = float(np.finfo(fast_dtype).eps)
+    stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation), until
@@ -273,7 +278,10 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         scale = np.linalg.norm(basis.AQ, axis=0).max()
         while True:
             P, estimate = _ritz_residual_estimate(basis, b, k)
-            if estimate <= target or basis.size + b > limit or products >= max_iter:
+            # anchored on exact products (refining below A_fast's rounding),
+            # the estimate from fast products is no guide: the basis is filled
+            if (estimate <= target and not (anchored and A_fast is not None)) \
+                    or basis.size + b > limit or products >= max_iter:
                 break
             W = _orthonormalize(P, basis.Q, rng, scale)
             basis.append(W, product(W, A_fast is None))
@@ -281,7 +289,11 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored)
         exact = A_fast is None
         fast_res = res[:k].max() / ref
-        if not exact and (fast_res <= switch or products >= max_iter):
+        # A_fast's rounding floor is a guess (it grows with the operator's
+        # conditioning: 1e-6 for a normalised affinity of 150 points): a fast
+        # residual that stopped falling near it calls A too
+        stalled = stalled_at > 0 and fast_res > stalled_at / 2
+        if not exact and (fast_res <= switch or stalled or products >= max_iter):
             # A on the k wanted Ritz vectors: the residuals that count, and
             # exact products under the next Rayleigh-Ritz
             X = X[:, :k]
@@ -305,9 +317,11 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
             w, V = sign * theta[:k], X[:, :k]
             order = np.argsort(w)
             return w[order], V[:, order]
+        if not exact:
+            stalled_at = fast_res if fast_res <= _FAST_STALL * eps_fast else 0.0
         # thick restart: keep the best Ritz vectors (and A times them); the
         # next block continues the Krylov space from their residuals
-        basis.reset(*_reorthonormalize(X, AX))
+        basis.reset(*_reorthonormalize(X, AX), anchored=anchored)
         restart += 1
         W = _orthonormalize(R[:, :b], basis.Q, rng, scale)
         basis.append(W, product(W, A_fast is None))
@@ -325,6 +339,7 @@ class _Basis:
         self._AQ = np.empty((n, capacity))
         self._T = np.empty((capacity, capacity))
         self.size = 0
+        self.anchored = 0  # leading columns whose A Q are exact products
 
     @property
     def Q(self):
@@ -345,12 +360,17 @@ class _Basis:
         self._AQ[:, start:end] = AW
         self.size = end
         C = self.Q.T @ AW  # the new block column of Q^T A Q
+        if self.anchored and start >= self.anchored:
+            # coupling with the exact columns from the exact side (as
+            # _rayleigh_ritz takes it)
+            C[:self.anchored] = self.AQ[:, :self.anchored].T @ W
         self._T[:end, start:end] = C
         self._T[start:end, :start] = C[:start].T
 
-    def reset(self, Q, AQ):
-        self.size = 0
+    def reset(self, Q, AQ, anchored=0):
+        self.size, self.anchored = 0, 0
         self.append(Q, AQ)
+        self.anchored = anchored
 
 
 @_one_blas_thread
