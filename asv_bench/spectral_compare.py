@@ -89,7 +89,8 @@ def main():
         f"Machine: {platform.node() or 'vm'}, {os.cpu_count()} logical CPUs (shared); "
         f"load average (1 min) {load0[0]:.2f} at start, {load1[0]:.2f} at end.",
         "",
-        "| system | eigen_solver | fit (s) | vs scikit-learn | CPU (s) | peak RSS (MB) | "
+        "| system | eigen_solver | fit (s) | vs scikit-learn | CPU (s) | "
+        "peak RSS (MB) | "
         "ARI vs planted | kernel products (columns) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -98,7 +99,8 @@ def main():
         prod = "" if r["products"] is None else (f"{r['products']['products']} "
                                                  f"({r['products']['columns']})")
         lines.append(f"| {r['system']} | {r['solver']} | {r['fit_s']:.2f} | {ratio} | "
-                     f"{r['cpu_s']:.1f} | {r['peak_mb']:.0f} | {r['ari']:.4f} | {prod} |")
+                     f"{r['cpu_s']:.1f} | {r['peak_mb']:.0f} | {r['ari']:.4f} | "
+                     f"{prod} |")
     emit(lines, args.out)
 
 

@@ -252,7 +252,8 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # is then A_fast's plus A_fast's rounding: one exact product confirms
     # it), or at A_fast's rounding floor for tolerances below it (from there
     # the Rayleigh-Ritz steps anchored on exact products refine it)
-    switch = max(tol / 2, _FAST_FLOOR * float(np.finfo(fast_dtype).eps)) if A_fast is not None else 0
+    eps_fast = float(np.finfo(fast_dtype).eps)
+    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if A_fast is not None else 0
 
     def product(V, exact):
         f, t = (matmat, dtype) if exact else (fast, fast_dtype)
@@ -269,7 +270,6 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # the residual at which the basis is good enough to try: switch for fast
     # products, tol for exact ones
     target = switch if A_fast is not None else tol
-    eps_fast = float(np.finfo(fast_dtype).eps)
     stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
     while True:
         # extend the basis: each new block is A times the last one, made
@@ -596,7 +596,7 @@ class CenteredOperator(LinearOperator):
     @property
     def grand_mean(self):
         """``1^T K 1 / n^2``."""
-        return float(self.row_means.mean()) if self._row_means is None else self._grand_mean
+        return float(self.row_means.mean())
 
     def _matmat(self, V):
         V = np.asarray(V)
@@ -610,7 +610,8 @@ class CenteredOperator(LinearOperator):
             KV = np.asarray(self.op.matmat(V), np.float64)
         s = V.sum(axis=0, dtype=np.float64)  # 1^T v
         mv = self._row_means @ V  # m^T v
-        out = KV - mv[None, :] - np.outer(self._row_means, s) + self._grand_mean * s[None, :]
+        out = (KV - mv[None, :] - np.outer(self._row_means, s)
+               + self._grand_mean * s[None, :])
         return out.astype(np.result_type(V.dtype, np.float32), copy=False)
 
     def _matvec(self, v):

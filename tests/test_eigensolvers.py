@@ -104,7 +104,8 @@ def test_centered_operator_is_the_centred_matrix(backend, dtype):
     late = CenteredOperator(KernelOperator(make_kernel("rbf", gamma=0.2), X,
                                            backend=backend), defer=True)
     np.testing.assert_allclose(late @ V, C @ K @ C @ V, atol=VAL_TOL[dtype] * 1e3)
-    np.testing.assert_allclose(late.row_means, K.mean(axis=1), rtol=VAL_TOL[dtype] * 1e3)
+    np.testing.assert_allclose(late.row_means, K.mean(axis=1),
+                               rtol=VAL_TOL[dtype] * 1e3)
     assert late.grand_mean == pytest.approx(K.mean(), rel=VAL_TOL[dtype] * 1e3)
 
 

@@ -59,8 +59,8 @@ def test_lanczos_from_a_nystroem_start_matches_dense_eigh(backend):
     eigenvectors, with float32 Krylov blocks: the default tolerance (a
     relative residual of 1e-6) gives eigenvalues to about its square."""
     X = _data(900)
-    model = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="lanczos", random_state=0,
-                      backend=backend).fit(X)
+    model = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="lanczos",
+                      random_state=0, backend=backend).fit(X)
     w, V = _reference(X, 4, gamma=2.0)
     np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-10)
     _assert_same_up_to_sign(model.eigenvectors_, V, 1e-5)
