@@ -63,10 +63,27 @@ def residual(X, model) -> float:
     return float((np.linalg.norm(R, axis=0) / lam).max())
 
 
+def count_products():
+    """Count kerneltools' kernel products (calls, columns) in this process."""
+    from kerneltools._operators import KernelOperator
+
+    tally = {"products": 0, "columns": 0}
+    inner = KernelOperator._matmat
+
+    def counted(self, V):
+        tally["products"] += 1
+        tally["columns"] += 1 if V.ndim == 1 else V.shape[1]
+        return inner(self, V)
+
+    KernelOperator._matmat = counted
+    return tally
+
+
 def child(system, solver, n, landmarks, residual_max_n):
     import resource
 
     X = make_data(n)
+    tally = count_products() if system == "kerneltools" else None
     if system == "sklearn":
         from sklearn.decomposition import KernelPCA
     else:
@@ -78,13 +95,16 @@ def child(system, solver, n, landmarks, residual_max_n):
     t0, c0 = time.perf_counter(), time.process_time()
     model.fit(X)
     fit_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    products = None if tally is None else dict(tally)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     bound = getattr(model, "approximation_error_", None)
     print(json.dumps({"system": system, "solver": solver, "n": n, "fit_s": fit_s,
                       "cpu_s": cpu_s, "peak_mb": rss, "base_mb": base,
                       "residual": residual(X, model) if n <= residual_max_n else None,
                       "bound": None if bound is None else bound / model.eigenvalues_[0],
-                      "top": float(model.eigenvalues_[0])}))
+                      "top": float(model.eigenvalues_[0]),
+                      "eigenvalues": [float(v) for v in model.eigenvalues_],
+                      "products": products}))
 
 
 def main():
@@ -121,9 +141,11 @@ def main():
         "",
         "| system | eigen_solver | fit (s) | vs first scikit-learn case | CPU (s) | "
         "peak RSS (MB) (before the fit) | max |Kc v - lambda v| / lambda | "
-        "stated eigenvalue error / lambda_1 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "stated eigenvalue error / lambda_1 | max eigenvalue difference to the first "
+        "case, relative | kernel products (columns) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    ref = rows[0]["eigenvalues"] if rows else None
     for r in rows:
         ratio = f"{anchor / r['fit_s']:.2f}x" if anchor else ""
         res = "not measured" if r["residual"] is None else f"{r['residual']:.1e}"
@@ -131,9 +153,12 @@ def main():
         name = r["solver"]
         if name == "nystroem":
             name += f" (m = {args.landmarks})"
+        diff = max(abs(a / b - 1) for a, b in zip(r["eigenvalues"], ref))
+        prod = "" if r["products"] is None else (f"{r['products']['products']} "
+                                                 f"({r['products']['columns']})")
         lines.append(f"| {r['system']} | {name} | {r['fit_s']:.2f} | {ratio} | "
                      f"{r['cpu_s']:.1f} | {r['peak_mb']:.0f} ({r['base_mb']:.0f}) | {res} | "
-                     f"{bound} |")
+                     f"{bound} | {diff:.1e} | {prod} |")
     emit(lines, args.out)
 
 

@@ -8,6 +8,10 @@ Rand index of the labels against the planted clusters.
 
     python asv_bench/spectral_compare.py                  # n = 10^4, both
     python asv_bench/spectral_compare.py --n 100000 --cases kerneltools
+    python asv_bench/spectral_compare.py --cases kerneltools,kerneltools:lobpcg
+
+A case is ``system[:eigen_solver]``; kerneltools also reports its kernel
+products (reductions) and their columns.
 """
 
 from __future__ import annotations
@@ -37,23 +41,30 @@ def make_data(n, seed=0):
     return centers[y] + rng.normal(size=(n, D)), y
 
 
-def child(system, n):
+def child(case, n):
     import resource
 
     from sklearn.metrics import adjusted_rand_score
 
     X, y = make_data(n)
+    system, _, solver = case.partition(":")
+    tally = None
     if system == "sklearn":
         from sklearn.cluster import SpectralClustering
     else:
+        from kpca_compare import count_products
+
         from kerneltools.estimators import SpectralClustering
-    model = SpectralClustering(N_CLUSTERS, gamma=GAMMA, random_state=0)
+        tally = count_products()
+    model = SpectralClustering(N_CLUSTERS, gamma=GAMMA, random_state=0,
+                               eigen_solver=solver or None)
     t0, c0 = time.perf_counter(), time.process_time()
     labels = model.fit_predict(X)
     fit_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"system": system, "n": n, "fit_s": fit_s, "cpu_s": cpu_s,
-                      "peak_mb": rss,
+    print(json.dumps({"system": system, "solver": solver or "default", "n": n,
+                      "fit_s": fit_s, "cpu_s": cpu_s, "peak_mb": rss,
+                      "products": None if tally is None else dict(tally),
                       "ari": adjusted_rand_score(y, labels)}))
 
 
@@ -78,14 +89,18 @@ def main():
         f"Machine: {platform.node() or 'vm'}, {os.cpu_count()} logical CPUs (shared); "
         f"load average (1 min) {load0[0]:.2f} at start, {load1[0]:.2f} at end.",
         "",
-        "| system | fit (s) | vs scikit-learn | CPU (s) | peak RSS (MB) | ARI vs planted |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| system | eigen_solver | fit (s) | vs scikit-learn | CPU (s) | "
+        "peak RSS (MB) | "
+        "ARI vs planted | kernel products (columns) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ratio = f"{anchor / r['fit_s']:.2f}x" if anchor else ""
-        lines.append(f"| {r['system']} | {r['fit_s']:.2f} | {ratio} | {r['cpu_s']:.1f} | "
-                     f"{r['peak_mb']:.0f} | "
-                     f"{r['ari']:.4f} |")
+        prod = "" if r["products"] is None else (f"{r['products']['products']} "
+                                                 f"({r['products']['columns']})")
+        lines.append(f"| {r['system']} | {r['solver']} | {r['fit_s']:.2f} | {ratio} | "
+                     f"{r['cpu_s']:.1f} | {r['peak_mb']:.0f} | {r['ari']:.4f} | "
+                     f"{prod} |")
     emit(lines, args.out)
 
 

@@ -53,6 +53,16 @@ __all__ = ["block_lanczos", "lobpcg", "randomized_eigsh", "eigsh", "CenteredOper
 #: The methods of :func:`eigsh`.
 EIGEN_METHODS = ("lanczos", "lobpcg", "randomized", "arpack")
 
+#: The rounding floor of a lower-precision operator's products, in units of
+#: its dtype's epsilon, relative to the largest eigenvalue: below it, more
+#: Krylov blocks of ``A_fast`` no longer bring ``A``'s residual down (float32
+#: rbf kernels, n = 10^4: ``A``'s residual stayed at 2.6e-7 = 2.2 eps once
+#: ``A_fast``'s was 7e-9).
+_FAST_FLOOR = 2.0
+#: Up to this many epsilons, a fast residual that stops falling (by half in a
+#: restart) is taken for the floor.
+_FAST_STALL = 1e3
+
 
 def _matmat_of(A, who):
     """``(V -> A V, n, dtype)`` for an operator, array or callable."""
@@ -155,23 +165,28 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
-    the block Krylov basis ``Q = [X, A X, A^2 X, ...]`` (``n_blocks`` blocks,
-    each orthogonalised against all the previous ones), takes the Ritz pairs
-    of ``Q^T A Q``, and restarts from the best ``k + b // 2`` Ritz vectors and
-    their residuals until the ``k`` wanted ones have
-    ``|A v - theta v| <= tol * |theta_max|``. Each step costs one product of
-    ``A`` with ``b`` vectors (one reduction for a kernel operator).
+    the block Krylov basis ``Q = [X, A X, A^2 X, ...]`` (at most ``n_blocks``
+    blocks, each orthogonalised against all the previous ones) until the
+    residuals that the basis predicts for the ``k`` wanted Ritz pairs
+    (:func:`_ritz_residual_estimate`, from the last block alone) reach the
+    target, takes the Ritz pairs of ``Q^T A Q``, and restarts from the best
+    ``k + b // 2`` Ritz vectors and their residuals until the ``k`` wanted
+    ones have ``|A v - theta v| <= tol * |theta_max|``. Each step costs one
+    product of ``A`` with ``b`` vectors (one reduction for a kernel operator).
 
     With ``A_fast`` (the same operator in lower precision, e.g. the kernel in
     float32: about half the cost per product), the Krylov blocks are products
     with ``A_fast`` and the orthogonalisation and Rayleigh-Ritz stay float64;
-    once the Ritz vectors have converged as far as ``A_fast`` tells, ``A``
-    itself is applied to the ``k`` wanted ones, which anchors the next
-    Rayleigh-Ritz on exact products and measures the residual that decides
-    convergence. A product of ``A_fast`` with a Krylov block enters the
-    Ritz vectors with a weight of the order of their residual, so its
-    rounding error shrinks with it: mixed precision reaches ``A``'s own
-    accuracy (iterative refinement, as in mixed-precision linear solvers).
+    once ``A_fast``'s residuals reach half of ``tol`` (or ``A_fast``'s
+    rounding floor, for smaller tolerances), ``A`` itself is applied to the
+    ``k`` wanted Ritz vectors, which measures the residual that decides
+    convergence and anchors any further Rayleigh-Ritz on exact products. A
+    product of ``A_fast`` with a Krylov block enters the Ritz vectors with a
+    weight of the order of their residual, so its rounding error shrinks
+    with it: mixed precision reaches ``A``'s own accuracy (iterative
+    refinement, as in mixed-precision linear solvers). With a good ``X0``
+    (:func:`kerneltools.linalg.nystroem_start`) one exact product is
+    usually the only one.
 
     Parameters
     ----------
@@ -184,7 +199,7 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     block_size : int, optional
         Vectors per product (default ``min(n, max(k, 8))``).
     n_blocks : int, optional
-        Blocks of the basis between restarts (default: enough for about
+        Most blocks of the basis between restarts (default: enough for about
         ``3 k + 2 b`` columns, at least 3).
     tol : float, optional
         Relative residual; default ``1e-10`` (float64 operators) or ``1e-5``
@@ -233,44 +248,68 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         if n_fast != n:
             raise ValueError(f"{who}: 'A_fast' must have the shape of 'A', ({n}, {n}); "
                              f"got ({n_fast}, {n_fast})")
-    # the residual below which A_fast's products stop telling the truth
-    # (its rounding, relative to the largest eigenvalue): A decides from there
-    switch = max(tol, 1e3 * float(np.finfo(fast_dtype).eps)) if A_fast is not None else 0
+    # A is applied when A_fast's residual is half the tolerance (A's residual
+    # is then A_fast's plus A_fast's rounding: one exact product confirms
+    # it), or at A_fast's rounding floor for tolerances below it (from there
+    # the Rayleigh-Ritz steps anchored on exact products refine it)
+    eps_fast = float(np.finfo(fast_dtype).eps)
+    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if A_fast is not None else 0
 
     def product(V, exact):
         f, t = (matmat, dtype) if exact else (fast, fast_dtype)
         return sign * np.asarray(f(V.astype(t)), dtype=np.float64)
 
     start = time.perf_counter()
-    Q = _orthonormalize(X, None, rng, 1.0)
-    AQ = product(Q, A_fast is None)
+    limit = min(n, n_blocks * b + keep)
+    basis = _Basis(n, limit + b)
+    W = _orthonormalize(X, None, rng, 1.0)
+    basis.append(W, product(W, A_fast is None))
     products = 1
     restart = 0
     anchored = 0
+    # the residual at which the basis is good enough to try: switch for fast
+    # products, tol for exact ones
+    target = switch if A_fast is not None else tol
+    stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
     while True:
         # extend the basis: each new block is A times the last one, made
-        # orthogonal to the whole basis (full re-orthogonalisation)
-        scale = np.linalg.norm(AQ, axis=0).max()
-        while Q.shape[1] + b <= min(n, n_blocks * b + keep):
-            W = _orthonormalize(AQ[:, -b:], Q, rng, scale)
-            Q = np.hstack([Q, W])
-            AQ = np.hstack([AQ, product(W, A_fast is None)])
+        # orthogonal to the whole basis (full re-orthogonalisation), until
+        # the Ritz residuals that the basis predicts reach the target
+        scale = np.linalg.norm(basis.AQ, axis=0).max()
+        while True:
+            P, estimate = _ritz_residual_estimate(basis, b, k)
+            # anchored on exact products (refining below A_fast's rounding),
+            # the estimate from fast products is no guide: the basis is filled
+            if (estimate <= target and not (anchored and A_fast is not None)) \
+                    or basis.size + b > limit or products >= max_iter:
+                break
+            W = _orthonormalize(P, basis.Q, rng, scale)
+            basis.append(W, product(W, A_fast is None))
             products += 1
-        X, AX, theta, R, res, ref = _rayleigh_ritz(Q, AQ, keep, anchored)
+        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored)
         exact = A_fast is None
-        if not exact and (res[:k].max() <= switch * ref or products >= max_iter):
-            # A on the wanted Ritz vectors: the residuals that count, and
+        fast_res = res[:k].max() / ref
+        # A_fast's rounding floor is a guess (it grows with the operator's
+        # conditioning: 1e-6 for a normalised affinity of 150 points): a fast
+        # residual that stopped falling near it calls A too
+        stalled = stalled_at > 0 and fast_res > stalled_at / 2
+        if not exact and (fast_res <= switch or stalled or products >= max_iter):
+            # A on the k wanted Ritz vectors: the residuals that count, and
             # exact products under the next Rayleigh-Ritz
+            X = X[:, :k]
             AX = product(X, True)
             products += 1
-            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, keep)
+            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k)
             exact = True
         anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
         done = int(np.sum(res[:k] <= tol * ref)) if exact else 0
         if verbose:
+            note = ""
+            if A_fast is not None:
+                note = (" (fast products)" if not exact
+                        else f" (fast products: {fast_res:.2e})")
             print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
-                  f"residual {res[:k].max() / ref:.2e}"
-                  f"{'' if exact else ' (fast products)'}, {products} products, "
+                  f"residual {res[:k].max() / ref:.2e}{note}, {products} products, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
         if done == k or (exact and products >= max_iter):
             if done < k:
@@ -278,14 +317,83 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
             w, V = sign * theta[:k], X[:, :k]
             order = np.argsort(w)
             return w[order], V[:, order]
+        if not exact:
+            stalled_at = fast_res if fast_res <= _FAST_STALL * eps_fast else 0.0
         # thick restart: keep the best Ritz vectors (and A times them); the
         # next block continues the Krylov space from their residuals
-        Q, AQ = _reorthonormalize(X, AX)
+        basis.reset(*_reorthonormalize(X, AX), anchored=anchored)
         restart += 1
-        R = _orthonormalize(R[:, :b], Q, rng, scale)
-        Q = np.hstack([Q, R])
-        AQ = np.hstack([AQ, product(R, A_fast is None)])
+        W = _orthonormalize(R[:, :b], basis.Q, rng, scale)
+        basis.append(W, product(W, A_fast is None))
         products += 1
+
+
+class _Basis:
+    """The Krylov basis ``Q``, ``A Q`` and the projection ``T = Q^T A Q`` in
+    preallocated arrays, grown in place (``np.hstack`` would copy the whole
+    basis at each block: quadratic in its width); ``T`` gains one block
+    column per block, ``O(n m b)`` for a basis of ``m`` columns."""
+
+    def __init__(self, n, capacity):
+        self._Q = np.empty((n, capacity))
+        self._AQ = np.empty((n, capacity))
+        self._T = np.empty((capacity, capacity))
+        self.size = 0
+        self.anchored = 0  # leading columns whose A Q are exact products
+
+    @property
+    def Q(self):
+        return self._Q[:, :self.size]
+
+    @property
+    def AQ(self):
+        return self._AQ[:, :self.size]
+
+    @property
+    def T(self):
+        return self._T[:self.size, :self.size]
+
+    @_one_blas_thread
+    def append(self, W, AW):
+        start, end = self.size, self.size + W.shape[1]
+        self._Q[:, start:end] = W
+        self._AQ[:, start:end] = AW
+        self.size = end
+        C = self.Q.T @ AW  # the new block column of Q^T A Q
+        if self.anchored and start >= self.anchored:
+            # coupling with the exact columns from the exact side (as
+            # _rayleigh_ritz takes it)
+            C[:self.anchored] = self.AQ[:, :self.anchored].T @ W
+        self._T[:end, start:end] = C
+        self._T[start:end, :start] = C[:start].T
+
+    def reset(self, Q, AQ, anchored=0):
+        self.size, self.anchored = 0, 0
+        self.append(Q, AQ)
+        self.anchored = anchored
+
+
+@_one_blas_thread
+def _ritz_residual_estimate(basis, b, k):
+    """``(P, r)``: the last block's product made orthogonal to the basis,
+    ``P = (I - Q Q^T) A Q_last``, and the largest relative residual of the
+    ``k`` wanted Ritz pairs that the basis predicts, without forming them.
+
+    Every block but the last is mapped by ``A`` into the basis (the next
+    block was made from its product; a kept Ritz vector ``x`` has
+    ``A x = theta x + r`` and the block after the kept ones spans ``r``),
+    so for a Ritz vector ``x = Q y``, ``(A - theta) x = P y_last`` with
+    ``y_last`` its coordinates on the last block: a ``b``-column product
+    instead of the ``n x m`` Rayleigh-Ritz (the classical block Lanczos
+    estimate, ``|B_j y_last|``). ``P`` is also the start of the next
+    block's orthogonalisation."""
+    size = basis.size
+    P = basis.AQ[:, size - b:] - basis.Q @ basis.T[:, size - b:]
+    T = basis.T
+    theta, Y = scipy.linalg.eigh((T + T.T) / 2)
+    Y = Y[:, ::-1][:, :k]
+    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    return P, float(np.linalg.norm(P @ Y[size - b:], axis=0).max() / ref)
 
 
 @_one_blas_thread
@@ -456,24 +564,54 @@ class CenteredOperator(LinearOperator):
     row_means : array (n,), optional
         ``K 1 / n`` if known (say, from the same kernel in higher precision:
         a float32 twin of a float64 operator then centres exactly as it).
+    defer : bool, default False
+        Compute the row means with the first product, ``K [V, 1]`` in one
+        reduction, instead of by a product of their own at construction
+        (one pass over the pairs fewer; reading ``row_means`` before any
+        product computes them).
     """
 
-    def __init__(self, K, row_means=None):
+    def __init__(self, K, row_means=None, *, defer=False):
         n = K.shape[0]
         self.op = K
-        if row_means is None:
+        self._row_means = None
+        if row_means is not None:
+            self._set_row_means(row_means)
+        elif not defer:
             ones = np.ones((n, 1), dtype=K.dtype)
-            row_means = np.asarray(K.matmat(ones), np.float64).ravel() / n
-        self.row_means = np.asarray(row_means, np.float64).reshape(n)
-        self.grand_mean = float(self.row_means.mean())
+            self._set_row_means(np.asarray(K.matmat(ones), np.float64).ravel() / n)
         super().__init__(dtype=_working_dtype(K), shape=K.shape)
+
+    def _set_row_means(self, row_means):
+        self._row_means = np.asarray(row_means, np.float64).reshape(self.op.shape[0])
+        self._grand_mean = float(self._row_means.mean())
+
+    @property
+    def row_means(self):
+        """``K 1 / n``, float64."""
+        if self._row_means is None:
+            self._matmat(np.zeros((self.op.shape[0], 1), self.op.dtype))
+        return self._row_means
+
+    @property
+    def grand_mean(self):
+        """``1^T K 1 / n^2``."""
+        return float(self.row_means.mean())
 
     def _matmat(self, V):
         V = np.asarray(V)
-        KV = np.asarray(self.op.matmat(V), np.float64)
+        if self._row_means is None:  # deferred: the row means ride along
+            n = V.shape[0]
+            ones = np.full((n, 1), 1.0, dtype=V.dtype)
+            KV = np.asarray(self.op.matmat(np.hstack([V, ones])), np.float64)
+            self._set_row_means(KV[:, -1] / n)
+            KV = KV[:, :-1]
+        else:
+            KV = np.asarray(self.op.matmat(V), np.float64)
         s = V.sum(axis=0, dtype=np.float64)  # 1^T v
-        mv = self.row_means @ V  # m^T v
-        out = KV - mv[None, :] - np.outer(self.row_means, s) + self.grand_mean * s[None, :]
+        mv = self._row_means @ V  # m^T v
+        out = (KV - mv[None, :] - np.outer(self._row_means, s)
+               + self._grand_mean * s[None, :])
         return out.astype(np.result_type(V.dtype, np.float32), copy=False)
 
     def _matvec(self, v):

@@ -26,6 +26,7 @@ import copy
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
+from threadpoolctl import threadpool_limits
 
 from ._operators import _cg  # noqa: F401  (the one CG: tests check its identity)
 from ._operators import KernelOperator, _count, _shift, conjugate_gradient, solve_with_logdet
@@ -343,7 +344,7 @@ from ._eigensolvers import (  # noqa: E402
 
 __all__ += ["EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
             "block_lanczos", "eigsh", "lobpcg", "randomized_eigsh", "nystroem_eigh",
-            "landmark_sums"]
+            "landmark_sums", "nystroem_start", "START_LANDMARKS"]
 
 
 def landmark_sums(kernel, X, Z, A, *, block: int = 4096) -> np.ndarray:
@@ -360,7 +361,7 @@ def landmark_sums(kernel, X, Z, A, *, block: int = 4096) -> np.ndarray:
 
 
 def nystroem_eigh(kernel, X, k: int, *, n_landmarks: int = 1000, random_state=None,
-                  backend=None):
+                  backend=None, center: bool = True, scale=None):
     """The top ``k`` eigenpairs of the centred Nystroem approximation of a kernel.
 
     With ``m`` landmarks ``Z`` drawn uniformly from X and ``F = K(X, Z) W``,
@@ -395,6 +396,12 @@ def nystroem_eigh(kernel, X, k: int, *, n_landmarks: int = 1000, random_state=No
     random_state : int, Generator or None
         Draws the landmarks.
     backend : {"auto", "cpu", "cuda", "numpy"} or None
+    center : bool, default True
+        False: the eigenpairs of ``F F^T`` itself (no centring, ``mu = 0``).
+    scale : array (n,), optional
+        Row weights ``s``: the eigenpairs of ``S F F^T S`` (``S = diag(s)``)
+        approximating ``S K S`` (say ``s = d^-1/2`` for a normalised
+        affinity); the bound is then ``tr(S (K - F F^T) S)``.
 
     Returns
     -------
@@ -420,23 +427,64 @@ def nystroem_eigh(kernel, X, k: int, *, n_landmarks: int = 1000, random_state=No
     white = kernel.white_level()
     Kmm = np.asarray(kernel(Z), np.float64)
     Kmm[np.diag_indices_from(Kmm)] -= white
-    S, Vm = np.linalg.eigh(Kmm)
+    with threadpool_limits(limits=1, user_api="blas"):  # m x m: threads only wait
+        S, Vm = np.linalg.eigh(Kmm)
     kept = S > 1e-8 * max(S[-1], np.finfo(np.float64).tiny)
     W = Vm[:, kept] / np.sqrt(S[kept])
-    gram, _ = _gram(kernel, X64, Z, np.ones(n), W)
-    mu = W.T @ landmark_sums(kernel, X64, Z, np.ones((n, 1)))[:, 0] / n
+    s2 = None if scale is None else np.asarray(scale, np.float64).reshape(n) ** 2
+    # F^T S^2 F (_gram's D^-1 is S^2)
+    gram, _ = _gram(kernel, X64, Z, np.ones(n) if s2 is None else 1 / s2, W)
+    mu = np.zeros(W.shape[1])
+    if center:
+        weights = np.ones((n, 1)) if scale is None else np.sqrt(s2)[:, None]
+        mu = W.T @ landmark_sums(kernel, X64, Z, weights)[:, 0] / n
     G = gram - n * np.outer(mu, mu)
-    s, U = scipy.linalg.eigh((G + G.T) / 2)
+    with threadpool_limits(limits=1, user_api="blas"):
+        s, U = scipy.linalg.eigh((G + G.T) / 2)
     s, U = s[::-1][:k], U[:, ::-1][:, :k]
     FU = np.asarray(KernelOperator(kernel, X64, Z, backend=backend).matmat(W @ U),
                     np.float64)
-    scale = np.where(s > 0, 1 / np.sqrt(np.clip(s, np.finfo(np.float64).tiny, None)), 0)
+    if scale is not None:
+        FU *= np.sqrt(s2)[:, None]
+    inv = np.where(s > 0, 1 / np.sqrt(np.clip(s, np.finfo(np.float64).tiny, None)), 0)
     FU -= mu @ U  # in place: at n = 10^6 each (n, k) temporary is 80 MB
-    FU *= scale
+    FU *= inv
     V = FU
-    error = max(float(_residual_diag(kernel, X64).sum() - np.trace(gram)), 0.0)
+    diag = _residual_diag(kernel, X64)
+    error = max(float((diag if s2 is None else diag * s2).sum() - np.trace(gram)), 0.0)
     info = {"landmarks": idx, "Z": Z, "W": W, "mean_feature": mu, "error_bound": error}
     return s, V, info
+
+
+#: Landmarks of :func:`nystroem_start`.
+START_LANDMARKS = 200
+
+
+def nystroem_start(kernel, X, b: int, *, n_landmarks: int = START_LANDMARKS,
+                   center: bool = True, scale=None, random_state=None, backend=None):
+    """A starting block of ``b`` vectors for :func:`block_lanczos` on a kernel
+    operator (centred, or scaled as ``S K S``): the top eigenvectors of its
+    Nystroem approximation on ``n_landmarks`` uniform landmarks
+    (:func:`nystroem_eigh`, ``O(n m (d + m))``, a small fraction of one
+    product with the operator for ``m`` well below ``n``), completed by random
+    normal columns when the approximation has fewer than ``b``.
+
+    Block Lanczos then starts near the wanted invariant subspace: on 20
+    Gaussian blobs (n = 10^4, D = 16, rbf, 10 components) the float32 Krylov
+    products needed to reach a relative residual of 1e-6 went from 8 to 5.
+    """
+    n = len(X)
+    m = min(int(n_landmarks), n)
+    if isinstance(random_state, np.random.RandomState):  # scikit-learn's kind
+        random_state = int(random_state.randint(np.iinfo(np.int32).max))
+    with threadpool_limits(limits=1, user_api="blas"):  # thin products: threads wait
+        _, V, _ = nystroem_eigh(kernel, X, min(b, m), n_landmarks=m,
+                                random_state=random_state, backend=backend,
+                                center=center, scale=scale)
+    if V.shape[1] < b:
+        rng = np.random.default_rng(random_state)
+        V = np.hstack([V, rng.standard_normal((n, b - V.shape[1]))])
+    return V
 
 
 class LaplacianPreconditioner(LinearOperator):

@@ -100,6 +100,13 @@ def test_centered_operator_is_the_centred_matrix(backend, dtype):
     C = np.eye(90) - 1.0 / 90
     V = np.random.default_rng(3).normal(size=(90, 4))
     np.testing.assert_allclose(op @ V, C @ K @ C @ V, atol=VAL_TOL[dtype] * 1e3)
+    # the row means riding along with the first product: the same operator
+    late = CenteredOperator(KernelOperator(make_kernel("rbf", gamma=0.2), X,
+                                           backend=backend), defer=True)
+    np.testing.assert_allclose(late @ V, C @ K @ C @ V, atol=VAL_TOL[dtype] * 1e3)
+    np.testing.assert_allclose(late.row_means, K.mean(axis=1),
+                               rtol=VAL_TOL[dtype] * 1e3)
+    assert late.grand_mean == pytest.approx(K.mean(), rel=VAL_TOL[dtype] * 1e3)
 
 
 def test_normalized_affinity_is_scipy_laplacian(backend, dtype):
@@ -177,3 +184,44 @@ def test_laplacian_preconditioner_is_its_woodbury_inverse(backend):
     ref_w, ref_V = scipy.linalg.eigh((L + L.T) / 2)
     np.testing.assert_allclose(w, ref_w[:3], atol=1e-8)
     _assert_eigvecs(V, ref_V[:, :3], 1e-6)
+
+
+def test_ritz_residual_estimate_is_the_ritz_residual():
+    """The residuals predicted from the last block alone are those of the
+    Ritz pairs, formed explicitly, in a Krylov basis and after a thick restart."""
+    from kerneltools._eigensolvers import (_Basis, _orthonormalize, _rayleigh_ritz,
+                                           _reorthonormalize, _ritz_residual_estimate)
+
+    rng = np.random.default_rng(5)
+    Q0, _ = np.linalg.qr(rng.normal(size=(150, 150)))
+    A = (Q0 * np.linspace(0, 10, 150) ** 2) @ Q0.T
+    b, k = 5, 3
+    basis = _Basis(150, 40)
+    W = _orthonormalize(rng.normal(size=(150, b)), None, rng, 1.0)
+    basis.append(W, A @ W)
+    for restart in range(2):
+        for _ in range(3):
+            P, estimate = _ritz_residual_estimate(basis, b, k)
+            W = _orthonormalize(P, basis.Q, rng, 1.0)
+            basis.append(W, A @ W)
+        _, estimate = _ritz_residual_estimate(basis, b, k)
+        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, k + 2)
+        assert estimate == pytest.approx(res[:k].max() / ref, rel=1e-6)
+        basis.reset(*_reorthonormalize(X, AX))
+        W = _orthonormalize(R[:, :b], basis.Q, rng, 1.0)
+        basis.append(W, A @ W)
+
+
+def test_nystroem_eigh_scaled_and_uncentred_with_every_point_a_landmark():
+    """center=False, scale=s: the eigenpairs of S K S (exact when every
+    point is a landmark), the bound 0."""
+    from kerneltools.linalg import nystroem_eigh
+
+    X = _data(60)
+    s = np.random.default_rng(6).uniform(0.5, 2.0, 60)
+    w, V, info = nystroem_eigh(make_kernel("rbf", gamma=0.3), X, 4, n_landmarks=60,
+                               center=False, scale=s)
+    ref_w, ref_V = scipy.linalg.eigh(s[:, None] * _dense_rbf(X, 0.3) * s[None, :])
+    np.testing.assert_allclose(w, ref_w[::-1][:4], rtol=1e-8)
+    _assert_eigvecs(V, ref_V[:, ::-1][:, :4], 1e-6)
+    assert info["error_bound"] <= 1e-8 * ref_w[-1]

@@ -54,6 +54,26 @@ def test_rbf_matches_dense_eigh(solver, backend, dtype):
     _assert_same_up_to_sign(model.eigenvectors_, V, TOL[dtype])
 
 
+def test_lanczos_from_a_nystroem_start_matches_dense_eigh(backend):
+    """Above 4 START_LANDMARKS points, lanczos starts from the Nystroem
+    eigenvectors, with float32 Krylov blocks: the default tolerance (a
+    relative residual of 1e-6) gives eigenvalues to about its square."""
+    X = _data(900)
+    model = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="lanczos",
+                      random_state=0, backend=backend).fit(X)
+    w, V = _reference(X, 4, gamma=2.0)
+    np.testing.assert_allclose(model.eigenvalues_, w, rtol=1e-10)
+    _assert_same_up_to_sign(model.eigenvectors_, V, 1e-5)
+    Kc = _centred(X, gamma=2.0)
+    R = Kc @ model.eigenvectors_ - model.eigenvectors_ * model.eigenvalues_
+    assert np.linalg.norm(R, axis=0).max() <= kpca_module.LANCZOS_TOL * w[0]
+
+
+def _centred(X, **params):
+    K = pairwise_kernels(X, metric="rbf", **params)
+    return K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+
+
 @pytest.mark.parametrize(("kernel", "params"), [
     ("linear", {}), ("poly", {"gamma": 0.5, "degree": 2, "coef0": 1.0}),
     ("laplacian", {"gamma": 0.7}), ("cosine", {}), ("sigmoid", {"gamma": 0.1, "coef0": 0.0}),

@@ -13,8 +13,8 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
-from ..linalg import (CenteredOperator, KernelOperator, eigsh, landmark_sums,
-                      nystroem_eigh, randomized_eigsh)
+from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
+                      landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh)
 from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
@@ -247,9 +247,11 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                   - self._row_means[:, None].astype(K.dtype) + K.dtype.type(self._grand_mean))
             w, V = scipy.linalg.eigh(Kc, subset_by_index=(n - n_components, n - 1))
         else:
-            op = CenteredOperator(KernelOperator(kernel, X, backend=self.backend))
-            self._row_means, self._grand_mean = op.row_means, op.grand_mean
+            # the row means ride along with the first product
+            op = CenteredOperator(KernelOperator(kernel, X, backend=self.backend),
+                                  defer=True)
             w, V = self._iterative_eigs(op, n_components, solver, X)
+            self._row_means, self._grand_mean = op.row_means, op.grand_mean
         self.eigen_solver_ = solver
         self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype))
         if solver == "nystroem":
@@ -278,13 +280,19 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             # blocks of k + 10 vectors (scikit-learn's randomized oversampling):
             # the convergence then hangs on the gap after the (k + 10)-th
             # eigenvalue, not the (k + 1)-th; float64 data: the Krylov blocks
-            # are float32 products (half the cost), the residuals float64's
-            args["block_size"] = min(len(X), k + 10)
+            # are float32 products (half the cost; their own row means, with
+            # their first product), the residuals float64's. The first block:
+            # the Nystroem eigenvectors (a few products fewer).
+            b = args["block_size"] = min(len(X), k + 10)
+            if len(X) > 4 * START_LANDMARKS:
+                args["X0"] = nystroem_start(self._kernel(), X, b,
+                                            random_state=self.random_state,
+                                            backend=self.backend)
             if X.dtype == np.float64:
                 tol = LANCZOS_TOL if tol is None else tol
                 args["A_fast"] = CenteredOperator(
                     KernelOperator(self._kernel(), X.astype(np.float32),
-                                   backend=self.backend), row_means=op.row_means)
+                                   backend=self.backend), defer=True)
         return eigsh(op, k, method=solver, tol=tol, max_iter=self.max_iter, **args)
 
     def _landmark_map(self, kernel, X):
