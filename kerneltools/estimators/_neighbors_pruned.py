@@ -19,13 +19,7 @@ from .. import ranges as kr
 from ..lazy import Vi
 
 from ._neighbors_metrics import Metric
-from ._neighbors_search import (
-    FormulaSearch,
-    k_bucket,
-    masked,
-    masking_bounds,
-    with_sentinels,
-)
+from ._neighbors_search import FormulaSearch, masked
 
 #: Cluster pruning (``algorithm='auto'`` picks it): at most this many
 #: features, at least this many fitted points. Fitted points are cut into
@@ -288,16 +282,6 @@ def _near_pairs(lo, hi, radius, g: Grid):
     return a[order], b[order]
 
 
-def _group_starts(keys: np.ndarray) -> np.ndarray:
-    """Starts of the runs of ``PRUNE_QUERY_POINTS`` consecutive entries
-    (fewer at the end of a run) of equal ``keys`` (sorted)."""
-    bounds = np.flatnonzero(np.diff(keys, prepend=keys[:1] - 1))
-    lengths = np.diff(np.append(bounds, len(keys)))
-    per = -(-lengths // PRUNE_QUERY_POINTS)
-    run, first = _expand(np.arange(len(bounds)), bounds, per)
-    return bounds[run] + (first - bounds[run]) * PRUNE_QUERY_POINTS
-
-
 class PrunedSearch(FormulaSearch):
     """Exact K-smallest searches that visit only the nearby cells.
 
@@ -442,86 +426,6 @@ class PrunedSearch(FormulaSearch):
                                                       ranges=bs)
             v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
         return v, i
-
-    def radius_first_pass(self, X: np.ndarray, thr: np.ndarray, n_fit: int):
-        """The first pass of :func:`~._neighbors_search.radius_search`,
-        count then fill, over one set of cell pairs: the pairs of query cells
-        and fitted cells within the thresholds (box to box) are found once;
-        a block-sparse Sum of ``rdist <= t`` over them counts each query's
-        points (``t``: ``thr`` rounded up in X's dtype); then each query cell
-        gets the K of its largest count (plus one, rounded up to a power of
-        2) and the cells of one K go through one masked K-min over their
-        kept pairs only (:func:`~._neighbors_search.masked`).
-
-        Returns ``(pieces, todo, need)`` (the finished rows' K-min blocks,
-        the rows whose K slots all filled, their next K), or None where the
-        generic loop is used (few pairs, thresholds near overflow, many
-        queries).
-        """
-        X = self.metric.prepare(X)
-        bounds = masking_bounds(thr, X.dtype)
-        if (bounds is None or len(X) * len(self.Y) < PRUNE_MIN_PAIRS
-                or len(X) > PRUNE_QUERY_CHUNK):
-            return None
-        t, fill, sentinel = bounds
-        qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
-        cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
-        radius = np.sqrt(np.maximum(cell_thr, 0)) * (1 + _PRUNE_SLACK) + 1e-30
-        a, b = _near_pairs(qc.lo, qc.hi, radius, self.grid)
-        fc = self.grid.cells
-        bs = kr.BlockSparsity.from_pairs((len(X), len(self.Y)), qc.order, fc.order,
-                                         a, b, qc.ranges, fc.ranges,
-                                         priority=np.arange(len(a)))
-        t_i = Vi(t[:, None])
-        n = (self.rdist(X) <= t_i).sum(axis=1, backend=self.backend, ranges=bs)
-        need = np.minimum(np.rint(n).astype(np.int64).ravel() + 1, n_fit)
-        # the fill: queries grouped by K (a K-min's cost per pair grows with
-        # K), runs of PRUNE_QUERY_POINTS consecutive in Z-order within a K
-        ks = np.minimum(k_bucket(need), n_fit)
-        rows = qc.order[np.argsort(ks[qc.order], kind="stable")]
-        starts = _group_starts(ks[rows])
-        Xs = X[rows].astype(np.float64)
-        glo, ghi = np.minimum.reduceat(Xs, starts), np.maximum.reduceat(Xs, starts)
-        g_thr = np.maximum.reduceat(thr[rows], starts)
-        g_rad = np.sqrt(np.maximum(g_thr, 0)) * (1 + _PRUNE_SLACK) + 1e-30
-        a, b = _near_pairs(glo, ghi, g_rad, self.grid)
-        g_k = ks[rows[starts]]
-        counts = np.diff(np.append(starts, len(rows)))
-        pieces, todo = [], []
-        for k in np.unique(g_k).tolist():
-            groups = np.flatnonzero(g_k == k)
-            rk = rows[_expand(groups, starts[groups], counts[groups])[1]]
-            v, i = self._fill(X[rk], t[rk], groups, counts[groups], a, b,
-                              g_k == k, k, fill, sentinel)
-            real = i >= k
-            kept = real & (v <= thr[rk, None])
-            more = real[:, -1] & (k < n_fit)
-            need[rk[more]] = 2 * k
-            todo.append(rk[more])
-            pieces.append((rk[~more], v[~more], i[~more] - k, kept[~more]))
-        return pieces, np.concatenate(todo), need
-
-    def _fill(self, Xc, t, cells, counts, a, b, chosen, k, fill, sentinel):
-        """The masked K-min (k sentinels first) of the queries ``Xc`` (the
-        points of query ``cells``, cell after cell) over their kept cell
-        pairs ``(a, b)`` (those of the ``chosen`` query cells)."""
-        fc = self.grid.cells
-        pick = chosen[a]
-        local = np.cumsum(chosen) - 1  # query cell -> its rank among the chosen
-        first = np.arange(len(cells))
-        a_k = np.concatenate([first, local[a[pick]]])
-        b_k = np.concatenate([0 * first, b[pick] + 1])
-        ends = np.cumsum(counts)
-        ranges_i = np.stack([ends - counts, ends], 1)
-        order_j = np.concatenate([np.arange(k), fc.order + k])
-        ranges_j = np.concatenate([[[0, k]], fc.ranges + k])
-        bs = kr.BlockSparsity.from_pairs((len(Xc), len(self.Y) + k), np.arange(len(Xc)),
-                                         order_j, a_k, b_k, ranges_i, ranges_j,
-                                         priority=np.arange(len(a_k)))
-        (y_j,), w_j = with_sentinels(k, self.Y)
-        F = masked(self.metric.rdist(Vi(Xc), y_j), Vi(t[:, None]), w_j, fill, sentinel)
-        v, i = F.Kmin_argKmin(k, axis=1, backend=self.backend, ranges=bs)
-        return v.reshape(-1, k), i.reshape(-1, k)
 
     def _count_chunk(self, X: np.ndarray, thr: np.ndarray, per_row: bool):
         bs = self._within(X, thr)
