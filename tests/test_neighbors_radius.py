@@ -472,3 +472,47 @@ def test_radius_regressor_weights_errors():
     ragged = lambda d: np.array([r[:1] for r in d], dtype=object)  # noqa: E731
     with pytest.raises(ValueError, match="'weights' callable must return"):
         RadiusNeighborsRegressor(1.5, weights=ragged).fit(X, targets).predict(Q[:3])
+
+
+def test_pruned_radius_search_exact_ties_duplicates_far_from_origin(
+        monkeypatch, backend, dtype):
+    """The pruned (low-dimension) radius search against scipy's cKDTree, where
+    every distance is exact in float32: points on a grid of step 1/8 at
+    1024 from the origin, with many duplicates, pairs exactly at the radius
+    (included: ``d <= r``), radius 0 (the duplicates only) and per-query radii
+    among them; ``sort_results`` (ties by index) and ``X=None`` (each point
+    left out of its own row, its duplicates kept)."""
+    from scipy.spatial import cKDTree
+
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    rng = np.random.default_rng(7)
+    sites = rng.integers(0, 8, size=(1100, 3))
+    X = (1024 + sites[:800] / 8).astype(dtype)
+    Q = (1024 + sites[800:] / 8).astype(dtype)  # sites shared with X: distance 0
+    radii = rng.choice([0.0, 0.125, 0.25, 0.3], size=len(Q))
+    tree = cKDTree(X.astype(np.float64))
+    nn = NearestNeighbors(radius=0.25, backend=backend).fit(X)
+    assert nn._fit_method == "block_sparse"
+    cases = [(Q, 0.0, False), (Q, radii, True), (None, 0.25, True)]
+    for q, radius, sort in cases:
+        dist, ind = nn.radius_neighbors(q, radius=radius, sort_results=sort)
+        P = X if q is None else q
+        rr = np.broadcast_to(radius, (len(P),))
+        # exact distances: a nudge of 1e-9 keeps the pairs at the radius
+        expected = tree.query_ball_point(P.astype(np.float64), rr + 1e-9)
+        total = 0
+        for r, (d, i) in enumerate(zip(dist, ind)):
+            e = np.array(sorted(expected[r]), dtype=np.int64)
+            if q is None:
+                e = e[e != r]
+            de = np.sqrt(((X[e].astype(np.float64) - P[r]) ** 2).sum(1))
+            if sort:
+                order = np.lexsort((e, de))
+                e, de = e[order], de[order]
+            np.testing.assert_array_equal(i, e)
+            np.testing.assert_allclose(d, de, rtol=RTOL[dtype])
+            total += len(e)
+        assert total > len(P)  # duplicates and neighbourhoods, not empty rows
