@@ -24,6 +24,7 @@ from ._cache import atomic_write, kernel_folder, load_verified_library, store_li
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
 from ._cpu_codegen import IB, dot_products, generate_source, tile_size
+from ._cpu_dots import row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._errors import CompileError
 from ._plan import Plan
@@ -230,6 +231,7 @@ class CpuBackend:
         ]
         vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
         arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
+        arrays += [row_sqnorms(args[k], plan.dtype) for k in dot_args]  # (_cpu_dots)
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
         E = plan.red.out_dim([f.dim for f in plan.formulas])

@@ -45,6 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
+from ._cpu_dots import norm_given, norm_pointers
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
@@ -232,6 +233,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     block_setup, tile_setup = _dot_setup(plan, dots, False)
     var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    given.update(norm_given(dots))  # |y_j|^2 once per call (_cpu_dots)
     wide = _wide_code(formulas, given, rb, block_setup)
     given.update(wide.given(0))
     # j-only nodes (other than variables and the index) are computed once per
@@ -473,6 +475,7 @@ def _pointers(plan: Plan, dots, gemm: bool = False) -> list[str]:
     nargs = len(plan.arg_cats)
     arrays = array_args(plan, "int64_t")
     ins = arrays[:nargs] + [("const real_t", f"yq{q}") for q in range(len(dots))]
+    ins += norm_pointers(dots)
     ins += [("const real_t", "bq")] if gemm else []
     lines = [f"  {t} *restrict {n} = ({t} *)args[{k}];" for k, (t, n) in enumerate(ins)]
     lines[nargs:nargs] = [f"  {t} *restrict {n} = ({t} *)outs[{k}];"
