@@ -411,8 +411,8 @@ class LazyTensor(MathMethods, KeopsMethods):
         # the C backend's many-column Sum takes wider blocks (_cpu_gemm); the
         # block-sparse kernel has no such form
         width = (MATMUL_BLOCK if ranges_of(self) is not None else
-                 matmul_block(self.formula.dim, b2.shape[1],
-                              resolve_backend(backend).name, MATMUL_BLOCK))
+                 matmul_block(self.formula.dim, b2.shape[1], resolve_backend(backend).name,
+                              MATMUL_BLOCK, max(4, b2.dtype.itemsize)))
         if b2.shape[1] > width or (width > MATMUL_BLOCK and b2.shape[1] != width):
             return self._matmul_blocks(b2, backend, options, width).reshape(
                 (-1,) + b_arr.shape[1:])

@@ -135,9 +135,9 @@ def test_generated_wide_source_is_pinned():
 @pytest.mark.parametrize("e", [40, 300])
 def test_many_columns_in_wide_blocks_match_dense_numpy(e, backend):
     """``K @ B`` with more columns than the generic block (32): on the C
-    backend one many-column kernel of up to 256 columns (widths rounded up to
-    a multiple of 32 with zero columns, so K is computed once per 256
-    columns), elsewhere blocks of 32; the padding never shows."""
+    backend one many-column kernel of up to 128 float32 columns (widths
+    rounded up to a multiple of 32 with zero columns, so K is computed once
+    per 128 columns), elsewhere blocks of 32; the padding never shows."""
     d, dtype = CASES[1][0], np.dtype(np.float32)
     x, y, b = _data(d, e, dtype)
     F, ref = _gauss(x, y, b, 3.0 / d)
