@@ -24,8 +24,9 @@ from . import _ops
 
 __all__ = ["norm_given", "norm_pointers", "row_sqnorms"]
 
-#: Rows per chunk of the norms' double-precision pass (bounds its copy).
-_CHUNK_ROWS = 4096
+#: Bytes of one chunk of the norms' double-precision pass (bounds its copy:
+#: rows of 4096 would be 65 MB at D = 2,000).
+_CHUNK_BYTES = 1 << 22
 
 
 def norm_given(dots) -> dict:
@@ -44,8 +45,9 @@ def row_sqnorms(a: np.ndarray, dtype) -> np.ndarray:
     rounded to ``dtype``."""
     a = np.asarray(a)
     out = np.empty(len(a), dtype=np.float64)
-    for s in range(0, len(a), _CHUNK_ROWS):
-        blk = np.asarray(a[s:s + _CHUNK_ROWS], dtype=np.float64)
-        np.einsum("ij,ij->i", blk, blk, out=out[s:s + _CHUNK_ROWS])
+    rows = max(1, _CHUNK_BYTES // (8 * max(1, a.shape[1])))
+    for s in range(0, len(a), rows):
+        blk = np.asarray(a[s:s + rows], dtype=np.float64)
+        np.einsum("ij,ij->i", blk, blk, out=out[s:s + rows])
     with np.errstate(over="ignore"):  # a norm past the dtype's range: inf
         return out.astype(dtype)
