@@ -45,7 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_dots import norm_given, norm_pointers
+from ._cpu_dots import norm_given, norm_pointers, tile_free
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
@@ -54,7 +54,7 @@ from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
 __all__ = ["generate_source", "tile_size", "block_rows", "row_block", "dot_products",
-           "IB", "DOT_MIN_DIM"]
+           "tile_free_args", "IB", "DOT_MIN_DIM"]
 
 #: The vectorisable exp shared by the C kernels (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
@@ -212,6 +212,12 @@ def dot_products(plan: Plan) -> tuple:
     """Positions of the j-arguments whose dot products with an i-variable the
     micro-kernel computes (the run packs them once more, by chunks)."""
     return tuple(y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.red.smooth)[1])
+
+
+def tile_free_args(plan: Plan) -> tuple:
+    """Positions of the j-arguments read only through dot products and their
+    norms (_cpu_dots): the run passes no tiles for them."""
+    return tile_free(*_rewrite_dots(plan.formulas, plan.red.smooth))
 
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
@@ -488,8 +494,9 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     dot products' micro-kernel (x rows copied per block, products per tile)."""
     block_setup, tile_setup = [], []
     gemm = None if ranges else many_columns(plan)
+    free = () if ranges else tile_free_args(plan)
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
-        if cat == "j" and not (gemm and k == gemm[1].attrs[1]):
+        if cat == "j" and not (gemm and k == gemm[1].attrs[1]) and k not in free:
             offset = "j0" if ranges else f"j0 * {d}"
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
     for q, (node, x, y) in enumerate(dots):

@@ -268,7 +268,6 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
     for (int64_t q = 0; q < IB * TJ; q++) kb[q] = 0;
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
-      const real_t *restrict y1 = a1 + j0 * 17;
       /* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
          accumulators (two vectors per row, so that each broadcast x feeds two
          FMAs), each chunk of y reused by the block's IB / MR row groups from cache.
