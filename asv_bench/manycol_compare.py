@@ -16,11 +16,13 @@ on this script's own empty kernel cache) of
   ``exp``, then ``@ B`` (BLAS).
 
 Prints a Markdown table with the ratios ``before / after`` and
-``numpy / after`` (> 1: the GEMM form is faster) and the load average
-(other jobs on the same cores make every number pessimistic).
+``numpy / after`` (> 1: the GEMM form is faster), the peak memory of one
+call (RSS growth) and the load average (other jobs on the same cores make
+every number pessimistic).
 
     python asv_bench/manycol_compare.py --n 4000 --columns 8,32,128
     python asv_bench/manycol_compare.py --base /tmp/kt-base
+    python asv_bench/manycol_compare.py --dims 79 --columns 1,32,128 --base /tmp/kt-base
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wide_compare import peak_mb  # noqa: E402
 
 
 def _data(n, d, e, dtype):
@@ -84,7 +89,7 @@ def run_cases(system, cases, repeats, budget):
         x, y, b, g = _data(n, d, e, np.dtype(dtype))
         fn = (lambda: _numpy(x, y, b, g)) if system == "numpy" else (lambda: _ours(x, y, b, g))
         out, first, wall, cpu = _time(fn, repeats, budget)
-        res.append((first, wall, cpu, out[:64].astype(float).tolist()))
+        res.append((first, wall, cpu, out[:64].astype(float).tolist(), peak_mb(fn)))
     return res
 
 
@@ -122,15 +127,17 @@ def main():
           f"{os.getloadavg()[0]:.2f} (shared machine); before = "
           f"{'tree ' + a.base if a.base else 'switch off'}\n")
     print("| D | dtype | E | after s (cpu) | before s (cpu) | numpy s (cpu) | "
-          "before/after | numpy/after | first call after / before s | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "before/after | numpy/after | first call after / before s | "
+          "peak MB after / before / numpy | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for k, (d, t, e, _) in enumerate(cases):
         af, be, nu = (results[s][k] for s in ("after", "before", "numpy"))
         ref = np.array(nu[3])
         diff = max(np.abs(np.array(r[3]) - ref).max() for r in (af, be)) / np.abs(ref).max()
         print(f"| {d} | {t} | {e} | {af[1]:.3f} ({af[2]:.2f}) | {be[1]:.3f} ({be[2]:.2f}) | "
               f"{nu[1]:.3f} ({nu[2]:.2f}) | {be[1] / af[1]:.2f} | {nu[1] / af[1]:.2f} | "
-              f"{af[0]:.2f} / {be[0]:.2f} | {diff:.1e} |")
+              f"{af[0]:.2f} / {be[0]:.2f} | {af[4]:.0f} / {be[4]:.0f} / {nu[4]:.0f} | "
+              f"{diff:.1e} |")
 
 
 if __name__ == "__main__":

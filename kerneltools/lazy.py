@@ -40,6 +40,8 @@ from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, co
                         new_var, ranges_of, symbols_of)
 from .backend import _ops
 from .backend._autodiff import grad as _grad
+from .backend._cpu_gemm import matmul_block
+from .backend._dispatch import resolve_backend
 from .backend._ir import Node, index, topo_order, var
 from .backend._ops import OPS, substitute
 from .backend._ranges import transpose_ranges
@@ -406,8 +408,13 @@ class LazyTensor(MathMethods, KeopsMethods):
                 f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
-        if b2.shape[1] > MATMUL_BLOCK:
-            return self._matmul_blocks(b2, backend, options).reshape(
+        # the C backend's many-column Sum takes wider blocks (_cpu_gemm); the
+        # block-sparse kernel has no such form
+        width = (MATMUL_BLOCK if ranges_of(self) is not None else
+                 matmul_block(self.formula.dim, b2.shape[1], resolve_backend(backend).name,
+                              MATMUL_BLOCK, max(4, b2.dtype.itemsize)))
+        if b2.shape[1] > width or (width > MATMUL_BLOCK and b2.shape[1] != width):
+            return self._matmul_blocks(b2, backend, options, width).reshape(
                 (-1,) + b_arr.shape[1:])
         # One j-variable per K and column count, reused by every call: the
         # formula K_ij b_j is then the same node each time, and a repeated
@@ -425,16 +432,17 @@ class LazyTensor(MathMethods, KeopsMethods):
         out = product._reduce("Sum", 1, backend=backend, **options)
         return out[:, 0] if b_arr.ndim == 1 else out
 
-    def _matmul_blocks(self, b2, backend=None, options=None):
-        """``K @ b`` for many columns, ``MATMUL_BLOCK`` at a time: the column
+    def _matmul_blocks(self, b2, backend=None, options=None, width=MATMUL_BLOCK):
+        """``K @ b`` for many columns, ``width`` at a time: the column
         count is code in a generated kernel, so one kernel (the last block
         zero-padded) serves every width instead of one huge kernel per width."""
         n_cols = b2.shape[1]
         outs = []
-        for c0 in range(0, n_cols, MATMUL_BLOCK):
-            block = b2[:, c0 : c0 + MATMUL_BLOCK]
-            if block.shape[1] < MATMUL_BLOCK:
-                block = np.pad(block, ((0, 0), (0, MATMUL_BLOCK - block.shape[1])))
+        for c0 in range(0, n_cols, width):
+            block = b2[:, c0 : c0 + width]
+            pad = min(width, -(-block.shape[1] // MATMUL_BLOCK) * MATMUL_BLOCK)
+            if block.shape[1] < pad:
+                block = np.pad(block, ((0, 0), (0, pad - block.shape[1])))
             outs.append(self.matmul(block, backend=backend, **(options or {})))
         return np.concatenate(outs, axis=1)[:, :n_cols]
 

@@ -23,7 +23,8 @@ import numpy as np
 from ._cache import atomic_write, kernel_folder, load_verified_library, store_library
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
-from ._cpu_codegen import IB, dot_products, generate_source, tile_size
+from ._cpu_codegen import IB, dot_products, generate_source, tile_free_args, tile_size
+from ._cpu_dots import row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._errors import CompileError
 from ._plan import Plan
@@ -216,20 +217,23 @@ class CpuBackend:
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
             gemm = padded_columns(plan) if many_columns(plan) else None
-            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm)
+            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm,
+                    tile_free_args(plan))
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
         fn, tj, dot_args, cost = warm[0], warm[1], warm[3], warm[4]
         # (the many-column Sum's B is passed row-major below, not as tiles)
         skip = many_columns(plan)[1].attrs[1] if warm[5] is not None else -1
+        # (and j-variables read only through dot products: _cpu_dots)
         arrays = [
-            np.zeros(1, plan.dtype) if k == skip else
+            np.zeros(1, plan.dtype) if k == skip or k in warm[6] else
             _pack_tiles(a, tj) if cat == "j" else np.ascontiguousarray(a, dtype=plan.dtype)
             for k, (a, cat) in enumerate(zip(args, plan.arg_cats))
         ]
         vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
         arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
+        arrays += [row_sqnorms(args[k], plan.dtype) for k in dot_args]  # (_cpu_dots)
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
         E = plan.red.out_dim([f.dim for f in plan.formulas])

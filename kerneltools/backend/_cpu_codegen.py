@@ -45,6 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
+from ._cpu_dots import norm_given, norm_pointers, tile_free
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
@@ -53,7 +54,7 @@ from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
 __all__ = ["generate_source", "tile_size", "block_rows", "row_block", "dot_products",
-           "IB", "DOT_MIN_DIM"]
+           "tile_free_args", "IB", "DOT_MIN_DIM"]
 
 #: The vectorisable exp shared by the C kernels (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
@@ -213,6 +214,12 @@ def dot_products(plan: Plan) -> tuple:
     return tuple(y.attrs[1] for _, _, y in _rewrite_dots(plan.formulas, plan.red.smooth)[1])
 
 
+def tile_free_args(plan: Plan) -> tuple:
+    """Positions of the j-arguments read only through dot products and their
+    norms (_cpu_dots): the run passes no tiles for them."""
+    return tile_free(*_rewrite_dots(plan.formulas, plan.red.smooth))
+
+
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
                     ranges: bool = False) -> str:
     """The C source of ``plan``'s kernel (deterministic: golden-tested).
@@ -232,6 +239,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     block_setup, tile_setup = _dot_setup(plan, dots, False)
     var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
+    given.update(norm_given(dots))  # |y_j|^2 once per call (_cpu_dots)
     wide = _wide_code(formulas, given, rb, block_setup)
     given.update(wide.given(0))
     # j-only nodes (other than variables and the index) are computed once per
@@ -473,6 +481,7 @@ def _pointers(plan: Plan, dots, gemm: bool = False) -> list[str]:
     nargs = len(plan.arg_cats)
     arrays = array_args(plan, "int64_t")
     ins = arrays[:nargs] + [("const real_t", f"yq{q}") for q in range(len(dots))]
+    ins += norm_pointers(dots)
     ins += [("const real_t", "bq")] if gemm else []
     lines = [f"  {t} *restrict {n} = ({t} *)args[{k}];" for k, (t, n) in enumerate(ins)]
     lines[nargs:nargs] = [f"  {t} *restrict {n} = ({t} *)outs[{k}];"
@@ -485,8 +494,9 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
     dot products' micro-kernel (x rows copied per block, products per tile)."""
     block_setup, tile_setup = [], []
     gemm = None if ranges else many_columns(plan)
+    free = () if ranges else tile_free_args(plan)
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
-        if cat == "j" and not (gemm and k == gemm[1].attrs[1]):
+        if cat == "j" and not (gemm and k == gemm[1].attrs[1]) and k not in free:
             offset = "j0" if ranges else f"j0 * {d}"
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
     for q, (node, x, y) in enumerate(dots):

@@ -31,7 +31,8 @@ from ._ir import topo_order
 from ._plan import Plan
 
 __all__ = ["MANY_COLUMNS", "MANY_COLUMNS_MIN", "many_columns", "padded_columns",
-           "column_width", "GROUP_ROWS", "gemm_tile", "pack_rows"]
+           "column_width", "GROUP_ROWS", "gemm_tile", "pack_rows", "GEMM_BLOCK_BYTES",
+           "matmul_block"]
 
 #: The switch: False renders every Sum as one formula of dimension E.
 MANY_COLUMNS = True
@@ -85,6 +86,31 @@ def many_columns(plan: Plan):
                 and k.dim == 1 and b not in topo_order([k])):
             return k, b
     return None
+
+
+#: Bytes of one row of B's block that ``K @ B`` gives one many-column kernel
+#: (128 float32 or 64 float64 columns). The generic split (``block``, 32
+#: columns) serves formulas whose columns are code; here they are a loop
+#: bound, and each block recomputes K: at D = 79, E = 128 float32 four
+#: blocks spent 4x the dot products (0.18 s against 0.097 s for one). Wider
+#: blocks than this were slower (single thread, D = 79, E = 256: float32 0.20
+#: s for one block of 256 against 0.16 for two of 128; float64 1.2 s for one,
+#: 0.76 for two of 128, 0.55 for four of 64: the tile shrinks as B widens).
+#: Widths are rounded up to a multiple of ``block`` (zero columns).
+GEMM_BLOCK_BYTES = 512
+
+
+def matmul_block(k_dim: int, n_cols: int, backend_name: str, block: int,
+                 itemsize: int) -> int:
+    """Columns per kernel of ``K @ B`` (B of ``n_cols`` columns of
+    ``itemsize`` bytes, K of dimension ``k_dim``, run by the backend named
+    ``backend_name``): ``block`` (the generic split), or for a scalar K on
+    the C backend (the many-column form) ``n_cols`` rounded up to a multiple
+    of ``block``, at most GEMM_BLOCK_BYTES of a row."""
+    if not MANY_COLUMNS or k_dim != 1 or n_cols <= block or backend_name != "cpu":
+        return block
+    widest = max(block, GEMM_BLOCK_BYTES // itemsize // block * block)
+    return min(widest, -(-n_cols // block) * block)
 
 
 def column_width(plan: Plan) -> int:

@@ -1,0 +1,475 @@
+/* kerneltools generated kernel: Sum, float, i0[17], j1[17], p2[1], j3[8]
+ * key golden
+ */
+#include <tgmath.h>
+#include <stdint.h>
+
+typedef float real_t;
+typedef double acc_t;
+#define PI_R ((real_t)3.141592653589793238462643383279502884)
+#define TJ 512
+#define IB 8
+#define MR 8
+#define RB 2
+#define VL 16
+#define CW 8
+#define GR 8
+#if !defined(__AVX512F__)
+#undef GR
+#define GR 4
+#endif
+#define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+/* Below this many pairs (about a millisecond of work) one thread does it all:
+   waking a team costs more, and far more when another process holds a core. */
+#define KT_PARALLEL_PAIRS 1048576
+#pragma omp declare simd notinbranch
+double (exp)(double);
+#pragma omp declare simd notinbranch
+float (expf)(float);
+#pragma omp declare simd notinbranch
+double (log)(double);
+#pragma omp declare simd notinbranch
+float (logf)(float);
+#pragma omp declare simd notinbranch
+double (sin)(double);
+#pragma omp declare simd notinbranch
+float (sinf)(float);
+#pragma omp declare simd notinbranch
+double (cos)(double);
+#pragma omp declare simd notinbranch
+float (cosf)(float);
+/* Vectorisable exp for the generated kernels (no library call, no slow path).
+ *
+ * exp(x) = 2^n exp(r) with n = rint(x / ln 2) and r = x - n ln 2 (Cody-Waite,
+ * two constants), |r| <= ln(2) / 2; exp(r) by a polynomial (float: degree 6,
+ * minimax; double: degree 11, least squares on Chebyshev nodes, error 1.6e-16
+ * relative with its rounding, 1.2e-16 for Taylor to degree 13); 2^n built
+ * from exponent bits in two halves so that no intermediate overflows. Results
+ * below (about) the smallest normal number are flushed to 0, above the largest
+ * finite one they are +inf, and NaN propagates.
+ */
+/* The clamp bounds live in (never written) global variables on purpose: with
+ * literal constants the compiler folds exp(lo) and rewrites exp(clamp(x)) as
+ * select(x < lo, exp(lo), exp(x)), evaluating the polynomial on unclamped
+ * lanes, whose subnormal intermediates cost a ~100-cycle assist each. */
+float kt_exp_lo_f = -87.0f, kt_exp_hi_f = 88.72283f;
+double kt_exp_lo_d = -708.0, kt_exp_hi_d = 709.782712893384;
+
+/* exp(r) for |r| <= ln(2) / 2, shared by the exps below */
+#pragma omp declare simd notinbranch
+static inline float kt_expf_poly(float r) {
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  return p;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_poly(double r) {
+  double p = 2.510518786655422e-08;
+  p = p * r + 2.762007704909092e-07;
+  p = p * r + 2.755725547334665e-06;
+  p = p * r + 2.480152131958722e-05;
+  p = p * r + 0.00019841269874759982;
+  p = p * r + 0.0013888888917198768;
+  p = p * r + 0.008333333333326153;
+  p = p * r + 0.04166666666662416;
+  p = p * r + 0.1666666666666667;
+  p = p * r + 0.5000000000000001;
+  p = p * r * r + r + 1.0;
+  return p;
+}
+
+#pragma omp declare simd notinbranch
+static inline float kt_expf(float x) {
+  /* lo keeps 2^n p (p >= 0.7) above the smallest normal number even for the
+     clamped lanes; exp(hi) is the largest float */
+  const float lo = kt_exp_lo_f, hi = kt_exp_hi_f;
+  const float xc = x < lo ? lo : (x > hi ? hi : x);
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const float p = kt_expf_poly(r);
+  union { float f; int32_t i; } ut, s1, s2;
+  ut.f = t;
+  const int32_t ni = ut.i - 0x4B400000; /* the integer n, from t's mantissa */
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  s1.i = (n1 + 127) << 23;
+  s2.i = (n2 + 127) << 23;
+  const float y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0f : (xc >= hi ? INFINITY : y));
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp(double x) {
+  const double lo = kt_exp_lo_d, hi = kt_exp_hi_d; /* as in kt_expf */
+  const double xc = x < lo ? lo : (x > hi ? hi : x);
+  const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+  const double t = xc * 1.4426950408889634074 + magic;
+  const double n = t - magic;
+  double r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  const double p = kt_exp_poly(r);
+  union { double f; int64_t i; } ut, s1, s2;
+  ut.f = t;
+  const int64_t ni = ut.i - 0x4338000000000000LL;
+  const int64_t n1 = ni >> 1, n2 = ni - n1;
+  s1.i = (n1 + 1023) << 52;
+  s2.i = (n2 + 1023) << 52;
+  const double y = p * s1.f * s2.f;
+  return xc != xc ? xc : (xc <= lo ? 0.0 : (xc >= hi ? INFINITY : y));
+}
+
+/* exp(x) for x <= 0 or NaN only (the kernels use it where the formula and
+ * the parameters prove that, e.g. exp(-g |x - y|^2) with g >= 0): the same
+ * polynomial, no upper clamp, 2^n in one step and no final test: the lower
+ * clamp (-88, -709) gives n = -127 (-1023), whose 2^n has a zero exponent
+ * field, i.e. is +0, below about the smallest normal number (exp(-inf) = 0),
+ * a normal 2^n above; a NaN propagates through the polynomial. */
+float kt_expn_lo_f = -88.0f;
+double kt_expn_lo_d = -709.0;
+#pragma omp declare simd notinbranch
+static inline float kt_expf_nonpos(float x) {
+  const float lo = kt_expn_lo_f;
+  const float xc = x < lo ? lo : x;
+  const float magic = 12582912.0f;
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const float p = kt_expf_poly(r);
+  union { float f; int32_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4B400000 + 127) << 23;
+  return p * s.f;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp_nonpos(double x) {
+  const double lo = kt_expn_lo_d;
+  const double xc = x < lo ? lo : x;
+  const double magic = 6755399441055744.0;
+  const double t = xc * 1.4426950408889634074 + magic;
+  const double n = t - magic;
+  double r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  const double p = kt_exp_poly(r);
+  union { double f; int64_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
+  return p * s.f;
+}
+
+/* 2^z for z <= 0 or NaN: exp(x) = 2^(x log2 e), where the kernel folds
+ * log2 e into a parameter (exp(-g d) as 2^(d * (-g log2 e))): z = n + r,
+ * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
+ * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
+ * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
+ * (-1023) gives +0 as above. */
+float kt_exp2n_lo_f = -127.0f;
+double kt_exp2n_lo_d = -1023.0;
+#pragma omp declare simd notinbranch
+static inline float kt_exp2f_nonpos(float z) {
+  const float lo = kt_exp2n_lo_f;
+  const float zc = z < lo ? lo : z;
+  const float magic = 12582912.0f;
+  const float t = zc + magic;
+  const float r = zc - (t - magic);
+  float p = 1.5279195033704184e-05f;
+  p = p * r + 1.5506795114375121e-04f;
+  p = p * r + 1.3333747867973944e-03f;
+  p = p * r + 9.617928102734123e-03f;
+  p = p * r + 5.550410464299386e-02f;
+  p = p * r + 2.402265127293414e-01f;
+  p = p * r * r + (r * 0.6931471805599453f + 1.0f);
+  union { float f; int32_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4B400000 + 127) << 23;
+  return p * s.f;
+}
+
+#pragma omp declare simd notinbranch
+static inline double kt_exp2_nonpos(double z) {
+  const double lo = kt_exp2n_lo_d;
+  const double zc = z < lo ? lo : z;
+  const double magic = 6755399441055744.0;
+  const double t = zc + magic;
+  const double r = zc - (t - magic);
+  double p = 4.4549579606816324e-10;
+  p = p * r + 7.070978146309952e-09;
+  p = p * r + 1.017806245966077e-07;
+  p = p * r + 1.3215451631846369e-06;
+  p = p * r + 1.5252733829812152e-05;
+  p = p * r + 0.0001540353042477861;
+  p = p * r + 0.001333355814641695;
+  p = p * r + 0.009618129107618665;
+  p = p * r + 0.0555041086648216;
+  p = p * r + 0.24022650695910075;
+  p = p * r * r + (r * 0.6931471805599453 + 1.0);
+  union { double f; int64_t i; } ut, s;
+  ut.f = t;
+  s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
+  return p * s.f;
+}
+
+#define KT_EXP(x) kt_expf(x)
+#define KT_EXPN(x) kt_expf_nonpos(x) /* x <= 0 or NaN */
+#define KT_EXP2N(z) kt_exp2f_nonpos(z) /* z <= 0 or NaN */
+#define KT_EXP2(x) exp2(x)
+
+typedef struct { acc_t A[8]; } kt_state;
+
+const char *kt_key(void) { return "golden"; }
+int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
+/* 0 in a process forked after OpenMP started: its thread pool is gone there. */
+static int kt_parallel = 1;
+void kt_set_parallel(int on) { kt_parallel = on; }
+
+/* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
+ * by chunks of rows). i-variables are row-major (n, d);
+ * j-variables are packed by tiles: tile t holds d x TJ values, component c of
+ * point t * TJ + jj at [t * d * TJ + c * TJ + jj], zero-padded to whole tiles. */
+void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
+  const real_t *restrict a0 = (const real_t *)args[0];
+  const real_t *restrict a1 = (const real_t *)args[1];
+  const real_t *restrict a2 = (const real_t *)args[2];
+  const real_t *restrict a3 = (const real_t *)args[3];
+  real_t *restrict outf = (real_t *)outs[0];
+  const real_t *restrict yq0 = (const real_t *)args[4];
+  const real_t *restrict yn0 = (const real_t *)args[5];
+  const real_t *restrict bq = (const real_t *)args[6];
+  kt_state *restrict states = (kt_state *)outs[1];
+  const real_t t16_0 = a2[0];
+  const real_t kc0 = (real_t)(-1.4426950408889634074 * (double)t16_0);
+  const int kt_nonpos = t16_0 >= (real_t)0;
+  const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
+  #pragma omp parallel for schedule(static) if (kt_parallel && (r1 - r0) * ny > KT_PARALLEL_PAIRS)
+  for (int64_t ib = 0; ib < nblocks; ib++) {
+    const int64_t i0 = r0 + ib * IB;
+    const int64_t ni = (r1 - i0 < IB) ? r1 - i0 : IB;
+    kt_state *st = states + i0; /* per-row states live in the caller's scratch */
+    for (int64_t ii = 0; ii < ni; ii++) {
+      kt_state *S = &st[ii];
+      for (int e = 0; e < 8; e++) S->A[e] = 0;
+    }
+    real_t xs0[IB * 17];
+    for (int r = 0; r < IB; r++) for (int c = 0; c < 17; c++)
+      xs0[r * 17 + c] = r < ni ? a0[(i0 + r) * 17 + c] : (real_t)0;
+    real_t dq0[IB * TJ];
+    real_t jb0_0[TJ];
+    /* K for the block's rows and the tile (rows never written stay 0) */
+    real_t kb[IB * TJ];
+    for (int64_t q = 0; q < IB * TJ; q++) kb[q] = 0;
+    for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
+      const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
+      /* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
+         accumulators (two vectors per row, so that each broadcast x feeds two
+         FMAs), each chunk of y reused by the block's IB / MR row groups from cache.
+         yq holds y in chunks of VL points, each chunk d x VL contiguous. */
+      for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
+        const real_t *y0 = yq0 + (j0 + jc) * 17;
+        const real_t *y1 = y0 + 17 * VL;
+        for (int r8 = 0; r8 < ni; r8 += MR) {
+          real_t acc[MR][2 * VL];
+          for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
+          const real_t *xr = xs0 + r8 * 17;
+          for (int c = 0; c < 17; c++) {
+            for (int r = 0; r < MR; r++) {
+              const real_t xv = xr[r * 17 + c];
+              #pragma omp simd
+              for (int l = 0; l < VL; l++) {
+                acc[r][l] += xv * y0[c * VL + l];
+                acc[r][VL + l] += xv * y1[c * VL + l];
+              }
+            }
+          }
+          for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++)
+            dq0[(r8 + r) * TJ + jc + l] = acc[r][l];
+        }
+      }
+      #pragma omp simd
+      for (int64_t jj = 0; jj < nj; jj++) {
+        const int64_t j = j0 + jj;
+
+        jb0_0[jj] = yn0[j];
+      }
+      /* RB rows at a time share each j-vector (its loads and j-level values);
+         a block's last rows past ni repeat its last row, their results unused */
+      for (int64_t ii = 0; ii < ni; ii += RB) {
+        const int64_t i_0 = i0 + ii;
+        const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
+        const real_t t0_0 = a0[i_0 * 17 + 0];
+        const real_t t0_1 = a0[i_0 * 17 + 1];
+        const real_t t0_2 = a0[i_0 * 17 + 2];
+        const real_t t0_3 = a0[i_0 * 17 + 3];
+        const real_t t0_4 = a0[i_0 * 17 + 4];
+        const real_t t0_5 = a0[i_0 * 17 + 5];
+        const real_t t0_6 = a0[i_0 * 17 + 6];
+        const real_t t0_7 = a0[i_0 * 17 + 7];
+        const real_t t0_8 = a0[i_0 * 17 + 8];
+        const real_t t0_9 = a0[i_0 * 17 + 9];
+        const real_t t0_10 = a0[i_0 * 17 + 10];
+        const real_t t0_11 = a0[i_0 * 17 + 11];
+        const real_t t0_12 = a0[i_0 * 17 + 12];
+        const real_t t0_13 = a0[i_0 * 17 + 13];
+        const real_t t0_14 = a0[i_0 * 17 + 14];
+        const real_t t0_15 = a0[i_0 * 17 + 15];
+        const real_t t0_16 = a0[i_0 * 17 + 16];
+        const real_t t1_0 = (t0_0 * t0_0);
+        const real_t t1_1 = (t0_1 * t0_1);
+        const real_t t1_2 = (t0_2 * t0_2);
+        const real_t t1_3 = (t0_3 * t0_3);
+        const real_t t1_4 = (t0_4 * t0_4);
+        const real_t t1_5 = (t0_5 * t0_5);
+        const real_t t1_6 = (t0_6 * t0_6);
+        const real_t t1_7 = (t0_7 * t0_7);
+        const real_t t1_8 = (t0_8 * t0_8);
+        const real_t t1_9 = (t0_9 * t0_9);
+        const real_t t1_10 = (t0_10 * t0_10);
+        const real_t t1_11 = (t0_11 * t0_11);
+        const real_t t1_12 = (t0_12 * t0_12);
+        const real_t t1_13 = (t0_13 * t0_13);
+        const real_t t1_14 = (t0_14 * t0_14);
+        const real_t t1_15 = (t0_15 * t0_15);
+        const real_t t1_16 = (t0_16 * t0_16);
+        const real_t t2_0 = (t1_0 + t1_1 + t1_2 + t1_3 + t1_4 + t1_5 + t1_6 + t1_7 + t1_8 + t1_9 + t1_10 + t1_11 + t1_12 + t1_13 + t1_14 + t1_15 + t1_16);
+        const real_t r1_0_0 = a0[i_1 * 17 + 0];
+        const real_t r1_0_1 = a0[i_1 * 17 + 1];
+        const real_t r1_0_2 = a0[i_1 * 17 + 2];
+        const real_t r1_0_3 = a0[i_1 * 17 + 3];
+        const real_t r1_0_4 = a0[i_1 * 17 + 4];
+        const real_t r1_0_5 = a0[i_1 * 17 + 5];
+        const real_t r1_0_6 = a0[i_1 * 17 + 6];
+        const real_t r1_0_7 = a0[i_1 * 17 + 7];
+        const real_t r1_0_8 = a0[i_1 * 17 + 8];
+        const real_t r1_0_9 = a0[i_1 * 17 + 9];
+        const real_t r1_0_10 = a0[i_1 * 17 + 10];
+        const real_t r1_0_11 = a0[i_1 * 17 + 11];
+        const real_t r1_0_12 = a0[i_1 * 17 + 12];
+        const real_t r1_0_13 = a0[i_1 * 17 + 13];
+        const real_t r1_0_14 = a0[i_1 * 17 + 14];
+        const real_t r1_0_15 = a0[i_1 * 17 + 15];
+        const real_t r1_0_16 = a0[i_1 * 17 + 16];
+        const real_t r1_1_0 = (r1_0_0 * r1_0_0);
+        const real_t r1_1_1 = (r1_0_1 * r1_0_1);
+        const real_t r1_1_2 = (r1_0_2 * r1_0_2);
+        const real_t r1_1_3 = (r1_0_3 * r1_0_3);
+        const real_t r1_1_4 = (r1_0_4 * r1_0_4);
+        const real_t r1_1_5 = (r1_0_5 * r1_0_5);
+        const real_t r1_1_6 = (r1_0_6 * r1_0_6);
+        const real_t r1_1_7 = (r1_0_7 * r1_0_7);
+        const real_t r1_1_8 = (r1_0_8 * r1_0_8);
+        const real_t r1_1_9 = (r1_0_9 * r1_0_9);
+        const real_t r1_1_10 = (r1_0_10 * r1_0_10);
+        const real_t r1_1_11 = (r1_0_11 * r1_0_11);
+        const real_t r1_1_12 = (r1_0_12 * r1_0_12);
+        const real_t r1_1_13 = (r1_0_13 * r1_0_13);
+        const real_t r1_1_14 = (r1_0_14 * r1_0_14);
+        const real_t r1_1_15 = (r1_0_15 * r1_0_15);
+        const real_t r1_1_16 = (r1_0_16 * r1_0_16);
+        const real_t r1_2_0 = (r1_1_0 + r1_1_1 + r1_1_2 + r1_1_3 + r1_1_4 + r1_1_5 + r1_1_6 + r1_1_7 + r1_1_8 + r1_1_9 + r1_1_10 + r1_1_11 + r1_1_12 + r1_1_13 + r1_1_14 + r1_1_15 + r1_1_16);
+        if (kt_nonpos) {
+          #pragma omp simd
+          for (int64_t jj = 0; jj < nj; jj++) {
+            const int64_t j = j0 + jj;
+            const real_t t4_0 = (t2_0 + jb0_0[jj]);
+            const real_t t5_0 = floor(t4_0);
+            const real_t t6_0 = (t4_0 - t5_0);
+            const real_t t7_0 = (real_t)(t6_0 == t6_0);
+            const real_t t9_0 = (t7_0 - ((real_t)1));
+            const real_t t12_0 = (((real_t)2) * dq0[ii * TJ + jj]);
+            const real_t t13_0 = (t4_0 - t12_0);
+            const real_t t14_0 = (t13_0 < 0 ? (real_t)0 : t13_0);
+            const real_t t15_0 = (t9_0 >= 0 ? t14_0 : t4_0);
+            const real_t t17_0 = (t15_0 * t16_0);
+            const real_t t18_0 = (-t17_0);
+            const real_t t19_0 = KT_EXP2N(t15_0 * kc0);
+            const real_t r1_4_0 = (r1_2_0 + jb0_0[jj]);
+            const real_t r1_5_0 = floor(r1_4_0);
+            const real_t r1_6_0 = (r1_4_0 - r1_5_0);
+            const real_t r1_7_0 = (real_t)(r1_6_0 == r1_6_0);
+            const real_t r1_9_0 = (r1_7_0 - ((real_t)1));
+            const real_t r1_12_0 = (((real_t)2) * dq0[(ii + 1) * TJ + jj]);
+            const real_t r1_13_0 = (r1_4_0 - r1_12_0);
+            const real_t r1_14_0 = (r1_13_0 < 0 ? (real_t)0 : r1_13_0);
+            const real_t r1_15_0 = (r1_9_0 >= 0 ? r1_14_0 : r1_4_0);
+            const real_t r1_17_0 = (r1_15_0 * t16_0);
+            const real_t r1_18_0 = (-r1_17_0);
+            const real_t r1_19_0 = KT_EXP2N(r1_15_0 * kc0);
+            kb[(ii + 0) * TJ + jj] = t19_0;
+            kb[(ii + 1) * TJ + jj] = r1_19_0;
+          }
+        } else {
+          #pragma omp simd
+          for (int64_t jj = 0; jj < nj; jj++) {
+            const int64_t j = j0 + jj;
+            const real_t t4_0 = (t2_0 + jb0_0[jj]);
+            const real_t t5_0 = floor(t4_0);
+            const real_t t6_0 = (t4_0 - t5_0);
+            const real_t t7_0 = (real_t)(t6_0 == t6_0);
+            const real_t t9_0 = (t7_0 - ((real_t)1));
+            const real_t t12_0 = (((real_t)2) * dq0[ii * TJ + jj]);
+            const real_t t13_0 = (t4_0 - t12_0);
+            const real_t t14_0 = (t13_0 < 0 ? (real_t)0 : t13_0);
+            const real_t t15_0 = (t9_0 >= 0 ? t14_0 : t4_0);
+            const real_t t17_0 = (t15_0 * t16_0);
+            const real_t t18_0 = (-t17_0);
+            const real_t t19_0 = KT_EXP(t18_0);
+            const real_t r1_4_0 = (r1_2_0 + jb0_0[jj]);
+            const real_t r1_5_0 = floor(r1_4_0);
+            const real_t r1_6_0 = (r1_4_0 - r1_5_0);
+            const real_t r1_7_0 = (real_t)(r1_6_0 == r1_6_0);
+            const real_t r1_9_0 = (r1_7_0 - ((real_t)1));
+            const real_t r1_12_0 = (((real_t)2) * dq0[(ii + 1) * TJ + jj]);
+            const real_t r1_13_0 = (r1_4_0 - r1_12_0);
+            const real_t r1_14_0 = (r1_13_0 < 0 ? (real_t)0 : r1_13_0);
+            const real_t r1_15_0 = (r1_9_0 >= 0 ? r1_14_0 : r1_4_0);
+            const real_t r1_17_0 = (r1_15_0 * t16_0);
+            const real_t r1_18_0 = (-r1_17_0);
+            const real_t r1_19_0 = KT_EXP(r1_18_0);
+            kb[(ii + 0) * TJ + jj] = t19_0;
+            kb[(ii + 1) * TJ + jj] = r1_19_0;
+          }
+        }
+      }
+      /* (IB x nj) buffer of K times the tile's (nj x 8) block of B: GR rows
+         x CW columns of accumulators, each CW-chunk of B reused by the block's
+         row groups from cache; rows past ni are computed (kb holds zeros or
+         copies there) but not stored */
+      {
+        const real_t *restrict bt = bq + j0 * 8;
+        for (int e0 = 0; e0 < 8; e0 += CW) {
+          for (int r4 = 0; r4 < ni; r4 += GR) {
+            real_t acc[GR][CW];
+            for (int r = 0; r < GR; r++) for (int l = 0; l < CW; l++) acc[r][l] = 0;
+            const real_t *restrict k0 = kb + r4 * TJ;
+            for (int64_t jj = 0; jj < nj; jj++) {
+              const real_t *restrict bv = bt + jj * 8 + e0;
+              for (int r = 0; r < GR; r++) {
+                const real_t kv = k0[r * TJ + jj];
+                #pragma omp simd
+                for (int l = 0; l < CW; l++) acc[r][l] += kv * bv[l];
+              }
+            }
+            for (int r = 0; r < GR && r4 + r < ni; r++) {
+              acc_t *restrict A = st[r4 + r].A;
+              const int ne = 8 - e0 < CW ? 8 - e0 : CW;
+              for (int l = 0; l < ne; l++) A[e0 + l] += (acc_t)acc[r][l];
+            }
+          }
+        }
+      }
+    }
+    for (int64_t ii = 0; ii < ni; ii++) {
+      const int64_t i = i0 + ii;
+      kt_state *S = &st[ii];
+      for (int e = 0; e < 8; e++) outf[i * 8 + e] = (real_t)S->A[e];
+    }
+  }
+}
