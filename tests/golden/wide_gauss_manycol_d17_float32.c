@@ -171,7 +171,8 @@ static inline double kt_exp_nonpos(double x) {
  * |r| <= 1/2, r exact; 2^r by a polynomial in r (float: kt_expf_nonpos's in
  * r ln 2, its coefficients multiplied by powers of ln 2; double: degree 11,
  * fitted as kt_exp_poly's, error 2.2e-16 relative); the clamp at -127
- * (-1023) gives +0 as above. */
+ * (-1023) gives +0 as above. Positive z up to 100 give normal results too
+ * (2^n stays a normal number): the log-sum-exp sums use that (_cpu_rows). */
 float kt_exp2n_lo_f = -127.0f;
 double kt_exp2n_lo_d = -1023.0;
 #pragma omp declare simd notinbranch
@@ -220,8 +221,48 @@ static inline double kt_exp2_nonpos(double z) {
 
 #define KT_EXP(x) kt_expf(x)
 #define KT_EXPN(x) kt_expf_nonpos(x) /* x <= 0 or NaN */
-#define KT_EXP2N(z) kt_exp2f_nonpos(z) /* z <= 0 or NaN */
+#define KT_EXP2N(z) kt_exp2f_nonpos(z) /* z <= 0 (or up to 100) or NaN */
 #define KT_EXP2(x) exp2(x)
+
+/* Bit l set where b[l] ranks before thr (KT_LT), for l < 32 (the caller
+ * masks lanes past its count; b[0..31] must be readable): the K-min fold's
+ * test of 32 candidates. With AVX-512, two or four compares that give the
+ * bits directly; otherwise a vectorised loop. */
+#define KT_REAL_float 1
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline uint32_t kt_below32(const real_t *b, real_t thr) {
+#if defined(KT_REAL_double)
+  uint32_t m = 0;
+  if (thr != thr) { /* every non-NaN value ranks before a NaN */
+    for (int q = 0; q < 4; q++) {
+      const __m512d x = _mm512_loadu_pd(b + 8 * q);
+      m |= (uint32_t)_mm512_cmp_pd_mask(x, x, _CMP_ORD_Q) << (8 * q);
+    }
+  } else {
+    const __m512d t = _mm512_set1_pd(thr);
+    for (int q = 0; q < 4; q++)
+      m |= (uint32_t)_mm512_cmp_pd_mask(_mm512_loadu_pd(b + 8 * q), t, _CMP_LT_OQ) << (8 * q);
+  }
+  return m;
+#else
+  const __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b + 16);
+  if (thr != thr)
+    return (uint32_t)_mm512_cmp_ps_mask(x0, x0, _CMP_ORD_Q)
+           | (uint32_t)_mm512_cmp_ps_mask(x1, x1, _CMP_ORD_Q) << 16;
+  const __m512 t = _mm512_set1_ps(thr);
+  return (uint32_t)_mm512_cmp_ps_mask(x0, t, _CMP_LT_OQ)
+         | (uint32_t)_mm512_cmp_ps_mask(x1, t, _CMP_LT_OQ) << 16;
+#endif
+}
+#else
+static inline uint32_t kt_below32(const real_t *b, real_t thr) {
+  uint32_t m = 0;
+  #pragma omp simd reduction(|:m)
+  for (int l = 0; l < 32; l++) m |= (uint32_t)KT_LT(b[l], thr) << l;
+  return m;
+}
+#endif
 
 typedef struct { acc_t A[8]; } kt_state;
 
