@@ -13,8 +13,18 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kerneltools.estimators import KernelRidge
+from kerneltools.estimators import KernelRidge, _krr_warm
 from kerneltools.kernels import PAIRWISE_KERNELS
+
+
+@pytest.fixture(autouse=True)
+def _cold_fits():
+    """Each test starts with no remembered fit (the warm-start cache is
+    process-wide: a test that counts CG iterations must not find the solution
+    of an earlier test on the same data; the warm-start test fills it itself)."""
+    _krr_warm.clear()
+    yield
+    _krr_warm.clear()
 
 
 def _data(name):
