@@ -11,9 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
@@ -24,6 +22,7 @@ from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_exact as exact
 from . import _gp_iterative as it
+from . import _gp_optimize as opt
 from ._fallback import FallbackMixin, gp_kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
@@ -380,32 +379,28 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         self.log_marginal_likelihood_value_ = np.float64(-value)
 
     def _polish(self, theta):
-        """The iterative optimum, refined on the exact objective (see
-        :data:`POLISH_MAX_SAMPLES`): ``(theta, minus the exact lml)``."""
+        """The iterative optimum, refined on the exact objective in the
+        inverse length scales (see :data:`POLISH_MAX_SAMPLES` and
+        :mod:`._gp_optimize`): ``(theta, minus the exact lml)``."""
+        if self.optimizer != "fmin_l_bfgs_b":
+            return self._constrained_optimization(self._objective(exact=True), theta,
+                                                  self.kernel_.bounds, iterative=False)
         if self.verbose:
             print("[GaussianProcessRegressor] polishing the iterative optimum on the "
                   "exact log marginal likelihood", flush=True)
-        return self._constrained_optimization(self._objective(exact=True), theta,
-                                              self.kernel_.bounds, iterative=False)
+        theta, value, nfev = opt.polish(self._objective(exact=True), theta,
+                                        self.kernel_.bounds,
+                                        opt.length_scale_mask(self.kernel_))
+        if self.verbose:
+            print(f"[GaussianProcessRegressor] polish: {nfev} exact evaluations",
+                  flush=True)
+        return theta, value
 
     def _constrained_optimization(self, obj_func, initial_theta, bounds, iterative=None):
         if self.optimizer == "fmin_l_bfgs_b":
             if iterative is None:
                 iterative = self.solver_ == "iterative"
-            # The iterative objective is an estimate (fixed probes, CG to
-            # `tol`): its value and gradient agree to a few digits only, so
-            # stop at a relative change of 1e-5 (below the estimate's own
-            # error; L-BFGS otherwise spends as many evaluations again in
-            # line searches on that error) and do not report the line
-            # search's failure to find a decrease (status 2) as
-            # non-convergence.
-            options = {"ftol": 1e-5, "maxls": 10} if iterative else None
-            res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B",
-                                          jac=True, bounds=bounds, options=options)
-            if res.status == 1 or (res.status != 0 and not iterative):
-                warnings.warn(f"lbfgs failed to converge (status={res.status}): "
-                              f"{res.message}", ConvergenceWarning, stacklevel=3)
-            return res.x, res.fun
+            return opt.lbfgs(obj_func, initial_theta, bounds, iterative=iterative)[:2]
         return self.optimizer(obj_func, initial_theta, bounds=bounds)
 
     def _factor(self):
