@@ -23,7 +23,7 @@ import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 
 
-def lbfgs(obj_func, initial_theta, bounds, *, iterative):
+def lbfgs(obj_func, initial_theta, bounds, *, iterative, options=None):
     """``(theta, value, n_evaluations)``: L-BFGS-B on ``obj_func`` (minus the
     log marginal likelihood and its gradient).
 
@@ -32,8 +32,10 @@ def lbfgs(obj_func, initial_theta, bounds, *, iterative):
     change of 1e-5 (below the estimate's own error; L-BFGS otherwise spends
     as many evaluations again in line searches on that error) and does not
     report the line search's failure to find a decrease (status 2) as
-    non-convergence. The exact objective gets scikit-learn's options."""
-    options = {"ftol": 1e-5, "maxls": 10} if iterative else None
+    non-convergence. The exact objective gets scikit-learn's options, or
+    ``options``."""
+    if iterative:
+        options = {"ftol": 1e-5, "maxls": 10}
     res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True,
                                   bounds=bounds, options=options)
     if res.status == 1 or (res.status != 0 and not iterative):
@@ -51,28 +53,42 @@ def length_scale_mask(kernel):
     return np.array(mask, dtype=bool)
 
 
+#: Size of L-BFGS-B's first step in the polish, relative to each variable
+#: (its value for an inverse length scale, 1 for a log hyperparameter).
+#: L-BFGS-B's first step has length 1 in its variables, before any curvature
+#: is known: from a point near the optimum that is a jump far from it (at
+#: n = 1,500, D = 8, from a likelihood of 15 to -3,000, and 10 evaluations
+#: to come back).
+FIRST_STEP = 0.1
+
+
 def polish(obj_func, theta, bounds, mask):
     """``(theta, value, n_evaluations)``: L-BFGS-B on the exact ``obj_func``
     from ``theta``, in the inverse length scales ``w = exp(-theta)`` at
     ``mask`` (see the module's notes); ``bounds`` on ``theta`` become
-    ``[exp(-hi), exp(-lo)]`` on ``w``."""
+    ``[exp(-hi), exp(-lo)]`` on ``w``. The variables are scaled so that
+    L-BFGS-B's first step is small (:data:`FIRST_STEP`)."""
     theta = np.asarray(theta, dtype=np.float64)
     bounds = np.asarray(bounds, dtype=np.float64)
-
-    def to_theta(z):
-        out = z.copy()
-        out[mask] = -np.log(z[mask])
-        return out
-
-    def in_w(z):
-        value, grad = obj_func(to_theta(z))
-        grad = np.array(grad, dtype=np.float64)
-        grad[mask] /= -z[mask]  # d theta / d w = -1 / w
-        return value, grad
-
     z0 = theta.copy()
     z0[mask] = np.exp(-theta[mask])
     zb = bounds.copy()
     zb[mask] = np.exp(-bounds[mask][:, ::-1])
-    z, value, nfev = lbfgs(in_w, z0, zb, iterative=False)
-    return np.clip(to_theta(z), bounds[:, 0], bounds[:, 1]), value, nfev
+    scale = FIRST_STEP * np.where(mask, z0, 1.0)
+
+    def to_theta(u):
+        z = z0 + scale * u
+        z[mask] = -np.log(z[mask])
+        return z
+
+    def scaled(u):
+        value, grad = obj_func(to_theta(u))
+        grad = np.array(grad, dtype=np.float64)
+        grad[mask] /= -(z0 + scale * u)[mask]  # d theta / d w = -1 / w
+        return value, grad * scale
+
+    # scikit-learn's gtol (1e-5, on the projected gradient in log theta) in
+    # the scaled variables, whose gradient is FIRST_STEP times that one
+    u, value, nfev = lbfgs(scaled, np.zeros_like(z0), (zb - z0[:, None]) / scale[:, None],
+                           iterative=False, options={"gtol": 1e-5 * FIRST_STEP})
+    return np.clip(to_theta(u), bounds[:, 0], bounds[:, 1]), value, nfev
