@@ -115,8 +115,9 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         exact one; tested).
         Up to ``POLISH_MAX_SAMPLES`` (5,000) points the iterative
         optimizer's result is polished by L-BFGS-B on the exact log
-        marginal likelihood (the stochastic estimates stop short of the
-        optimum along nearly flat directions), and
+        marginal likelihood, in the inverse length scales (the stochastic
+        estimates stop short of the optimum along nearly flat directions,
+        which are flat in ``log l`` and not in ``1 / l``), and
         ``log_marginal_likelihood_value_`` is the exact value there.
     n_probes : int, default=16
         Probe vectors of the iterative solver's trace and log-det estimates.
