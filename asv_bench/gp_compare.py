@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from _runner import emit, run_child
@@ -84,9 +85,9 @@ def child(system, n, solver):
         _print_eval(system, n, model, X, y, kernel.theta)
         return
     evals = _count_evaluations()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     model.fit(X, y)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), _cpu_seconds()
     pred = model.predict(Xt)
     t2 = time.perf_counter()
     rmse = float(np.sqrt(np.mean((pred - ft) ** 2)))
@@ -94,7 +95,17 @@ def child(system, n, solver):
     print(json.dumps({"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
                       "predict_s": t2 - t1, "peak_mb": rss,
                       "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
-                      "kernel": str(model.kernel_), "evals": evals[0]}))
+                      "kernel": str(model.kernel_), "evals": evals[0],
+                      "cpu_s": c1 - c0}))
+
+
+def _cpu_seconds():
+    """User plus system CPU time of this process, all threads (on a shared
+    machine the wall time depends on the load; this much less)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _count_evaluations():
@@ -177,6 +188,10 @@ def _gpytorch(X, y, steps):
     return fit, predict, lambda: last["lml"]
 
 
+def _load(avg):
+    return " / ".join(f"{v:.1f}" for v in avg)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=DEFAULT_CASES,
@@ -189,7 +204,7 @@ def main():
         system, n, solver = args.child
         child(system, int(n), solver)
         return
-    rows = []
+    rows, load_start = [], os.getloadavg()
     for case in args.cases.split(","):
         system, n, solver = case.split(":")
         row = run_child(__file__, case, [system, n, solver])
@@ -198,14 +213,17 @@ def main():
     lines = [
         f"GP regression, synthetic D = {D}, kernel C * RBF(ARD, {D} length scales) + "
         f"WhiteKernel, L-BFGS-B from the same start; RMSE against the noiseless "
-        f"function on {N_TEST} test points.",
+        f"function on {N_TEST} test points. Load average (1, 5, 15 min) at the start "
+        f"{_load(load_start)}, at the end {_load(os.getloadavg())} (2 cores, possibly "
+        f"shared: fit CPU is user + system time of the case's process, all threads).",
         "",
-        "| system | n | solver | fit (s) | evals | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| system | n | solver | fit (s) | fit CPU (s) | evals | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else ""
         lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.2f} | "
-                     f"{r.get('evals', '')} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
+                     f"{cpu} | {r.get('evals', '')} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
                      f"{r['lml']:.6f} | {r['rmse']:.4f} |")
     emit(lines, args.out)
 
