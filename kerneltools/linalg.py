@@ -473,6 +473,7 @@ def nystroem_start(kernel, X, b: int, *, n_landmarks: int = START_LANDMARKS,
     Gaussian blobs (n = 10^4, D = 16, rbf, 10 components) the float32 Krylov
     products needed to reach a relative residual of 1e-6 went from 8 to 5.
     """
+    b = _count(b, "b")
     n = len(X)
     m = min(int(n_landmarks), n)
     if isinstance(random_state, np.random.RandomState):  # scikit-learn's kind

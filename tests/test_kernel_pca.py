@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools.estimators.kernel_pca as kpca_module
 from kerneltools.estimators import KernelPCA
+from kerneltools.linalg import nystroem_start
 
 TOL = {np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-7}
 ITERATIVE = ["lanczos", "lobpcg", "arpack", "randomized"]
@@ -240,3 +241,10 @@ def test_doctests():
     for module in (kpca_module, eigensolvers):
         failed, attempted = doctest.testmod(module)
         assert attempted and not failed, module.__name__
+
+
+def test_nystroem_start_names_a_bad_block_size():
+    X = np.random.default_rng(0).random((30, 3))
+    for b in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="'b' must be an int >= 1"):
+            nystroem_start("rbf", X, b)
