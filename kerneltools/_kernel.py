@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from .backend._arrays import is_cupy_array
 from .backend._dask import is_dask_array
 from .lazy import LazyTensor, Vi, Vj
 
@@ -60,7 +61,8 @@ class Kernel:
 
     # -- formulas ---------------------------------------------------------
     def _data(self, X):
-        if not is_dask_array(X):  # Dask arrays stay lazy (reductions over chunks)
+        # Dask arrays stay lazy (reductions over chunks), CuPy arrays on the GPU
+        if not (is_dask_array(X) or is_cupy_array(X)):
             X = np.asarray(X)
         if X.ndim != 2:
             raise ValueError(f"{self.name} kernel: X must be 2-D, got shape {X.shape}")

@@ -15,6 +15,7 @@ import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 
 from .dask import to_numpy
+from .backend._cg import ArrayVectors
 from .backend._cg import conjugate_gradient as _cg
 from .backend._cg import refined_conjugate_gradient as _refined_cg
 from .kernels import Kernel, make_kernel
@@ -102,7 +103,7 @@ class _Adjoint(LinearOperator):
 
 def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=None,
                        callback=None, verbose: int = 0, refine_with=None, r0=None,
-                       info=None):
+                       info=None, xp=None):
     """Solve ``A X = B`` for a symmetric positive-definite ``A``.
 
     Every column of ``B`` runs its own conjugate-gradient recurrence, and all
@@ -139,6 +140,11 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     info : dict, optional
         With ``refine_with``: receives ``"residual"`` (the last accurate
         residual, shape (n, E)) and ``"exact_products"``.
+    xp : Array API namespace, optional
+        The namespace of ``B`` when it is not NumPy (CuPy's on a GPU): the
+        iterates stay in it, on B's device, and ``A``, ``M`` and
+        ``refine_with`` must be callables on such arrays; the per-column
+        coefficients are computed on the host, a few numbers per iteration.
 
     Returns
     -------
@@ -153,6 +159,10 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     kerneltools.exceptions.NotPositiveDefiniteError
         ``p^T A p < 0`` beyond rounding: ``A`` is not positive definite.
     """
+    if xp is not None:
+        return _conjugate_gradient_xp(A, B, xp, M=M, x0=x0, tol=tol, max_iter=max_iter,
+                                      callback=callback, verbose=verbose,
+                                      refine_with=refine_with, r0=r0, info=info)
     B = np.asarray(B)
     if B.ndim not in (1, 2):
         raise ValueError(f"conjugate_gradient: 'B' must be 1-D or 2-D, got shape {B.shape}")
@@ -175,6 +185,29 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
                                 callback=callback, precond=precond, verbose=verbose,
                                 r0=r0, info=info, **context)
     return X.reshape(B.shape), n_iter
+
+
+def _conjugate_gradient_xp(A, B, xp, *, M, x0, tol, max_iter, callback, verbose,
+                           refine_with, r0, info):
+    """:func:`conjugate_gradient` on ``B`` of the Array API namespace ``xp``."""
+    if B.ndim not in (1, 2):
+        raise ValueError(f"conjugate_gradient: 'B' must be 1-D or 2-D, got shape "
+                         f"{tuple(B.shape)}")
+    for name, op in (("A", A), ("M", M), ("refine_with", refine_with)):
+        if op is not None and not callable(op):
+            raise TypeError(f"conjugate_gradient: with 'xp', '{name}' must be a callable "
+                            f"V -> {name} V on arrays of xp, got {type(op).__name__}")
+    B2 = xp.reshape(B, (B.shape[0], -1))
+    if not xp.isdtype(B2.dtype, "real floating"):
+        B2 = xp.astype(B2, xp.float64)
+    kw = {"tol": tol, "max_iter": max_iter, "x0": x0, "callback": callback,
+          "precond": M, "verbose": verbose, "vectors": ArrayVectors(xp), **_cg_context(A)}
+    if refine_with is None:
+        X, n_iter = _cg(A, B2, **kw)
+    else:
+        floor = 4 * (kw["eps"] or float(np.finfo(np.float32).eps))
+        X, n_iter = _refined_cg(A, refine_with, B2, floor=floor, r0=r0, info=info, **kw)
+    return xp.reshape(X, B.shape), n_iter
 
 
 def _cg_context(A) -> dict:

@@ -13,9 +13,11 @@ import warnings
 
 import numpy as np
 
+from ._arrays import is_cupy_array
 from ._errors import NotPositiveDefiniteError, _convergence_warning
 
-__all__ = ["conjugate_gradient", "check_cg_arguments", "refined_conjugate_gradient"]
+__all__ = ["ArrayVectors", "conjugate_gradient", "check_cg_arguments",
+           "refined_conjugate_gradient"]
 
 #: Rounding allowance of ``p^T A p``: ``p^T A p < -slack`` proves that A is
 #: not positive definite, with ``slack = _SLACK sqrt(n) eps |A| |p|^2`` and
@@ -27,12 +29,68 @@ def _col_dot(a, b):
     return np.einsum("ij,ij->j", a, b)
 
 
+class _NumpyVectors:
+    """The vector arithmetic of CG on NumPy arrays (the default)."""
+
+    dot = staticmethod(_col_dot)
+
+    @staticmethod
+    def coef(v, like):  # per-column coefficients, to scale columns of ``like``
+        return v
+
+    @staticmethod
+    def finite(a) -> bool:
+        return bool(np.all(np.isfinite(a)))
+
+    @staticmethod
+    def like(x0, b):  # x0 as a copy of b's dtype and shape
+        return np.array(x0, dtype=b.dtype).reshape(b.shape)
+
+    zeros_like = staticmethod(np.zeros_like)
+
+
+class ArrayVectors:
+    """CG's vector arithmetic in an Array API namespace ``xp`` (CuPy on a GPU):
+    the n-sized vectors stay in ``xp`` on their device; the per-column numbers
+    (dot products, CG's coefficients) come to the host as NumPy, a few values
+    per iteration."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def dot(self, a, b) -> np.ndarray:
+        return _host(self.xp.sum(a * b, axis=0))
+
+    def coef(self, v, like):
+        return self.xp.asarray(np.asarray(v, dtype=np.float64), dtype=like.dtype,
+                               device=like.device)
+
+    def finite(self, a) -> bool:
+        return bool(self.xp.all(self.xp.isfinite(a)))
+
+    def like(self, x0, b):
+        return self.xp.reshape(self.xp.astype(x0, b.dtype, copy=True), b.shape)
+
+    def zeros_like(self, a):
+        return self.xp.zeros_like(a)
+
+
+def _host(a) -> np.ndarray:
+    """A few numbers of a device array, as NumPy."""
+    if is_cupy_array(a):
+        return a.get()
+    try:
+        return np.array(np.from_dlpack(a))
+    except (BufferError, TypeError, RuntimeError):
+        return np.asarray(a)
+
+
 def check_cg_arguments(b, *, tol, max_iter, x0=None, who="conjugate_gradient",
-                       b_name="B"):
+                       b_name="B", vectors=_NumpyVectors):
     """``(tol, max_iter, x0)`` checked for a 2-D right-hand side ``b``:
     ValueError naming the argument for NaN/inf in ``b`` or ``x0``, a ``tol``
     that is not a finite float > 0, a ``max_iter`` that is not an int >= 1."""
-    if not np.all(np.isfinite(b)):
+    if not vectors.finite(b):
         raise ValueError(f"{who}: '{b_name}' contains NaN or infinity")
     if (isinstance(tol, bool) or not isinstance(tol, numbers.Real)
             or not np.isfinite(tol) or not tol > 0):
@@ -42,12 +100,13 @@ def check_cg_arguments(b, *, tol, max_iter, x0=None, who="conjugate_gradient",
                                  or max_iter < 1):
         raise ValueError(f"{who}: 'max_iter' must be an int >= 1, got {max_iter!r}")
     if x0 is not None:
-        x0 = np.asarray(x0)
-        if x0.size != b.size or x0.shape[0] != b.shape[0]:
-            raise ValueError(f"{who}: 'x0' must have shape {b.shape} (that of "
-                             f"'{b_name}'), got {x0.shape}")
-        x0 = np.array(x0, dtype=b.dtype).reshape(b.shape)
-        if not np.all(np.isfinite(x0)):
+        x0 = np.asarray(x0) if vectors is _NumpyVectors else x0
+        if (int(np.prod(x0.shape)) != int(np.prod(b.shape))
+                or x0.shape[0] != b.shape[0]):
+            raise ValueError(f"{who}: 'x0' must have shape {tuple(b.shape)} (that of "
+                             f"'{b_name}'), got {tuple(x0.shape)}")
+        x0 = vectors.like(x0, b)
+        if not vectors.finite(x0):
             raise ValueError(f"{who}: 'x0' contains NaN or infinity")
     return float(tol), None if max_iter is None else int(max_iter), x0
 
@@ -55,7 +114,8 @@ def check_cg_arguments(b, *, tol, max_iter, x0=None, who="conjugate_gradient",
 def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=None,
                        precond=None, verbose=0, record=None, eps=None,
                        who="conjugate_gradient", b_name="B",
-                       shift_name="the diagonal shift of 'A'", warn=True):
+                       shift_name="the diagonal shift of 'A'", warn=True,
+                       vectors=_NumpyVectors):
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
 
     Each column of ``b`` (shape (n, E)) runs its own (preconditioned) CG
@@ -67,7 +127,10 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     ``verbose`` prints the iteration, the largest relative residual and the
     elapsed time. ``record``, a list, receives ``(alpha, beta, active)`` per
     iteration (arrays over the columns): the coefficients from which the
-    Lanczos tridiagonal matrix of each column is rebuilt.
+    Lanczos tridiagonal matrix of each column is rebuilt. ``vectors``: the
+    arithmetic of the n-sized vectors, NumPy's by default, or
+    :class:`ArrayVectors` for ``b`` of another Array API namespace (the
+    per-column numbers are NumPy either way).
 
     Raises :class:`NotPositiveDefiniteError` when a column that has not
     converged meets ``p^T A p < 0`` beyond rounding (``eps``: the unit
@@ -81,39 +144,41 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     Returns ``(x, n_iter)``.
     """
     tol, max_iter, x0 = check_cg_arguments(b, tol=tol, max_iter=max_iter, x0=x0,
-                                           who=who, b_name=b_name)
+                                           who=who, b_name=b_name, vectors=vectors)
     n = b.shape[0]
     max_iter = 10 * n + 100 if max_iter is None else max_iter
     eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
     apply_m = precond if precond is not None else (lambda r: r)
-    x = np.zeros_like(b) if x0 is None else x0
-    r = b - matvec(x) if x0 is not None else b.copy()
+    dot, coef = vectors.dot, vectors.coef
+    x = vectors.zeros_like(b) if x0 is None else x0
+    r = b - matvec(x) if x0 is not None else b * 1  # a copy, in any namespace
     z = apply_m(r)
-    p = z.copy()
-    rz = _col_dot(r, z)
-    bnorm = np.sqrt(_col_dot(b, b))
+    p = z * 1
+    rz = dot(r, z)
+    bnorm = np.sqrt(dot(b, b))
     scale = np.where(bnorm > 0, bnorm, 1)
     target = tol * scale
-    rnorm = np.sqrt(_col_dot(r, r))
+    rnorm = np.sqrt(dot(r, r))
     anorm, singular = 0.0, False
     it, start = 0, time.perf_counter()
     while it < max_iter and not np.all(rnorm <= target):
         Ap = matvec(p)
-        pAp = _col_dot(p, Ap)
+        pAp = dot(p, Ap)
         working = rnorm > target
-        anorm = _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name)
+        anorm = _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name,
+                                 dot)
         active = working & (pAp > 0)
         singular |= bool(np.any(working & ~active))
         if not np.any(active):
             break
         alpha = np.where(active, rz / np.where(active, pAp, 1), 0)
-        x += alpha * p
-        r -= alpha * Ap
-        rnorm = np.sqrt(_col_dot(r, r))
+        x += coef(alpha, p) * p
+        r -= coef(alpha, Ap) * Ap
+        rnorm = np.sqrt(dot(r, r))
         z = apply_m(r)
-        rz_new = _col_dot(r, z)
+        rz_new = dot(r, z)
         beta = np.where(active, rz_new / np.where(rz != 0, rz, 1), 0)
-        p = z + beta * p
+        p = z + coef(beta, p) * p
         rz = rz_new
         it += 1
         if record is not None:
@@ -150,7 +215,7 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
                                verbose=0,
                                eps=None, who="conjugate_gradient", b_name="B",
                                shift_name="the diagonal shift of 'A'", r0=None,
-                               info=None):
+                               info=None, vectors=_NumpyVectors):
     """Solve ``A x = b`` with cheap products ``matvec`` (e.g. float32 kernel
     values) and an accurate residual ``exact_matvec`` (float64): mixed-precision
     iterative refinement (Wilkinson; Carson and Higham, 2018) around
@@ -175,20 +240,21 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
     Returns ``(x, n_iter)``, ``n_iter`` counting the CG iterations of all sweeps.
     """
     tol, max_iter, x0 = check_cg_arguments(b, tol=tol, max_iter=max_iter, x0=x0, who=who,
-                                           b_name=b_name)
+                                           b_name=b_name, vectors=vectors)
     max_iter = 10 * b.shape[0] + 100 if max_iter is None else max_iter
-    scale = np.sqrt(_col_dot(b, b))
+    dot = vectors.dot
+    scale = np.sqrt(dot(b, b))
     scale = np.where(scale > 0, scale, 1)
-    x = np.zeros_like(b) if x0 is None else x0
+    x = vectors.zeros_like(b) if x0 is None else x0
     exact = _Counted(exact_matvec)
     if r0 is not None:
-        r = np.array(r0, dtype=b.dtype).reshape(b.shape)
+        r = vectors.like(r0, b)
     else:
-        r = b.copy() if x0 is None else b - exact(x)
-    rel = np.sqrt(_col_dot(r, r)) / scale
+        r = b * 1 if x0 is None else b - exact(x)
+    rel = np.sqrt(dot(r, r)) / scale
     it, start = 0, time.perf_counter()
     kw = {"precond": precond, "who": who, "b_name": b_name, "shift_name": shift_name,
-          "warn": False}
+          "warn": False, "vectors": vectors}
     for sweep in range(_MAX_SWEEPS):
         todo = rel > tol
         if not np.any(todo) or it >= max_iter:
@@ -196,14 +262,14 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
         # aim at half of what is needed: the accurate residual differs a little
         inner = max(0.5 * float(np.min(tol / rel[todo])), floor)
         # converged columns get a zero right-hand side: nothing to do there
-        d, k = conjugate_gradient(matvec, np.where(todo, r, 0), tol=inner,
+        d, k = conjugate_gradient(matvec, vectors.coef(todo, r) * r, tol=inner,
                                   max_iter=max_iter - it, eps=eps, verbose=verbose,
                                   callback=None if callback is None
                                   else (lambda d: callback(x + d)), **kw)
         x += d
         it += k
         r = b - exact(x)
-        last, rel = rel, np.sqrt(_col_dot(r, r)) / scale
+        last, rel = rel, np.sqrt(dot(r, r)) / scale
         if verbose:
             print(f"[CG] refinement sweep {sweep + 1}: accurate relative residual "
                   f"{float(np.max(rel)):.3e}  {time.perf_counter() - start:7.2f} s",
@@ -234,7 +300,8 @@ class _Counted:
         return self.f(v)
 
 
-def _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name) -> float:
+def _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name,
+                     dot=_col_dot) -> float:
     """Raise unless ``p^T A p`` is finite, and > 0 to rounding, on the
     columns still ``working``; returns the updated estimate of ``|A|``."""
     if not np.any(working):
@@ -244,10 +311,10 @@ def _check_curvature(p, Ap, pAp, working, anorm, eps, it, who, shift_name) -> fl
             f"{who}: the operator's product A p is NaN or infinite at iteration "
             f"{it + 1}: the operator overflows or computes NaN on finite input"
         )
-    pp = _col_dot(p, p)
+    pp = dot(p, p)
     nonzero = working & (pp > 0)
     if np.any(nonzero):
-        ratio = np.sqrt(_col_dot(Ap, Ap)[nonzero] / pp[nonzero])
+        ratio = np.sqrt(dot(Ap, Ap)[nonzero] / pp[nonzero])
         anorm = max(anorm, float(np.max(ratio)))
     slack = _SLACK * np.sqrt(p.shape[0]) * eps * anorm * pp
     bad = np.flatnonzero(working & (pAp < -slack))
