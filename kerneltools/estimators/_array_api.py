@@ -214,12 +214,13 @@ class Placement:
             return None
         sp = self.space
         if sp.kind == "host":
-            return host_array(a)
+            a = host_array(a)
+            return a if isinstance(a, np.ndarray) or is_dask_array(a) else np.asarray(a)
         if sp.kind == "cupy":
             return _to_cupy(a)
         if _in_namespace(a, sp.xp, sp.device):
             return a
-        return sp.xp.asarray(host_array(a), device=sp.device)
+        return sp.xp.asarray(np.asarray(host_array(a)), device=sp.device)
 
     def to_output(self, a):
         """An array of the compute space in the input's namespace and device."""
@@ -236,9 +237,11 @@ class Placement:
 
 
 def host_array(a):
-    """``a`` as NumPy: a zero-copy view of a host Array API array, a copy of
-    a device array, ``np.asarray`` of anything else (lists, DataFrames)."""
-    if isinstance(a, np.ndarray) or is_dask_array(a):
+    """``a`` as NumPy when it is an array of another library: a zero-copy
+    view of a host Array API array, a copy of a device array; anything else
+    (NumPy, lists, DataFrames, sparse matrices, scalars, None) unchanged, for
+    scikit-learn's validation to read."""
+    if a is None or isinstance(a, np.ndarray) or is_dask_array(a):
         return a
     if is_cupy_array(a):
         return a.get()
@@ -247,10 +250,10 @@ def host_array(a):
         try:
             return np.from_dlpack(a)
         except (BufferError, TypeError, RuntimeError):  # read-only, requires grad, ...
-            pass
-    elif kind in _DL_CUDA:  # a torch CUDA tensor and the like
+            return np.asarray(a)
+    if kind in _DL_CUDA:  # a torch CUDA tensor and the like
         return np.from_dlpack(compat().to_device(a, "cpu"))
-    return np.asarray(a)
+    return a
 
 
 def _to_cupy(a):

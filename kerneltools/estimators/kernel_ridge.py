@@ -12,7 +12,6 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend
 from ..dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (
@@ -22,7 +21,17 @@ from ..linalg import (
     robust_cholesky,
     select_landmarks,
 )
+from . import _krr_device as _device
 from . import _krr_warm as _warm
+from ._array_api import (
+    HOST,
+    Placement,
+    check_same_place,
+    fitted_placement,
+    host_array,
+    placement,
+    validate_on_device,
+)
 from ._fallback import FallbackMixin, is_sparse, kernel_refusal
 from ._param_validation import Interval, StrOptions, validate_params
 
@@ -211,47 +220,74 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         self : object
         """
         validate_params(self)
-        check_backend(self.backend, "KernelRidge")
+        place = placement(X, backend=self.backend, who="KernelRidge.fit",
+                          device_ok=self._device_serves())
         reason = self._engine_refuses(X, y)
         if reason:
             return self._fit_fallback(reason, X, y, sample_weight=sample_weight)
         self._drop_fallback()
+        self.__dict__.pop("_device_copies", None)
         alpha = _check_alpha(self.alpha)
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight, alpha)
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
-                             dtype=[np.float64, np.float32])
-        return self._fit_arrays(X, y, sample_weight, alpha)
+        if place.space.on_device:
+            X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
+                                      reset=True, space=place.space, y_numeric=True)
+        else:
+            X, y = validate_data(self, host_array(X), host_array(y), multi_output=True,
+                                 y_numeric=True, dtype=[np.float64, np.float32])
+        return self._fit_arrays(X, y, host_array(sample_weight), alpha, place=place)
 
-    def _fit_arrays(self, X, y, sample_weight, alpha, solver=None):
+    def _device_serves(self) -> bool:
+        """Whether the device path serves this configuration (the named
+        kernels, whose dense blocks it evaluates; see _array_api)."""
+        return isinstance(self.kernel, str) and self.kernel in _device.DEVICE_KERNELS
+
+    def _fit_arrays(self, X, y, sample_weight, alpha, solver=None,
+                    place: Placement | None = None):
+        """Fit on validated arrays of ``place``'s compute space (NumPy, Dask
+        rows, or a device namespace); fitted arrays in ``place``'s namespace."""
+        place = Placement(backend=self.backend) if place is None else place
         kernel = self._kernel()
-        w = _check_sample_weight(sample_weight, len(X))
+        n = X.shape[0]
+        w = _check_sample_weight(sample_weight, n)
+        solver = self.solver if solver is None else solver
+        if solver == "auto":
+            solver = "cholesky" if n <= CHOLESKY_MAX_SAMPLES else "cg"
+        if solver == "cholesky" and place.space.on_device:  # n x n: on the host
+            X, y = place.space.host(X), place.space.host(y)
+            place = place.on_host()
+        sp, backend = place.space, place.backend
         ravel = y.ndim == 1
-        Y = y.reshape(len(y), -1).astype(X.dtype, copy=False)
+        Y = sp.astype(y if y.ndim == 2 else sp.xp.reshape(y, (n, 1)), _np_dtype(sp, X))
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"'alpha' has {alpha.size} values but y has {Y.shape[1]} targets; "
                              "give one alpha, or one per target")
-        solver = self.solver if solver is None else solver
-        if solver == "auto":
-            solver = "cholesky" if len(X) <= CHOLESKY_MAX_SAMPLES else "cg"
         if solver != "cholesky" and not np.all(alpha > 0):
             raise ValueError(f"the {solver!r} solver needs 'alpha' > 0, got {self.alpha!r}")
         start = time.perf_counter()
         self.n_iter_ = 1  # one direct solve; the iterative solvers count their iterations
+        fit_X = X
         if solver == "cholesky":
-            self.X_fit_ = X
-            self.dual_coef_ = _solve_dense(kernel(X), Y, alpha, w)
+            coef = _solve_dense(kernel(X), Y, alpha, w)
+        elif solver == "cg" and sp.on_device:
+            coef, self.n_iter_ = _device.solve_cg(
+                self, kernel, X, Y, _alpha_groups(alpha, Y.shape[1]), w, sp, backend,
+                lambda Xk: self._cg_precisions(Xk, sp))
         elif solver == "cg":
-            self.X_fit_ = X
-            self.dual_coef_ = self._solve_cg(kernel, X, Y, alpha, w)
+            coef = self._solve_cg(kernel, X, Y, alpha, w, backend)
         else:
-            self.X_fit_, self.dual_coef_ = self._solve_falkon(kernel, X, Y, alpha, w)
-        self.dual_coef_ = self.dual_coef_.astype(X.dtype, copy=False)
+            fit_X, coef = self._solve_falkon(kernel, X, Y, alpha, w, sp, backend)
+        coef = sp.astype(coef, _np_dtype(sp, X))
         if ravel:
-            self.dual_coef_ = self.dual_coef_.ravel()
+            coef = sp.xp.reshape(coef, (-1,))
+        self.X_fit_, self.dual_coef_ = place.to_output(fit_X), place.to_output(coef)
+        if sp.on_device and place.xp is None:  # host arrays, backend="cuda"
+            self._device_copies = {"X_fit_": fit_X, "dual_coef_": coef}
         self.solver_ = solver
         if self.verbose:
-            print(f"[KernelRidge] {solver} solve of {len(X)} points: "
+            where = "" if place.trivial else f" ({place.describe()})"
+            print(f"[KernelRidge] {solver} solve of {n} points{where}: "
                   f"{self.n_iter_} iterations, {time.perf_counter() - start:.2f} s")
         return self
 
@@ -280,28 +316,29 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         return self._fit_arrays(X, y, to_numpy(sample_weight), alpha, solver)
 
     # -- solvers ----------------------------------------------------------
-    def _working_data(self, X):
+    def _working_data(self, X, sp=HOST):
         """The dtype Falkon evaluates the kernel in. Products accumulate in
         float64 either way; a `tol` tighter than float32 resolves upcasts."""
-        if X.dtype == np.float32 and self.tol < _FLOAT32_TOL:
-            return X.astype(np.float64)
+        if _np_dtype(sp, X) == np.float32 and self.tol < _FLOAT32_TOL:
+            return sp.astype(X, np.float64)
         return X
 
-    def _cg_precisions(self, X):
+    def _cg_precisions(self, X, sp=HOST):
         """``(fast, exact)``: the rows of CG's kernel products, and those of the
         float64 products that refine its residual (None: no refinement)."""
-        if X.dtype == np.float64 and len(X) <= MIXED_PRECISION_MIN_SAMPLES:
+        dtype = _np_dtype(sp, X)
+        if dtype == np.float64 and X.shape[0] <= MIXED_PRECISION_MIN_SAMPLES:
             return X, None
-        fast = X.astype(np.float32, copy=False)
-        if X.dtype == np.float32 and self.tol >= _FLOAT32_TOL:
+        fast = sp.astype(X, np.float32)
+        if dtype == np.float32 and self.tol >= _FLOAT32_TOL:
             return fast, None
-        return fast, X.astype(np.float64, copy=False)
+        return fast, sp.astype(X, np.float64)
 
     def _iterative_args(self):
         max_iter = 1000 if self.max_iter is None else self.max_iter
         return {"tol": self.tol, "max_iter": max_iter, "verbose": self.verbose}
 
-    def _solve_cg(self, kernel, X, Y, alpha, w):
+    def _solve_cg(self, kernel, X, Y, alpha, w, backend):
         # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
         # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
         # others): an SPD system with a diagonal shift.
@@ -314,7 +351,7 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         # refits on the same data (a grid search over alpha) reuse the landmarks,
         # the preconditioner's Gram matrix and the last solutions (_krr_warm)
         key = None if w is not None or is_dask_array(Xk) else _warm.data_key(self, Xk,
-                                                                              self.backend)
+                                                                              backend)
         entry = _warm.lookup(key)
         if entry is None:
             idx = select_landmarks(kernel, Rows(Xk) if is_dask_array(Xk) else Xk, m,
@@ -326,11 +363,11 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         y_key = None if key is None else _warm.fingerprint(Y)
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
             shift = a if w is None else a / w[keep]
-            A = KernelOperator(kernel, fast, shift=shift, backend=self.backend)
+            A = KernelOperator(kernel, fast, shift=shift, backend=backend)
             refine = None if exact is None else KernelOperator(kernel, exact, shift=shift,
-                                                               backend=self.backend)
+                                                               backend=backend)
             start = time.perf_counter()
-            M = self._preconditioner(entry, kernel, Xk, shift, key is not None)
+            M = self._preconditioner(entry, kernel, Xk, shift, key is not None, backend)
             if self.verbose:
                 print(f"[KernelRidge] Nystroem preconditioner, {m} landmarks: "
                       f"{time.perf_counter() - start:.2f} s; products in {fast.dtype}"
@@ -350,46 +387,49 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         self.n_iter_ = max(n_iters)
         return C
 
-    def _preconditioner(self, entry, kernel, Xk, shift, reuse):
+    def _preconditioner(self, entry, kernel, Xk, shift, reuse, backend):
         """The Nystroem preconditioner on ``entry``'s landmarks: a stored one
         with its shift changed (one m x m Cholesky) when ``reuse``, else built."""
         stored = entry.get("preconditioner")
         if reuse and stored is not None:
             return stored.with_shift(shift)
         M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=entry["landmarks"],
-                                   backend=self.backend)
+                                   backend=backend)
         if reuse and np.ndim(shift) == 0:
             entry["preconditioner"] = M
         return M
 
-    def _solve_falkon(self, kernel, X, Y, alpha, w):
+    def _solve_falkon(self, kernel, X, Y, alpha, w, sp=HOST, backend=None):
         # Falkon (Rudi, Carratino and Rosasco, 2017, Alg. 1): the minimiser of
         # ||y - K_nm b||^2_W + alpha b^T K_mm b over b, found by CG on the
         # normal equations (K_mn W K_nm + alpha K_mm) b = K_mn W y, left and
         # right preconditioned by B = T^-1 A^-1 with T^T T = K_mm and
         # A^T A = T T^T / m + (alpha / n) I (their lambda is alpha / n).
-        Xw = self._working_data(X)
-        n = len(X)
+        # On a device (sp), the n-sized arrays stay there; CG runs on the
+        # m-vectors, on the host.
+        Xw = self._working_data(X, sp)
+        n = X.shape[0]
         m = min(self.n_components, n)
-        rows = Rows(Xw) if is_dask_array(Xw) else Xw
+        rows = Rows(Xw) if is_dask_array(Xw) else _device.rows(Xw, sp)
         idx = select_landmarks(kernel, rows, m, method=self.landmarks,
                                random_state=self.random_state)
-        Z = rows[idx]
-        Kmm = kernel(Z.astype(np.float64))
+        Z = rows[idx] if is_dask_array(Xw) else sp.take(Xw, idx)
+        Kmm = kernel(sp.host(Z).astype(np.float64))
         Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
         T = robust_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m),
                             lower=False, what="the landmarks' kernel matrix")
-        Knm = kernel.lazy(Xw, Z)
-        wv = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+        Knm = kernel.lazy(sp.engine(Xw), sp.engine(Z))
+        wv = sp.put(np.ones(n) if w is None else np.asarray(w, dtype=np.float64))
         beta = np.zeros((m, Y.shape[1]))
         n_iters = []
         for cols, a in _alpha_groups(alpha, Y.shape[1]):
-            rhs = _rsum(Knm, wv[:, None] * Y[:, cols].astype(np.float64), self.backend) / n
-            beta[:, cols], n_iter = _falkon_solve(Knm, T, wv, a / n, rhs, self.backend,
-                                                  self._iterative_args())
+            Yc = sp.astype(sp.take(Y, cols, axis=1), np.float64)
+            rhs = _rsum(Knm, wv[:, None] * Yc, backend, sp) / n
+            beta[:, cols], n_iter = _falkon_solve(Knm, T, wv, a / n, rhs, backend,
+                                                  self._iterative_args(), sp)
             n_iters.append(n_iter)
         self.n_iter_ = max(n_iters)
-        return rows[idx].astype(X.dtype, copy=False), beta
+        return sp.astype(Z, _np_dtype(sp, X)), sp.put(beta)
 
     @rows_method
     def predict(self, X):
@@ -398,27 +438,57 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            In the namespace and on the device of the training data (a CuPy
+            array after a fit on CuPy arrays; see Notes).
 
         Returns
         -------
-        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        y : array of shape (n_samples,) or (n_samples, n_targets)
+            In X's namespace and on its device.
         """
         check_is_fitted(self)
         if self._delegating():
             return self.fallback_.predict(X)
         if is_dask_array(self.X_fit_):  # fitted on Dask by CG: reduce over its chunks
             return self._predict_dask_fit(X)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32],
-                          accept_sparse=("csr", "csc"))
+        fitted = fitted_placement(self, "X_fit_", who="KernelRidge.predict",
+                                  device_ok=self._device_serves())
+        place = check_same_place(self, X, fitted, "predict")
+        if place.space.on_device:
+            return self._predict_device(X, place)
+        X = validate_data(self, host_array(X), reset=False,
+                          dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
         if is_sparse(X):  # a dense fit's features: scikit-learn's kernels take it
             X = X.toarray()
         kernel = self._kernel()
-        coef = self.dual_coef_
-        if len(X) * len(self.X_fit_) <= _DENSE_PREDICT_MAX:
-            return kernel(X, self.X_fit_) @ coef
-        K = kernel.lazy(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_)
-        out = K.matmul(coef.reshape(len(coef), -1), backend=self.backend)
-        return out.reshape((len(X),) + coef.shape[1:])
+        Xf, coef = host_array(self.X_fit_), host_array(self.dual_coef_)
+        if len(X) * len(Xf) <= _DENSE_PREDICT_MAX:
+            return place.to_output(kernel(X, Xf) @ coef)
+        K = kernel.lazy(X.astype(Xf.dtype, copy=False), Xf)
+        out = K.matmul(coef.reshape(len(coef), -1), backend=place.backend)
+        return place.to_output(out.reshape((len(X),) + coef.shape[1:]))
+
+    def _predict_device(self, X, place):
+        """:meth:`predict` where the fit computed: one reduction on the device."""
+        sp = place.space
+        X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+        copies = getattr(self, "_device_copies", None)
+        if place.xp is None and copies is None:  # host arrays, backend="cuda"
+            copies = self._device_copies = {k: place.to_space(getattr(self, k))
+                                            for k in ("X_fit_", "dual_coef_")}
+        Xf, coef = ((copies["X_fit_"], copies["dual_coef_"]) if place.xp is None
+                    else (place.to_space(self.X_fit_), place.to_space(self.dual_coef_)))
+        K = self._kernel().lazy(sp.engine(sp.astype(X, sp.np_dtype(Xf))), sp.engine(Xf))
+        C = coef if coef.ndim == 2 else sp.xp.reshape(coef, (coef.shape[0], 1))
+        out = sp.from_engine(K.matmul(sp.engine(C), backend=place.backend))
+        shape = (X.shape[0],) + tuple(coef.shape[1:])
+        return place.to_output(sp.xp.reshape(out, shape))
+
+    def __getstate__(self):
+        # device copies (host arrays fitted with backend="cuda") stay unpickled
+        state = super().__getstate__()
+        state.pop("_device_copies", None)
+        return state
 
     def _predict_dask_fit(self, X):
         dask_in = is_dask_array(X)
@@ -439,6 +509,8 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # by scikit-learn's KernelRidge (see Notes)
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        # NumPy, Array API arrays (array_api_dispatch) and CuPy: see Notes
+        tags.array_api_support = True
         return tags
 
     def _expected_failed_checks(self) -> dict[str, str]:
@@ -456,15 +528,22 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
             "distinct row and tol <= 1e-10")}
 
 
-def _rsum(K, V, backend):
-    """``K^T V`` for a lazy ``K`` (a reduction over its rows)."""
+def _np_dtype(sp, X):
+    return np.dtype(X.dtype) if is_dask_array(X) else sp.np_dtype(X)
+
+
+def _rsum(K, V, backend, sp=HOST):
+    """``K^T V`` for a lazy ``K`` (a reduction over its rows), V of space
+    ``sp``: the m values, gathered on the host in float64."""
     from ..lazy import Vi
 
-    out = (K * Vi(V.astype(K.dtype))).sum(axis=0, backend=backend)
-    return to_numpy(out).astype(np.float64)  # m values: gathered
+    V = V.astype(K.dtype) if is_dask_array(V) else sp.engine(sp.astype(V, K.dtype))
+    out = (K * Vi(V)).sum(axis=0, backend=backend)
+    return np.asarray(to_numpy(out) if is_dask_array(out)
+                      else sp.host(sp.from_engine(out)), dtype=np.float64)
 
 
-def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
+def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args, sp=HOST):
     """Falkon's preconditioned CG for (K_mn W K_nm / n + lam K_mm) b = rhs."""
     n, m = Knm.shape[0], len(T)
     A = robust_cholesky(T @ T.T / m + lam * np.eye(m), lower=False,
@@ -474,9 +553,10 @@ def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args):
         return scipy.linalg.solve_triangular(F, v, trans=trans)
 
     def bhb(u):  # B^T H B u with B = T^-1 A^-1 and K_mm = T^T T
-        v = solve(T, solve(A, u))
-        Kv = Knm.matmul(v.astype(Knm.dtype), backend=backend)
-        knm_t_knm_v = _rsum(Knm, wv[:, None] * Kv, backend) / n
+        v = sp.engine(sp.put(solve(T, solve(A, u)).astype(Knm.dtype)))
+        Kv = Knm.matmul(v, backend=backend)
+        Kv = Kv if is_dask_array(Kv) else sp.from_engine(Kv)
+        knm_t_knm_v = _rsum(Knm, wv[:, None] * Kv, backend, sp) / n
         return solve(A, solve(T, knm_t_knm_v, True) + lam * solve(A, u), True)
 
     u, n_iter = conjugate_gradient(bhb, solve(A, solve(T, rhs, True), True), **cg_args)
