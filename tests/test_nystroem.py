@@ -17,6 +17,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from kerneltools.estimators import _nystroem_landmarks as _blocks
 from kerneltools.estimators import nystroem as ny
 from kerneltools.estimators.nystroem import LANDMARK_METHODS, Nystroem
 from kerneltools.kernels import PAIRWISE_KERNELS, make_kernel
@@ -83,8 +84,8 @@ def test_transform_does_not_depend_on_the_block_size(monkeypatch, block, piece):
     X = _data("breast_cancer")
     nys = Nystroem(n_components=60, random_state=0).fit(X)
     whole = nys.transform(X)
-    monkeypatch.setattr(ny, "_BLOCK_ENTRIES", block * 60)  # rows per block
-    monkeypatch.setattr(ny, "_PIECE_ENTRIES", piece * 60)  # rows per kernel call
+    monkeypatch.setattr(_blocks, "_BLOCK_ENTRIES", block * 60)  # rows per block
+    monkeypatch.setattr(_blocks, "_PIECE_ENTRIES", piece * 60)  # rows per kernel call
     np.testing.assert_allclose(nys.transform(X), whole, rtol=1e-12, atol=1e-12)
 
 

@@ -75,8 +75,9 @@ import sklearn
 from ..config import check_backend
 from ..dask import is_dask_array
 
-__all__ = ["Placement", "Space", "HOST", "check_same_place", "placement",
-           "simulated_device", "validate_on_device"]
+__all__ = ["DeviceCopies", "HOST", "Placement", "Space", "check_same_place",
+           "fitted_placement", "host_array", "placement", "simulated_device",
+           "validate_on_device"]
 
 #: DLPack device types (dlpack.h): host memory, and CUDA memory.
 _DL_HOST = (1, 3)  # kDLCPU, kDLCUDAHost (pinned host memory)
@@ -454,3 +455,31 @@ def _check_device_array(a, what, space, who, ndim):
         bad = "NaN" if bool(xp.any(xp.isnan(a))) else "infinity"
         raise ValueError(f"Input {what} contains {bad}.")
     return a
+
+
+class DeviceCopies:
+    """Device copies of an estimator's fitted host arrays (a NumPy fit with
+    ``backend="cuda"``: computed on the device, attributes NumPy), made once
+    and reused by every later call; never pickled (a device handle)."""
+
+    def _drop_device_copies(self) -> None:
+        self.__dict__.pop("_device_copies", None)
+
+    def _keep_device_copies(self, place: Placement, **arrays) -> None:
+        if place.xp is None and place.space.on_device:
+            self._device_copies = dict(arrays)
+
+    def _fitted_on(self, place: Placement, *names):
+        """The fitted arrays ``names`` as arrays of ``place``'s compute space."""
+        if not (place.xp is None and place.space.on_device):
+            return [place.to_space(getattr(self, n)) for n in names]
+        copies = self.__dict__.setdefault("_device_copies", {})
+        for n in names:
+            if n not in copies:
+                copies[n] = place.to_space(getattr(self, n))
+        return [copies[n] for n in names]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_device_copies", None)
+        return state

@@ -28,7 +28,7 @@ from ..lazy import Vi
 from ..linalg import conjugate_gradient, robust_cholesky, select_landmarks
 from ._xp_kernels import DEVICE_KERNELS, kernel_block
 
-__all__ = ["DEVICE_KERNELS", "rows", "solve_cg"]
+__all__ = ["DEVICE_KERNELS", "kernel_params", "rows", "solve_cg"]
 
 #: Entries of a dense block of K_nm evaluated at once (32 MB in float64).
 _BLOCK_ENTRIES = 1 << 22

@@ -25,6 +25,7 @@ from . import _krr_device as _device
 from . import _krr_warm as _warm
 from ._array_api import (
     HOST,
+    DeviceCopies,
     Placement,
     check_same_place,
     fitted_placement,
@@ -53,7 +54,8 @@ _FLOAT32_TOL = 1e-5
 _DENSE_PREDICT_MAX = 4_000_000
 
 
-class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator):
+class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
+                  BaseEstimator):
     """Kernel ridge regression, exact or iterative, in linear memory when large.
 
     Minimises ``||y - K c||^2 + alpha c^T K c`` as scikit-learn's
@@ -226,7 +228,7 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         if reason:
             return self._fit_fallback(reason, X, y, sample_weight=sample_weight)
         self._drop_fallback()
-        self.__dict__.pop("_device_copies", None)
+        self._drop_device_copies()
         alpha = _check_alpha(self.alpha)
         if is_dask_array(X):
             return self._fit_dask(X, y, sample_weight, alpha)
@@ -282,8 +284,7 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         if ravel:
             coef = sp.xp.reshape(coef, (-1,))
         self.X_fit_, self.dual_coef_ = place.to_output(fit_X), place.to_output(coef)
-        if sp.on_device and place.xp is None:  # host arrays, backend="cuda"
-            self._device_copies = {"X_fit_": fit_X, "dual_coef_": coef}
+        self._keep_device_copies(place, X_fit_=fit_X, dual_coef_=coef)
         self.solver_ = solver
         if self.verbose:
             where = "" if place.trivial else f" ({place.describe()})"
@@ -472,23 +473,12 @@ class KernelRidge(FallbackMixin, MultiOutputMixin, RegressorMixin, BaseEstimator
         """:meth:`predict` where the fit computed: one reduction on the device."""
         sp = place.space
         X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
-        copies = getattr(self, "_device_copies", None)
-        if place.xp is None and copies is None:  # host arrays, backend="cuda"
-            copies = self._device_copies = {k: place.to_space(getattr(self, k))
-                                            for k in ("X_fit_", "dual_coef_")}
-        Xf, coef = ((copies["X_fit_"], copies["dual_coef_"]) if place.xp is None
-                    else (place.to_space(self.X_fit_), place.to_space(self.dual_coef_)))
+        Xf, coef = self._fitted_on(place, "X_fit_", "dual_coef_")
         K = self._kernel().lazy(sp.engine(sp.astype(X, sp.np_dtype(Xf))), sp.engine(Xf))
         C = coef if coef.ndim == 2 else sp.xp.reshape(coef, (coef.shape[0], 1))
         out = sp.from_engine(K.matmul(sp.engine(C), backend=place.backend))
         shape = (X.shape[0],) + tuple(coef.shape[1:])
         return place.to_output(sp.xp.reshape(out, shape))
-
-    def __getstate__(self):
-        # device copies (host arrays fitted with backend="cuda") stay unpickled
-        state = super().__getstate__()
-        state.pop("_device_copies", None)
-        return state
 
     def _predict_dask_fit(self, X):
         dask_in = is_dask_array(X)

@@ -20,8 +20,6 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-import scipy.linalg
-import sklearn
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -30,30 +28,32 @@ from sklearn.base import (
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend
 from ..dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
-from ..lazy import Vi, Vj
 from ..linalg import select_landmarks
-from ._fallback import FallbackMixin, is_sparse, kernel_refusal
+from ._array_api import (
+    DeviceCopies,
+    check_same_place,
+    fitted_placement,
+    host_array,
+    placement,
+    validate_on_device,
+)
+from . import _nystroem_landmarks as _blocks
+from ._fallback import FallbackMixin, kernel_refusal
+from ._nystroem_landmarks import kmeans_plusplus, ridge_leverage_sample
+from ._xp_kernels import DEVICE_KERNELS, kernel_block
 from ._param_validation import Interval, StrOptions, validate_params
 
-__all__ = ["LANDMARK_METHODS", "Nystroem"]
+__all__ = ["LANDMARK_METHODS", "Nystroem", "kmeans_plusplus", "ridge_leverage_sample"]
 
 #: The landmark strategies that ``Nystroem(landmarks=...)`` accepts by name.
 LANDMARK_METHODS = ("uniform", "kmeans++", "rls", "rpcholesky")
-#: Entries of ``K(X, Z)`` evaluated at once (64 MB in float64): blocks large
-#: enough that the product with ``normalization_.T`` runs as a few big BLAS
-#: calls (many small ones are slower, much slower on a busy machine).
-_BLOCK_ENTRIES = 1 << 23
-#: Entries evaluated per kernel call inside a block (8 MB): the kernel's
-#: element-wise passes (distances, exp) run faster on pieces near cache size.
-_PIECE_ENTRIES = 1 << 20
 _FLOATS = [np.float64, np.float32]
 
 
-class Nystroem(FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-               BaseEstimator):
+class Nystroem(DeviceCopies, FallbackMixin, ClassNamePrefixFeaturesOutMixin,
+               TransformerMixin, BaseEstimator):
     """Approximate a kernel map from a subset of the training data.
 
     The feature map ``x -> K(x, Z) K(Z, Z)^{-1/2}`` of scikit-learn's
@@ -126,14 +126,19 @@ default="uniform"
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components, n_features)
+    components_ : array of shape (n_components, n_features)
         The landmarks.
-    component_indices_ : ndarray of shape (n_components,) or None
+    component_indices_ : array of shape (n_components,) or None
         Their rows in the training data (None for user-given landmarks).
-    normalization_ : ndarray of shape (n_components, n_components)
+    normalization_ : array of shape (n_components, n_components)
         ``K(Z, Z)^{-1/2}``, from the SVD of ``K(Z, Z)`` with singular values
         clipped at 1e-12, as scikit-learn computes it (in float64, stored in
         the training data's dtype).
+
+        The three arrays are in the namespace and on the device of the
+        training data (NumPy for NumPy data; CuPy arrays for CuPy data; with
+        ``array_api_dispatch``, torch tensors for torch tensors ...), as
+        scikit-learn's.
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -141,16 +146,26 @@ default="uniform"
 
     Notes
     -----
+    Array API arrays: CuPy arrays, and with
+    ``sklearn.set_config(array_api_dispatch=True)`` any Array API array
+    (torch tensors, ...), are fitted and transformed in their namespace, on
+    their device: on a GPU (CuPy, or torch CUDA tensors through DLPack) the
+    kernel blocks are computed there with the named kernels; host arrays are
+    read through a zero-copy NumPy view. ``landmarks`` other than "uniform"
+    or an array choose on a host copy of a device X (once per fit). With
+    ``backend="cuda"``, NumPy data are copied to the GPU once per fit and the
+    transform runs there (outputs NumPy). See
+    :mod:`kerneltools.estimators._array_api`.
+
     What the engine does not serve is fitted by scikit-learn's
     :class:`sklearn.kernel_approximation.Nystroem` with the same parameters
     (``landmarks="uniform"`` only: it has no other strategy): sparse ``X``,
     ``kernel="precomputed"``, a callable of arrays, a GP kernel object without
-    a formula, and, with ``sklearn.set_config(array_api_dispatch=True)``, an
-    Array API array that is not NumPy's (the attributes then stay in its
-    namespace and on its device). It is kept in ``fallback_``, its fitted
-    attributes are copied here, and every later call goes to it, so results,
-    warnings and errors are scikit-learn's; ``verbose`` says so. A sparse
-    query after a dense fit is densified block by block.
+    a formula (with ``array_api_dispatch``, scikit-learn keeps the input's
+    namespace). It is kept in ``fallback_``, its fitted attributes are copied
+    here, and every later call goes to it, so results, warnings and errors
+    are scikit-learn's; ``verbose`` says so. A sparse query after a dense fit
+    is densified block by block.
 
     Examples
     --------
@@ -214,8 +229,6 @@ default="uniform"
     def _engine_refuses(self, X, y=None):
         """Why the engine cannot fit X (see Notes), or None: types only."""
         reason = kernel_refusal(self.kernel, X, self.kernel_params)
-        if reason is None and _foreign_array_api(X):
-            reason = f"an Array API array ({type(X).__module__}.{type(X).__name__})"
         if reason and not (isinstance(self.landmarks, str)
                            and self.landmarks == "uniform"):
             raise ValueError(
@@ -225,8 +238,8 @@ default="uniform"
         return reason
 
     def _kernel(self):
-        named = {"gamma": self.gamma, "coef0": self.coef0, "degree": self.degree}
         if not isinstance(self.kernel, str):
+            named = {"gamma": self.gamma, "coef0": self.coef0, "degree": self.degree}
             if any(p is not None for p in named.values()):
                 raise ValueError(
                     "Don't pass gamma, coef0 or degree to Nystroem if "
@@ -234,10 +247,20 @@ default="uniform"
                     "parameters in 'kernel_params'"
                 )
             return make_kernel(self.kernel, kernel_params=self.kernel_params)
-        # scikit-learn: explicit parameters override those of kernel_params.
+        return make_kernel(self.kernel, **self._named_params())
+
+    def _named_params(self) -> dict:
+        """A named kernel's gamma, coef0, degree: explicit parameters override
+        those of kernel_params, as in scikit-learn."""
+        named = {"gamma": self.gamma, "coef0": self.coef0, "degree": self.degree}
         params = {k: p for k, p in (self.kernel_params or {}).items() if k in named}
         params.update({k: p for k, p in named.items() if p is not None})
-        return make_kernel(self.kernel, **params)
+        return params
+
+    def _device_serves(self) -> bool:
+        """Whether the device path serves this kernel (a named one, whose
+        dense blocks it evaluates)."""
+        return isinstance(self.kernel, str) and self.kernel in DEVICE_KERNELS
 
     def fit(self, X, y=None):
         """Choose the landmarks and compute the normalization.
@@ -254,38 +277,47 @@ default="uniform"
         self : object
         """
         validate_params(self)
-        check_backend(self.backend, "Nystroem")
+        place = placement(X, backend=self.backend, who="Nystroem.fit",
+                          device_ok=self._device_serves())
         reason = self._engine_refuses(X, y)
         if reason:
             self._fit_fallback(reason, X, y)
             self._n_features_out = self.fallback_._n_features_out  # feature names
             return self
         self._drop_fallback()
-        X = validate_data(self, X, dtype=_FLOATS)
+        self._drop_device_copies()
+        sp = place.space
+        if sp.on_device:
+            X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp)
+        else:
+            X = validate_data(self, host_array(X), dtype=_FLOATS)
+        dtype = sp.np_dtype(X)
         kernel = self._kernel()
         start = time.perf_counter()
+        idx = None
         if isinstance(self.landmarks, str):
-            idx = self._landmark_indices(kernel, X)
-            self.components_ = X[idx]
-            self.component_indices_ = idx
+            idx = self._landmark_indices(kernel, X, sp, place.backend)
+            Z = sp.take(X, idx)
         else:
-            self.components_ = _user_landmarks(self.landmarks, X)
-            self.component_indices_ = None
-        Z = self.components_.astype(np.float64)
-        Kmm = np.asarray(kernel(Z), dtype=np.float64)
+            Z = sp.put(_user_landmarks(host_array(self.landmarks), X.shape[1], dtype))
+        Kmm = np.asarray(kernel(sp.host(Z).astype(np.float64)), dtype=np.float64)
         Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()  # GP kernels' noise
-        self.normalization_ = _inverse_sqrt(Kmm).astype(X.dtype, copy=False)
-        self._n_features_out = len(self.components_)
+        N = sp.put(_inverse_sqrt(Kmm).astype(dtype, copy=False))
+        self.components_, self.normalization_ = place.to_output(Z), place.to_output(N)
+        self.component_indices_ = None if idx is None else place.to_output(sp.put(idx))
+        self._keep_device_copies(place, components_=Z, normalization_=N)
+        self._n_features_out = Z.shape[0]
         if self.verbose:
             how = self.landmarks if isinstance(self.landmarks, str) else "given"
+            where = "" if place.trivial else f", {place.describe()}"
             print(
-                f"[Nystroem] {len(Z)} landmarks ({how}) and their normalization "
-                f"in {time.perf_counter() - start:.2f} s"
+                f"[Nystroem] {Z.shape[0]} landmarks ({how}) and their normalization "
+                f"in {time.perf_counter() - start:.2f} s{where}"
             )
         return self
 
-    def _landmark_indices(self, kernel, X):
-        n = len(X)
+    def _landmark_indices(self, kernel, X, sp, backend):
+        n = X.shape[0]
         m = self.n_components
         if m > n:
             warnings.warn(
@@ -298,8 +330,9 @@ default="uniform"
         rnd = check_random_state(self.random_state)
         if self.landmarks == "uniform":  # scikit-learn's draw, exactly
             return rnd.permutation(n)[:m]
+        X = sp.host(X)  # the other rules choose on the host (a copy off a device)
         if self.landmarks == "kmeans++":
-            return kmeans_plusplus(kernel, X, m, random_state=rnd, backend=self.backend)
+            return kmeans_plusplus(kernel, X, m, random_state=rnd, backend=backend)
         if self.landmarks == "rls":
             return ridge_leverage_sample(kernel, X, m, random_state=rnd)
         seed = rnd.randint(np.iinfo(np.int32).max)
@@ -325,50 +358,64 @@ default="uniform"
         check_is_fitted(self)
         if self._delegating():
             return self.fallback_.transform(X)
-        X = validate_data(self, X, reset=False, dtype=_FLOATS, accept_sparse="csr")
+        fitted = fitted_placement(self, "components_", who="Nystroem.transform",
+                                  device_ok=self._device_serves())
+        place = check_same_place(self, X, fitted, "transform")
+        if place.space.on_device:
+            return self._transform_device(X, place)
+        X = validate_data(self, host_array(X), reset=False, dtype=_FLOATS,
+                          accept_sparse="csr")
         kernel = self._kernel()
-        Z, N = self.components_, self.normalization_
+        Z, N = host_array(self.components_), host_array(self.normalization_)
         dtype = np.result_type(X.dtype, Z.dtype)
         out = np.empty((X.shape[0], len(Z)), dtype=dtype)
         NT = N.T.astype(dtype, copy=False)
-        for i0, i1, Kb in _kernel_blocks(kernel, X, Z):
+        for i0, i1, Kb in _blocks.kernel_blocks(kernel, X, Z):
             np.matmul(Kb.astype(dtype, copy=False), NT, out=out[i0:i1])
-        return out
+        return place.to_output(out)
+
+    def _transform_device(self, X, place):
+        """:meth:`transform` on the device: blocks of ``K(X, Z)`` evaluated
+        there (:func:`._xp_kernels.kernel_block`), each times ``N^T``."""
+        sp = place.space
+        xp = sp.xp
+        X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+        Z, N = self._fitted_on(place, "components_", "normalization_")
+        dtype = np.result_type(sp.np_dtype(X), sp.np_dtype(Z))
+        X, Z = sp.astype(X, dtype), sp.astype(Z, dtype)
+        NT = sp.astype(xp.matrix_transpose(N), dtype)
+        n, m = X.shape[0], Z.shape[0]
+        out = xp.empty((n, m), dtype=sp.dtype(dtype), device=sp.device)
+        rows = max(1, _blocks._BLOCK_ENTRIES // max(1, m))
+        for i0 in range(0, n, rows):
+            i1 = min(n, i0 + rows)
+            out[i0:i1, :] = kernel_block(self.kernel, self._named_params(),
+                                         X[i0:i1, :], Z, xp) @ NT
+        return place.to_output(out)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # by scikit-learn's Nystroem (see Notes), which draws uniform landmarks only
         uniform = isinstance(self.landmarks, str) and self.landmarks == "uniform"
         tags.input_tags.sparse = uniform
-        tags.array_api_support = uniform
+        tags.array_api_support = True  # NumPy, CuPy, Array API arrays (see Notes)
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _foreign_array_api(X) -> bool:
-    """An Array API array other than NumPy's, with scikit-learn's
-    ``array_api_dispatch`` on (where scikit-learn keeps its namespace)."""
-    # PyTorch's tensors have no __array_namespace__ (array-api-compat wraps
-    # them), but every Array API library's arrays have __dlpack__
-    return (sklearn.get_config()["array_api_dispatch"]
-            and (hasattr(X, "__array_namespace__") or hasattr(X, "__dlpack__"))
-            and not isinstance(X, np.ndarray)
-            and type(X).__module__.split(".")[0] != "dask")
 
 
 def _short(value) -> str:
     return repr(value) if isinstance(value, str) else f"<{type(value).__name__}>"
 
 
-def _user_landmarks(landmarks, X):
+def _user_landmarks(landmarks, n_features, dtype):
     Z = check_array(landmarks, dtype=_FLOATS, input_name="landmarks")
-    if Z.shape[1] != X.shape[1]:
+    if Z.shape[1] != n_features:
         raise ValueError(
             f"'landmarks' has {Z.shape[1]} features but X has "
-            f"{X.shape[1]}; give an array of shape (n_landmarks, "
-            f"{X.shape[1]})"
+            f"{n_features}; give an array of shape (n_landmarks, "
+            f"{n_features})"
         )
-    return Z.astype(X.dtype, copy=False)
+    return Z.astype(dtype, copy=False)
 
 
 def _inverse_sqrt(K):
@@ -377,196 +424,3 @@ def _inverse_sqrt(K):
     U, S, V = np.linalg.svd(K)
     S = np.maximum(S, 1e-12)
     return U / np.sqrt(S) @ V
-
-
-def _kernel_blocks(kernel, X, Z):
-    """``(i0, i1, K(X[i0:i1], Z))`` over blocks of rows of X, each block
-    evaluated piece by piece into one buffer."""
-    m = max(1, len(Z))
-    rows, piece = max(1, _BLOCK_ENTRIES // m), max(1, _PIECE_ENTRIES // m)
-    buf = None
-    for i0 in range(0, X.shape[0], rows):
-        i1 = min(X.shape[0], i0 + rows)
-        for j0 in range(i0, i1, piece):
-            j1 = min(i1, j0 + piece)
-            Xp = X[j0:j1].toarray() if is_sparse(X) else X[j0:j1]
-            Kp = np.asarray(kernel(Xp, Z))
-            if j0 == i0 and j1 == i1:  # a single piece: no copy
-                buf = Kp
-                break
-            if buf is None or buf.dtype != Kp.dtype or len(buf) < i1 - i0:
-                buf = np.empty((i1 - i0, Kp.shape[1]), dtype=Kp.dtype)
-            buf[j0 - i0 : j1 - i0] = Kp
-        yield i0, i1, buf[: i1 - i0]
-
-
-def _self_kernel(kernel, X):
-    """``k(x, x)`` for every row, without GP white noise, in float64."""
-    return np.asarray(kernel.diag(X), dtype=np.float64) - kernel.white_level()
-
-
-# ---------------------------------------------------------------------------
-# k-means++ seeding in the kernel's feature space
-# ---------------------------------------------------------------------------
-def kmeans_plusplus(
-    kernel, X, n_components: int, *, random_state=None, backend=None, batch: int = 32
-) -> np.ndarray:
-    """Row indices of X chosen by k-means++ seeding in feature space.
-
-    The first landmark is uniform; each next one is drawn with probability
-    proportional to ``D(x)^2 = min_z k(x, x) + k(z, z) - 2 k(x, z)`` over the
-    landmarks ``z`` chosen so far (Arthur and Vassilvitskii, 2007, step 1b).
-    ``bound``, an upper bound of ``D^2`` for every row, is refreshed by one
-    ``Min`` reduction over the landmarks added since the last refresh, so no
-    ``n x m`` matrix is ever formed. Between refreshes, candidates are drawn
-    ``batch`` at a time in proportion to ``bound`` and accepted with
-    probability ``D(x)^2 / bound(x)``, which makes every draw exactly the
-    k-means++ one.
-    """
-    rnd = check_random_state(random_state)
-    seeding = _Seeding(make_kernel(kernel), X, rnd, backend)
-    m = int(n_components)
-    seeding.add(int(rnd.randint(len(X))))
-    while len(seeding.chosen) < m:
-        cum = seeding.refresh()
-        if not cum[-1] > 0:  # every row is (numerically) a landmark already
-            break
-        cap = min(256, max(batch, len(seeding.chosen) // 2))
-        while len(seeding.chosen) < m and len(seeding.pending) < cap:
-            u = rnd.uniform(0, cum[-1], batch)
-            cand = np.minimum(np.searchsorted(cum, u, side="right"), len(X) - 1)
-            if 4 * seeding.screen(cand, m) < batch:  # bound is stale: refresh it
-                break
-    chosen = seeding.chosen
-    if len(chosen) < m:  # top up uniformly among the other rows
-        rest = np.flatnonzero(~seeding.taken)
-        chosen += list(rnd.choice(rest, m - len(chosen), replace=False))
-    return np.asarray(chosen, dtype=np.int64)
-
-
-class _Seeding:
-    """The state of :func:`kmeans_plusplus`: landmarks chosen, those not yet
-    in ``bound`` (pending), and ``bound >= D^2`` for every row."""
-
-    def __init__(self, kernel, X, rnd, backend):
-        self.kernel, self.X, self.rnd, self.backend = kernel, X, rnd, backend
-        self.kd = _self_kernel(kernel, X)
-        self.bound = np.full(len(X), np.inf)
-        self.taken = np.zeros(len(X), dtype=bool)
-        self.chosen, self.pending = [], []
-
-    def add(self, i):
-        self.chosen.append(i)
-        self.pending.append(i)
-        self.taken[i] = True
-
-    def refresh(self):
-        """``bound = min(bound, D^2(x, pending))``, one Min reduction; returns
-        the cumulative sums of ``bound``."""
-        if self.pending:
-            idx = np.asarray(self.pending)
-            K = self.kernel.lazy(self.X, self.X[idx])
-            kd = self.kd.astype(K.dtype)
-            d2 = (Vi(kd[:, None]) + Vj(kd[idx, None]) - 2.0 * K).min(
-                axis=1, backend=self.backend
-            )
-            self.bound = np.minimum(self.bound, np.maximum(d2[:, 0], 0.0))
-            self.bound[self.taken] = 0.0
-            self.pending = []
-        return np.cumsum(self.bound)
-
-    def screen(self, cand, m):
-        """Accept candidates in turn with probability ``D^2 / bound``, ``D^2``
-        counting the pending landmarks (those just accepted too), until m
-        landmarks are chosen; returns the number accepted."""
-        ref = np.concatenate([np.asarray(self.pending, dtype=np.int64), cand])
-        K = np.asarray(self.kernel(self.X[cand], self.X[ref]))
-        sq = self.kd[cand, None] + self.kd[None, ref] - 2.0 * K
-        cols = list(range(len(self.pending)))
-        accepted = 0
-        for t, i in enumerate(cand):
-            if self.taken[i] or len(self.chosen) == m:
-                continue
-            d2 = min(self.bound[i], sq[t, cols].min()) if cols else self.bound[i]
-            if self.rnd.uniform() * self.bound[i] < d2:
-                self.add(int(i))
-                cols.append(len(ref) - len(cand) + t)
-                accepted += 1
-        return accepted
-
-
-# ---------------------------------------------------------------------------
-# approximate ridge leverage scores, in rounds
-# ---------------------------------------------------------------------------
-def ridge_leverage_sample(
-    kernel, X, n_components: int, *, random_state=None, rounds: int = 3
-) -> np.ndarray:
-    """Row indices of X drawn by approximate ridge leverage scores, in rounds.
-
-    The ``lam``-ridge leverage score of row i, ``(K (K + lam I)^{-1})_ii``,
-    is estimated from landmarks S as Musco and Musco (2017, eq. 3) do:
-    ``(k_ii - k_iS (K_SS + lam' I)^{-1} k_Si) / lam`` with
-    ``lam' = lam |S| / n`` (S weighted as a uniform sample). The first
-    ``n_components / 2^rounds`` landmarks are uniform; each round then draws
-    as many new rows again (half the landmarks in the last round), without
-    replacement, in proportion to the scores given the landmarks so far, so
-    that regions already covered stop drawing landmarks. ``lam`` is their
-    choice for a rank-m approximation, ``sum_{i>m} e_i(K) / m``, with the
-    tail trace estimated by that of the residual of the uniform sample.
-    """
-    kernel = make_kernel(kernel)
-    rnd = check_random_state(random_state)
-    n, m = len(X), int(n_components)
-    kd = np.maximum(_self_kernel(kernel, X), 0.0)
-    sizes = [-(-m // 2**r) for r in range(rounds, -1, -1)]  # m/2^rounds ... m
-    S = rnd.permutation(n)[: sizes[0]]
-    lam = _ridge_residual(kernel, X, S, kd, 0.0).sum() / m
-    for size in sizes[1:]:
-        tau = _ridge_residual(kernel, X, S, kd, lam * len(S) / n)
-        free = np.ones(n, dtype=bool)
-        free[S] = False
-        S = np.concatenate([S, _weighted_draw(rnd, tau, free, size - len(S))])
-    return S
-
-
-def _ridge_residual(kernel, X, S, kd, ridge):
-    """``k_ii - k_iS (K_SS + ridge I)^{-1} k_Si`` for every row, in blocks."""
-    W = _inverse_factor(np.asarray(kernel(X[S], X[S]), dtype=np.float64), ridge)
-    out = np.empty(len(X))
-    for i0, i1, Kb in _kernel_blocks(kernel, X, X[S]):
-        F = Kb @ W
-        out[i0:i1] = kd[i0:i1] - np.einsum("ij,ij->i", F, F)
-    return np.maximum(out, 0.0)
-
-
-def _inverse_factor(K, ridge):
-    """``W`` with ``W W^T = (K + ridge I)^{-1}`` (K's negative eigenvalues,
-    if any, raised to 0), the ridge at least ``m eps |K|``.
-
-    Not :func:`kerneltools.linalg.robust_cholesky`, on purpose: the ridge is
-    part of the scores being estimated (Musco and Musco's ``lam'``), so it may
-    not grow until the matrix factors; a kernel that is not positive
-    semi-definite (sigmoid) has its negative eigenvalues clipped instead.
-    """
-    m = len(K)
-    ridge = max(ridge, m * np.finfo(np.float64).eps * np.abs(K).max(initial=0.0))
-    if ridge <= 0:  # K = 0
-        return np.zeros_like(K)
-    try:
-        L = scipy.linalg.cholesky(K + ridge * np.eye(m), lower=True)
-        return scipy.linalg.solve_triangular(L, np.eye(m), lower=True).T
-    except np.linalg.LinAlgError:  # not positive semi-definite (sigmoid, ...)
-        e, U = np.linalg.eigh(K)
-        return U / np.sqrt(np.maximum(e, 0.0) + ridge)
-
-
-def _weighted_draw(rnd, w, free, k):
-    """``k`` distinct indices among ``free`` drawn in proportion to ``w >= 0``
-    (uniformly among the zero weights once the positive ones run out)."""
-    w = np.where(free, w, 0.0)
-    positive = np.flatnonzero(w > 0)
-    if len(positive) <= k:
-        rest = np.flatnonzero(free & (w <= 0))
-        extra = rnd.choice(rest, k - len(positive), replace=False)
-        return np.concatenate([positive, extra]).astype(np.int64)
-    return rnd.choice(len(w), size=k, replace=False, p=w / w.sum())
