@@ -2,7 +2,8 @@
 # One GPU session, run on a machine with an NVIDIA GPU from the repository root:
 # the gpu-marked tests (the shared correctness suite on the CUDA backend), the
 # GPU benchmark against pykeops and dense CuPy, the block-sparse benchmark
-# (CUDA vs our CPU path) and the launch-shape sweep.
+# (CUDA vs our CPU path), the launch-shape sweep and the estimators on CuPy
+# arrays (asv_bench/estimators_gpu.py).
 # Results go under $OUT (default /tmp/kt-gpu). pykeops travels as wheels in .whl/.
 set -u
 OUT=${OUT:-/tmp/kt-gpu}
@@ -40,5 +41,13 @@ if [ "${KT_SWEEP_TIMEOUT:-90}" != 0 ]; then
   timeout "${KT_SWEEP_TIMEOUT:-90}" python3 asv_bench/cuda_compare.py --sweep --repeat 2 \
     --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
   stamp "sweep rc=$?"
+fi
+# estimators on device arrays (issue 24): KernelRidge (Falkon) and Nystroem on
+# CuPy arrays vs our CPU path at 10^5 and 10^6: time, peak GPU memory, share
+# of time in host-device copies
+if [ "${KT_ESTIMATORS_TIMEOUT:-240}" != 0 ]; then
+  SCIPY_ARRAY_API=1 timeout "${KT_ESTIMATORS_TIMEOUT:-240}" python3 asv_bench/estimators_gpu.py \
+    --sklearn --out "$OUT/estimators_gpu.json" > "$OUT/estimators_gpu.log" 2>&1
+  stamp "estimators benchmark rc=$?"
 fi
 tail -5 "$OUT/gpu_tests.txt"

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import sklearn
 from sklearn.metrics.pairwise import pairwise_kernels
+from threadpoolctl import threadpool_limits
 from sklearn.utils.estimator_checks import (
     check_array_api_input,
     check_array_api_mixed_inputs,
@@ -57,10 +58,12 @@ RTOL = {np.float32: 2e-4, np.float64: 1e-8}
 
 @pytest.fixture(autouse=True)
 def _dispatch(monkeypatch):
-    """array_api_dispatch on, and no warm start between fits of one test."""
+    """array_api_dispatch on, and no warm start between fits of one test;
+    BLAS on one thread (tiny matrices: on a busy machine OpenBLAS' threads
+    only wait for each other)."""
     monkeypatch.setenv("SCIPY_ARRAY_API", "1")
     _krr_warm.clear()
-    with sklearn.config_context(array_api_dispatch=True):
+    with sklearn.config_context(array_api_dispatch=True), threadpool_limits(1, "blas"):
         yield
     _krr_warm.clear()
 
