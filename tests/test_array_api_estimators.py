@@ -266,6 +266,25 @@ def test_kernel_blocks_on_a_device_are_scikit_learns():
             np.testing.assert_allclose(g32, ref, rtol=1e-6, atol=1e-6)
 
 
+def test_r2_on_the_device_is_scikit_learns():
+    """KernelRidge.score of CuPy arrays computes R^2 where they are."""
+    from sklearn.metrics import r2_score
+
+    from kerneltools.estimators._array_api import r2_score_xp
+
+    rng = np.random.default_rng(3)
+    for shape in [(20,), (20, 3)]:
+        y = rng.normal(size=shape)
+        p = y + 0.3 * rng.normal(size=shape)
+        w = rng.uniform(size=20)
+        yd, pd = xps.asarray(y, device=DEVICE1), xps.asarray(p, device=DEVICE1)
+        assert r2_score_xp(yd, pd) == pytest.approx(r2_score(y, p), rel=1e-12)
+        assert r2_score_xp(yd, pd, w) == pytest.approx(r2_score(y, p, sample_weight=w),
+                                                       rel=1e-12)
+    flat = xps.ones(5, dtype=xps.float64)
+    assert r2_score_xp(flat, flat) == 1.0 and r2_score_xp(flat, flat + 1) == 0.0
+
+
 def test_conjugate_gradient_in_another_namespace_matches_numpys():
     rng = np.random.default_rng(2)
     G = rng.normal(size=(40, 40))
@@ -304,6 +323,8 @@ def test_cupy_arrays_stay_on_the_gpu(data):
             pred = est.predict(Xc)
             assert isinstance(pred, cupy.ndarray) and isinstance(est.dual_coef_, cupy.ndarray)
             np.testing.assert_allclose(pred.get(), ref, rtol=1e-7, atol=1e-7)
+            assert est.score(Xc, yc) == pytest.approx(
+                KernelRidge(solver=solver, **KRR).fit(X, y).score(X, y), rel=1e-6)
         F = Nystroem(**NYS).fit(Xc).transform(Xc)
         assert isinstance(F, cupy.ndarray)
         np.testing.assert_allclose(F.get(), Nystroem(**NYS).fit(X).transform(X),

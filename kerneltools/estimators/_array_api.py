@@ -76,8 +76,8 @@ from ..config import check_backend
 from ..dask import is_dask_array
 
 __all__ = ["DeviceCopies", "HOST", "Placement", "Space", "check_same_place",
-           "fitted_placement", "host_array", "placement", "simulated_device",
-           "validate_on_device"]
+           "fitted_placement", "host_array", "is_cupy_array", "placement",
+           "r2_score_xp", "simulated_device", "to_cupy", "validate_on_device"]
 
 #: DLPack device types (dlpack.h): host memory, and CUDA memory.
 _DL_HOST = (1, 3)  # kDLCPU, kDLCUDAHost (pinned host memory)
@@ -218,7 +218,7 @@ class Placement:
             a = host_array(a)
             return a if isinstance(a, np.ndarray) or is_dask_array(a) else np.asarray(a)
         if sp.kind == "cupy":
-            return _to_cupy(a)
+            return to_cupy(a)
         if _in_namespace(a, sp.xp, sp.device):
             return a
         return sp.xp.asarray(np.asarray(host_array(a)), device=sp.device)
@@ -257,7 +257,8 @@ def host_array(a):
     return a
 
 
-def _to_cupy(a):
+def to_cupy(a):
+    """``a`` as a CuPy array (zero-copy from a CUDA array, else a copy)."""
     import cupy  # noqa: PLC0415 - only where a GPU computes
 
     if is_cupy_array(a):
@@ -483,3 +484,24 @@ class DeviceCopies:
         state = super().__getstate__()
         state.pop("_device_copies", None)
         return state
+
+
+def r2_score_xp(y, pred, sample_weight=None):
+    """scikit-learn's ``r2_score`` (``multioutput="uniform_average"``,
+    ``force_finite=True``) computed in the arrays' namespace, on their device:
+    for CuPy arrays without ``array_api_dispatch``, where scikit-learn's
+    would convert them with ``np.asarray`` (and fail)."""
+    xp = compat().array_namespace(y, pred)
+    y = xp.astype(y, pred.dtype)
+    if y.ndim == 1:
+        y, pred = xp.reshape(y, (-1, 1)), xp.reshape(pred, (-1, 1))
+    w = 1.0 if sample_weight is None else xp.reshape(
+        xp.asarray(sample_weight, dtype=pred.dtype, device=compat().device(pred)), (-1, 1))
+    num = xp.sum(w * (y - pred) ** 2, axis=0)
+    mean = xp.sum(w * y, axis=0) / (xp.sum(w + 0 * y, axis=0))
+    den = xp.sum(w * (y - mean) ** 2, axis=0)
+    ok = (num != 0) & (den != 0)
+    # a constant y: 1 when predicted exactly, else 0 (scikit-learn's force_finite)
+    flat = xp.astype(num == 0, num.dtype)
+    scores = xp.where(ok, 1 - num / xp.where(ok, den, 1.0), flat)
+    return float(xp.mean(scores))

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
+import sklearn
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -30,7 +31,10 @@ from ._array_api import (
     check_same_place,
     fitted_placement,
     host_array,
+    is_cupy_array,
     placement,
+    r2_score_xp,
+    to_cupy,
     validate_on_device,
 )
 from ._fallback import FallbackMixin, is_sparse, kernel_refusal
@@ -468,6 +472,20 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
         K = kernel.lazy(X.astype(Xf.dtype, copy=False), Xf)
         out = K.matmul(coef.reshape(len(coef), -1), backend=place.backend)
         return place.to_output(out.reshape((len(X),) + coef.shape[1:]))
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
+        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
+        without ``array_api_dispatch``).
+
+        Returns
+        -------
+        score : float
+        """
+        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+            pred = self.predict(X)
+            return r2_score_xp(to_cupy(y), pred, host_array(sample_weight))
+        return super().score(X, y, sample_weight=sample_weight)
 
     def _predict_device(self, X, place):
         """:meth:`predict` where the fit computed: one reduction on the device."""
