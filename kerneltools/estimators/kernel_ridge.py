@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-import scipy.linalg
 import sklearn
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -19,7 +17,6 @@ from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
     conjugate_gradient,
-    robust_cholesky,
     select_landmarks,
 )
 from . import _krr_device as _device
@@ -38,6 +35,7 @@ from ._array_api import (
     validate_on_device,
 )
 from ._fallback import FallbackMixin, is_sparse, kernel_refusal
+from ._krr_solvers import alpha_groups, np_dtype, solve_dense, solve_falkon
 from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["KernelRidge"]
@@ -122,9 +120,13 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
 
     Attributes
     ----------
-    dual_coef_ : ndarray of shape (n_fit,) or (n_fit, n_targets)
-    X_fit_ : ndarray of shape (n_fit, n_features)
+    dual_coef_ : array of shape (n_fit,) or (n_fit, n_targets)
+    X_fit_ : array of shape (n_fit, n_features)
         The training points, or the landmarks with ``solver='falkon'``.
+        Both arrays are in the namespace and on the device of the training
+        data (CuPy arrays after a fit on CuPy arrays; with
+        ``array_api_dispatch``, torch tensors for torch tensors ...), as
+        scikit-learn's Array API estimators keep theirs.
     solver_ : str
     n_iter_ : int
         Iterations of the iterative solver (the most over targets); 1 for
@@ -140,6 +142,21 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
     landmarks, the preconditioner's ``n m^2`` Gram matrix and the last
     solutions, and starts from the solution for the nearest ``alpha``; each
     fit still runs to ``tol`` on its own system. ``verbose`` says when.
+
+    Array API arrays: CuPy arrays, and with
+    ``sklearn.set_config(array_api_dispatch=True)`` any Array API array
+    (torch tensors, ...), are fitted and predicted in their namespace, on
+    their device. On a GPU (CuPy arrays, or torch CUDA tensors through
+    DLPack; the named kernels) the data stay there for the whole fit: the
+    reductions take device arrays, CG's vectors live there ("cg"), Falkon's
+    n-sized arithmetic runs there and only its landmark-sized vectors cross
+    to the host; "cholesky" (n <= ``CHOLESKY_MAX_SAMPLES``) solves on the
+    host. Host arrays (CPU tensors) are read through a zero-copy NumPy view.
+    With ``backend="cuda"``, NumPy data are copied to the GPU once per fit,
+    not per reduction. ``y`` and ``sample_weight`` follow ``X``; ``predict``
+    takes X in the namespace and on the device of the fit (``ValueError``
+    otherwise). Device fits do not keep the warm starts below. See
+    :mod:`kerneltools.estimators._array_api`.
 
     What the engine does not serve is fitted by scikit-learn's
     :class:`sklearn.kernel_ridge.KernelRidge` with the same parameters:
@@ -265,7 +282,7 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
             place = place.on_host()
         sp, backend = place.space, place.backend
         ravel = y.ndim == 1
-        Y = sp.astype(y if y.ndim == 2 else sp.xp.reshape(y, (n, 1)), _np_dtype(sp, X))
+        Y = sp.astype(y if y.ndim == 2 else sp.xp.reshape(y, (n, 1)), np_dtype(sp, X))
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"'alpha' has {alpha.size} values but y has {Y.shape[1]} targets; "
                              "give one alpha, or one per target")
@@ -275,16 +292,17 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
         self.n_iter_ = 1  # one direct solve; the iterative solvers count their iterations
         fit_X = X
         if solver == "cholesky":
-            coef = _solve_dense(kernel(X), Y, alpha, w)
+            coef = solve_dense(kernel(X), Y, alpha, w)
         elif solver == "cg" and sp.on_device:
             coef, self.n_iter_ = _device.solve_cg(
-                self, kernel, X, Y, _alpha_groups(alpha, Y.shape[1]), w, sp, backend,
+                self, kernel, X, Y, alpha_groups(alpha, Y.shape[1]), w, sp, backend,
                 lambda Xk: self._cg_precisions(Xk, sp))
         elif solver == "cg":
             coef = self._solve_cg(kernel, X, Y, alpha, w, backend)
         else:
-            fit_X, coef = self._solve_falkon(kernel, X, Y, alpha, w, sp, backend)
-        coef = sp.astype(coef, _np_dtype(sp, X))
+            fit_X, coef, self.n_iter_ = solve_falkon(self, kernel, X, Y, alpha, w, sp,
+                                                     backend)
+        coef = sp.astype(coef, np_dtype(sp, X))
         if ravel:
             coef = sp.xp.reshape(coef, (-1,))
         self.X_fit_, self.dual_coef_ = place.to_output(fit_X), place.to_output(coef)
@@ -324,14 +342,14 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
     def _working_data(self, X, sp=HOST):
         """The dtype Falkon evaluates the kernel in. Products accumulate in
         float64 either way; a `tol` tighter than float32 resolves upcasts."""
-        if _np_dtype(sp, X) == np.float32 and self.tol < _FLOAT32_TOL:
+        if np_dtype(sp, X) == np.float32 and self.tol < _FLOAT32_TOL:
             return sp.astype(X, np.float64)
         return X
 
     def _cg_precisions(self, X, sp=HOST):
         """``(fast, exact)``: the rows of CG's kernel products, and those of the
         float64 products that refine its residual (None: no refinement)."""
-        dtype = _np_dtype(sp, X)
+        dtype = np_dtype(sp, X)
         if dtype == np.float64 and X.shape[0] <= MIXED_PRECISION_MIN_SAMPLES:
             return X, None
         fast = sp.astype(X, np.float32)
@@ -366,7 +384,7 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
             print("[KernelRidge] same data and kernel as an earlier fit: its landmarks, "
                   "preconditioner and solutions are reused", flush=True)
         y_key = None if key is None else _warm.fingerprint(Y)
-        for cols, a in _alpha_groups(alpha, Y.shape[1]):
+        for cols, a in alpha_groups(alpha, Y.shape[1]):
             shift = a if w is None else a / w[keep]
             A = KernelOperator(kernel, fast, shift=shift, backend=backend)
             refine = None if exact is None else KernelOperator(kernel, exact, shift=shift,
@@ -403,38 +421,6 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
         if reuse and np.ndim(shift) == 0:
             entry["preconditioner"] = M
         return M
-
-    def _solve_falkon(self, kernel, X, Y, alpha, w, sp=HOST, backend=None):
-        # Falkon (Rudi, Carratino and Rosasco, 2017, Alg. 1): the minimiser of
-        # ||y - K_nm b||^2_W + alpha b^T K_mm b over b, found by CG on the
-        # normal equations (K_mn W K_nm + alpha K_mm) b = K_mn W y, left and
-        # right preconditioned by B = T^-1 A^-1 with T^T T = K_mm and
-        # A^T A = T T^T / m + (alpha / n) I (their lambda is alpha / n).
-        # On a device (sp), the n-sized arrays stay there; CG runs on the
-        # m-vectors, on the host.
-        Xw = self._working_data(X, sp)
-        n = X.shape[0]
-        m = min(self.n_components, n)
-        rows = Rows(Xw) if is_dask_array(Xw) else _device.rows(Xw, sp)
-        idx = select_landmarks(kernel, rows, m, method=self.landmarks,
-                               random_state=self.random_state)
-        Z = rows[idx] if is_dask_array(Xw) else sp.take(Xw, idx)
-        Kmm = kernel(sp.host(Z).astype(np.float64))
-        Kmm[np.diag_indices_from(Kmm)] -= kernel.white_level()
-        T = robust_cholesky(Kmm + np.finfo(np.float64).eps * m * np.eye(m),
-                            lower=False, what="the landmarks' kernel matrix")
-        Knm = kernel.lazy(sp.engine(Xw), sp.engine(Z))
-        wv = sp.put(np.ones(n) if w is None else np.asarray(w, dtype=np.float64))
-        beta = np.zeros((m, Y.shape[1]))
-        n_iters = []
-        for cols, a in _alpha_groups(alpha, Y.shape[1]):
-            Yc = sp.astype(sp.take(Y, cols, axis=1), np.float64)
-            rhs = _rsum(Knm, wv[:, None] * Yc, backend, sp) / n
-            beta[:, cols], n_iter = _falkon_solve(Knm, T, wv, a / n, rhs, backend,
-                                                  self._iterative_args(), sp)
-            n_iters.append(n_iter)
-        self.n_iter_ = max(n_iters)
-        return sp.astype(Z, _np_dtype(sp, X)), sp.put(beta)
 
     @rows_method
     def predict(self, X):
@@ -536,41 +522,6 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
             "distinct row and tol <= 1e-10")}
 
 
-def _np_dtype(sp, X):
-    return np.dtype(X.dtype) if is_dask_array(X) else sp.np_dtype(X)
-
-
-def _rsum(K, V, backend, sp=HOST):
-    """``K^T V`` for a lazy ``K`` (a reduction over its rows), V of space
-    ``sp``: the m values, gathered on the host in float64."""
-    from ..lazy import Vi
-
-    V = V.astype(K.dtype) if is_dask_array(V) else sp.engine(sp.astype(V, K.dtype))
-    out = (K * Vi(V)).sum(axis=0, backend=backend)
-    return np.asarray(to_numpy(out) if is_dask_array(out)
-                      else sp.host(sp.from_engine(out)), dtype=np.float64)
-
-
-def _falkon_solve(Knm, T, wv, lam, rhs, backend, cg_args, sp=HOST):
-    """Falkon's preconditioned CG for (K_mn W K_nm / n + lam K_mm) b = rhs."""
-    n, m = Knm.shape[0], len(T)
-    A = robust_cholesky(T @ T.T / m + lam * np.eye(m), lower=False,
-                        what="Falkon's preconditioner matrix")
-
-    def solve(F, v, trans=False):
-        return scipy.linalg.solve_triangular(F, v, trans=trans)
-
-    def bhb(u):  # B^T H B u with B = T^-1 A^-1 and K_mm = T^T T
-        v = sp.engine(sp.put(solve(T, solve(A, u)).astype(Knm.dtype)))
-        Kv = Knm.matmul(v, backend=backend)
-        Kv = Kv if is_dask_array(Kv) else sp.from_engine(Kv)
-        knm_t_knm_v = _rsum(Knm, wv[:, None] * Kv, backend, sp) / n
-        return solve(A, solve(T, knm_t_knm_v, True) + lam * solve(A, u), True)
-
-    u, n_iter = conjugate_gradient(bhb, solve(A, solve(T, rhs, True), True), **cg_args)
-    return solve(T, solve(A, u)), n_iter
-
-
 def _check_alpha(alpha) -> np.ndarray:
     """``alpha`` (a float or an array-like, by the constraints) as a 1-D float64
     array of finite values >= 0, which the constraints cannot say."""
@@ -595,31 +546,3 @@ def _check_sample_weight(w, n: int) -> np.ndarray | None:
     if n and not np.any(w > 0):
         raise ValueError("'sample_weight' is zero everywhere: at least one weight must be > 0")
     return w
-
-
-def _alpha_groups(alpha, n_targets):
-    """``(columns, alpha)`` pairs: one group per distinct alpha."""
-    if alpha.size == 1:
-        return [(np.arange(n_targets), float(alpha[0]))]
-    return [(np.flatnonzero(alpha == a), float(a)) for a in np.unique(alpha)]
-
-
-def _solve_dense(K, Y, alpha, w):
-    """scikit-learn's Cholesky path: (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y."""
-    if w is not None:
-        sw = np.sqrt(w).astype(K.dtype)
-        K = K * np.outer(sw, sw)
-        Y = Y * sw[:, None]
-    C = np.empty(Y.shape, dtype=np.result_type(K.dtype, Y.dtype))
-    diag = K.flat[:: len(K) + 1]  # K is ours: shift its diagonal in place, and back
-    for cols, a in _alpha_groups(alpha, Y.shape[1]):
-        K.flat[:: len(K) + 1] = diag + a
-        try:
-            C[:, cols] = scipy.linalg.solve(K, Y[:, cols], assume_a="pos")
-        except np.linalg.LinAlgError:
-            warnings.warn("Singular matrix in solving dual problem. Using "
-                          "least-squares solution instead.", stacklevel=3)
-            C[:, cols] = scipy.linalg.lstsq(K, Y[:, cols])[0]
-    if w is not None:
-        C *= np.sqrt(w)[:, None]
-    return C
