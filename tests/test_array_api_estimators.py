@@ -35,7 +35,7 @@ from sklearn.utils.estimator_checks import (
     check_array_api_same_namespace,
 )
 
-from kerneltools.estimators import KernelRidge, Nystroem, _krr_warm
+from kerneltools.estimators import KernelPCA, KernelRidge, Nystroem, _krr_warm
 from kerneltools.estimators._array_api import simulated_device
 from kerneltools.estimators._xp_kernels import DEVICE_KERNELS, kernel_block
 from kerneltools.kernels import PAIRWISE_KERNELS
@@ -158,6 +158,28 @@ def test_nystroem_transforms_as_numpy_in_the_inputs_namespace(data, way, dtype):
         _assert_where(est.component_indices_, Xa, ref.component_indices_.dtype)
         np.testing.assert_array_equal(_np(est.component_indices_), ref.component_indices_)
         _close(F, ref.transform(X[:30]), dtype)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_kernel_pca_transforms_in_the_inputs_namespace(data, way):
+    """KernelPCA fits on NumPy; its transform takes X where it is."""
+    X = data[0]
+    for solver in ("dense", "nystroem"):
+        kpca = KernelPCA(4, kernel="rbf", gamma=0.5, eigen_solver=solver, n_landmarks=20,
+                         random_state=0).fit(X)
+        ref = kpca.transform(X[:30])
+        with _way(way):
+            Xa = _as(way, X[:30])
+            out = kpca.transform(Xa)
+            again = kpca.transform(Xa)  # the device copies, reused
+        _assert_where(out, Xa, np.float64)
+        _close(out, ref, np.float64)
+        _close(again, ref, np.float64)
+    kpca.fit(X[:40] * 1.5)  # a refit: new fitted arrays, no stale device copies
+    new = kpca.transform(X[:30])
+    assert np.abs(new - ref).max() > 0.1
+    with _way(way):
+        _close(kpca.transform(_as(way, X[:30])), new, np.float64)
 
 
 def test_host_data_with_backend_cuda_is_copied_once_and_stays_numpy(data):

@@ -15,6 +15,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
                       landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh)
+from . import _kpca_device
+from ._array_api import placement
 from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
@@ -350,13 +352,23 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         """Project X on the components: ``C K(X, X_fit_) C`` times the scaled
         eigenvectors (the centring applied to the product, never to the matrix).
 
+        The fit is NumPy's; X may also be a CuPy array, or with
+        ``array_api_dispatch`` any Array API array: the projection then runs
+        where X is (on a GPU: one reduction on device arrays, with device
+        copies of the fitted arrays made on the first such call) and
+        returns X's namespace and device (see
+        :mod:`kerneltools.estimators._kpca_device`).
+
         Returns
         -------
-        X_new : ndarray of shape (n_samples, n_components)
+        X_new : array of shape (n_samples, n_components)
         """
         check_is_fitted(self)
         if self._delegating():
             return self.fallback_.transform(X)
+        place = placement(X, backend=self.backend, who="KernelPCA.transform")
+        if not place.trivial:  # CuPy, or an Array API array (array_api_dispatch)
+            return _kpca_device.transform(self, X, place)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         kernel = self._kernel()
         if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
