@@ -18,7 +18,11 @@ landmarks, 1000 by default) and each path:
   Falkon fit takes minutes on the CPU); ``max_abs_diff`` compares the GPU's
   outputs with these;
 * ``sklearn-cupy`` (Nystroem, with ``--sklearn``): scikit-learn's Nystroem on
-  the same CuPy arrays under ``array_api_dispatch`` (needs SCIPY_ARRAY_API=1).
+  the same CuPy arrays under ``array_api_dispatch`` (needs SCIPY_ARRAY_API=1);
+* ``torch-cpu`` (with ``--torch``, no GPU needed): the CPU path on CPU torch
+  tensors under ``array_api_dispatch`` (zero-copy NumPy views, outputs back
+  as tensors), against NumPy arrays under ``array_api_dispatch`` in the same
+  run (``numpy_dispatch_s``): the ratio is the cost of the Array API layer.
 
 Times are medians of ``--repeat`` warm runs after one warm-up run (which
 compiles), synchronised. ``--cpu`` runs the CPU path only (no GPU needed): the
@@ -148,6 +152,23 @@ def _run_cpu(name, fn, X, y, repeat):
     return out, {"time_s": statistics.median(times)}
 
 
+def _run_torch(fn, X, y, repeat):
+    import os
+
+    import sklearn
+    import torch
+
+    os.environ.setdefault("SCIPY_ARRAY_API", "1")  # scikit-learn asks; our path needs none
+    Xt, yt = torch.asarray(X), torch.asarray(y)
+    with sklearn.config_context(array_api_dispatch=True):
+        out, stats = _run_cpu("torch", fn, Xt, yt, repeat)
+        # the anchor: NumPy arrays under dispatch too (scikit-learn's validation
+        # costs more with dispatch on, whatever the arrays)
+        _, anchor = _run_cpu("numpy", fn, X, y, repeat)
+    assert isinstance(out, torch.Tensor)
+    return {**stats, "numpy_dispatch_s": anchor["time_s"]}
+
+
 def _sklearn_nystroem(m):
     import sklearn
     from sklearn.kernel_approximation import Nystroem
@@ -174,6 +195,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--cpu", action="store_true", help="the CPU path only")
     parser.add_argument("--sklearn", action="store_true",
                         help="also scikit-learn's Nystroem on CuPy arrays")
+    parser.add_argument("--torch", action="store_true",
+                        help="also the CPU path on CPU torch tensors (array_api_dispatch)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
@@ -197,6 +220,10 @@ def main(argv=None) -> list[dict]:
                 if gpu_out is not None:
                     row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
                 rows.append(row)
+            if args.torch:
+                rows.append({"estimator": name, "n": n, "d": D, "m": m,
+                             "path": "torch-cpu", **_run_torch(_cases(m, "cpu")[name],
+                                                               X, y, args.repeat)})
             if args.sklearn and name == "Nystroem" and not args.cpu:
                 try:
                     _, stats = _run_gpu("sklearn", _sklearn_nystroem(m), X, y, args.repeat)
@@ -225,7 +252,7 @@ def _table(rows):
             continue
         share = f"{100 * r['copy_share']:.2f}" if "copy_share" in r else ""
         peak = f"{r['peak_gpu_bytes'] / 2**20:.0f}" if "peak_gpu_bytes" in r else ""
-        ref = cpu.get((r["estimator"], r["n"]))
+        ref = r.get("numpy_dispatch_s", cpu.get((r["estimator"], r["n"])))
         ratio = f"{ref / r['time_s']:.1f}x" if ref and r["path"] != "cpu" else ""
         print(f"{r['estimator']:22s} {r['n']:8d} {r['path']:12s} {r['time_s']:9.3f} "
               f"{share:>9s} {peak:>12s} {ratio:>8s}")
