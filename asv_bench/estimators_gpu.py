@@ -242,7 +242,7 @@ def main(argv=None) -> list[dict]:
 
 def _table(rows):
     print(f"{'estimator':22s} {'n':>8s} {'path':12s} {'time s':>9s} {'copies %':>9s} "
-          f"{'peak GPU MB':>12s} {'vs cpu':>8s}")
+          f"{'peak GPU MB':>12s} {'speed-up':>8s}")
     cpu = {(r["estimator"], r["n"]): r["time_s"] for r in rows
            if r.get("path") == "cpu" and "time_s" in r}
     for r in rows:
