@@ -1,0 +1,62 @@
+"""Silent wrong results found by an outside review of recent additions.
+
+Each test reproduces one finding against an independent reference (dense
+NumPy in float64 on the same rounded inputs, SciPy, scikit-learn) and failed
+before its fix; the commit that adds a test says what was wrong. Sizes and
+formulas are those of the neighbouring test files where possible (each
+distinct formula is a compilation on a cold kernel cache).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import kerneltools as kt
+
+# ---------------------------------------------------------------------------
+# The expanded squared distance of the C backend (D >= 16) on points far from
+# the origin: |x|^2 + |y|^2 - 2 <x, y> cancels ~ |x|^2 down to |x - y|^2, so
+# its rounding error (eps |x|^2) swamped the distances. At D = 15 (direct
+# differences) the same data were exact to float32's rounding.
+# ---------------------------------------------------------------------------
+
+#: The shape of test_cpu_wide's first case (its compiled kernel is reused).
+WIDE_D, WIDE_E = 17, 8
+#: Relative tolerance on a sum, against the sum of the absolute terms.
+WIDE_TOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
+
+
+def _far_points(dtype, offset=1000.0, n=70, m=600, seed=0):
+    """Unit-spread clouds at ``offset`` from the origin in every feature."""
+    rng = np.random.default_rng(seed)
+    x = (offset + rng.random((n, WIDE_D))).astype(dtype)
+    y = (offset + rng.random((m, WIDE_D))).astype(dtype)
+    b = rng.standard_normal((m, WIDE_E)).astype(dtype)
+    d2 = ((x.astype(np.float64)[:, None] - y.astype(np.float64)[None]) ** 2).sum(-1)
+    return x, y, b, d2
+
+
+def test_wide_gaussian_sum_far_from_the_origin_matches_dense_numpy(backend, dtype):
+    x, y, b, d2 = _far_points(dtype)
+    g = 3.0 / WIDE_D
+    K = np.exp(-g * d2)
+    ref, scale = K @ b.astype(np.float64), K @ np.abs(b.astype(np.float64))
+    got = ((-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)).sum(axis=1, backend=backend)
+    assert got.dtype == dtype
+    err = np.max(np.abs(got - ref) / scale)
+    assert err <= WIDE_TOL[dtype], f"relative error {err:.2e}"
+
+
+def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
+    # a Sinkhorn-like softmin at a small temperature: an error of d2 is
+    # multiplied by 1 / eps (it was 0.7 nats at offset 100, eps = 0.1, float32)
+    x, y, _, d2 = _far_points(dtype, offset=100.0)
+    eps = 0.1
+    ref = logsumexp(-d2 / eps, axis=1)
+    got = (-kt.Vi(x).sqdist(kt.Vj(y)) / eps).logsumexp(axis=1, backend=backend)
+    got = np.asarray(got, dtype=np.float64).ravel()
+    # float32 inputs: the direct form is exact to ~ u * d2 / eps ~ 1e-4 nats here
+    atol = 1e-3 if dtype == np.float32 else 1e-9
+    assert np.max(np.abs(got - ref)) <= atol
