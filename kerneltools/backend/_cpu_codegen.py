@@ -45,7 +45,7 @@ from ._codegen import (
     width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_dots import norm_given, norm_pointers, tile_free
+from ._cpu_dots import centring, norm_given, norm_pointers, tile_free
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
@@ -54,7 +54,7 @@ from ._plan import Plan
 from ._render_c import node_levels, render_formulas
 
 __all__ = ["generate_source", "tile_size", "block_rows", "row_block", "dot_products",
-           "tile_free_args", "IB", "DOT_MIN_DIM"]
+           "tile_free_args", "centring_args", "IB", "DOT_MIN_DIM"]
 
 #: The vectorisable exp shared by the C kernels (see the file's comment):
 #: vector library exps fall back to slow scalar code when an argument
@@ -218,6 +218,13 @@ def tile_free_args(plan: Plan) -> tuple:
     """Positions of the j-arguments read only through dot products and their
     norms (_cpu_dots): the run passes no tiles for them."""
     return tile_free(*_rewrite_dots(plan.formulas, plan.red.smooth))
+
+
+def centring_args(plan: Plan) -> tuple:
+    """The dot products' variables that the run may translate by one vector
+    (_cpu_dots.centring): the expanded form's rounding then follows the
+    points' spread, not their distance from the origin."""
+    return centring(plan.formulas, _rewrite_dots(plan.formulas, plan.red.smooth)[1])
 
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,

@@ -16,6 +16,17 @@ and the norms (``tile_free``) is not packed by tiles at all: one copy of
 ``y`` (the micro-kernel's chunks) instead of two. NaN and inf propagate as in the kernel's own sum (a
 NaN feature gives a NaN norm, an infinite one inf); the expanded form's
 handling of an infinite norm and its clamp at 0 are unchanged.
+
+The expanded form errs by about ``eps (|x|^2 + |y|^2)``: on points far from
+the origin (data at an offset of 1000, unit spread: ``eps |x|^2`` ~ 1 in
+float32) that swamps ``|x - y|^2``. Where the formulas read the products'
+variables only through differences of two of them (squared distances,
+``x_i - y_j`` in their gradients), the result does not change when all of
+them move by one vector ``c``: :func:`centring` finds those plans, and
+:func:`centred` translates the arrays by the j-variable's mean (in double)
+before the call when that is far from the origin next to the points'
+spread. The error is then ``eps (|x - c|^2 + |y - c|^2)``, that of the
+points' spread, at the cost of one translated copy of each such array.
 """
 
 from __future__ import annotations
@@ -24,7 +35,8 @@ import numpy as np
 
 from . import _ops
 
-__all__ = ["norm_given", "norm_pointers", "row_sqnorms", "tile_free"]
+__all__ = ["centred", "centring", "norm_given", "norm_pointers", "row_sqnorms",
+           "tile_free"]
 
 #: Bytes of one chunk of the norms' double-precision pass (bounds its copy:
 #: rows of 4096 would be 65 MB at D = 2,000).
@@ -64,9 +76,79 @@ def row_sqnorms(a: np.ndarray, dtype) -> np.ndarray:
     rounded to ``dtype``."""
     a = np.asarray(a)
     out = np.empty(len(a), dtype=np.float64)
-    rows = max(1, _CHUNK_BYTES // (8 * max(1, a.shape[1])))
-    for s in range(0, len(a), rows):
-        blk = np.asarray(a[s:s + rows], dtype=np.float64)
+    rows = _chunk_rows(a)
+    for s, blk in zip(range(0, len(a), rows), _chunks64(a)):
         np.einsum("ij,ij->i", blk, blk, out=out[s:s + rows])
     with np.errstate(over="ignore"):  # a norm past the dtype's range: inf
         return out.astype(dtype)
+
+
+def centring(formulas, dots) -> tuple:
+    """``(positions, centre_on)``: the positions of the dot products'
+    variables, all of one dimension, when ``formulas`` (before the expanded
+    rewrite) read them only as differences ``Sub(u, v)`` of two of them, and
+    the position of the first j-variable (whose mean is the centre); ``()``
+    otherwise (a dot product or a norm of its own, a difference with a
+    parameter, variables of several dimensions: a translation would change
+    the result)."""
+    group = {v for _, x, y in dots for v in (x, y)}
+    if not group or len({v.dim for v in group}) != 1:
+        return ()
+    seen, stack = set(), list(formulas)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "Sub" and all(c in group for c in n.children):
+            continue  # translation-invariant
+        if n in group:
+            return ()  # read otherwise
+        stack.extend(n.children)
+    return tuple(sorted(v.attrs[1] for v in group)), dots[0][2].attrs[1]
+
+
+def centred(args, centring_info, dtype) -> list:
+    """``args`` with the variables of ``centring_info`` (:func:`centring`)
+    translated by the centre ``c``, the mean of the j-variable's finite
+    rows, rounded to ``dtype``, when ``c`` is far from the origin next to
+    their spread (``|c|^2 > 3 mean |y - c|^2``: centring then gains more
+    than a bit); else ``args``."""
+    if not centring_info:
+        return args
+    positions, on = centring_info
+    y = np.asarray(args[on])
+    if len(y) == 0:
+        return args
+    total, sq, count = np.zeros(y.shape[1]), 0.0, 0
+    for blk in _chunks64(y):  # the finite rows (inf and NaN stay as they are)
+        blk = blk[np.isfinite(blk).all(axis=1)]
+        total += blk.sum(axis=0)
+        sq += float(np.einsum("ij,ij->", blk, blk))
+        count += len(blk)
+    if count == 0:
+        return args
+    c = total / count
+    c2 = float(c @ c)
+    if not (np.isfinite(c2) and np.isfinite(sq)) or c2 <= 3 * (sq / count - c2):
+        return args
+    args = list(args)
+    for k in positions:
+        a = np.asarray(args[k])
+        out = np.empty(a.shape, dtype=dtype)
+        rows = _chunk_rows(a)
+        for s in range(0, len(a), rows):
+            np.subtract(a[s:s + rows], c, out=out[s:s + rows], casting="unsafe")
+        args[k] = out
+    return args
+
+
+def _chunk_rows(a) -> int:
+    return max(1, _CHUNK_BYTES // (8 * max(1, a.shape[1])))
+
+
+def _chunks64(a):
+    """The rows of ``a`` (n, d) in double, by chunks of ``_CHUNK_BYTES``."""
+    rows = _chunk_rows(a)
+    for s in range(0, len(a), rows):
+        yield np.asarray(a[s:s + rows], dtype=np.float64)
