@@ -309,6 +309,18 @@ def test_double_backward_where_points_coincide():
                                      rtol=1e-4)
 
 
+def test_double_backward_where_points_coincide_in_wide_dimensions(backend):
+    """The same at D = 16, where the C backend computes squared distances in
+    the expanded form |x|^2 + |y|^2 - 2 <x, y>: a point's distance to
+    itself came out as 4e-16 there, not 0, so the singular terms took the
+    branch of distinct points and their second derivatives, ~ 1 / r with
+    r ~ 2e-8, reached the gradient of the penalty (relative error 5e3 in x
+    and y, float64). Which terms are singular is decided exactly."""
+    a, x, b, y = measures(torch.float64, seed=14, d=16)
+    args = (a, x, b, torch.cat([x[:10], y[10:]]))
+    assert_penalty_grads_equal_dense("energy", args, backend, blur=1.0, rtol=1e-8)
+
+
 @pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff"])
 def test_double_backward_is_refused_where_not_computed(loss):
     a, x, b, y = measures(torch.float64, seed=12)
