@@ -60,3 +60,25 @@ def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
     # float32 inputs: the direct form is exact to ~ u * d2 / eps ~ 1e-4 nats here
     atol = 1e-3 if dtype == np.float32 else 1e-9
     assert np.max(np.abs(got - ref)) <= atol
+
+
+# ---------------------------------------------------------------------------
+# The same expanded form near distance 0: a point's squared distance to
+# itself came out as ~eps |x|^2, not 0, and a square root makes that
+# absolute error a relative one of sqrt(eps): exp(-|x_i - x_j|) (the
+# Laplacian / Matern 1/2 kernel) on x = y was 7e-10 off in float64 and
+# 1.4e-5 in float32 at D = 16, against 6e-16 / 2e-7 at D = 15.
+# ---------------------------------------------------------------------------
+
+
+def test_wide_exponential_kernel_on_coinciding_points_matches_dense_numpy(backend, dtype):
+    x, _, b, _ = _far_points(dtype, offset=0.0)
+    X = x.astype(np.float64)
+    K = np.exp(-np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)))
+    ref = K @ b[:70].astype(np.float64)
+    scale = K @ np.abs(b[:70].astype(np.float64))
+    F = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp() * kt.Vj(b[:70])
+    got = F.sum(axis=1, backend=backend)
+    err = np.max(np.abs(got - ref) / scale)
+    assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
+        f"relative error {err:.2e}")
