@@ -121,15 +121,18 @@ def _rewrite_dots(formulas, smooth: bool = True):
     eps |x|^2 as with BLAS-based codes, blurs F slightly; Min, Max and K-min
     keep the direct form, their outputs depending on the exact order of
     nearby distances) and the list of dot-product nodes
-    ``SumFeat(Mul(x_i, y_j))`` to compute by blocks.
+    ``SumFeat(Mul(x_i, y_j))`` to compute by blocks. A squared distance that
+    an operation steep at 0 reads (:func:`_steep_arguments`) keeps the direct
+    form too.
     """
     def is_pair(a, b):
         return (a.op == "Var" and b.op == "Var" and a.cat == "i" and b.cat == "j"
                 and a.dim == b.dim and a.dim >= DOT_MIN_DIM)
 
     mapping = {}
+    steep = _steep_arguments(formulas) if smooth else set()
     for node in topo_order(list(formulas)):
-        if node.op != "SumFeat" or not smooth:
+        if node.op != "SumFeat" or not smooth or node in steep:
             continue
         (inner,) = node.children
         if inner.op == "Square" and inner.children[0].op == "Sub":
@@ -157,6 +160,25 @@ def _rewrite_dots(formulas, smooth: bool = True):
             if is_pair(a, b):
                 dots.append((node, a, b))
     return list(formulas), dots
+
+
+#: Operations whose value or derivative is unbounded at 0: sqrt(d2) turns
+#: the expanded form's absolute rounding near d2 = 0 (a point's squared
+#: distance to itself comes out as ~eps |x|^2, not 0) into a relative error
+#: of sqrt(eps) (exp(-|x - y|) at D = 16: 7e-10 in float64, 1e-4 in float32).
+_STEEP = {"Sqrt", "Rsqrt", "Log", "Inv", "XLogX"}
+
+
+def _steep_arguments(formulas) -> set:
+    """The nodes inside an argument of an operation steep at 0: those of
+    ``_STEEP``, ``Pow`` of a negative exponent, the denominator of ``Div``."""
+    roots = []
+    for node in topo_order(list(formulas)):
+        if node.op in _STEEP or (node.op == "Pow" and node.attrs[0] < 0):
+            roots.extend(node.children)
+        elif node.op == "Div":
+            roots.append(node.children[1])
+    return set(topo_order(roots))
 
 
 def tile_size(plan: Plan) -> int:
