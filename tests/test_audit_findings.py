@@ -82,3 +82,52 @@ def test_wide_exponential_kernel_on_coinciding_points_matches_dense_numpy(backen
     err = np.max(np.abs(got - ref) / scale)
     assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
         f"relative error {err:.2e}")
+
+
+# ---------------------------------------------------------------------------
+# KernelRidge's warm-start table (estimators/_krr_warm.py) is process-wide:
+# fits in threads (a grid search under joblib's threading backend) share an
+# entry, and one fit's new solution was written while another iterated over
+# the entry's solutions ("OrderedDict mutated during iteration").
+# ---------------------------------------------------------------------------
+
+
+def test_krr_warm_start_entry_is_safe_under_concurrent_fits(monkeypatch):
+    import sys
+    import threading
+    import time
+
+    from kerneltools.estimators import _krr_warm
+
+    monkeypatch.setattr(_krr_warm, "MAX_SOLUTIONS", 200)  # longer iterations
+    entry, key = {}, ("audit-findings", "thread-safety")
+    Y = np.ones((50, 1))
+    sol, res = np.ones((50, 1)), np.zeros((50, 1))
+    stop, errors = threading.Event(), []
+
+    def fit_solutions():  # what each fit's remember_solution does, repeatedly
+        k = 0
+        while not stop.is_set():
+            _krr_warm.remember_solution(entry, ("y", (0,)), 0.1 + (k % 500) / 100, sol,
+                                        res)
+            k += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    writer = threading.Thread(target=fit_solutions)
+    writer.start()
+    try:
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end and not errors:
+            try:
+                x0, r0 = _krr_warm.warm_start(entry, ("y", (0,)), 0.5, Y)
+                _krr_warm.store(key, entry)  # sizes the entry, under the lock
+            except RuntimeError as e:  # pragma: no cover - the bug
+                errors.append(e)
+    finally:
+        stop.set()
+        writer.join()
+        sys.setswitchinterval(interval)
+        _krr_warm.clear()
+    assert not errors, errors[0]
+    assert np.all(np.isfinite(x0)) and np.all(np.isfinite(r0))
