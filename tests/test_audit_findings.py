@@ -131,3 +131,26 @@ def test_krr_warm_start_entry_is_safe_under_concurrent_fits(monkeypatch):
         _krr_warm.clear()
     assert not errors, errors[0]
     assert np.all(np.isfinite(x0)) and np.all(np.isfinite(r0))
+
+
+def test_wide_translation_applies_only_to_formulas_of_differences():
+    """The fix of the test above translates the points only where the
+    formulas read them as differences of two of them (squared distances,
+    their gradients); any other read (a dot product or a norm of its own, a
+    difference with a parameter) keeps the points as they are."""
+    from kerneltools.backend._cpu_codegen import centring_args
+
+    x, y, b, _ = _far_points(np.float64, offset=0.0)
+    xi, yj, bj = kt.Vi(x), kt.Vj(y), kt.Vj(b)
+    gauss = (-xi.sqdist(yj) * 0.1).exp()
+    p = kt.Pm(np.ones(WIDE_D))
+
+    def positions(F, reduction="Sum"):
+        found = centring_args(F._plan(reduction, 1)[0])
+        return found[0] if found else ()
+
+    assert positions(gauss * bj) == (0, 1)
+    assert positions((gauss * (xi - yj)).sum(-1) * bj) == (0, 1)  # a gradient's form
+    assert positions(gauss * (xi | yj) * bj) == ()
+    assert positions(gauss * xi.sqnorm2() * bj) == ()
+    assert positions(gauss * (xi - p).sum(-1) * bj) == ()
