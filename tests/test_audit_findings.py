@@ -154,3 +154,16 @@ def test_wide_translation_applies_only_to_formulas_of_differences():
     assert positions(gauss * (xi | yj) * bj) == ()
     assert positions(gauss * xi.sqnorm2() * bj) == ()
     assert positions(gauss * (xi - p).sum(-1) * bj) == ()
+
+
+def test_wide_coincidence_tests_on_squared_distances_are_exact(backend, dtype):
+    """A test of d2 = 0 (a step, a comparison, an ifelse on the distance:
+    coincident points, radius 0) on the expanded form missed points equal
+    to themselves: their squared distance came out as ~eps |x|^2."""
+    x, _, _, _ = _far_points(dtype, offset=0.0)
+    x = np.concatenate([x, x[:20]])  # 20 duplicated points
+    X = x.astype(np.float64)
+    ref = (((X[:, None] - X[None]) ** 2).sum(-1) == 0).sum(1)
+    d2 = kt.Vi(x).sqdist(kt.Vj(x))
+    got = (-d2).step().sum(axis=1, backend=backend).ravel()
+    np.testing.assert_array_equal(got, ref)
