@@ -162,22 +162,27 @@ def _rewrite_dots(formulas, smooth: bool = True):
     return list(formulas), dots
 
 
-#: Operations whose value or derivative is unbounded at 0: sqrt(d2) turns
-#: the expanded form's absolute rounding near d2 = 0 (a point's squared
-#: distance to itself comes out as ~eps |x|^2, not 0) into a relative error
-#: of sqrt(eps) (exp(-|x - y|) at D = 16: 7e-10 in float64, 1e-4 in float32).
-_STEEP = {"Sqrt", "Rsqrt", "Log", "Inv", "XLogX"}
+#: Operations whose value or derivative is unbounded at 0, or that jump:
+#: the expanded form leaves a point's squared distance to itself at ~eps
+#: |x|^2, not 0; sqrt(d2) makes that a relative error of sqrt(eps) (exp(-|x -
+#: y|) at D = 16: 7e-10 in float64, 1e-4 in float32), and a test of d2 = 0
+#: (coincident points, radius 0) misses the point itself.
+_STEEP = {"Sqrt", "Rsqrt", "Log", "Inv", "XLogX", "Step", "Sign", "Floor", "Round",
+          "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"}
 
 
 def _steep_arguments(formulas) -> set:
-    """The nodes inside an argument of an operation steep at 0: those of
-    ``_STEEP``, ``Pow`` of a negative exponent, the denominator of ``Div``."""
+    """The nodes inside an argument of an operation steep at 0 or
+    discontinuous: those of ``_STEEP``, ``Pow`` of a negative exponent, the
+    denominator of ``Div``, the condition of ``IfElse``."""
     roots = []
     for node in topo_order(list(formulas)):
         if node.op in _STEEP or (node.op == "Pow" and node.attrs[0] < 0):
             roots.extend(node.children)
         elif node.op == "Div":
             roots.append(node.children[1])
+        elif node.op == "IfElse":
+            roots.append(node.children[0])
     return set(topo_order(roots))
 
 
