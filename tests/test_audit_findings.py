@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 import kerneltools as kt
@@ -47,6 +49,26 @@ def test_wide_gaussian_sum_far_from_the_origin_matches_dense_numpy(backend, dtyp
     assert got.dtype == dtype
     err = np.max(np.abs(got - ref) / scale)
     assert err <= WIDE_TOL[dtype], f"relative error {err:.2e}"
+
+
+@settings(max_examples=8, deadline=None)
+@given(offset=st.floats(-1e4, 1e4), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_wide_gaussian_sum_is_translation_invariant(offset, seed, dtype):
+    """Any offset, along a random direction (C backend where it runs)."""
+    from kerneltools.backend._dispatch import BACKENDS
+
+    ok = BACKENDS.get("cpu") is not None and BACKENDS["cpu"].available()[0]
+    rng = np.random.default_rng(seed)
+    shift = offset * rng.standard_normal(WIDE_D)
+    x, y, b, _ = _far_points(dtype, offset=0.0, seed=seed)
+    x, y = (x + shift).astype(dtype), (y + shift).astype(dtype)
+    X, Y = x.astype(np.float64), y.astype(np.float64)
+    K = np.exp(-0.2 * ((X[:, None] - Y[None]) ** 2).sum(-1))
+    ref, scale = K @ b.astype(np.float64), K @ np.abs(b.astype(np.float64))
+    F = (-kt.Vi(x).sqdist(kt.Vj(y)) * 0.2).exp() * kt.Vj(b)
+    got = F.sum(axis=1, backend="cpu" if ok else "numpy")
+    assert np.max(np.abs(got - ref) / scale) <= WIDE_TOL[np.dtype(dtype)]
 
 
 def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
