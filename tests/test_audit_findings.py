@@ -45,7 +45,8 @@ def test_wide_gaussian_sum_far_from_the_origin_matches_dense_numpy(backend, dtyp
     g = 3.0 / WIDE_D
     K = np.exp(-g * d2)
     ref, scale = K @ b.astype(np.float64), K @ np.abs(b.astype(np.float64))
-    got = ((-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)).sum(axis=1, backend=backend)
+    F = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)
+    got = F.sum(axis=1, backend=backend)
     assert got.dtype == dtype
     err = np.max(np.abs(got - ref) / scale)
     assert err <= WIDE_TOL[dtype], f"relative error {err:.2e}"
@@ -96,7 +97,7 @@ def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
 # ---------------------------------------------------------------------------
 
 
-def test_wide_exponential_kernel_on_coinciding_points_matches_dense_numpy(backend, dtype):
+def test_wide_exponential_kernel_on_coinciding_points_matches_numpy(backend, dtype):
     x, _, b, _ = _far_points(dtype, offset=0.0)
     X = x.astype(np.float64)
     K = np.exp(-np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)))
@@ -194,7 +195,7 @@ def test_wide_coincidence_tests_on_squared_distances_are_exact(backend, dtype):
     np.testing.assert_array_equal(got, ref)
 
 
-def test_wide_exponential_kernel_on_coinciding_points_from_32_features(backend, request):
+def test_wide_exponential_kernel_on_coinciding_points_from_32_dims(backend, request):
     """Open: from WIDE_MIN_DIM features the C backend keeps the expanded form
     under a square root (see above); this fails there until the direct
     form's feature loop is as fast (or the expanded form exact at 0)."""

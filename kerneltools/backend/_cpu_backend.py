@@ -224,8 +224,8 @@ class CpuBackend:
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
             gemm = padded_columns(plan) if many_columns(plan) else None
-            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm,
-                    tile_free_args(plan), centring_args(plan))
+            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan),
+                    gemm, tile_free_args(plan), centring_args(plan))
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm

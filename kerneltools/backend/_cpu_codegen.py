@@ -41,12 +41,11 @@ import numpy as np
 from . import _ops
 from ._codegen import (
     WIDE_MIN_DIM, array_args, c_real, defines, indent, jonly_nodes, red_form, red_subs,
-    row_major,
-    feature_loop, sign_conditions, skeleton, template_text, title, var_reader, wide_sums,
-    width,
+    row_major, feature_loop, sign_conditions, skeleton, template_text, title,
+    var_reader, wide_sums, width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_dots import centring, norm_given, norm_pointers, tile_free
+from ._cpu_dots import centring, norm_given, norm_pointers, steep_arguments, tile_free
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, tile_loop
 from ._ir import intcst, topo_order
@@ -124,7 +123,7 @@ def _rewrite_dots(formulas, smooth: bool = True):
     nearby distances) and the list of dot-product nodes
     ``SumFeat(Mul(x_i, y_j))`` to compute by blocks. A squared distance of
     fewer than ``WIDE_MIN_DIM`` features that an operation steep at 0 reads
-    (:func:`_steep_arguments`) keeps the direct form too: straight-line code
+    (:func:`._cpu_dots.steep_arguments`) keeps the direct form too: straight-line code
     there, as fast. (From ``WIDE_MIN_DIM`` the direct form is a loop over the
     features inside the vectorised loop, which measured 20x slower when
     operations follow it: exp(-|x - y|) at D = 32, 2,000 x 2,000 float32,
@@ -136,7 +135,7 @@ def _rewrite_dots(formulas, smooth: bool = True):
                 and a.dim == b.dim and a.dim >= DOT_MIN_DIM)
 
     mapping = {}
-    steep = _steep_arguments(formulas) if smooth else set()
+    steep = steep_arguments(formulas) if smooth else set()
     for node in topo_order(list(formulas)):
         if node.op != "SumFeat" or not smooth or (
                 node in steep and node.children[0].dim < WIDE_MIN_DIM):
@@ -167,30 +166,6 @@ def _rewrite_dots(formulas, smooth: bool = True):
             if is_pair(a, b):
                 dots.append((node, a, b))
     return list(formulas), dots
-
-
-#: Operations whose value or derivative is unbounded at 0, or that jump:
-#: the expanded form leaves a point's squared distance to itself at ~eps
-#: |x|^2, not 0; sqrt(d2) makes that a relative error of sqrt(eps) (exp(-|x -
-#: y|) at D = 16: 7e-10 in float64, 1e-4 in float32), and a test of d2 = 0
-#: (coincident points, radius 0) misses the point itself.
-_STEEP = {"Sqrt", "Rsqrt", "Log", "Inv", "XLogX", "Step", "Sign", "Floor", "Round",
-          "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"}
-
-
-def _steep_arguments(formulas) -> set:
-    """The nodes inside an argument of an operation steep at 0 or
-    discontinuous: those of ``_STEEP``, ``Pow`` of a negative exponent, the
-    denominator of ``Div``, the condition of ``IfElse``."""
-    roots = []
-    for node in topo_order(list(formulas)):
-        if node.op in _STEEP or (node.op == "Pow" and node.attrs[0] < 0):
-            roots.extend(node.children)
-        elif node.op == "Div":
-            roots.append(node.children[1])
-        elif node.op == "IfElse":
-            roots.append(node.children[0])
-    return set(topo_order(roots))
 
 
 def tile_size(plan: Plan) -> int:

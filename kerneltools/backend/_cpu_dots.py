@@ -25,8 +25,9 @@ variables only through differences of two of them (squared distances,
 them move by one vector ``c``: :func:`centring` finds those plans, and
 :func:`centred` translates the arrays by the mean of (a sample of) the
 j-variable's rows, in double, before the call when that is far from the
-origin next to the points' spread. The error is then ``eps (|x - c|^2 + |y - c|^2)``, that of the
-points' spread, at the cost of one translated copy of each such array.
+origin next to the points' spread. The error is then
+``eps (|x - c|^2 + |y - c|^2)``, that of the points' spread, at the cost of
+one translated copy of each such array.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ops
+from ._ir import topo_order
 
 __all__ = ["centred", "centring", "norm_given", "norm_pointers", "row_sqnorms",
-           "tile_free"]
+           "steep_arguments", "tile_free"]
 
 #: Bytes of one chunk of the norms' double-precision pass (bounds its copy:
 #: rows of 4096 would be 65 MB at D = 2,000).
@@ -128,7 +130,8 @@ def centred(args, centring_info, dtype) -> list:
     if len(sample) == 0:
         return args
     c = sample.mean(axis=0)
-    c2, spread = float(c @ c), float(np.mean(np.einsum("ij,ij->i", sample - c, sample - c)))
+    dev = sample - c
+    c2, spread = float(c @ c), float(np.mean(np.einsum("ij,ij->i", dev, dev)))
     if not (np.isfinite(c2) and np.isfinite(spread)) or c2 <= 3 * spread:
         return args
     args = list(args)
@@ -145,3 +148,26 @@ def centred(args, centring_info, dtype) -> list:
 def _chunk_rows(a) -> int:
     return max(1, _CHUNK_BYTES // (8 * max(1, a.shape[1])))
 
+
+#: Operations whose value or derivative is unbounded at 0, or that jump:
+#: the expanded form leaves a point's squared distance to itself at ~eps
+#: |x|^2, not 0; sqrt(d2) makes that a relative error of sqrt(eps) (exp(-|x -
+#: y|) at D = 16: 7e-10 in float64, 1e-4 in float32), and a test of d2 = 0
+#: (coincident points, radius 0) misses the point itself.
+_STEEP = {"Sqrt", "Rsqrt", "Log", "Inv", "XLogX", "Step", "Sign", "Floor", "Round",
+          "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"}
+
+
+def steep_arguments(formulas) -> set:
+    """The nodes inside an argument of an operation steep at 0 or
+    discontinuous: those of ``_STEEP``, ``Pow`` of a negative exponent, the
+    denominator of ``Div``, the condition of ``IfElse``."""
+    roots = []
+    for node in topo_order(list(formulas)):
+        if node.op in _STEEP or (node.op == "Pow" and node.attrs[0] < 0):
+            roots.extend(node.children)
+        elif node.op == "Div":
+            roots.append(node.children[1])
+        elif node.op == "IfElse":
+            roots.append(node.children[0])
+    return set(topo_order(roots))

@@ -132,8 +132,8 @@ def warm_start(entry, y_key, alpha: float, Y):
     (per column), and ``r0 = Y - s (K + a I) c1``.
     """
     with _lock:  # another thread's fit may be adding a solution
-        sols = [] if entry is None else [(k[1], v) for k, v in
-                                         entry.get("solutions", {}).items() if k[0] == y_key]
+        sols = [] if entry is None else [
+            (k[1], v) for k, v in entry.get("solutions", {}).items() if k[0] == y_key]
     if not sols:
         return None, None
     a1, (c1, R1) = min(sols, key=lambda s: abs(np.log(s[0] / alpha)))
