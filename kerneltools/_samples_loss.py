@@ -472,10 +472,16 @@ def _kernel(name, u, v, blur):
         return k, diff * (k * (-1.0 / blur**2))
     d2 = u.sqdist(v)
     r = (d2 + _SQRT_FLOOR).sqrt()
+    # u = v, tested exactly: the C backend's expanded |u|^2 + |v|^2 - 2 <u, v>
+    # (D >= 16) can leave a point's squared distance to itself at ~eps |u|^2,
+    # whose square root (1e-8 |u| in float64, 3e-4 |u| in float32) would
+    # enter k(x_i, x_i); the derivatives are 0 there in any case
+    same = -diff.abs().sum(-1)
+    dist = same.ifelse(0.0, r)
     if name == "laplacian":
-        k = (r * (-1.0 / blur)).exp()
-        return k, (-d2).ifelse(0.0, diff * (-k / (r * blur)))
-    return -r, (-d2).ifelse(0.0, -diff / r)  # energy
+        k = (dist * (-1.0 / blur)).exp()
+        return k, same.ifelse(0.0, diff * (-k / (r * blur)))
+    return -dist, same.ifelse(0.0, -diff / r)  # energy
 
 
 def _kernel_loss(loss, a, x, b, y):

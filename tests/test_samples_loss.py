@@ -309,6 +309,36 @@ def test_double_backward_where_points_coincide():
                                      rtol=1e-4)
 
 
+def _coinciding_wide(dt):
+    a, x, b, y = measures(torch.float64, seed=14, d=16)
+    return [t.to(dt) for t in (a, x, b, torch.cat([x[:10], y[10:]]))]
+
+
+def test_double_backward_where_points_coincide_in_wide_dimensions(backend):
+    """The same at D = 16, where the C backend computes squared distances in
+    the expanded form |x|^2 + |y|^2 - 2 <x, y>: a point's distance to
+    itself came out as ~4e-16 there, not 0, so the singular terms took the
+    branch of distinct points: their second derivatives, ~ 1 / r with
+    r ~ 2e-8, reached the gradient of the penalty (relative error 1e4 in x
+    and y, float64). Which terms are singular is decided exactly, and their
+    distance is 0 (the Laplacian loss shares the code: its first order below;
+    its second order costs as many compilations again)."""
+    assert_penalty_grads_equal_dense("energy", _coinciding_wide(torch.float64), backend,
+                                     blur=1.0)
+
+
+def test_laplacian_loss_where_points_coincide_in_wide_dimensions(backend):
+    """k(x_i, x_i) moved by that distance's square root (float32: ~1e-3,
+    the Laplacian loss's gradient in a 2.5e-4 off, relative)."""
+    args = _coinciding_wide(torch.float32)
+    v, grads = value_and_grads(SamplesLoss("laplacian", blur=1.0, backend=backend), *args)
+    v_ref, grads_ref = value_and_grads(lambda *t: dense_kernel_loss(*t, "laplacian", 1.0),
+                                       *[t.double() for t in args])
+    assert_rel(v.double(), v_ref, 1e-4, "value")
+    for name, g, g_ref in zip("axby", grads, grads_ref):
+        assert_rel(g.double(), g_ref, 1e-4, f"gradient in {name}")
+
+
 @pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff"])
 def test_double_backward_is_refused_where_not_computed(loss):
     a, x, b, y = measures(torch.float64, seed=12)

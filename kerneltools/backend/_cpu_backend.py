@@ -23,8 +23,15 @@ import numpy as np
 from ._cache import atomic_write, kernel_folder, load_verified_library, store_library
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
-from ._cpu_codegen import IB, dot_products, generate_source, tile_free_args, tile_size
-from ._cpu_dots import row_sqnorms
+from ._cpu_codegen import (
+    IB,
+    centring_args,
+    dot_products,
+    generate_source,
+    tile_free_args,
+    tile_size,
+)
+from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._errors import CompileError
 from ._plan import Plan
@@ -217,12 +224,14 @@ class CpuBackend:
         if warm is None or warm[0] is not _loaded.get(warm[2]):
             fn = get_kernel(plan)
             gemm = padded_columns(plan) if many_columns(plan) else None
-            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan), gemm,
-                    tile_free_args(plan))
+            warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan),
+                    gemm, tile_free_args(plan), centring_args(plan))
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
         fn, tj, dot_args, cost = warm[0], warm[1], warm[3], warm[4]
+        # far from the origin: the dot products' points moved near it (_cpu_dots)
+        args = centred(args, warm[7], plan.dtype)
         # (the many-column Sum's B is passed row-major below, not as tiles)
         skip = many_columns(plan)[1].attrs[1] if warm[5] is not None else -1
         # (and j-variables read only through dot products: _cpu_dots)

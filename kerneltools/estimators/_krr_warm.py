@@ -111,12 +111,14 @@ def clear() -> None:
 
 def remember_solution(entry: dict, y_key, alpha: float, C, R) -> None:
     """Keep the solution ``C`` of ``(K + alpha I) C = Y`` and its float64
-    residual ``R = Y - (K + alpha I) C`` (the newest ``MAX_SOLUTIONS``)."""
-    sols = entry.setdefault("solutions", OrderedDict())
-    sols[(y_key, alpha)] = (C, R)
-    sols.move_to_end((y_key, alpha))
-    while len(sols) > MAX_SOLUTIONS:
-        sols.popitem(last=False)
+    residual ``R = Y - (K + alpha I) C`` (the newest ``MAX_SOLUTIONS``).
+    Under the table's lock: fits in threads share an entry."""
+    with _lock:
+        sols = entry.setdefault("solutions", OrderedDict())
+        sols[(y_key, alpha)] = (C, R)
+        sols.move_to_end((y_key, alpha))
+        while len(sols) > MAX_SOLUTIONS:
+            sols.popitem(last=False)
 
 
 def warm_start(entry, y_key, alpha: float, Y):
@@ -129,8 +131,9 @@ def warm_start(entry, y_key, alpha: float, Y):
     ``(K + a I)``-norm error along ``c1``, ``s = c1^T Y / c1^T (K + a I) c1``
     (per column), and ``r0 = Y - s (K + a I) c1``.
     """
-    sols = [] if entry is None else [(k[1], v) for k, v in
-                                     entry.get("solutions", {}).items() if k[0] == y_key]
+    with _lock:  # another thread's fit may be adding a solution
+        sols = [] if entry is None else [
+            (k[1], v) for k, v in entry.get("solutions", {}).items() if k[0] == y_key]
     if not sols:
         return None, None
     a1, (c1, R1) = min(sols, key=lambda s: abs(np.log(s[0] / alpha)))
