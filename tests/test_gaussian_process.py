@@ -373,13 +373,14 @@ def test_stored_nystroem_matches_the_lazy_preconditioner(backend):
     assert stored.logdet() == lazy.logdet()
 
 
-def test_trace_control_variate_matches_dense_algebra():
+def test_trace_control_variate_matches_dense_algebra(monkeypatch):
     """The control variate of the gradient's trace (_gp_control): its closed
     forms, tr(P^-1 G_h) - mean_k v_k^T G_h v_k with G_h the Nystroem
     derivative of dK_h and the exact diagonal, against the same quantities
     formed densely from scikit-learn's kernel gradient, for the amplitude,
-    each length scale and the white noise (G = I)."""
+    each length scale and the white noise (G = I); by blocks of 37 rows too."""
     from kerneltools._gp_kernels import stationary_form
+    from kerneltools.estimators import _gp_control
     from kerneltools.estimators._gp_control import trace_corrections
     from kerneltools.estimators._gp_iterative import StoredNystroem
     from kerneltools.kernels import make_kernel
@@ -402,6 +403,10 @@ def test_trace_control_variate_matches_dense_algebra():
         expected.append(np.trace(P_inv @ G) - np.einsum("ik,ij,jk->", V, G, V) / 5)
     np.testing.assert_allclose(ours, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
     np.testing.assert_allclose(white, np.trace(P_inv) - np.sum(V * V) / 5, rtol=1e-10)
+    monkeypatch.setattr(_gp_control, "_ROWS", 37)
+    blocked, white2 = trace_corrections(stationary_form(kernel), M, X, V)
+    np.testing.assert_allclose(blocked, ours, rtol=1e-12, atol=1e-12 * np.abs(ours).max())
+    np.testing.assert_allclose(white2, white, rtol=1e-12)
 
 
 def test_lbfgs_stops_where_the_iterative_objective_stalls():

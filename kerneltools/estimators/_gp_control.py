@@ -53,14 +53,19 @@ def applies(form, M) -> bool:
     return form is not None and form.nu != 0.5 and hasattr(M, "_F")
 
 
-def _derivatives(form, U, V, S):
-    """``(dK_h blocks, their diagonals)`` of ``c * phi(|u - v|^2)`` between
-    the rescaled points ``U`` and ``V`` (``S`` their squared distances, taken
-    over): the amplitude's (``d k / d log c = k``), then each length scale's
-    (``d k / d log l_d = -2 c phi'(s) (u_d - v_d)^2``; one for a scalar
-    length scale)."""
+def _kernel_and_weight(form, S):
+    """``(c phi(s), -2 c phi'(s))`` on the squared distances ``S`` (kept)."""
     phi, w = _phi_and_weight(form.nu, S.copy())
-    K, Wt = form.c * phi, form.c * w
+    return form.c * phi, form.c * w
+
+
+def _derivatives(form, U, V):
+    """``(dK_h, their diagonals)`` of ``c * phi(|u - v|^2)`` between the
+    rescaled points ``U`` and ``V``: the amplitude's (``d k / d log c = k``),
+    then each length scale's (``d k / d log l_d = -2 c phi'(s) (u_d -
+    v_d)^2``; one for a scalar length scale)."""
+    S = cdist(U, V, "sqeuclidean")
+    K, Wt = _kernel_and_weight(form, S)
     out = [K]
     if form.length_scale.size > 1:
         out += [Wt * np.subtract.outer(U[:, d], V[:, d]) ** 2 for d in range(U.shape[1])]
@@ -68,6 +73,22 @@ def _derivatives(form, U, V, S):
         out.append(Wt * S)
     diag = [form.c] + [0.0] * (len(out) - 1)  # the diagonal of dK_h (white noise apart)
     return out, diag
+
+
+def _inner_products(form, U, Zu, E):
+    """``<dK_h(U, Zu), E>`` for every ``h`` of :func:`_derivatives`, without
+    forming the length scales' ``dK_h``: with ``G = -2 c phi'(s) o E``,
+    ``<G, (u_d - z_d)^2> = sum_i u_id^2 (G 1)_i - 2 u_d^T G z_d + sum_a
+    (1^T G)_a z_ad^2`` (one ``G @ Zu`` product for all d)."""
+    S = cdist(U, Zu, "sqeuclidean")
+    K, Wt = _kernel_and_weight(form, S)
+    G = np.multiply(Wt, E, out=Wt)
+    if form.length_scale.size > 1:
+        scales = (U * U).T @ G.sum(axis=1) - 2 * np.einsum("id,id->d", U, G @ Zu) \
+            + G.sum(axis=0) @ (Zu * Zu)
+    else:
+        scales = np.array([np.vdot(G, S)])
+    return np.concatenate([[np.vdot(K, E)], scales])
 
 
 def trace_corrections(form, M, X, V):
@@ -104,34 +125,28 @@ def trace_corrections(form, M, X, V):
     F, W, d_inv = M._F, M._W, M.d_inv
     p = V.shape[1]
     U, Zu = X / form.length_scale, M.Z / form.length_scale
-    S_mm = cdist(Zu, Zu, "sqeuclidean")
-    dK_mm, kdiag = _derivatives(form, Zu, Zu, S_mm)
+    dK_mm, kdiag = _derivatives(form, Zu, Zu)
     r = F.shape[1]
     C_inv = scipy.linalg.cho_solve(M._chol, np.eye(r))
-    CW = C_inv @ W.T
     BV = W @ (F.T @ V)  # B V, (m, p)
-    blocks = [slice(r0, r0 + _ROWS) for r0 in range(0, len(X), _ROWS)]
     inner = np.zeros(len(dK_mm))
-    core_P, core_V = np.zeros((r, r)), np.zeros((r, r))
+    core = np.zeros((r, r))
     p_sum = v_sum = 0.0
-    for rows in blocks:
+    for r0 in range(0, len(X), _ROWS):
+        rows = slice(r0, r0 + _ROWS)
         Fb, db = F[rows], d_inv[rows]
-        p_diag = db - db**2 * np.einsum("ij,ij->i", Fb @ C_inv, Fb)
+        FC = Fb @ C_inv
+        p_diag = db - db**2 * np.einsum("ij,ij->i", FC, Fb)
         v_sq = np.einsum("ij,ij->i", V[rows], V[rows])
-        Fs = np.sqrt(p_diag)[:, None] * Fb
-        core_P += Fs.T @ Fs  # F^T diag(x) F by BLAS syrk
-        Fs = np.sqrt(v_sq)[:, None] * Fb
-        core_V += Fs.T @ Fs
+        x = p_diag - v_sq / p
+        core += Fb.T @ (x[:, None] * Fb)  # F^T diag(x) F
         p_sum += p_diag.sum()
         v_sum += v_sq.sum()
-        E = db[:, None] * (Fb @ CW)  # Y
-        E -= (p_diag - v_sq / p)[:, None] * (Fb @ W.T)
-        E -= V[rows] @ BV.T / p
-        dK_nm, _ = _derivatives(form, U[rows], Zu, cdist(U[rows], Zu, "sqeuclidean"))
-        inner += [np.vdot(dK, E) for dK in dK_nm]
-    # the m x m terms: <dK_mm, -B P^-1 B^T + B diag(x_P - x_V / p) B^T>
-    # and + <B V, dK_mm B V> / p
-    mid = W @ (core_P - core_V / p - (np.eye(r) - C_inv)) @ W.T
+        # E = Y - x o B^T - V (B V)^T / p, with Y = D^-1 F C^-1 W^T, B^T = F W^T
+        E = (db[:, None] * FC - x[:, None] * Fb) @ W.T - V[rows] @ BV.T / p
+        inner += _inner_products(form, U[rows], Zu, E)
+    # the m x m terms: <dK_mm, -B P^-1 B^T + B diag(x) B^T> + <B V, dK_mm B V> / p
+    mid = W @ (core - (np.eye(r) - C_inv)) @ W.T
     small = np.array([np.vdot(dK, mid) + np.vdot(BV, dK @ BV) / p for dK in dK_mm])
     kernel_part = 2 * inner + small + np.asarray(kdiag) * (p_sum - v_sum / p)
     return kernel_part, p_sum - v_sum / p
