@@ -12,10 +12,11 @@ log marginal likelihood, test RMSE against the noiseless function.
     python asv_bench/gp_compare.py --cases sklearn:3000:eval,kerneltools:3000:eval
 
 Solver ``eval`` times one evaluation of the optimizer's objective (the log
-marginal likelihood and its gradient at the start, median of three) instead
-of a fit (``eval`` with kerneltools: the exact path's): with the evaluation counts of full fits at a smaller n (the
-``evals`` column, objective evaluations of L-BFGS-B in the fit, polish
-included), it prices a fit that would take too long to run.
+marginal likelihood and its gradient at the start, median of three; with
+kerneltools, the exact path's) instead of a fit: with the evaluation counts
+of full fits at a smaller n (the ``evals`` column, objective evaluations of
+L-BFGS-B in the fit, polish included), it prices a fit that would take too
+long to run.
 
 GPyTorch (``gpytorch:n:adamK``, if installed) fits the same model, an exact GP
 with ``ScaleKernel(RBFKernel(ard_num_dims=8))``, a zero mean and a Gaussian
@@ -101,7 +102,8 @@ def child(system, n, solver):
            "predict_s": t2 - t1, "peak_mb": rss,
            "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
            "kernel": str(model.kernel_), "evals": evals[0], "cpu_s": c1 - c0}
-    if system == "kerneltools" and model.solver_ == "iterative" and n <= EXACT_CHECK_MAX:
+    if system == "kerneltools" and model.solver_ == "iterative" \
+            and n <= EXACT_CHECK_MAX:
         row["lml_exact"] = _exact_lml(model, X, y)
     print(json.dumps(row))
 
@@ -152,7 +154,8 @@ def _exact_lml(model, X, y):
 
     L = dense_cholesky(model.kernel_, X, model.alpha)
     a = scipy.linalg.cho_solve((L, True), y, check_finite=False)
-    return float(-0.5 * y @ a - np.log(np.diagonal(L)).sum() - len(y) / 2 * np.log(2 * np.pi))
+    logdet = 2 * np.log(np.diagonal(L)).sum()
+    return float(-0.5 * y @ a - 0.5 * logdet - len(y) / 2 * np.log(2 * np.pi))
 
 
 def _print_eval(system, n, model, X, y, theta):

@@ -68,7 +68,7 @@ def _derivatives(form, U, V):
     K, Wt = _kernel_and_weight(form, S)
     out = [K]
     if form.length_scale.size > 1:
-        out += [Wt * np.subtract.outer(U[:, d], V[:, d]) ** 2 for d in range(U.shape[1])]
+        out += [Wt * np.subtract.outer(u, v) ** 2 for u, v in zip(U.T, V.T)]
     else:
         out.append(Wt * S)
     diag = [form.c] + [0.0] * (len(out) - 1)  # the diagonal of dK_h (white noise apart)

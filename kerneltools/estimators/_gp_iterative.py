@@ -15,7 +15,10 @@ With ``A = K + alpha I`` (plus any white noise):
 - ``d lml / d theta = 1/2 a^T dK a - 1/2 tr(A^{-1} dK)``, the trace by
   Hutchinson, ``E[(A^{-1} z)^T dK (P^{-1} z)] = tr(A^{-1} dK)``: one
   reduction of the symbolic derivative formulas for every probe and every
-  hyperparameter at once.
+  hyperparameter at once; for ``c * RBF`` / ``c * Matern`` kernels with the
+  preconditioner's own derivative as a control variate
+  (:mod:`._gp_control`), which takes the gradient's error from 10-20 to
+  0.1-0.5 at n = 10^4, D = 8 (its exact value 10 to 30 per component).
 
 The probes and landmarks have fixed seeds, so the objective the optimizer
 sees is a deterministic function of theta. ``P`` is rebuilt at every theta
@@ -142,7 +145,8 @@ class StoredNystroem(NystroemPreconditioner):
         step = max(1, _DENSE_BLOCK // max(len(self.Z), 1))
         for r0 in range(0, len(self.X), step):
             rows = slice(r0, r0 + step)
-            self._F[rows] = np.asarray(self.kernel(self.X[rows], self.Z), np.float64) @ W
+            K = np.asarray(self.kernel(self.X[rows], self.Z), np.float64)
+            self._F[rows] = K @ W
 
     def _matmat(self, R):
         # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R
@@ -271,7 +275,8 @@ class IterativeGP:
         if control.applies(form, self.M):
             kernel_part, white_part = control.trace_corrections(form, self.M,
                                                                 self.est.X_train_, V)
-            grad -= t / 2 * self._per_hyperparameter(form, kernel_part[0], kernel_part[1:])
+            grad -= t / 2 * self._per_hyperparameter(form, kernel_part[0],
+                                                     kernel_part[1:])
             trace_term -= t / 2 * white_part
         return grad + self.kernel.white_log_gradient() * trace_term
 

@@ -98,7 +98,8 @@ def lbfgs(obj_func, initial_theta, bounds, *, iterative, options=None):
         warnings.warn(f"lbfgs failed to converge (status={res.status}): {res.message}",
                       ConvergenceWarning, stacklevel=4)
     if watch is not None:  # a failed line search's best trial point is kept too
-        return (watch.best if watch.best[1] < res.fun else (res.x, res.fun)) + (watch.nfev,)
+        best = watch.best if watch.best[1] < res.fun else (res.x, res.fun)
+        return best[0], best[1], watch.nfev
     return res.x, res.fun, int(res.nfev)
 
 
