@@ -26,10 +26,11 @@ default BBMM path (CG and Lanczos above 800 points, the kernel matrix held
 dense); its log marginal likelihood is GPyTorch's own estimate (``mll * n``)
 at the last step.
 
-A kerneltools iterative row also gives the exact log marginal likelihood at
-its fitted hyperparameters (``exact there``, up to ``EXACT_CHECK_MAX``
-points; not part of the fit's time or peak memory): above
-``POLISH_MAX_SAMPLES`` the fit reports its own stochastic estimate.
+A kerneltools row counts its evaluations by stage (the pretraining subsets'
+sizes, then all points). An iterative row also gives the exact log marginal
+likelihood at its fitted hyperparameters (``exact there``, up to
+``EXACT_CHECK_MAX`` points; not part of the fit's time or peak memory):
+above ``POLISH_MAX_SAMPLES`` the fit reports its own stochastic estimate.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def child(system, n, solver):
         _print_eval(system, n, model, X, y, kernel.theta)
         return
     evals = _count_evaluations()
+    stages = _count_stages(model) if system == "kerneltools" else {}
     t0, c0 = time.perf_counter(), _cpu_seconds()
     model.fit(X, y)
     t1, c1 = time.perf_counter(), _cpu_seconds()
@@ -101,7 +103,8 @@ def child(system, n, solver):
     row = {"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
            "predict_s": t2 - t1, "peak_mb": rss,
            "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
-           "kernel": str(model.kernel_), "evals": evals[0], "cpu_s": c1 - c0}
+           "kernel": str(model.kernel_), "evals": evals[0], "cpu_s": c1 - c0,
+           "stages": {str(k): v for k, v in sorted(stages.items())}}
     if system == "kerneltools" and model.solver_ == "iterative" \
             and n <= EXACT_CHECK_MAX:
         row["lml_exact"] = _exact_lml(model, X, y)
@@ -136,6 +139,22 @@ def _count_evaluations():
 
     scipy.optimize.minimize = counted
     return count
+
+
+def _count_stages(model):
+    """``{n_points: evaluations}``: the optimizer's objective evaluations of a
+    kerneltools fit by the number of points they ran on (its pretraining
+    stages, then all points; the polish included)."""
+    counts = {}
+    lml = type(model)._lml
+
+    def counted(self, *args, **kwargs):
+        if kwargs.get("objective"):
+            counts[len(self.X_train_)] = counts.get(len(self.X_train_), 0) + 1
+        return lml(self, *args, **kwargs)
+
+    type(model)._lml = counted
+    return counts
 
 
 #: Largest n at which a kerneltools iterative row also reports the exact log
@@ -257,8 +276,12 @@ def main():
     for r in rows:
         cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else ""
         check = f"{r['lml_exact']:.6f}" if "lml_exact" in r else ""
+        evals = str(r.get("evals", ""))
+        stages = r.get("stages", {})
+        if len(stages) > 1:  # by stage: "(1,250: 23, 5,000: 38, ...)"
+            evals += " (" + ", ".join(f"{int(k):,}: {v}" for k, v in stages.items()) + ")"
         lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.2f} | "
-                     f"{cpu} | {r.get('evals', '')} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
+                     f"{cpu} | {evals} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
                      f"{r['lml']:.6f} | {check} | {r['rmse']:.4f} |")
     emit(lines, args.out)
 
