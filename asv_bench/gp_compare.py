@@ -12,10 +12,11 @@ log marginal likelihood, test RMSE against the noiseless function.
     python asv_bench/gp_compare.py --cases sklearn:3000:eval,kerneltools:3000:eval
 
 Solver ``eval`` times one evaluation of the optimizer's objective (the log
-marginal likelihood and its gradient at the start, median of three) instead
-of a fit: with the evaluation counts of full fits at a smaller n (the
-``evals`` column, objective evaluations of L-BFGS-B in the fit, polish
-included), it prices a fit that would take too long to run.
+marginal likelihood and its gradient at the start, median of three; with
+kerneltools, the exact path's) instead of a fit: with the evaluation counts
+of full fits at a smaller n (the ``evals`` column, objective evaluations of
+L-BFGS-B in the fit, polish included), it prices a fit that would take too
+long to run.
 
 GPyTorch (``gpytorch:n:adamK``, if installed) fits the same model, an exact GP
 with ``ScaleKernel(RBFKernel(ard_num_dims=8))``, a zero mean and a Gaussian
@@ -24,6 +25,12 @@ float64, by K steps of Adam (learning rate 0.1, as in its tutorials) on its
 default BBMM path (CG and Lanczos above 800 points, the kernel matrix held
 dense); its log marginal likelihood is GPyTorch's own estimate (``mll * n``)
 at the last step.
+
+A kerneltools row counts its evaluations by stage (the pretraining subsets'
+sizes, then all points). An iterative row also gives the exact log marginal
+likelihood at its fitted hyperparameters (``exact there``, up to
+``EXACT_CHECK_MAX`` points; not part of the fit's time or peak memory):
+above ``POLISH_MAX_SAMPLES`` the fit reports its own stochastic estimate.
 """
 
 from __future__ import annotations
@@ -85,18 +92,23 @@ def child(system, n, solver):
         _print_eval(system, n, model, X, y, kernel.theta)
         return
     evals = _count_evaluations()
+    stages = _count_stages(model) if system == "kerneltools" else {}
     t0, c0 = time.perf_counter(), _cpu_seconds()
     model.fit(X, y)
     t1, c1 = time.perf_counter(), _cpu_seconds()
     pred = model.predict(Xt)
     t2 = time.perf_counter()
     rmse = float(np.sqrt(np.mean((pred - ft) ** 2)))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
-                      "predict_s": t2 - t1, "peak_mb": rss,
-                      "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
-                      "kernel": str(model.kernel_), "evals": evals[0],
-                      "cpu_s": c1 - c0}))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the check
+    row = {"system": system, "n": n, "solver": solver, "fit_s": t1 - t0,
+           "predict_s": t2 - t1, "peak_mb": rss,
+           "lml": float(model.log_marginal_likelihood_value_), "rmse": rmse,
+           "kernel": str(model.kernel_), "evals": evals[0], "cpu_s": c1 - c0,
+           "stages": {str(k): v for k, v in sorted(stages.items())}}
+    if system == "kerneltools" and model.solver_ == "iterative" \
+            and n <= EXACT_CHECK_MAX:
+        row["lml_exact"] = _exact_lml(model, X, y)
+    print(json.dumps(row))
 
 
 def _cpu_seconds():
@@ -110,18 +122,59 @@ def _cpu_seconds():
 
 def _count_evaluations():
     """A one-element list counting the objective evaluations of every
-    ``scipy.optimize.minimize`` call (scikit-learn's and ours call it so)."""
+    ``scipy.optimize.minimize`` call (scikit-learn's and ours call it so),
+    counted as calls of the objective: ours may stop L-BFGS-B by an
+    exception from inside its objective (``_gp_optimize.STALL_EVALUATIONS``),
+    which leaves no result to read ``nfev`` from."""
     import scipy.optimize
 
     count, minimize = [0], scipy.optimize.minimize
 
-    def counted(*args, **kwargs):
-        res = minimize(*args, **kwargs)
-        count[0] += int(res.nfev)
-        return res
+    def counted(fun, *args, **kwargs):
+        def fun_counted(*a, **k):
+            count[0] += 1
+            return fun(*a, **k)
+
+        return minimize(fun_counted, *args, **kwargs)
 
     scipy.optimize.minimize = counted
     return count
+
+
+def _count_stages(model):
+    """``{n_points: evaluations}``: the optimizer's objective evaluations of a
+    kerneltools fit by the number of points they ran on (its pretraining
+    stages, then all points; the polish included)."""
+    counts = {}
+    lml = type(model)._lml
+
+    def counted(self, *args, **kwargs):
+        if kwargs.get("objective"):
+            counts[len(self.X_train_)] = counts.get(len(self.X_train_), 0) + 1
+        return lml(self, *args, **kwargs)
+
+    type(model)._lml = counted
+    return counts
+
+
+#: Largest n at which a kerneltools iterative row also reports the exact log
+#: marginal likelihood at its fitted hyperparameters (one Cholesky factor of
+#: an n x n float64 buffer: 3.2 GB at 2 * 10^4).
+EXACT_CHECK_MAX = 20_000
+
+
+def _exact_lml(model, X, y):
+    """The exact log marginal likelihood at ``model.kernel_``, by one dense
+    Cholesky factor built in place (``_gp_iterative.dense_cholesky``)."""
+    import numpy as np
+    import scipy.linalg
+
+    from kerneltools.estimators._gp_iterative import dense_cholesky
+
+    L = dense_cholesky(model.kernel_, X, model.alpha)
+    a = scipy.linalg.cho_solve((L, True), y, check_finite=False)
+    logdet = 2 * np.log(np.diagonal(L)).sum()
+    return float(-0.5 * y @ a - 0.5 * logdet - len(y) / 2 * np.log(2 * np.pi))
 
 
 def _print_eval(system, n, model, X, y, theta):
@@ -217,14 +270,19 @@ def main():
         f"{_load(load_start)}, at the end {_load(os.getloadavg())} (2 cores, possibly "
         f"shared: fit CPU is user + system time of the case's process, all threads).",
         "",
-        "| system | n | solver | fit (s) | fit CPU (s) | evals | predict (s) | peak RSS (MB) | log marginal likelihood | test RMSE |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | n | solver | fit (s) | fit CPU (s) | evals | predict (s) | peak RSS (MB) | log marginal likelihood | exact there | test RMSE |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else ""
+        check = f"{r['lml_exact']:.6f}" if "lml_exact" in r else ""
+        evals = str(r.get("evals", ""))
+        stages = r.get("stages", {})
+        if len(stages) > 1:  # by stage: "(1,250: 23, 5,000: 38, ...)"
+            evals += " (" + ", ".join(f"{int(k):,}: {v}" for k, v in stages.items()) + ")"
         lines.append(f"| {r['system']} | {r['n']:,} | {r['solver']} | {r['fit_s']:.2f} | "
-                     f"{cpu} | {r.get('evals', '')} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
-                     f"{r['lml']:.6f} | {r['rmse']:.4f} |")
+                     f"{cpu} | {evals} | {r['predict_s']:.2f} | {r['peak_mb']:.0f} | "
+                     f"{r['lml']:.6f} | {check} | {r['rmse']:.4f} |")
     emit(lines, args.out)
 
 

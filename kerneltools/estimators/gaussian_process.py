@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 import warnings
 from numbers import Integral, Real
-from operator import itemgetter
 from typing import ClassVar
 
 import numpy as np
@@ -22,8 +21,8 @@ from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_exact as exact
 from . import _gp_iterative as it
-from . import _gp_optimize as opt
 from ._fallback import FallbackMixin, gp_kernel_refusal
+from ._gp_fit import HyperparameterFit
 from ._param_validation import Interval, StrOptions, validate_params
 
 __all__ = ["GaussianProcessRegressor"]
@@ -39,22 +38,6 @@ CHOLESKY_MAX_SAMPLES = 5000
 #: predictive variances' CG at this size (at n = 4,000, D = 8: 26 s fit and 78
 #: s for the std at 100 points iteratively).
 CHOLESKY_MAX_SAMPLES_FIXED = it.DENSE_MAX_SAMPLES
-#: Largest n at which ``solver='iterative'`` ends its optimisation with a
-#: polish: L-BFGS-B on the exact objective (:mod:`._gp_exact`), started at the
-#: iterative optimum, in the inverse length scales (:mod:`._gp_optimize`). The
-#: stochastic estimates (16 probes) cannot resolve the small gradients of
-#: nearly flat directions (the length scales of irrelevant features), where
-#: the iterative optimizer stops short: at n = 1,500, D = 8, 1.2 below the
-#: exact optimum's log marginal likelihood (27 evaluations, 166 CG
-#: iterations). The polish stops where the exact path does (scikit-learn's
-#: L-BFGS-B options). In ``log l``, as scikit-learn optimises, it took 74
-#: exact evaluations at n = 1,500 to climb the flat tail of two irrelevant
-#: length scales to their bound; in ``1 / l`` fewer (at n = 200, D = 8, from
-#: a point where L-BFGS-B with ftol 1e-3 stopped: 31 against 83, same
-#: optimum to 2e-8 relative).
-POLISH_MAX_SAMPLES = CHOLESKY_MAX_SAMPLES
-
-
 def _default_kernel():
     """The prior of an unfitted model with ``kernel=None`` (scikit-learn's)."""
     return C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
@@ -66,8 +49,8 @@ def _default_kernel_to_fit():
     return C() * RBF()
 
 
-class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
-                               BaseEstimator):
+class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixin,
+                               RegressorMixin, BaseEstimator):
     """Gaussian-process regression with kernels as generated formulas.
 
     The constructor, attributes and results of scikit-learn's
@@ -79,8 +62,9 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
     ``CHOLESKY_MAX_SAMPLES`` points, or with ``solver='iterative'``, nothing of
     size ``n x n`` is stored: solves by preconditioned conjugate gradients,
     ``log det`` by stochastic Lanczos quadrature and the gradient's trace by
-    Hutchinson probes (BBMM, Gardner et al. 2018), each kernel product a
-    generated reduction.
+    Hutchinson probes (BBMM, Gardner et al. 2018; for ``c * RBF`` and
+    ``c * Matern`` kernels with the preconditioner as a control variate),
+    each kernel product a generated reduction.
 
     Parameters
     ----------
@@ -138,8 +122,13 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         Wang et al. (2019) pretrain on a subset. The first steps of the
         optimizer, far from the optimum, are then taken where each step is
         cheap, and the preconditioner's landmarks are drawn for the
-        pretrained kernel. ``"auto"``: ``n // 4`` when ``n >= 8000``, else
-        no pretraining; None: no pretraining. Restarts
+        pretrained kernel. A subset of up to ``PRETRAIN_EXACT_MAX`` (2,000)
+        points is fitted exactly (Cholesky), a larger one iteratively after
+        its own pretraining on a quarter of it. The optimizer on all points
+        then starts from the subset's optimum with a small first step, in
+        the inverse length scales (see :mod:`._gp_optimize`).
+        ``"auto"``: ``n // 4`` when ``n >= PRETRAIN_MIN_SAMPLES`` (8,000),
+        else no pretraining; None: no pretraining. Restarts
         (``n_restarts_optimizer``) start from random points as always.
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
         Where the iterative solver reduces (the exact path uses scikit-learn's
@@ -279,6 +268,7 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
             limit = CHOLESKY_MAX_SAMPLES if optimize else CHOLESKY_MAX_SAMPLES_FIXED
             self.solver_ = "cholesky" if len(X) <= limit else "iterative"
         self._landmarks = None
+        self._pretrained = False
         if self.solver_ == "iterative":
             if optimize:
                 self._pretrain(rng)
@@ -300,28 +290,6 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
         (as :meth:`_exact_lml`, without a second factorisation)."""
         y = self.y_train_[:, None] if self.y_train_.ndim == 1 else self.y_train_
         return exact.lml_value(y, self.alpha_.reshape(y.shape), self._L)
-
-    def _pretrain(self, rng):
-        """Start ``kernel_`` from the hyperparameters fitted on a subset."""
-        n = len(self.X_train_)
-        m = self.n_pretrain
-        if m == "auto":
-            m = n // 4 if n >= 8000 else None
-        if m is None or m >= n:
-            return
-        idx = np.sort(np.random.default_rng(it._SEED).choice(n, size=m, replace=False))
-        sub = clone(self).set_params(n_restarts_optimizer=0)
-        sub.kernel_ = clone(self.kernel_)
-        sub._alpha = self._alpha[idx] if np.ndim(self._alpha) else self._alpha
-        sub.X_train_, sub.y_train_ = self.X_train_[idx], self.y_train_[idx]
-        sub.solver_ = "iterative"
-        sub._pretrain(rng)
-        sub._landmarks = it.landmarks_for(sub, make_kernel(sub.kernel_))
-        sub._optimize(rng, polish=False)  # a starting point only
-        self.kernel_.theta = sub.kernel_.theta
-        if self.verbose:
-            print(f"[GaussianProcessRegressor] pretrained on {m} of {n} points: "
-                  f"{self.kernel_}", flush=True)
 
     def _normalize(self, y):
         if self.normalize_y:
@@ -345,66 +313,6 @@ class GaussianProcessRegressor(FallbackMixin, MultiOutputMixin, RegressorMixin,
                                  f"entries as y. ({alpha.shape[0]} != {n})")
             alpha = alpha[0]
         return alpha
-
-    def _objective(self, exact=False):
-        """The optimizer's ``obj_func``: minus the log marginal likelihood (and
-        its gradient) by ``solver_``, or by the exact path with ``exact``."""
-
-        def obj_func(theta, eval_gradient=True):
-            if eval_gradient:
-                lml, grad = self._lml(theta, True, False, objective=True, exact=exact)
-                return -lml, -grad
-            return -self._lml(theta, False, False, objective=True, exact=exact)
-
-        return obj_func
-
-    def _optimize(self, rng, polish=True):
-        obj_func = self._objective()
-        optima = [self._constrained_optimization(obj_func, self.kernel_.theta,
-                                                 self.kernel_.bounds)]
-        if self.n_restarts_optimizer > 0:
-            bounds = self.kernel_.bounds
-            if not np.isfinite(bounds).all():
-                raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) "
-                                 "requires that all bounds are finite.")
-            for _ in range(self.n_restarts_optimizer):
-                start = rng.uniform(bounds[:, 0], bounds[:, 1])
-                optima.append(self._constrained_optimization(obj_func, start, bounds))
-        values = list(map(itemgetter(1), optima))
-        theta, value = optima[int(np.argmin(values))]
-        if polish and self.solver_ == "iterative" and \
-                len(self.X_train_) <= POLISH_MAX_SAMPLES:
-            polished = self._polish(theta)
-            if np.isfinite(polished[1]):  # else K + alpha I is singular there
-                theta, value = polished
-        self.kernel_.theta = theta
-        self.kernel_._check_bounds_params()
-        self.log_marginal_likelihood_value_ = np.float64(-value)
-
-    def _polish(self, theta):
-        """The iterative optimum, refined on the exact objective in the
-        inverse length scales (see :data:`POLISH_MAX_SAMPLES` and
-        :mod:`._gp_optimize`): ``(theta, minus the exact lml)``."""
-        if self.optimizer != "fmin_l_bfgs_b":
-            return self._constrained_optimization(self._objective(exact=True), theta,
-                                                  self.kernel_.bounds, iterative=False)
-        if self.verbose:
-            print("[GaussianProcessRegressor] polishing the iterative optimum on the "
-                  "exact log marginal likelihood", flush=True)
-        theta, value, nfev = opt.polish(self._objective(exact=True), theta,
-                                        self.kernel_.bounds,
-                                        opt.length_scale_mask(self.kernel_))
-        if self.verbose:
-            print(f"[GaussianProcessRegressor] polish: {nfev} exact evaluations",
-                  flush=True)
-        return theta, value
-
-    def _constrained_optimization(self, obj_func, initial_theta, bounds, iterative=None):
-        if self.optimizer == "fmin_l_bfgs_b":
-            if iterative is None:
-                iterative = self.solver_ == "iterative"
-            return opt.lbfgs(obj_func, initial_theta, bounds, iterative=iterative)[:2]
-        return self.optimizer(obj_func, initial_theta, bounds=bounds)
 
     def _factor(self):
         """The quantities predict needs: alpha_ and, exactly, the Cholesky factor."""
