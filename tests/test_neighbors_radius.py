@@ -516,3 +516,48 @@ def test_pruned_radius_search_exact_ties_duplicates_far_from_origin(
             np.testing.assert_allclose(d, de, rtol=RTOL[dtype])
             total += len(e)
         assert total > len(P)  # duplicates and neighbourhoods, not empty rows
+
+
+def _boundary_problem(dtype):
+    """Points at the radius (1) to rounding, among 700 others: at squared
+    distance 1 + 2^-30 (1 in float32 arithmetic: scikit-learn, in float64,
+    leaves it out), 1 + 2^-52 (its distance rounds to 1: left out too, the
+    test is on squared distances) and exactly 1 (kept), with duplicates."""
+    rng = np.random.default_rng(3)
+    edge = np.array([[1.0, 2.0**-15, 0.0], [1.0, 2.0**-26, 0.0], [1.0, 0.0, 0.0],
+                     [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.5]])
+    X = np.concatenate([edge, rng.uniform(-2, 2, size=(700, 3))]).astype(dtype)
+    Q = np.concatenate([np.zeros((2, 3)), rng.uniform(-2, 2, size=(60, 3))]).astype(dtype)
+    return X, Q
+
+
+@pytest.mark.parametrize("pruned", [False, True])
+def test_radius_sets_equal_sklearn_trees_at_the_boundary(pruned, monkeypatch, backend,
+                                                         dtype):
+    """Every candidate is tested on its float64 squared distance, summed
+    feature by feature as scikit-learn's k-d tree does (on float32 data
+    too): the sets equal its own, pairs at the radius to rounding included,
+    by index and sorted (ties by index), with a radius per query, X=None
+    and (pruned) queries in several chunks."""
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000 if pruned else 10**9)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_QUERY_CHUNK", 256 if pruned else 2**20)
+    X, Q = _boundary_problem(dtype)
+    nn = NearestNeighbors(radius=1.0, backend=backend).fit(X)
+    assert nn._fit_method == "block_sparse"
+    tree = skn.KDTree(X)
+    radii = np.where(np.arange(len(Q)) % 2, 1.0, 0.75)
+    for args, queries, r in (((Q,), Q, 1.0), ((Q, radii), Q, radii), ((), X, 1.0)):
+        for sort in (False, True):
+            dist, ind = nn.radius_neighbors(*args, sort_results=sort)
+            ri, rd = tree.query_radius(queries, r, return_distance=True)
+            for k, (d, i, e_i, e_d) in enumerate(zip(dist, ind, ri, rd)):
+                if not args:  # X=None: each point leaves itself out
+                    e_i, e_d = e_i[e_i != k], e_d[e_i != k]
+                order = np.lexsort((e_i, e_d)) if sort else np.argsort(e_i)
+                np.testing.assert_array_equal(i, e_i[order])
+                np.testing.assert_allclose(d, e_d[order], rtol=RTOL[dtype])
+    at_origin = set(nn.radius_neighbors(Q[:1])[1][0])
+    assert {2, 3, 4} <= at_origin and not {0, 1} & at_origin  # the boundary cases
