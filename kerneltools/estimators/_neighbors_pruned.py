@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ranges as kr
+from ..config import check_backend
 from ..lazy import Vi
 
+from ._neighbors_blas import _gpu_visible
 from ._neighbors_metrics import Metric
 from ._neighbors_search import FormulaSearch, masked
 
@@ -408,6 +410,28 @@ class PrunedSearch(FormulaSearch):
             v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
         return v, i
 
+    def within(self, X: np.ndarray, k: int, thr: np.ndarray):
+        """:meth:`FormulaSearch.within` (the engine's route: GPU, NumPy
+        backend) re-tested in float64 as :meth:`radius_csr`: the reduction
+        keeps the points within ``thr`` widened by its rounding bound, whose
+        distances are then computed again (:func:`_sqdist_seq`) and tested
+        against ``thr``; rows by those distances, ties by index.
+
+        The reduction's squared distances, D differences squared and summed
+        in the data's dtype, err by at most ``(D + 2) u`` relative to first
+        order (u the unit roundoff, every term >= 0), and so do the float64
+        ones by (D + 2) u64; 4 (D + 2) u, plus the smallest normal per term,
+        bounds both."""
+        fi = np.finfo(X.dtype)
+        wide = thr * (1 + 2 * (X.shape[1] + 2) * fi.eps) + X.shape[1] * fi.tiny
+        _, i, kept, full = super().within(X, k, wide)
+        cand = np.where(kept, i, 0)
+        d = np.where(kept, _sqdist_seq(X, self.Y, cand), np.inf)
+        kept = d <= thr[:, None]
+        order = np.lexsort((np.where(kept, cand, len(self.Y)), d), axis=1)
+        d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
+        return d.astype(X.dtype), cand, kept, full
+
     def kmin_within(self, X: np.ndarray, k: int, threshold) -> tuple:
         """The K smallest rdist of each query among the fitted points of the
         cells within its threshold (exact for every point within it; the
@@ -426,6 +450,47 @@ class PrunedSearch(FormulaSearch):
                                                       ranges=bs)
             v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
         return v, i
+
+    def radius_csr(self, X: np.ndarray, thr: np.ndarray, *, exclude_self: bool,
+                   by_index: bool):
+        """:func:`~._neighbors_search.radius_search` in one pass on the host:
+        ``(rdist, indices, indptr)`` of the points within ``thr`` (one per
+        query), from :func:`kerneltools.ranges.radius_csr` over the cells
+        within the thresholds (or, below ``PRUNE_MIN_PAIRS`` pairs, over
+        every point: the cells are not built). Every distance is computed
+        in float64 (float32 data too: the sets are scikit-learn's), none
+        pruned by rounding. None where the reductions would run on a GPU
+        or the NumPy backend (the caller then takes the engine's route)."""
+        name = check_backend(self.backend, "NearestNeighbors")
+        if not (name == "cpu" or (name == "auto" and not _gpu_visible())):
+            return None
+        X = self.metric.prepare(X)
+        n, m = len(X), len(self.Y)
+        sort = "index" if by_index else "distance"
+        own = np.arange(n) if exclude_self else None
+        if n * m < PRUNE_MIN_PAIRS:
+            first = np.arange(0, n, PRUNE_QUERY_POINTS)
+            rows = np.stack([first, np.minimum(first + PRUNE_QUERY_POINTS, n)], 1)
+            bs = kr.BlockSparsity.from_pairs((n, m), np.arange(n), np.arange(m),
+                                             np.arange(len(first)), 0 * first, rows,
+                                             [[0, m]])
+            d, i, indptr = kr.radius_csr(X, self.Y, thr, bs, exclude=own, sort=sort,
+                                         backend=name)
+            return d.astype(X.dtype), i, indptr
+        if n <= PRUNE_QUERY_CHUNK:
+            d, i, indptr = kr.radius_csr(X, self.Y, thr, self._within(X, thr),
+                                         exclude=own, sort=sort, backend=name)
+            return d.astype(X.dtype), i, indptr
+        order = np.argsort(_morton(X, *self.grid.frame), kind="stable")
+        parts = []  # queries by chunks consecutive in Z-order (as kmin)
+        for s in range(0, n, PRUNE_QUERY_CHUNK):
+            rows = order[s:s + PRUNE_QUERY_CHUNK]
+            bs = self._within(X[rows], thr[rows])
+            parts.append((rows, kr.radius_csr(
+                X[rows], self.Y, thr[rows], bs, sort=sort, backend=name,
+                exclude=None if own is None else rows)))
+        d, i, indptr = _stack_rows(parts, n)
+        return d.astype(X.dtype), i, indptr
 
     def _count_chunk(self, X: np.ndarray, thr: np.ndarray, per_row: bool):
         bs = self._within(X, thr)
@@ -453,3 +518,31 @@ class PrunedSearch(FormulaSearch):
             v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
                                               P, P, dk[again], k)
         return v, i
+
+
+def _stack_rows(parts, n: int):
+    """One CSR of ``n`` rows from ``(rows, (values, indices, indptr))``
+    parts, each the CSR of the rows ``rows`` (every row in one part)."""
+    counts = np.zeros(n, np.int64)
+    for rows, (_, _, indptr) in parts:
+        counts[rows] = np.diff(indptr)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    vals = np.empty(indptr[-1], parts[0][1][0].dtype)
+    inds = np.empty(indptr[-1], np.int64)
+    for rows, (v, i, ptr) in parts:
+        c = np.diff(ptr)
+        pos = np.repeat(indptr[rows] - ptr[:-1], c) + np.arange(len(v))
+        vals[pos], inds[pos] = v, i
+    return vals, inds, indptr
+
+
+def _sqdist_seq(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """(n, k) squared distances of each query to ``Y[cand]`` in float64, feature
+    by feature (the sum of :func:`kerneltools.ranges.radius_csr` and of
+    scikit-learn's trees)."""
+    out = np.zeros(cand.shape)
+    for f in range(X.shape[1]):
+        u = X[:, f, None].astype(np.float64) - Y[:, f].astype(np.float64)[cand]
+        out += u * u
+    return out
