@@ -50,6 +50,8 @@ PRUNE_RADIUS_FACTOR = 1.3
 #: at 1e6 x 1e6, chunks of 2^18 took 11-12.7 s and 364 MB, one pass 8.0 s
 #: and 643 MB).
 PRUNE_QUERY_CHUNK = 2**20
+#: Fewest queries per cell of a radius search (:meth:`PrunedSearch.radius_csr`).
+RADIUS_MIN_QUERY_POINTS = 4
 #: Relative slack on the pruning radii: the K-min values are rounded (float32).
 _PRUNE_SLACK = 1e-4
 
@@ -371,13 +373,14 @@ class PrunedSearch(FormulaSearch):
             out[rows] = self._count_chunk(X[rows], thr[rows], np.ndim(threshold))
         return out
 
-    def _within(self, X: np.ndarray, thr: np.ndarray, sentinels: int = 0):
-        """The block sparsity of the pairs of query cells and fitted cells
-        within the (rdist) thresholds ``thr`` of the queries, box to box;
-        with ``sentinels``, over that many points before the fitted ones
-        (:func:`~._neighbors_search.with_sentinels`), one cell that every
-        query cell visits first."""
-        qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
+    def _within(self, X: np.ndarray, thr: np.ndarray, sentinels: int = 0,
+                per_cell: int = PRUNE_QUERY_POINTS):
+        """The block sparsity of the pairs of query cells (of ``per_cell``
+        queries) and fitted cells within the (rdist) thresholds ``thr`` of
+        the queries, box to box; with ``sentinels``, over that many points
+        before the fitted ones (:func:`~._neighbors_search.with_sentinels`),
+        one cell that every query cell visits first."""
+        qc = Cells.cut(X, per_cell, self.grid.frame)
         cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
         radius = np.sqrt(np.maximum(cell_thr, 0)) * (1 + _PRUNE_SLACK) + 1e-30
         a, b = _near_pairs(qc.lo, qc.hi, radius, self.grid)
@@ -477,15 +480,21 @@ class PrunedSearch(FormulaSearch):
             d, i, indptr = kr.radius_csr(X, self.Y, thr, bs, exclude=own, sort=sort,
                                          backend=name)
             return d.astype(X.dtype), i, indptr
+        # query cells about as large as the fitted ones: fewer queries per
+        # cell where they are sparser (measured, 10^4 queries x 10^5 blobs,
+        # D = 3: 32 per cell 0.13 CPU s, 8 per cell 0.095 s)
+        per_cell = int(np.clip(PRUNE_QUERY_POINTS * min(n, PRUNE_QUERY_CHUNK) // m,
+                               RADIUS_MIN_QUERY_POINTS, PRUNE_QUERY_POINTS))
         if n <= PRUNE_QUERY_CHUNK:
-            d, i, indptr = kr.radius_csr(X, self.Y, thr, self._within(X, thr),
-                                         exclude=own, sort=sort, backend=name)
+            bs = self._within(X, thr, per_cell=per_cell)
+            d, i, indptr = kr.radius_csr(X, self.Y, thr, bs, exclude=own, sort=sort,
+                                         backend=name)
             return d.astype(X.dtype), i, indptr
         order = np.argsort(_morton(X, *self.grid.frame), kind="stable")
         parts = []  # queries by chunks consecutive in Z-order (as kmin)
         for s in range(0, n, PRUNE_QUERY_CHUNK):
             rows = order[s:s + PRUNE_QUERY_CHUNK]
-            bs = self._within(X[rows], thr[rows])
+            bs = self._within(X[rows], thr[rows], per_cell=per_cell)
             parts.append((rows, kr.radius_csr(
                 X[rows], self.Y, thr[rows], bs, sort=sort, backend=name,
                 exclude=None if own is None else rows)))

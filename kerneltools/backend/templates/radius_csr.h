@@ -22,8 +22,8 @@
 #define DIM ${dim}
 /* candidates per vectorised distance loop (the distances stay in L1) */
 #define KT_CHUNK 256
-/* rows of at most this many entries are sorted by insertion */
-#define KT_SMALL_ROW 32
+/* rows of at most this many entries are sorted by ranks */
+#define KT_SMALL_ROW 64
 
 const char *kt_key(void) { return "${key}"; }
 
@@ -89,21 +89,31 @@ static inline int kt_before(const double *d, const int64_t *i, int64_t k, int64_
   return i[k] < i[l];
 }
 
-/* Sort the n entries (d, i) of a row: by index, or by distance then index.
- * Returns 0, or -1 if a large row's buffer could not be allocated. */
+/* Sort the n entries (d, i) of a row: by index, or by distance then index
+ * (indices are distinct). A short row by ranks: each entry's rank counts
+ * the entries before it, a vectorised loop without branches (an insertion
+ * sort mispredicts about once per move); a long one by qsort. Returns 0, or
+ * -1 if a long row's buffer could not be allocated. */
 static int kt_sort_row(double *d, int64_t *i, int64_t n, int by_distance) {
   if (n <= KT_SMALL_ROW) {
-    for (int64_t k = 1; k < n; k++) {
-      const double dk = d[k];
-      const int64_t ik = i[k];
-      int64_t l = k;
-      while (l > 0 && (by_distance && dk != d[l - 1] ? dk < d[l - 1] : ik < i[l - 1])) {
-        d[l] = d[l - 1];
-        i[l] = i[l - 1];
-        l--;
+    double td[KT_SMALL_ROW];
+    int64_t ti[KT_SMALL_ROW];
+    memcpy(td, d, (size_t)n * sizeof(double));
+    memcpy(ti, i, (size_t)n * sizeof(int64_t));
+    for (int64_t a = 0; a < n; a++) {
+      const double da = td[a];
+      const int64_t ia = ti[a];
+      int64_t rank = 0;
+      if (by_distance) {
+        #pragma omp simd reduction(+:rank)
+        for (int64_t b = 0; b < n; b++)
+          rank += (td[b] < da) | ((td[b] == da) & (ti[b] < ia));
+      } else {
+        #pragma omp simd reduction(+:rank)
+        for (int64_t b = 0; b < n; b++) rank += ti[b] < ia;
       }
-      d[l] = dk;
-      i[l] = ik;
+      d[rank] = da;
+      i[rank] = ia;
     }
     return 0;
   }
