@@ -184,3 +184,23 @@ def test_accel_gives_ours():
     ours = MeanShift(bandwidth=1.0).fit(X)
     np.testing.assert_array_equal(centres, ours.cluster_centers_)
     np.testing.assert_array_equal(labels, ours.labels_)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_distinct_rows_are_bitwise_and_checked(dtype, monkeypatch):
+    """The seeds shifted once per distinct mean: rows equal bit for bit share
+    one (-0.0 and 0.0 stay apart: harmless, they move alike); a hash that
+    collides everywhere is caught and every row kept."""
+    from kerneltools.estimators import mean_shift as ms
+
+    rng = np.random.default_rng(0)
+    a = rng.random((50, 3)).astype(dtype)[rng.integers(0, 20, size=200)]
+    a[:2] = [[0.0, 1.0, 2.0], [-0.0, 1.0, 2.0]]
+    first, inv = ms._distinct_rows(a)
+    np.testing.assert_array_equal(a[first][inv], a)
+    bits = a.view(np.uint32 if a.itemsize == 4 else np.uint64)
+    assert len(first) == len(np.unique(bits, axis=0))
+    monkeypatch.setattr(ms, "_HASH", np.zeros_like(ms._HASH))
+    first, inv = ms._distinct_rows(a)
+    np.testing.assert_array_equal(first, np.arange(len(a)))
+    np.testing.assert_array_equal(inv, np.arange(len(a)))
