@@ -118,9 +118,12 @@ class BlasSearch(ExpandedSearch):
             return FormulaSearch.kmin(self, X, k)
         return super().kmin(X, k)
 
-    def _tile_bounds(self, Xc: np.ndarray, thr: np.ndarray):
+    def _tile_bounds(self, Xc: np.ndarray, thr: np.ndarray, inside: bool = False):
         """t, one per centred query: a point within rdist ``thr`` of the query
-        has a computed tile value at most ``t``; None near overflow.
+        has a computed tile value at most ``t``; None near overflow. With
+        ``inside``, a lower bound instead: a computed value at most ``t``
+        means a point within ``thr (1 - 1e-9)`` (so within ``thr`` in
+        float64 too).
 
         Centring and the rounding to the tiles' dtype move each point by at
         most ``u |p - c|`` (u: the tiles' unit roundoff), so that a distance
@@ -137,6 +140,10 @@ class BlasSearch(ExpandedSearch):
         eta = fi.eps * (np.sqrt(x2) + np.sqrt(self._y2c_max)) * (1 + fi.eps)
         wide = (np.sqrt(thr) + eta) ** 2
         err = (Xc.shape[1] + 4) * (fi.eps * (2 * x2 + self._y2c_max + wide) + fi.tiny)
+        if inside:
+            near = np.maximum(np.sqrt(thr * (1 - 1e-9)) - eta, 0) ** 2
+            t = np.where(near > 0, near - x2 - err, -np.inf)
+            return np.nextafter(t.astype(Xc.dtype), Xc.dtype.type(-np.inf))
         return np.nextafter((wide - x2 + err).astype(Xc.dtype), Xc.dtype.type(np.inf))
 
     @staticmethod
@@ -191,6 +198,47 @@ class BlasSearch(ExpandedSearch):
             pos = np.repeat(indptr[q] - (np.cumsum(n_q) - n_q), n_q) + np.arange(len(c))
             dist[pos], ind[pos] = d, c
         return dist, ind, indptr
+
+    def radius_sums(self, X: np.ndarray, thr: np.ndarray, B: np.ndarray):
+        """``(sums, counts)``: for each query, the sum of the rows ``B[j]``
+        (float64, one per fitted point) over the fitted points within rdist
+        ``thr`` (one per query), and their number; None near overflow (as
+        :meth:`radius_csr`). Linear memory: no neighbour list is stored.
+
+        Each tile's mask of the pairs within ``thr`` (float64 0/1) comes from
+        its float32 values: those at most a lower bound (:meth:`_tile_bounds`
+        with ``inside``: surely within) and, between that and the upper
+        bound, the pairs whose exact float64 distance is within; the sums
+        are one more product, ``mask @ B`` (float64), per tile."""
+        Xc = (X - self._centre).astype(self._tile_dtype)
+        t = self._tile_bounds(Xc, thr)
+        t_in = self._tile_bounds(Xc, thr, inside=True)
+        if t is None or t_in is None:
+            return None
+        plan = self._tile_plan(X, thr)
+        Ya, C = self._Ya, self._tile_columns()
+        Bs = np.ascontiguousarray(B if plan.cols is None else B[plan.cols],
+                                  dtype=np.float64)
+        ones = np.ones((Bs.shape[0], 1))
+
+        def block(k):
+            q = plan.rows[plan.row_bounds[k] : plan.row_bounds[k + 1]]
+            Xa, hi, lo = self._augmented(Xc[q]), t[q, None], t_in[q, None]
+            out = np.zeros((len(q), Bs.shape[1] + 1))
+            for c0, c1 in plan.spans(k, C):
+                E = Xa @ Ya[c0:c1].T
+                mask = (E <= lo).astype(np.float64)
+                r, c = np.nonzero((E <= hi) & (E > lo))
+                cols = c + c0 if plan.cols is None else plan.cols[c + c0]
+                mask[r, c] = _pair_sqdist(X, self.Y, q[r], cols) <= thr[q[r]]
+                out[:, :-1] += mask @ Bs[c0:c1]
+                out[:, -1:] += mask @ ones[c0:c1]
+            return q, out
+
+        sums = np.empty((len(X), Bs.shape[1] + 1))
+        for q, out in _over_blocks(block, range(len(plan.row_bounds) - 1)):
+            sums[q] = out
+        return sums[:, :-1], np.rint(sums[:, -1]).astype(np.int64)
 
     def _tile_plan(self, X: np.ndarray, thr: np.ndarray) -> _TilePlan:
         """Which tiles to compute: all of them, or, from
