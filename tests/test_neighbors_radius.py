@@ -258,6 +258,7 @@ def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
 
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    monkeypatch.setattr(_neighbors_pruned, "RADIUS_MIN_PAIRS", 10_000)
     X, Q = _points(dtype, n=1500, q=300, d=3, seed=5)
     rng = np.random.default_rng(1)
     radii = rng.uniform(0.05, 0.15, len(Q)) if array_radii else np.full(len(Q), 0.12)
@@ -526,6 +527,7 @@ def test_pruned_radius_search_exact_ties_duplicates_far_from_origin(
 
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    monkeypatch.setattr(_neighbors_pruned, "RADIUS_MIN_PAIRS", 10_000)
     rng = np.random.default_rng(7)
     sites = rng.integers(0, 8, size=(1100, 3))
     X = (1024 + sites[:800] / 8).astype(dtype)
@@ -581,8 +583,8 @@ def test_radius_sets_equal_sklearn_trees_at_the_boundary(pruned, monkeypatch, ba
     from kerneltools.estimators import _neighbors_pruned
 
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
-    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS",
-                        10_000 if pruned else 10**9)
+    for name in ("PRUNE_MIN_PAIRS", "RADIUS_MIN_PAIRS"):  # the engine's, the kernel's
+        monkeypatch.setattr(_neighbors_pruned, name, 10_000 if pruned else 10**9)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_QUERY_CHUNK",
                         256 if pruned else 2**20)
     X, Q = _boundary_problem(dtype)

@@ -46,6 +46,10 @@ __all__ = ["radius_blocks", "radius_native", "native_available"]
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 _COMMON = [_I64, _P, _P, _P, _P, _I64, _P, _P, _P, _P, ctypes.c_int]
+#: Pairs from which the kernel runs on every core (below, one thread: a few
+#: milliseconds of work, where waking the others costs about as much on a
+#: busy machine).
+PARALLEL_PAIRS = 2**23
 _loaded: dict[int, tuple] = {}
 _lock = threading.Lock()
 
@@ -119,8 +123,9 @@ def radius_native(x, y, sq_radius, side, *, exclude, by_distance: bool):
     blk, red, pairs = side.native()
     blk = np.ascontiguousarray(blk, dtype=np.int64)
     red = np.ascontiguousarray(red, dtype=np.int64).reshape(-1, 2)
+    threads = _threads() if pairs > PARALLEL_PAIRS else 1
     common = [red.ctypes.data, xs.ctypes.data, yt.ctypes.data, ys, thr.ctypes.data,
-              jmap.ctypes.data, imap.ctypes.data, skip.ctypes.data, _threads()]
+              jmap.ctypes.data, imap.ctypes.data, skip.ctypes.data, threads]
     counts = np.zeros(n, dtype=np.int64)
     per_block = max(1, pairs // max(1, len(blk))) * dim
     what = f"the radius search over {pairs:,} pairs (cpu)"
