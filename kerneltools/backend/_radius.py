@@ -139,10 +139,11 @@ def radius_native(x, y, sq_radius, side, *, exclude, by_distance: bool):
         bad = fill(b1 - b0, blk[b0:b1].ctypes.data, *common, indptr.ctypes.data,
                    int(by_distance), dist.ctypes.data, ind.ctypes.data)
         if bad < 0:
-            raise MemoryError("the radius search could not allocate a row's sort buffer")
+            raise MemoryError("the radius search could not allocate a row's sort "
+                              "buffer")
         if bad:  # the same arithmetic twice: cannot differ
-            raise RuntimeError(f"the radius search's fill pass disagreed with its count "
-                               f"on {bad} rows")
+            raise RuntimeError(f"the radius search's fill pass disagreed with its "
+                               f"count on {bad} rows")
     return dist, ind, indptr
 
 
