@@ -187,17 +187,7 @@ class BlasSearch(ExpandedSearch):
             return q, np.bincount(r, minlength=len(q)), d[order], c[order]
 
         parts = _over_blocks(block, range(len(plan.row_bounds) - 1))
-        counts = np.zeros(len(X), np.int64)
-        for q, n_q, _, _ in parts:
-            counts[q] = n_q
-        indptr = np.zeros(len(X) + 1, np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        dist = np.empty(indptr[-1], X.dtype)
-        ind = np.empty(indptr[-1], np.int64)
-        for q, n_q, d, c in parts:  # each tile's rows to their places
-            pos = np.repeat(indptr[q] - (np.cumsum(n_q) - n_q), n_q) + np.arange(len(c))
-            dist[pos], ind[pos] = d, c
-        return dist, ind, indptr
+        return stack_rows(parts, len(X), X.dtype)
 
     def radius_sums(self, X: np.ndarray, thr: np.ndarray, B: np.ndarray):
         """``(sums, counts)``: for each query, the sum of the rows ``B[j]``
@@ -359,6 +349,24 @@ def _balls_within(ca, ra, cb, rb, reach) -> np.ndarray:
         keep[s : s + rows] = gap <= reach[s : s + rows, None] * (1 + 1e-9) + 1e-9 * (
             d + ra[s : s + rows, None] + rb[None, :])
     return keep
+
+
+def stack_rows(parts, n: int, dtype):
+    """``(values, indices, indptr)``: one CSR of ``n`` rows from parts
+    ``(rows, counts, values, indices)``, each the consecutive entries of its
+    rows ``rows`` (``counts`` per row; every row in one part at most)."""
+    total = np.zeros(n, np.int64)
+    for rows, counts, _, _ in parts:
+        total[rows] = counts
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(total, out=indptr[1:])
+    vals = np.empty(indptr[-1], dtype)
+    inds = np.empty(indptr[-1], np.int64)
+    for rows, counts, v, i in parts:
+        pos = np.repeat(indptr[rows] - (np.cumsum(counts) - counts), counts)
+        pos += np.arange(len(v))
+        vals[pos], inds[pos] = v, i
+    return vals, inds, indptr
 
 
 def _tile_dtype(Yc: np.ndarray):

@@ -19,7 +19,7 @@ from .. import ranges as kr
 from ..config import check_backend
 from ..lazy import Vi
 
-from ._neighbors_blas import _gpu_visible
+from ._neighbors_blas import _gpu_visible, stack_rows
 from ._neighbors_metrics import Metric
 from ._neighbors_search import FormulaSearch, masked
 
@@ -500,10 +500,11 @@ class PrunedSearch(FormulaSearch):
         for s in range(0, n, PRUNE_QUERY_CHUNK):
             rows = order[s:s + PRUNE_QUERY_CHUNK]
             bs = self._within(X[rows], thr[rows], per_cell=per_cell)
-            parts.append((rows, kr.radius_csr(
-                X[rows], self.Y, thr[rows], bs, sort=sort, backend=name,
-                exclude=None if own is None else rows)))
-        d, i, indptr = _stack_rows(parts, n)
+            d, i, indptr = kr.radius_csr(X[rows], self.Y, thr[rows], bs, sort=sort,
+                                         backend=name,
+                                         exclude=None if own is None else rows)
+            parts.append((rows, np.diff(indptr), d, i))
+        d, i, indptr = stack_rows(parts, n, np.float64)
         return d.astype(X.dtype), i, indptr
 
     def _count_chunk(self, X: np.ndarray, thr: np.ndarray, per_row: bool):
@@ -532,23 +533,6 @@ class PrunedSearch(FormulaSearch):
             v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
                                               P, P, dk[again], k)
         return v, i
-
-
-def _stack_rows(parts, n: int):
-    """One CSR of ``n`` rows from ``(rows, (values, indices, indptr))``
-    parts, each the CSR of the rows ``rows`` (every row in one part)."""
-    counts = np.zeros(n, np.int64)
-    for rows, (_, _, indptr) in parts:
-        counts[rows] = np.diff(indptr)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    vals = np.empty(indptr[-1], parts[0][1][0].dtype)
-    inds = np.empty(indptr[-1], np.int64)
-    for rows, (v, i, ptr) in parts:
-        c = np.diff(ptr)
-        pos = np.repeat(indptr[rows] - ptr[:-1], c) + np.arange(len(v))
-        vals[pos], inds[pos] = v, i
-    return vals, inds, indptr
 
 
 def _sqdist_seq(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
