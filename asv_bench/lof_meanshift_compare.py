@@ -12,8 +12,10 @@ Points: 20 Gaussian blobs (standard deviation 1, centres uniform in
   tree, ``algorithm='auto'``); the table gives the largest difference of
   ``negative_outlier_factor_`` between the two.
 - MeanShift: ``MeanShift(bandwidth=b).fit(X)`` with every point a seed
-  (``bin_seeding=False``, scikit-learn's default) or ``--bin-seeding``; the
-  table says whether the labels agree and the largest centre difference.
+  (``bin_seeding=False``, scikit-learn's default) or ``--bin-seeding``; b
+  from the case (``N:D:b``, 1.5 by default: a blob's scale in D = 3; in
+  D = 32 the blobs' points lie ~8 apart, so b = 8); the table says whether
+  the labels agree and the largest centre difference.
 
 - radius predictions (``--radius-predict N:Q:D``): ``RadiusNeighborsClassifier``
   (``weights='uniform'``, blob labels) and ``RadiusNeighborsRegressor``
@@ -137,28 +139,29 @@ def lof_rows(n: int, d: int, sklearn_max_n: int) -> list[str]:
             f"({c_sk:.2f} CPU) | {t_sk / t_kt:.1f} | max NOF difference {diff:.1e} |"]
 
 
-def mean_shift_rows(n: int, d: int, bin_seeding: bool, sklearn_max_n: int):
+def mean_shift_rows(n: int, d: int, b: float, bin_seeding: bool, sklearn_max_n: int):
     from sklearn.cluster import MeanShift as SkMS
 
     from kerneltools.estimators import MeanShift
 
     X = blobs(n, d)
-    b = 1.5
     MeanShift(bandwidth=b).fit(X[:500])  # compiles
-    t_kt, ours = timed(lambda: MeanShift(bandwidth=b, bin_seeding=bin_seeding).fit(X))
-    name = "MeanShift" + (" (bin seeding)" if bin_seeding else "")
+    t_kt, c_kt, ours = cpu_timed(
+        lambda: MeanShift(bandwidth=b, bin_seeding=bin_seeding).fit(X))
+    name = f"MeanShift (b = {b:g}{', bin seeding' if bin_seeding else ''})"
     if n > sklearn_max_n:
-        return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} | not run | - | "
-                f"{len(ours.cluster_centers_)} centres |"]
-    t_sk, ref = timed(lambda: SkMS(bandwidth=b, bin_seeding=bin_seeding).fit(X))
+        return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | not run | - "
+                f"| {len(ours.cluster_centers_)} centres |"]
+    t_sk, c_sk, ref = cpu_timed(
+        lambda: SkMS(bandwidth=b, bin_seeding=bin_seeding).fit(X))
     same = ours.cluster_centers_.shape == ref.cluster_centers_.shape
     gap = (np.max(np.abs(ours.cluster_centers_ - ref.cluster_centers_))
            if same else None)
     note = (f"labels equal: {bool(np.all(ours.labels_ == ref.labels_))}, max centre "
             f"difference {gap:.1e}" if same else f"{len(ours.cluster_centers_)} vs "
             f"{len(ref.cluster_centers_)} centres")
-    return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} | {t_sk:.2f} | {t_sk / t_kt:.1f} | "
-            f"{note} |"]
+    return [f"| {name} | {d} | {n:.0e} | {t_kt:.2f} ({c_kt:.2f} CPU) | {t_sk:.2f} "
+            f"({c_sk:.2f} CPU) | {t_sk / t_kt:.1f} | {note} |"]
 
 
 def main(argv=None) -> None:
@@ -167,7 +170,8 @@ def main(argv=None) -> None:
     p.add_argument("--radius-predict", default="1e5:1e4:3",
                    help="N:Q:D cases (training, query points, dimension)")
     p.add_argument("--lof", default="1e5:3,1e5:32", help="N:D cases")
-    p.add_argument("--mean-shift", default="2e4:3", help="N:D cases")
+    p.add_argument("--mean-shift", default="2e4:3",
+                   help="N:D or N:D:bandwidth cases (bandwidth 1.5 by default)")
     p.add_argument("--bin-seeding", action="store_true")
     p.add_argument("--sklearn-max-n", type=float, default=1e5)
     p.add_argument("--out", default=None)
@@ -185,8 +189,10 @@ def main(argv=None) -> None:
     for n, d in cases(args.lof):
         lines += lof_rows(n, d, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
-    for n, d in cases(args.mean_shift):
-        lines += mean_shift_rows(n, d, args.bin_seeding, args.sklearn_max_n)
+    for case in filter(None, args.mean_shift.split(",")):
+        n, d, *b = case.split(":")
+        lines += mean_shift_rows(int(float(n)), int(d), float(b[0]) if b else 1.5,
+                                 args.bin_seeding, args.sklearn_max_n)
         print(lines[-1], file=sys.stderr, flush=True)
     emit(lines, args.out)
 

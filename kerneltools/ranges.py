@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend._ranges import BlockSparsity, tuple_from_pairs
+from .backend._ranges import BlockSparsity, SortedSide, tuple_from_pairs
 
 __all__ = [
     "BlockSparsity", "grid_cluster", "kmeans_cluster", "cluster_centroids", "cluster_radii",
     "cluster_counts", "distance_mask", "knn_mask", "block_sparsity", "sort_clusters",
-    "cluster_ranges", "from_sorted",
+    "cluster_ranges", "from_sorted", "radius_csr",
 ]
 
 
@@ -363,3 +363,105 @@ def from_sorted(ranges_i, ranges_j, keep):
         raise ValueError(f"'keep' must have shape ({len(ranges_i)}, {len(ranges_j)}), "
                          f"got {keep.shape}")
     return tuple_from_pairs(*np.nonzero(keep), ranges_i, ranges_j)
+
+
+def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
+               sort: str = "index", backend=None):
+    """The points ``y[j]`` within squared distance ``sq_radius`` of each
+    ``x[i]``, over the pairs that ``ranges`` keeps, as CSR rows.
+
+    Each squared distance is computed in float64, feature by feature
+    (``(x_0 - y_0)^2 + (x_1 - y_1)^2 + ...``, no fused multiply-add: the
+    sum scikit-learn's k-d and ball trees compute) and kept where it is at
+    most the query's ``sq_radius``: exact, with no cut-off by rounding of
+    the cells' pruning. Memory is linear in the points and the result.
+
+    Parameters
+    ----------
+    x : array-like of shape (N, D)
+        The queries (converted to float64).
+    y : array-like of shape (M, D)
+        The points.
+    sq_radius : float or array-like of shape (N,)
+        The squared radius, one for all queries or one per query (>= 0; inf
+        keeps every visited pair).
+    ranges : BlockSparsity
+        The pairs of clusters to visit, of shape (N, M) (say from
+        :func:`block_sparsity` with a :func:`distance_mask` at the radius):
+        a point outside them is never reported.
+    exclude : array-like of shape (N,) of int, default=None
+        Row i leaves point ``y[exclude[i]]`` out (-1: none); say
+        ``np.arange(N)`` for the points' own neighbours, without themselves
+        (x and y the same points).
+    sort : {'index', 'distance'}, default='index'
+        Each row by increasing index, or by increasing distance (equal
+        distances by index).
+    backend : {'auto', 'cpu', 'numpy'} or None, default=None
+        'cpu': one kernel of the C backend (OpenMP over blocks); 'numpy':
+        NumPy, block by block (the reference); 'auto' (None: the configured
+        backend, if not 'cuda'): the C backend when a compiler works. The
+        results are the same.
+
+    Returns
+    -------
+    sqdist : ndarray of shape (nnz,), float64
+        The squared distances; row i is ``sqdist[indptr[i]:indptr[i + 1]]``.
+    indices : ndarray of shape (nnz,), int64
+        The indices in ``y`` (same slices).
+    indptr : ndarray of shape (N + 1,), int64
+        Row offsets.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> x = np.array([[0.0, 0.0], [3.0, 0.0]])
+    >>> y = np.array([[0.5, 0.0], [3.0, 1.0], [9.0, 9.0]])
+    >>> lab_x, lab_y = kr.grid_cluster(x, 2.0), kr.grid_cluster(y, 2.0)
+    >>> cx, cy = kr.cluster_centroids(x, lab_x), kr.cluster_centroids(y, lab_y)
+    >>> rx, ry = kr.cluster_radii(x, lab_x, cx), kr.cluster_radii(y, lab_y, cy)
+    >>> bs = kr.block_sparsity(lab_x, lab_y, kr.distance_mask(cx, rx, cy, ry, 1.0))
+    >>> d, i, indptr = kr.radius_csr(x, y, 1.0, bs)
+    >>> d, i, indptr
+    (array([0.25, 1.  ]), array([0, 1]), array([0, 1, 2]))
+    """
+    from .backend import _radius
+    from .backend._dispatch import check_backend_name
+
+    x, y = _points(x, "x"), _points(y, "y")
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"'x' and 'y' must have the same number of features, got "
+                         f"{x.shape[1]} and {y.shape[1]}")
+    r2 = np.asarray(sq_radius, dtype=np.float64)
+    if r2.ndim == 0:
+        r2 = np.full(len(x), float(r2))
+    if r2.shape != (len(x),) or not (r2 >= 0).all():
+        raise ValueError(f"'sq_radius' must be a number >= 0 or {len(x)} such numbers "
+                         f"(one per query), got {sq_radius!r}")
+    if not isinstance(ranges, BlockSparsity) or tuple(ranges.shape) != (len(x), len(y)):
+        raise ValueError(f"'ranges' must be a BlockSparsity of shape ({len(x)}, "
+                         f"{len(y)}) (see block_sparsity), got {ranges!r}")
+    if exclude is not None:
+        exclude = np.asarray(exclude)
+        if exclude.shape != (len(x),) or exclude.dtype.kind not in "iu":
+            raise ValueError(f"'exclude' must be {len(x)} integers (one per query), "
+                             f"got shape {exclude.shape} and dtype {exclude.dtype}")
+        exclude = exclude.astype(np.int64)
+    if sort not in ("index", "distance"):
+        raise ValueError(f"'sort' must be 'index' or 'distance', got {sort!r}")
+    name = check_backend_name(backend)
+    if name not in ("auto", "cpu", "numpy"):
+        if backend is not None:
+            raise ValueError(f"'backend' of radius_csr must be 'auto', 'cpu' or "
+                             f"'numpy' (it runs on the host), got {backend!r}")
+        name = "auto"
+    if name == "cpu" and not _radius.native_available():
+        from .config import check_backend
+
+        check_backend("cpu", "radius_csr")  # raises, saying why
+    side = ranges.side(1)
+    kw = dict(exclude=exclude, by_distance=sort == "distance")
+    if name != "numpy" and isinstance(side, SortedSide) and _radius.native_available():
+        return _radius.radius_native(x, y, r2, side, **kw)
+    blocks = side.blocks() if isinstance(side, SortedSide) else side
+    return _radius.radius_blocks(x, y, r2, blocks, **kw)

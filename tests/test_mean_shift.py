@@ -184,3 +184,47 @@ def test_accel_gives_ours():
     ours = MeanShift(bandwidth=1.0).fit(X)
     np.testing.assert_array_equal(centres, ours.cluster_centers_)
     np.testing.assert_array_equal(labels, ours.labels_)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_distinct_rows_are_bitwise_and_checked(dtype, monkeypatch):
+    """The seeds shifted once per distinct mean: rows equal bit for bit share
+    one (-0.0 and 0.0 stay apart: harmless, they move alike); a hash that
+    collides everywhere is caught and every row kept."""
+    from kerneltools.estimators import mean_shift as ms
+
+    rng = np.random.default_rng(0)
+    a = rng.random((50, 3)).astype(dtype)[rng.integers(0, 20, size=200)]
+    a[:2] = [[0.0, 1.0, 2.0], [-0.0, 1.0, 2.0]]
+    first, inv = ms._distinct_rows(a)
+    np.testing.assert_array_equal(a[first][inv], a)
+    bits = a.view(np.uint32 if a.itemsize == 4 else np.uint64)
+    assert len(first) == len(np.unique(bits, axis=0))
+    monkeypatch.setattr(ms, "_HASH", np.zeros_like(ms._HASH))
+    first, inv = ms._distinct_rows(a)
+    np.testing.assert_array_equal(first, np.arange(len(a)))
+    np.testing.assert_array_equal(inv, np.arange(len(a)))
+
+
+def test_many_features_by_pruned_tiles_match_dense_reference(monkeypatch, backend,
+                                                             dtype):
+    """D >= 16 on the CPU: each step's sums come from the BLAS tiles (float32
+    values, the pairs near the bandwidth tested in float64), pruned by the
+    partition trees (most tiles skipped on these blobs): the dense
+    reference's centres and labels."""
+    from kerneltools.estimators import _neighbors_blas
+
+    monkeypatch.setattr(_neighbors_blas, "PRUNE_TILE_PAIRS", 0)
+    monkeypatch.setattr(_neighbors_blas, "LEAF_POINTS", 8)
+    monkeypatch.setattr(_neighbors_blas, "TILE_ROWS", 16)
+    calls = []
+    sums = _neighbors_blas.BlasSearch.radius_sums
+    monkeypatch.setattr(_neighbors_blas.BlasSearch, "radius_sums",
+                        lambda self, *a: calls.append(1) or sums(self, *a))
+    X = make_blobs(n_samples=160, n_features=16, centers=3, cluster_std=0.5,
+                   center_box=(-6, 6), random_state=4)[0].astype(dtype)
+    ms = MeanShift(bandwidth=3.5, backend=backend).fit(X)
+    centres, labels = dense_mean_shift(X.astype(np.float64), 3.5)
+    assert len(centres) == 3 and (len(calls) > 0) == (backend != "cuda")
+    np.testing.assert_allclose(ms.cluster_centers_, centres, rtol=CENTRE_RTOL[dtype])
+    np.testing.assert_array_equal(ms.labels_, labels)

@@ -258,6 +258,7 @@ def test_pruned_radius_search_matches_scipy(array_radii, monkeypatch, dtype):
 
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    monkeypatch.setattr(_neighbors_pruned, "RADIUS_MIN_PAIRS", 10_000)
     X, Q = _points(dtype, n=1500, q=300, d=3, seed=5)
     rng = np.random.default_rng(1)
     radii = rng.uniform(0.05, 0.15, len(Q)) if array_radii else np.full(len(Q), 0.12)
@@ -335,7 +336,9 @@ def test_blas_radius_search_matches_scipy(offset, monkeypatch, backend, dtype):
     X, Q = X + dtype.type(offset), Q + dtype.type(offset)
     radius = _safe_radius(X, Q, 1.5)
     nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
-    assert isinstance(nn._search(Q)[0], _neighbors_blas.BlasSearch)
+    # (on a GPU the engine's route runs: the same results)
+    on_host = isinstance(nn._search(Q)[0], _neighbors_blas.BlasSearch)
+    assert on_host == (backend != "cuda")
     radii = _safe_radius(X, Q, 1.2) + np.arange(len(Q)) * 0.02
     tol = RTOL[dtype] * 10 * (1 + offset)  # float32 data rounded at ~1000
 
@@ -355,6 +358,42 @@ def test_blas_radius_search_matches_scipy(offset, monkeypatch, backend, dtype):
     if offset == 0:
         dist, ind = nn.radius_neighbors(Q, radius=np.inf)
         assert all(np.array_equal(i, np.arange(len(X))) for i in ind)
+
+
+def test_blas_radius_tiles_pruned_by_partition_trees(monkeypatch, backend, dtype):
+    """Clustered points: the tiles of query leaves and fitted leaves whose
+    balls lie beyond the radius are skipped (most of them here), and the
+    sets and distances stay scipy's, by index and sorted, per-query radii
+    and X=None included; a later small query (no pruning) reads the fitted
+    points in their sorted order."""
+    from sklearn.datasets import make_blobs
+
+    from kerneltools.estimators import _neighbors_blas
+
+    monkeypatch.setattr(_neighbors_blas, "PRUNE_TILE_PAIRS", 0)
+    monkeypatch.setattr(_neighbors_blas, "LEAF_POINTS", 16)
+    monkeypatch.setattr(_neighbors_blas, "TILE_ROWS", 16)
+    monkeypatch.setattr(_neighbors_blas, "TILE_BYTES", 16 * 64 * 4)
+    P = make_blobs(n_samples=600, n_features=16, centers=6, cluster_std=1.0,
+                   center_box=(-30, 30), random_state=1)[0].astype(dtype)
+    X, Q = P[:500], P[500:]
+    radius = _safe_radius(X, Q, 4.5)
+    nn = NearestNeighbors(radius=radius, backend=backend).fit(X)
+    search = nn._search(Q)[0]
+    if backend != "cuda":  # (a GPU takes the engine's route: the same results)
+        plan = search._tile_plan(Q, np.full(len(Q), radius**2))
+        assert plan.keep.mean() < 0.5  # tiles pruned
+    radii = radius * (0.8 + 0.4 * (np.arange(len(Q)) % 2))
+    for queries, args, r in ((Q, (Q,), radius), (Q, (Q, radii), radii), (X, (), radius),
+                             (Q[:3], (Q[:3],), radius)):
+        ref = _reference_sets(queries, X, r, exclude_self=not args)
+        for sort in (False, True):
+            dist, ind = nn.radius_neighbors(*args, sort_results=sort)
+            assert sum(len(i) for i in ind) > 2 * len(queries)  # real neighbourhoods
+            for (rd, ri), d, i in zip(ref, dist, ind):
+                order = np.lexsort((ri, rd)) if sort else np.arange(len(ri))
+                np.testing.assert_array_equal(i, ri[order])
+                np.testing.assert_allclose(d, rd[order], rtol=RTOL[dtype] * 10)
 
 
 def _blobs(dtype, n=240):
@@ -488,6 +527,7 @@ def test_pruned_radius_search_exact_ties_duplicates_far_from_origin(
 
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    monkeypatch.setattr(_neighbors_pruned, "RADIUS_MIN_PAIRS", 10_000)
     rng = np.random.default_rng(7)
     sites = rng.integers(0, 8, size=(1100, 3))
     X = (1024 + sites[:800] / 8).astype(dtype)
@@ -516,3 +556,51 @@ def test_pruned_radius_search_exact_ties_duplicates_far_from_origin(
             np.testing.assert_allclose(d, de, rtol=RTOL[dtype])
             total += len(e)
         assert total > len(P)  # duplicates and neighbourhoods, not empty rows
+
+
+def _boundary_problem(dtype):
+    """Points at the radius (1) to rounding, among 700 others: at squared
+    distance 1 + 2^-30 (1 in float32 arithmetic: scikit-learn, in float64,
+    leaves it out), 1 + 2^-52 (its distance rounds to 1: left out too, the
+    test is on squared distances) and exactly 1 (kept), with duplicates."""
+    rng = np.random.default_rng(3)
+    edge = np.array([[1.0, 2.0**-15, 0.0], [1.0, 2.0**-26, 0.0], [1.0, 0.0, 0.0],
+                     [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.5]])
+    X = np.concatenate([edge, rng.uniform(-2, 2, size=(700, 3))]).astype(dtype)
+    Q = np.concatenate([np.zeros((2, 3)), rng.uniform(-2, 2, size=(60, 3))])
+    Q = Q.astype(dtype)
+    return X, Q
+
+
+@pytest.mark.parametrize("pruned", [False, True])
+def test_radius_sets_equal_sklearn_trees_at_the_boundary(pruned, monkeypatch, backend,
+                                                         dtype):
+    """Every candidate is tested on its float64 squared distance, summed
+    feature by feature as scikit-learn's k-d tree does (on float32 data
+    too): the sets equal its own, pairs at the radius to rounding included,
+    by index and sorted (ties by index), with a radius per query, X=None
+    and (pruned) queries in several chunks."""
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    for name in ("PRUNE_MIN_PAIRS", "RADIUS_MIN_PAIRS"):  # the engine's, the kernel's
+        monkeypatch.setattr(_neighbors_pruned, name, 10_000 if pruned else 10**9)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_QUERY_CHUNK",
+                        256 if pruned else 2**20)
+    X, Q = _boundary_problem(dtype)
+    nn = NearestNeighbors(radius=1.0, backend=backend).fit(X)
+    assert nn._fit_method == "block_sparse"
+    tree = skn.KDTree(X)
+    radii = np.where(np.arange(len(Q)) % 2, 1.0, 0.75)
+    for args, queries, r in (((Q,), Q, 1.0), ((Q, radii), Q, radii), ((), X, 1.0)):
+        for sort in (False, True):
+            dist, ind = nn.radius_neighbors(*args, sort_results=sort)
+            ri, rd = tree.query_radius(queries, r, return_distance=True)
+            for k, (d, i, e_i, e_d) in enumerate(zip(dist, ind, ri, rd)):
+                if not args:  # X=None: each point leaves itself out
+                    e_i, e_d = e_i[e_i != k], e_d[e_i != k]
+                order = np.lexsort((e_i, e_d)) if sort else np.argsort(e_i)
+                np.testing.assert_array_equal(i, e_i[order])
+                np.testing.assert_allclose(d, e_d[order], rtol=RTOL[dtype])
+    at_origin = set(nn.radius_neighbors(Q[:1])[1][0])
+    assert {2, 3, 4} <= at_origin and not {0, 1} & at_origin  # the boundary cases

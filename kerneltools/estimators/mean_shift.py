@@ -7,7 +7,12 @@ cells in at most 3 features), with ``K_sj = 1`` where
 ``|s - x_j| <= bandwidth`` (scikit-learn's flat kernel), so the new seeds
 are ``(K @ X) / (K @ 1)`` (Comaniciu and Meer, PAMI 2002, eq. 20 with a
 flat profile). ``kernel='gaussian'`` (ours) weighs the points by
-``exp(-|s - x_j|^2 / 2 bandwidth^2)`` instead. The stopping rule,
+``exp(-|s - x_j|^2 / 2 bandwidth^2)`` instead. In 16 features or more
+on the CPU the flat kernel's sums come from the pruned BLAS tiles of
+:class:`~._neighbors_blas.BlasSearch` (float32 products, the pairs near the
+bandwidth tested in float64, tiles of far-apart leaves skipped): measured,
+3e4 blobs in D = 32, bandwidth 8, 27 CPU s on the engine's dense sums
+against 4.4 s. Seeds that meet move as one. The stopping rule,
 intensities, merging of near-duplicate centres and labels are
 scikit-learn's, step by step, so that labels and centres agree with it.
 """
@@ -27,6 +32,8 @@ from ..config import check_backend
 from ..lazy import Pm, Vi, Vj
 from ._compact import compact_ranges
 from ._fallback import FallbackMixin, is_sparse
+from ._neighbors_blas import BlasSearch
+from ._neighbors_metrics import make_metric
 from ._param_validation import (
     Interval,
     StrOptions,
@@ -36,6 +43,9 @@ from ._param_validation import (
 from .neighbors import NearestNeighbors
 
 __all__ = ["MeanShift", "estimate_bandwidth", "get_bin_seeds"]
+
+#: The flat kernel's distance, for the BLAS tiles of many features.
+_EUCLIDEAN = make_metric("euclidean", {})
 
 _ESTIMATE_CONSTRAINTS = {
     "quantile": [Interval(Real, 0, 1, closed="both")],
@@ -125,18 +135,37 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
     return seeds * bin_size
 
 
-def _shift_step(means, X, XO_j, bandwidth, kernel, backend):
+#: Fewest features from which the distances of a step read the points as a
+#: variable of their own (the sums ``K @ [x, 1]`` then take the C backend's
+#: matrix-product route: measured, 4000 seeds x 3e4 blobs, D = 32, 1.4 CPU s
+#: against 2.2-2.9 through ``[x, 1]``; at D = 3 dense, 11.5 against 10.4).
+SEPARATE_MIN_DIM = 16
+
+
+def _shift_step(means, X, XO_j, bandwidth, kernel, backend, tiles=None):
     """One mean-shift step of every seed: (new means, counts within bandwidth).
 
     ``XO_j``: the points with a column of ones, ``[x_j, 1]``. One reduction
     of ``w_sj [x_j, 1]`` over j; for the flat kernel,
     ``w_sj = step(bandwidth^2 - |s - x_j|^2)`` (``|s - x_j| <= bandwidth``),
     whose sum is also the count; in at most 3 features it visits only the
-    grid-cell pairs within ``bandwidth`` (block-sparse, exact).
+    grid-cell pairs within ``bandwidth`` (block-sparse, exact). ``tiles``
+    (a :class:`~._neighbors_blas.BlasSearch` over X: the flat kernel in many
+    features on the CPU): the sums from its pruned BLAS tiles instead.
     """
+    if tiles is not None:
+        thr = np.full(len(means), float(bandwidth) ** 2)
+        out = tiles.radius_sums(np.ascontiguousarray(means, dtype=X.dtype), thr,
+                                np.asarray(X, dtype=np.float64))
+        if out is not None:
+            sums, counts = out
+            with np.errstate(invalid="ignore"):  # no point inside: the seed stops
+                return sums / counts[:, None], counts
     dtype = XO_j.dtype
     s_i = Vi(np.ascontiguousarray(means, dtype=dtype))
-    d2 = s_i.sqdist(XO_j.extract(0, XO_j.dim - 1))
+    x_j = (Vj(np.ascontiguousarray(X, dtype=dtype)) if X.shape[1] >= SEPARATE_MIN_DIM
+           else XO_j.extract(0, XO_j.dim - 1))
+    d2 = s_i.sqdist(x_j)
     inside = (Pm(np.array([bandwidth * bandwidth], dtype=dtype)) - d2).step()
     if kernel == "flat" or bandwidth == 0:  # a Gaussian of width 0: equal points
         bs = compact_ranges(means, X, bandwidth)
@@ -170,8 +199,17 @@ def shift_seeds(seeds, X, bandwidth, *, max_iter, kernel="flat", backend=None):
     iters = np.zeros(len(means), dtype=np.int64)
     active = np.arange(len(means))
     XO_j = Vj(np.ascontiguousarray(np.hstack([X, np.ones((len(X), 1), X.dtype)])))
+    tiles = None
+    if kernel == "flat" and BlasSearch.is_usable_for(_EUCLIDEAN, X, backend):
+        tiles = BlasSearch(_EUCLIDEAN, X, backend)
     while active.size:
-        new, cnt = _shift_step(means[active], X, XO_j, bandwidth, kernel, backend)
+        # seeds that met move as one from then on: each distinct mean once
+        # (measured, blobs of 2e4 points, D = 3: after 5 iterations a quarter
+        # of the active seeds are distinct)
+        first, inv = _distinct_rows(means[active])
+        new, cnt = _shift_step(means[active[first]], X, XO_j, bandwidth, kernel,
+                               backend, tiles)
+        new, cnt = new[inv], cnt[inv]
         cnt = np.rint(cnt).astype(np.int64)
         empty = cnt == 0
         new = new.astype(X.dtype, copy=False)
@@ -182,6 +220,27 @@ def shift_seeds(seeds, X, bandwidth, *, max_iter, kernel="flat", backend=None):
         iters[active[~done]] += 1
         active = active[~done]
     return means, counts, int(iters.max(initial=0))
+
+
+#: Odd multipliers of the rows' hash in :func:`_distinct_rows`.
+_HASH = np.random.default_rng(0).integers(1, 2**63, size=4096, dtype=np.uint64) | 1
+
+
+def _distinct_rows(a: np.ndarray):
+    """(first, inverse): ``a[first]`` are the distinct rows of ``a`` (bitwise),
+    ``a == a[first][inverse]``; by a hash of each row's bits, checked (on a
+    collision, every row is its own)."""
+    n, d = a.shape
+    if n < 2 or d > len(_HASH):
+        return np.arange(n), np.arange(n)
+    bits = np.ascontiguousarray(a).view(np.uint64 if a.itemsize == 8 else np.uint32)
+    with np.errstate(over="ignore"):
+        h = (bits.astype(np.uint64) * _HASH[:d]).sum(axis=1)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if not np.array_equal(bits[first][inv], bits):
+        return np.arange(n), np.arange(n)
+    return first, inv
 
 
 def _unique_centres(centres, bandwidth):
