@@ -1,0 +1,178 @@
+"""Running K-smallest selection over tiles of values computed elsewhere (BLAS).
+
+The engine's K-min reductions compute their values and select them in one
+pass; here the values come in tiles (``rows x columns``, a matrix product's
+output) and only the selection runs in C (``templates/tile_select.h``; the
+NumPy functions below are the reference and the fallback without a
+compiler). Each row keeps, in ``cap`` slots, the (value, column) pairs at
+most its threshold: +inf until the slots first fill, then the K-th smallest
+kept value plus the row's ``slack``, lowered at each compaction (when the
+slots are full). Most values fail the threshold test, one vector comparison
+per 16; the rest are appended, and a compaction (quickselect, O(cap)) frees
+at least half of the free slots, else the row is flagged (``over``): the
+band of values within the slack of the K-th is too dense for its slots.
+
+Invariant: the kept pairs are all the values seen so far at most the
+threshold, so they hold every value within ``slack`` of the K-th smallest
+seen. :func:`rerank` then ranks the candidates by exact squared distances.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+
+import numpy as np
+
+from ._cache import kernel_folder, load_verified_library
+from ._compiler import find_compiler
+from ._cpu_backend import _build, _carries
+from ._codegen import TEMPLATES
+
+__all__ = ["TileState", "select_tile", "rerank", "compiled"]
+
+_SOURCE = (TEMPLATES / "tile_select.h").read_text()
+_C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_libs: dict = {}
+_lock = threading.Lock()
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_SIGNATURES = {
+    "kt_select": [_I, _I, _P, _I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P],
+    "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P,
+                  _P],
+}
+
+
+def compiled(dtype):
+    """The loaded library for tiles of ``dtype`` (compiled once, cached on
+    disk as the kernels are); None without a working C compiler."""
+    dtype = np.dtype(dtype)
+    lib = _libs.get(dtype)
+    if lib is not None:
+        return lib
+    comp = find_compiler()
+    if not comp.ok:
+        return None
+    with _lock:
+        lib = _libs.get(dtype)
+        if lib is None:
+            lib = _libs[dtype] = _load(dtype, comp)
+    return lib
+
+
+def _load(dtype, comp):
+    source = (f"typedef {_C_TYPES[dtype]} real_t;\n"
+              f"#define KT_TILE_DOUBLE {int(dtype == np.float64)}\n" + _SOURCE)
+    key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
+    source = source.replace("${key}", key)
+    folder = kernel_folder("cpu")
+    lib = load_verified_library(folder, key)
+    if lib is None or not _carries(lib, key):
+        lib = _build(source, comp, folder, key)
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = None, argtypes
+    return lib
+
+
+class TileState:
+    """The selection state of ``n`` rows: ``cap`` slots of (value, column)
+    each, their counts, thresholds, slacks (float64, >= 0) and flags."""
+
+    def __init__(self, n: int, k: int, cap: int, slack: np.ndarray, dtype):
+        self.k, self.cap, self.dtype = k, cap, np.dtype(dtype)
+        self.vals = np.empty((n, cap), self.dtype)
+        self.cols = np.empty((n, cap), np.int64)
+        self.cnt = np.zeros(n, np.int64)
+        self.thr = np.full(n, np.inf, self.dtype)
+        self.slack = np.ascontiguousarray(slack, np.float64)
+        self.over = np.zeros(n, np.uint8)
+        self.scratch = np.empty(cap, self.dtype)
+
+
+def select_tile(state: TileState, tile: np.ndarray, first: int, lib) -> None:
+    """Fold ``tile`` (rows of the state, columns ``first + l``; unit column
+    stride) into ``state``: in C with ``lib``, else in NumPy."""
+    if lib is None:
+        return _select_numpy(state, tile, first)
+    s = state
+    lib.kt_select(tile.shape[0], tile.shape[1], tile.ctypes.data,
+                  tile.strides[0] // tile.itemsize, first, s.k, s.cap,
+                  s.vals.ctypes.data, s.cols.ctypes.data, s.cnt.ctypes.data, s.thr.ctypes.data,
+                  s.slack.ctypes.data, s.over.ctypes.data, s.scratch.ctypes.data)
+
+
+def rerank(state: TileState, X: np.ndarray, Y: np.ndarray, lib):
+    """The K nearest candidates of each row by exact squared distance
+    (float64 direct differences, ties by column): ``(d, columns)``, each
+    (n, K); rows flagged in ``state.over`` are left unset. ``X``: the
+    state's rows, ``Y``: the points of the columns, both float64."""
+    s, n = state, len(state.cnt)
+    d = np.empty((n, s.k))
+    ind = np.empty((n, s.k), np.int64)
+    if lib is None:
+        return _rerank_numpy(s, X, Y, d, ind)
+    X, Y = (np.ascontiguousarray(a, np.float64) for a in (X, Y))
+    sd, si = np.empty(s.k), np.empty(s.k, np.int64)  # the rows' insertion lists
+    lib.kt_rerank(n, X.shape[1], s.k, s.cap, X.ctypes.data, Y.ctypes.data,
+                  s.vals.ctypes.data, s.cols.ctypes.data, s.cnt.ctypes.data,
+                  s.thr.ctypes.data, s.slack.ctypes.data, s.over.ctypes.data,
+                  d.ctypes.data, ind.ctypes.data, s.scratch.ctypes.data,
+                  sd.ctypes.data, si.ctypes.data)
+    return d, ind
+
+
+def _round_up(t: np.ndarray, dtype) -> np.ndarray:
+    """The least values of ``dtype`` >= t (float64)."""
+    r = t.astype(dtype)
+    low = r.astype(np.float64) < t
+    r[low] = np.nextafter(r[low], dtype.type(np.inf))
+    return r
+
+
+def _select_numpy(s: TileState, tile: np.ndarray, first: int) -> None:
+    """:func:`select_tile` in NumPy: the kept pairs and the tile's values at
+    most each row's threshold, compacted at once (a row whose pairs within
+    the new threshold pass its slots is flagged)."""
+    live = np.flatnonzero(s.over == 0)
+    t, thr = tile[live], s.thr[live]
+    valid = np.concatenate([np.arange(s.cap) < s.cnt[live, None],
+                            t <= thr[:, None]], axis=1)
+    vals = np.concatenate([s.vals[live], t], axis=1)
+    new = np.broadcast_to(first + np.arange(t.shape[1]), t.shape)
+    cols = np.concatenate([s.cols[live], new], axis=1)
+    vals[~valid] = np.inf
+    full = valid.sum(axis=1) >= s.k
+    if full.any():
+        kth = np.partition(vals[full], s.k - 1, axis=1)[:, s.k - 1].astype(np.float64)
+        thr[full] = np.minimum(thr[full], _round_up(kth + s.slack[live[full]], s.dtype))
+    keep = valid & (vals <= thr[:, None])
+    count = keep.sum(axis=1)
+    order = np.argsort(~keep, axis=1, kind="stable")[:, : s.cap]
+    ok = count <= s.cap
+    rows = live[ok]
+    s.vals[rows] = np.take_along_axis(vals, order, axis=1)[ok]
+    s.cols[rows] = np.take_along_axis(cols, order, axis=1)[ok]
+    s.cnt[rows], s.thr[rows] = count[ok], thr[ok]
+    s.over[live[~ok]], s.cnt[live[~ok]] = 1, 0
+
+
+def _rerank_numpy(s: TileState, X, Y, d, ind):
+    """:func:`rerank` in NumPy (padded candidates, masked to +inf)."""
+    rows = np.flatnonzero(~s.over.astype(bool))
+    width = int(s.cnt[rows].max(initial=0))
+    if not len(rows) or width == 0:
+        return d, ind
+    cols = s.cols[rows, :width]
+    valid = np.arange(width) < s.cnt[rows, None]
+    cols = np.where(valid, cols, 0)
+    diff = np.subtract(np.asarray(Y, np.float64)[cols],
+                       np.asarray(X, np.float64)[rows, None, :])
+    dist = np.where(valid, np.einsum("rcf,rcf->rc", diff, diff), np.inf)
+    order = np.lexsort((cols, dist), axis=1)[:, : s.k]
+    d[rows] = np.take_along_axis(dist, order, axis=1)
+    ind[rows] = np.take_along_axis(cols, order, axis=1)
+    return d, ind

@@ -1,0 +1,158 @@
+"""Each row's K smallest values over tiles computed elsewhere, and exact re-ranking.
+
+The K-min reductions of :mod:`kerneltools.lazy` compute their values and
+select them in one pass. When the values come faster from another routine
+(a BLAS matrix product of a tile of queries by a tile of points, for the
+expanded squared distances ``|y|^2 - 2 <x, y>``), :class:`TileSelection`
+does the selection alone: the tiles of a block of rows come in column by
+column, and each row keeps the columns whose value is at most its K-th
+smallest value seen so far plus a slack (a bound on the tiles' rounding
+errors), in a few slots. Memory: ``capacity`` slots per row; time: one
+vector comparison per 16 values, the rare survivors appended, a
+quickselect when a row's slots fill.
+
+:meth:`TileSelection.rerank` ranks each row's candidates by their exact
+squared distances (float64 direct differences, ties by index): with a
+slack of twice the bound on ``|computed - exact|``, that is the exact K
+nearest neighbours.
+
+>>> import numpy as np
+>>> from kerneltools.selection import TileSelection
+>>> rng = np.random.default_rng(0)
+>>> X, Y = rng.normal(size=(5, 20)), rng.normal(size=(1000, 20))
+>>> sel = TileSelection(5, 3, slack=1e-3, dtype="float64")
+>>> for c0 in range(0, 1000, 256):
+...     y = Y[c0:c0 + 256]
+...     sel.update((y ** 2).sum(1) - 2 * X @ y.T, c0)
+>>> d, ind = sel.rerank(X, Y)
+>>> exact = ((X[:, None] - Y[None]) ** 2).sum(-1)
+>>> bool((ind == np.argsort(exact, axis=1)[:, :3]).all())
+True
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .backend import _cpu_select as _sel
+from .config import check_backend
+from .exceptions import BackendUnavailableError
+
+__all__ = ["TileSelection"]
+
+
+def _integer(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"'{name}' must be an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"'{name}' must be an integer >= {low}, got {value}")
+    return int(value)
+
+
+class TileSelection:
+    """Each row's K smallest values, and all within ``slack`` of the K-th,
+    over tiles of columns.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows of every tile.
+    k : int
+        K: the smallest values each row keeps.
+    slack : float or array-like of shape (n_rows,), default=0.0
+        Values at most the K-th smallest plus ``slack`` (>= 0, finite) are
+        kept too: the candidates that rounding errors of the tiles up to
+        ``slack / 2`` could hide.
+    capacity : int, default=None
+        Slots per row (> k); ``2 k + 64`` by default. A row whose band of
+        values within the slack fills more than half of its free slots is
+        given up (:attr:`overflow`).
+    dtype : {"float32", "float64"}, default="float32"
+        The tiles' dtype.
+    backend : {"auto", "cpu", "numpy"} or None, default=None
+        Where the selection runs: compiled C, or NumPy (the reference); None:
+        the configured backend ("cuda" selects on the host, as "auto").
+
+    Attributes
+    ----------
+    overflow : ndarray of bool, shape (n_rows,)
+        The rows given up: search them another way.
+    """
+
+    def __init__(self, n_rows: int, k: int, *, slack=0.0, capacity: int | None = None,
+                 dtype="float32", backend: str | None = None):
+        n_rows, k = _integer(n_rows, "n_rows", 1), _integer(k, "k", 1)
+        cap = 2 * k + 64 if capacity is None else _integer(capacity, "capacity", k + 1)
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"'dtype' must be float32 or float64, got {dtype}")
+        slack = np.broadcast_to(np.asarray(slack, np.float64), (n_rows,))
+        if not (np.isfinite(slack).all() and (slack >= 0).all()):
+            raise ValueError(
+                "'slack' must be finite and >= 0 (one value, or one per row)")
+        self._lib = _library(backend, dtype)
+        self._state = _sel.TileState(n_rows, k, cap, slack, dtype)
+
+    @property
+    def overflow(self) -> np.ndarray:
+        return self._state.over.astype(bool)
+
+    def update(self, tile: np.ndarray, first_column: int) -> None:
+        """Fold in ``tile`` (n_rows, C), the values of columns
+        ``first_column`` to ``first_column + C - 1``."""
+        s = self._state
+        if not (isinstance(tile, np.ndarray) and tile.dtype == s.dtype
+                and tile.ndim == 2 and tile.shape[0] == len(s.cnt)):
+            raise ValueError(
+                f"'tile' must be a 2-D {s.dtype} array of {len(s.cnt)} rows, got "
+                f"{getattr(tile, 'dtype', type(tile).__name__)} of shape "
+                f"{np.shape(tile)}")
+        if tile.strides[1] != tile.itemsize or tile.strides[0] < 0:
+            tile = np.ascontiguousarray(tile)
+        _sel.select_tile(s, tile, _integer(first_column, "first_column", 0), self._lib)
+
+    def rerank(self, X: np.ndarray, Y: np.ndarray):
+        """The K nearest candidates of each row by exact squared euclidean
+        distance (float64 direct differences; equal distances by index).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, D)
+            The rows' points.
+        Y : array-like of shape (n_columns, D)
+            The columns' points (column j is ``Y[j]``).
+
+        Returns
+        -------
+        sqdist : ndarray of shape (n_rows, k), float64
+            Increasing; rows of :attr:`overflow` are unset.
+        indices : ndarray of shape (n_rows, k), int64
+        """
+        s = self._state
+        X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
+        if X.ndim != 2 or Y.ndim != 2 or X.shape != (len(s.cnt), Y.shape[1]):
+            raise ValueError(
+                f"'X' must be ({len(s.cnt)}, D) and 'Y' (n_columns, D), got shapes "
+                f"{X.shape} and {Y.shape}")
+        top = s.cols[s.cnt[:, None] > np.arange(s.cap)].max(initial=-1)
+        if top >= len(Y):
+            raise ValueError(f"'Y' has {len(Y)} rows, but the tiles had column {top}")
+        rows = np.flatnonzero(s.cnt[s.over == 0] < s.k)
+        if len(rows):
+            raise ValueError(f"{len(rows)} rows saw fewer than k = {s.k} values")
+        return _sel.rerank(s, X, Y, self._lib)
+
+
+def _library(backend, dtype):
+    """The compiled selection for ``backend`` (None: NumPy)."""
+    name = check_backend(backend, "TileSelection")
+    if name == "numpy":
+        return None
+    lib = _sel.compiled(dtype)
+    if lib is None and name == "cpu":
+        raise BackendUnavailableError(
+            "TileSelection: backend='cpu' needs a working C compiler; use "
+            "backend='auto' (NumPy without one) or 'numpy'")
+    return lib
