@@ -9,7 +9,7 @@ column, and each row keeps the columns whose value is at most its K-th
 smallest value seen so far plus a slack (a bound on the tiles' rounding
 errors), in a few slots. Memory: ``capacity`` slots per row; time: one
 vector comparison per 16 values, the rare survivors appended, a
-quickselect when a row's slots fill.
+compaction (a bisection by vector counts) when a row's slots fill.
 
 :meth:`TileSelection.rerank` ranks each row's candidates by their exact
 squared distances (float64 direct differences, ties by index): with a
@@ -23,7 +23,7 @@ nearest neighbours.
 >>> sel = TileSelection(5, 3, slack=1e-3, dtype="float64")
 >>> for c0 in range(0, 1000, 256):
 ...     y = Y[c0:c0 + 256]
-...     sel.update((y ** 2).sum(1) - 2 * X @ y.T, c0)
+...     sel.update((y ** 2).sum(1) - 2 * X @ y.T, c0)  # columns c0, c0 + 1, ...
 >>> d, ind = sel.rerank(X, Y)
 >>> exact = ((X[:, None] - Y[None]) ** 2).sum(-1)
 >>> bool((ind == np.argsort(exact, axis=1)[:, :3]).all())
@@ -66,7 +66,7 @@ class TileSelection:
         kept too: the candidates that rounding errors of the tiles up to
         ``slack / 2`` could hide.
     capacity : int, default=None
-        Slots per row (> k); ``2 k + 64`` by default. A row whose band of
+        Slots per row (at least ``k + 32``); ``2 k + 64`` by default. A row whose band of
         values within the slack fills more than half of its free slots is
         given up (:attr:`overflow`).
     dtype : {"float32", "float64"}, default="float32"
@@ -84,7 +84,7 @@ class TileSelection:
     def __init__(self, n_rows: int, k: int, *, slack=0.0, capacity: int | None = None,
                  dtype="float32", backend: str | None = None):
         n_rows, k = _integer(n_rows, "n_rows", 1), _integer(k, "k", 1)
-        cap = 2 * k + 64 if capacity is None else _integer(capacity, "capacity", k + 1)
+        cap = 2 * k + 64 if capacity is None else _integer(capacity, "capacity", k + 32)
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"'dtype' must be float32 or float64, got {dtype}")
@@ -99,23 +99,46 @@ class TileSelection:
     def overflow(self) -> np.ndarray:
         return self._state.over.astype(bool)
 
-    def update(self, tile: np.ndarray, first_column: int) -> None:
-        """Fold in ``tile`` (n_rows, C), the values of columns
-        ``first_column`` to ``first_column + C - 1``."""
+    @property
+    def threshold(self) -> np.ndarray:
+        """Each row's threshold (a copy): later values above it are rejected
+        (+inf until the row's slots first fill)."""
+        return self._state.thr.copy()
+
+    def update(self, tile: np.ndarray, columns, rows=None) -> None:
+        """Fold in ``tile``, the values of some rows at some columns.
+
+        Parameters
+        ----------
+        tile : ndarray of shape (R, C), of the selection's dtype
+            ``tile[q, l]``: the value of row ``rows[q]`` at column
+            ``columns[l]``.
+        columns : int or array-like of C ints
+            The columns' indices, or the first of C consecutive ones.
+        rows : array-like of R distinct ints, default=None
+            The rows (None: all ``n_rows``, in order).
+        """
         s = self._state
+        n = len(s.cnt) if rows is None else len(rows)
         if not (isinstance(tile, np.ndarray) and tile.dtype == s.dtype
-                and tile.ndim == 2 and tile.shape[0] == len(s.cnt)):
+                and tile.ndim == 2 and tile.shape[0] == n):
             raise ValueError(
-                f"'tile' must be a 2-D {s.dtype} array of {len(s.cnt)} rows, got "
+                f"'tile' must be a 2-D {s.dtype} array of {n} rows, got "
                 f"{getattr(tile, 'dtype', type(tile).__name__)} of shape "
                 f"{np.shape(tile)}")
         if tile.strides[1] != tile.itemsize or tile.strides[0] < 0:
             tile = np.ascontiguousarray(tile)
-        _sel.select_tile(s, tile, _integer(first_column, "first_column", 0), self._lib)
+        if np.ndim(columns):
+            columns = _indices(columns, "columns", tile.shape[1], None)
+        else:
+            columns = _integer(columns, "columns", 0)
+        if rows is not None:
+            rows = _indices(rows, "rows", n, len(s.cnt))
+        _sel.select_tile(s, tile, columns, rows, self._lib)
 
-    def rerank(self, X: np.ndarray, Y: np.ndarray):
+    def rerank(self, X: np.ndarray, Y: np.ndarray, labels=None):
         """The K nearest candidates of each row by exact squared euclidean
-        distance (float64 direct differences; equal distances by index).
+        distance (float64 direct differences; equal distances by label).
 
         Parameters
         ----------
@@ -123,12 +146,15 @@ class TileSelection:
             The rows' points.
         Y : array-like of shape (n_columns, D)
             The columns' points (column j is ``Y[j]``).
+        labels : array-like of n_columns ints, default=None
+            What the results call column j, and the order of ties (None: j):
+            the points' indices when the columns are the points reordered.
 
         Returns
         -------
         sqdist : ndarray of shape (n_rows, k), float64
             Increasing; rows of :attr:`overflow` are unset.
-        indices : ndarray of shape (n_rows, k), int64
+        labels : ndarray of shape (n_rows, k), int64
         """
         s = self._state
         X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
@@ -142,7 +168,19 @@ class TileSelection:
         rows = np.flatnonzero(s.cnt[s.over == 0] < s.k)
         if len(rows):
             raise ValueError(f"{len(rows)} rows saw fewer than k = {s.k} values")
-        return _sel.rerank(s, X, Y, self._lib)
+        if labels is not None:
+            labels = _indices(labels, "labels", len(Y), None)
+        return _sel.rerank(s, X, Y, labels, self._lib)
+
+
+def _indices(a, name: str, n: int, top):
+    """``a`` as int64 indices: n of them, >= 0 (and < top)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.shape != (n,) or (n and (a.min() < 0 or (top is not None and a.max() >= top))):
+        bound = "" if top is None else f" and < {top}"
+        raise ValueError(f"'{name}' must be {n} integers >= 0{bound}, got shape "
+                         f"{a.shape}")
+    return a
 
 
 def _library(backend, dtype):

@@ -45,6 +45,7 @@ def tiled(monkeypatch) -> list:
     monkeypatch.setattr(_neighbors_gemm, "MIN_PAIRS", 0)
     monkeypatch.setattr(_neighbors_gemm, "TILE_ROWS", 48)
     monkeypatch.setattr(_neighbors_gemm, "TILE_COLUMNS", 100)
+    monkeypatch.setattr(_neighbors_gemm, "GROUP_POINTS", 40)
     rows = []
     original = _neighbors_blas.BlasSearch.kmin
 
@@ -66,9 +67,9 @@ def test_tile_selection_is_exact(backend, dtype):
     others exact."""
     rng = np.random.default_rng(0)
     Y = rng.standard_normal((700, 20))
-    Y[100:130] = Y[7]  # 31 copies: more ties than the slots of k = 3 hold
+    Y[100:140] = Y[7]  # 41 copies: more ties than the slots of k = 3 hold
     X = np.concatenate([Y[[7, 8]], rng.standard_normal((38, 20))])
-    for k, cap in ((3, 20), (12, 90)):
+    for k, cap in ((3, 36), (12, 90), (150, 340)):  # (150: sorted by qsort)
         slack = 1e-3 * ((X**2).sum(1) + (Y**2).sum(1).max())  # > twice the rounding
         sel = TileSelection(len(X), k, slack=slack, capacity=cap, dtype=dtype,
                             backend=backend)
@@ -106,6 +107,7 @@ def test_tiled_search_does_not_depend_on_tiles_or_backend(tiled, monkeypatch):
     first = NearestNeighbors(n_neighbors=25).fit(X).kneighbors(Q)
     monkeypatch.setattr(_neighbors_gemm, "TILE_ROWS", 7)
     monkeypatch.setattr(_neighbors_gemm, "TILE_COLUMNS", 600)
+    monkeypatch.setattr(_neighbors_gemm, "GROUP_POINTS", 300)
     monkeypatch.setattr(_neighbors_gemm, "_over_blocks",
                         lambda block, starts: [block(s) for s in starts])
     again = NearestNeighbors(n_neighbors=25).fit(X).kneighbors(Q)
@@ -138,7 +140,7 @@ def test_tile_selection_rejects_bad_input(monkeypatch):
     with pytest.raises(TypeError, match="'n_rows'"):
         TileSelection(2.5, 1)
     with pytest.raises(ValueError, match="'capacity'"):
-        TileSelection(3, 4, capacity=4)
+        TileSelection(3, 4, capacity=35)
     with pytest.raises(ValueError, match="'slack'"):
         TileSelection(3, 1, slack=[1.0, -1.0, 0.0])
     with pytest.raises(TypeError, match="'dtype'"):
@@ -148,7 +150,7 @@ def test_tile_selection_rejects_bad_input(monkeypatch):
     sel = TileSelection(3, 2, dtype="float64", backend="numpy")
     with pytest.raises(ValueError, match="'tile'"):
         sel.update(np.zeros((3, 4), np.float32), 0)
-    with pytest.raises(ValueError, match="'first_column'"):
+    with pytest.raises(ValueError, match="'columns'"):
         sel.update(np.zeros((3, 4)), -1)
     sel.update(np.zeros((3, 1)), 0)
     with pytest.raises(ValueError, match="fewer than k"):

@@ -5,12 +5,15 @@ pass; here the values come in tiles (``rows x columns``, a matrix product's
 output) and only the selection runs in C (``templates/tile_select.h``; the
 NumPy functions below are the reference and the fallback without a
 compiler). Each row keeps, in ``cap`` slots, the (value, column) pairs at
-most its threshold: +inf until the slots first fill, then the K-th smallest
-kept value plus the row's ``slack``, lowered at each compaction (when the
-slots are full). Most values fail the threshold test, one vector comparison
-per 16; the rest are appended, and a compaction (quickselect, O(cap)) frees
-at least half of the free slots, else the row is flagged (``over``): the
-band of values within the slack of the K-th is too dense for its slots.
+most its threshold: +inf at first, then a bound of the K-th smallest
+value seen plus the row's ``slack``, found in the first tile that would
+fill the slots and lowered at each compaction (when the slots are full).
+Most values fail the threshold test, a vector comparison per 16; the rest
+are appended, 16 columns at a time. A bound of the K-th is a bisection on
+the value by vector counts (within 2^-16 of the range; no branch per
+value to mispredict, as a quickselect's). A compaction frees at least
+half of the free slots, else the row is flagged (``over``): the band of
+values within the slack of the K-th is too dense for its slots.
 
 Invariant: the kept pairs are all the values seen so far at most the
 threshold, so they hold every value within ``slack`` of the K-th smallest
@@ -40,9 +43,8 @@ _lock = threading.Lock()
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _SIGNATURES = {
-    "kt_select": [_I, _I, _P, _I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P],
-    "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P,
-                  _P],
+    "kt_select": [_I, _I, _P, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
+    "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P],
 }
 
 
@@ -78,9 +80,14 @@ def _load(dtype, comp):
     return lib
 
 
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
 class TileState:
     """The selection state of ``n`` rows: ``cap`` slots of (value, column)
-    each, their counts, thresholds, slacks (float64, >= 0) and flags."""
+    each, their counts, thresholds, slacks (float64, >= 0) and flags; the
+    addresses of these arrays (taken once: a tile's call passes them)."""
 
     def __init__(self, n: int, k: int, cap: int, slack: np.ndarray, dtype):
         self.k, self.cap, self.dtype = k, cap, np.dtype(dtype)
@@ -90,38 +97,41 @@ class TileState:
         self.thr = np.full(n, np.inf, self.dtype)
         self.slack = np.ascontiguousarray(slack, np.float64)
         self.over = np.zeros(n, np.uint8)
-        self.scratch = np.empty(cap, self.dtype)
+        self.addresses = tuple(_address(a) for a in (
+            self.vals, self.cols, self.cnt, self.thr, self.slack, self.over))
 
 
-def select_tile(state: TileState, tile: np.ndarray, first: int, lib) -> None:
-    """Fold ``tile`` (rows of the state, columns ``first + l``; unit column
-    stride) into ``state``: in C with ``lib``, else in NumPy."""
+def select_tile(state: TileState, tile: np.ndarray, columns, rows, lib) -> None:
+    """Fold ``tile`` (unit column stride) into ``state``: its rows are the
+    state's ``rows`` (int64; None: all, in order), its columns ``columns``
+    (an int64 array, or an int: the first of consecutive ones). In C with
+    ``lib``, else in NumPy."""
     if lib is None:
-        return _select_numpy(state, tile, first)
+        return _select_numpy(state, tile, columns, rows)
     s = state
-    lib.kt_select(tile.shape[0], tile.shape[1], tile.ctypes.data,
-                  tile.strides[0] // tile.itemsize, first, s.k, s.cap,
-                  s.vals.ctypes.data, s.cols.ctypes.data, s.cnt.ctypes.data, s.thr.ctypes.data,
-                  s.slack.ctypes.data, s.over.ctypes.data, s.scratch.ctypes.data)
+    cmap = isinstance(columns, np.ndarray)
+    lib.kt_select(tile.shape[0], tile.shape[1], _address(tile),
+                  tile.strides[0] // tile.itemsize, 0 if cmap else columns,
+                  None if rows is None else _address(rows),
+                  _address(columns) if cmap else None, s.k, s.cap, *s.addresses)
 
 
-def rerank(state: TileState, X: np.ndarray, Y: np.ndarray, lib):
+def rerank(state: TileState, X: np.ndarray, Y: np.ndarray, labels, lib):
     """The K nearest candidates of each row by exact squared distance
-    (float64 direct differences, ties by column): ``(d, columns)``, each
+    (float64 direct differences, ties by label): ``(d, labels)``, each
     (n, K); rows flagged in ``state.over`` are left unset. ``X``: the
-    state's rows, ``Y``: the points of the columns, both float64."""
+    state's rows, ``Y``: the points of the columns, both float64;
+    ``labels``: int64, one per column (None: the columns)."""
     s, n = state, len(state.cnt)
     d = np.empty((n, s.k))
     ind = np.empty((n, s.k), np.int64)
     if lib is None:
-        return _rerank_numpy(s, X, Y, d, ind)
+        return _rerank_numpy(s, X, Y, labels, d, ind)
     X, Y = (np.ascontiguousarray(a, np.float64) for a in (X, Y))
-    sd, si = np.empty(s.k), np.empty(s.k, np.int64)  # the rows' insertion lists
-    lib.kt_rerank(n, X.shape[1], s.k, s.cap, X.ctypes.data, Y.ctypes.data,
-                  s.vals.ctypes.data, s.cols.ctypes.data, s.cnt.ctypes.data,
-                  s.thr.ctypes.data, s.slack.ctypes.data, s.over.ctypes.data,
-                  d.ctypes.data, ind.ctypes.data, s.scratch.ctypes.data,
-                  sd.ctypes.data, si.ctypes.data)
+    pairs = np.empty(2 * s.cap, np.int64)  # a row's (distance, label) pairs
+    lib.kt_rerank(n, X.shape[1], s.k, s.cap, _address(X), _address(Y),
+                  None if labels is None else _address(labels), *s.addresses,
+                  _address(d), _address(ind), _address(pairs))
     return d, ind
 
 
@@ -133,16 +143,20 @@ def _round_up(t: np.ndarray, dtype) -> np.ndarray:
     return r
 
 
-def _select_numpy(s: TileState, tile: np.ndarray, first: int) -> None:
+def _select_numpy(s: TileState, tile: np.ndarray, columns, rows) -> None:
     """:func:`select_tile` in NumPy: the kept pairs and the tile's values at
     most each row's threshold, compacted at once (a row whose pairs within
     the new threshold pass its slots is flagged)."""
-    live = np.flatnonzero(s.over == 0)
-    t, thr = tile[live], s.thr[live]
+    rows = np.arange(len(tile)) if rows is None else rows
+    mine = np.flatnonzero(s.over[rows] == 0)
+    live = rows[mine]
+    t, thr = tile[mine], s.thr[live]
     valid = np.concatenate([np.arange(s.cap) < s.cnt[live, None],
                             t <= thr[:, None]], axis=1)
     vals = np.concatenate([s.vals[live], t], axis=1)
-    new = np.broadcast_to(first + np.arange(t.shape[1]), t.shape)
+    if not isinstance(columns, np.ndarray):
+        columns = columns + np.arange(t.shape[1])
+    new = np.broadcast_to(columns, t.shape)
     cols = np.concatenate([s.cols[live], new], axis=1)
     vals[~valid] = np.inf
     full = valid.sum(axis=1) >= s.k
@@ -160,7 +174,7 @@ def _select_numpy(s: TileState, tile: np.ndarray, first: int) -> None:
     s.over[live[~ok]], s.cnt[live[~ok]] = 1, 0
 
 
-def _rerank_numpy(s: TileState, X, Y, d, ind):
+def _rerank_numpy(s: TileState, X, Y, labels, d, ind):
     """:func:`rerank` in NumPy (padded candidates, masked to +inf)."""
     rows = np.flatnonzero(~s.over.astype(bool))
     width = int(s.cnt[rows].max(initial=0))
@@ -172,6 +186,8 @@ def _rerank_numpy(s: TileState, X, Y, d, ind):
     diff = np.subtract(np.asarray(Y, np.float64)[cols],
                        np.asarray(X, np.float64)[rows, None, :])
     dist = np.where(valid, np.einsum("rcf,rcf->rc", diff, diff), np.inf)
+    if labels is not None:
+        cols = labels[cols]
     order = np.lexsort((cols, dist), axis=1)[:, : s.k]
     d[rows] = np.take_along_axis(dist, order, axis=1)
     ind[rows] = np.take_along_axis(cols, order, axis=1)
