@@ -134,6 +134,42 @@ def test_tiled_search_falls_back_where_float32_cannot_tell(tiled):
     assert 0 < sum(tiled) <= len(Q)
 
 
+def test_tiled_search_prunes_far_groups(tiled, monkeypatch):
+    """Well-parted clusters: most groups of fitted points are never multiplied
+    (their distance bound fails every query's threshold), and the neighbours
+    stay exact; the bounds hold for every point of every group."""
+    rng = np.random.default_rng(6)
+    centres = 30 * rng.standard_normal((6, 32))
+    X = centres[rng.integers(0, 6, 700)] + rng.standard_normal((700, 32))
+    Q = centres[:2][rng.integers(0, 2, 60)] + rng.standard_normal((60, 32))
+    visited = []
+    original = _neighbors_gemm._visits
+
+    def spy(low, sel, starts):
+        for sub, g in original(low, sel, starts):
+            visited.append(g)
+            yield sub, g
+
+    monkeypatch.setattr(_neighbors_gemm, "_visits", spy)
+    nn = NearestNeighbors(n_neighbors=7).fit(X)
+    dist, ind = nn.kneighbors(Q)
+    ref_d2, ref_ind = direct_knn(X, Q, 7)
+    np.testing.assert_array_equal(ind, ref_ind)
+    search = nn._search(Q)[0]
+    order, starts, centres_g, radii = search._groups[:4]
+    blocks = -(-len(Q) // _neighbors_gemm.TILE_ROWS)
+    assert len(visited) < 0.5 * blocks * (len(starts) - 1)  # 2 clusters of 6
+    assert (np.diff(starts) <= _neighbors_gemm.GROUP_POINTS).all()
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(X)))
+    # every point of group g is at least sqrt(bound) from every query
+    Qs = (Q - search._centre) * search._scale
+    Ps = (X[order] - search._centre) * search._scale
+    bound = _neighbors_gemm.group_bounds(Qs, centres_g, radii)
+    exact = ((Qs[:, None, :] - Ps[None, :, :]) ** 2).sum(-1)
+    nearest = np.minimum.reduceat(exact, starts[:-1], axis=1)
+    assert (bound <= nearest).all() and (bound > 0).mean() > 0.5
+
+
 def test_tile_selection_rejects_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="'k'"):
         TileSelection(3, 0)
