@@ -66,9 +66,9 @@ class TileSelection:
         kept too: the candidates that rounding errors of the tiles up to
         ``slack / 2`` could hide.
     capacity : int, default=None
-        Slots per row (at least ``k + 32``); ``2 k + 64`` by default. A row whose band of
-        values within the slack fills more than half of its free slots is
-        given up (:attr:`overflow`).
+        Slots per row (at least ``k + 32``); ``2 k + 64`` by default. A row
+        whose band of values within the slack fills more than half of its
+        free slots is given up (:attr:`overflow`).
     dtype : {"float32", "float64"}, default="float32"
         The tiles' dtype.
     backend : {"auto", "cpu", "numpy"} or None, default=None

@@ -1,28 +1,37 @@
 """Exact euclidean k-NN by float32 BLAS tiles and a running selection (CPU).
 
 In 16 or more features, :class:`GemmSearch` finds each query's K nearest
-fitted points in three steps, whatever the dtype of the data:
+fitted points, whatever the dtype of the data, as follows.
 
-1. Tiles of expanded values ``e_j = |y_j|^2 - 2 <x, y_j>``: one float32
-   GEMM of a tile of queries (centred, scaled by a power of 2, a column of
-   ones appended) by a tile of fitted points (``[-2 y, |y|^2]``), one thread
-   per core, :data:`TILE_ROWS` x :data:`TILE_COLUMNS` values (1 MB: the tile
-   stays in cache; memory is linear in the number of points).
-2. Selection (:class:`kerneltools.selection.TileSelection`): each query
+1. Groups: the fitted points in compact groups of at most
+   :data:`GROUP_POINTS` (:func:`compact_groups`: principal-direction
+   splits, between clusters where they part), each with its centre and
+   radius; queries in blocks of :data:`TILE_ROWS` by their nearest group.
+2. Tiles of expanded values ``e_j = |y_j|^2 - 2 <x, y_j>`` of a block by a
+   group: one float32 GEMM of the queries (centred, scaled by a power of 2,
+   a column of ones appended) by the group's ``[-2 y, |y|^2]``, one thread
+   per core (memory: linear in the number of points). Groups come nearest
+   first, and a group whose lower bound on the distances
+   (:func:`group_bounds`) fails every query's current threshold is never
+   multiplied (:func:`_visits`): on clustered data most are skipped; on
+   unclustered data in many dimensions none are, and the search is brute
+   force at the GEMM's speed.
+3. Selection (:class:`kerneltools.selection.TileSelection`): each query
    keeps the points whose value is at most its K-th smallest so far plus a
    slack, twice the bound ``delta`` of :meth:`GemmSearch.slack` on
    ``|e_j + |x|^2 - |x - y_j|^2|`` (rounding to float32, and the product).
-   One vector comparison rejects most values; the few others are appended
-   to the query's slots, compacted when full.
-3. Exact re-ranking: the candidates' squared distances, direct differences
+   One vector comparison rejects most values; the others are appended to
+   the query's slots, compacted when full.
+4. Exact re-ranking: the candidates' squared distances, direct differences
    in float64, sorted with ties by index; K are kept.
 
 Exact: a point j with ``|x - y_j|^2 <= d_K`` (the true K-th) has
 ``e_j <= e_K + 2 delta``, as ``d_K <= e_K + |x|^2 + delta`` (the K points of
 smallest e lie within it), so every such point is a candidate, ties
-included. A query whose band of values within the slack overflows its
-slots (many equal distances, or data too fine for float32) is searched
-again on the engine's route (:class:`~._neighbors_blas.BlasSearch`).
+included; a skipped group holds no value below the threshold. A query
+whose band of values within the slack overflows its slots (many equal
+distances, or data too fine for float32) is searched again on the
+engine's route (:class:`~._neighbors_blas.BlasSearch`).
 
 Float32 tiles for float64 data too: twice the products per second of a
 float64 GEMM, and the float64 re-ranking makes the result exact. Measured
@@ -125,7 +134,8 @@ class GemmSearch(BlasSearch):
         c2 = _sqnorms(centres)
         step = max(1, 2**20 // len(centres))
         for s in range(0, len(Xs), step):
-            near[s : s + step] = np.argmin(c2 - 2 * Xs[s : s + step] @ centres.T, axis=1)
+            block = Xs[s : s + step]
+            near[s : s + step] = np.argmin(c2 - 2 * block @ centres.T, axis=1)
         return np.argsort(near, kind="stable")
 
     def kmin(self, X: np.ndarray, k: int):

@@ -112,12 +112,14 @@ static inline int append16(real_t *v, int64_t *c, const real_t *e, const int64_t
     c0 = _mm512_maskz_loadu_epi64(m0, cm);
     c1 = _mm512_maskz_loadu_epi64(m1, cm + 8);
   } else {
-    c0 = _mm512_add_epi64(_mm512_set1_epi64(base), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+    c0 = _mm512_add_epi64(_mm512_set1_epi64(base),
+                          _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
     c1 = _mm512_add_epi64(c0, _mm512_set1_epi64(8));
   }
 #if KT_TILE_DOUBLE
   _mm512_storeu_pd(v, _mm512_maskz_compress_pd(m0, _mm512_maskz_loadu_pd(m0, e)));
-  _mm512_storeu_pd(v + n0, _mm512_maskz_compress_pd(m1, _mm512_maskz_loadu_pd(m1, e + 8)));
+  _mm512_storeu_pd(v + n0,
+                   _mm512_maskz_compress_pd(m1, _mm512_maskz_loadu_pd(m1, e + 8)));
 #else
   const __mmask16 mm = (__mmask16)m;
   _mm512_storeu_ps(v, _mm512_maskz_compress_ps(mm, _mm512_maskz_loadu_ps(mm, e)));
@@ -204,7 +206,8 @@ static void order_pairs(int64_t n, int64_t k, kt_pair *p, double *od, int64_t *o
     for (int64_t a = 1; a < n; a++) {
       const kt_pair x = p[a];
       int64_t at = a;
-      while (at > 0 && (p[at - 1].d > x.d || (p[at - 1].d == x.d && p[at - 1].l > x.l))) {
+      while (at > 0 && (p[at - 1].d > x.d
+                        || (p[at - 1].d == x.d && p[at - 1].l > x.l))) {
         p[at] = p[at - 1];
         at--;
       }
