@@ -40,7 +40,7 @@ from .backend import _cpu_select as _sel
 from .config import check_backend
 from .exceptions import BackendUnavailableError
 
-__all__ = ["TileSelection"]
+__all__ = ["TileSelection", "block_sparse_knn"]
 
 
 def _integer(value, name: str, low: int) -> int:
@@ -171,6 +171,97 @@ class TileSelection:
         if labels is not None:
             labels = _indices(labels, "labels", len(Y), None)
         return _sel.rerank(s, X, Y, labels, self._lib)
+
+
+def block_sparse_knn(X, Y, k: int, query_starts, pair_starts, pair_cells, cells, *,
+                     lo=None, hi=None, labels=None, rows=None,
+                     backend: str | None = None):
+    """The K nearest points of each query among the points of given cells,
+    by exact squared euclidean distance (float64 direct differences; ties
+    by label): a block-sparse K-min for low dimensions, where the distances
+    cost less than the selection.
+
+    The queries are in cells: query cell c holds ``X[query_starts[c]:
+    query_starts[c + 1]]`` and visits the point cells ``pair_cells[p]``,
+    ``pair_starts[c] <= p < pair_starts[c + 1]``, in that order (nearest
+    first: the threshold of each query's selection falls early, later
+    values mostly fail one vector comparison, and with boxes, whole cells
+    are skipped by one box distance). Point cell b is ``Y[cells[b, 0]:
+    cells[b, 1]]``, within the box ``lo[b]``, ``hi[b]`` if given.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, D)
+        The queries, cell after cell.
+    Y : array-like of shape (m, D)
+        The points, cell after cell.
+    k : int
+        Neighbours per query.
+    query_starts, pair_starts : array-like of C + 1 ints
+        Non-decreasing, from 0 to n and to the number of pairs.
+    pair_cells : array-like of ints
+        The point cells each query cell visits.
+    cells : array-like of shape (B, 2)
+        ``[r0, r1)`` ranges of rows of Y.
+    lo, hi : array-like of shape (B, D), default=None
+        Bounding boxes of the point cells (each point of cell b within
+        them): a query skips a cell whose box is farther than its K-th
+        distance so far. None: no cell is skipped.
+    labels : array-like of m ints, default=None
+        What the results call row j of Y, and the order of ties (None: j).
+    rows : array-like of n ints, default=None
+        The row of the results for each query, a permutation of 0 to n - 1
+        (None: its own).
+    backend : {"auto", "cpu", "numpy"} or None, default=None
+        Compiled C (one thread per core), or NumPy.
+
+    Returns
+    -------
+    sqdist : ndarray of shape (n, k), float64
+        Increasing; +inf where a query visited fewer than k points.
+    labels : ndarray of shape (n, k), int64
+        -1 where a query visited fewer than k points.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
+        raise ValueError(f"'X' and 'Y' must be 2-D with as many columns, got shapes "
+                         f"{X.shape} and {Y.shape}")
+    (n, D), m = X.shape, Y.shape[0]
+    k = _integer(k, "k", 1)
+    qs = _starts(query_starts, "query_starts", None, n)
+    cells = np.ascontiguousarray(cells, dtype=np.int64).reshape(-1, 2)
+    if len(cells) and (cells.min() < 0 or cells.max() > m
+                       or (cells[:, 0] > cells[:, 1]).any()):
+        raise ValueError(f"'cells' must be [r0, r1) with 0 <= r0 <= r1 <= {m}")
+    pc = np.ascontiguousarray(pair_cells, dtype=np.int64).ravel()
+    if len(pc) and (pc.min() < 0 or pc.max() >= len(cells)):
+        raise ValueError(f"'pair_cells' must be cell numbers < {len(cells)}")
+    ps = _starts(pair_starts, "pair_starts", len(qs), len(pc))
+    if lo is None or hi is None:  # boxes that skip nothing
+        lo = np.full((len(cells), D), -np.inf)
+        hi = np.full((len(cells), D), np.inf)
+    lo, hi = (np.ascontiguousarray(a, dtype=np.float64) for a in (lo, hi))
+    if lo.shape != (len(cells), D) or hi.shape != (len(cells), D):
+        raise ValueError(f"'lo' and 'hi' must be ({len(cells)}, {D}), got "
+                         f"{lo.shape} and {hi.shape}")
+    labels = np.arange(m) if labels is None else _indices(labels, "labels", m, None)
+    rows = np.arange(n) if rows is None else _indices(rows, "rows", n, n)
+    if len(np.unique(rows)) != n:
+        raise ValueError("'rows' must be a permutation of 0 to n - 1")
+    Yt = np.ascontiguousarray(Y.T)
+    return _sel.cells_kmin(X, Yt, labels, k, qs, ps, pc, cells, lo, hi, rows,
+                           _library(backend, np.float64))
+
+
+def _starts(a, name: str, length, end: int) -> np.ndarray:
+    """``a`` as int64 starts: non-decreasing from 0 to ``end``."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.ndim != 1 or len(a) < 1 or (length is not None and len(a) != length) or (
+            a[0] != 0 or a[-1] != end or (np.diff(a) < 0).any()):
+        raise ValueError(f"'{name}' must be non-decreasing ints from 0 to {end}"
+                         + ("" if length is None else f", {length} of them"))
+    return a
 
 
 def _indices(a, name: str, n: int, top):

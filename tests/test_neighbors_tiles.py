@@ -17,7 +17,7 @@ from kerneltools.estimators import _neighbors_blas, _neighbors_gemm
 from kerneltools.estimators._neighbors_search import drop_self
 from kerneltools.estimators.neighbors import NearestNeighbors
 from kerneltools.exceptions import BackendUnavailableError
-from kerneltools.selection import TileSelection
+from kerneltools.selection import TileSelection, block_sparse_knn
 
 
 def direct_knn(X, Q, k: int):
@@ -170,6 +170,81 @@ def test_tiled_search_prunes_far_groups(tiled, monkeypatch):
     assert (bound <= nearest).all() and (bound > 0).mean() > 0.5
 
 
+def _cells(rng, n_points: int, size: int):
+    """About n_points / size cells of consecutive rows, as (start, end) ranges."""
+    cuts = np.sort(rng.choice(np.arange(1, n_points), n_points // size, replace=False))
+    starts = np.concatenate([[0], cuts])
+    return np.stack([starts, np.append(cuts, n_points)], axis=1)
+
+
+def test_block_sparse_knn_is_exact(backend):
+    """Each query's K nearest among the points of the cells its cell visits
+    (in a given order), ties by label (duplicated points), results in the
+    given rows; fewer than K points visited: +inf and -1; with and without
+    boxes (which only skip cells that cannot hold a neighbour)."""
+    rng = np.random.default_rng(7)
+    Y = rng.random((400, 3))
+    Y[50:60] = Y[3]  # ties
+    labels = rng.permutation(400)
+    X = np.concatenate([Y[[3]], rng.random((59, 3))])
+    cells = _cells(rng, 400, 20)
+    lo = np.stack([Y[a:b].min(0) for a, b in cells])
+    hi = np.stack([Y[a:b].max(0) for a, b in cells])
+    query_starts = np.array([0, 25, 25, 60])  # an empty query cell
+    visits = [rng.permutation(len(cells))[:12], [], rng.permutation(len(cells))[:1]]
+    pair_starts = np.cumsum([0] + [len(v) for v in visits])
+    pair_cells = np.concatenate(visits).astype(np.int64)
+    rows = rng.permutation(60)
+    k = 12
+    for boxes in ({}, {"lo": lo, "hi": hi}):
+        d, ind = block_sparse_knn(X, Y, k, query_starts, pair_starts, pair_cells, cells,
+                                  labels=labels, rows=rows, backend=backend, **boxes)
+        for c, v in enumerate(visits):
+            cols = np.concatenate([np.arange(*cells[b]) for b in v] + [[]]).astype(int)
+            for q in range(query_starts[c], query_starts[c + 1]):
+                d2 = ((Y[cols] - X[q]) ** 2).sum(1)
+                order = np.lexsort((labels[cols], d2))[:k]
+                got_d, got_i = d[rows[q]], ind[rows[q]]
+                w = len(order)
+                np.testing.assert_array_equal(got_i[:w], labels[cols][order])
+                np.testing.assert_allclose(got_d[:w], d2[order], rtol=1e-14, atol=1e-15)
+                assert (got_i[w:] == -1).all() and np.isinf(got_d[w:]).all()
+
+
+def test_pruned_search_in_c_matches_direct_distances(dtype, monkeypatch):
+    """Low dimension, pruned (algorithm='auto'): the block-sparse K-min runs
+    in C on the pairs of cells the pruned search chose; same neighbours as
+    direct float64 distances, ties by index, for queries and for X=None."""
+    from kerneltools import selection
+    from kerneltools.estimators import _neighbors_cells, _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    calls = []
+    original = selection.block_sparse_knn
+
+    def spy(*args, **kw):
+        calls.append(kw.get("backend"))
+        return original(*args, **kw)
+
+    monkeypatch.setattr(_neighbors_cells, "block_sparse_knn", spy)
+    rng = np.random.default_rng(8)
+    X = rng.random((1500, 3))
+    X[100:110] = X[7]  # ties
+    X = X.astype(dtype)
+    Q = np.concatenate([X[:5], rng.random((295, 3)).astype(dtype)])
+    nn = NearestNeighbors(n_neighbors=40, backend="cpu").fit(X)
+    assert isinstance(nn._search(Q)[0], _neighbors_cells.CellSearch)
+    dist, ind = nn.kneighbors(Q)
+    ref_d2, ref_ind = direct_knn(X, Q, 40)
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=2e-7 if dtype == np.float32
+                               else 1e-13, atol=1e-12)
+    ref_d2, ref_ind = drop_self(*direct_knn(X, X, 40))
+    np.testing.assert_array_equal(nn.kneighbors(n_neighbors=39)[1], ref_ind)
+    assert calls and set(calls) == {"cpu"}
+
+
 def test_tile_selection_rejects_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="'k'"):
         TileSelection(3, 0)
@@ -193,6 +268,22 @@ def test_tile_selection_rejects_bad_input(monkeypatch):
         sel.rerank(np.zeros((3, 2)), np.zeros((5, 2)))
     with pytest.raises(ValueError, match="'X'"):
         sel.rerank(np.zeros((2, 2)), np.zeros((5, 2)))
+    X, Y, cells = np.zeros((4, 3)), np.zeros((6, 3)), [[0, 3], [3, 6]]
+    good = dict(query_starts=[0, 4], pair_starts=[0, 2], pair_cells=[0, 1])
+    for bad, match in (({"query_starts": [0, 3]}, "'query_starts'"),
+                       ({"pair_starts": [0, 3]}, "'pair_starts'"),
+                       ({"pair_cells": [0, 2]}, "'pair_cells'")):
+        with pytest.raises(ValueError, match=match):
+            block_sparse_knn(X, Y, 2, cells=cells, **{**good, **bad})
+    with pytest.raises(ValueError, match="'cells'"):
+        block_sparse_knn(X, Y, 2, cells=[[0, 7]], **good)
+    with pytest.raises(ValueError, match="'lo' and 'hi'"):
+        block_sparse_knn(X, Y, 2, cells=cells, lo=np.zeros((2, 2)), hi=np.zeros((2, 2)),
+                         **good)
+    with pytest.raises(ValueError, match="'rows'"):
+        block_sparse_knn(X, Y, 2, cells=cells, rows=[0, 0, 1, 2], **good)
+    with pytest.raises(ValueError, match="'X' and 'Y'"):
+        block_sparse_knn(X, Y[:, :2], 2, cells=cells, **good)
     monkeypatch.setattr(_cpu_select, "compiled", lambda dtype: None)  # no compiler
     with pytest.raises(BackendUnavailableError, match="backend='cpu'"):
         TileSelection(3, 1, backend="cpu")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import threading
 
 import numpy as np
@@ -33,7 +34,7 @@ from ._compiler import find_compiler
 from ._cpu_backend import _build, _carries
 from ._codegen import TEMPLATES
 
-__all__ = ["TileState", "select_tile", "rerank", "compiled"]
+__all__ = ["TileState", "select_tile", "rerank", "compiled", "cells_kmin"]
 
 _SOURCE = (TEMPLATES / "tile_select.h").read_text()
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -42,6 +43,7 @@ _lock = threading.Lock()
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
+_CELLS = [_I, _I, *[_P] * 7, _I, _P, _I, _P, _I, _I, *[_P] * 6]
 _SIGNATURES = {
     "kt_select": [_I, _I, _P, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
     "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P],
@@ -74,7 +76,9 @@ def _load(dtype, comp):
     lib = load_verified_library(folder, key)
     if lib is None or not _carries(lib, key):
         lib = _build(source, comp, folder, key)
-    for name, argtypes in _SIGNATURES.items():
+    signatures = dict(_SIGNATURES, **({"kt_cells_kmin": _CELLS} if dtype == np.float64
+                                       else {}))
+    for name, argtypes in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = None, argtypes
     return lib
@@ -191,4 +195,65 @@ def _rerank_numpy(s: TileState, X, Y, labels, d, ind):
     order = np.lexsort((cols, dist), axis=1)[:, : s.k]
     d[rows] = np.take_along_axis(dist, order, axis=1)
     ind[rows] = np.take_along_axis(cols, order, axis=1)
+    return d, ind
+
+
+def cells_kmin(X, Yt, labels, k, query_starts, pair_starts, pair_cells, cells, lo, hi,
+               rows, lib):
+    """The K nearest by squared distance (float64 direct differences; ties by
+    label) of each query among the fitted points of its cell's cells: see
+    ``kt_cells_kmin``; ``X`` (n, d), ``Yt`` (d, m), ``lo``, ``hi`` (cells, d)
+    float64, C order, the rest int64 (``cells``: (cells, 2) ranges). In C
+    (one thread per core, by chunks of query cells) with ``lib``, else in
+    NumPy (no box skipping). Query q's results in row ``rows[q]``. Missing
+    slots: +inf and -1."""
+    n, m = len(X), Yt.shape[1]
+    if lib is None:
+        d, ind = np.full((n, k), np.inf), np.full((n, k), -1, np.int64)
+        _cells_kmin_numpy(X, Yt, labels, k, query_starts, pair_starts,
+                          cells[pair_cells], d, ind)
+        out_d, out_i = np.empty_like(d), np.empty_like(ind)
+        out_d[rows], out_i[rows] = d, ind
+        return out_d, out_i
+    d, ind = np.empty((n, k)), np.empty((n, k), np.int64)  # every row written
+    cap = 2 * k + 64
+    n_cells = len(query_starts) - 1
+    arrays = (query_starts, pair_starts, pair_cells, cells, lo, hi, X)
+
+    def run(bounds):
+        v, c, pairs = np.empty(cap), np.empty(cap, np.int64), np.empty(2 * cap, np.int64)
+        lib.kt_cells_kmin(*bounds, *(_address(a) for a in arrays), X.shape[1],
+                          _address(Yt), m, _address(labels), k, cap, _address(rows),
+                          _address(d), _address(ind), _address(v), _address(c),
+                          _address(pairs))
+
+    workers = max(1, min(os.cpu_count() or 1, n_cells // 64))
+    edges = np.linspace(0, n_cells, 4 * workers + 1).astype(np.int64)
+    chunks = list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+    if workers == 1:
+        for b in chunks:
+            run(b)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(run, chunks))
+    return d, ind
+
+
+def _cells_kmin_numpy(X, Yt, labels, k, query_starts, pair_starts, ranges, d, ind):
+    """:func:`cells_kmin` in NumPy, cell by cell."""
+    for cell in range(len(query_starts) - 1):
+        q0, q1 = query_starts[cell], query_starts[cell + 1]
+        rs = ranges[pair_starts[cell] : pair_starts[cell + 1]]
+        if q0 == q1 or not len(rs):
+            continue
+        cols = np.concatenate([np.arange(a, b) for a, b in rs])
+        diff = X[q0:q1, None, :] - Yt[:, cols].T[None, :, :]
+        dist = np.einsum("qcf,qcf->qc", diff, diff)
+        lab = np.broadcast_to(labels[cols], dist.shape)
+        order = np.lexsort((lab, dist), axis=1)[:, :k]
+        w = order.shape[1]
+        d[q0:q1, :w] = np.take_along_axis(dist, order, axis=1)
+        ind[q0:q1, :w] = np.take_along_axis(lab, order, axis=1)
     return d, ind

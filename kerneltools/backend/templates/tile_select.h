@@ -249,3 +249,77 @@ void kt_rerank(int64_t nr, int64_t d, int64_t k, int64_t cap, const double *X,
     order_pairs(n, k, pairs, out_d + r * k, out_i + r * k);
   }
 }
+
+#if KT_TILE_DOUBLE
+/* The K nearest of each query among the fitted points of its cell's pairs
+   (block-sparse, low dimension): the squared distances computed here, by
+   direct differences in real_t (double), 16 points at a time, and
+   selected as kt_select does, with no slack (the values are the final
+   ones); then ordered by (distance, label). Queries qs[c] <= q < qs[c + 1]
+   of X (n x d, row-major) belong to cell c, which visits the fitted cells
+   pc[p], ps[c] <= p < ps[c + 1], nearest first: fitted cell b is
+   [cr[2 b], cr[2 b + 1]) (positions in Yt, the fitted points d x m by
+   feature, labelled lab) with the box blo[b], bhi[b] (d each), skipped
+   by a query whose threshold its box's distance passes (no point in it
+   would pass; the distance shrunk by 1e-12 for its rounding). Missing
+   slots (fewer than k points visited): +inf and -1. Query q's results go
+   to row orow[q] of out_d, out_i (n x k). ``v``, ``c``, ``pairs``: room
+   for cap values, columns and pairs. */
+void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
+                   const int64_t *pc, const int64_t *cr, const real_t *blo,
+                   const real_t *bhi, const real_t *X, int64_t d, const real_t *Yt,
+                   int64_t m, const int64_t *lab, int64_t k, int64_t cap,
+                   const int64_t *orow, real_t *out_d, int64_t *out_i, real_t *v,
+                   int64_t *c, kt_pair *pairs) {
+  for (int64_t cell = c0; cell < c1; cell++) {
+    for (int64_t q = qs[cell]; q < qs[cell + 1]; q++) {
+      const real_t *x = X + q * d;
+      const int64_t o = orow[q] * k;
+      real_t t = (real_t)INFINITY;
+      int64_t n = 0;
+      for (int64_t p = ps[cell]; p < ps[cell + 1]; p++) {
+        const int64_t b = pc[p];
+        if (n >= k) { /* the box's distance against the threshold */
+          real_t g2 = 0;
+          for (int64_t f = 0; f < d; f++) {
+            const real_t below = blo[b * d + f] - x[f], above = x[f] - bhi[b * d + f];
+            const real_t g = below > above ? below : above;
+            if (g > 0) g2 += g * g;
+          }
+          if (g2 * (1 - 1e-12) > t) continue;
+        }
+        for (int64_t j0 = cr[2 * b]; j0 < cr[2 * b + 1]; j0 += 16) {
+          const int nb = cr[2 * b + 1] - j0 < 16 ? (int)(cr[2 * b + 1] - j0) : 16;
+          real_t e[16];
+          for (int l = 0; l < 16; l++) e[l] = 0;
+          for (int64_t f = 0; f < d; f++) {
+            const real_t *yf = Yt + f * m + j0;
+            const real_t xf = x[f];
+            if (nb == 16) {
+              #pragma omp simd
+              for (int l = 0; l < 16; l++) e[l] += (xf - yf[l]) * (xf - yf[l]);
+            } else {
+              for (int l = 0; l < nb; l++) e[l] += (xf - yf[l]) * (xf - yf[l]);
+            }
+          }
+          uint32_t mask = (uint32_t)below64(e, t, nb);
+          if (!mask) continue;
+          if (n + 16 > cap) {
+            n = compact(v, c, n, k, 0.0, &t);
+            mask &= (uint32_t)below64(e, t, nb);
+          }
+          n += append16(v + n, c + n, e, 0, j0, mask);
+          if (n >= k && t == (real_t)INFINITY) n = compact(v, c, n, k, 0.0, &t);
+        }
+      }
+      if (n > k) n = compact(v, c, n, k, 0.0, &t);
+      for (int64_t u = 0; u < n; u++) { pairs[u].d = v[u]; pairs[u].l = lab[c[u]]; }
+      order_pairs(n, k, pairs, out_d + o, out_i + o);
+      for (int64_t u = n; u < k; u++) {
+        out_d[o + u] = (real_t)INFINITY;
+        out_i[o + u] = -1;
+      }
+    }
+  }
+}
+#endif
