@@ -221,7 +221,8 @@ def cells_kmin(X, Yt, labels, k, query_starts, pair_starts, pair_cells, cells, l
     arrays = (query_starts, pair_starts, pair_cells, cells, lo, hi, X)
 
     def run(bounds):
-        v, c, pairs = np.empty(cap), np.empty(cap, np.int64), np.empty(2 * cap, np.int64)
+        v, c = np.empty(cap), np.empty(cap, np.int64)
+        pairs = np.empty(2 * cap, np.int64)
         lib.kt_cells_kmin(*bounds, *(_address(a) for a in arrays), X.shape[1],
                           _address(Yt), m, _address(labels), k, cap, _address(rows),
                           _address(d), _address(ind), _address(v), _address(c),
