@@ -16,7 +16,12 @@ queries; all on the 2 cores of the machine):
   search: candidates from ``|y|^2 - 2 <x, y>``, exact re-ranking, a per-row
   certificate; the note gives how many query rows per call failed it and
   were searched again in the direct form)
+- ``kerneltools-engine`` the same with every K-min on the engine's reductions
+  (the route before the float32 BLAS tiles of ``_neighbors_gemm.py`` and the
+  block-sparse K-min in C of ``_neighbors_cells.py``: a same-run "before")
 - ``kerneltools-brute`` the same with ``algorithm="brute"`` (every pair)
+- ``sklearn-auto``     scikit-learn ``NearestNeighbors(n_jobs=2)``, the algorithm
+  it picks (kd-tree at D = 3, brute force above 15 features)
 - ``sklearn-brute``    scikit-learn ``NearestNeighbors(algorithm="brute", n_jobs=2)``
 - ``sklearn-kd_tree``  the same with ``algorithm="kd_tree"`` (not brute force)
 - ``faiss``            ``faiss.IndexFlatL2``: ``add(Y)``, ``search(X, K)``
@@ -64,8 +69,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare as C  # needs the path above
 from benchmarks import neighbors as B
 
-SYSTEMS = ("kerneltools", "kerneltools-brute", "sklearn-brute", "sklearn-kd_tree",
-           "faiss", "pykeops")
+SYSTEMS = ("kerneltools", "kerneltools-engine", "kerneltools-brute", "sklearn-auto",
+           "sklearn-brute", "sklearn-kd_tree", "faiss", "pykeops")
 BRUTE = ("kerneltools-brute", "sklearn-brute", "faiss", "pykeops")
 DATA = ("uniform", "clustered")
 
@@ -90,6 +95,24 @@ def kerneltools_knn(X, Y, k, fallback_rows: list):
             return run()
         finally:
             M.ExpandedSearch.fallback = original
+
+    return call
+
+
+def kerneltools_engine_knn(X, Y, k):
+    """kerneltools' fit + query with the tiled and C-selection routes off."""
+    from kerneltools.estimators import _neighbors_cells, _neighbors_gemm
+
+    run = B.kerneltools_knn(X, Y, k, backend="cpu")
+
+    def call():
+        saved = _neighbors_gemm.MIN_PAIRS, _neighbors_cells.CellSearch._on_host
+        _neighbors_gemm.MIN_PAIRS = 1 << 62
+        _neighbors_cells.CellSearch._on_host = lambda self: False
+        try:
+            return run()
+        finally:
+            _neighbors_gemm.MIN_PAIRS, _neighbors_cells.CellSearch._on_host = saved
 
     return call
 
@@ -126,6 +149,8 @@ def make_callable(system: str, X, Y, k: int, fallback_rows: list):
     """A function doing fit + query, returning (distances or None, indices)."""
     if system == "kerneltools":
         return kerneltools_knn(X, Y, k, fallback_rows)
+    if system == "kerneltools-engine":
+        return kerneltools_engine_knn(X, Y, k)
     if system == "kerneltools-brute":
         return kerneltools_brute_knn(X, Y, k)
     if system.startswith("sklearn-"):

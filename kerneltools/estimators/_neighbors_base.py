@@ -35,7 +35,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend, get_config
 from ..dask import rows_method
-from . import _neighbors_blas as B
+from . import _neighbors_cells as Cl
+from . import _neighbors_gemm as G
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
@@ -365,9 +366,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
-            return P.PrunedSearch(formula, Y, self.backend, self._grid)
-        if B.BlasSearch.is_usable_for(formula, Y, self.backend):
-            return B.BlasSearch(formula, Y, self.backend)
+            return Cl.CellSearch(formula, Y, self.backend, self._grid)
+        if G.GemmSearch.is_usable_for(formula, Y, self.backend):
+            return G.GemmSearch(formula, Y, self.backend)
         expanded = S.ExpandedSearch.is_usable_for(formula, Y)
         search = S.ExpandedSearch if expanded else S.FormulaSearch
         return search(formula, Y, self.backend)

@@ -6,7 +6,8 @@ reduction; queries go through the reduction in blocks, so memory stays
 linear in the number of points whatever their number.
 
 Euclidean searches in 20 or more features take a faster exact route,
-:class:`ExpandedSearch`: candidates from the expanded form
+:class:`ExpandedSearch` (on the CPU from 16 features, the float32 BLAS
+tiles of :mod:`._neighbors_gemm` come first): candidates from the expanded form
 ``|y|^2 - 2 <x, y>`` (which the backends reduce with a matrix-product
 micro-kernel), re-ranked by their exact distances, each row certified by a
 rounding-error bound or else searched again in the direct form.

@@ -9,7 +9,11 @@ is always brute force, but in linear memory: each query's K nearest points
 come from a ``Kmin_argKmin`` reduction of the metric's formula over the
 fitted points (metrics in :mod:`._neighbors_metrics`, searches in
 :mod:`._neighbors_search`), queries taken in blocks; in low dimension a
-pruned search visits only the nearby cells (:mod:`._neighbors_pruned`). A
+pruned search visits only the nearby cells (:mod:`._neighbors_pruned`,
+its K-min in C on the CPU: :mod:`._neighbors_cells`); euclidean searches
+in 16 or more features on the CPU multiply float32 BLAS tiles, skip the
+groups of fitted points too far to matter and re-rank the candidates
+exactly (:mod:`._neighbors_gemm`). A
 radius query counts each query's neighbours with a radius-test reduction,
 then finds them with a K-min of that size. Fitting, the hand-over to
 scikit-learn for what the engine does not serve, and the queries are in

@@ -1,8 +1,10 @@
 """Local outlier factor: scikit-learn's ``LocalOutlierFactor`` on K-min reductions.
 
 The K nearest neighbours of every point come from our
-:class:`~kerneltools.estimators.NearestNeighbors` (one ``Kmin_argKmin``
-reduction, linear memory, block-sparse in low dimension); the rest is
+:class:`~kerneltools.estimators.NearestNeighbors` (exact, linear memory: a
+``Kmin_argKmin`` reduction, block-sparse in low dimension, or on the CPU
+from 16 features float32 BLAS tiles with a running selection and exact
+re-ranking); the rest is
 Breunig et al.'s definition (SIGMOD 2000), as scikit-learn computes it:
 
 - ``reach_k(a, b) = max(d(a, b), k-distance(b))``;

@@ -1,0 +1,325 @@
+/* Running selection of each row's K smallest values over tiles of columns
+   (kerneltools/backend/_cpu_select.py), and the exact re-ranking of the
+   candidates it keeps. real_t (the tiles' type) is #defined before this
+   text. No OpenMP: the caller runs one row block per thread. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+const char *kt_key(void) { return "${key}"; }
+
+/* The number of values a[q] <= x, q < n (NaN never counts). */
+static inline int64_t count_le(const real_t *a, int64_t n, real_t x) {
+  int64_t m = 0;
+  #pragma omp simd reduction(+:m)
+  for (int64_t q = 0; q < n; q++) m += a[q] <= x;
+  return m;
+}
+
+/* An upper bound of the k-th smallest (1-based) of a[0..n), within
+   (max - min) / 2^16 of it: a bisection on the value by vector counts (no
+   branch per value to mispredict, as a quickselect's); the largest value
+   where fewer than k are not NaN. */
+static real_t kth_bound(const real_t *a, int64_t n, int64_t k) {
+  real_t lo = (real_t)INFINITY, hi = -(real_t)INFINITY;
+  #pragma omp simd reduction(min:lo) reduction(max:hi)
+  for (int64_t q = 0; q < n; q++) {
+    lo = a[q] < lo ? a[q] : lo;
+    hi = a[q] > hi ? a[q] : hi;
+  }
+  if (count_le(a, n, lo) >= k) return lo;
+  for (int it = 0; it < 16; it++) { /* count(<= lo) < k <= count(<= hi) */
+    const real_t mid = lo / 2 + hi / 2;
+    if (!(mid > lo && mid < hi)) break;
+    if (count_le(a, n, mid) >= k) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/* The least real_t >= t (t a double). */
+static real_t round_up(double t) {
+  real_t r = (real_t)t;
+  if ((double)r < t) r = nextafter(r, (real_t)INFINITY);
+  return r;
+}
+
+/* Row state: ``cnt`` kept (value, column) pairs in ``v``, ``c``, every
+   value seen at most ``thr`` among them. Compaction: thr becomes (if
+   lower) a bound of the K-th smallest kept value plus the row's slack,
+   and the pairs above it are dropped. Returns the new count. */
+static int64_t compact(real_t *v, int64_t *c, int64_t cnt, int64_t k, double slack,
+                       real_t *thr) {
+  const real_t t = round_up((double)kth_bound(v, cnt, k) + slack);
+  if (t < *thr) *thr = t;
+  int64_t m = 0;
+  for (int64_t q = 0; q < cnt; q++)
+    if (v[q] <= *thr) { v[m] = v[q]; c[m] = c[q]; m++; }
+  return m;
+}
+
+/* The bits of the values e[l] <= t, l < nb <= 64: a few vector
+   comparisons (lanes past nb never loaded). */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline uint64_t below64(const real_t *e, real_t t, int nb) {
+  uint64_t m = 0;
+#if KT_TILE_DOUBLE
+  const __m512d v = _mm512_set1_pd(t);
+  for (int q = 0; q < 8 && 8 * q < nb; q++) {
+    const int w = nb - 8 * q;
+    const __mmask8 in = w >= 8 ? (__mmask8)0xff : (__mmask8)((1u << w) - 1);
+    const __m512d x = _mm512_maskz_loadu_pd(in, e + 8 * q);
+    m |= (uint64_t)_mm512_mask_cmp_pd_mask(in, x, v, _CMP_LE_OQ) << (8 * q);
+  }
+#else
+  const __m512 v = _mm512_set1_ps(t);
+  for (int q = 0; q < 4 && 16 * q < nb; q++) {
+    const int w = nb - 16 * q;
+    const __mmask16 in = w >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << w) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(in, e + 16 * q);
+    m |= (uint64_t)_mm512_mask_cmp_ps_mask(in, x, v, _CMP_LE_OQ) << (16 * q);
+  }
+#endif
+  return m;
+}
+#else
+static inline uint64_t below64(const real_t *e, real_t t, int nb) {
+  uint64_t m = 0;
+  if (nb == 64) {
+    #pragma omp simd reduction(|:m)
+    for (int l = 0; l < 64; l++) m |= (uint64_t)(e[l] <= t) << l;
+  } else {
+    for (int l = 0; l < nb; l++) m |= (uint64_t)(e[l] <= t) << l;
+  }
+  return m;
+}
+#endif
+
+/* Appends the values e[l] whose bit l of m is set (l < 16) to v, their
+   columns (cm[l], or base + l without cm) to c; returns their number. With
+   AVX-512: compressed in registers and stored whole (16 slots of room
+   needed; a compress straight to memory is slow on some CPUs), lanes
+   outside m never loaded. */
+static inline int append16(real_t *v, int64_t *c, const real_t *e, const int64_t *cm,
+                           int64_t base, uint32_t m) {
+#if defined(__AVX512F__)
+  const __mmask8 m0 = (__mmask8)m, m1 = (__mmask8)(m >> 8);
+  const int n0 = __builtin_popcount(m & 0xffu);
+  __m512i c0, c1;
+  if (cm) {
+    c0 = _mm512_maskz_loadu_epi64(m0, cm);
+    c1 = _mm512_maskz_loadu_epi64(m1, cm + 8);
+  } else {
+    c0 = _mm512_add_epi64(_mm512_set1_epi64(base),
+                          _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+    c1 = _mm512_add_epi64(c0, _mm512_set1_epi64(8));
+  }
+#if KT_TILE_DOUBLE
+  _mm512_storeu_pd(v, _mm512_maskz_compress_pd(m0, _mm512_maskz_loadu_pd(m0, e)));
+  _mm512_storeu_pd(v + n0,
+                   _mm512_maskz_compress_pd(m1, _mm512_maskz_loadu_pd(m1, e + 8)));
+#else
+  const __mmask16 mm = (__mmask16)m;
+  _mm512_storeu_ps(v, _mm512_maskz_compress_ps(mm, _mm512_maskz_loadu_ps(mm, e)));
+#endif
+  _mm512_storeu_si512(c, _mm512_maskz_compress_epi64(m0, c0));
+  _mm512_storeu_si512(c + n0, _mm512_maskz_compress_epi64(m1, c1));
+  return __builtin_popcount(m);
+#else
+  int n = 0;
+  for (; m; m &= m - 1) {
+    const int l = __builtin_ctz(m);
+    v[n] = e[l];
+    c[n++] = cm ? cm[l] : base + l;
+  }
+  return n;
+#endif
+}
+
+/* One tile: rows q < nr of ``E`` (row stride lde), the state's rows
+   rows[q] (q without ``rows``), columns cmap[l] (first + l without
+   ``cmap``), l < nc. The test of 64 values against the threshold is a few
+   vector comparisons; the values that pass are appended 16 columns at a
+   time. A row with fewer than 16 free slots is compacted first; one whose
+   compaction frees fewer than half of its free slots (a band of values
+   within the slack too dense for the capacity, cap >= k + 32) is flagged
+   in ``over`` and skipped from then on: the caller searches it another
+   way. Values that passed a threshold since lowered may be appended too:
+   the next compaction drops them. */
+void kt_select(int64_t nr, int64_t nc, const real_t *E, int64_t lde, int64_t first,
+               const int64_t *rows, const int64_t *cmap, int64_t k, int64_t cap,
+               real_t *vals, int64_t *cols, int64_t *cnt, real_t *thr,
+               const double *slack, uint8_t *over) {
+  for (int64_t q = 0; q < nr; q++) {
+    const int64_t r = rows ? rows[q] : q;
+    if (over[r]) continue;
+    const real_t *e = E + q * lde;
+    real_t *v = vals + r * cap;
+    int64_t *c = cols + r * cap;
+    int64_t n = cnt[r];
+    real_t t = thr[r];
+    if (t == (real_t)INFINITY && nc >= k && n + nc > cap) {
+      /* no threshold yet, and the tile would fill the slots: this tile's
+         K-th smallest bounds every later K-th */
+      t = round_up((double)kth_bound(e, nc, k) + slack[r]);
+    }
+    for (int64_t j0 = 0; j0 < nc && n >= 0; j0 += 64) {
+      uint64_t mask = below64(e + j0, t, nc - j0 < 64 ? (int)(nc - j0) : 64);
+      while (mask) {
+        const int s = __builtin_ctzll(mask) & ~15; /* the lowest bit's 16 */
+        uint32_t m = (uint32_t)(mask >> s) & 0xffffu;
+        mask &= ~((uint64_t)0xffffu << s);
+        if (n + 16 > cap) {
+          n = compact(v, c, n, k, slack[r], &t);
+          if (n > k + (cap - k) / 2) { n = -1; break; }
+          for (uint32_t b = m; b; b &= b - 1) { /* again, at the new threshold */
+            const int l = __builtin_ctz(b);
+            if (!(e[j0 + s + l] <= t)) m &= ~(1u << l);
+          }
+        }
+        n += append16(v + n, c + n, e + j0 + s, cmap ? cmap + j0 + s : 0,
+                      first + j0 + s, m);
+      }
+    }
+    if (n < 0) { over[r] = 1; n = 0; }
+    cnt[r] = n;
+    thr[r] = t;
+  }
+}
+
+typedef struct { double d; int64_t l; } kt_pair;
+
+static int pair_cmp(const void *pa, const void *pb) {
+  const kt_pair *a = (const kt_pair *)pa, *b = (const kt_pair *)pb;
+  if (a->d != b->d) return a->d < b->d ? -1 : 1;
+  return (a->l > b->l) - (a->l < b->l);
+}
+
+/* The first min(n, k) of the n (distance, label) pairs ``p`` by distance,
+   then label (labels distinct), into od, oi: an insertion sort up to
+   SORT_SMALL pairs (1.5 us for 95), else qsort. */
+#define SORT_SMALL 128
+static void order_pairs(int64_t n, int64_t k, kt_pair *p, double *od, int64_t *oi) {
+  if (n <= SORT_SMALL) {
+    for (int64_t a = 1; a < n; a++) {
+      const kt_pair x = p[a];
+      int64_t at = a;
+      while (at > 0 && (p[at - 1].d > x.d
+                        || (p[at - 1].d == x.d && p[at - 1].l > x.l))) {
+        p[at] = p[at - 1];
+        at--;
+      }
+      p[at] = x;
+    }
+  } else {
+    qsort(p, (size_t)n, sizeof(kt_pair), pair_cmp);
+  }
+  for (int64_t q = 0; q < n && q < k; q++) { od[q] = p[q].d; oi[q] = p[q].l; }
+}
+
+/* The K nearest of each row's candidates by exact squared distance (direct
+   differences in double; equal distances by label): rows r < nr of X
+   (nr x d), candidates cols[r * cap + q], q < cnt[r], rows of Y (. x d),
+   labelled lab[column] (the column itself without ``lab``). The
+   candidates are first cut to those within the slack of the K-th smallest
+   tile value (the last compaction may be far behind). The sums over the d
+   features run in any order (vectorised). Rows flagged in ``over`` are
+   left as they are. ``pairs``: room for ``cap`` (distance, label) pairs. */
+void kt_rerank(int64_t nr, int64_t d, int64_t k, int64_t cap, const double *X,
+               const double *Y, const int64_t *lab, real_t *vals, int64_t *cols,
+               int64_t *cnt, real_t *thr, const double *slack, const uint8_t *over,
+               double *out_d, int64_t *out_i, kt_pair *pairs) {
+  for (int64_t r = 0; r < nr; r++) {
+    if (over[r]) continue;
+    const double *x = X + r * d;
+    int64_t *c = cols + r * cap;
+    int64_t n = cnt[r];
+    if (n > k) n = compact(vals + r * cap, c, n, k, slack[r], thr + r);
+    for (int64_t q = 0; q < n; q++) {
+      const double *y = Y + c[q] * d;
+      double s = 0;
+      #pragma omp simd reduction(+:s)
+      for (int64_t f = 0; f < d; f++) s += (x[f] - y[f]) * (x[f] - y[f]);
+      pairs[q].d = s;
+      pairs[q].l = lab ? lab[c[q]] : c[q];
+    }
+    cnt[r] = n;
+    order_pairs(n, k, pairs, out_d + r * k, out_i + r * k);
+  }
+}
+
+#if KT_TILE_DOUBLE
+/* The K nearest of each query among the fitted points of its cell's pairs
+   (block-sparse, low dimension): the squared distances computed here, by
+   direct differences in real_t (double), 16 points at a time, and
+   selected as kt_select does, with no slack (the values are the final
+   ones); then ordered by (distance, label). Queries qs[c] <= q < qs[c + 1]
+   of X (n x d, row-major) belong to cell c, which visits the fitted cells
+   pc[p], ps[c] <= p < ps[c + 1], nearest first: fitted cell b is
+   [cr[2 b], cr[2 b + 1]) (positions in Yt, the fitted points d x m by
+   feature, labelled lab) with the box blo[b], bhi[b] (d each), skipped
+   by a query whose threshold its box's distance passes (no point in it
+   would pass; the distance shrunk by 1e-12 for its rounding). Missing
+   slots (fewer than k points visited): +inf and -1. Query q's results go
+   to row orow[q] of out_d, out_i (n x k). ``v``, ``c``, ``pairs``: room
+   for cap values, columns and pairs. */
+void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
+                   const int64_t *pc, const int64_t *cr, const real_t *blo,
+                   const real_t *bhi, const real_t *X, int64_t d, const real_t *Yt,
+                   int64_t m, const int64_t *lab, int64_t k, int64_t cap,
+                   const int64_t *orow, real_t *out_d, int64_t *out_i, real_t *v,
+                   int64_t *c, kt_pair *pairs) {
+  for (int64_t cell = c0; cell < c1; cell++) {
+    for (int64_t q = qs[cell]; q < qs[cell + 1]; q++) {
+      const real_t *x = X + q * d;
+      const int64_t o = orow[q] * k;
+      real_t t = (real_t)INFINITY;
+      int64_t n = 0;
+      for (int64_t p = ps[cell]; p < ps[cell + 1]; p++) {
+        const int64_t b = pc[p];
+        if (n >= k) { /* the box's distance against the threshold */
+          real_t g2 = 0;
+          for (int64_t f = 0; f < d; f++) {
+            const real_t below = blo[b * d + f] - x[f], above = x[f] - bhi[b * d + f];
+            const real_t g = below > above ? below : above;
+            if (g > 0) g2 += g * g;
+          }
+          if (g2 * (1 - 1e-12) > t) continue;
+        }
+        for (int64_t j0 = cr[2 * b]; j0 < cr[2 * b + 1]; j0 += 16) {
+          const int nb = cr[2 * b + 1] - j0 < 16 ? (int)(cr[2 * b + 1] - j0) : 16;
+          real_t e[16];
+          for (int l = 0; l < 16; l++) e[l] = 0;
+          for (int64_t f = 0; f < d; f++) {
+            const real_t *yf = Yt + f * m + j0;
+            const real_t xf = x[f];
+            if (nb == 16) {
+              #pragma omp simd
+              for (int l = 0; l < 16; l++) e[l] += (xf - yf[l]) * (xf - yf[l]);
+            } else {
+              for (int l = 0; l < nb; l++) e[l] += (xf - yf[l]) * (xf - yf[l]);
+            }
+          }
+          uint32_t mask = (uint32_t)below64(e, t, nb);
+          if (!mask) continue;
+          if (n + 16 > cap) {
+            n = compact(v, c, n, k, 0.0, &t);
+            mask &= (uint32_t)below64(e, t, nb);
+          }
+          n += append16(v + n, c + n, e, 0, j0, mask);
+          if (n >= k && t == (real_t)INFINITY) n = compact(v, c, n, k, 0.0, &t);
+        }
+      }
+      if (n > k) n = compact(v, c, n, k, 0.0, &t);
+      for (int64_t u = 0; u < n; u++) { pairs[u].d = v[u]; pairs[u].l = lab[c[u]]; }
+      order_pairs(n, k, pairs, out_d + o, out_i + o);
+      for (int64_t u = n; u < k; u++) {
+        out_d[o + u] = (real_t)INFINITY;
+        out_i[o + u] = -1;
+      }
+    }
+  }
+}
+#endif

@@ -1,0 +1,54 @@
+"""The pruned k-NN of low dimensions with its block-sparse K-min in C.
+
+:class:`~._neighbors_pruned.PrunedSearch` pairs each cell of queries with
+the fitted cells within its bound, nearest first, and reduces the pairs
+with the engine's block-sparse ``Kmin_argKmin``. In 3 dimensions a
+distance costs a few operations and the engine's sorted insertion (about K
+steps per value that passes the K-th, nearest cells first or not)
+dominates at large K. :class:`CellSearch` hands the same pairs to
+:func:`kerneltools.selection.block_sparse_knn`: the distances in float64,
+16 points at a time, against a running threshold, the few values that pass
+appended, the K-th bounded by vector counts when the slots fill. Same
+results: the K smallest squared distances by direct differences (float64,
+then the query dtype), ties by index; the certificate and second pass of
+``PrunedSearch`` unchanged.
+
+Measured (CPU seconds, 10^5 Gaussian blobs, D = 3, K = 91, fit +
+kneighbors(), 276 million pairs, load ~15): 3.17 through the engine, of
+which 2.25 in its reduction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import check_backend
+from ..selection import block_sparse_knn
+
+from ._neighbors_blas import _gpu_visible
+from ._neighbors_pruned import PrunedSearch, _near_pairs
+
+
+class CellSearch(PrunedSearch):
+    """:class:`PrunedSearch` with its block-sparse K-min in C (module
+    docstring), where the reductions would run on the CPU."""
+
+    def _on_host(self) -> bool:
+        name = check_backend(self.backend, "NearestNeighbors")
+        return name == "cpu" or (name == "auto" and not _gpu_visible())
+
+    def _pruned(self, X, order, ranges, lo, hi, radius, k: int):
+        """:meth:`PrunedSearch._pruned` by
+        :func:`~kerneltools.selection.block_sparse_knn`."""
+        if not self._on_host():
+            return super()._pruned(X, order, ranges, lo, hi, radius, k)
+        a, b = _near_pairs(lo, hi, radius, self.grid)  # grouped by a, nearest first
+        fc = self.grid.cells
+        if getattr(self, "_sorted_Y", None) is None:
+            self._sorted_Y = np.ascontiguousarray(self.Y[fc.order], dtype=np.float64)
+        query_starts = np.append(ranges[:, 0], ranges[-1, 1]) if len(ranges) else [0]
+        pair_starts = np.searchsorted(a, np.arange(len(ranges) + 1))
+        d, i = block_sparse_knn(X[order], self._sorted_Y, k, query_starts, pair_starts,
+                                b, fc.ranges, lo=fc.lo, hi=fc.hi, labels=fc.order,
+                                rows=order, backend="cpu")
+        return d.astype(X.dtype, copy=False), i
