@@ -253,9 +253,13 @@ def _peak(fn):
 def case_mmd(args, rows):
     """mmd_test (dense row blocks, float32) against the dense NumPy test, at
     each ``--mmd-n`` (points per sample), ``--mmd-perms`` permutations. One
-    timed call (a warm-up first below 10^4 points); the peak memory is that
-    of NumPy's allocations during the call (tracemalloc)."""
+    timed call (a warm-up first below 10^4 points), with its process CPU
+    seconds (all threads; the time column), wall seconds, its own peak
+    resident memory and the load average during it."""
     from kerneltools import stats
+
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
 
     for n in (int(v) for v in args.mmd_n.split(",")):
         X, Y = B.two_samples(n)
@@ -268,13 +272,17 @@ def case_mmd(args, rows):
         for name, fn in systems:
             if n < 10_000:
                 fn()
-            t, out, peak = _peak(fn)
-            base = t if base is None else base
+            log(f"[{time.strftime('%H:%M:%S', time.gmtime())}] MMD {name} {n}+{n}")
+            m = measure(fn, sample_s=60, log=log)
+            out = m.out
+            base = m.cpu_s if base is None else base
             v = out.statistic if hasattr(out, "statistic") else out[0]
             p = out.pvalue if hasattr(out, "pvalue") else out[1]
-            rows.append([f"MMD test {P} perms D=79 (p={p:.3g}, peak {peak:.0f} MB)",
-                         f"{n}+{n}", name, t, float(v), t / base])
-            print(rows[-1], file=sys.stderr, flush=True)
+            rows.append([f"MMD test {P} perms D=79 (p={p:.4g})", f"{n}+{n}",
+                         f"{name} (wall {m.wall_s:.4g} s, peak {m.peak_mb:.0f} MB, "
+                         f"load {m.load_text()}, {m.when()})",
+                         m.cpu_s, float(v), m.cpu_s / base])
+            log(str(rows[-1]))
         if 2 * n > DENSE_MAX_N:
             rows.append([f"MMD test {P} perms D=79", f"{n}+{n}", "dense NumPy",
                          float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
