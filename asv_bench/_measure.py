@@ -3,7 +3,8 @@ seconds (all threads), the peak resident memory of the call, and the load
 average sampled while it ran.
 
 The peak is the process's ``VmHWM`` after it was reset to the current
-resident size just before the call (Linux: ``echo 5 > /proc/self/clear_refs``),
+resident size just before the call (Linux: ``echo 5 > /proc/self/clear_refs``,
+as ``compare.py`` does),
 so each of several calls in one process gets its own peak; where that reset
 is not available the figure is the process's peak so far (``ru_maxrss``),
 said in :attr:`Measured.peak_kind`.
@@ -16,6 +17,8 @@ import resource
 import threading
 import time
 from dataclasses import dataclass, field
+
+from compare import _reset_peak, _status_kb  # the peak reset of compare.py
 
 
 @dataclass
@@ -40,26 +43,6 @@ class Measured:
 
     def when(self) -> str:
         return f"{self.started}-{self.ended} UTC"
-
-
-def _vm_hwm_mb() -> float | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _utc() -> str:
@@ -95,9 +78,9 @@ def measure(fn, *, sample_s: float = 15.0, log=None) -> Measured:
         stop.set()
         thread.join()
     load.append(os.getloadavg()[0])
-    hwm = _vm_hwm_mb() if reset else None
+    hwm = _status_kb("VmHWM") if reset else None
     if hwm is None:
         peak, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process"
     else:
-        peak, kind = hwm, "call"
+        peak, kind = hwm / 1024, "call"
     return Measured(wall, cpu, peak, kind, load, started, _utc(), out)
