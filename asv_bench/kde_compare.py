@@ -28,13 +28,18 @@ extrapolated to the case (x (N / warmup)^2, a brute-force bound) exceeds
 points; queries are independent) and its time scaled by N / subset, said in
 the note (kerneltools always runs the whole case, unless ``--subset-ours``:
 then it too is timed on a subset where it would pass ``--max-seconds``, as
-for 1e6 x 1e6 on a shared CPU).
+for 1e6 x 1e6 on a shared CPU); ``--subset-queries K`` times those systems
+on K queries whatever the guess. Each timed call reports wall and process CPU
+seconds (all threads), its own peak resident memory and the load average
+during it; ratios are CPU seconds over ``--anchor``'s.
 Quote the load average (printed) with the numbers: the machine may be shared.
 
     python asv_bench/kde_compare.py                          # D = 2, 16; N = 1e5
     python asv_bench/kde_compare.py --n 2e4 --dims 2 --repeats 3
     python asv_bench/kde_compare.py --n 1e6 --dims 2 --subset-ours \
         --systems kerneltools,kerneltools-float32 --max-seconds 60
+    python asv_bench/kde_compare.py --n 1e6 --dims 2 --anchor kerneltools-float32 \
+        --systems kerneltools-float32,sklearn-rtol0 --subset-queries 1e3
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _measure import measure  # noqa: E402
 from _runner import emit  # noqa: E402
 
 SYSTEMS = ("kerneltools", "kerneltools-float32", "kerneltools-rtol1e-4", "sklearn-rtol0",
@@ -104,12 +110,17 @@ def reference(X, Y, h: float) -> np.ndarray:
 
 
 def timed(call, Y, repeats: int):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = call(Y)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    """``(median wall s, median CPU s, largest peak MB, load text, result)`` of
+    ``repeats`` calls ``call(Y)``: process CPU seconds (all threads), each
+    call's own peak resident memory, the load average during the calls."""
+    runs = [measure(lambda: call(Y), sample_s=60,
+                    log=lambda line: print(line, file=sys.stderr, flush=True))
+            for _ in range(repeats)]
+    load = [v for m in runs for v in m.load]
+    text = f"{min(load):.1f}-{max(load):.1f}"
+    return (statistics.median(m.wall_s for m in runs),
+            statistics.median(m.cpu_s for m in runs), max(m.peak_mb for m in runs),
+            f"{text} ({runs[0].started}-{runs[-1].ended} UTC)", runs[-1].out)
 
 
 def run_case(d: int, n: int, args, systems) -> list[dict]:
@@ -128,23 +139,33 @@ def run_case(d: int, n: int, args, systems) -> list[dict]:
         t_first = time.perf_counter()
         call_w(Yw)  # compiles
         t_first = time.perf_counter() - t_first
-        t_warm, _ = timed(call_w, Yw, 1)
+        t0 = time.perf_counter()
+        call_w(Yw)
+        t_warm = time.perf_counter() - t0
         guess = t_warm * (n / args.warmup) * (nq / args.warmup)
         row = {"system": system, "D": d, "N": n, "Q": nq, "h": h, "warmup_s": t_warm,
                "first_call_s": t_first}
         call = make_call(system, X, h)
         subset_ok = args.subset_ours or not system.startswith("kerneltools")
-        if subset_ok and n != args.warmup and guess > args.max_seconds:
+        print(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {system}: D {d}, "
+              f"N {n}, Q {nq}", file=sys.stderr, flush=True)
+        if subset_ok and n != args.warmup and (args.subset_queries
+                                               or guess > args.max_seconds):
             # queries are independent: time a subset, scale by Q / subset
-            k = max(len(rows), int(nq * args.max_seconds / guess))
+            k = int(args.subset_queries or nq * args.max_seconds / guess)
+            k = max(len(rows), min(k, nq))
             sub = np.union1d(rows, np.arange(k - len(rows)))
-            t_sub, out_sub = timed(call, Y[sub], args.repeats)
+            t_sub, c_sub, peak, load, out_sub = timed(call, Y[sub], args.repeats)
             row["seconds"] = t_sub * nq / len(sub)
-            row["note"] = f"timed on {len(sub)} queries, x Q / {len(sub)}"
+            row["cpu_seconds"] = c_sub * nq / len(sub)
+            row["note"] = (f"timed on {len(sub)} queries ({t_sub:.4g} s wall, "
+                           f"{c_sub:.4g} CPU s), x Q / {len(sub)}: an extrapolation")
             got = out_sub[np.searchsorted(sub, rows)]
         else:
-            row["seconds"], out = timed(call, Y, args.repeats)
+            row["seconds"], row["cpu_seconds"], peak, load, out = timed(
+                call, Y, args.repeats)
             got = out[rows]
+        row["peak_mb"], row["load"] = peak, load
         row["log_abs_err"] = float(np.max(np.abs(got - ref)))
         row["dens_rel_err"] = float(np.max(np.abs(np.expm1(got - ref))))
         print(row, file=sys.stderr, flush=True)
@@ -152,21 +173,24 @@ def run_case(d: int, n: int, args, systems) -> list[dict]:
     return results
 
 
-def table(results: list[dict], load: str) -> list[str]:
+def table(results: list[dict], load: str, anchor_system: str) -> list[str]:
     lines = [f"Gaussian KDE score_samples, N train, Q queries; load average {load} "
-             "(shared machine); median seconds, ratio = system / kerneltools; errors "
-             "vs dense float64 on the checked rows", "",
-             "| D | N | Q | h | system | seconds | ratio | max abs err (log p) | "
-             "max rel err (p) | note |", "|---|---|---|---|---|---|---|---|---|---|"]
-    anchor = {(r["D"], r["N"]): r["seconds"] for r in results
-              if r["system"] == "kerneltools"}
+             "(shared machine); median seconds (wall and process CPU, all threads), "
+             f"ratio = system / {anchor_system} in CPU seconds; each call's peak "
+             "resident memory and the 1-minute load average during it; errors vs "
+             "dense float64 on the checked rows", "",
+             "| D | N | Q | h | system | wall s | CPU s | ratio (CPU) | peak MB | load | "
+             "max abs err (log p) | max rel err (p) | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    anchor = {(r["D"], r["N"]): r["cpu_seconds"] for r in results
+              if r["system"] == anchor_system}
     for r in results:
-        a, s = anchor.get((r["D"], r["N"])), r.get("seconds")
-        ratio = f"{s / a:.1f}" if s and a else "-"
+        a, c = anchor.get((r["D"], r["N"])), r["cpu_seconds"]
+        ratio = f"{c / a:.1f}" if c and a else "-"
         lines.append(
             f"| {r['D']} | {r['N']:.0e} | {r['Q']:.0e} | {r['h']:.3f} | {r['system']} | "
-            f"{s:.2f} | {ratio} | {r['log_abs_err']:.1e} | {r['dens_rel_err']:.1e} | "
-            f"{r.get('note', '')} |")
+            f"{r['seconds']:.4g} | {c:.4g} | {ratio} | {r['peak_mb']:.0f} | {r['load']} | "
+            f"{r['log_abs_err']:.1e} | {r['dens_rel_err']:.1e} | {r.get('note', '')} |")
     return lines
 
 
@@ -181,6 +205,11 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--warmup", type=int, default=10_000)
     p.add_argument("--max-seconds", type=float, default=600.0)
+    p.add_argument("--subset-queries", type=float, default=None,
+                   help="time the subset systems on this many queries (instead of "
+                        "the number --max-seconds gives)")
+    p.add_argument("--anchor", default="kerneltools",
+                   help="the system the ratios divide by")
     p.add_argument("--check-rows", type=int, default=200)
     p.add_argument("--out", default=None, help="also write the table here")
     args = p.parse_args(argv)
@@ -192,7 +221,7 @@ def main(argv=None) -> None:
     results = []
     for d in (int(v) for v in args.dims.split(",")):
         results += run_case(d, int(args.n), args, systems)
-    emit(table(results, load), args.out)
+    emit(table(results, load, args.anchor), args.out)
 
 
 if __name__ == "__main__":

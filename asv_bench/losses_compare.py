@@ -38,10 +38,12 @@ import statistics
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _measure import measure  # noqa: E402
 from benchmarks import losses as B  # noqa: E402
 
 
@@ -134,9 +136,15 @@ def case_multiscale(args, rows):
 
 
 def case_multiscale_big(args, rows):
-    """Multiscale only (the dense solvers are quadratic): kerneltools against
-    GeomLoss, blur 0.05 and 0.01, at ``--big-n``. The warm-up (compilation)
-    runs at 1,000 points; one timed call each."""
+    """Kerneltools against GeomLoss's multiscale backend at ``--big-n``
+    points, one blur of ``--big-blurs`` after the other, one system of
+    ``--big-systems`` after the other: ``kerneltools`` (our multiscale),
+    ``kerneltools-online`` (our dense solver, quadratic) and ``geomloss``
+    (``backend="multiscale"``, ``verbose=True``: its clusters and kept blocks
+    are printed). The warm-up (compilation) runs at 1,000 points; then one
+    timed call each, with its process CPU seconds, its own peak resident
+    memory, the load average during it, and its value's relative difference
+    from our multiscale value (the first system of the blur)."""
     import torch
 
     from kerneltools.estimators.optimal_transport import sinkhorn_divergence
@@ -145,32 +153,48 @@ def case_multiscale_big(args, rows):
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     xs, ys = B.clouds(1000)
     systems = args.big_systems.split(",")
+    unknown = set(systems) - {"kerneltools", "kerneltools-online", "geomloss"}
+    if unknown:
+        raise SystemExit(f"--big-systems: unknown {sorted(unknown)}; expected some "
+                         "of kerneltools, kerneltools-online, geomloss")
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
+
     for blur in (float(b) for b in args.big_blurs.split(",")):
         def ours(u, v, blur=blur):
             return sinkhorn_divergence(u, v, blur=blur, multiscale=True)
 
-        def theirs(u, v, blur=blur):
-            return float(geomloss_loss("sinkhorn", blur=blur, backend="multiscale")(u, v))
+        def ours_online(u, v, blur=blur):
+            return sinkhorn_divergence(u, v, blur=blur)
+
+        def theirs(u, v, blur=blur, verbose=False):
+            return float(geomloss_loss("sinkhorn", blur=blur, backend="multiscale",
+                                       verbose=verbose)(u, v))
 
         base = ref = None
+        tiny = (torch.from_numpy(xs), torch.from_numpy(ys))
         for name, fn, small, big in (
-                ("kerneltools multiscale", ours, (xs, ys), (x, y)),
-                ("geomloss multiscale", theirs,
-                 (torch.from_numpy(xs), torch.from_numpy(ys)), (xt, yt))):
-            if name.split()[0] not in systems:
+                ("kerneltools", ours, (xs, ys), (x, y)),
+                ("kerneltools-online", ours_online, (xs, ys), (x, y)),
+                ("geomloss", partial(theirs, verbose=True), tiny, (xt, yt))):
+            if name not in systems:
                 continue
+            log(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {name}, blur {blur}, "
+                f"n {args.big_n}: warm-up at 1,000 points")
             fn(*small)  # compilation
-            t0, c0 = time.perf_counter(), time.process_time()
-            v = fn(*big)
-            t = time.perf_counter() - t0
-            name = f"{name} (CPU {time.process_time() - c0:.3g} s)"
-            base = t if base is None else base
-            ref = v if name.startswith("kerneltools") else ref
-            rel = None if ref is None or ref is v else abs(v - ref) / abs(ref)
-            diff = "" if rel is None else f" (rel. diff {rel:.1e})"
-            rows.append([f"Sinkhorn 3-D blur {blur}{diff}",
-                         args.big_n, name, t, v, t / base])
-            print(rows[-1], file=sys.stderr, flush=True)
+            m = measure(lambda fn=fn, big=big: fn(*big), sample_s=60, log=log)
+            v = float(m.out)
+            base = m.cpu_s if base is None else base
+            ref = v if ref is None else ref
+            rel = "" if ref is v else f" (rel. diff {abs(v - ref) / abs(ref):.1e})"
+            label = {"kerneltools": "kerneltools multiscale",
+                     "kerneltools-online": "kerneltools online",
+                     "geomloss": "geomloss multiscale"}[name]
+            rows.append([f"Sinkhorn 3-D blur {blur}{rel}", args.big_n,
+                         f"{label} (wall {m.wall_s:.4g} s, peak {m.peak_mb:.0f} MB, "
+                         f"load {m.load_text()}, {m.when()})",
+                         m.cpu_s, v, m.cpu_s / base])
+            log(str(rows[-1]))
 
 
 def dense_mmd_test(X, Y, n_perm, seed=0):
@@ -229,9 +253,13 @@ def _peak(fn):
 def case_mmd(args, rows):
     """mmd_test (dense row blocks, float32) against the dense NumPy test, at
     each ``--mmd-n`` (points per sample), ``--mmd-perms`` permutations. One
-    timed call (a warm-up first below 10^4 points); the peak memory is that
-    of NumPy's allocations during the call (tracemalloc)."""
+    timed call (a warm-up first below 10^4 points), with its process CPU
+    seconds (all threads; the time column), wall seconds, its own peak
+    resident memory and the load average during it."""
     from kerneltools import stats
+
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
 
     for n in (int(v) for v in args.mmd_n.split(",")):
         X, Y = B.two_samples(n)
@@ -244,13 +272,17 @@ def case_mmd(args, rows):
         for name, fn in systems:
             if n < 10_000:
                 fn()
-            t, out, peak = _peak(fn)
-            base = t if base is None else base
+            log(f"[{time.strftime('%H:%M:%S', time.gmtime())}] MMD {name} {n}+{n}")
+            m = measure(fn, sample_s=60, log=log)
+            out = m.out
+            base = m.cpu_s if base is None else base
             v = out.statistic if hasattr(out, "statistic") else out[0]
             p = out.pvalue if hasattr(out, "pvalue") else out[1]
-            rows.append([f"MMD test {P} perms D=79 (p={p:.3g}, peak {peak:.0f} MB)",
-                         f"{n}+{n}", name, t, float(v), t / base])
-            print(rows[-1], file=sys.stderr, flush=True)
+            rows.append([f"MMD test {P} perms D=79 (p={p:.4g})", f"{n}+{n}",
+                         f"{name} (wall {m.wall_s:.4g} s, peak {m.peak_mb:.0f} MB, "
+                         f"load {m.load_text()}, {m.when()})",
+                         m.cpu_s, float(v), m.cpu_s / base])
+            log(str(rows[-1]))
         if 2 * n > DENSE_MAX_N:
             rows.append([f"MMD test {P} perms D=79", f"{n}+{n}", "dense NumPy",
                          float("nan"), f"K needs {(2 * n) ** 2 * 8 / 2**30:.0f} GB", ""])
@@ -374,7 +406,9 @@ def case_hsic(args, rows):
 
 def report(rows, load_start, load_end):
     lines = [f"load average at start {load_start}, at end {load_end} (shared machine)", "",
-             "| case | n | system | median s | value | time / kerneltools |",
+             "seconds: the median wall time; CPU seconds (all threads) where the "
+             "system column gives the wall time", "",
+             "| case | n | system | s | value | time / kerneltools |",
              "|---|---|---|---|---|---|"]
     for case, n, name, t, v, r in rows:
         v = f"{v:.6g}" if isinstance(v, float) else v
@@ -397,7 +431,8 @@ def main(argv=None):
                     help="no untimed first call (kernels already in the disk caches)")
     ap.add_argument("--big-blurs", default="0.05,0.01", help="multiscale_big's blurs")
     ap.add_argument("--big-systems", default="kerneltools,geomloss",
-                    help="multiscale_big's systems (kerneltools, geomloss)")
+                    help="multiscale_big's systems, in this order: kerneltools "
+                         "(multiscale), kerneltools-online, geomloss (multiscale)")
     ap.add_argument("--verbose", action="store_true", help="mmd: progress of the passes")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", default="samples_loss,multiscale,mmd")

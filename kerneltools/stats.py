@@ -364,7 +364,7 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
       samples' dtype (float32 products for float32 samples; the columns sum
       to zero, so the blocks are shifted by K's mean, which keeps float32
       sums accurate). For the ``"rbf"`` and ``"energy"`` kernels on the CPU.
-      Memory: a block (at most 64 MB) and the columns (at most 256 MB; more
+      Memory: a block (at most 64 MB) and the columns (at most 1 GiB; more
       columns go in several passes, each recomputing K), never ``(n + m)^2``.
     - ``method="reductions"``: the engine's Sum reductions on ``backend``
       (``batch_size`` columns per pass over the pairs, 32 per kernel); any
@@ -380,7 +380,7 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
     n_permutations : int >= 1, default=1000
     batch_size : int >= 1 or None, default=None
         Permutations per pass over the pairs; None: 100 with reductions, as
-        many as 256 MB of columns hold with blocks.
+        many as 1 GiB of columns hold with blocks.
     random_state : int, Generator or None
     method : {"auto", "blocks", "reductions"}, default="auto"
     verbose : bool, default=False
