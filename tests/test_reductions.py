@@ -249,12 +249,18 @@ def test_reduction_values(name, E, axis, backend, dtype, rtol):
 @pytest.mark.parametrize("name", ["KMin_ArgKMin", "ArgKMin", "Min_ArgMin", "ArgMax"])
 def test_ties(name, backend, dtype):
     """Integer-valued data has many exact ties; any tied candidate is accepted,
-    but documented tie rules (first index for argmin/argmax) hold."""
+    but documented tie rules (first index for argmin/argmax) hold.
+
+    The formula is the value tests' (``_formula``, E = 1) with a = b = 0 and
+    gamma = -2: F = 2 |x_i - y_j|^2, integers, exact in both dtypes. Its
+    kernels are theirs (K = 1 is their M = 1 case); only K = M is new."""
     rng = _rng("ties", name)
-    x = rng.integers(0, 3, (12, 2)).astype(dtype)
-    y = rng.integers(0, 3, (10, 2)).astype(dtype)
-    F = kt.Vi(x).sqdist(kt.Vj(y))
-    V = ((x[:, None].astype(float) - y[None]) ** 2).sum(-1, keepdims=True)
+    x = rng.integers(0, 3, (12, 3)).astype(dtype)
+    y = rng.integers(0, 3, (10, 3)).astype(dtype)
+    zero_a, zero_b = np.zeros((12, 1), dtype), np.zeros((10, 1), dtype)
+    ones_v, ones_c = np.ones((12, 2), dtype), np.ones((10, 2), dtype)
+    F, _, V, _ = _formula(x, y, zero_a, zero_b, ones_v, ones_c, gamma=-2.0)
+    assert (V == np.round(V)).all() and len(np.unique(V)) < V.size / 4  # many ties
     for K in (1, 10):  # 10 = M: every point
         got = reduce(F, name, 1, K=K, backend=backend)
         check_outputs(name, got, V, None, K, 0.0, err_msg=f"K={K}")
