@@ -51,11 +51,11 @@ def test_radius_csr_equals_dense_distances(sort, backend, monkeypatch):
         return
     from kerneltools.backend import _cpu_backend
 
-    for d in (3, 2):
-        x, y = _problem(d)
+    x, y = _problem()
+    for every_pair in (False, True):
         r2 = np.where(np.arange(len(x)) % 3, 0.02, 0.05)
         r2[0] = 0.0  # radius 0: the points equal to x_0 only
-        if d == 3:
+        if not every_pair:
             bs = _blocks(x, y, np.sqrt(0.05))
         else:  # every pair kept: an infinite radius sees every point
             bs, r2[1] = _blocks(x, y, np.inf, 2.0), np.inf

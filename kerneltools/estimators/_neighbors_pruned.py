@@ -6,6 +6,15 @@ cell's K-th neighbour distance, then runs one block-sparse K-min reduction
 over the pairs of cells within that bound, and certifies each query's result
 (the few that fail are searched again). ``algorithm='auto'`` picks it for
 euclidean metrics in at most ``PRUNE_MAX_DIM`` features.
+
+Radius searches on the CPU (:meth:`PrunedSearch.radius_csr`) run the C
+kernel of :func:`kerneltools.ranges.radius_csr` over the cell pairs within
+the radii: every pair's squared distance in float64, summed as
+scikit-learn's trees do, CSR rows written in place (measured at 10^5 blobs,
+D = 3: 0.74 CPU s against the engine's route 1.65 s and scikit-learn's k-d
+tree 1.59 s; ``asv_bench/lof_meanshift_compare_results.md``). On a GPU or
+the NumPy backend the engine's route (a count, a masked K-min) re-tests its
+candidates in float64 the same way (:meth:`PrunedSearch.within`).
 """
 
 from __future__ import annotations

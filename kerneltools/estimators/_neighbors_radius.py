@@ -1,10 +1,13 @@
 """Radius-neighbour classifier and regressor: votes and means within a radius.
 
 Each query's neighbours come from :meth:`RadiusQueries.radius_neighbors`
-(a radius-test count, then a K-min of that size, on the engine); the votes
-and means follow scikit-learn's rules: ``weights``, ``outlier_label`` for
-queries with no neighbour, NaN predictions (with scikit-learn's warning) for
-the regressor.
+as CSR rows (on the CPU in up to 3 features the radius kernel of
+:func:`kerneltools.ranges.radius_csr` over nearby cells, in 16 or more the
+BLAS tiles of :mod:`._neighbors_blas`; else a radius-test count, then a
+K-min of that size, on the engine); the votes and means follow
+scikit-learn's rules in a few vectorised passes over those rows:
+``weights``, ``outlier_label`` for queries with no neighbour, NaN
+predictions (with scikit-learn's warning) for the regressor.
 """
 
 from __future__ import annotations
