@@ -57,6 +57,8 @@ def _golden_plans():
         "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
         "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
         "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
+        # in-loop sums tested by their own size, 8 rows per loop (_cpu_rows)
+        "lse_float64": (-f)._plan("LogSumExp", 1)[0],
         # K @ B with B of 8 columns: the many-column GEMM form (_cpu_gemm)
         "gauss_manycol_float32": (gauss32 * kt.Vj(rng.random((6, 8)).astype(np.float32)))
         ._plan("Sum", 1)[0],
@@ -474,14 +476,18 @@ def test_generated_exps_are_accurate_over_their_range(which, dtype, cache):
     assert rel.max() <= tol, (which, float(rel.max()))
 
 
-@pytest.mark.parametrize("order", ["increasing", "decreasing"])
+@pytest.mark.parametrize("order", ["increasing", "decreasing", "ramp"])
 def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     """The dense kernel's in-loop log-sum-exp sums (kept where a tile holds no
-    new maximum, else the buffered fold) and K-min test (a tile with no value
-    below the K-th kept one is skipped): reduced values sorted so that every
-    tile holds a new maximum / new candidates (increasing) or none after the
-    first (decreasing), over several tiles, rows not a multiple of the rows
-    per loop, with -inf and NaN entries; against dense NumPy / SciPy."""
+    new maximum, or its sum of exp(F - shift) stays below 2^20, else the
+    buffered fold) and K-min test (a tile with no value below the K-th kept
+    one is skipped): reduced values sorted so that every tile holds a new
+    maximum / new candidates (increasing) or none after the first
+    (decreasing), or rising by 13 nats in all (ramp: tiles whose terms reach
+    e^13 relative to the shift, some kept, some whose sums pass 2^20
+    without any term clamped; a row of +inf), over several tiles, rows not a
+    multiple of the rows per loop, with -inf and NaN entries; against dense
+    NumPy / SciPy."""
     from scipy.special import logsumexp
 
     rng = np.random.default_rng(5)
@@ -489,6 +495,9 @@ def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     a = rng.standard_normal((n, 1))
     h = np.sort(rng.standard_normal(m) * 30)
     h = (h if order == "increasing" else h[::-1]).copy()[:, None]
+    if order == "ramp":
+        h = (np.linspace(0, 13, m) + 0.3 * rng.standard_normal(m))[:, None]
+        a[7, 0] = np.inf
     h[700, 0] = -np.inf
     a[4, 0], a[9, 0] = -np.inf, np.nan
     w = rng.uniform(0.5, 1.5, (m, 2))

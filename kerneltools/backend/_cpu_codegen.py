@@ -47,7 +47,7 @@ from ._codegen import (
 from ._compiler import VECMATH_DECL
 from ._cpu_dots import norm_given, norm_pointers, tile_free
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
-from ._cpu_rows import row_block_reduction, tile_loop
+from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
 from ._plan import Plan
@@ -181,11 +181,18 @@ def row_block(plan: Plan) -> int:
     independent chains to interleave; narrow formulas only (each row keeps its
     temporaries in registers), and a divisor of :func:`block_rows` (1 for
     K-reductions with large states). Every reduction: Sum accumulates in
-    registers, the others write one buffer per row."""
+    registers, the others write one buffer per row. The log-sum-exp family
+    summed without a maximum (``_cpu_rows.sum_tested``) takes 8 narrow rows:
+    its chain per pair (formula, exp, sum) is long and carries no
+    loop-carried maximum, so more rows interleave (float64 log-sum-exp at
+    D = 3: 1.10x 4 rows; 6 rows about as fast, 12 or 16 slower)."""
     gemm = many_columns(plan)
     # the many-column Sum renders its scalar K only
     w = sum(n.dim for n in topo_order([gemm[0]])) if gemm else width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
+    narrow = w <= 24 and sum(f.dim for f in plan.formulas) <= 2  # TJ kept
+    if narrow and "online" in plan.red.c and sum_tested(plan.red.c["online"], plan.dtype):
+        rb = 8
     return min(rb, block_rows(plan))
 
 
