@@ -58,15 +58,16 @@ def _clauses(op: str, names) -> str:
     return f" reduction({op}:{', '.join(names)})" if names else ""
 
 
-def row_block_reduction(plan: Plan, formulas, rows, block_setup):
+def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False):
     """(tile, state, init, final) of the dense kernel for ``len(rows)`` rows
     per vectorised loop (``rows``: their renderings; a folding reduction's
-    buffers are appended to ``block_setup``)."""
+    buffers are appended to ``block_setup``). ``factored``: a Sum whose rows
+    render (inner, outer) of :func:`._cpu_factor.factor_out`."""
     red, rb = plan.red, len(rows)
     code = "\n".join(x for x in [rows[0].code("j", "  ")]
                       + [row.code("ij", "  ") for row in rows] if x)
     if red.c.get("fused"):
-        return _fused_sum(formulas, rows, code)
+        return _fused_sum(formulas[0].dim, rows, code, factored)
     subs = red_subs(formulas, plan.K)
     writes = [f"  tb{b}[{r}][{e} * TJ + jj] = {x};" for r, row in enumerate(rows)
               for b, outs in enumerate(row.outputs) for e, x in enumerate(outs)]
@@ -89,17 +90,29 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup):
             *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
 
 
-def _fused_sum(formulas, rows, code):
-    E, rb = formulas[0].dim, len(rows)
-    names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
+def _fused_sum(E: int, rows, code, factored: bool):
+    """Sum: accumulators in the loop, added to the rows' states per tile
+    (``factored``: the loop sums the inner factor, each row's tile sum is
+    multiplied by its outer factor as it is added)."""
+    rb = len(rows)
+    inner = len(rows[0].outputs[0])  # E, or 1 for a scalar inner factor
+    names = [[f"s{r}_{e}" for e in range(inner)] for r in range(rb)]
     flat = [n for row in names for n in row]
     sums = tile_loop("nj", code, [f"  {names[r][e]} += {rows[r].outputs[0][e]};"
-                                  for r in range(rb) for e in range(E)],
+                                  for r in range(rb) for e in range(inner)],
                      clauses=_clauses("+", flat))
-    adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
+
+    def term(r, e):
+        s = names[r][e if inner > 1 else 0]
+        if not factored:
+            return s
+        c = rows[r].outputs[1]
+        return f"(acc_t){c[e if len(c) > 1 else 0]} * (acc_t){s}"
+
+    adds = [f"st[ii].A[{e}] += {term(0, e)};" for e in range(E)]
     for r in range(1, rb):
         adds.append(f"if (ii + {r} < ni) {{ "
-                    + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
+                    + " ".join(f"st[ii + {r}].A[{e}] += {term(r, e)};" for e in range(E))
                     + " }")
     tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
     return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",

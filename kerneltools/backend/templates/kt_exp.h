@@ -142,13 +142,14 @@ static inline float kt_exp2f_nonpos(float z) {
   const float magic = 12582912.0f;
   const float t = zc + magic;
   const float r = zc - (t - magic);
-  float p = 1.5279195033704184e-05f;
-  p = p * r + 1.5506795114375121e-04f;
-  p = p * r + 1.3333747867973944e-03f;
-  p = p * r + 9.617928102734123e-03f;
-  p = p * r + 5.550410464299386e-02f;
-  p = p * r + 2.402265127293414e-01f;
-  p = p * r * r + (r * 0.6931471805599453f + 1.0f);
+  /* even and odd halves in r^2, as in kt_exp2_nonpos */
+  const float r2 = r * r;
+  float pe = 1.5506795114375121e-04f, po = 1.5279195033704184e-05f;
+  pe = pe * r2 + 9.617928102734123e-03f;
+  po = po * r2 + 1.3333747867973944e-03f;
+  pe = pe * r2 + 2.402265127293414e-01f;
+  po = po * r2 + 5.550410464299386e-02f;
+  const float p = (po * r + pe) * r2 + (r * 0.6931471805599453f + 1.0f);
   union { float f; int32_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4B400000 + 127) << 23;
