@@ -186,7 +186,8 @@ def row_block(plan: Plan) -> int:
     summed without a maximum (``_cpu_rows.sum_tested``) takes 8 narrow rows:
     its chain per pair (formula, exp, sum) is long and carries no
     loop-carried maximum, so more rows interleave (float64 log-sum-exp at
-    D = 3: 1.10x 4 rows; 6 rows about as fast, 12 or 16 slower)."""
+    D = 3: 1.10x 4 rows; 6 rows about as fast, 12 or 16 slower); a Sum of
+    3 or more components 2."""
     gemm = many_columns(plan)
     # the many-column Sum renders its scalar K only
     w = sum(n.dim for n in topo_order([gemm[0]])) if gemm else width(plan)
@@ -194,6 +195,11 @@ def row_block(plan: Plan) -> int:
     narrow = w <= 24 and sum(f.dim for f in plan.formulas) <= 2  # TJ kept
     if narrow and "online" in plan.red.c and sum_tested(plan.red.c["online"], plan.dtype):
         rb = 8
+    if plan.red.c.get("fused") and not gemm:
+        # at most ~8 accumulators (E per row) in registers: spilled, each
+        # add waits on a store (the gradient at D = 3, E = 3: 2 rows 1.15x
+        # faster than 4)
+        rb = min(rb, max(2, 8 // plan.formulas[0].dim))
     return min(rb, block_rows(plan))
 
 

@@ -10,7 +10,7 @@ typedef double acc_t;
 #define TJ 512
 #define IB 8
 #define MR 8
-#define RB 4
+#define RB 2
 #define VL 16
 #define KT_LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -422,8 +422,6 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       for (int64_t ii = 0; ii < ni; ii += RB) {
         const int64_t i_0 = i0 + ii;
         const int64_t i_1 = ii + 1 < ni ? i0 + ii + 1 : i0 + ni - 1;
-        const int64_t i_2 = ii + 2 < ni ? i0 + ii + 2 : i0 + ni - 1;
-        const int64_t i_3 = ii + 3 < ni ? i0 + ii + 3 : i0 + ni - 1;
         const real_t f1_0 = a2[i_0 * 3 + 0];
         const real_t f1_1 = a2[i_0 * 3 + 1];
         const real_t f1_2 = a2[i_0 * 3 + 2];
@@ -442,24 +440,6 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t fr1_17_0 = (fr1_15_0 * ((real_t)1));
         const real_t fr1_17_1 = (fr1_15_0 * ((real_t)1));
         const real_t fr1_17_2 = (fr1_15_0 * ((real_t)1));
-        const real_t fr2_1_0 = a2[i_2 * 3 + 0];
-        const real_t fr2_1_1 = a2[i_2 * 3 + 1];
-        const real_t fr2_1_2 = a2[i_2 * 3 + 2];
-        const real_t fr2_13_0 = a0[i_2 * 1 + 0];
-        const real_t fr2_14_0 = (((real_t)-2) * fr2_13_0);
-        const real_t fr2_15_0 = (fr2_14_0 * f6_0);
-        const real_t fr2_17_0 = (fr2_15_0 * ((real_t)1));
-        const real_t fr2_17_1 = (fr2_15_0 * ((real_t)1));
-        const real_t fr2_17_2 = (fr2_15_0 * ((real_t)1));
-        const real_t fr3_1_0 = a2[i_3 * 3 + 0];
-        const real_t fr3_1_1 = a2[i_3 * 3 + 1];
-        const real_t fr3_1_2 = a2[i_3 * 3 + 2];
-        const real_t fr3_13_0 = a0[i_3 * 1 + 0];
-        const real_t fr3_14_0 = (((real_t)-2) * fr3_13_0);
-        const real_t fr3_15_0 = (fr3_14_0 * f6_0);
-        const real_t fr3_17_0 = (fr3_15_0 * ((real_t)1));
-        const real_t fr3_17_1 = (fr3_15_0 * ((real_t)1));
-        const real_t fr3_17_2 = (fr3_15_0 * ((real_t)1));
         const real_t t1_0 = a0[i_0 * 1 + 0];
         const real_t t4_0 = a2[i_0 * 3 + 0];
         const real_t t4_1 = a2[i_0 * 3 + 1];
@@ -468,18 +448,10 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r1_4_0 = a2[i_1 * 3 + 0];
         const real_t r1_4_1 = a2[i_1 * 3 + 1];
         const real_t r1_4_2 = a2[i_1 * 3 + 2];
-        const real_t r2_1_0 = a0[i_2 * 1 + 0];
-        const real_t r2_4_0 = a2[i_2 * 3 + 0];
-        const real_t r2_4_1 = a2[i_2 * 3 + 1];
-        const real_t r2_4_2 = a2[i_2 * 3 + 2];
-        const real_t r3_1_0 = a0[i_3 * 1 + 0];
-        const real_t r3_4_0 = a2[i_3 * 3 + 0];
-        const real_t r3_4_1 = a2[i_3 * 3 + 1];
-        const real_t r3_4_2 = a2[i_3 * 3 + 2];
-        const int kt_fin = isfinite(f17_0) && isfinite(f17_1) && isfinite(f17_2) && isfinite(fr1_17_0) && isfinite(fr1_17_1) && isfinite(fr1_17_2) && isfinite(fr2_17_0) && isfinite(fr2_17_1) && isfinite(fr2_17_2) && isfinite(fr3_17_0) && isfinite(fr3_17_1) && isfinite(fr3_17_2);
+        const int kt_fin = isfinite(f17_0) && isfinite(f17_1) && isfinite(f17_2) && isfinite(fr1_17_0) && isfinite(fr1_17_1) && isfinite(fr1_17_2);
         if (kt_nonpos && kt_fin) {
-          real_t s0_0 = 0, s0_1 = 0, s0_2 = 0, s1_0 = 0, s1_1 = 0, s1_2 = 0, s2_0 = 0, s2_1 = 0, s2_2 = 0, s3_0 = 0, s3_1 = 0, s3_2 = 0;
-          #pragma omp simd reduction(+:s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, s2_0, s2_1, s2_2, s3_0, s3_1, s3_2)
+          real_t s0_0 = 0, s0_1 = 0, s0_2 = 0, s1_0 = 0, s1_1 = 0, s1_2 = 0;
+          #pragma omp simd reduction(+:s0_0, s0_1, s0_2, s1_0, s1_1, s1_2)
           for (int64_t jj = 0; jj < nj; jj++) {
             const int64_t j = j0 + jj;
             const real_t f0_0 = y1[0 * TJ + jj];
@@ -514,56 +486,20 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             const real_t fr1_11_0 = (fr1_10_0 * fr1_3_0);
             const real_t fr1_11_1 = (fr1_10_0 * fr1_3_1);
             const real_t fr1_11_2 = (fr1_10_0 * fr1_3_2);
-            const real_t fr2_3_0 = (fr2_1_0 - f2_0);
-            const real_t fr2_3_1 = (fr2_1_1 - f2_1);
-            const real_t fr2_3_2 = (fr2_1_2 - f2_2);
-            const real_t fr2_4_0 = (fr2_3_0 * fr2_3_0);
-            const real_t fr2_4_1 = (fr2_3_1 * fr2_3_1);
-            const real_t fr2_4_2 = (fr2_3_2 * fr2_3_2);
-            const real_t fr2_5_0 = (fr2_4_0 + fr2_4_1 + fr2_4_2);
-            const real_t fr2_7_0 = (fr2_5_0 * f6_0);
-            const real_t fr2_8_0 = (-fr2_7_0);
-            const real_t fr2_9_0 = KT_EXP2N(fr2_5_0 * kc0);
-            const real_t fr2_10_0 = (f0_0 * fr2_9_0);
-            const real_t fr2_11_0 = (fr2_10_0 * fr2_3_0);
-            const real_t fr2_11_1 = (fr2_10_0 * fr2_3_1);
-            const real_t fr2_11_2 = (fr2_10_0 * fr2_3_2);
-            const real_t fr3_3_0 = (fr3_1_0 - f2_0);
-            const real_t fr3_3_1 = (fr3_1_1 - f2_1);
-            const real_t fr3_3_2 = (fr3_1_2 - f2_2);
-            const real_t fr3_4_0 = (fr3_3_0 * fr3_3_0);
-            const real_t fr3_4_1 = (fr3_3_1 * fr3_3_1);
-            const real_t fr3_4_2 = (fr3_3_2 * fr3_3_2);
-            const real_t fr3_5_0 = (fr3_4_0 + fr3_4_1 + fr3_4_2);
-            const real_t fr3_7_0 = (fr3_5_0 * f6_0);
-            const real_t fr3_8_0 = (-fr3_7_0);
-            const real_t fr3_9_0 = KT_EXP2N(fr3_5_0 * kc0);
-            const real_t fr3_10_0 = (f0_0 * fr3_9_0);
-            const real_t fr3_11_0 = (fr3_10_0 * fr3_3_0);
-            const real_t fr3_11_1 = (fr3_10_0 * fr3_3_1);
-            const real_t fr3_11_2 = (fr3_10_0 * fr3_3_2);
             s0_0 += f11_0;
             s0_1 += f11_1;
             s0_2 += f11_2;
             s1_0 += fr1_11_0;
             s1_1 += fr1_11_1;
             s1_2 += fr1_11_2;
-            s2_0 += fr2_11_0;
-            s2_1 += fr2_11_1;
-            s2_2 += fr2_11_2;
-            s3_0 += fr3_11_0;
-            s3_1 += fr3_11_1;
-            s3_2 += fr3_11_2;
           }
           st[ii].A[0] += (acc_t)f17_0 * (acc_t)s0_0;
           st[ii].A[1] += (acc_t)f17_1 * (acc_t)s0_1;
           st[ii].A[2] += (acc_t)f17_2 * (acc_t)s0_2;
           if (ii + 1 < ni) { st[ii + 1].A[0] += (acc_t)fr1_17_0 * (acc_t)s1_0; st[ii + 1].A[1] += (acc_t)fr1_17_1 * (acc_t)s1_1; st[ii + 1].A[2] += (acc_t)fr1_17_2 * (acc_t)s1_2; }
-          if (ii + 2 < ni) { st[ii + 2].A[0] += (acc_t)fr2_17_0 * (acc_t)s2_0; st[ii + 2].A[1] += (acc_t)fr2_17_1 * (acc_t)s2_1; st[ii + 2].A[2] += (acc_t)fr2_17_2 * (acc_t)s2_2; }
-          if (ii + 3 < ni) { st[ii + 3].A[0] += (acc_t)fr3_17_0 * (acc_t)s3_0; st[ii + 3].A[1] += (acc_t)fr3_17_1 * (acc_t)s3_1; st[ii + 3].A[2] += (acc_t)fr3_17_2 * (acc_t)s3_2; }
         } else {
-          real_t s0_0 = 0, s0_1 = 0, s0_2 = 0, s1_0 = 0, s1_1 = 0, s1_2 = 0, s2_0 = 0, s2_1 = 0, s2_2 = 0, s3_0 = 0, s3_1 = 0, s3_2 = 0;
-          #pragma omp simd reduction(+:s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, s2_0, s2_1, s2_2, s3_0, s3_1, s3_2)
+          real_t s0_0 = 0, s0_1 = 0, s0_2 = 0, s1_0 = 0, s1_1 = 0, s1_2 = 0;
+          #pragma omp simd reduction(+:s0_0, s0_1, s0_2, s1_0, s1_1, s1_2)
           for (int64_t jj = 0; jj < nj; jj++) {
             const int64_t j = j0 + jj;
             const real_t t2_0 = y1[0 * TJ + jj];
@@ -616,71 +552,17 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             const real_t r1_19_0 = (((real_t)2) * r1_18_0);
             const real_t r1_19_1 = (((real_t)2) * r1_18_1);
             const real_t r1_19_2 = (((real_t)2) * r1_18_2);
-            const real_t r2_3_0 = (r2_1_0 * t2_0);
-            const real_t r2_6_0 = (r2_4_0 - t5_0);
-            const real_t r2_6_1 = (r2_4_1 - t5_1);
-            const real_t r2_6_2 = (r2_4_2 - t5_2);
-            const real_t r2_7_0 = (r2_6_0 * r2_6_0);
-            const real_t r2_7_1 = (r2_6_1 * r2_6_1);
-            const real_t r2_7_2 = (r2_6_2 * r2_6_2);
-            const real_t r2_8_0 = (r2_7_0 + r2_7_1 + r2_7_2);
-            const real_t r2_10_0 = (r2_8_0 * t9_0);
-            const real_t r2_11_0 = (-r2_10_0);
-            const real_t r2_12_0 = KT_EXP(r2_11_0);
-            const real_t r2_13_0 = (r2_3_0 * r2_12_0);
-            const real_t r2_14_0 = (r2_13_0 * t9_0);
-            const real_t r2_15_0 = (-r2_14_0);
-            const real_t r2_17_0 = (r2_15_0 * ((real_t)1));
-            const real_t r2_17_1 = (r2_15_0 * ((real_t)1));
-            const real_t r2_17_2 = (r2_15_0 * ((real_t)1));
-            const real_t r2_18_0 = (r2_17_0 * r2_6_0);
-            const real_t r2_18_1 = (r2_17_1 * r2_6_1);
-            const real_t r2_18_2 = (r2_17_2 * r2_6_2);
-            const real_t r2_19_0 = (((real_t)2) * r2_18_0);
-            const real_t r2_19_1 = (((real_t)2) * r2_18_1);
-            const real_t r2_19_2 = (((real_t)2) * r2_18_2);
-            const real_t r3_3_0 = (r3_1_0 * t2_0);
-            const real_t r3_6_0 = (r3_4_0 - t5_0);
-            const real_t r3_6_1 = (r3_4_1 - t5_1);
-            const real_t r3_6_2 = (r3_4_2 - t5_2);
-            const real_t r3_7_0 = (r3_6_0 * r3_6_0);
-            const real_t r3_7_1 = (r3_6_1 * r3_6_1);
-            const real_t r3_7_2 = (r3_6_2 * r3_6_2);
-            const real_t r3_8_0 = (r3_7_0 + r3_7_1 + r3_7_2);
-            const real_t r3_10_0 = (r3_8_0 * t9_0);
-            const real_t r3_11_0 = (-r3_10_0);
-            const real_t r3_12_0 = KT_EXP(r3_11_0);
-            const real_t r3_13_0 = (r3_3_0 * r3_12_0);
-            const real_t r3_14_0 = (r3_13_0 * t9_0);
-            const real_t r3_15_0 = (-r3_14_0);
-            const real_t r3_17_0 = (r3_15_0 * ((real_t)1));
-            const real_t r3_17_1 = (r3_15_0 * ((real_t)1));
-            const real_t r3_17_2 = (r3_15_0 * ((real_t)1));
-            const real_t r3_18_0 = (r3_17_0 * r3_6_0);
-            const real_t r3_18_1 = (r3_17_1 * r3_6_1);
-            const real_t r3_18_2 = (r3_17_2 * r3_6_2);
-            const real_t r3_19_0 = (((real_t)2) * r3_18_0);
-            const real_t r3_19_1 = (((real_t)2) * r3_18_1);
-            const real_t r3_19_2 = (((real_t)2) * r3_18_2);
             s0_0 += t19_0;
             s0_1 += t19_1;
             s0_2 += t19_2;
             s1_0 += r1_19_0;
             s1_1 += r1_19_1;
             s1_2 += r1_19_2;
-            s2_0 += r2_19_0;
-            s2_1 += r2_19_1;
-            s2_2 += r2_19_2;
-            s3_0 += r3_19_0;
-            s3_1 += r3_19_1;
-            s3_2 += r3_19_2;
           }
           st[ii].A[0] += s0_0;
           st[ii].A[1] += s0_1;
           st[ii].A[2] += s0_2;
           if (ii + 1 < ni) { st[ii + 1].A[0] += s1_0; st[ii + 1].A[1] += s1_1; st[ii + 1].A[2] += s1_2; }
-          if (ii + 2 < ni) { st[ii + 2].A[0] += s2_0; st[ii + 2].A[1] += s2_1; st[ii + 2].A[2] += s2_2; }
-          if (ii + 3 < ni) { st[ii + 3].A[0] += s3_0; st[ii + 3].A[1] += s3_1; st[ii + 3].A[2] += s3_2; }
         }
       }
     }
