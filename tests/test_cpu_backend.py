@@ -51,12 +51,18 @@ def _golden_plans():
     rng = np.random.default_rng(0)
     x, y = rng.random((5, 3)), rng.random((6, 3))
     w = rng.random((6, 2))
-    gauss32 = (-kt.Vi(x.astype(np.float32)).sqdist(kt.Vj(y.astype(np.float32))) * 0.5).exp()
+    x32 = kt.Vi(x.astype(np.float32))
+    gauss32 = (-x32.sqdist(kt.Vj(y.astype(np.float32))) * 0.5).exp()
     f = kt.Vi(x).sqdist(kt.Vj(y))
     return {
         "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
         "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
         "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
+        # the gradient: -2 g e_i out of the sum, tested finite (_cpu_factor)
+        "gauss_grad_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))
+        .grad(x32, kt.Vi(x[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
+        # in-loop sums tested by their own size, 8 rows per loop (_cpu_rows)
+        "lse_float64": (-f)._plan("LogSumExp", 1)[0],
         # K @ B with B of 8 columns: the many-column GEMM form (_cpu_gemm)
         "gauss_manycol_float32": (gauss32 * kt.Vj(rng.random((6, 8)).astype(np.float32)))
         ._plan("Sum", 1)[0],
@@ -416,6 +422,44 @@ def test_exp_range_facts_hold_for_any_parameter(g, backend, dtype, cache):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
 
 
+@pytest.mark.parametrize("g", [3.0, -0.3])
+def test_sums_of_outer_times_inner_factors(g, backend, dtype, cache):
+    """Sums of a product whose factors split into ones that depend on j and
+    ones that do not (the dense C kernel sums the former and multiplies by
+    the latter, ``_cpu_factor``): the gradient of e . (K b) (outer -2 g e_i),
+    K_ij w_i (an outer vector, a scalar inner factor) and 2 K_ij b_j (a
+    constant outer factor), against NumPy pair by pair, with NaN, 0 and
+    infinite outer factors. For g > 0 a far point makes K exactly 0 in every
+    row, so that an infinite outer factor gives NaN (inf * 0 in that pair)
+    as NumPy does, not inf; g < 0 takes the exp with its overflow branch."""
+    rng = np.random.default_rng(4)
+    x, y = rng.random((37, 3)), rng.random((41, 3))
+    if g > 0:
+        y[40] = 20.0
+    e, w = rng.standard_normal((37, 1)), rng.standard_normal((37, 3))
+    b = rng.standard_normal((41, 1))
+    e[2], e[5], e[8], w[3, 1], w[6, 0], b[4] = np.inf, np.nan, 0, -np.inf, np.nan, 0
+    x, y, e, w, b = (a.astype(dtype) for a in (x, y, e, w, b))
+    X, Y, E, W, B = (a.astype(np.float64) for a in (x, y, e, w, b))
+    x_i, gp = kt.Vi(x), kt.Pm(np.array([g], dtype))
+    K = (-x_i.sqdist(kt.Vj(y)) * gp).exp()
+    with np.errstate(invalid="ignore", over="ignore"):
+        k = np.exp(-np.float64(dtype.type(g)) * ((X[:, None] - Y[None]) ** 2).sum(-1))
+        refs = [(2 * -(E * B.T * k * g))[:, :, None] * (X[:, None] - Y[None]),  # grad
+                k[:, :, None] * W[:, None, :], 2 * k[:, :, None] * B[None]]
+    gots = [(K * kt.Vj(b)).grad(x_i, kt.Vi(e)), K * kt.Vi(w), 2 * K * kt.Vj(b)]
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for G, pairs in zip(gots, refs):
+        got, ref = G.sum(axis=1, backend=backend), pairs.sum(axis=1)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+        ok = np.isfinite(ref)
+        assert ok.sum() >= ref.size // 2
+        with np.errstate(invalid="ignore"):
+            scale = np.nanmax(np.abs(pairs).sum(axis=1)[ok])
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=rtol, atol=rtol * scale)
+
+
 def test_sign_facts_of_formulas():
     """The rules that let an exp skip its overflow branch: proven always,
     under a condition on a parameter, or not at all."""
@@ -474,14 +518,18 @@ def test_generated_exps_are_accurate_over_their_range(which, dtype, cache):
     assert rel.max() <= tol, (which, float(rel.max()))
 
 
-@pytest.mark.parametrize("order", ["increasing", "decreasing"])
+@pytest.mark.parametrize("order", ["increasing", "decreasing", "ramp"])
 def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     """The dense kernel's in-loop log-sum-exp sums (kept where a tile holds no
-    new maximum, else the buffered fold) and K-min test (a tile with no value
-    below the K-th kept one is skipped): reduced values sorted so that every
-    tile holds a new maximum / new candidates (increasing) or none after the
-    first (decreasing), over several tiles, rows not a multiple of the rows
-    per loop, with -inf and NaN entries; against dense NumPy / SciPy."""
+    new maximum, or its sum of exp(F - shift) stays below 2^20, else the
+    buffered fold) and K-min test (a tile with no value below the K-th kept
+    one is skipped): reduced values sorted so that every tile holds a new
+    maximum / new candidates (increasing) or none after the first
+    (decreasing), or rising by 13 nats in all (ramp: tiles whose terms reach
+    e^13 relative to the shift, some kept, some whose sums pass 2^20
+    without any term clamped; a row of +inf), over several tiles, rows not a
+    multiple of the rows per loop, with -inf and NaN entries; against dense
+    NumPy / SciPy."""
     from scipy.special import logsumexp
 
     rng = np.random.default_rng(5)
@@ -489,6 +537,9 @@ def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     a = rng.standard_normal((n, 1))
     h = np.sort(rng.standard_normal(m) * 30)
     h = (h if order == "increasing" else h[::-1]).copy()[:, None]
+    if order == "ramp":
+        h = (np.linspace(0, 13, m) + 0.3 * rng.standard_normal(m))[:, None]
+        a[7, 0] = np.inf
     h[700, 0] = -np.inf
     a[4, 0], a[9, 0] = -np.inf, np.nan
     w = rng.uniform(0.5, 1.5, (m, 2))
@@ -515,6 +566,32 @@ def test_in_loop_lse_and_kmin_paths_across_tiles(order, dtype, cache):
     got = D.argKmin(5, axis=1, backend="cpu")
     rows = [r for r in range(n) if r not in (4, 9)]
     np.testing.assert_array_equal(got[rows], np.argsort(d2, axis=1, kind="stable")[rows, :5])
+
+
+@pytest.mark.parametrize("K", [1, 9, 16])
+def test_kmin_fold_in_vector_registers(K, dtype, cache):
+    """The dense K-min fold for K <= 16 (with AVX-512: the list in vector
+    registers, kt_kmin_fold; else the scalar insertion): values and indices
+    equal NumPy's stable sort (NaN last, equal values in index order) with
+    many ties, +-inf and NaN, over several tiles, rows whose lists fill in
+    the first tile or only later (a row of NaN: every value ties)."""
+    rng = np.random.default_rng(K)
+    n, m = 13, 1500
+    a = np.round(rng.standard_normal((n, 1)), 1)
+    h = np.round(rng.standard_normal((m, 1)) * 3, 1)  # ties
+    h[[5, 600, 1400]] = np.nan
+    h[[7, 900]] = -np.inf
+    h[[8, 1300]] = np.inf
+    a[3], a[6] = np.nan, np.inf
+    a, h = a.astype(dtype), h.astype(dtype)
+    F = kt.Vi(a) + kt.Vj(h)
+    val, idx = F.Kmin_argKmin(K, axis=1, backend="cpu")
+    with np.errstate(invalid="ignore"):
+        S = a + h.T  # in dtype, as the kernel computes it
+    order = np.argsort(S, axis=1, kind="stable")[:, :K]
+    np.testing.assert_array_equal(idx[:, :, 0] if idx.ndim == 3 else idx, order)
+    ref = np.take_along_axis(S, order, axis=1)
+    np.testing.assert_array_equal(val[:, :, 0] if val.ndim == 3 else val, ref)
 
 
 @pytest.mark.parametrize("e, d, axis", [(8, 3, 1), (33, 3, 1), (33, 20, 0), (128, 20, 1)])

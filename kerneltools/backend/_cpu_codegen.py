@@ -46,8 +46,9 @@ from ._codegen import (
 )
 from ._compiler import VECMATH_DECL
 from ._cpu_dots import centring, norm_given, norm_pointers, steep_arguments, tile_free
+from ._cpu_factor import factor_out
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
-from ._cpu_rows import row_block_reduction, tile_loop
+from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
 from ._plan import Plan
@@ -190,11 +191,24 @@ def row_block(plan: Plan) -> int:
     independent chains to interleave; narrow formulas only (each row keeps its
     temporaries in registers), and a divisor of :func:`block_rows` (1 for
     K-reductions with large states). Every reduction: Sum accumulates in
-    registers, the others write one buffer per row."""
+    registers, the others write one buffer per row. The log-sum-exp family
+    summed without a maximum (``_cpu_rows.sum_tested``) takes 8 narrow rows:
+    its chain per pair (formula, exp, sum) is long and carries no
+    loop-carried maximum, so more rows interleave (float64 log-sum-exp at
+    D = 3: 1.10x 4 rows; 6 rows about as fast, 12 or 16 slower); a Sum of
+    3 or more components 2."""
     gemm = many_columns(plan)
     # the many-column Sum renders its scalar K only
     w = sum(n.dim for n in topo_order([gemm[0]])) if gemm else width(plan)
     rb = 4 if w <= 48 else (2 if w <= 160 else 1)
+    narrow = w <= 24 and sum(f.dim for f in plan.formulas) <= 2  # TJ kept
+    if narrow and "online" in plan.red.c and sum_tested(plan.red.c["online"], plan.dtype):
+        rb = 8
+    if plan.red.c.get("fused") and not gemm:
+        # at most ~8 accumulators (E per row) in registers: spilled, each
+        # add waits on a store (the gradient at D = 3, E = 3: 2 rows 1.15x
+        # faster than 4)
+        rb = min(rb, max(2, 8 // plan.formulas[0].dim))
     return min(rb, block_rows(plan))
 
 
@@ -252,42 +266,58 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     # many-column Sum K_ij * B_j: the kernel renders K only (see _cpu_gemm)
     formulas, dots = _rewrite_dots([gemm[0]] if gemm else plan.formulas, plan.red.smooth)
     rb = row_block(plan)
+    # a Sum of (not j-dependent) x (j-dependent): the loop sums the latter
+    split = None if gemm or not plan.red.c.get("fused") else factor_out(formulas[0])
+    every = formulas + ([split.inner, split.outer] if split else [])
     block_setup, tile_setup = _dot_setup(plan, dots, False)
     var_expr = var_reader(row_major("i_0"), lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
     given = {node: ([f"dq{q}[ii * TJ + jj]"], 3) for q, (node, _, _) in enumerate(dots)}
     given.update(norm_given(dots))  # |y_j|^2 once per call (_cpu_dots)
-    wide = _wide_code(formulas, given, rb, block_setup)
+    wide = _wide_code(every, given, rb, block_setup)
     given.update(wide.given(0))
     # j-only nodes (other than variables and the index) are computed once per
     # tile into buffers jb*, shared by the block's rows.
-    jonly = jonly_nodes(formulas, node_levels(formulas, given))
+    jonly = jonly_nodes(every, node_levels(every, given))
     p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
     jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
-    rows = _render_rows(formulas, dots, jb_given, rb, wide)
-    tail, extra = "", {}
+    written = _render_rows(formulas, dots, jb_given, rb, wide)
+    rows = written if split is None else _render_rows(
+        [split.inner, split.outer], dots, jb_given, rb, wide, tag="f")
+    tail, extra, factored = "", {}, split is not None
     if gemm:
         e, ep = plan.formulas[0].dim, padded_columns(plan)
         tile, tail, setup, state, init, final = gemm_tile(rows, e, ep)
         block_setup += setup
         extra = {"CW": column_width(plan)}
     else:
-        tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup)
+        tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup,
+                                                       factored)
     fast_rows, conds, p_fold = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
-    if fast_rows is not None:
-        # exp of arguments proven <= 0 (under conditions on the parameters,
-        # tested once per call): the exp without overflow branch
-        fast = (gemm_tile(fast_rows, e, ep) if gemm else
-                row_block_reduction(plan, formulas, fast_rows, []))[0]
-        if conds:
-            p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
-            tile = "\n".join(["if (kt_nonpos) {", indent(fast, 2), "} else {",
-                              indent(tile, 2), "}"])
-        else:
-            tile = fast
     i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
               if r else "const int64_t i_0 = i0 + ii;" for r in range(rb)]
     i_code += [line for row in rows for line in row.statements["i"]]
+    slow, tests = tile, []  # the loop run where a test below fails
+    if fast_rows is not None:
+        # exp of arguments proven <= 0 (under conditions on the parameters,
+        # tested once per call): the exp without overflow branch
+        tile = (gemm_tile(fast_rows, e, ep) if gemm else
+                row_block_reduction(plan, formulas, fast_rows, [], factored))[0]
+        if conds:
+            p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+            tests.append("kt_nonpos")
+    if split is not None and split.guarded:
+        # a non-finite outer factor (tested per block of rows): the formula as
+        # written, pair by pair (inf * 0 = NaN where the sum is taken first)
+        p_code.append(written[0].code("p", "  "))
+        i_code += [line for row in written for line in row.statements["i"]]
+        i_code.append("const int kt_fin = " + " && ".join(
+            f"isfinite({c})" for row in rows for c in row.outputs[1]) + ";")
+        slow = row_block_reduction(plan, formulas, written, block_setup)[0]
+        tests.append("kt_fin")
+    if tests:
+        tile = "\n".join([f"if ({' && '.join(tests)}) {{", indent(tile, 2), "} else {",
+                          indent(slow, 2), "}"])
     return _SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
         defines=defines(TJ=tile_size(plan), IB=block_rows(plan), MR=min(IB, block_rows(plan)),
@@ -400,12 +430,13 @@ def _wide_code(formulas, given, rb: int, block_setup, j_read=None, row=None) -> 
     return wide
 
 
-def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide) -> list:
+def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide, tag: str = "") -> list:
     """The formulas rendered for the ``rb`` rows ``i_0 .. i_<rb-1>`` of one
     vectorised loop: row 0 in full; rows 1.. reuse row 0's parameter- and
     j-level values (the j-variables' loads, j-only nodes), so that only their
     i- and pair-level statements are new. Each row's pair-level statements
-    open with its wide sums' feature loops."""
+    open with its wide sums' feature loops. ``tag`` prefixes the
+    temporaries' names, so that a second rendering shares the scope."""
     rows = []
     for r in range(rb):
         var_expr = var_reader(row_major(f"i_{r}"),
@@ -420,7 +451,7 @@ def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide) -> list:
                           for n, lv in first.levels.items()
                           if lv in ("p", "j") and n in first.names})
         row = render_formulas(formulas, var_expr, {"i": f"i_{r}", "j": "j"},
-                              given=given, prefix=f"r{r}_" if r else "t")
+                              given=given, prefix=f"{tag}r{r}_" if r else (tag or "t"))
         row.statements["ij"][:0] = wide.ij.get(r, [])
         rows.append(row)
     return rows

@@ -12,11 +12,14 @@ into the rows' states:
   fold (``Reduction.c["tile"]``) runs row by row. Two forms ride along the
   loop and spare most tiles that fold:
 
-  - ``online`` (log-sum-exp family): the tile's maximum and its sums of
-    ``exp(F - shift)``, ``shift`` the state's (the exp of an argument <= 0);
-    where the tile holds no new maximum (and the state a finite shift) the
-    sums are added as they are, else the fold runs on the buffered tile,
-    exactly as without this form.
+  - ``online`` (log-sum-exp family): the tile's sums of ``exp(F - shift)``,
+    ``shift`` the state's; where the state has a finite shift and the tile's
+    unweighted sum stays below 2^20 (:data:`LSE_SUM_LOG2`: each term is
+    clamped there, so none was) the sums are added as they are, else the
+    fold runs on the buffered tile, exactly as without this form. Where the
+    family has no unweighted sum (LogSumExpWeight) or has weights in float32
+    (2^20 |w| terms could overflow a float32 sum), the loop keeps the tile's
+    maximum instead and tests that it is no new maximum (:data:`LSE_SLACK`).
   - ``tile_skip`` (K-min of a scalar): the value below which a candidate
     must be folded (the K-th kept value); a tile whose minimum is not below
     it is skipped.
@@ -31,7 +34,7 @@ import numpy as np
 from ._codegen import indent, red_form, red_subs
 from ._plan import Plan
 
-__all__ = ["tile_loop", "row_block_reduction"]
+__all__ = ["tile_loop", "row_block_reduction", "sum_tested"]
 
 #: The vectorised loop over a tile's points (``bound``: nj, or njv in the
 #: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
@@ -55,15 +58,16 @@ def _clauses(op: str, names) -> str:
     return f" reduction({op}:{', '.join(names)})" if names else ""
 
 
-def row_block_reduction(plan: Plan, formulas, rows, block_setup):
+def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False):
     """(tile, state, init, final) of the dense kernel for ``len(rows)`` rows
     per vectorised loop (``rows``: their renderings; a folding reduction's
-    buffers are appended to ``block_setup``)."""
+    buffers are appended to ``block_setup``). ``factored``: a Sum whose rows
+    render (inner, outer) of :func:`._cpu_factor.factor_out`."""
     red, rb = plan.red, len(rows)
     code = "\n".join(x for x in [rows[0].code("j", "  ")]
                       + [row.code("ij", "  ") for row in rows] if x)
     if red.c.get("fused"):
-        return _fused_sum(formulas, rows, code)
+        return _fused_sum(formulas[0].dim, rows, code, factored)
     subs = red_subs(formulas, plan.K)
     writes = [f"  tb{b}[{r}][{e} * TJ + jj] = {x};" for r, row in enumerate(rows)
               for b, outs in enumerate(row.outputs) for e, x in enumerate(outs)]
@@ -86,17 +90,29 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup):
             *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
 
 
-def _fused_sum(formulas, rows, code):
-    E, rb = formulas[0].dim, len(rows)
-    names = [[f"s{r}_{e}" for e in range(E)] for r in range(rb)]
+def _fused_sum(E: int, rows, code, factored: bool):
+    """Sum: accumulators in the loop, added to the rows' states per tile
+    (``factored``: the loop sums the inner factor, each row's tile sum is
+    multiplied by its outer factor as it is added)."""
+    rb = len(rows)
+    inner = len(rows[0].outputs[0])  # E, or 1 for a scalar inner factor
+    names = [[f"s{r}_{e}" for e in range(inner)] for r in range(rb)]
     flat = [n for row in names for n in row]
     sums = tile_loop("nj", code, [f"  {names[r][e]} += {rows[r].outputs[0][e]};"
-                                  for r in range(rb) for e in range(E)],
+                                  for r in range(rb) for e in range(inner)],
                      clauses=_clauses("+", flat))
-    adds = [f"st[ii].A[{e}] += {names[0][e]};" for e in range(E)]
+
+    def term(r, e):
+        s = names[r][e if inner > 1 else 0]
+        if not factored:
+            return s
+        c = rows[r].outputs[1]
+        return f"(acc_t){c[e if len(c) > 1 else 0]} * (acc_t){s}"
+
+    adds = [f"st[ii].A[{e}] += {term(0, e)};" for e in range(E)]
     for r in range(1, rb):
         adds.append(f"if (ii + {r} < ni) {{ "
-                    + " ".join(f"st[ii + {r}].A[{e}] += {names[r][e]};" for e in range(E))
+                    + " ".join(f"st[ii + {r}].A[{e}] += {term(r, e)};" for e in range(E))
                     + " }")
     tile = "\n".join([f"real_t {', '.join(f'{n} = 0' for n in flat)};", sums] + adds)
     return (tile, f"acc_t A[{E}];", f"for (int e = 0; e < {E}; e++) S->A[e] = 0;",
@@ -109,11 +125,21 @@ def _state(r: int) -> str:
 
 
 #: How far (in nats) a tile's maximum may exceed the state's shift and its
-#: in-loop sums still be kept (terms up to e^8 ~ 3e3 relative to the shift):
+#: in-loop sums still be kept (terms up to e^8 ~ 3e3 relative to the shift),
+#: where the loop tracks the maximum (see :func:`sum_tested`):
 #: a row's maximum seldom grows by more after its first tile, so that the
 #: buffered fold runs about once per row (with no slack, about ln(M / TJ)
 #: times: the tiles holding a new maximum).
 LSE_SLACK = 8
+
+#: Elsewhere the loop tracks no maximum: each term 2^z, z = (F - shift)
+#: log2 e, is clamped at 2^LSE_SUM_LOG2 and the tile's unweighted sum kept
+#: when it is below that (so no term was clamped, every term is below it;
+#: a clamped term alone makes the sum reach it, sums of non-negative terms
+#: never rounding below one of them), else the buffered fold runs. 2^20 ~
+#: 1e6 = e^13.9 bounds the terms about as e^8 and the TJ = 512 terms of a
+#: tile did.
+LSE_SUM_LOG2 = 20
 
 
 def _slack(online, dtype) -> str:
@@ -124,24 +150,45 @@ def _slack(online, dtype) -> str:
     return "(real_t)0" if weighted and single else f"(real_t){LSE_SLACK}"
 
 
+def sum_tested(online, dtype) -> bool:
+    """Whether the tile's own unweighted sum decides (no maximum in the loop):
+    the family has one (``F``: per component, ``1``: SumSoftMaxWeight's), and
+    a weighted float32 sum is not at stake (terms up to 2^20 |w| could
+    overflow it; those keep the maximum with no slack)."""
+    kinds = {kind for _, kind in online}
+    single = np.dtype(dtype) == np.float32
+    return bool(kinds & {"F", "1"}) and not ("W" in kinds and single)
+
+
 def _online(online, formulas, rows, writes, dtype):
     """The log-sum-exp family's in-loop sums (see the module docstring):
     (lines before the loop, its reduction clauses, each row's fold test)."""
     per_component = all(kind == "F" for _, kind in online)
     shifts = formulas[0].dim if per_component else 1
-    slack = _slack(online, dtype)
+    by_sum = sum_tested(online, dtype)
+    plain = next((a for a, kind in online if kind in ("F", "1")), None)  # unweighted sums
+    slack, log2e = _slack(online, dtype), "(real_t)1.4426950408889634074"
+    zmax = f"(real_t){LSE_SUM_LOG2}"
     pre, tests, maxes, sums = [], [], [], []
     for r, row in enumerate(rows):
         ok, adds = [], []
         for e in range(shifts):
-            M, m = f"M{r}_{e}", f"m{r}_{e}"
+            M, m, d, z = f"M{r}_{e}", f"m{r}_{e}", f"d{r}_{e}", f"z{r}_{e}"
             pre.append(f"const real_t {M} = (real_t){_state(r)}.lm[{e}];")
-            pre.append(f"real_t {m} = -INFINITY;")
             v = row.outputs[0][e]
+            if by_sum:
+                # zmax < z ? zmax : z keeps a NaN z (its sum is NaN: folded)
+                writes += [f"  const real_t {d} = {v} - {M};",
+                           f"  const real_t {z} = {d} * {log2e};",
+                           f"  const real_t x{r}_{e} = KT_EXP2N({zmax} < {z} ? {zmax} : {z});"]
+                q = f"q{r}_{plain}{e}"
+                ok.append(f"{M} > -INFINITY && {q} < (real_t){2 ** LSE_SUM_LOG2}")
+                continue
+            pre.append(f"real_t {m} = -INFINITY;")
             writes += [f"  {m} = {v} > {m} ? {v} : {m};",
-                       f"  const real_t d{r}_{e} = {v} - {M};",
-                       f"  const real_t x{r}_{e} = KT_EXP2N((d{r}_{e} > {slack} ? {slack}"
-                       f" : d{r}_{e}) * (real_t)1.4426950408889634074);"]
+                       f"  const real_t {d} = {v} - {M};",
+                       f"  const real_t x{r}_{e} = KT_EXP2N(({d} > {slack} ? {slack}"
+                       f" : {d}) * {log2e});"]
             maxes.append(m)
             ok.append(f"{M} > -INFINITY && !({m} > {M} + {slack})")
         for array, kind in online:
@@ -155,7 +202,8 @@ def _online(online, formulas, rows, writes, dtype):
                 writes.append(f"  {q} += {term};")
                 sums.append(q)
                 adds.append(f"S->{array}[{e}] += (acc_t){q};")
-        # no new maximum (and a finite shift): the sums are the tile's part
+        # a finite shift, and no new maximum or a sum below 2^20: the sums
+        # are the tile's part
         tests.append("\n".join([f"if ({' && '.join(ok)}) {{", indent("\n".join(adds), 2),
                                 "} else {", "$fold", "}"]))
     return pre, _clauses("max", maxes) + _clauses("+", sums), tests

@@ -174,13 +174,14 @@ static inline float kt_exp2f_nonpos(float z) {
   const float magic = 12582912.0f;
   const float t = zc + magic;
   const float r = zc - (t - magic);
-  float p = 1.5279195033704184e-05f;
-  p = p * r + 1.5506795114375121e-04f;
-  p = p * r + 1.3333747867973944e-03f;
-  p = p * r + 9.617928102734123e-03f;
-  p = p * r + 5.550410464299386e-02f;
-  p = p * r + 2.402265127293414e-01f;
-  p = p * r * r + (r * 0.6931471805599453f + 1.0f);
+  /* even and odd halves in r^2, as in kt_exp2_nonpos */
+  const float r2 = r * r;
+  float pe = 1.5506795114375121e-04f, po = 1.5279195033704184e-05f;
+  pe = pe * r2 + 9.617928102734123e-03f;
+  po = po * r2 + 1.3333747867973944e-03f;
+  pe = pe * r2 + 2.402265127293414e-01f;
+  po = po * r2 + 5.550410464299386e-02f;
+  const float p = (po * r + pe) * r2 + (r * 0.6931471805599453f + 1.0f);
   union { float f; int32_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4B400000 + 127) << 23;
@@ -194,17 +195,19 @@ static inline double kt_exp2_nonpos(double z) {
   const double magic = 6755399441055744.0;
   const double t = zc + magic;
   const double r = zc - (t - magic);
-  double p = 4.4549579606816324e-10;
-  p = p * r + 7.070978146309952e-09;
-  p = p * r + 1.017806245966077e-07;
-  p = p * r + 1.3215451631846369e-06;
-  p = p * r + 1.5252733829812152e-05;
-  p = p * r + 0.0001540353042477861;
-  p = p * r + 0.001333355814641695;
-  p = p * r + 0.009618129107618665;
-  p = p * r + 0.0555041086648216;
-  p = p * r + 0.24022650695910075;
-  p = p * r * r + (r * 0.6931471805599453 + 1.0);
+  /* the polynomial's even and odd halves in r^2, two chains of half the
+     length of Horner's (its latency bounds the kernels that call it) */
+  const double r2 = r * r;
+  double pe = 7.070978146309952e-09, po = 4.4549579606816324e-10;
+  pe = pe * r2 + 1.3215451631846369e-06;
+  po = po * r2 + 1.017806245966077e-07;
+  pe = pe * r2 + 0.0001540353042477861;
+  po = po * r2 + 1.5252733829812152e-05;
+  pe = pe * r2 + 0.009618129107618665;
+  po = po * r2 + 0.001333355814641695;
+  pe = pe * r2 + 0.24022650695910075;
+  po = po * r2 + 0.0555041086648216;
+  const double p = (po * r + pe) * r2 + (r * 0.6931471805599453 + 1.0);
   union { double f; int64_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
@@ -247,7 +250,120 @@ static inline uint32_t kt_below32(const real_t *b, real_t thr) {
          | (uint32_t)_mm512_cmp_ps_mask(x1, t, _CMP_LT_OQ) << 16;
 #endif
 }
+
+/* The K-min fold of one tile, K <= 16 (KT_KMIN_VEC), its sorted list of (kv,
+ * ki) held in vector registers: lane k is entry k; lanes K.. and empty
+ * slots (index -1) are flagged in `empty` and rank after every value.
+ * Candidates come 32 at a time from kt_below32 against the K-th kept value
+ * (every one while the list is not full); for each, one compare of the
+ * whole list gives the lanes it ranks before (KT_LT: a suffix of the
+ * sorted lanes, none below K: it does not enter), and the insertion is a
+ * lane shift under that mask with the candidate at its lowest lane: a
+ * dozen vector instructions instead of K - 1 scalar steps. Equal values
+ * keep index order (strict compare, candidates in index order). */
+#define KT_KMIN_VEC 16
+#if defined(KT_REAL_double)
+typedef struct { __m512d lo, hi; } kt_kvec; /* entries 0..7, 8..15 */
+static inline kt_kvec kt_kvec_load(const real_t *kv, __mmask16 live) {
+  const __m512d inf = _mm512_set1_pd(INFINITY);
+  kt_kvec k = {_mm512_mask_loadu_pd(inf, (__mmask8)live, kv),
+               _mm512_mask_loadu_pd(inf, (__mmask8)(live >> 8), kv + 8)};
+  return k;
+}
+/* lanes that a non-NaN v ranks before (KT_LT: smaller, or NaN), empty aside */
+static inline __mmask16 kt_kvec_before(kt_kvec k, real_t v) {
+  const __m512d vv = _mm512_set1_pd(v);
+  return (__mmask16)(_mm512_cmp_pd_mask(vv, k.lo, _CMP_LT_OQ)
+                     | _mm512_cmp_pd_mask(k.lo, k.lo, _CMP_UNORD_Q)
+                     | (_mm512_cmp_pd_mask(vv, k.hi, _CMP_LT_OQ)
+                        | _mm512_cmp_pd_mask(k.hi, k.hi, _CMP_UNORD_Q)) << 8);
+}
+static inline kt_kvec kt_kvec_insert(kt_kvec k, __mmask16 lt, __mmask16 at, real_t v,
+                                     __m512i plo, __m512i phi) {
+  const __m512d vv = _mm512_set1_pd(v);
+  const __m512d slo = _mm512_permutex2var_pd(k.lo, plo, k.hi);
+  const __m512d shi = _mm512_permutex2var_pd(k.lo, phi, k.hi);
+  k.lo = _mm512_mask_mov_pd(_mm512_mask_mov_pd(k.lo, (__mmask8)lt, slo), (__mmask8)at, vv);
+  k.hi = _mm512_mask_mov_pd(_mm512_mask_mov_pd(k.hi, (__mmask8)(lt >> 8), shi),
+                            (__mmask8)(at >> 8), vv);
+  return k;
+}
+static inline real_t kt_kvec_entry(kt_kvec k, int e) {
+  return _mm512_cvtsd_f64(_mm512_permutexvar_pd(_mm512_set1_epi64(e & 7), e > 7 ? k.hi : k.lo));
+}
+static inline void kt_kvec_store(real_t *kv, __mmask16 live, kt_kvec k) {
+  _mm512_mask_storeu_pd(kv, (__mmask8)live, k.lo);
+  _mm512_mask_storeu_pd(kv + 8, (__mmask8)(live >> 8), k.hi);
+}
 #else
+typedef struct { __m512 v; } kt_kvec; /* entries 0..15 */
+static inline kt_kvec kt_kvec_load(const real_t *kv, __mmask16 live) {
+  kt_kvec k = {_mm512_mask_loadu_ps(_mm512_set1_ps(INFINITY), live, kv)};
+  return k;
+}
+static inline __mmask16 kt_kvec_before(kt_kvec k, real_t v) {
+  return _mm512_cmp_ps_mask(_mm512_set1_ps(v), k.v, _CMP_LT_OQ)
+         | _mm512_cmp_ps_mask(k.v, k.v, _CMP_UNORD_Q);
+}
+static inline kt_kvec kt_kvec_insert(kt_kvec k, __mmask16 lt, __mmask16 at, real_t v,
+                                     __m512i plo, __m512i phi) {
+  (void)plo, (void)phi;
+  const __m512i prev = _mm512_set_epi32(14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0);
+  k.v = _mm512_mask_mov_ps(_mm512_mask_mov_ps(k.v, lt, _mm512_permutexvar_ps(prev, k.v)),
+                           at, _mm512_set1_ps(v));
+  return k;
+}
+static inline real_t kt_kvec_entry(kt_kvec k, int e) {
+  return _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(e), k.v));
+}
+static inline void kt_kvec_store(real_t *kv, __mmask16 live, kt_kvec k) {
+  _mm512_mask_storeu_ps(kv, live, k.v);
+}
+#endif
+static inline void kt_kmin_fold(const real_t *b, int64_t nj, int64_t j0, real_t *kv,
+                                int64_t *ki, int K) {
+  const __mmask16 live = (__mmask16)((1u << K) - 1);
+  const __mmask8 lo8 = (__mmask8)live, hi8 = (__mmask8)(live >> 8);
+  const __m512i none = _mm512_set1_epi64(-1);
+  kt_kvec vk = kt_kvec_load(kv, live);
+  __m512i ilo = _mm512_mask_loadu_epi64(none, lo8, ki);
+  __m512i ihi = _mm512_mask_loadu_epi64(none, hi8, ki + 8);
+  __mmask16 empty = (__mmask16)(~live | _mm512_cmplt_epi64_mask(ilo, _mm512_setzero_si512())
+                                | _mm512_cmplt_epi64_mask(ihi, _mm512_setzero_si512()) << 8);
+  /* lane k takes lane k - 1 (lo: 0,0..6 of lo; hi: 7 of lo, 0..6 of hi) */
+  const __m512i plo = _mm512_set_epi64(6, 5, 4, 3, 2, 1, 0, 0);
+  const __m512i phi = _mm512_set_epi64(14, 13, 12, 11, 10, 9, 8, 7);
+  real_t thr = kv[K - 1];
+  for (int64_t jc = 0; jc < nj; jc += 32) {
+    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+    if (!(empty >> (K - 1) & 1)) mask &= kt_below32(b + jc, thr);
+    if (!mask) continue;
+    while (mask) {
+      const int l = __builtin_ctz(mask);
+      mask &= mask - 1;
+      const real_t v = b[jc + l];
+      const __mmask16 lt = empty | (v == v ? kt_kvec_before(vk, v) : 0);
+      if (!(lt & live)) continue;
+      const __mmask16 at = lt & (__mmask16)(-lt); /* the candidate's lane */
+      const __m512i tlo = _mm512_permutex2var_epi64(ilo, plo, ihi);
+      const __m512i thi = _mm512_permutex2var_epi64(ilo, phi, ihi);
+      const __m512i jv = _mm512_set1_epi64(j0 + jc + l);
+      vk = kt_kvec_insert(vk, lt, at, v, plo, phi);
+      ilo = _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(ilo, (__mmask8)lt, tlo),
+                                  (__mmask8)at, jv);
+      ihi = _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(ihi, (__mmask8)(lt >> 8), thi),
+                                  (__mmask8)(at >> 8), jv);
+      empty = (__mmask16)((empty & ~lt) | ((empty << 1) & lt & ~at) | ~live);
+    }
+    thr = kt_kvec_entry(vk, K - 1);
+  }
+  kt_kvec_store(kv, live, vk);
+  _mm512_mask_storeu_epi64(ki, lo8, ilo);
+  _mm512_mask_storeu_epi64(ki + 8, hi8, ihi);
+}
+#else
+#define KT_KMIN_VEC 0
 static inline uint32_t kt_below32(const real_t *b, real_t thr) {
   uint32_t m = 0;
   #pragma omp simd reduction(|:m)

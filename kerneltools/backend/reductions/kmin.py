@@ -70,11 +70,16 @@ _C = dict(
     # again against the K-th value as it is then (it drops as values are
     # inserted), then inserted without data-dependent branches: slot k takes
     # slot k - 1's entry, the candidate or its own (K - 1 selects).
+    # With AVX-512 and K <= 16, kt_kmin_fold (kt_c_runtime.h) does the same
+    # with the list in vector registers.
     tile=(
         "for (int e = 0; e < $E; e++) {\n"
         "  const real_t *b = buf0 + e * TJ;\n"
         "  real_t *kv = S->kv[e];\n"
         "  int64_t *ki = S->ki[e];\n"
+        "#if KT_KMIN_VEC >= $K\n"
+        "  kt_kmin_fold(b, nj, j0, kv, ki, $K);\n"
+        "#else\n"
         "  for (int64_t jc = 0; jc < nj; jc += 32) {\n"
         "    const int64_t nc = nj - jc < 32 ? nj - jc : 32;\n"
         "    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);\n"
@@ -96,6 +101,7 @@ _C = dict(
         "      if (at) { kv[0] = v; ki[0] = jv; }\n"
         "    }\n"
         "  }\n"
+        "#endif\n"
         "}"
     ),
     # Block-sparse: the caller's index (jmap); the fold keeps the K-th (value,

@@ -142,13 +142,14 @@ static inline float kt_exp2f_nonpos(float z) {
   const float magic = 12582912.0f;
   const float t = zc + magic;
   const float r = zc - (t - magic);
-  float p = 1.5279195033704184e-05f;
-  p = p * r + 1.5506795114375121e-04f;
-  p = p * r + 1.3333747867973944e-03f;
-  p = p * r + 9.617928102734123e-03f;
-  p = p * r + 5.550410464299386e-02f;
-  p = p * r + 2.402265127293414e-01f;
-  p = p * r * r + (r * 0.6931471805599453f + 1.0f);
+  /* even and odd halves in r^2, as in kt_exp2_nonpos */
+  const float r2 = r * r;
+  float pe = 1.5506795114375121e-04f, po = 1.5279195033704184e-05f;
+  pe = pe * r2 + 9.617928102734123e-03f;
+  po = po * r2 + 1.3333747867973944e-03f;
+  pe = pe * r2 + 2.402265127293414e-01f;
+  po = po * r2 + 5.550410464299386e-02f;
+  const float p = (po * r + pe) * r2 + (r * 0.6931471805599453f + 1.0f);
   union { float f; int32_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4B400000 + 127) << 23;
@@ -162,17 +163,19 @@ static inline double kt_exp2_nonpos(double z) {
   const double magic = 6755399441055744.0;
   const double t = zc + magic;
   const double r = zc - (t - magic);
-  double p = 4.4549579606816324e-10;
-  p = p * r + 7.070978146309952e-09;
-  p = p * r + 1.017806245966077e-07;
-  p = p * r + 1.3215451631846369e-06;
-  p = p * r + 1.5252733829812152e-05;
-  p = p * r + 0.0001540353042477861;
-  p = p * r + 0.001333355814641695;
-  p = p * r + 0.009618129107618665;
-  p = p * r + 0.0555041086648216;
-  p = p * r + 0.24022650695910075;
-  p = p * r * r + (r * 0.6931471805599453 + 1.0);
+  /* the polynomial's even and odd halves in r^2, two chains of half the
+     length of Horner's (its latency bounds the kernels that call it) */
+  const double r2 = r * r;
+  double pe = 7.070978146309952e-09, po = 4.4549579606816324e-10;
+  pe = pe * r2 + 1.3215451631846369e-06;
+  po = po * r2 + 1.017806245966077e-07;
+  pe = pe * r2 + 0.0001540353042477861;
+  po = po * r2 + 1.5252733829812152e-05;
+  pe = pe * r2 + 0.009618129107618665;
+  po = po * r2 + 0.001333355814641695;
+  pe = pe * r2 + 0.24022650695910075;
+  po = po * r2 + 0.0555041086648216;
+  const double p = (po * r + pe) * r2 + (r * 0.6931471805599453 + 1.0);
   union { double f; int64_t i; } ut, s;
   ut.f = t;
   s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
