@@ -604,3 +604,28 @@ def test_radius_sets_equal_sklearn_trees_at_the_boundary(pruned, monkeypatch, ba
                 np.testing.assert_allclose(d, e_d[order], rtol=RTOL[dtype])
     at_origin = set(nn.radius_neighbors(Q[:1])[1][0])
     assert {2, 3, 4} <= at_origin and not {0, 1} & at_origin  # the boundary cases
+
+
+@pytest.mark.parametrize("n_features", [3, 5])
+def test_radius_sets_equal_sklearn_trees_at_the_boundary_unpruned(n_features, backend,
+                                                                  dtype):
+    """The unpruned route (fewer than PRUNE_MIN_FIT points, or 4 to 15
+    features) tests its candidates in float64 too: a float32 pair at squared
+    distance 1 + 2^-30 (exactly 1 in float32) is outside radius 1, as in
+    scikit-learn's k-d tree; pairs exactly at the radius are kept."""
+    X, Q = _boundary_problem(dtype)
+    X, Q = X[:300], Q[:30]
+    pad = n_features - 3
+    X = np.pad(X, ((0, 0), (0, pad)))
+    Q = np.pad(Q, ((0, 0), (0, pad)))
+    nn = NearestNeighbors(radius=1.0, backend=backend).fit(X)
+    tree = skn.KDTree(X)
+    for sort in (False, True):
+        dist, ind = nn.radius_neighbors(Q, sort_results=sort)
+        ri, rd = tree.query_radius(Q, 1.0, return_distance=True)
+        for d, i, e_i, e_d in zip(dist, ind, ri, rd):
+            order = np.lexsort((e_i, e_d)) if sort else np.argsort(e_i)
+            np.testing.assert_array_equal(i, e_i[order])
+            np.testing.assert_allclose(d, e_d[order], rtol=RTOL[dtype])
+    at_origin = set(nn.radius_neighbors(Q[:1])[1][0])
+    assert {2, 3, 4} <= at_origin and not {0, 1} & at_origin
