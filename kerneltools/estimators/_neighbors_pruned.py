@@ -426,28 +426,6 @@ class PrunedSearch(FormulaSearch):
             v[rows], i[rows] = vr.reshape(-1, k), ir.reshape(-1, k)
         return v, i
 
-    def within(self, X: np.ndarray, k: int, thr: np.ndarray):
-        """:meth:`FormulaSearch.within` (the engine's route: GPU, NumPy
-        backend) re-tested in float64 as :meth:`radius_csr`: the reduction
-        keeps the points within ``thr`` widened by its rounding bound, whose
-        distances are then computed again (:func:`_sqdist_seq`) and tested
-        against ``thr``; rows by those distances, ties by index.
-
-        The reduction's squared distances, D differences squared and summed
-        in the data's dtype, err by at most ``(D + 2) u`` relative to first
-        order (u the unit roundoff, every term >= 0), and so do the float64
-        ones by (D + 2) u64; 4 (D + 2) u, plus the smallest normal per term,
-        bounds both."""
-        fi = np.finfo(X.dtype)
-        wide = thr * (1 + 2 * (X.shape[1] + 2) * fi.eps) + X.shape[1] * fi.tiny
-        _, i, kept, full = super().within(X, k, wide)
-        cand = np.where(kept, i, 0)
-        d = np.where(kept, _sqdist_seq(X, self.Y, cand), np.inf)
-        kept = d <= thr[:, None]
-        order = np.lexsort((np.where(kept, cand, len(self.Y)), d), axis=1)
-        d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
-        return d.astype(X.dtype), cand, kept, full
-
     def kmin_within(self, X: np.ndarray, k: int, threshold) -> tuple:
         """The K smallest rdist of each query among the fitted points of the
         cells within its threshold (exact for every point within it; the
@@ -542,14 +520,3 @@ class PrunedSearch(FormulaSearch):
             v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
                                               P, P, dk[again], k)
         return v, i
-
-
-def _sqdist_seq(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """(n, k) squared distances of each query to ``Y[cand]`` in float64, feature
-    by feature (the sum of :func:`kerneltools.ranges.radius_csr` and of
-    scikit-learn's trees)."""
-    out = np.zeros(cand.shape)
-    for f in range(X.shape[1]):
-        u = X[:, f, None].astype(np.float64) - Y[:, f].astype(np.float64)[cand]
-        out += u * u
-    return out

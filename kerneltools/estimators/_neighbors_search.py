@@ -74,7 +74,31 @@ class FormulaSearch:
         (n,): rows by increasing rdist, ``kept`` marks the entries within
         ``thr``, ``full`` the rows whose K slots all hold such points (more
         may exist: search again with a larger K).
+
+        Squared Euclidean rdists are re-tested in float64 as scikit-learn's
+        trees test them: the reduction keeps the points within ``thr``
+        widened by its rounding bound, whose distances are then computed
+        again (:func:`sqdist_seq`) and tested against ``thr``; rows by those
+        distances, ties by index. The reduction's squared distances, D
+        differences squared and summed in the data's dtype, err by at most
+        ``(D + 2) u`` relative to first order (u the unit roundoff, every
+        term >= 0), and so do the float64 ones by (D + 2) u64; 4 (D + 2) u,
+        plus the smallest normal per term, bounds both.
         """
+        if not self.metric.squared_l2:
+            return self._within_reduced(X, k, thr)
+        fi = np.finfo(X.dtype)
+        wide = thr * (1 + 2 * (X.shape[1] + 2) * fi.eps) + X.shape[1] * fi.tiny
+        _, i, kept, full = self._within_reduced(X, k, wide)
+        cand = np.where(kept, i, 0)
+        d = np.where(kept, sqdist_seq(self.metric.prepare(X), self.Y, cand), np.inf)
+        kept = d <= thr[:, None]
+        order = np.lexsort((np.where(kept, cand, len(self.Y)), d), axis=1)
+        d, cand, kept = (np.take_along_axis(a, order, axis=1) for a in (d, cand, kept))
+        return d.astype(X.dtype), cand, kept, full
+
+    def _within_reduced(self, X: np.ndarray, k: int, thr: np.ndarray):
+        """:meth:`within` in the reduction's own arithmetic."""
         bounds = masking_bounds(thr, X.dtype)
         if bounds is None:  # thresholds near overflow: a plain K-min
             v, i = self.kmin_within(X, k, thr)
@@ -317,6 +341,17 @@ def _rerank(X: np.ndarray, Y: np.ndarray, cand: np.ndarray, k: int):
     dist = _exact_sqdist(X, Y, c)
     order = np.argsort(dist, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(dist, order, axis=1), np.take_along_axis(c, order, axis=1)
+
+
+def sqdist_seq(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """(n, k) squared distances of each query to ``Y[cand]`` in float64, feature
+    by feature (the sum of :func:`kerneltools.ranges.radius_csr` and of
+    scikit-learn's trees)."""
+    out = np.zeros(cand.shape)
+    for f in range(X.shape[1]):
+        u = X[:, f, None].astype(np.float64) - Y[:, f].astype(np.float64)[cand]
+        out += u * u
+    return out
 
 
 def _exact_sqdist(X: np.ndarray, Y: np.ndarray, cand: np.ndarray) -> np.ndarray:
