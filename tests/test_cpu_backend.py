@@ -232,6 +232,10 @@ def test_float32_sum_of_a_million_terms_is_accurate(cache):
     got = F.sum(axis=1, backend="cpu")[:, 0].astype(np.float64)
     ref = np.exp(x.astype(np.float64) * y[:, 0].astype(np.float64)[None, :] + 0.5).sum(1)
     assert np.max(np.abs(got - ref) / ref) <= 1e-5
+    # an i-level factor out of the sum (_cpu_factor): the same accuracy
+    w = rng.random((4, 1), dtype=np.float32) + 0.5
+    got = (kt.Vi(w) * F).sum(axis=1, backend="cpu")[:, 0].astype(np.float64)
+    assert np.max(np.abs(got - w[:, 0] * ref) / (w[:, 0] * ref)) <= 1e-5
 
 
 def test_results_do_not_depend_on_the_thread_count(tmp_path):

@@ -15,7 +15,9 @@ the dimension is large, so that a y tile serves many rows). Sum accumulates
 inside the vectorised loop in ``real_t`` per tile and in double across tiles
 (block-wise summation: a float32 sum of 10^6 terms keeps a relative error
 near 1e-7), ``RB`` rows per loop for narrow formulas (register blocking: the
-rows share each j-vector's loads and j-level values). Every other reduction
+rows share each j-vector's loads and j-level values); a Sum of a product
+sums only its factors that depend on j and multiplies the others in per
+tile (:mod:`._cpu_factor`: the gradient's ``-2 g e_i``). Every other reduction
 writes each row's values of the tile to small buffers and folds them with the
 C form of its monoid (``Reduction.c``), RB rows per loop as well; the
 log-sum-exp family accumulates inside the loop against the state's shift and
