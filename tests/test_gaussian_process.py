@@ -411,10 +411,10 @@ def test_trace_control_variate_matches_dense_algebra(monkeypatch):
 
 
 def test_lbfgs_stops_where_the_iterative_objective_stalls():
-    """On the iterative objective, L-BFGS-B stops after STALL_EVALUATIONS
-    evaluations that do not improve on the best one, and returns the best
-    point seen: here a gradient that disagrees with the value (as a
-    stochastic estimate's does near the optimum) past x = 1."""
+    """On the iterative objective, L-BFGS-B stops once STALL_EVALUATIONS
+    evaluations raised the best value by less than STALL_GAIN together, and
+    returns the best point seen: here a gradient that disagrees with the
+    value (as a stochastic estimate's does near the optimum) past x = 1."""
     from kerneltools.estimators import _gp_optimize
 
     calls = []
