@@ -10,7 +10,7 @@ value seen plus the row's ``slack``, found in the first tile that would
 fill the slots and lowered at each compaction (when the slots are full).
 Most values fail the threshold test, a vector comparison per 16; the rest
 are appended, 16 columns at a time. A bound of the K-th is a bisection on
-the value by vector counts (within 2^-16 of the range; no branch per
+the value by vector counts (within 2^-12 of the range; no branch per
 value to mispredict, as a quickselect's). A compaction frees at least
 half of the free slots, else the row is flagged (``over``): the band of
 values within the slack of the K-th is too dense for its slots.
@@ -132,7 +132,7 @@ def rerank(state: TileState, X: np.ndarray, Y: np.ndarray, labels, lib):
     if lib is None:
         return _rerank_numpy(s, X, Y, labels, d, ind)
     X, Y = (np.ascontiguousarray(a, np.float64) for a in (X, Y))
-    pairs = np.empty(2 * s.cap, np.int64)  # a row's (distance, label) pairs
+    pairs = np.empty(4 * s.cap, np.int64)  # 2 cap (distance, label) pairs
     lib.kt_rerank(n, X.shape[1], s.k, s.cap, _address(X), _address(Y),
                   None if labels is None else _address(labels), *s.addresses,
                   _address(d), _address(ind), _address(pairs))
@@ -222,7 +222,7 @@ def cells_kmin(X, Yt, labels, k, query_starts, pair_starts, pair_cells, cells, l
 
     def run(bounds):
         v, c = np.empty(cap), np.empty(cap, np.int64)
-        pairs = np.empty(2 * cap, np.int64)
+        pairs = np.empty(4 * cap, np.int64)  # 2 cap (distance, label) pairs
         lib.kt_cells_kmin(*bounds, *(_address(a) for a in arrays), X.shape[1],
                           _address(Yt), m, _address(labels), k, cap, _address(rows),
                           _address(d), _address(ind), _address(v), _address(c),

@@ -14,8 +14,11 @@ then the query dtype), ties by index; the certificate and second pass of
 ``PrunedSearch`` unchanged.
 
 Measured (CPU seconds, 10^5 Gaussian blobs, D = 3, K = 91, fit +
-kneighbors(), 276 million pairs, load ~15): 3.17 through the engine, of
-which 2.25 in its reduction.
+kneighbors(), load ~15): 3.17 through the engine, of which 2.25 in its
+reduction; 2.0 here, of which 1.0 in the C K-min (a query visits about 35
+of its cell's 106 fitted cells, ~1,000 points, the others skipped by their
+box). Below :data:`MIN_K` the engine's K-min is as fast (its insertions are
+short).
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from ._neighbors_blas import _gpu_visible
 from ._neighbors_pruned import PrunedSearch, _near_pairs
 
 
+#: Fewest neighbours for the C K-min. Measured (median CPU seconds of 3,
+#: 10^5 uniform float32 queries and points, D = 3, fit + kneighbors(X), load
+#: ~15, C / engine): K = 5 0.50 / 0.39, K = 10 0.51 / 0.40, K = 21 0.60 /
+#: 0.54, K = 40 0.75 / 1.00.
+MIN_K = 32
+
+
 class CellSearch(PrunedSearch):
     """:class:`PrunedSearch` with its block-sparse K-min in C (module
     docstring), where the reductions would run on the CPU."""
@@ -40,7 +50,7 @@ class CellSearch(PrunedSearch):
     def _pruned(self, X, order, ranges, lo, hi, radius, k: int):
         """:meth:`PrunedSearch._pruned` by
         :func:`~kerneltools.selection.block_sparse_knn`."""
-        if not self._on_host():
+        if k < MIN_K or not self._on_host():
             return super()._pruned(X, order, ranges, lo, hi, radius, k)
         a, b = _near_pairs(lo, hi, radius, self.grid)  # grouped by a, nearest first
         fc = self.grid.cells

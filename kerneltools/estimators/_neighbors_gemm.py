@@ -85,10 +85,9 @@ class GemmSearch(BlasSearch):
         top = float(np.sqrt(_sqnorms(Yc).max(initial=0.0)))
         # a power of 2: exact, and the largest |y'| in [0.5, 1)
         self._scale = 2.0 ** -np.frexp(top)[1] if top > 0 else 1.0
+        # max |y'|^2 of the rounded points (the tiles' rows, built in _groups)
         Y32 = (Yc * self._scale).astype(np.float32)
-        y2 = _sqnorms(Y32)
-        self._y2_max32 = float(y2.max(initial=0.0))
-        self._Ya32 = np.concatenate([-2 * Y32, y2.astype(np.float32)[:, None]], axis=1)
+        self._y2_max32 = float(_sqnorms(Y32).max(initial=0.0))
 
     def slack(self, x2: np.ndarray) -> np.ndarray:
         """Twice ``delta``, a bound per query on ``|e_j + |x'|^2 - s^2 |x - y_j|^2|``
@@ -127,8 +126,12 @@ class GemmSearch(BlasSearch):
         centres = np.add.reduceat(P, starts[:-1]) / np.diff(starts)[:, None]
         far = np.sqrt(_sqnorms(P - np.repeat(centres, np.diff(starts), axis=0)))
         radii = np.maximum.reduceat(far, starts[:-1])
+        Y32 = P.astype(np.float32)
+        del P, far
+        y2 = _sqnorms(Y32).astype(np.float32)[:, None]  # |y'|^2, rounded once
+        Ya = np.concatenate([-2 * Y32, y2], axis=1)
         Y64 = np.ascontiguousarray(self.Y[order], dtype=np.float64)
-        return order, starts, centres, radii, self._Ya32[order], Y64
+        return order, starts, centres, radii, Ya, Y64
 
     def _query_order(self, Xs: np.ndarray, centres: np.ndarray) -> np.ndarray:
         """The queries by their nearest group centre: a block of consecutive
@@ -172,15 +175,12 @@ class GemmSearch(BlasSearch):
                 # (a new array: measured faster than matmul's out= here)
                 tile = (Xa[rows] if sub is None else Xa[rows[sub]]) @ Ya[a:b].T
                 sel.update(tile, a, rows=sub)  # columns: positions in `order`
-            return (rows, *sel.rerank(X64[rows], Y64, labels=order), sel.overflow)
+            vals[rows], ind[rows] = sel.rerank(X64[rows], Y64, labels=order)
+            return rows[sel.overflow]  # (each block writes its own rows)
 
         vals = np.empty((n, k), X.dtype)
         ind = np.empty((n, k), np.int64)
-        redo = []
-        for rows, d, i, over in _over_blocks(block, range(0, n, TILE_ROWS)):
-            vals[rows], ind[rows] = d, i
-            redo.append(rows[over])
-        redo = np.concatenate(redo)
+        redo = np.concatenate(_over_blocks(block, range(0, n, TILE_ROWS)))
         if len(redo):
             vals[redo], ind[redo] = super().kmin(X[redo], k)
         return vals, ind
