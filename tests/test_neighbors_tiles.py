@@ -100,6 +100,18 @@ def test_tiled_search_matches_direct_distances(kind, dtype, tiled):
     assert tiled == []  # no row fell back
 
 
+def test_tiled_search_with_k_near_the_fitted_points(tiled):
+    """K close to the number of fitted points (their slots never fill; a
+    capacity of m + 1 was refused once): exact, all of them in order."""
+    rng = np.random.default_rng(10)
+    X, Q = rng.standard_normal((60, 20)), rng.standard_normal((50, 20))
+    dist, ind = NearestNeighbors(n_neighbors=55).fit(X).kneighbors(Q)
+    ref_d2, ref_ind = direct_knn(X, Q, 55)
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=1e-13)
+    assert tiled == []
+
+
 def test_tiled_search_does_not_depend_on_tiles_or_backend(tiled, monkeypatch):
     """Same neighbours and distances with other tile sizes, one thread, and the
     selection in NumPy (the reference) rather than C."""
@@ -209,6 +221,20 @@ def test_block_sparse_knn_is_exact(backend):
                 np.testing.assert_array_equal(got_i[:w], labels[cols][order])
                 np.testing.assert_allclose(got_d[:w], d2[order], rtol=1e-14, atol=1e-15)
                 assert (got_i[w:] == -1).all() and np.isinf(got_d[w:]).all()
+
+
+def test_block_sparse_knn_with_more_ties_than_slots():
+    """More points at one distance than a query's slots hold (duplicates:
+    a crash once, writing past the slots): the K of smallest label."""
+    rng = np.random.default_rng(9)
+    Y = np.concatenate([np.zeros((300, 3)), rng.random((100, 3))])
+    labels = rng.permutation(400)
+    X = np.zeros((5, 3))
+    k = 40  # 2 k + 64 = 144 slots < 300 ties
+    d, ind = block_sparse_knn(X, Y, k, [0, 5], [0, 2], [0, 1], [[0, 200], [200, 400]],
+                              labels=labels, backend="cpu")
+    np.testing.assert_array_equal(ind, np.tile(np.sort(labels[:300])[:k], (5, 1)))
+    assert (d == 0).all()
 
 
 def test_pruned_search_in_c_matches_direct_distances(dtype, monkeypatch):

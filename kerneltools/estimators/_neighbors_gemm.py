@@ -158,7 +158,7 @@ class GemmSearch(BlasSearch):
         Xa = np.concatenate([X32, np.ones((n, 1), np.float32)], axis=1)
         slack = self.slack(x2)
         backend = check_backend(self.backend, "NearestNeighbors")  # this thread's
-        cap = 2 * k + 64 if m > 2 * k + 64 else m + 1  # (m + 1: never full)
+        cap = 2 * k + 64  # (TileSelection's default: at least k + 32)
         X64 = np.asarray(X, dtype=np.float64)
         order, starts, centres, radii, Ya, Y64 = self._groups
         queries = order if X is self.Y else self._query_order(Xs, centres)

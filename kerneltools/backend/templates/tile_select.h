@@ -259,11 +259,38 @@ void kt_rerank(int64_t nr, int64_t d, int64_t k, int64_t cap, const double *X,
 }
 
 #if KT_TILE_DOUBLE
+/* Keeps the k smallest of the n kept (value, column) pairs by value, then
+   label lab[column], where compacting left too many (values tied at the
+   threshold: duplicated points): equal values still pass the threshold
+   later, and the next compaction or trim keeps the k first again. ``tmp``:
+   room for 2 n pairs. Returns k. */
+static int64_t trim_ties(real_t *v, int64_t *c, int64_t n, int64_t k,
+                         const int64_t *lab, kt_pair *tmp) {
+  for (int64_t u = 0; u < n; u++) { tmp[u].d = v[u]; tmp[u].l = u; }
+  for (int64_t a = 1; a < n; a++) { /* insertion by (value, label) */
+    const kt_pair x = tmp[a];
+    int64_t at = a;
+    while (at > 0 && (tmp[at - 1].d > x.d || (tmp[at - 1].d == x.d
+                                              && lab[c[tmp[at - 1].l]] > lab[c[x.l]]))) {
+      tmp[at] = tmp[at - 1];
+      at--;
+    }
+    tmp[at] = x;
+  }
+  for (int64_t q = 0; q < k; q++) {
+    tmp[n + q].d = v[tmp[q].l];
+    tmp[n + q].l = c[tmp[q].l];
+  }
+  for (int64_t q = 0; q < k; q++) { v[q] = tmp[n + q].d; c[q] = tmp[n + q].l; }
+  return k;
+}
+
 /* The K nearest of each query among the fitted points of its cell's pairs
    (block-sparse, low dimension): the squared distances computed here, by
    direct differences in real_t (double), 16 points at a time, and
    selected as kt_select does, with no slack (the values are the final
-   ones); then ordered by (distance, label). Queries qs[c] <= q < qs[c + 1]
+   ones; ties past the slots trimmed by label, trim_ties); then ordered by
+   (distance, label). Queries qs[c] <= q < qs[c + 1]
    of X (n x d, row-major) belong to cell c, which visits the fitted cells
    pc[p], ps[c] <= p < ps[c + 1], nearest first: fitted cell b is
    [cr[2 b], cr[2 b + 1]) (positions in Yt, the fitted points d x m by
@@ -314,6 +341,7 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
           if (!mask) continue;
           if (n + 16 > cap) {
             n = compact(v, c, n, k, 0.0, &t);
+            if (n + 16 > cap) n = trim_ties(v, c, n, k, lab, pairs);
             mask &= (uint32_t)below64(e, t, nb);
           }
           n += append16(v + n, c + n, e, 0, j0, mask);
