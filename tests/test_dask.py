@@ -111,16 +111,22 @@ def _check_same(got, ref, rtol):
 @pytest.mark.parametrize("case", list(_cases(1, None)))
 def test_reductions_equal_in_memory(client, axis, case, monkeypatch):
     """Every chunking (uneven, one chunk, a merge tree of three levels), on the
-    CPU backend, and the NumPy backend on uneven chunks: one graph, one compute.
-    Reduced over the points of y (and weighted by b) on both axes: for axis=0
-    y and b are the i-variables, so that both axes run the same compiled
-    kernels (a reduction over i is the one over j with i and j exchanged)."""
+    CPU backend, and the NumPy backend on uneven chunks. Reduced over the
+    points of y (and weighted by b) on both axes: for axis=0 y and b are the
+    i-variables, so that both axes run the same compiled kernels (a reduction
+    over i is the one over j with i and j exchanged).
+
+    The one-chunk graph is computed first and alone: its single partial task
+    compiles the partial-state kernels in one worker, and the other graphs,
+    computed together, find them in the kernel cache (all in one compute,
+    both workers compiled each of them)."""
     import kerneltools.backend._dask as kd
 
     monkeypatch.setattr(kd, "SPLIT_EVERY", 2)
     x, y, _, b = _data()
     kept, reduced = sides(axis)
-    runs = [(c, "cpu") for c in CHUNKS] + [("uneven", "numpy")]
+    runs = [("one-chunk", "cpu"), ("uneven", "cpu"), ("many", "cpu"), ("uneven", "numpy")]
+    assert {c for c, _ in runs} == set(CHUNKS)
     refs, lazies = [], []
     for chunks, backend in runs:
         fn = _cases(axis, backend)[case]
@@ -134,8 +140,8 @@ def test_reductions_equal_in_memory(client, axis, case, monkeypatch):
                               da.from_array(b, chunks=(cy, 2))))
         assert all(is_dask_array(o) for o in out)
         lazies.append(out)
-    results = dask.compute(*lazies)
-    for got, ref in zip(results, refs):
+    results = dask.compute(*lazies[:1]) + dask.compute(*lazies[1:])
+    for got, ref in zip(results, refs, strict=True):
         # float64 throughout; the partial states merge in another order than one pass
         _check_same(got, ref, 1e-12)
 
