@@ -7,6 +7,7 @@ gradients, potentials), and by mathematical invariants.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -72,11 +73,20 @@ def dense_divergence(x, y, a, b, eps):
     )
 
 
+@functools.cache
+def _converged_case(d):
+    """(clouds, S_eps, OT_eps) of the converged-Sinkhorn test in dimension d:
+    the dense references (thousands of NumPy iterations each) are computed
+    once per d, not once per backend and dtype."""
+    x, y, a, b = clouds(n=70, m=50, d=d, seed=d)
+    eps = 0.1**2
+    return (x, y, a, b), dense_divergence(x, y, a, b, eps), dense_ot(x, y, a, b, eps)
+
+
 @pytest.mark.parametrize("d", [2, 3])
 def test_matches_a_converged_dense_sinkhorn(backend, dtype, d):
-    x, y, a, b = clouds(n=70, m=50, d=d, seed=d)
+    (x, y, a, b), want, want_ot = _converged_case(d)
     blur = 0.1
-    want = dense_divergence(x, y, a, b, blur**2)
     got = sinkhorn_divergence(
         x.astype(dtype),
         y.astype(dtype),
@@ -91,7 +101,7 @@ def test_matches_a_converged_dense_sinkhorn(backend, dtype, d):
     ot = sinkhorn_divergence(
         x, y, a, b, blur=blur, scaling=0.99, debias=False, backend=backend
     )
-    np.testing.assert_allclose(ot, dense_ot(x, y, a, b, blur**2), rtol=1e-3)
+    np.testing.assert_allclose(ot, want_ot, rtol=1e-3)
 
 
 # -- GeomLoss ------------------------------------------------------------------------
