@@ -98,7 +98,11 @@ def _lse_axis1(x, y, b, s):
 
 
 def _lse_axis0(x, y, b, s):
-    return (-Vi(x).sqdist(Vj(y)) * Pm(s)).logsumexp(axis=0)
+    # _lse_axis1 with i and j exchanged (y and b on the reduced side, now i;
+    # x kept, now j): a reduction over i is the one over j of the exchanged
+    # formula, so this runs _lse_axis1's kernels (and their gradients')
+    # through axis=0: 7 -> 0 compiles
+    return (-Vj(x).sqdist(Vi(y)) * Pm(s) + Vi(b[:, :1])).logsumexp(axis=0)
 
 
 def _softmax_weight(x, y, b, s):
