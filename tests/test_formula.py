@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from _helpers import assert_close, fd_gradient, grid_operand
+from _helpers import assert_close, fd_gradient, grid_operand, sides
 from _reference import REFERENCE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -326,21 +326,22 @@ def _squash_params(lo, hi):
     return (lo + hi) / 2, 0.95 * (hi - lo) / 2 * (2 / math.pi)
 
 
-def build_lazy(tree, leaves):
-    """The LazyTensor of ``tree`` over ``leaves`` (name -> LazyTensor), (N, M, d)."""
+def build_lazy(tree, leaves, nm=(N_R, M_R)):
+    """The LazyTensor of ``tree`` over ``leaves`` (name -> LazyTensor), of
+    shape ``nm + (d,)``."""
     if isinstance(tree, str):
         leaf = leaves[tree]
-        return kt.LazyTensor._new(leaf.formula, leaf._bindings, N_R, M_R)
+        return kt.LazyTensor._new(leaf.formula, leaf._bindings, *nm)
     name, kids = tree
     args = []
     for k, kid in enumerate(kids):
         mid, scale = _squash_params(*OPS[name].domain[k])
-        args.append(mid + scale * build_lazy(kid, leaves).atan())
+        args.append(mid + scale * build_lazy(kid, leaves, nm).atan())
     bindings = {}
     for a in args:
         bindings.update(a._bindings)
     node = make(name, *(a.formula for a in args))
-    return kt.LazyTensor._new(node, bindings, N_R, M_R)
+    return kt.LazyTensor._new(node, bindings, *nm)
 
 
 def build_dense(tree, arrays):
@@ -355,11 +356,13 @@ def build_dense(tree, arrays):
     return REFERENCE[name]((), *args)
 
 
-def _leaves(arrays):
-    return {
-        name: {"i": kt.Vi, "j": kt.Vj, "p": kt.Pm}[cat](arrays[name])
-        for name, (cat, _) in DATA.items()
-    }
+def _leaves(arrays, axis=1):
+    """x on the side kept by a reduction over ``axis``, y on the reduced side
+    (for axis=0, x is a j-variable and y an i-variable: the formula with i
+    and j exchanged, whose reduction over i runs the kernel of the original's
+    reduction over j)."""
+    kept, reduced = sides(axis)
+    return {"x": kept(arrays["x"]), "y": reduced(arrays["y"]), "p": kt.Pm(arrays["p"])}
 
 
 _HYP = settings(
@@ -372,17 +375,20 @@ _HYP = settings(
 @_HYP
 @given(tree=TREES)
 def test_random_formula_values(tree, backend):
+    """Summed over the points of y on both axes (x kept, y reduced: see
+    ``_leaves``): one compiled kernel per tree, run through both axes, each
+    against the same dense sums over y."""
     arrays = {k: a for k, (_, a) in DATA.items()}
-    F = build_lazy(tree, _leaves(arrays))
-    ref = np.broadcast_to(build_dense(tree, arrays), (N_R, M_R, F.dim))
-    for axis in (1, 0):
+    for axis, nm in ((1, (N_R, M_R)), (0, (M_R, N_R))):
+        F = build_lazy(tree, _leaves(arrays, axis), nm)
+        ref = np.broadcast_to(build_dense(tree, arrays), (N_R, M_R, F.dim))
         got = F.sum(axis=axis, backend=backend)
         assert_close(
             got,
-            ref.sum(axis=axis),
+            ref.sum(axis=1),
             1e-10,
-            scale=(np.abs(ref) + 1e-2).sum(axis=axis),
-            err_msg=str(tree),
+            scale=(np.abs(ref) + 1e-2).sum(axis=1),
+            err_msg=f"{tree}, axis={axis}",
         )
 
 
