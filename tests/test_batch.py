@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import sides
 
 import kerneltools as kt
 from kerneltools.backend._arrays import is_cupy_array
@@ -45,24 +46,29 @@ def _tuple(out):
 @pytest.mark.parametrize("axis", [1, 0])
 @pytest.mark.parametrize("name", list(REDUCTIONS))
 def test_batched_equals_loop(backend, dtype, rtol, name, axis):
+    """Reduced over the points of y (and weighted by w) on both axes: for
+    axis=0 y and w are the i-variables and x the j-variable, so that both
+    axes run the same compiled kernel (a reduction over i is the one over j
+    with i and j exchanged), each through its own batch axis numbering."""
     rng = np.random.default_rng(0)
     B, N, M, D = 3, 37, 29, 3
     xp = _xp(backend)
     x = rng.random((B, N, D)).astype(dtype)
     y = rng.random((B, M, D)).astype(dtype)
-    w = rng.standard_normal((B, M if axis == 1 else N, 2)).astype(dtype)
+    w = rng.standard_normal((B, M, 2)).astype(dtype)
     s = (rng.random((B, 1, 1, 1)) + 0.5).astype(dtype)  # a parameter per problem
     red = REDUCTIONS[name]
+    kept, reduced = sides(axis)
 
     def one(x, y, w, s, nbatch, backend):
-        F = kt.LazyTensor(s) * kt.Vi(x).sqdist(kt.Vj(y))
-        return red(F, kt.Vj(w) if axis == 1 else kt.Vi(w), nbatch + axis, backend)
+        F = kt.LazyTensor(s) * kept(x).sqdist(reduced(y))
+        return red(F, reduced(w), nbatch + axis, backend)
 
     got = _tuple(one(xp.asarray(x), xp.asarray(y), xp.asarray(w), xp.asarray(s), 1, backend))
     # The loop runs on the NumPy oracle: an independent reference, and no
     # second (unbatched) kernel to compile per case on the compiled backends.
     refs = [_tuple(one(x[b], y[b], w[b], s[b, 0, 0], 0, "numpy")) for b in range(B)]
-    n_out = N if axis == 1 else M
+    n_out = N  # the points of x, on either axis
     for k, g in enumerate(got):
         g = _host(g)
         ref = np.stack([r[k] for r in refs])
