@@ -6,6 +6,8 @@ The torch binding's side is in ``test_torch_keops.py``."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -65,15 +67,23 @@ def test_feature_min_max_argmin_argmax(backend, dtype, rtol):
     V = Vi(x) - Vj(y)
     Vd = _dense_diff(x.astype(np.float64), y.astype(np.float64))
     w = rng.random((5, 1)).astype(dtype)
-    for name, ref in [("min", Vd.min(-1)), ("max", Vd.max(-1)),
-                      ("argmin", Vd.argmin(-1).astype(float)),
-                      ("argmax", Vd.argmax(-1).astype(float))]:
+    cases = [("min", Vd.min(-1)), ("max", Vd.max(-1)),
+             ("argmin", Vd.argmin(-1).astype(float)), ("argmax", Vd.argmax(-1).astype(float))]
+    # The four in one formula (one kernel per sum below), each checked on its column.
+    by_default, by_axis = [], []
+    for name, _ in cases:
         F = getattr(V, name)()  # pykeops' default axis=-1: over the features
         assert F.shape == (6, 5)
-        assert_close(getattr(V, name)(axis=-1).sum(axis=1, backend=backend),
-                     ref.sum(1, keepdims=True), rtol, scale=np.abs(ref).sum(1, keepdims=True))
-        assert_close((F * Vj(w)).sum(axis=1, backend=backend), ref @ w, rtol,
-                     scale=np.abs(ref) @ w, err_msg=name)
+        by_default.append(F)
+        by_axis.append(getattr(V, name)(axis=-1))
+    plain = functools.reduce(lambda a, b: a.concat(b), by_axis).sum(axis=1, backend=backend)
+    weighted = (functools.reduce(lambda a, b: a.concat(b), by_default) * Vj(w)).sum(
+        axis=1, backend=backend)
+    for k, (name, ref) in enumerate(cases):
+        assert_close(plain[:, k : k + 1], ref.sum(1, keepdims=True), rtol,
+                     scale=np.abs(ref).sum(1, keepdims=True), err_msg=name)
+        assert_close(weighted[:, k : k + 1], ref @ w, rtol, scale=np.abs(ref) @ w,
+                     err_msg=name)
     # axis=0/1 are still reductions over i/j
     assert_close(V.min(axis=1, backend=backend), Vd.min(1), rtol, scale=np.abs(Vd).max(1))
 
