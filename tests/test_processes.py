@@ -78,9 +78,16 @@ def test_forked_children_run_reductions_after_a_parallel_one():
 def _interrupt_after_ready(script: str, cache, delay: float, env=None):
     """Run ``script`` in its own session, send SIGINT to its process group
     (as a terminal's Ctrl-C does) ``delay`` s after it prints 'ready';
-    return (seconds from the signal to the exit, stderr)."""
+    return (seconds from the signal to the exit, stderr).
+
+    The script first installs Python's SIGINT handler itself: a pytest
+    started in the background by a non-interactive shell (``pytest ... &``)
+    ignores SIGINT, its children inherit that, and Python then never raises
+    KeyboardInterrupt (the test failed, whatever kerneltools did)."""
+    script = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              + textwrap.dedent(script))
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+        [sys.executable, "-c", script], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "KERNELTOOLS_CACHE_DIR": str(cache), **(env or {})},
     )
