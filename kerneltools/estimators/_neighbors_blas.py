@@ -25,14 +25,15 @@ blobs in D = 32, radius of ~35 neighbours, X = None, shared machine at load
 15): 3 * 10^4 points 0.80 s (float64 tiles, no trees: 2.65 s; float32
 tiles: 1.88 s; scikit-learn's brute force 2.55 s), 10^5 points 4.0 s.
 
-k-NN queries stay on the engine (:class:`~._neighbors_search.ExpandedSearch`).
-A tile-wise selection (the K'-th value of the first tile as each row's
-threshold, the values below it by ``np.flatnonzero``, tightened by a sort
-of the kept ones) measured slower: CPU seconds, 3,000 x 3 * 10^4 blobs,
+BlasSearch's own k-NN (:meth:`BlasSearch.kmin`) is the engine's K-min: a
+tile-wise selection in NumPy (the K'-th value of the first tile as each
+row's threshold, the values below it by ``np.flatnonzero``, tightened by a
+sort of the kept ones) measured slower (CPU seconds, 3,000 x 3 * 10^4 blobs,
 D = 32, tiles / engine / scikit-learn: float64 K = 21 0.42 / 0.42 / 0.41,
 K = 91 0.79 / 0.71 / 0.50; float32 K = 21 0.30 / 0.23 / 0.40, K = 91
-0.59 / 0.38 / 0.47 (the tightening sorts cost more than the engine's
-K-min updates).
+0.59 / 0.38 / 0.47). The estimators' k-NN queries in 16 or more features
+run on its subclass :class:`~._neighbors_gemm.GemmSearch` instead (the same
+float32 tiles with a running selection in C and a float64 re-ranking).
 """
 
 from __future__ import annotations
@@ -111,9 +112,9 @@ class BlasSearch(ExpandedSearch):
         return max(1, TILE_BYTES // (TILE_ROWS * self._Ya.itemsize))
 
     def kmin(self, X: np.ndarray, k: int):
-        """The engine's K-min (module docstring: measured faster than a
-        tile-wise selection): ExpandedSearch's from EXPANDED_MIN_DIM
-        features, the direct form below."""
+        """The engine's K-min (module docstring; GemmSearch overrides it):
+        ExpandedSearch's from EXPANDED_MIN_DIM features, the direct form
+        below."""
         if self.Y.shape[1] < EXPANDED_MIN_DIM:
             return FormulaSearch.kmin(self, X, k)
         return super().kmin(X, k)
