@@ -55,6 +55,8 @@ def __getattr__(name):
         return importlib.import_module(".ranges", __name__)
     if name == "stats":  # kernel two-sample and independence tests
         return importlib.import_module(".stats", __name__)
+    if name == "selection":  # K smallest values over tiles computed elsewhere
+        return importlib.import_module(".selection", __name__)
 
     estimators = importlib.import_module(".estimators", __name__)
     if name in estimators.__all__:
