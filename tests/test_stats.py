@@ -84,6 +84,22 @@ def test_mmd2_of_close_float32_samples_is_accurate(backend, unbiased):
     assert got == pytest.approx(dense_mmd2(K, len(X), unbiased), rel=FLOAT32_SAMPLES_RTOL)
 
 
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_mmd_test_statistic_of_close_float32_samples_is_accurate(unbiased):
+    """Both paths of the permutation test report the float64 statistic of
+    float32 samples: the dense blocks (float64 tiles; their float32 products
+    were 1.6e-4 off here, unbiased) and the engine's reductions."""
+    X, Y = close_samples()
+    K = pairwise_kernels(np.concatenate([X, Y]).astype(np.float64), metric="rbf",
+                         gamma=0.01)
+    ref = dense_mmd2(K, len(X), unbiased)
+    for method in ("blocks", "reductions"):
+        res = stats.mmd_test(X, Y, gamma=0.01, unbiased=unbiased, n_permutations=3,
+                             random_state=0, method=method, backend="numpy"
+                             if method == "reductions" else None)
+        assert res.statistic == pytest.approx(ref, rel=FLOAT32_SAMPLES_RTOL), method
+
+
 def test_mmd2_median_heuristic_by_default(backend):
     X, Y = samples(seed=1)
     Z = np.concatenate([X, Y])
