@@ -79,6 +79,13 @@ class _Clusters:
             plain = kr.cluster_centroids(x, self.labels).astype(x.dtype)
             self.c[empty] = plain[empty]
         self.r = kr.cluster_radii(x, self.labels, self.c).astype(np.float64)
+        # the cells' bounding boxes (of their points): a grid cell is a cube,
+        # whose ball overstates how close two cells' points can come
+        x64 = x.astype(np.float64)
+        self.lo = np.full((len(self.w), x.shape[1]), np.inf)
+        self.hi = np.full((len(self.w), x.shape[1]), -np.inf)
+        np.minimum.at(self.lo, self.labels, x64)
+        np.maximum.at(self.hi, self.labels, x64)
 
     def max_per_cell(self, f: np.ndarray) -> np.ndarray:
         out = np.full(len(self.w), -np.inf)
@@ -134,22 +141,33 @@ def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
     ccx, ccy = cx.c.astype(np.float64), cy.c.astype(np.float64)
     score = np.empty((len(ccx), len(ccy)))
     for i0 in range(0, len(ccx), _KEEP_ROWS):
-        i1 = min(i0 + _KEEP_ROWS, len(ccx))
-        diff = ccx[i0:i1, None, :] - ccy[None, :, :]  # d = c_A - c_B
-        d = np.sqrt((diff**2).sum(-1))
-        gap = np.maximum(d - cx.r[i0:i1, None] - cy.r[None, :], 0.0)
+        rows = slice(i0, min(i0 + _KEEP_ROWS, len(ccx)))
+        d2 = np.zeros((len(ccx[rows]), len(ccy)))
+        box2 = np.zeros_like(d2)
+        for k in range(ccx.shape[1]):  # |c_A - c_B|^2 and the boxes' distance^2
+            d2 += np.subtract.outer(ccx[rows, k], ccy[:, k]) ** 2
+            side = np.maximum(np.maximum(np.subtract.outer(-cx.hi[rows, k], -cy.lo[:, k]),
+                                         np.subtract.outer(cx.lo[rows, k], cy.hi[:, k])),
+                              0.0)
+            box2 += side**2
+        d = np.sqrt(d2)
+        gap = np.maximum(d - cx.r[rows, None] - cy.r[None, :], 0.0)
+        gap = np.maximum(gap, np.sqrt(box2))  # two lower bounds of |x_i - y_j|
         c_min = gap**2 / 2 if p == 2 else gap
-        bound = fmax[i0:i1, None] + gmax[None, :] - c_min
-        if p == 2:
-            ra, rb = rf[i0:i1, None], rg[None, :]
-            alpha = np.linalg.norm(sf[i0:i1, None, :] - diff, axis=-1)
-            beta = np.linalg.norm(sg[None, :, :] + diff, axis=-1)
-            ab = np.linalg.norm(sf[i0:i1, None, :] + sg[None, :, :], axis=-1)
+        bound = fmax[rows, None] + gmax[None, :] - c_min
+        if p == 2:  # the second bound, where the first one keeps the block
+            i, j = np.nonzero(bound > -truncate * eps)
+            ra, rb = rf[rows][i], rg[j]
+            dv = ccx[rows][i] - ccy[j]  # d
+            alpha = np.linalg.norm(sf[rows][i] - dv, axis=1)
+            beta = np.linalg.norm(sg[j] + dv, axis=1)
+            ab = np.linalg.norm(sf[rows][i] + sg[j], axis=1)
             top = np.minimum(np.minimum(ab * rb + _psi(alpha, ra + rb),
                                         ab * ra + _psi(beta, ra + rb)),
                              alpha * ra + beta * rb)
-            bound = np.minimum(bound, mf[i0:i1, None] + mg[None, :] - d**2 / 2 + top)
-        score[i0:i1] = bound / eps
+            lin = mf[rows][i] + mg[j] - (dv**2).sum(1) / 2 + top
+            bound[i, j] = np.minimum(bound[i, j], lin)
+        score[rows] = bound / eps
     keep = score > -truncate
     keep[np.arange(len(score)), score.argmax(axis=1)] = True  # every row,
     keep[score.argmax(axis=0), np.arange(score.shape[1])] = True  # every column
