@@ -146,9 +146,9 @@ def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
         box2 = np.zeros_like(d2)
         for k in range(ccx.shape[1]):  # |c_A - c_B|^2 and the boxes' distance^2
             d2 += np.subtract.outer(ccx[rows, k], ccy[:, k]) ** 2
-            side = np.maximum(np.maximum(np.subtract.outer(-cx.hi[rows, k], -cy.lo[:, k]),
-                                         np.subtract.outer(cx.lo[rows, k], cy.hi[:, k])),
-                              0.0)
+            below = np.subtract.outer(-cx.hi[rows, k], -cy.lo[:, k])  # lo_B - hi_A
+            above = np.subtract.outer(cx.lo[rows, k], cy.hi[:, k])  # lo_A - hi_B
+            side = np.maximum(np.maximum(below, above), 0.0)
             box2 += side**2
         d = np.sqrt(d2)
         gap = np.maximum(d - cx.r[rows, None] - cy.r[None, :], 0.0)
