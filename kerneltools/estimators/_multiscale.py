@@ -26,13 +26,22 @@ entropy regularized transport problems", SIAM J. Sci. Comput. 2019), on
      where ``s_A`` is any slope (the least-squares one of f over the cell),
      ``m_A = max_A (f_i - s_A.u_i)`` and ``r_A = max_A |u_i|``; likewise for
      g with ``+d``. So the bound is
-     ``m_A + |s_A - d| r_A + m_B + |s_B + d| r_B - |d|^2 / 2``. The
+     ``m_A + |s_A - d| r_A + m_B + |s_B + d| r_B - |d|^2 / 2``, or, keeping
+     the term ``-|u_i - v_j|^2 / 2`` (``max (a.w - |w|^2 / 2)`` over
+     ``|w| <= r_A + r_B``: :func:`_psi`), a tighter one that equals the first
+     bound when the slopes are 0 (:func:`_keep` takes the least). The
      potentials' slopes are the displacements (``grad f = x - T(x)``): where
      the transport moves the points far compared to the cells' size, the
      first bound's ``max_A f`` pays that displacement times the radius, this
-     one only the cells' distance from the transport map (the first bound
-     alone kept 43% of the blocks of the benchmark's clouds; GeomLoss, which
-     tests its centroids only, a heuristic, 24%).
+     one only the cells' distance from the transport map.
+
+   The distance between two cells' points is bounded below by both their
+   balls' gap and their bounding boxes' distance (grid cells are cubes). On
+   the benchmark's clouds (3-D, 10^5 points, blur 0.05, 1,728 cells) the x-y
+   blocks kept hold 33% of the pairs (43% with the first bound alone); at
+   10^4 points, 30% where 25% of the pairs lie in blocks that hold a pair
+   above ``-truncate`` (brute force): no bound can keep fewer. (GeomLoss,
+   testing its centroids only, a heuristic, keeps 24% of its blocks.)
 
    A skipped pair ``(x_i, y_j)`` has a transport weight below
    ``a_i b_j exp(-truncate)`` at the jump's temperature, and below that as
