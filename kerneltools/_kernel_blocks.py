@@ -15,14 +15,23 @@ columns, the kernel recomputed in each) stay the path for other kernels,
 other backends and CUDA; here the per-column work is a BLAS product's,
 about ten times faster on the CPU at 79 dimensions.
 
-**Rounding.** The products run in the inputs' dtype (float32 products for
-float32 samples). The columns used here sum to zero, so that
+**Rounding.** K's tiles are computed in float64 (the distances' product
+and the exponentials), whatever the inputs' dtype: two close samples' MMD^2
+is a difference of kernel sums up to 10^5 times larger than itself, and
+float32 kernel values alone (their rounding, the float32 expansion of the
+distances) put it 4e-6 to 4e-5 off. The row sums ``K 1`` and the first
+column's form ``q[0]`` (the observed labelling of a permutation test) are
+then exact to float64 rounding. The products with all the columns run in the
+inputs' dtype (float32 products of the float64 tile rounded to float32, for
+float32 samples: BLAS's float32 sums of a column put ``q`` up to 2e-4 of the
+statistic off on close samples, a null distribution's rounding that hardly
+moves a p-value). The columns used here sum to zero, so that
 ``s^T K s = s^T (K - c) s`` for any constant ``c``: the blocks are shifted by
 ``c`` (the kernel's mean on a subsample) before the product, which shrinks
 the entries that the float32 sums accumulate from ``|K|`` to ``|K - c|``.
-The row sums are accumulated in float64; the points are centred first (the
-kernels served are translation invariant), so that the expanded squared
-distances stay accurate for data far from the origin. The diagonal of each block is the
+The points are centred first (the kernels served are translation
+invariant), so that the expanded squared distances stay accurate for data
+far from the origin. The diagonal of each block is the
 kernel's value at distance 0 exactly (the expanded squared distance
 ``|x|^2 + |y|^2 - 2 <x, y>`` is not exactly 0 there).
 """
@@ -43,19 +52,26 @@ BLOCK_BYTES = 64 * 2**20
 COLUMN_BYTES = 1024 * 2**20
 
 
-def _sqdist_block(A, B, sq_a, sq_b):
-    """``|a_i - b_j|^2`` by the expansion, clamped at 0 (one BLAS product)."""
-    d2 = A @ B.T
-    d2 *= -2
-    d2 += sq_a[:, None]
-    d2 += sq_b[None, :]
-    return np.maximum(d2, 0, out=d2)
+def _scaled_sqdist_block(A, B, sq_a, sq_b, scale, clamp=True):
+    """``scale |a_i - b_j|^2`` by the expansion, from one BLAS product of the
+    points augmented with their squared norms (the sum and the scaling done
+    by the product: no pass over the block), clamped on the side of 0 when
+    ``clamp`` (a rounding's tiny value of the wrong sign: the energy kernel's
+    square root needs it; ``exp`` of 1e-13 is 1 to rounding)."""
+    Aa = np.empty((len(A), A.shape[1] + 2), dtype=A.dtype)
+    Aa[:, :-2], Aa[:, -2], Aa[:, -1] = A, sq_a, 1
+    Ba = np.empty((len(B), B.shape[1] + 2), dtype=B.dtype)
+    np.multiply(B, -2 * scale, out=Ba[:, :-2])
+    Ba[:, -2], Ba[:, -1] = scale, scale * sq_b
+    d2 = Aa @ Ba.T
+    if not clamp:
+        return d2
+    return (np.maximum if scale > 0 else np.minimum)(d2, 0, out=d2)
 
 
 def _rbf(gamma):
     def block(A, B, sq_a, sq_b):
-        d2 = _sqdist_block(A, B, sq_a, sq_b)
-        d2 *= -gamma
+        d2 = _scaled_sqdist_block(A, B, sq_a, sq_b, -gamma, clamp=False)
         return np.exp(d2, out=d2)
 
     return block, 1.0
@@ -63,7 +79,7 @@ def _rbf(gamma):
 
 def _energy():
     def block(A, B, sq_a, sq_b):
-        d2 = _sqdist_block(A, B, sq_a, sq_b)
+        d2 = _scaled_sqdist_block(A, B, sq_a, sq_b, 1.0)
         np.sqrt(d2, out=d2)
         return np.negative(d2, out=d2)
 
@@ -125,29 +141,33 @@ def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
     """``(q, r, rs)``: ``q[p] = s_p^T K s_p`` for each zero-sum column ``s_p``
     that ``columns()`` yields (arrays ``(N, P_c)`` in Z's dtype, one per pass),
     the row sums ``r = K 1`` and ``rs[p] = r . s_p``, in float64;
-    ``K = block(Z, Z)`` by row blocks; ``progress(pass, rows_done, N)``, if
-    given, after each block."""
+    ``K = block(Z, Z)`` by row blocks, in float64 tiles (see the module's
+    docstring: ``r`` and ``q[0]`` exact to float64 rounding, the other forms
+    from products in Z's dtype); ``progress(pass, rows_done, N)``, if given,
+    after each block."""
     N, dt = len(Z), Z.dtype
     # the kernels here are translation invariant: centred points keep the
     # expanded distances accurate when the data sit far from the origin
-    Z = Z - Z.mean(axis=0, dtype=np.float64).astype(dt)
+    Z = np.asarray(Z, dtype=np.float64)
+    Z = Z - Z.mean(axis=0)
     sq = np.einsum("ij,ij->i", Z, Z)
-    rb = _rows_per_block(N, dt.itemsize)
+    rb = _rows_per_block(N, 8)
     # the shift c: the kernel's mean on a subsample (any constant is exact)
     sub = Z[:: max(1, N // 256)]
     ssub = sq[:: max(1, N // 256)]
-    c = dt.type(block(sub, sub, ssub, ssub).mean())
+    c = float(block(sub, sub, ssub, ssub).mean())
     r = np.zeros(N)
     qs, rs = [], []
     for k, S in enumerate(columns()):
         q, rsum = np.zeros(S.shape[1]), np.zeros(S.shape[1])
+        q0 = 0.0  # the first column's form, from the float64 tiles
         for r0 in range(0, N, rb):
             r1 = min(r0 + rb, N)
             S_b = S[r0:r1].astype(np.float64)
             # K is symmetric: the block's rows against the points from r0 on,
             # in tiles of ct columns, the diagonal square's lower triangle
             # dropped and its diagonal halved, count twice.
-            ct = _columns_per_tile(r1 - r0, N - r0, dt.itemsize)
+            ct = _columns_per_tile(r1 - r0, N - r0, 8)
             for c0 in range(r0, N, ct):
                 c1 = min(c0 + ct, N)
                 Kt = block(Z[r0:r1], Z[c0:c1], sq[r0:r1], sq[c0:c1])
@@ -156,16 +176,22 @@ def quadratic_forms(Z, block, diag_value: float, columns, progress=None):
                     Kt[idx, idx] = diag_value
                 if k == 0:
                     _add_row_sums(r, Kt, r0, r1, c0)
-                Kt -= c
-                if c0 == r0:
-                    square = Kt[:, : r1 - r0]
-                    square *= _upper_half(r1 - r0, dt)
-                KS = Kt @ S[c0:c1]  # the inputs' dtype; folded in float64
+                mask = _upper_half(r1 - r0, np.float64) if c0 == r0 else None
+                if mask is not None:
+                    Kt[:, : r1 - r0] *= mask
+                # the first column from the float64 tile (unshifted: exact too)
+                q0 += 2 * float(S_b[:, 0] @ (Kt @ S[c0:c1, 0].astype(np.float64)))
+                # shifted, in the inputs' dtype, in one pass: mask (K - c)
+                Ks = np.subtract(Kt, c, out=Kt if dt == Kt.dtype else None, dtype=dt)
+                if mask is not None:
+                    Ks[:, : r1 - r0] += (c * (1 - mask)).astype(dt)
+                KS = Ks @ S[c0:c1]  # the inputs' dtype; folded in float64
                 q += 2 * np.einsum("ip,ip->p", S_b, KS.astype(np.float64))
             # r[r0:r1] is complete here: the earlier blocks gave its columns < r0
             rsum += r[r0:r1] @ S_b
             if progress is not None:
                 progress(k, r1, N)
+        q[0] = q0
         qs.append(q)
         rs.append(rsum)
     return np.concatenate(qs), r, np.concatenate(rs)

@@ -553,3 +553,28 @@ def test_multiscale_transport_converges_to_the_dense_plan(backend):
     np.testing.assert_allclose(ms.transform(x), dense.transform(x), atol=1e-6)
     shift = ms.potential_s_.mean() - dense.potential_s_.mean()  # f + c, g - c
     np.testing.assert_allclose(ms.potential_s_ - shift, dense.potential_s_, atol=1e-6)
+
+
+def test_multiscale_block_bounds_are_upper_bounds():
+    """The kept blocks' test is a bound: where a block is skipped, every pair
+    of it has ``(f_i + g_j - C_ij) / eps <= -truncate`` (brute force over the
+    pairs, p = 2, for potentials with slopes: a displacement, as transport
+    potentials have, plus noise), and the least-squares slopes skip more
+    blocks than the first bound alone would."""
+    from kerneltools.estimators import _multiscale as ms
+
+    rng = np.random.default_rng(5)
+    x, y = rng.random((400, 2)), rng.random((300, 2)) + 0.3
+    f = x @ np.array([-0.3, -0.3]) + 0.01 * rng.normal(size=400)
+    g = y @ np.array([0.3, 0.3]) - 0.09 + 0.01 * rng.normal(size=300)
+    cx = ms._Clusters(x, np.full(400, 1 / 400), 0.1)
+    cy = ms._Clusters(y, np.full(300, 1 / 300), 0.1)
+    eps, t = 0.01, 5.0
+    keep = ms._keep(cx, cy, x, y, f, g, eps, 2, t)
+    logp = (f[:, None] + g[None, :] - ((x[:, None] - y[None]) ** 2).sum(-1) / 2) / eps
+    skipped = ~keep[cx.labels][:, cy.labels]
+    assert skipped.any() and (logp[skipped] <= -t).all()
+    ball = (cx.max_per_cell(f)[:, None] + cy.max_per_cell(g)[None, :]
+            - np.maximum(np.sqrt(((cx.c[:, None] - cy.c[None]) ** 2).sum(-1))
+                         - cx.r[:, None] - cy.r[None, :], 0) ** 2 / 2) / eps > -t
+    assert keep.sum() < ball.sum()

@@ -12,11 +12,38 @@ entropy regularized transport problems", SIAM J. Sci. Comput. 2019), on
    unresolved).
 3. Jump: the coarse potentials are extrapolated to the points (one softmin
    of the fine points against the coarse ones), and they decide which pairs
-   of cells the plan can still reach. A block ``(A, B)`` is kept when the
-   upper bound of the plan's log-density over it,
-   ``(max_A f + max_B g - C_min(A, B)) / eps``, is above ``-truncate``, with
-   ``C_min`` the cost between the cells' balls (centroid distance minus both
-   radii): a skipped pair ``(x_i, y_j)`` has a transport weight below
+   of cells the plan can still reach. A block ``(A, B)`` is kept when an
+   upper bound of the plan's log-density over it, ``max (f_i + g_j - C_ij) / eps``
+   over ``i`` in A and ``j`` in B, is above ``-truncate``. Two bounds, the
+   smaller one used (both are bounds: the block is skipped only where one
+   proves it negligible):
+
+   - ``max_A f + max_B g - C_min(A, B)``, with ``C_min`` the cost between the
+     cells' balls (centroid distance minus both radii);
+   - for ``p = 2``, with ``d = c_A - c_B``, ``u_i = x_i - c_A`` and
+     ``v_j = y_j - c_B`` (``C_ij = |d + u_i - v_j|^2 / 2 >=
+     |d|^2 / 2 + d.u_i - d.v_j``): ``f_i - d.u_i <= m_A + |s_A - d| r_A``,
+     where ``s_A`` is any slope (the least-squares one of f over the cell),
+     ``m_A = max_A (f_i - s_A.u_i)`` and ``r_A = max_A |u_i|``; likewise for
+     g with ``+d``. So the bound is
+     ``m_A + |s_A - d| r_A + m_B + |s_B + d| r_B - |d|^2 / 2``, or, keeping
+     the term ``-|u_i - v_j|^2 / 2`` (``max (a.w - |w|^2 / 2)`` over
+     ``|w| <= r_A + r_B``: :func:`_psi`), a tighter one that equals the first
+     bound when the slopes are 0 (:func:`_keep` takes the least). The
+     potentials' slopes are the displacements (``grad f = x - T(x)``): where
+     the transport moves the points far compared to the cells' size, the
+     first bound's ``max_A f`` pays that displacement times the radius, this
+     one only the cells' distance from the transport map.
+
+   The distance between two cells' points is bounded below by both their
+   balls' gap and their bounding boxes' distance (grid cells are cubes). On
+   the benchmark's clouds (3-D, 10^5 points, blur 0.05, 1,728 cells) the x-y
+   blocks kept hold 33% of the pairs (43% with the first bound alone); at
+   10^4 points, 30% where 25% of the pairs lie in blocks that hold a pair
+   above ``-truncate`` (brute force): no bound can keep fewer. (GeomLoss,
+   testing its centroids only, a heuristic, keeps 24% of its blocks.)
+
+   A skipped pair ``(x_i, y_j)`` has a transport weight below
    ``a_i b_j exp(-truncate)`` at the jump's temperature, and below that as
    ``eps`` decreases further (the plan concentrates). Every row and column
    keeps at least its best block.
@@ -61,19 +88,95 @@ class _Clusters:
             plain = kr.cluster_centroids(x, self.labels).astype(x.dtype)
             self.c[empty] = plain[empty]
         self.r = kr.cluster_radii(x, self.labels, self.c).astype(np.float64)
+        # the cells' bounding boxes (of their points): a grid cell is a cube,
+        # whose ball overstates how close two cells' points can come
+        x64 = x.astype(np.float64)
+        self.lo = np.full((len(self.w), x.shape[1]), np.inf)
+        self.hi = np.full((len(self.w), x.shape[1]), -np.inf)
+        np.minimum.at(self.lo, self.labels, x64)
+        np.maximum.at(self.hi, self.labels, x64)
 
     def max_per_cell(self, f: np.ndarray) -> np.ndarray:
         out = np.full(len(self.w), -np.inf)
         np.maximum.at(out, self.labels, f.astype(np.float64))
         return out
 
+    def linear_bound(self, x, f):
+        """``(m, s, r)``, per cell: a slope ``s`` (least squares of f on
+        ``u_i = x_i - c``), ``m = max (f_i - s.u_i)`` and ``r = max |u_i|``,
+        so that ``f_i - t.u_i <= m + |s - t| r`` for every vector t (float64;
+        any slope gives a bound, the fitted one a tight one)."""
+        C, D = len(self.w), x.shape[1]
+        lab = self.labels
+        u = x.astype(np.float64) - self.c.astype(np.float64)[lab]
+        f = f.astype(np.float64)
+        count = np.bincount(lab, minlength=C)
+        fc = f - (np.bincount(lab, weights=f, minlength=C) / np.maximum(count, 1))[lab]
+        suu = np.empty((C, D, D))
+        for a in range(D):
+            for b in range(a, D):
+                suu[:, a, b] = suu[:, b, a] = np.bincount(lab, u[:, a] * u[:, b],
+                                                          minlength=C)
+        suf = np.stack([np.bincount(lab, u[:, a] * fc, minlength=C)
+                        for a in range(D)], 1)
+        # a ridge for the cells of one point (or of points on a line): slope 0 there
+        ridge = 1e-12 * np.trace(suu, axis1=1, axis2=2) + 1e-300
+        slope = np.linalg.solve(suu + ridge[:, None, None] * np.eye(D),
+                                suf[:, :, None])[..., 0]
+        m = np.full(C, -np.inf)
+        np.maximum.at(m, lab, f - np.einsum("id,id->i", u, slope[lab]))
+        r = np.zeros(C)
+        np.maximum.at(r, lab, np.sqrt(np.einsum("id,id->i", u, u)))
+        return m, slope, r * (1 + 1e-12) + 1e-300  # rounding: upper bounds
 
-def _keep(cx: _Clusters, cy: _Clusters, f, g, eps, p, truncate):
-    """The (Cx, Cy) mask of the blocks the plan can reach (module docstring, 3)."""
-    d = np.sqrt(((cx.c[:, None, :].astype(np.float64) - cy.c[None, :, :]) ** 2).sum(-1))
-    gap = np.maximum(d - cx.r[:, None] - cy.r[None, :], 0.0)
-    c_min = gap**2 / 2 if p == 2 else gap
-    score = (cx.max_per_cell(f)[:, None] + cy.max_per_cell(g)[None, :] - c_min) / eps
+
+def _psi(a, R):
+    """``max (a.w - |w|^2 / 2)`` over the ball ``|w| <= R``, for ``|a|`` = a."""
+    return np.where(a <= R, a**2 / 2, a * R - R**2 / 2)
+
+
+#: Rows of cells per chunk of the (Cx, Cy, D) differences of centroids.
+_KEEP_ROWS = 256
+
+
+def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
+    """The (Cx, Cy) mask of the blocks the plan can reach (module docstring, 3):
+    the smaller of the two bounds of the plan's log-density (the second for
+    ``p = 2``), over ``-truncate``."""
+    fmax, gmax = cx.max_per_cell(f), cy.max_per_cell(g)
+    if p == 2:
+        mf, sf, rf = cx.linear_bound(x, f)
+        mg, sg, rg = cy.linear_bound(y, g)
+    ccx, ccy = cx.c.astype(np.float64), cy.c.astype(np.float64)
+    score = np.empty((len(ccx), len(ccy)))
+    for i0 in range(0, len(ccx), _KEEP_ROWS):
+        rows = slice(i0, min(i0 + _KEEP_ROWS, len(ccx)))
+        d2 = np.zeros((len(ccx[rows]), len(ccy)))
+        box2 = np.zeros_like(d2)
+        for k in range(ccx.shape[1]):  # |c_A - c_B|^2 and the boxes' distance^2
+            d2 += np.subtract.outer(ccx[rows, k], ccy[:, k]) ** 2
+            below = np.subtract.outer(-cx.hi[rows, k], -cy.lo[:, k])  # lo_B - hi_A
+            above = np.subtract.outer(cx.lo[rows, k], cy.hi[:, k])  # lo_A - hi_B
+            side = np.maximum(np.maximum(below, above), 0.0)
+            box2 += side**2
+        d = np.sqrt(d2)
+        gap = np.maximum(d - cx.r[rows, None] - cy.r[None, :], 0.0)
+        gap = np.maximum(gap, np.sqrt(box2))  # two lower bounds of |x_i - y_j|
+        c_min = gap**2 / 2 if p == 2 else gap
+        bound = fmax[rows, None] + gmax[None, :] - c_min
+        if p == 2:  # the second bound, where the first one keeps the block
+            i, j = np.nonzero(bound > -truncate * eps)
+            ra, rb = rf[rows][i], rg[j]
+            dv = ccx[rows][i] - ccy[j]  # d
+            alpha = np.linalg.norm(sf[rows][i] - dv, axis=1)
+            beta = np.linalg.norm(sg[j] + dv, axis=1)
+            ab = np.linalg.norm(sf[rows][i] + sg[j], axis=1)
+            top = np.minimum(np.minimum(ab * rb + _psi(alpha, ra + rb),
+                                        ab * ra + _psi(beta, ra + rb)),
+                             alpha * ra + beta * rb)
+            lin = mf[rows][i] + mg[j] - (dv**2).sum(1) / 2 + top
+            bound[i, j] = np.minimum(bound[i, j], lin)
+        score[rows] = bound / eps
     keep = score > -truncate
     keep[np.arange(len(score)), score.argmax(axis=1)] = True  # every row,
     keep[score.argmax(axis=0), np.arange(score.shape[1])] = True  # every column
@@ -120,14 +223,14 @@ def multiscale_solve(prob: sk.Problem, *, debias: bool, backend, truncate=5.0,
     t = np.inf if truncate is None else float(truncate)
     # the blocks are chosen for the next (finer) temperature
     eps = prob.eps_list[jump]
-    keep_xy = _keep(cx, cy, f, g, eps, p, t)
+    keep_xy = _keep(cx, cy, x, y, f, g, eps, p, t)
     costs = sk.Costs(
         _block_cost(p, x, y, cx.labels, cy.labels, keep_xy),
         _block_cost(p, y, x, cy.labels, cx.labels, keep_xy.T),
-        _block_cost(p, x, x, cx.labels, cx.labels, _keep(cx, cx, f_aa, f_aa, eps, p, t))
-        if debias else None,
-        _block_cost(p, y, y, cy.labels, cy.labels, _keep(cy, cy, g_bb, g_bb, eps, p, t))
-        if debias else None,
+        _block_cost(p, x, x, cx.labels, cx.labels,
+                    _keep(cx, cx, x, x, f_aa, f_aa, eps, p, t)) if debias else None,
+        _block_cost(p, y, y, cy.labels, cy.labels,
+                    _keep(cy, cy, y, y, g_bb, g_bb, eps, p, t)) if debias else None,
     )
     if verbose:
         print(f"multiscale Sinkhorn: {len(cx.w)} x {len(cy.w)} cells of side {scale:.3g}; "
