@@ -29,7 +29,7 @@ from ..config import check_backend
 from ..selection import block_sparse_knn
 
 from ._neighbors_blas import _gpu_visible
-from ._neighbors_pruned import PrunedSearch, _near_pairs
+from ._neighbors_pruned import PrunedSearch, _near_cells
 
 
 #: Fewest neighbours for the C K-min. Measured (median CPU seconds of 3,
@@ -52,12 +52,11 @@ class CellSearch(PrunedSearch):
         :func:`~kerneltools.selection.block_sparse_knn`."""
         if k < MIN_K or not self._on_host():
             return super()._pruned(X, order, ranges, lo, hi, radius, k)
-        a, b = _near_pairs(lo, hi, radius, self.grid)  # grouped by a, nearest first
+        pair_starts, b = _near_cells(lo, hi, radius, self.grid)  # nearest first
         fc = self.grid.cells
         if getattr(self, "_sorted_Y", None) is None:
             self._sorted_Y = np.ascontiguousarray(self.Y[fc.order], dtype=np.float64)
         query_starts = np.append(ranges[:, 0], ranges[-1, 1]) if len(ranges) else [0]
-        pair_starts = np.searchsorted(a, np.arange(len(ranges) + 1))
         d, i = block_sparse_knn(X[order], self._sorted_Y, k, query_starts, pair_starts,
                                 b, fc.ranges, lo=fc.lo, hi=fc.hi, labels=fc.order,
                                 rows=order, backend="cpu")

@@ -368,4 +368,48 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
     }
   }
 }
+/* The pairs of boxes within a radius (the pruned k-NN's cell pairs):
+   box a (lo[a], hi[a], d features each), in group g when gf[g] <= a <
+   gf[g + 1], is paired with the candidates cb[p], gs[g] <= p < gs[g + 1],
+   of its group (boxes blo[b], bhi[b]) whose box distance is at most
+   rad[a]: the largest per-feature gaps, squared, summed in feature order
+   and rooted, as the NumPy reference (_cpu_select._box_pairs_numpy). Box
+   a's pairs go to ob[os[a]], ..., by increasing distance (an insertion:
+   stable, and short, the candidates coming nearly in order), os[a + 1]
+   set; ``od``: room for as many distances. Returns the pairs' number. */
+int64_t kt_box_pairs(int64_t ng, const int64_t *gf, const int64_t *gs, const int64_t *cb,
+                     int64_t d, const double *lo, const double *hi, const double *rad,
+                     const double *blo, const double *bhi, int64_t *os, int64_t *ob,
+                     double *od) {
+  int64_t o = 0;
+  os[gf[0]] = 0;
+  for (int64_t g = 0; g < ng; g++) {
+    for (int64_t a = gf[g]; a < gf[g + 1]; a++) {
+      const int64_t start = o;
+      for (int64_t p = gs[g]; p < gs[g + 1]; p++) {
+        const int64_t b = cb[p];
+        double acc = 0;
+        for (int64_t f = 0; f < d; f++) {
+          const double below = blo[b * d + f] - hi[a * d + f];
+          const double above = lo[a * d + f] - bhi[b * d + f];
+          const double gap = below > above ? below : above;
+          acc += gap > 0 ? gap * gap : 0;
+        }
+        const double dist = sqrt(acc);
+        if (!(dist <= rad[a])) continue;
+        int64_t at = o++;
+        while (at > start && od[at - 1] > dist) {
+          od[at] = od[at - 1];
+          ob[at] = ob[at - 1];
+          at--;
+        }
+        od[at] = dist;
+        ob[at] = b;
+      }
+      os[a + 1] = o;
+    }
+  }
+  return o;
+}
 #endif
+
