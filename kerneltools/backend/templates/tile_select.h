@@ -311,6 +311,20 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
       const real_t *x = X + q * d;
       const int64_t o = orow[q] * k;
       real_t t = (real_t)INFINITY;
+      if (q > qs[cell]) {
+        /* the previous query of the cell (a neighbour along the Z-order)
+           visited the same cells: its K nearest are within its K-th
+           distance plus the distance between the two queries (widened by
+           far more than their rounding), a first threshold */
+        const real_t *xp = X + (q - 1) * d;
+        double e2 = 0;
+        for (int64_t f = 0; f < d; f++) e2 += (x[f] - xp[f]) * (x[f] - xp[f]);
+        const double kp = out_d[orow[q - 1] * k + k - 1];
+        if (kp < INFINITY) {
+          const double r = sqrt(kp) + sqrt(e2);
+          t = round_up(r * r * (1 + 1e-9) + 1e-300);
+        }
+      }
       int64_t n = 0;
       for (int64_t p0 = ps[cell]; p0 < ps[cell + 1]; p0 += 64) {
         /* the squared distances of the query to the next 64 boxes, feature
@@ -330,8 +344,8 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
         }
         for (int u = 0; u < w; u++) {
         const int64_t b = pc[p0 + u];
-        /* the box's distance against the threshold */
-        if (n >= k && g2[u] * (1 - 1e-12) > t) continue;
+        /* the box's distance against the threshold (+inf: none) */
+        if (g2[u] * (1 - 1e-12) > t) continue;
         for (int64_t j0 = cr[2 * b]; j0 < cr[2 * b + 1]; j0 += 16) {
           const int nb = cr[2 * b + 1] - j0 < 16 ? (int)(cr[2 * b + 1] - j0) : 16;
           real_t e[16];
