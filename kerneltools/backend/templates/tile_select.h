@@ -285,6 +285,27 @@ static int64_t trim_ties(real_t *v, int64_t *c, int64_t n, int64_t k,
   return k;
 }
 
+/* The squared smallest distances between the box [lo, hi] (d features;
+   a point when lo = hi) and the w <= 64 boxes [blo[b], bhi[b]], b =
+   cells[u]: the per-feature gaps squared, summed in feature order, into
+   g2[u]; feature by feature over the boxes (vector gathers, no branch per
+   box and feature). */
+static inline void box_gaps(int w, const int64_t *cells, int64_t d, const real_t *lo,
+                            const real_t *hi, const real_t *blo, const real_t *bhi,
+                            real_t *g2) {
+  for (int u = 0; u < w; u++) g2[u] = 0;
+  for (int64_t f = 0; f < d; f++) {
+    const real_t lf = lo[f], hf = hi[f];
+    #pragma omp simd
+    for (int u = 0; u < w; u++) {
+      const int64_t bf = cells[u] * d + f;
+      const real_t below = blo[bf] - hf, above = lf - bhi[bf];
+      const real_t g = below > above ? below : above;
+      g2[u] += g > 0 ? g * g : 0;
+    }
+  }
+}
+
 /* The K nearest of each query among the fitted points of its cell's pairs
    (block-sparse, low dimension): the squared distances computed here, by
    direct differences in real_t (double), 16 points at a time, and
@@ -327,21 +348,9 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
       }
       int64_t n = 0;
       for (int64_t p0 = ps[cell]; p0 < ps[cell + 1]; p0 += 64) {
-        /* the squared distances of the query to the next 64 boxes, feature
-           by feature (vector gathers: no branch per box and feature) */
         const int w = ps[cell + 1] - p0 < 64 ? (int)(ps[cell + 1] - p0) : 64;
         real_t g2[64];
-        for (int u = 0; u < w; u++) g2[u] = 0;
-        for (int64_t f = 0; f < d; f++) {
-          const real_t xf = x[f];
-          #pragma omp simd
-          for (int u = 0; u < w; u++) {
-            const int64_t bf = pc[p0 + u] * d + f;
-            const real_t below = blo[bf] - xf, above = xf - bhi[bf];
-            const real_t g = below > above ? below : above;
-            g2[u] += g > 0 ? g * g : 0;
-          }
-        }
+        box_gaps(w, pc + p0, d, x, x, blo, bhi, g2);
         for (int u = 0; u < w; u++) {
         const int64_t b = pc[p0 + u];
         /* the box's distance against the threshold (+inf: none) */
@@ -401,20 +410,9 @@ int64_t kt_box_pairs(int64_t ng, const int64_t *gf, const int64_t *gs, const int
     for (int64_t a = gf[g]; a < gf[g + 1]; a++) {
       const int64_t start = o;
       for (int64_t p0 = gs[g]; p0 < gs[g + 1]; p0 += 64) {
-        /* 64 candidates' distances, feature by feature (vector gathers) */
         const int w = gs[g + 1] - p0 < 64 ? (int)(gs[g + 1] - p0) : 64;
         double acc[64];
-        for (int u = 0; u < w; u++) acc[u] = 0;
-        for (int64_t f = 0; f < d; f++) {
-          const double la = lo[a * d + f], ha = hi[a * d + f];
-          #pragma omp simd
-          for (int u = 0; u < w; u++) {
-            const int64_t bf = cb[p0 + u] * d + f;
-            const double below = blo[bf] - ha, above = la - bhi[bf];
-            const double gap = below > above ? below : above;
-            acc[u] += gap > 0 ? gap * gap : 0;
-          }
-        }
+        box_gaps(w, cb + p0, d, lo + a * d, hi + a * d, blo, bhi, acc);
         for (int u = 0; u < w; u++) {
           const double dist = sqrt(acc[u]);
           if (!(dist <= rad[a])) continue;
