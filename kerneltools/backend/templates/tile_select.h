@@ -306,6 +306,42 @@ static inline void box_gaps(int w, const int64_t *cells, int64_t d, const real_t
   }
 }
 
+/* order_pairs for the n values v[u] >= 0 (finite) labelled lab[c[u]]: a
+   counting sort into N_BUCKETS buckets of equal width up to the largest
+   value, then an insertion sort by (value, label) of the nearly ordered
+   result (a few short moves each; the insertion alone made ~n^2 / 4 for
+   K = 91, 0.2 of the 0.8 CPU s of the 10^5-point K-min in 3-D). ``p``,
+   ``tmp``: room for n pairs each. */
+#define N_BUCKETS 128
+#define BUCKETS_MAX_N 2048
+static void order_by_buckets(int64_t n, int64_t k, const double *v, const int64_t *c,
+                             const int64_t *lab, kt_pair *p, kt_pair *tmp, double *od,
+                             int64_t *oi) {
+  double top = 0;
+  #pragma omp simd reduction(max:top)
+  for (int64_t u = 0; u < n; u++) top = v[u] > top ? v[u] : top;
+  const double scale = top > 0 ? N_BUCKETS / top : 0;
+  int64_t at[N_BUCKETS + 1] = {0};
+  for (int64_t u = 0; u < n; u++) {
+    const int64_t b = (int64_t)(v[u] * scale);
+    at[(b < N_BUCKETS ? b : N_BUCKETS - 1) + 1]++;
+    tmp[u].d = v[u];
+    tmp[u].l = lab[c[u]];
+  }
+  for (int b = 0; b < N_BUCKETS; b++) at[b + 1] += at[b];
+  for (int64_t u = 0; u < n; u++) {
+    const int64_t b = (int64_t)(tmp[u].d * scale);
+    p[at[b < N_BUCKETS ? b : N_BUCKETS - 1]++] = tmp[u];
+  }
+  for (int64_t a = 1; a < n; a++) {
+    const kt_pair x = p[a];
+    int64_t to = a;
+    while (to > 0 && pair_before(x, p[to - 1])) { p[to] = p[to - 1]; to--; }
+    p[to] = x;
+  }
+  for (int64_t q = 0; q < n && q < k; q++) { od[q] = p[q].d; oi[q] = p[q].l; }
+}
+
 /* The K nearest of each query among the fitted points of its cell's pairs
    (block-sparse, low dimension): the squared distances computed here, by
    direct differences in real_t (double), 16 points at a time, and
@@ -382,8 +418,12 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
         }
       }
       if (n > k) n = compact(v, c, n, k, 0.0, &t);
-      for (int64_t u = 0; u < n; u++) { pairs[u].d = v[u]; pairs[u].l = lab[c[u]]; }
-      order_pairs(n, k, pairs, pairs + cap, out_d + o, out_i + o);
+      if (n <= BUCKETS_MAX_N) {
+        order_by_buckets(n, k, v, c, lab, pairs, pairs + cap, out_d + o, out_i + o);
+      } else {
+        for (int64_t u = 0; u < n; u++) { pairs[u].d = v[u]; pairs[u].l = lab[c[u]]; }
+        order_pairs(n, k, pairs, pairs + cap, out_d + o, out_i + o);
+      }
       for (int64_t u = n; u < k; u++) {
         out_d[o + u] = (real_t)INFINITY;
         out_i[o + u] = -1;
