@@ -18,7 +18,12 @@ kneighbors(), load ~15): 3.17 through the engine, of which 2.25 in its
 reduction; 2.0 here, of which 1.0 in the C K-min (a query visits about 35
 of its cell's 106 fitted cells, ~1,000 points, the others skipped by their
 box). Below :data:`MIN_K` the engine's K-min is as fast (its insertions are
-short).
+short). Later (issue 25, TSNE's neighbour phase, 10^5 blobs, D = 3, K = 91,
+load ~5): the query cells' pairs found in C
+(:func:`kerneltools.selection.box_pairs`; the pairing 0.20-0.42 -> 0.12 CPU
+s), the boxes tested 64 at a time, a query's first threshold from its cell's
+previous query, its results ordered by value buckets: the C K-min 0.83 ->
+0.48 CPU s on one thread (``asv_bench/tsne_compare_results.md``).
 """
 
 from __future__ import annotations
