@@ -247,7 +247,7 @@ def block_sparse_knn(X, Y, k: int, query_starts, pair_starts, pair_cells, cells,
                          f"{lo.shape} and {hi.shape}")
     labels = np.arange(m) if labels is None else _indices(labels, "labels", m, None)
     rows = np.arange(n) if rows is None else _indices(rows, "rows", n, n)
-    if len(np.unique(rows)) != n:
+    if n and (np.bincount(rows, minlength=n) != 1).any():  # O(n), no sort
         raise ValueError("'rows' must be a permutation of 0 to n - 1")
     Yt = np.ascontiguousarray(Y.T)
     return _sel.cells_kmin(X, Yt, labels, k, qs, ps, pc, cells, lo, hi, rows,
