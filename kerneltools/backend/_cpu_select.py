@@ -77,8 +77,8 @@ def _load(dtype, comp):
     lib = load_verified_library(folder, key)
     if lib is None or not _carries(lib, key):
         lib = _build(source, comp, folder, key)
-    signatures = dict(_SIGNATURES, **({"kt_cells_kmin": _CELLS, "kt_box_pairs": _BOX_PAIRS}
-                                       if dtype == np.float64 else {}))
+    double_only = {"kt_cells_kmin": _CELLS, "kt_box_pairs": _BOX_PAIRS}
+    signatures = dict(_SIGNATURES, **(double_only if dtype == np.float64 else {}))
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = None, argtypes
@@ -279,9 +279,10 @@ def box_pairs(group_first, group_starts, candidates, lo, hi, radius, cell_lo, ce
     cells = np.empty(int(sizes.sum()), np.int64)
     dist = np.empty(len(cells))
     if len(group_first) > 1:
-        used = lib.kt_box_pairs(len(group_first) - 1, *(_address(a) for a in (
-            group_first, group_starts, candidates)), lo.shape[1], *(_address(a) for a in (
-            lo, hi, radius, cell_lo, cell_hi, starts, cells, dist)))
+        groups = (group_first, group_starts, candidates)
+        boxes = (lo, hi, radius, cell_lo, cell_hi, starts, cells, dist)
+        used = lib.kt_box_pairs(len(group_first) - 1, *map(_address, groups),
+                                lo.shape[1], *map(_address, boxes))
         cells = cells[:used].copy()
     return starts, cells
 
