@@ -40,7 +40,7 @@ from .backend import _cpu_select as _sel
 from .config import check_backend
 from .exceptions import BackendUnavailableError
 
-__all__ = ["TileSelection", "block_sparse_knn"]
+__all__ = ["TileSelection", "block_sparse_knn", "box_pairs"]
 
 
 def _integer(value, name: str, low: int) -> int:
@@ -247,11 +247,70 @@ def block_sparse_knn(X, Y, k: int, query_starts, pair_starts, pair_cells, cells,
                          f"{lo.shape} and {hi.shape}")
     labels = np.arange(m) if labels is None else _indices(labels, "labels", m, None)
     rows = np.arange(n) if rows is None else _indices(rows, "rows", n, n)
-    if len(np.unique(rows)) != n:
+    if n and (np.bincount(rows, minlength=n) != 1).any():  # O(n), no sort
         raise ValueError("'rows' must be a permutation of 0 to n - 1")
     Yt = np.ascontiguousarray(Y.T)
     return _sel.cells_kmin(X, Yt, labels, k, qs, ps, pc, cells, lo, hi, rows,
                            _library(backend, np.float64))
+
+
+def box_pairs(lo, hi, radius, group_first, group_starts, candidates, cell_lo, cell_hi,
+              *, backend: str | None = None):
+    """The cells within each box's radius, nearest first: the pairs of a
+    block-sparse search (:func:`block_sparse_knn`) from a coarser pairing.
+
+    Box a (``lo[a]``, ``hi[a]``) belongs to group g when ``group_first[g]
+    <= a < group_first[g + 1]``; the group's candidate cells are
+    ``candidates[group_starts[g]:group_starts[g + 1]]`` (a superset of its
+    boxes' near cells, found for the group's bounding box). Box a keeps the
+    candidates whose box (``cell_lo``, ``cell_hi``) lies within ``radius[a]``
+    of its own: the smallest distance between points of the two boxes, the
+    per-feature gaps squared, summed in feature order (float64) and rooted.
+
+    Parameters
+    ----------
+    lo, hi : array-like of shape (n, D)
+        The boxes.
+    radius : array-like of shape (n,)
+        Each box's reach (+inf: every candidate of its group).
+    group_first : array-like of G + 1 ints
+        Non-decreasing, from 0 to n: the groups' first boxes.
+    group_starts : array-like of G + 1 ints
+        Non-decreasing, from 0 to ``len(candidates)``.
+    candidates : array-like of ints
+        Cell numbers, each < B.
+    cell_lo, cell_hi : array-like of shape (B, D)
+        The cells' boxes.
+    backend : {"auto", "cpu", "numpy"} or None, default=None
+        Compiled C, or NumPy (the reference; the same pairs in the same
+        order).
+
+    Returns
+    -------
+    starts : ndarray of n + 1 int64
+        Box a's pairs are ``cells[starts[a]:starts[a + 1]]``.
+    cells : ndarray of int64
+        Each box's cells by increasing distance (equal distances in the
+        order of the candidates).
+    """
+    lo, hi, cell_lo, cell_hi = (np.ascontiguousarray(a, dtype=np.float64)
+                                for a in (lo, hi, cell_lo, cell_hi))
+    if lo.ndim != 2 or hi.shape != lo.shape or cell_lo.ndim != 2 or (
+            cell_hi.shape != cell_lo.shape or cell_lo.shape[1] != lo.shape[1]):
+        raise ValueError(f"'lo', 'hi' must be (n, D) and 'cell_lo', 'cell_hi' (B, D), "
+                         f"got shapes {lo.shape}, {hi.shape}, {cell_lo.shape}, "
+                         f"{cell_hi.shape}")
+    radius = np.ascontiguousarray(radius, dtype=np.float64)
+    if radius.shape != (len(lo),) or np.isnan(radius).any():
+        raise ValueError(f"'radius' must be {len(lo)} numbers, not NaN, got shape "
+                         f"{radius.shape}")
+    gf = _starts(group_first, "group_first", None, len(lo))
+    cb = np.ascontiguousarray(candidates, dtype=np.int64).ravel()
+    if len(cb) and (cb.min() < 0 or cb.max() >= len(cell_lo)):
+        raise ValueError(f"'candidates' must be cell numbers < {len(cell_lo)}")
+    gs = _starts(group_starts, "group_starts", len(gf), len(cb))
+    return _sel.box_pairs(gf, gs, cb, lo, hi, radius, cell_lo, cell_hi,
+                          _library(backend, np.float64))
 
 
 def _starts(a, name: str, length, end: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from kerneltools.estimators import _neighbors_blas, _neighbors_gemm
 from kerneltools.estimators._neighbors_search import drop_self
 from kerneltools.estimators.neighbors import NearestNeighbors
 from kerneltools.exceptions import BackendUnavailableError
-from kerneltools.selection import TileSelection, block_sparse_knn
+from kerneltools.selection import TileSelection, block_sparse_knn, box_pairs
 
 
 def direct_knn(X, Q, k: int):
@@ -224,6 +224,39 @@ def test_block_sparse_knn_is_exact(backend):
                 np.testing.assert_array_equal(got_i[:w], labels[cols][order])
                 np.testing.assert_allclose(got_d[:w], d2[order], rtol=1e-14, atol=1e-15)
                 assert (got_i[w:] == -1).all() and np.isinf(got_d[w:]).all()
+
+
+def test_box_pairs_are_the_cells_within_each_radius(backend):
+    """Each box's candidates within its radius, by the smallest distance
+    between points of the two boxes (a dense check of every pair), nearest
+    first, equal distances in the candidates' order; an empty group, a box
+    with an infinite radius, touching and overlapping boxes."""
+    rng = np.random.default_rng(11)
+    lo = rng.random((10, 3))
+    hi = lo + 0.2 * rng.random((10, 3))
+    cell_lo = rng.random((30, 3))
+    cell_hi = cell_lo + 0.1 * rng.random((30, 3))
+    cell_lo[5], cell_hi[5] = lo[0], hi[0]  # overlapping: distance 0
+    cell_lo[6], cell_hi[6] = hi[1], hi[1] + 0.1  # touching at a corner
+    radius = np.full(10, 0.3)
+    radius[2] = np.inf
+    group_first = [0, 4, 4, 10]  # an empty group
+    lists = [rng.permutation(30)[:20], [], rng.permutation(30)[:25]]
+    group_starts = np.cumsum([0] + [len(v) for v in lists])
+    candidates = np.concatenate(lists).astype(np.int64)
+    starts, cells = box_pairs(lo, hi, radius, group_first, group_starts, candidates,
+                              cell_lo, cell_hi, backend=backend)
+    for g, v in enumerate(lists):
+        for a in range(group_first[g], group_first[g + 1]):
+            gap = np.maximum(cell_lo[v] - hi[a], lo[a] - cell_hi[v])
+            dist = np.sqrt((np.maximum(gap, 0) ** 2).sum(1))
+            want = np.asarray(v, dtype=np.int64)[np.argsort(dist, kind="stable")]
+            want = want[np.sort(dist) <= radius[a]]
+            np.testing.assert_array_equal(cells[starts[a]:starts[a + 1]], want)
+    assert starts[-1] == len(cells)
+    with pytest.raises(ValueError, match="'candidates'"):
+        box_pairs(lo, hi, radius, group_first, group_starts, candidates + 30,
+                  cell_lo, cell_hi, backend=backend)
 
 
 def test_block_sparse_knn_with_more_ties_than_slots():

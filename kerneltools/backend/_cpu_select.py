@@ -34,7 +34,7 @@ from ._compiler import find_compiler
 from ._cpu_backend import _build, _carries
 from ._codegen import TEMPLATES
 
-__all__ = ["TileState", "select_tile", "rerank", "compiled", "cells_kmin"]
+__all__ = ["TileState", "select_tile", "rerank", "compiled", "cells_kmin", "box_pairs"]
 
 _SOURCE = (TEMPLATES / "tile_select.h").read_text()
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -44,6 +44,7 @@ _lock = threading.Lock()
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _CELLS = [_I, _I, *[_P] * 7, _I, _P, _I, _P, _I, _I, *[_P] * 6]
+_BOX_PAIRS = [_I, _P, _P, _P, _I, *[_P] * 8]
 _SIGNATURES = {
     "kt_select": [_I, _I, _P, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
     "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P],
@@ -76,11 +77,13 @@ def _load(dtype, comp):
     lib = load_verified_library(folder, key)
     if lib is None or not _carries(lib, key):
         lib = _build(source, comp, folder, key)
-    signatures = dict(_SIGNATURES, **({"kt_cells_kmin": _CELLS} if dtype == np.float64
-                                       else {}))
+    double_only = {"kt_cells_kmin": _CELLS, "kt_box_pairs": _BOX_PAIRS}
+    signatures = dict(_SIGNATURES, **(double_only if dtype == np.float64 else {}))
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = None, argtypes
+    if dtype == np.float64:
+        lib.kt_box_pairs.restype = _I
     return lib
 
 
@@ -258,3 +261,48 @@ def _cells_kmin_numpy(X, Yt, labels, k, query_starts, pair_starts, ranges, d, in
         d[q0:q1, :w] = np.take_along_axis(dist, order, axis=1)
         ind[q0:q1, :w] = np.take_along_axis(lab, order, axis=1)
     return d, ind
+
+
+def box_pairs(group_first, group_starts, candidates, lo, hi, radius, cell_lo, cell_hi,
+              lib):
+    """The candidates of each box within its radius, nearest first: see
+    ``kt_box_pairs`` (``lo``, ``hi``, ``cell_lo``, ``cell_hi``: float64 C
+    order, (boxes, d) and (cells, d); the rest int64, ``radius`` float64).
+    ``(starts, cells)``: box a's pairs are ``cells[starts[a]:starts[a + 1]]``.
+    In C with ``lib``, else in NumPy."""
+    n = len(lo)
+    sizes = np.diff(group_first) * np.diff(group_starts)
+    if lib is None:
+        return _box_pairs_numpy(group_first, group_starts, candidates, lo, hi, radius,
+                                cell_lo, cell_hi, sizes)
+    starts = np.zeros(n + 1, np.int64)
+    cells = np.empty(int(sizes.sum()), np.int64)
+    dist = np.empty(len(cells))
+    if len(group_first) > 1:
+        groups = (group_first, group_starts, candidates)
+        boxes = (lo, hi, radius, cell_lo, cell_hi, starts, cells, dist)
+        used = lib.kt_box_pairs(len(group_first) - 1, *map(_address, groups),
+                                lo.shape[1], *map(_address, boxes))
+        cells = cells[:used].copy()
+    return starts, cells
+
+
+def _box_pairs_numpy(group_first, group_starts, candidates, lo, hi, radius, cell_lo,
+                     cell_hi, sizes):
+    """:func:`box_pairs` in NumPy: every (box, candidate of its group), the
+    distances feature by feature, one stable sort by (box, distance)."""
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    t = np.arange(len(g)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    width = np.diff(group_starts)[g]
+    a = group_first[g] + t // np.maximum(width, 1)
+    b = candidates[group_starts[g] + t % np.maximum(width, 1)]
+    acc = np.zeros(len(a))
+    for f in range(lo.shape[1]):
+        gap = np.maximum(cell_lo[b, f] - hi[a, f], lo[a, f] - cell_hi[b, f])
+        acc += np.maximum(gap, 0) ** 2
+    dist = np.sqrt(acc)
+    near = dist <= radius[a]
+    a, b, dist = a[near], b[near], dist[near]
+    order = np.lexsort((dist, a))
+    starts = np.searchsorted(a[order], np.arange(len(lo) + 1))
+    return starts.astype(np.int64), b[order]

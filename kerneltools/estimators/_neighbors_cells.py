@@ -18,7 +18,12 @@ kneighbors(), load ~15): 3.17 through the engine, of which 2.25 in its
 reduction; 2.0 here, of which 1.0 in the C K-min (a query visits about 35
 of its cell's 106 fitted cells, ~1,000 points, the others skipped by their
 box). Below :data:`MIN_K` the engine's K-min is as fast (its insertions are
-short).
+short). Later (issue 25, TSNE's neighbour phase, 10^5 blobs, D = 3, K = 91,
+load ~5): the query cells' pairs found in C
+(:func:`kerneltools.selection.box_pairs`; the pairing 0.20-0.42 -> 0.12 CPU
+s), the boxes tested 64 at a time, a query's first threshold from its cell's
+previous query, its results ordered by value buckets: the C K-min 0.83 ->
+0.48 CPU s on one thread (``asv_bench/tsne_compare_results.md``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from ..config import check_backend
 from ..selection import block_sparse_knn
 
 from ._neighbors_blas import _gpu_visible
-from ._neighbors_pruned import PrunedSearch, _near_pairs
+from ._neighbors_pruned import PrunedSearch, _near_cells
 
 
 #: Fewest neighbours for the C K-min. Measured (median CPU seconds of 3,
@@ -52,12 +57,11 @@ class CellSearch(PrunedSearch):
         :func:`~kerneltools.selection.block_sparse_knn`."""
         if k < MIN_K or not self._on_host():
             return super()._pruned(X, order, ranges, lo, hi, radius, k)
-        a, b = _near_pairs(lo, hi, radius, self.grid)  # grouped by a, nearest first
+        pair_starts, b = _near_cells(lo, hi, radius, self.grid)  # nearest first
         fc = self.grid.cells
         if getattr(self, "_sorted_Y", None) is None:
             self._sorted_Y = np.ascontiguousarray(self.Y[fc.order], dtype=np.float64)
         query_starts = np.append(ranges[:, 0], ranges[-1, 1]) if len(ranges) else [0]
-        pair_starts = np.searchsorted(a, np.arange(len(ranges) + 1))
         d, i = block_sparse_knn(X[order], self._sorted_Y, k, query_starts, pair_starts,
                                 b, fc.ranges, lo=fc.lo, hi=fc.hi, labels=fc.order,
                                 rows=order, backend="cpu")

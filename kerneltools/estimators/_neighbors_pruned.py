@@ -27,6 +27,7 @@ import numpy as np
 from .. import ranges as kr
 from ..config import check_backend
 from ..lazy import Vi
+from ..selection import box_pairs
 
 from ._neighbors_blas import _gpu_visible, stack_rows
 from ._neighbors_metrics import Metric
@@ -272,31 +273,36 @@ def _expand(outer, first, n_inner):
     return reps, first[reps] + t
 
 
-def _near_pairs(lo, hi, radius, g: Grid):
-    """(a, b): the pairs of boxes ``[lo[a], hi[a]]`` (in an order where
-    neighbours follow each other: cells of a Z-order) and fitted cells ``b``
-    within ``radius[a]`` box to box, grouped by a, nearest first: pairs of
-    groups of ``_GROUP`` boxes first (:func:`_group_pairs`), then query
-    groups and fitted cells, then cells and cells, vectorised."""
+def _near_cells(lo, hi, radius, g: Grid):
+    """(starts, b): the fitted cells ``b[starts[a]:starts[a + 1]]`` within
+    ``radius[a]`` of box ``[lo[a], hi[a]]`` (boxes in an order where
+    neighbours follow each other: cells of a Z-order), box to box, nearest
+    first: pairs of groups of ``_GROUP`` boxes first (:func:`_group_pairs`),
+    then query groups and fitted cells (vectorised), then boxes and the
+    cells of their group's pairs, in C
+    (:func:`kerneltools.selection.box_pairs`; NumPy without a compiler)."""
     fc = g.cells
     starts = np.arange(0, len(lo), _GROUP)
     glo, ghi = np.minimum.reduceat(lo, starts), np.maximum.reduceat(hi, starts)
     grad = np.maximum.reduceat(radius, starts)
     A, B = _group_pairs(glo, ghi, grad, g)
-    # query groups x fitted cells
+    # query groups x fitted cells, grouped by query group, nearest first
     k, b = _expand(B, g.first[B], g.first[B + 1] - g.first[B])
     A = A[k]
-    near = _box_dist(A, glo, ghi, b, fc.lo, fc.hi) <= grad[A]
-    A, b = A[near], b[near]
-    # query cells x fitted cells
-    k, a = _expand(A, starts[A], np.minimum(_GROUP, len(lo) - starts[A]))
-    b = b[k]
-    dist = _box_dist(a, lo, hi, b, fc.lo, fc.hi)
-    near = dist <= radius[a]
-    a, b, dist = a[near], b[near], dist[near]
-    # grouped by a, by increasing distance: one sort of a float key
-    order = np.argsort(a + dist / (2 * dist.max(initial=0) + 1e-300))
-    return a[order], b[order]
+    dist = _box_dist(A, glo, ghi, b, fc.lo, fc.hi)
+    near = dist <= grad[A]
+    A, b, dist = A[near], b[near], dist[near]
+    order = np.argsort(A + dist / (2 * dist.max(initial=0) + 1e-300))
+    A, b = A[order], b[order]
+    return box_pairs(lo, hi, radius, np.append(starts, len(lo)),
+                     np.searchsorted(A, np.arange(len(starts) + 1)), b, fc.lo, fc.hi,
+                     backend="auto")
+
+
+def _near_pairs(lo, hi, radius, g: Grid):
+    """(a, b): the pairs of :func:`_near_cells`, grouped by a, nearest first."""
+    first, b = _near_cells(lo, hi, radius, g)
+    return np.repeat(np.arange(len(lo)), np.diff(first)), b
 
 
 class PrunedSearch(FormulaSearch):
