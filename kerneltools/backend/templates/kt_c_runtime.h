@@ -37,22 +37,23 @@ static inline uint32_t kt_below32(const real_t *b, real_t thr) {
 #endif
 }
 
-/* kt_below32's test of 16 candidates (b[0..15] readable). */
-static inline uint32_t kt_below16(const real_t *b, real_t thr) {
+/* kt_below32's test of one vector of candidates (KT_KCHUNK values,
+ * b[0..KT_KCHUNK - 1] readable). */
 #if defined(KT_REAL_double)
-  const __m512d x0 = _mm512_loadu_pd(b), x1 = _mm512_loadu_pd(b + 8);
-  if (thr != thr)
-    return (uint32_t)_mm512_cmp_pd_mask(x0, x0, _CMP_ORD_Q)
-           | (uint32_t)_mm512_cmp_pd_mask(x1, x1, _CMP_ORD_Q) << 8;
-  const __m512d t = _mm512_set1_pd(thr);
-  return (uint32_t)_mm512_cmp_pd_mask(x0, t, _CMP_LT_OQ)
-         | (uint32_t)_mm512_cmp_pd_mask(x1, t, _CMP_LT_OQ) << 8;
+#define KT_KCHUNK 8
+static inline uint32_t kt_below_vec(const real_t *b, real_t thr) {
+  const __m512d x = _mm512_loadu_pd(b);
+  if (thr != thr) return (uint32_t)_mm512_cmp_pd_mask(x, x, _CMP_ORD_Q);
+  return (uint32_t)_mm512_cmp_pd_mask(x, _mm512_set1_pd(thr), _CMP_LT_OQ);
+}
 #else
+#define KT_KCHUNK 16
+static inline uint32_t kt_below_vec(const real_t *b, real_t thr) {
   const __m512 x = _mm512_loadu_ps(b);
   if (thr != thr) return (uint32_t)_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
   return (uint32_t)_mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), _CMP_LT_OQ);
-#endif
 }
+#endif
 
 /* The K-min fold of one tile, K <= 16 (KT_KMIN_VEC), its sorted list of (kv,
  * ki) held in vector registers: lane k is entry k; lanes K.. and empty
@@ -137,10 +138,10 @@ static inline void kt_kmin_fold(const real_t *b, int64_t nj, int64_t j0, real_t 
   const __m512i plo = _mm512_set_epi64(6, 5, 4, 3, 2, 1, 0, 0);
   const __m512i phi = _mm512_set_epi64(14, 13, 12, 11, 10, 9, 8, 7);
   real_t thr = kv[K - 1];
-  for (int64_t jc = 0; jc < nj; jc += 16) {
-    const int64_t nc = nj - jc < 16 ? nj - jc : 16;
+  for (int64_t jc = 0; jc < nj; jc += KT_KCHUNK) {
+    const int64_t nc = nj - jc < KT_KCHUNK ? nj - jc : KT_KCHUNK;
     uint32_t mask = (UINT32_C(1) << nc) - 1;
-    if (!(empty >> (K - 1) & 1)) mask &= kt_below16(b + jc, thr);
+    if (!(empty >> (K - 1) & 1)) mask &= kt_below_vec(b + jc, thr);
     if (!mask) continue;
     while (mask) {
       const int l = __builtin_ctz(mask);
