@@ -37,36 +37,11 @@ static inline uint32_t kt_below32(const real_t *b, real_t thr) {
 #endif
 }
 
-/* kt_below32's test of one vector of candidates (KT_KCHUNK values,
- * b[0..KT_KCHUNK - 1] readable; tiles are multiples of 32 values): the
- * K-min fold's. */
-#if defined(KT_REAL_double)
-#define KT_KCHUNK 8
-static inline uint32_t kt_below_vec(const real_t *b, real_t thr) {
-  const __m512d x = _mm512_loadu_pd(b);
-  if (thr != thr) return (uint32_t)_mm512_cmp_pd_mask(x, x, _CMP_ORD_Q);
-  return (uint32_t)_mm512_cmp_pd_mask(x, _mm512_set1_pd(thr), _CMP_LT_OQ);
-}
-#else
-#define KT_KCHUNK 16
-static inline uint32_t kt_below_vec(const real_t *b, real_t thr) {
-  const __m512 x = _mm512_loadu_ps(b);
-  if (thr != thr) return (uint32_t)_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
-  return (uint32_t)_mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), _CMP_LT_OQ);
-}
-#endif
-
 /* The K-min fold of one tile, K <= 16 (KT_KMIN_VEC), its sorted list of (kv,
  * ki) held in vector registers: lane k is entry k; lanes K.. and empty
  * slots (index -1) are flagged in `empty` and rank after every value.
- * Candidates come one vector at a time (KT_KCHUNK values) from kt_below_vec
- * against the K-th kept value, re-read after each vector that had one
- * (every value while the list is not full): 32 at a time against a value
- * lowered half as often let through more candidates that no longer enter
- * (each a branch mispredicted; one thread, N = M = 3e4, D = 3: 1.11x
- * float32, 1.13x float64; 64 at a time, a test of four vectors before
- * the per-vector ones, or re-testing the vector's rest after each
- * insertion were all slower). For each, one compare of the
+ * Candidates come 32 at a time from kt_below32 against the K-th kept value
+ * (every one while the list is not full); for each, one compare of the
  * whole list gives the lanes it ranks before (KT_LT: a suffix of the
  * sorted lanes, none below K: it does not enter), and the insertion is a
  * lane shift under that mask with the candidate at its lowest lane: a
@@ -145,10 +120,10 @@ static inline void kt_kmin_fold(const real_t *b, int64_t nj, int64_t j0, real_t 
   const __m512i plo = _mm512_set_epi64(6, 5, 4, 3, 2, 1, 0, 0);
   const __m512i phi = _mm512_set_epi64(14, 13, 12, 11, 10, 9, 8, 7);
   real_t thr = kv[K - 1];
-  for (int64_t jc = 0; jc < nj; jc += KT_KCHUNK) {
-    const int64_t nc = nj - jc < KT_KCHUNK ? nj - jc : KT_KCHUNK;
-    uint32_t mask = (UINT32_C(1) << nc) - 1;
-    if (!(empty >> (K - 1) & 1)) mask &= kt_below_vec(b + jc, thr);
+  for (int64_t jc = 0; jc < nj; jc += 32) {
+    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+    if (!(empty >> (K - 1) & 1)) mask &= kt_below32(b + jc, thr);
     if (!mask) continue;
     while (mask) {
       const int l = __builtin_ctz(mask);
