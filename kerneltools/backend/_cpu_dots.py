@@ -28,6 +28,17 @@ j-variable's rows, in double, before the call when that is far from the
 origin next to the points' spread. The error is then
 ``eps (|x - c|^2 + |y - c|^2)``, that of the points' spread, at the cost of
 one translated copy of each such array.
+
+Near 0 the expanded form leaves a point's squared distance to itself at
+~eps |x|^2, which an operation steep at 0 (a root, a log, a test of d2 = 0:
+:func:`steep_arguments`) turns into a large error (exp(-|x - y|) on x = y:
+sqrt(eps) relative). Below ``WIDE_MIN_DIM`` features such distances keep
+the direct form; from there the micro-kernel computes them
+(:func:`exact_distance`, :func:`dot_kernel`): its store writes the expanded
+value and, where a vector of lanes holds one at or below ``NEAR_FACTOR * D
+* eps`` times the norms' sum (near-duplicates: the diagonal of K(X, X)),
+recomputes those lanes directly in double. Elsewhere that costs a compare
+per pair and a branch not taken.
 """
 
 from __future__ import annotations
