@@ -93,7 +93,7 @@ _DISTANCE_STORE = Template("""    for (int r = 0; r < MR; r++) {
       int near = 0;
       #pragma omp simd reduction(|:near)
       for (int l = 0; l < 2 * VL; l++) {
-        const real_t nrm = xn + (jc + l < nj ? yn${q}[j0 + jc + l] : (real_t)0);
+        const real_t nrm = xn + yn${q}[j0 + jc + l];
         const real_t v = nrm - 2 * acc[r][l];
         const real_t d2 = v > 0 ? v : (real_t)0;
         dq${q}[(r8 + r) * TJ + jc + l] = d2;
@@ -101,7 +101,7 @@ _DISTANCE_STORE = Template("""    for (int r = 0; r < MR; r++) {
       }
       if (near) { /* near-duplicates (the diagonal of K(X, X)): rarely taken */
         for (int l = 0; l < 2 * VL; l++) {
-          const real_t nrm = xn + (jc + l < nj ? yn${q}[j0 + jc + l] : (real_t)0);
+          const real_t nrm = xn + yn${q}[j0 + jc + l];
           if (dq${q}[(r8 + r) * TJ + jc + l] > (real_t)${near} * nrm) continue;
           const real_t *yl = l < VL ? y0 + l : y1 + (l - VL);
           double s = 0;
@@ -187,15 +187,16 @@ def norm_pointers(dots) -> list:
     return [("const real_t", f"yn{q}") for q in range(len(dots))]
 
 
-def row_sqnorms(a: np.ndarray, dtype) -> np.ndarray:
+def row_sqnorms(a: np.ndarray, dtype, length: int = 0) -> np.ndarray:
     """Squared norms of the rows of ``a`` (n, d), summed in double and
-    rounded to ``dtype``."""
+    rounded to ``dtype``, zero-padded to ``length`` values (the exact
+    distances' store reads whole vectors of a tile: :func:`dot_kernel`)."""
     a = np.asarray(a)
-    out = np.empty(len(a), dtype=np.float64)
+    out = np.zeros(max(len(a), length), dtype=np.float64)
     rows = _chunk_rows(a)
     for s in range(0, len(a), rows):
         blk = np.asarray(a[s:s + rows], dtype=np.float64)
-        np.einsum("ij,ij->i", blk, blk, out=out[s:s + rows])
+        np.einsum("ij,ij->i", blk, blk, out=out[s:s + len(blk)])
     with np.errstate(over="ignore"):  # a norm past the dtype's range: inf
         return out.astype(dtype)
 

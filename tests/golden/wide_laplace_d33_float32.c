@@ -442,7 +442,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             int near = 0;
             #pragma omp simd reduction(|:near)
             for (int l = 0; l < 2 * VL; l++) {
-              const real_t nrm = xn + (jc + l < nj ? yn0[j0 + jc + l] : (real_t)0);
+              const real_t nrm = xn + yn0[j0 + jc + l];
               const real_t v = nrm - 2 * acc[r][l];
               const real_t d2 = v > 0 ? v : (real_t)0;
               dq0[(r8 + r) * TJ + jc + l] = d2;
@@ -450,7 +450,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             }
             if (near) { /* near-duplicates (the diagonal of K(X, X)): rarely taken */
               for (int l = 0; l < 2 * VL; l++) {
-                const real_t nrm = xn + (jc + l < nj ? yn0[j0 + jc + l] : (real_t)0);
+                const real_t nrm = xn + yn0[j0 + jc + l];
                 if (dq0[(r8 + r) * TJ + jc + l] > (real_t)7.86781311e-06 * nrm) continue;
                 const real_t *yl = l < VL ? y0 + l : y1 + (l - VL);
                 double s = 0;
