@@ -449,16 +449,21 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               near |= !(d2 > (real_t)7.86781311e-06 * nrm);
             }
             if (near) { /* near-duplicates (the diagonal of K(X, X)): rarely taken */
+              real_t e[2 * VL];
+              for (int l = 0; l < 2 * VL; l++) e[l] = 0;
+              for (int c = 0; c < 33; c++) {
+                const real_t xv = xr[r * 33 + c];
+                #pragma omp simd
+                for (int l = 0; l < VL; l++) {
+                  const real_t t0 = xv - y0[c * VL + l], t1 = xv - y1[c * VL + l];
+                  e[l] += t0 * t0;
+                  e[VL + l] += t1 * t1;
+                }
+              }
               for (int l = 0; l < 2 * VL; l++) {
                 const real_t nrm = xn + yn0[j0 + jc + l];
-                if (dq0[(r8 + r) * TJ + jc + l] > (real_t)7.86781311e-06 * nrm) continue;
-                const real_t *yl = l < VL ? y0 + l : y1 + (l - VL);
-                double s = 0;
-                for (int c = 0; c < 33; c++) {
-                  const double t = (double)xr[r * 33 + c] - (double)yl[c * VL];
-                  s += t * t;
-                }
-                dq0[(r8 + r) * TJ + jc + l] = (real_t)s;
+                if (!(dq0[(r8 + r) * TJ + jc + l] > (real_t)7.86781311e-06 * nrm))
+                  dq0[(r8 + r) * TJ + jc + l] = e[l];
               }
             }
           }
