@@ -91,9 +91,10 @@ def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
 # absolute error a relative one of sqrt(eps): exp(-|x_i - x_j|) (the
 # Laplacian / Matern 1/2 kernel) on x = y was 7e-10 off in float64 and
 # 1.4e-5 in float32 at D = 16, against 6e-16 / 2e-7 at D = 15. Fixed below
-# WIDE_MIN_DIM = 32 features (the direct form there is straight-line code);
-# from 32 on, the direct form's loop over the features measured 20x slower,
-# so the expanded form and this error stay (the strict xfail below).
+# WIDE_MIN_DIM = 32 features by the direct form (straight-line code there);
+# from 32 on (where the direct form's loop over the features measured 20x
+# slower) by the micro-kernel, which recomputes directly the pairs whose
+# expanded value is within its own rounding error of 0 (the tests below).
 # ---------------------------------------------------------------------------
 
 
@@ -195,16 +196,50 @@ def test_wide_coincidence_tests_on_squared_distances_are_exact(backend, dtype):
     np.testing.assert_array_equal(got, ref)
 
 
-def test_wide_exponential_kernel_on_coinciding_points_from_32_dims(backend, request):
-    """Open: from WIDE_MIN_DIM features the C backend keeps the expanded form
-    under a square root (see above); this fails there until the direct
-    form's feature loop is as fast (or the expanded form exact at 0)."""
-    if backend == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "C backend, D >= 32: expanded squared distance of a point to itself "
-            "~eps |x|^2, sqrt(eps) after the root; the direct form is 20x slower")))
-    rng = np.random.default_rng(0)
-    x = rng.random((70, 33))
-    K = np.exp(-np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1)))
+def _wide_duplicates(dtype, d, offset=0.0, n=70, dup=20):
+    """``n`` points of ``d`` features at ``offset`` (unit spread), the first
+    ``dup`` repeated, rounded to ``dtype``; their exact squared distances."""
+    x = (offset + np.random.default_rng(0).random((n, d))).astype(dtype)
+    x = np.concatenate([x, x[:dup]])
+    X = x.astype(np.float64)
+    return x, ((X[:, None] - X[None]) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("offset", [0.0, 100.0])
+def test_wide_exponential_kernel_on_coinciding_points_from_32_dims(backend, dtype, offset):
+    """From WIDE_MIN_DIM features the C backend computed this square root's
+    argument in expanded form: a point's squared distance to itself came out
+    as ~eps |x|^2, sqrt(eps) after the root (2.5e-4 off in float32, 1e-8 in
+    float64 at D = 33). The micro-kernel now recomputes directly the pairs
+    whose expanded value is within its rounding error of 0."""
+    x, d2 = _wide_duplicates(dtype, 33, offset, dup=0)
+    K = np.exp(-np.sqrt(d2))
     got = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp().sum(axis=1, backend=backend).ravel()
-    assert np.max(np.abs(got - K.sum(1)) / K.sum(1)) <= 1e-13
+    err = np.max(np.abs(got - K.sum(1)) / K.sum(1))
+    assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
+        f"relative error {err:.2e}")
+
+
+@pytest.mark.parametrize("d", [33, 64])
+def test_wide_coincidence_tests_from_32_dims_are_exact(backend, dtype, d):
+    """A step and a comparison of d2 with 0 on duplicated points, from
+    WIDE_MIN_DIM features (as the D = 17 test above): each point counts
+    itself and its copy."""
+    x, d2 = _wide_duplicates(dtype, d)
+    ref = 2 * (d2 == 0).sum(1)
+    D2 = kt.Vi(x).sqdist(kt.Vj(x))
+    got = ((-D2).step() + (D2 <= 0)).sum(axis=1, backend=backend).ravel()
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_wide_log_of_the_distance_from_32_dims(backend, dtype):
+    """A log of the distance (a root, then a log) on duplicated points: the
+    expanded form's sqrt(eps |x|^2) on the diagonal, against a shift of 1e-3,
+    was an error of the order of a nat per pair in float32."""
+    x, d2 = _wide_duplicates(dtype, 33)
+    ref = np.log(np.sqrt(d2) + 1e-3).sum(1)
+    got = ((kt.Vi(x) - kt.Vj(x)).norm2() + 1e-3).log().sum(axis=1, backend=backend).ravel()
+    scale = np.abs(np.log(np.sqrt(d2) + 1e-3)).sum(1)
+    err = np.max(np.abs(got - ref) / scale)
+    assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
+        f"relative error {err:.2e}")

@@ -132,6 +132,19 @@ def test_generated_wide_source_is_pinned():
     assert source == path.read_text()
 
 
+def test_generated_exact_distance_source_is_pinned():
+    """Golden file of exp(-|x - y|) at D = 33, float32: the squared distance
+    under the root from the micro-kernel, whose store recomputes directly the
+    pairs near 0 (_cpu_dots.exact_distance). Regenerate as above."""
+    x = np.random.default_rng(0).random((5, 33)).astype(np.float32)
+    plan = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp()._plan("Sum", 1)[0]
+    source = _cpu_backend.generate_source(plan, vector_math=True, key="golden")
+    path = GOLDEN / "wide_laplace_d33_float32.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
 @pytest.mark.parametrize("e", [40, 300])
 def test_many_columns_in_wide_blocks_match_dense_numpy(e, backend):
     """``K @ B`` with more columns than the generic block (32): on the C

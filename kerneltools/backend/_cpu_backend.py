@@ -242,7 +242,8 @@ class CpuBackend:
         ]
         vl = max(1, 64 // np.dtype(plan.dtype).itemsize)
         arrays += [_pack_chunks(np.asarray(args[k], dtype=plan.dtype), tj, vl) for k in dot_args]
-        arrays += [row_sqnorms(args[k], plan.dtype) for k in dot_args]  # (_cpu_dots)
+        # (_cpu_dots; padded to whole tiles)
+        arrays += [row_sqnorms(args[k], plan.dtype, -(-plan.ny // tj) * tj) for k in dot_args]
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
         E = plan.red.out_dim([f.dim for f in plan.formulas])

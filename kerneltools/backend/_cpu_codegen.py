@@ -47,7 +47,9 @@ from ._codegen import (
     var_reader, wide_sums, width,
 )
 from ._compiler import VECMATH_DECL
-from ._cpu_dots import centring, norm_given, norm_pointers, steep_arguments, tile_free
+from ._cpu_dots import (
+    centring, dot_kernel, norm_given, norm_pointers, steep_arguments, tile_free,
+)
 from ._cpu_factor import factor_out
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
 from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
@@ -87,35 +89,6 @@ _SKELETON = skeleton("cpu_kernel.h")
 #: order is the caller's).
 _RANGES_SKELETON = skeleton("ranges_kernel.h")
 
-_DOT_KERNEL = Template(
-    r"""/* <x_i, y_j> for the block's rows and the tile, MR rows at a time: MR x 2 VL
-   accumulators (two vectors per row, so that each broadcast x feeds two
-   FMAs), each chunk of y reused by the block's IB / MR row groups from cache.
-   yq holds y in chunks of VL points, each chunk d x VL contiguous. */
-for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
-  const real_t *y0 = yq${q} + (j0 + jc) * ${d};
-  const real_t *y1 = y0 + ${d} * VL;
-  for (int r8 = 0; r8 < ni; r8 += MR) {
-    real_t acc[MR][2 * VL];
-    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
-    const real_t *xr = xs${q} + r8 * ${d};
-    for (int c = 0; c < ${d}; c++) {
-      for (int r = 0; r < MR; r++) {
-        const real_t xv = xr[r * ${d} + c];
-        #pragma omp simd
-        for (int l = 0; l < VL; l++) {
-          acc[r][l] += xv * y0[c * VL + l];
-          acc[r][VL + l] += xv * y1[c * VL + l];
-        }
-      }
-    }
-    for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++)
-      dq${q}[(r8 + r) * TJ + jc + l] = acc[r][l];
-  }
-}"""
-)
-
-
 def _rewrite_dots(formulas, smooth: bool = True):
     """Find large dot products and squared distances between an i- and a j-variable.
 
@@ -123,52 +96,60 @@ def _rewrite_dots(formulas, smooth: bool = True):
     the reduction is ``smooth`` in F: the expanded form's rounding error,
     eps |x|^2 as with BLAS-based codes, blurs F slightly; Min, Max and K-min
     keep the direct form, their outputs depending on the exact order of
-    nearby distances) and the list of dot-product nodes
-    ``SumFeat(Mul(x_i, y_j))`` to compute by blocks. A squared distance of
-    fewer than ``WIDE_MIN_DIM`` features that an operation steep at 0 reads
-    (:func:`._cpu_dots.steep_arguments`) keeps the direct form too: straight-line code
-    there, as fast. (From ``WIDE_MIN_DIM`` the direct form is a loop over the
-    features inside the vectorised loop, which measured 20x slower when
-    operations follow it: exp(-|x - y|) at D = 32, 2,000 x 2,000 float32,
-    0.73 s against 0.032 s expanded; those keep the expanded form and its
-    rounding near 0.)
+    nearby distances) and the list of nodes ``(node, x_i, y_j)`` that the
+    micro-kernel computes by blocks: dot products ``SumFeat(Mul(x_i, y_j))``
+    and exact squared distances. A squared distance that an operation steep
+    at 0 reads (:func:`._cpu_dots.steep_arguments`: a root, a log, a test of
+    d2 = 0) must be exact near 0, where the expanded form leaves a point's
+    distance to itself at ~eps |x|^2: below ``WIDE_MIN_DIM`` features it
+    keeps the direct form (straight-line code, as fast); from
+    ``WIDE_MIN_DIM`` (where the direct form's loop over the features inside
+    the vectorised loop measured 20x slower: exp(-|x - y|) at D = 32, 2,000
+    x 2,000 float32, 0.73 s against 0.032 s expanded) it stays a
+    ``SumFeat(Square(Sub))`` node given to the micro-kernel, whose store
+    recomputes directly the pairs whose expanded value is within its own
+    rounding error of 0 (:func:`._cpu_dots.exact_distance`).
     """
     def is_pair(a, b):
         return (a.op == "Var" and b.op == "Var" and a.cat == "i" and b.cat == "j"
                 and a.dim == b.dim and a.dim >= DOT_MIN_DIM)
 
-    mapping = {}
+    def pair(node):  # (x_i, y_j) of a large product or squared distance, else None
+        inner = node.children[0] if node.op == "SumFeat" else None
+        if inner is not None and inner.op == "Square" and inner.children[0].op == "Sub":
+            inner = inner.children[0]
+        elif inner is None or inner.op != "Mul":
+            return None
+        a, b = inner.children
+        if is_pair(b, a):
+            a, b = b, a
+        return (a, b) if is_pair(a, b) else None
+
+    mapping, exact = {}, []
     steep = steep_arguments(formulas) if smooth else set()
     for node in topo_order(list(formulas)):
-        if node.op != "SumFeat" or not smooth or (
-                node in steep and node.children[0].dim < WIDE_MIN_DIM):
+        if (not smooth or node.op != "SumFeat" or node.children[0].op != "Square"
+                or (ab := pair(node)) is None):
             continue
-        (inner,) = node.children
-        if inner.op == "Square" and inner.children[0].op == "Sub":
-            a, b = inner.children[0].children
-            if is_pair(b, a):
-                a, b = b, a
-            if is_pair(a, b):
-                dot = make("SumFeat", make("Mul", a, b))
-                norms = make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b))
-                expanded = make("ReLU", make("Sub", norms, make("Mul", intcst(2), dot)))
-                # An infinite norm gives inf - inf = NaN above: use the norms'
-                # sum there (inf, or NaN where the direct form is NaN too).
-                # (norms - floor(norms) is NaN exactly when norms is inf or NaN.)
-                frac = make("Sub", norms, make("Floor", norms))
-                finite = make("Sub", make("Equal", frac, frac), intcst(1))
-                mapping[node] = make("IfElse", finite, expanded, norms)
+        if node in steep:
+            if ab[0].dim >= WIDE_MIN_DIM:
+                exact.append((node, *ab))
+            continue
+        a, b = ab
+        dot = make("SumFeat", make("Mul", a, b))
+        norms = make("Add", _ops.sqnorm2(a), _ops.sqnorm2(b))
+        expanded = make("ReLU", make("Sub", norms, make("Mul", intcst(2), dot)))
+        # An infinite norm gives inf - inf = NaN above: use the norms'
+        # sum there (inf, or NaN where the direct form is NaN too).
+        # (norms - floor(norms) is NaN exactly when norms is inf or NaN.)
+        frac = make("Sub", norms, make("Floor", norms))
+        finite = make("Sub", make("Equal", frac, frac), intcst(1))
+        mapping[node] = make("IfElse", finite, expanded, norms)
     if mapping:
         formulas = substitute(list(formulas), mapping)
-    dots = []
-    for node in topo_order(list(formulas)):
-        if node.op == "SumFeat" and node.children[0].op == "Mul":
-            a, b = node.children[0].children
-            if is_pair(b, a):
-                a, b = b, a
-            if is_pair(a, b):
-                dots.append((node, a, b))
-    return list(formulas), dots
+    dots = [(node, *pair(node)) for node in topo_order(list(formulas))
+            if node.op == "SumFeat" and node.children[0].op == "Mul" and pair(node)]
+    return list(formulas), dots + exact
 
 
 def tile_size(plan: Plan) -> int:
@@ -548,15 +529,10 @@ def _dot_setup(plan: Plan, dots, ranges: bool):
         if cat == "j" and not (gemm and k == gemm[1].attrs[1]) and k not in free:
             offset = "j0" if ranges else f"j0 * {d}"
             tile_setup.append(f"const real_t *restrict y{k} = a{k} + {offset};")
-    for q, (node, x, y) in enumerate(dots):
-        d, kx = x.dim, x.attrs[1]
-        block_setup += [
-            f"real_t xs{q}[IB * {d}];",
-            f"for (int r = 0; r < IB; r++) for (int c = 0; c < {d}; c++)",
-            f"  xs{q}[r * {d} + c] = r < ni ? a{kx}[(i0 + r) * {d} + c] : (real_t)0;",
-            f"real_t dq{q}[IB * TJ];",
-        ]
-        tile_setup.append(_DOT_KERNEL.substitute(d=d, q=q))
+    for q, (node, x, _) in enumerate(dots):
+        block, tile = dot_kernel(q, node, x, plan.dtype)
+        block_setup += block
+        tile_setup.append(tile)
     return block_setup, tile_setup
 
 
