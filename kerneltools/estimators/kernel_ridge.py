@@ -511,7 +511,10 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
         """The scikit-learn estimator checks this configuration is known to
         fail, with the reason (for ``parametrize_with_checks`` /
         ``check_estimator``'s ``expected_failed_checks``)."""
-        if self.solver != "falkon":
+        # the check fits 15 rows: landmarks cover them all from 15 components
+        if self.solver != "falkon" or (
+                self.tol is not None and self.tol <= 1e-10
+                and self.n_components is not None and self.n_components >= 15):
             return {}
         return {"check_sample_weight_equivalence_on_dense_data": (
             "Falkon is not invariant to repeating rows: its model lives on "
