@@ -111,7 +111,7 @@ default="sinkhorn"
         raises.
     cluster_scale : float or None, default=None
         The cluster width of ``backend="multiscale"``; None: chosen from the
-        diameter and the dimension.
+        diameter, the dimension and the number of points.
     debias : bool, default=True
         ``"sinkhorn"``: the Sinkhorn divergence ``S`` (True) or the entropic
         transport cost ``OT`` (False).

@@ -578,3 +578,37 @@ def test_multiscale_block_bounds_are_upper_bounds():
             - np.maximum(np.sqrt(((cx.c[:, None] - cy.c[None]) ** 2).sum(-1))
                          - cx.r[:, None] - cy.r[None, :], 0) ** 2 / 2) / eps > -t
     assert keep.sum() < ball.sum()
+
+
+def test_multiscale_block_choice_by_row_chunks(monkeypatch):
+    """The mask is built chunk by chunk of cell rows (never the cells x cells
+    scores): the same mask for any chunk size, every row and every column
+    with a kept block (its best one, ties to the first row)."""
+    from kerneltools.estimators import _multiscale as ms
+
+    rng = np.random.default_rng(6)
+    x, y = rng.random((500, 2)), rng.random((400, 2)) * 0.8 + 0.5
+    f, g = 0.01 * rng.normal(size=500), 0.01 * rng.normal(size=400)
+    cx = ms._Clusters(x, np.full(500, 1 / 500), 0.05)
+    cy = ms._Clusters(y, np.full(400, 1 / 400), 0.05)
+    masks = []
+    for rows in (10_000, 7, 1):
+        monkeypatch.setattr(ms, "_KEEP_ROWS", rows)
+        masks.append([ms._keep(cx, cy, x, y, f, g, 0.002, p, 5.0) for p in (1, 2)])
+    for p in (0, 1):
+        np.testing.assert_array_equal(masks[0][p], masks[1][p])
+        np.testing.assert_array_equal(masks[0][p], masks[2][p])
+        assert masks[0][p].any(axis=0).all() and masks[0][p].any(axis=1).all()
+        assert not masks[0][p].all()
+
+
+def test_multiscale_default_cells_grow_with_the_points():
+    """GeomLoss's ~2,000 cells up to 1.2e5 points, then one per 60 points,
+    at most 20,000 (the block masks are cells x cells)."""
+    from kerneltools.estimators import _multiscale as ms
+
+    def cells(n):
+        return ms.default_cluster_scale(np.sqrt(3), 3, n) ** -3.0  # unit cube
+
+    np.testing.assert_allclose([cells(0), cells(10**5), cells(10**6), cells(10**8)],
+                               [2000, 2000, 10**6 / 60, 20000], rtol=1e-9)

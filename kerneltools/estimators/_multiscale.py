@@ -68,11 +68,23 @@ __all__ = ["default_cluster_scale", "multiscale_solve", "solve"]
 
 #: GeomLoss's heuristic: about this many cells over the data's bounding box.
 TARGET_CELLS = 2000
+#: From TARGET_CELLS * POINTS_PER_CELL points, one cell per POINTS_PER_CELL
+#: points of the larger cloud, up to MAX_CELLS: with the cells fixed the
+#: kept pairs stay a fixed fraction of all pairs (45% of 10^12 at 10^6
+#: points, 3-D, blur 0.05: ~4,500 CPU s extrapolated), with half their side
+#: 10% (781 CPU s in all; ``asv_bench/losses_results.md``). At 10^5 points
+#: (1,728 cells, ~58 points each) the fixed count measured fastest.
+POINTS_PER_CELL = 60
+#: The block choice's masks are (cells x cells) booleans: 400 MB at most.
+MAX_CELLS = 20000
 
 
-def default_cluster_scale(diameter: float, dim: int) -> float:
-    """``diameter / (sqrt(D) 2000^(1/D))``: at most ~2,000 cells of the box."""
-    return diameter / (np.sqrt(dim) * TARGET_CELLS ** (1.0 / dim))
+def default_cluster_scale(diameter: float, dim: int, n: int = 0) -> float:
+    """``diameter / (sqrt(D) C^(1/D))``: at most about C cells of the box, C =
+    ``n / POINTS_PER_CELL`` clipped to [TARGET_CELLS, MAX_CELLS] (``n``: the
+    larger cloud's number of points)."""
+    cells = min(max(TARGET_CELLS, n / POINTS_PER_CELL), MAX_CELLS)
+    return diameter / (np.sqrt(dim) * cells ** (1.0 / dim))
 
 
 class _Clusters:
@@ -148,7 +160,11 @@ def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
         mf, sf, rf = cx.linear_bound(x, f)
         mg, sg, rg = cy.linear_bound(y, g)
     ccx, ccy = cx.c.astype(np.float64), cy.c.astype(np.float64)
-    score = np.empty((len(ccx), len(ccy)))
+    # the mask by row chunks, never the (Cx, Cy) float64 scores (1.5 GB at
+    # 13,800 cells); each column's best row tracked across the chunks
+    keep = np.empty((len(ccx), len(ccy)), dtype=bool)
+    col_best = np.full(len(ccy), -np.inf)
+    col_row = np.zeros(len(ccy), dtype=np.intp)
     for i0 in range(0, len(ccx), _KEEP_ROWS):
         rows = slice(i0, min(i0 + _KEEP_ROWS, len(ccx)))
         d2 = np.zeros((len(ccx[rows]), len(ccy)))
@@ -176,10 +192,15 @@ def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
                              alpha * ra + beta * rb)
             lin = mf[rows][i] + mg[j] - (dv**2).sum(1) / 2 + top
             bound[i, j] = np.minimum(bound[i, j], lin)
-        score[rows] = bound / eps
-    keep = score > -truncate
-    keep[np.arange(len(score)), score.argmax(axis=1)] = True  # every row,
-    keep[score.argmax(axis=0), np.arange(score.shape[1])] = True  # every column
+        score = bound / eps
+        keep[rows] = score > -truncate
+        n = score.shape[0]
+        keep[i0 + np.arange(n), score.argmax(axis=1)] = True  # every row,
+        # every column: its first best row (a NaN counts as the best, as argmax)
+        top, at = score.max(axis=0), score.argmax(axis=0)
+        better = (top > col_best) | (np.isnan(top) & ~np.isnan(col_best))
+        col_best[better], col_row[better] = top[better], i0 + at[better]
+    keep[col_row, np.arange(len(ccy))] = True
     return keep
 
 
@@ -203,7 +224,8 @@ def multiscale_solve(prob: sk.Problem, *, debias: bool, backend, truncate=5.0,
     """Coarse-to-fine Sinkhorn on ``prob``: ``(potentials, costs, softmin)``
     as :func:`._sinkhorn.solve`, the costs restricted to the kept blocks."""
     x, y, a, b, p = prob.x, prob.y, prob.a, prob.b, prob.p
-    scale = cluster_scale or default_cluster_scale(prob.diameter, x.shape[1])
+    scale = cluster_scale or default_cluster_scale(prob.diameter, x.shape[1],
+                                                   max(len(x), len(y)))
     cx, cy = _Clusters(x, a, scale), _Clusters(y, b, scale)
     jump = _jump_index(prob.eps_list, scale, p)
     softmin = sk.lse_softmin(backend)

@@ -120,7 +120,9 @@ def sinkhorn_divergence(
         ``exp(-truncate) a_i b_j``); None: keep every pair (warm start only).
     cluster_scale : float > 0 or None, default=None
         Multiscale: the side of the grid cells; None: the diameter over
-        ``sqrt(D) 2000^(1/D)`` (GeomLoss's heuristic).
+        ``sqrt(D) C^(1/D)``, C = 2,000 cells (GeomLoss's heuristic) up to
+        1.2e5 points, then one cell per 60 points of the larger cloud, at
+        most 20,000.
 
     Returns
     -------
