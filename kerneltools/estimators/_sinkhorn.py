@@ -20,6 +20,7 @@ the whole schedule runs one compiled kernel.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "lse_softmin",
     "max_diameter",
     "ot_value",
+    "progress",
     "sinkhorn_loop",
     "sinkhorn_refine",
     "value_gradients",
@@ -485,3 +487,21 @@ def solve(prob: Problem, *, debias: bool, backend, callback=None):
         a=prob.a,
     )
     return pot, costs, softmin
+
+
+def progress(caller: str, prob: Problem, verbose) -> Callable | None:
+    """``verbose`` progress of a Sinkhorn solve: prints the temperature
+    schedule now and returns the ``callback(step, eps, error)`` of the loops,
+    which prints each step's marginal error and the seconds since the start;
+    None when not ``verbose``."""
+    if not verbose:
+        return None
+    print(f"{caller}: epsilon-scaling over {len(prob.eps_list)} temperatures, "
+          f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}", flush=True)
+    start = time.perf_counter()
+
+    def report(step, eps, err):
+        print(f"  step {step:4d}  eps={eps:.4g}  marginal error={err:.3e}  "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+
+    return report

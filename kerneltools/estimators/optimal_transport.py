@@ -23,6 +23,7 @@ Conventions that differ between libraries:
 
 from __future__ import annotations
 
+import time
 import warnings
 from numbers import Real
 from typing import ClassVar
@@ -71,6 +72,7 @@ def sinkhorn_divergence(
     multiscale=False,
     truncate=5.0,
     cluster_scale=None,
+    verbose=False,
 ):
     r"""Sinkhorn divergence between two weighted point clouds, as GeomLoss.
 
@@ -123,6 +125,10 @@ def sinkhorn_divergence(
         ``sqrt(D) C^(1/D)``, C = 2,000 cells (GeomLoss's heuristic) up to
         1.2e5 points, then one cell per 60 points of the larger cloud, at
         most 20,000.
+    verbose : bool, default=False
+        Print the temperature schedule, then each annealing step's marginal
+        error and the seconds elapsed (multiscale: also the cells and the
+        share of blocks kept), and the value at the end.
 
     Returns
     -------
@@ -157,20 +163,23 @@ def sinkhorn_divergence(
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, debias=debias, return_grad=return_grad,
                        backend=backend, multiscale=multiscale, truncate=truncate,
-                       cluster_scale=cluster_scale)
+                       cluster_scale=cluster_scale, verbose=verbose)
     check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     debias, return_grad = bool(debias), bool(return_grad)
+    start = time.perf_counter()
     pot, costs, _ = ms.solve(prob, debias=debias, backend=backend,
                              multiscale=bool(multiscale), truncate=truncate,
-                             cluster_scale=cluster_scale)
+                             cluster_scale=cluster_scale, verbose=bool(verbose),
+                             callback=sk.progress(caller, prob, verbose))
     value = sk.ot_value(prob.a, prob.b, pot, debias)
-    if not return_grad:
-        return value
-    grad_x, grad_y = sk.value_gradients(prob, pot, costs, backend)
-    return value, grad_x, grad_y
+    if return_grad:
+        grad_x, grad_y = sk.value_gradients(prob, pot, costs, backend)
+    if verbose:
+        print(f"{caller}: {value:.6g} in {time.perf_counter() - start:.1f} s", flush=True)
+    return (value, grad_x, grad_y) if return_grad else value
 
 
 def sinkhorn_potentials(
@@ -186,6 +195,7 @@ def sinkhorn_potentials(
     tol=None,
     max_iter=1000,
     backend=None,
+    verbose=False,
 ):
     """Dual potentials ``(f, g)`` of the entropic transport ``OT(a, b)``.
 
@@ -201,8 +211,9 @@ def sinkhorn_potentials(
 
     Parameters
     ----------
-    x, y, a, b, p, blur, reach, scaling, backend
-        As in :func:`sinkhorn_divergence`.
+    x, y, a, b, p, blur, reach, scaling, backend, verbose
+        As in :func:`sinkhorn_divergence` (``verbose``: the iterations at the
+        final temperature too).
     tol : float > 0 or None, default=None
         Marginal error to reach at the final temperature, or None. In
         float32, the rounding of the potentials hides errors below about
@@ -227,12 +238,14 @@ def sinkhorn_potentials(
     """
     caller = "sinkhorn_potentials"
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
-                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend)
+                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend,
+                       verbose=verbose)
     check_backend(backend, caller)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
-    f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller)
+    f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller,
+                           callback=sk.progress(caller, prob, verbose))
     return f, g
 
 
@@ -250,6 +263,7 @@ def transport_plan(
     max_iter=1000,
     potentials=None,
     backend=None,
+    verbose=False,
 ) -> LazyTensor:
     """The entropic transport plan between two point clouds, as a LazyTensor.
 
@@ -260,7 +274,7 @@ def transport_plan(
 
     Parameters
     ----------
-    x, y, a, b, p, blur, reach, scaling, backend
+    x, y, a, b, p, blur, reach, scaling, backend, verbose
         As in :func:`sinkhorn_divergence`.
     tol, max_iter
         As in :func:`sinkhorn_potentials`; by default the marginals are
@@ -287,12 +301,14 @@ def transport_plan(
     """
     caller = "transport_plan"
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
-                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend)
+                       scaling=scaling, tol=tol, max_iter=max_iter, backend=backend,
+                       verbose=verbose)
     prob = check_problem(
         x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
     )
     if potentials is None:
-        f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller)
+        f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller,
+                               callback=sk.progress(caller, prob, verbose))
     else:
         f, g = _check_potentials(potentials, prob, caller)
     return _plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps)
@@ -524,18 +540,13 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
             caller=caller,
             names=("Xs", "Xt", "mu_s", "mu_t"),
         )
-        if self.verbose:
-            print(
-                f"{caller}: epsilon-scaling over {len(prob.eps_list)} temperatures, "
-                f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}"
-            )
         f, g, n_iter, err, target = _potentials(
             prob,
             tol,
             max_iter,
             self.backend,
             caller,
-            callback=self._report if self.verbose else None,
+            callback=sk.progress(caller, prob, self.verbose),
             multiscale=None if not self.multiscale else {
                 "multiscale": True, "truncate": self.truncate,
                 "cluster_scale": self.cluster_scale, "verbose": self.verbose},
@@ -546,10 +557,6 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
         self.n_iter_, self.marginal_error_ = n_iter, err
         self.converged_ = bool(err <= target)
         return self
-
-    @staticmethod
-    def _report(step, eps, err):
-        print(f"  step {step:4d}  eps={eps:.4g}  marginal error={err:.3e}")
 
     def transform(self, Xs, batch_size=None):
         """Barycentric mapping of source points onto the target samples.
