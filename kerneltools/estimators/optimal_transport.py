@@ -19,12 +19,21 @@ Conventions that differ between libraries:
   converged one. ``scaling`` closer to 1 trades time for accuracy.
   :class:`SinkhornTransport` and :func:`transport_plan` iterate further at the
   final temperature until the plan's marginals are right to ``tol``.
+
+Arrays of other libraries (scikit-learn's ``array_api_dispatch`` conventions,
+:mod:`._array_api`): CuPy arrays (and, with ``array_api_dispatch``, CUDA torch
+tensors) are solved on their device with ``backend`` "auto" or "cuda", every
+softmin a reduction of device arrays and the loop's vectors device arrays;
+gradients, potentials, transformed points and fitted arrays come back on the
+input's device, the value as a Python float. With ``array_api_dispatch``,
+host Array API arrays (CPU torch tensors, ...) are solved on zero-copy NumPy
+views, their outputs returned in their namespace. ``y``, ``a`` and ``b``
+follow ``x``: they are moved to where ``x`` is computed.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Real
 from typing import ClassVar
 
@@ -32,13 +41,21 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from ..config import check_backend
-from ..exceptions import ConvergenceWarning
 from ..lazy import LazyTensor, Vi, Vj
 from . import _multiscale as ms
 from . import _sinkhorn as sk
+from . import _transport_solve as ts
+from ._array_api import (
+    HOST,
+    DeviceCopies,
+    check_same_place,
+    fitted_placement,
+    host_array,
+    placement,
+    validate_on_device,
+)
 from ._param_validation import Interval, validate_arguments, validate_params
-from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_problem
+from ._transport_inputs import TRANSPORT_CONSTRAINTS, check_points, check_problem, inputs_in
 
 try:
     from sklearn.utils.validation import validate_data
@@ -135,7 +152,8 @@ def sinkhorn_divergence(
     value : float
         Accumulated in float64 (the reductions run in the inputs' dtype).
     grad_x, grad_y : ndarray of shape (N, D) and (M, D)
-        Only with ``return_grad=True``, in the inputs' dtype.
+        Only with ``return_grad=True``, in the inputs' dtype, in ``x``'s
+        namespace and on its device (see the module's docstring).
 
     Notes
     -----
@@ -164,10 +182,10 @@ def sinkhorn_divergence(
                        scaling=scaling, debias=debias, return_grad=return_grad,
                        backend=backend, multiscale=multiscale, truncate=truncate,
                        cluster_scale=cluster_scale, verbose=verbose)
-    check_backend(backend, caller)
-    prob = check_problem(
-        x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
-    )
+    place = placement(x, backend=backend, who=caller)
+    backend = place.backend
+    prob = check_problem(*inputs_in(place, x, y, a, b), p=p, blur=blur, reach=reach,
+                         scaling=scaling, caller=caller, space=place.space)
     debias, return_grad = bool(debias), bool(return_grad)
     start = time.perf_counter()
     pot, costs, _ = ms.solve(prob, debias=debias, backend=backend,
@@ -176,7 +194,8 @@ def sinkhorn_divergence(
                              callback=sk.progress(caller, prob, verbose))
     value = sk.ot_value(prob.a, prob.b, pot, debias)
     if return_grad:
-        grad_x, grad_y = sk.value_gradients(prob, pot, costs, backend)
+        grad_x, grad_y = map(place.to_output, sk.value_gradients(prob, pot, costs,
+                                                                 backend))
     if verbose:
         print(f"{caller}: {value:.6g} in {time.perf_counter() - start:.1f} s", flush=True)
     return (value, grad_x, grad_y) if return_grad else value
@@ -225,7 +244,7 @@ def sinkhorn_potentials(
     Returns
     -------
     f, g : ndarray of shape (N,) and (M,)
-        In the inputs' dtype.
+        In the inputs' dtype, in ``x``'s namespace and on its device.
 
     Examples
     --------
@@ -240,13 +259,12 @@ def sinkhorn_potentials(
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, tol=tol, max_iter=max_iter, backend=backend,
                        verbose=verbose)
-    check_backend(backend, caller)
-    prob = check_problem(
-        x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
-    )
-    f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller,
-                           callback=sk.progress(caller, prob, verbose))
-    return f, g
+    place = placement(x, backend=backend, who=caller)
+    prob = check_problem(*inputs_in(place, x, y, a, b), p=p, blur=blur, reach=reach,
+                         scaling=scaling, caller=caller, space=place.space)
+    f, g, *_ = ts.potentials(prob, tol, int(max_iter), place.backend, caller,
+                             callback=sk.progress(caller, prob, verbose))
+    return place.to_output(f), place.to_output(g)
 
 
 def transport_plan(
@@ -286,6 +304,9 @@ def transport_plan(
     Returns
     -------
     LazyTensor of shape (N, M, 1)
+        On the arrays the reductions read: CuPy arrays for device inputs
+        (its reductions give CuPy arrays), NumPy views for host Array API
+        arrays.
 
     Examples
     --------
@@ -303,83 +324,19 @@ def transport_plan(
     validate_arguments(TRANSPORT_CONSTRAINTS, caller, p=p, blur=blur, reach=reach,
                        scaling=scaling, tol=tol, max_iter=max_iter, backend=backend,
                        verbose=verbose)
-    prob = check_problem(
-        x, y, a, b, p=p, blur=blur, reach=reach, scaling=scaling, caller=caller
-    )
+    place = placement(x, backend=backend, who=caller)
+    prob = check_problem(*inputs_in(place, x, y, a, b), p=p, blur=blur, reach=reach,
+                         scaling=scaling, caller=caller, space=place.space)
     if potentials is None:
-        f, g, *_ = _potentials(prob, tol, int(max_iter), backend, caller,
-                               callback=sk.progress(caller, prob, verbose))
+        f, g, *_ = ts.potentials(prob, tol, int(max_iter), place.backend, caller,
+                                 callback=sk.progress(caller, prob, verbose))
     else:
-        f, g = _check_potentials(potentials, prob, caller)
-    return _plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps)
+        f, g = ts.check_potentials(potentials, prob, caller, place.to_space)
+    return ts.plan(prob.x, prob.y, prob.a, prob.b, f, g, prob.p, prob.eps, prob.space)
 
 
-def _potentials(prob, tol, max_iter, backend, caller, callback=None, multiscale=None):
-    """``(f, g, n_iter, error, tol reached for)``: annealing, then refinement.
-    ``multiscale``: None (dense) or the keywords of :func:`._multiscale.solve`."""
-    pot, costs, softmin = ms.solve(
-        prob, debias=False, backend=backend, callback=callback, **(multiscale or {})
-    )
-    if tol is None:
-        return pot.f_ba, pot.g_ab, 0, None, None
-    # In float32 the potentials' rounding hides progress below a floor.
-    target = max(tol, sk.rounding_floor(pot.f_ba, pot.g_ab, prob.eps))
-    f, g, n_iter, err = sk.sinkhorn_refine(
-        softmin=softmin,
-        a_log=sk.log_weights(prob.a),
-        b_log=sk.log_weights(prob.b),
-        a=prob.a,
-        b=prob.b,
-        C_xy=costs.xy,
-        C_yx=costs.yx,
-        f=pot.f_ba,
-        g=pot.g_ab,
-        eps=prob.eps,
-        rho=prob.rho,
-        tol=target,
-        max_iter=max_iter,
-        callback=callback,
-    )
-    if not err <= target:
-        raised = (
-            f" (raised from tol={tol:g} to the {f.dtype} rounding floor)"
-            if target > tol
-            else ""
-        )
-        warnings.warn(
-            f"{caller}: the Sinkhorn iterations did not converge: marginal error "
-            f"{err:.3g} > {target:.3g}{raised} after max_iter={max_iter} iterations "
-            "at the final temperature. Increase max_iter or blur, or loosen tol",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-    return f, g, n_iter, err, target
-
-
-def _plan(x, y, a, b, f, g, p, eps) -> LazyTensor:
-    u = sk.log_weights(a) + f / eps
-    v = sk.log_weights(b) + g / eps
-    return (Vi(u) + Vj(v) - sk.cost_over_eps(p, Vi(x), Vj(y), eps)).exp()
-
-
-def _check_potentials(potentials, prob, caller):
-    try:
-        f, g = potentials
-    except (TypeError, ValueError):
-        raise TypeError(f"{caller}: 'potentials' must be a pair (f, g)") from None
-    f = np.asarray(f, dtype=prob.x.dtype).reshape(-1)
-    g = np.asarray(g, dtype=prob.x.dtype).reshape(-1)
-    if f.shape != prob.a.shape or g.shape != prob.b.shape:
-        raise ValueError(
-            f"{caller}: 'potentials' must be (f, g) of shapes {prob.a.shape} and "
-            f"{prob.b.shape}; got {f.shape} and {g.shape}"
-        )
-    if not (np.isfinite(f).all() and np.isfinite(g).all()):
-        raise ValueError(f"{caller}: 'potentials' contain NaN or infinity")
-    return f, g
-
-
-class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
+class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
+                        auto_wrap_output_keys=None):
     """Entropic optimal transport between two samples, for domain adaptation.
 
     After POT's ``ot.da.SinkhornTransport``: ``fit(Xs, Xt=Xt)`` solves the
@@ -390,6 +347,12 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
     ``transform(Xs)`` maps points by the barycentric mapping of the plan.
     Neither the cost matrix nor the plan is ever stored: ``coupling_`` is a
     :class:`~kerneltools.LazyTensor`.
+
+    CuPy arrays (and, under scikit-learn's ``array_api_dispatch``, Array API
+    arrays such as torch tensors) are fitted and transformed in their
+    namespace, on their device (see the module's docstring); the fitted
+    arrays are there too, and :meth:`transform` takes data in the
+    namespace and on the device of the fit (``ValueError`` otherwise).
 
     Parameters
     ----------
@@ -427,7 +390,9 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
     Attributes
     ----------
     xs_, xt_ : ndarray of shape (N, D) and (M, D)
-        The samples seen in ``fit``, in the computation's dtype.
+        The samples seen in ``fit``, in the computation's dtype. These four
+        arrays and the potentials are in the namespace and on the device of
+        ``Xs``.
     mu_s_, mu_t_ : ndarray of shape (N,) and (M,)
         Their (uniform) masses.
     potential_s_, potential_t_ : ndarray of shape (N,) and (M,)
@@ -518,41 +483,42 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
         """
         caller = f"{type(self).__name__}.fit"
         validate_params(self)
-        check_backend(self.backend, caller)
-        shape = None if y is None else np.asarray(y).shape
+        place = placement(Xs, backend=self.backend, who=caller)
+        shape = None if y is None else getattr(y, "shape", None)
+        if shape is None and y is not None:
+            shape = np.asarray(y).shape
         if shape is not None and len(shape) == 2 and shape[1] > 1 and Xt is None:
             raise TypeError(
                 f"{caller}: the second argument is scikit-learn's 'y' (ignored); "
                 "pass the target samples by keyword: fit(Xs, Xt=Xt)"
             )
-        tol, max_iter = float(self.tol), int(self.max_iter)
-        Xs = validate_data(self, Xs, dtype=[np.float64, np.float32])
-        Xt = Xs if Xt is None else _check_samples(Xt, "Xt", self.n_features_in_, caller)
-        prob = check_problem(
-            Xs,
-            Xt,
-            None,
-            None,
-            p=self.p,
-            blur=self.blur,
-            reach=self.reach,
-            scaling=self.scaling,
-            caller=caller,
-            names=("Xs", "Xt", "mu_s", "mu_t"),
-        )
-        f, g, n_iter, err, target = _potentials(
+        self._drop_device_copies()
+        tol, max_iter, sp = float(self.tol), int(self.max_iter), place.space
+        if sp.on_device:
+            Xs, _ = validate_on_device(self, place.to_space(Xs), reset=True, space=sp)
+        else:
+            Xs = validate_data(self, host_array(Xs), dtype=[np.float64, np.float32])
+        Xt = Xs if Xt is None else _check_samples(*inputs_in(place, Xt), "Xt",
+                                                  self.n_features_in_, caller, sp)
+        prob = check_problem(Xs, Xt, None, None, p=self.p, blur=self.blur,
+                             reach=self.reach, scaling=self.scaling, caller=caller,
+                             names=("Xs", "Xt", "mu_s", "mu_t"), space=sp)
+        f, g, n_iter, err, target = ts.potentials(
             prob,
             tol,
             max_iter,
-            self.backend,
+            place.backend,
             caller,
             callback=sk.progress(caller, prob, self.verbose),
             multiscale=None if not self.multiscale else {
                 "multiscale": True, "truncate": self.truncate,
                 "cluster_scale": self.cluster_scale, "verbose": self.verbose},
         )
-        self.xs_, self.xt_, self.mu_s_, self.mu_t_ = prob.x, prob.y, prob.a, prob.b
-        self.potential_s_, self.potential_t_ = f, g
+        fitted = dict(xs_=prob.x, xt_=prob.y, mu_s_=prob.a, mu_t_=prob.b,
+                      potential_s_=f, potential_t_=g)
+        for name, value in fitted.items():
+            setattr(self, name, place.to_output(value))
+        self._keep_device_copies(place, **fitted)
         self.epsilon_, self.eps_schedule_ = prob.eps, list(prob.eps_list)
         self.n_iter_, self.marginal_error_ = n_iter, err
         self.converged_ = bool(err <= target)
@@ -574,53 +540,69 @@ class SinkhornTransport(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
 
         Returns
         -------
-        ndarray of shape (n, D), in the dtype of ``Xs``.
+        ndarray of shape (n, D), in the dtype of ``Xs``, in its namespace
+        and on its device.
         """
-        check_is_fitted(self)
-        X = validate_data(self, Xs, reset=False, dtype=[np.float64, np.float32])
-        return self._map(X, self.xt_, self.mu_t_, self.potential_t_)
+        return self._map("transform", Xs, "xt_", "mu_t_", "potential_t_")
 
     def inverse_transform(self, Xt, batch_size=None):
         """Barycentric mapping of target points onto the source samples.
 
         The mirror of :meth:`transform`, through the fitted potential ``f``.
         """
-        check_is_fitted(self)
-        caller = f"{type(self).__name__}.inverse_transform"
-        X = _check_samples(Xt, "Xt", self.n_features_in_, caller)
-        return self._map(X, self.xs_, self.mu_s_, self.potential_s_)
+        return self._map("inverse_transform", Xt, "xs_", "mu_s_", "potential_s_")
 
     def fit_transform(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
         """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``."""
         return self.fit(Xs, y, Xt=Xt).transform(Xs)
 
-    def _map(self, X, z, mu, potential):
-        dt = self.xs_.dtype
-        eps = self.epsilon_
+    def _map(self, method, X, *names):
+        """The barycentric mapping of ``X`` (the input of ``method``) onto the
+        fitted samples ``names[0]``, with their masses and potential: one
+        SumSoftMaxWeight reduction, where the fit computed."""
+        check_is_fitted(self)
+        caller = f"{type(self).__name__}.{method}"
+        fitted = fitted_placement(self, "xs_", who=caller)
+        place = check_same_place(self, X, fitted, method)
+        sp = place.space
+        if method == "inverse_transform":
+            X = _check_samples(*inputs_in(place, X), "Xt", self.n_features_in_, caller, sp)
+        elif sp.on_device:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+        else:
+            X = validate_data(self, host_array(X), reset=False,
+                              dtype=[np.float64, np.float32])
+        z, mu, potential = self._fitted_on(place, *names)
+        eps, dt = self.epsilon_, sp.np_dtype(z)
         h = sk.log_weights(mu) + potential / eps
-        x_i, z_j = Vi(np.ascontiguousarray(X, dtype=dt)), Vj(z)
-        F = Vj(h) - sk.cost_over_eps(self.p, x_i, z_j, eps)
-        out = F.sumsoftmaxweight(z_j, axis=1, backend=self.backend)
-        return out.astype(X.dtype, copy=False)
+        Xc = sp.astype(X, dt) if sp.on_device else np.ascontiguousarray(X, dtype=dt)
+        x_i, z_j = Vi(sp.engine(Xc)), Vj(sp.engine(z))
+        F = Vj(sp.engine(h)) - sk.cost_over_eps(self.p, x_i, z_j, eps)
+        out = F.sumsoftmaxweight(z_j, axis=1, backend=place.backend)
+        if sp.on_device:
+            return place.to_output(sp.astype(sp.from_engine(out), sp.np_dtype(X)))
+        return place.to_output(out.astype(X.dtype, copy=False))
 
     @property
     def coupling_(self) -> LazyTensor:
-        """The transport plan between ``xs_`` and ``xt_``, as a LazyTensor (N, M, 1)."""
+        """The transport plan between ``xs_`` and ``xt_``, as a LazyTensor (N, M, 1)
+        (on the arrays the reductions read: see :func:`transport_plan`)."""
         check_is_fitted(self)
-        return _plan(
-            self.xs_,
-            self.xt_,
-            self.mu_s_,
-            self.mu_t_,
-            self.potential_s_,
-            self.potential_t_,
-            self.p,
-            self.epsilon_,
-        )
+        place = fitted_placement(self, "xs_", who=f"{type(self).__name__}.coupling_")
+        arrays = self._fitted_on(place, "xs_", "xt_", "mu_s_", "mu_t_", "potential_s_",
+                                 "potential_t_")
+        return ts.plan(*arrays, self.p, self.epsilon_, place.space)
 
 
-def _check_samples(X, name, n_features, caller):
-    X = check_array(X, dtype=[np.float64, np.float32], input_name=name)
+def _check_samples(X, name, n_features, caller, space=HOST):
+    """``X`` checked as scikit-learn's ``check_array`` (on a device: by
+    :func:`._transport_inputs.check_points`, integers made float64)."""
+    if space.on_device:
+        X = check_points(X, name, caller, space)
+        if space.np_dtype(X).kind in "biu":
+            X = space.astype(X, np.float64)
+    else:
+        X = check_array(X, dtype=[np.float64, np.float32], input_name=name)
     if X.shape[1] != n_features:
         raise ValueError(
             f"{caller}: '{name}' has {X.shape[1]} features, but the source 'Xs' "
