@@ -18,7 +18,7 @@ from ..exceptions import ConvergenceWarning
 from ..lazy import LazyTensor, Vi, Vj
 from . import _multiscale as ms
 from . import _sinkhorn as sk
-from ._array_api import HOST, Space
+from ._array_api import HOST, Space, host_array
 
 __all__ = ["check_potentials", "plan", "potentials"]
 
@@ -87,8 +87,8 @@ def check_potentials(potentials, prob, caller, to_space=None):
                 for v in (f, g))
         finite = bool(sp.xp.all(sp.xp.isfinite(f)) and sp.xp.all(sp.xp.isfinite(g)))
     else:
-        f = np.asarray(f, dtype=prob.x.dtype).reshape(-1)
-        g = np.asarray(g, dtype=prob.x.dtype).reshape(-1)
+        f = np.asarray(host_array(f), dtype=prob.x.dtype).reshape(-1)
+        g = np.asarray(host_array(g), dtype=prob.x.dtype).reshape(-1)
         finite = bool(np.isfinite(f).all() and np.isfinite(g).all())
     shapes = [tuple(v.shape) for v in (prob.a, prob.b, f, g)]
     if shapes[2:] != shapes[:2]:

@@ -552,6 +552,11 @@ class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
         """
         return self._map("inverse_transform", Xt, "xs_", "mu_s_", "potential_s_")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = True  # NumPy, Array API arrays and CuPy (see above)
+        return tags
+
     def fit_transform(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
         """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``."""
         return self.fit(Xs, y, Xt=Xt).transform(Xs)
