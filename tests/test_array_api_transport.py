@@ -23,6 +23,8 @@ Clouds, schedules and sizes are those of ``tests/test_optimal_transport.py``
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,3 +297,62 @@ def test_scikit_learns_array_api_checks(way):
         check_array_api_input("SinkhornTransport", est, "array_api_strict", "device1",
                               "float32", check_values=True)
         check_array_api_same_namespace("SinkhornTransport", est, "array_api_strict")
+
+
+def test_gpu_benchmark_of_the_divergence_runs_in_cpu_mode(tmp_path):
+    """asv_bench/estimators_gpu.py --estimators sinkhorn (run by
+    asv_bench/gpu_session.sh) at a tiny size on the CPU, so that it cannot
+    rot between GPU sessions."""
+    path = Path(__file__).resolve().parents[1] / "asv_bench" / "estimators_gpu.py"
+    spec = importlib.util.spec_from_file_location("estimators_gpu_sinkhorn", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "sinkhorn.json"
+    with sklearn.config_context(array_api_dispatch=False):
+        rows = module.main(["--cpu", "--estimators", "sinkhorn", "--sinkhorn-sizes", "200",
+                            "--out", str(out)])
+    assert out.exists()
+    assert {r["estimator"] for r in rows} == {"sinkhorn_divergence(online)",
+                                              "sinkhorn_divergence(multiscale)"}
+    x, y = module._clouds(200)
+    ref = sinkhorn_divergence(x, y, blur=0.05)
+    for r in rows:
+        assert r["path"] == "cpu" and r["time_s"] > 0
+        assert r["value"] == pytest.approx(ref, rel=1e-2)  # multiscale: truncated
+
+
+def _gpu_status():
+    try:
+        import cupy
+    except ImportError:
+        return False
+    return bool(cupy.is_available())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpu_status(), reason="needs a CUDA GPU and cupy")
+def test_cupy_arrays_stay_on_the_gpu():
+    import cupy
+
+    x, y, a, b = clouds(dtype=np.float32)
+    xc, yc, ac, bc = (cupy.asarray(v) for v in (x, y, a, b))
+    with sklearn.config_context(array_api_dispatch=False):  # CuPy is always served
+        for multiscale in (False, True):
+            ref, rx, _ = sinkhorn_divergence(x, y, a, b, return_grad=True,
+                                             multiscale=multiscale, cluster_scale=0.2)
+            value, gx, _ = sinkhorn_divergence(xc, yc, ac, bc, return_grad=True,
+                                               multiscale=multiscale, cluster_scale=0.2)
+            assert isinstance(gx, cupy.ndarray) and type(value) is float
+            assert value == pytest.approx(ref, rel=1e-4)
+            np.testing.assert_allclose(gx.get(), rx, rtol=1e-3, atol=1e-6)
+        f, g = sinkhorn_potentials(xc, yc, ac, bc, tol=1e-5)
+        assert isinstance(f, cupy.ndarray)
+        est = SinkhornTransport(blur=0.2).fit(xc, Xt=yc)
+        moved = est.transform(xc)
+        assert isinstance(moved, cupy.ndarray) and isinstance(est.potential_t_, cupy.ndarray)
+        np.testing.assert_allclose(
+            moved.get(), SinkhornTransport(blur=0.2).fit(x, Xt=y).transform(x),
+            rtol=1e-4, atol=1e-5)
+    xt = torch.asarray(x, device="cuda")  # torch CUDA tensors, through DLPack
+    _, gt, _ = sinkhorn_divergence(xt, torch.asarray(y, device="cuda"), return_grad=True)
+    assert isinstance(gt, torch.Tensor) and gt.device.type == "cuda"
