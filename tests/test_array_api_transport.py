@@ -279,6 +279,23 @@ def test_host_data_with_backend_cuda_stays_numpy():
     _close(moved, fit_ref.transform(x), np.float64)
 
 
+def test_device_data_with_a_host_backend_come_back_on_the_device(softmin_inputs):
+    """backend="cpu" on (simulated) device arrays: solved on the host, the
+    outputs moved back to the device."""
+    x, y, a, b = clouds(n=40, m=30)
+    ref, rx, _ = sinkhorn_divergence(x, y, a, b, return_grad=True)
+    del softmin_inputs[:]
+    with simulated_device(xps, DEVICE1):
+        X = _as("device", x)
+        value, gx, _ = sinkhorn_divergence(X, _as("device", y), _as("device", a),
+                                           _as("device", b), return_grad=True,
+                                           backend="cpu")
+    assert all(type(h) is np.ndarray for h in softmin_inputs)  # the host's loop
+    _assert_where(gx, X, np.float64)
+    _close(value, ref, np.float64)
+    _close(gx, rx, np.float64)
+
+
 def test_without_dispatch_torch_tensors_become_numpy():
     x, y, a, b = clouds(n=40, m=30)
     with sklearn.config_context(array_api_dispatch=False):
