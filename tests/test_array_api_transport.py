@@ -22,7 +22,6 @@ Clouds, schedules and sizes are those of ``tests/test_optimal_transport.py``
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 from pathlib import Path
 
@@ -33,6 +32,11 @@ from sklearn.utils.estimator_checks import (
     check_array_api_input,
     check_array_api_same_namespace,
 )
+
+from _array_api_helpers import WAYS, assert_close, gpu_available
+from _array_api_helpers import as_way as _as
+from _array_api_helpers import assert_where as _assert_where
+from _array_api_helpers import way_context as _way
 
 from kerneltools.estimators import _sinkhorn
 from kerneltools.estimators._array_api import simulated_device
@@ -45,10 +49,8 @@ from kerneltools.estimators.optimal_transport import (
 
 xps = pytest.importorskip("array_api_strict")
 torch = pytest.importorskip("torch")
-from sklearn.externals import array_api_compat as compat  # noqa: E402
 
 DEVICE1 = xps.Device("device1")
-WAYS = ["strict", "torch", "device"]
 DTYPES = pytest.mark.parametrize("dtype", [np.float32, np.float64],
                                  ids=["float32", "float64"])
 #: Agreement with the NumPy path (the device way sums in the same orders;
@@ -73,31 +75,8 @@ def clouds(n=80, m=60, d=2, seed=0, dtype=np.float64):
     return tuple(v.astype(dtype) for v in (x, y, a / a.sum(), b / b.sum()))
 
 
-def _as(way, a):
-    if way == "torch":
-        return torch.asarray(a)
-    return xps.asarray(a, device=DEVICE1)
-
-
-def _way(way):
-    return simulated_device(xps, DEVICE1) if way == "device" else contextlib.nullcontext()
-
-
-def _np(a):
-    return np.asarray(np.from_dlpack(a))
-
-
-def _assert_where(out, like, dtype):
-    """``out`` is in ``like``'s namespace, on its device, with ``dtype``."""
-    assert compat.array_namespace(out) is compat.array_namespace(like)
-    assert compat.device(out) == compat.device(like)
-    assert _np(out).dtype == dtype
-
-
 def _close(got, ref, dtype):
-    got = _np(got) if not isinstance(got, float) else got
-    scale = np.abs(ref).max()
-    np.testing.assert_allclose(got, ref, rtol=RTOL[dtype], atol=RTOL[dtype] * scale)
+    assert_close(got, ref, RTOL[dtype])
 
 
 @pytest.fixture
@@ -338,16 +317,8 @@ def test_gpu_benchmark_of_the_divergence_runs_in_cpu_mode(tmp_path):
         assert r["value"] == pytest.approx(ref, rel=1e-2)  # multiscale: truncated
 
 
-def _gpu_status():
-    try:
-        import cupy
-    except ImportError:
-        return False
-    return bool(cupy.is_available())
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _gpu_status(), reason="needs a CUDA GPU and cupy")
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and cupy")
 def test_cupy_arrays_stay_on_the_gpu():
     import cupy
 
