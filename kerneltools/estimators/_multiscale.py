@@ -63,7 +63,10 @@ cells' barycentres and masses to the device (the coarse loop runs there),
 and at the jump one copy of each extrapolated potential to the host (the
 bounds of :func:`_keep`). The fine loop's block-sparse reductions then read
 the device's points (the engine's ranges reductions take CuPy arrays: one
-launch of the CUDA backend's block-sparse kernel per softmin).
+launch of the CUDA backend's block-sparse kernel per softmin). The engine
+itself still uploads each call's block lists and index maps (int64, about
+two per point: ``CudaBackend.run_ranges``); ``asv_bench/estimators_gpu.py``
+counts them in its share of time spent in copies.
 """
 
 from __future__ import annotations
