@@ -242,7 +242,8 @@ def multiscale_solve(prob: sk.Problem, *, debias: bool, backend, truncate=5.0,
     scale = cluster_scale or default_cluster_scale(prob.diameter, x.shape[1],
                                                    max(x.shape[0], y.shape[0]))
     # the cells on the host (from one copy of a device's points and masses)
-    xh, yh, ah, bh = (sp.host(v) for v in (x, y, a, b)) if sp.on_device else (x, y, a, b)
+    host = sp.host if sp.on_device else (lambda v: v)
+    xh, yh, ah, bh = (host(v) for v in (x, y, a, b))
     cx, cy = _Clusters(xh, ah, scale), _Clusters(yh, bh, scale)
     jump = _jump_index(prob.eps_list, scale, p)
     softmin = sk.lse_softmin(backend, sp)
@@ -263,14 +264,14 @@ def multiscale_solve(prob: sk.Problem, *, debias: bool, backend, truncate=5.0,
     t = np.inf if truncate is None else float(truncate)
     # the blocks are chosen for the next (finer) temperature, on the host
     eps = prob.eps_list[jump]
-    fh, gh = (sp.host(v) for v in (f, g)) if sp.on_device else (f, g)
+    fh, gh = host(f), host(g)
     keep_xy = _keep(cx, cy, xh, yh, fh, gh, eps, p, t)
     costs = sk.Costs(
         _block_cost(p, x, y, cx.labels, cy.labels, keep_xy, sp),
         _block_cost(p, y, x, cy.labels, cx.labels, keep_xy.T, sp),
         None, None)
     if debias:
-        fh, gh = (sp.host(v) for v in (f_aa, g_bb)) if sp.on_device else (f_aa, g_bb)
+        fh, gh = host(f_aa), host(g_bb)
         costs = costs._replace(
             xx=_block_cost(p, x, x, cx.labels, cx.labels,
                            _keep(cx, cx, xh, xh, fh, fh, eps, p, t), sp),

@@ -101,7 +101,8 @@ def check_points(X, name: str, caller: str, space: Space = HOST) -> np.ndarray:
         try:
             arr = np.asarray(X)
         except (TypeError, ValueError) as exc:  # ragged lists and the like
-            raise TypeError(f"{caller}: '{name}' must be a numeric array; {exc}") from None
+            raise TypeError(
+                f"{caller}: '{name}' must be a numeric array; {exc}") from None
     _check_points_array(tuple(arr.shape), space.np_dtype(arr), name, caller)
     if not _all_finite(arr, space):
         raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
