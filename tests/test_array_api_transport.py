@@ -238,14 +238,17 @@ def test_bad_device_input_names_the_argument():
             est.inverse_transform(_as("device", x[:, :1]))
 
 
-def test_host_data_with_backend_cuda_stays_numpy():
+def test_host_data_with_backend_cuda_stays_numpy(capsys):
     """backend="cuda" on NumPy data: solved on the (simulated) device, the
-    outputs and fitted attributes NumPy; transform reuses device copies."""
+    outputs and fitted attributes NumPy; transform reuses device copies;
+    ``verbose`` says where the arrays were."""
     x, y, a, b = clouds(n=40, m=30)
     ref, rx, _ = sinkhorn_divergence(x, y, a, b, return_grad=True)
     fit_ref = SinkhornTransport(blur=0.2).fit(x, Xt=y)
     with simulated_device(xps, DEVICE1):
-        value, gx, _ = sinkhorn_divergence(x, y, a, b, return_grad=True, backend="cuda")
+        value, gx, _ = sinkhorn_divergence(x, y, a, b, return_grad=True, backend="cuda",
+                                           verbose=True)
+        assert "arrays on the device: Space(simulated" in capsys.readouterr().out
         est = SinkhornTransport(blur=0.2, backend="cuda").fit(x, Xt=y)
         copies = est._device_copies
         assert all(v.device == DEVICE1 for v in copies.values())

@@ -550,13 +550,15 @@ def solve(prob: Problem, *, debias: bool, backend, callback=None):
 
 def progress(caller: str, prob: Problem, verbose) -> Callable | None:
     """``verbose`` progress of a Sinkhorn solve: prints the temperature
-    schedule now and returns the ``callback(step, eps, error)`` of the loops,
-    which prints each step's marginal error and the seconds since the start;
-    None when not ``verbose``."""
+    schedule now (and, on a device, its space) and returns the
+    ``callback(step, eps, error)`` of the loops, which prints each step's
+    marginal error and the seconds since the start; None when not
+    ``verbose``."""
     if not verbose:
         return None
+    where = f" (arrays on the device: {prob.space})" if prob.space.on_device else ""
     print(f"{caller}: epsilon-scaling over {len(prob.eps_list)} temperatures, "
-          f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}", flush=True)
+          f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}{where}", flush=True)
     start = time.perf_counter()
 
     def report(step, eps, err):
