@@ -34,9 +34,11 @@ dense ("online": every softmin a full LogSumExp reduction) and
 left on the GPU. The same rows (time, peak GPU memory, copy share), the
 copies counted here also including the engine's own host-device transfers
 (``cupy.asarray`` of host arrays, ``cupy.asnumpy``: the block-sparse
-kernel's index arrays, the multiscale cells and potentials). The warm-up
-runs at 2,000 points (it compiles the same kernels), then
-``--sinkhorn-repeat`` timed runs (1 by default). The CPU anchor
+kernel's index arrays, the multiscale cells and potentials). On the GPU
+the warm-up runs at the full size (the CUDA kernels' launch shapes, hence
+their compilations, depend on the sizes), then ``--sinkhorn-repeat`` timed
+runs (1 by default); the CPU anchor's warm-up runs at 2,000 points (the C
+kernels do not depend on the sizes). The CPU anchor
 (``backend="cpu"``) runs the multiscale case up to ``--sinkhorn-cpu-max``
 points (10^5; the dense one only up to a tenth of it: it is quadratic);
 rows give ``value`` and, against the CPU anchor, ``value_rel_diff`` and
@@ -333,7 +335,7 @@ def _sinkhorn_rows(args) -> list[dict]:
             if not args.cpu:
                 try:
                     gpu_out, stats = _run_gpu(name, fn, x, y, args.sinkhorn_repeat,
-                                              warmup=warm, engine=True)
+                                              engine=True)
                     rows.append({**base, "path": "cupy", "value": gpu_out[0], **stats})
                 except Exception:  # noqa: BLE001 - a failed case is a row, not the end
                     rows.append({**base, "path": "cupy",
