@@ -1,5 +1,6 @@
 """GPU benchmark of the estimators on device arrays (issue 24): KernelRidge
-(Falkon) and Nystroem on CuPy arrays against our CPU path, in one run.
+(Falkon), Nystroem and the Sinkhorn divergence on CuPy arrays against our
+CPU path, in one run.
 
 For each size n (default 10^5 and 10^6; D = 8, float32, ``--landmarks``
 landmarks, 1000 by default) and each path:
@@ -24,11 +25,31 @@ landmarks, 1000 by default) and each path:
   as tensors), against NumPy arrays under ``array_api_dispatch`` in the same
   run (``numpy_dispatch_s``): the ratio is the cost of the Array API layer.
 
+With ``--estimators sinkhorn`` (not in the default run: at 10^6 points it
+takes about a minute): ``sinkhorn_divergence(x, y, blur=0.05,
+return_grad=True)`` at ``--sinkhorn-sizes`` (default 10^5 and 10^6) points
+per cloud, D = 3, float32 (the clouds of ``asv_bench/benchmarks/losses.py``),
+dense ("online": every softmin a full LogSumExp reduction) and
+``multiscale=True``, the value and both gradients computed, the gradients
+left on the GPU. The same rows (time, peak GPU memory, copy share), the
+copies counted here also including the engine's own host-device transfers
+(``cupy.asarray`` of host arrays, ``cupy.asnumpy``: the block-sparse
+kernel's index arrays, the multiscale cells and potentials). On the GPU
+the warm-up runs at the full size (the CUDA kernels' launch shapes, hence
+their compilations, depend on the sizes), then ``--sinkhorn-repeat`` timed
+runs (1 by default); the CPU anchor's warm-up runs at 2,000 points (the C
+kernels do not depend on the sizes). The CPU anchor
+(``backend="cpu"``) runs the multiscale case up to ``--sinkhorn-cpu-max``
+points (10^5; the dense one only up to a tenth of it: it is quadratic);
+rows give ``value`` and, against the CPU anchor, ``value_rel_diff`` and
+``max_abs_diff`` of ``grad_x``.
+
 Times are medians of ``--repeat`` warm runs after one warm-up run (which
 compiles), synchronised. ``--cpu`` runs the CPU path only (no GPU needed): the
 test suite runs it at a tiny size so that the script cannot rot.
 
     python asv_bench/estimators_gpu.py --out $OUT/estimators_gpu.json
+    python asv_bench/estimators_gpu.py --estimators sinkhorn --out $OUT/sinkhorn_gpu.json
     python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1
 """
 
@@ -72,38 +93,85 @@ def _cases(m, backend):
     return {"KernelRidge(falkon)": krr, "Nystroem": nys}
 
 
+#: The Sinkhorn divergence's benchmark: D, blur, warm-up size.
+SINKHORN_D, BLUR, SINKHORN_WARMUP = 3, 0.05, 2000
+
+
+def _clouds(n, seed=0):
+    """The clouds of asv_bench/benchmarks/losses.py (D = 3, float32)."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, SINKHORN_D)).astype(np.float32)
+    y = rng.random((n, SINKHORN_D)).astype(np.float32)
+    y[:, 0] += 0.3
+    return x, y
+
+
+def _sinkhorn_cases(backend):
+    """``(value, grad_x)`` of the divergence, dense and multiscale."""
+    from kerneltools.estimators import sinkhorn_divergence
+
+    def case(multiscale):
+        def run(x, y):
+            value, gx, _ = sinkhorn_divergence(x, y, blur=BLUR, return_grad=True,
+                                               multiscale=multiscale, backend=backend)
+            return value, gx
+
+        return run
+
+    return {"sinkhorn_divergence(online)": case(False),
+            "sinkhorn_divergence(multiscale)": case(True)}
+
+
 class _CopyClock:
     """CUDA events around every host-device copy of the estimators' device
-    path (Space.host, Space.put): their GPU time, summed."""
+    path (Space.host, Space.put) and, with ``engine=True``, of the engine
+    (``cupy.asarray`` of a host array, ``cupy.asnumpy``): their GPU time,
+    summed (a copy inside another is counted once)."""
 
-    def __init__(self):
+    def __init__(self, engine=False):
         import cupy
 
         from kerneltools.estimators import _array_api
 
         self.cupy, self.space, self.seconds, self.count = cupy, _array_api.Space, 0.0, 0
-        self.saved = {name: getattr(self.space, name) for name in ("host", "put")}
+        self.depth = 0
+        self.saved = [(self.space, name, getattr(self.space, name), True)
+                      for name in ("host", "put")]
+        if engine:
+            self.saved += [(cupy, name, getattr(cupy, name), False)
+                           for name in ("asarray", "asnumpy")]
 
     def __enter__(self):
-        for name, fn in self.saved.items():
-            setattr(self.space, name, self._timed(fn))
+        for owner, name, fn, method in self.saved:
+            setattr(owner, name, self._timed(fn, method))
         return self
 
     def __exit__(self, *exc):
-        for name, fn in self.saved.items():
-            setattr(self.space, name, fn)
+        for owner, name, fn, _ in self.saved:
+            setattr(owner, name, fn)
 
-    def _timed(self, fn):
-        clock = self
+    def _copies(self, name, args, method) -> bool:
+        if method:  # Space.host / Space.put: copies on the CuPy space only
+            return args[0].kind == "cupy"
+        if name == "asarray":  # host to device, unless a CuPy array already
+            return not (args and isinstance(args[0], self.cupy.ndarray))
+        return True  # asnumpy: device to host
 
-        def timed(space, *args, **kwargs):
-            if space.kind != "cupy":
-                return fn(space, *args, **kwargs)
+    def _timed(self, fn, method):
+        clock, name = self, fn.__name__
+
+        def timed(*args, **kwargs):
+            if clock.depth or not clock._copies(name, args, method):
+                return fn(*args, **kwargs)
+            clock.depth += 1
             start, end = clock.cupy.cuda.Event(), clock.cupy.cuda.Event()
-            start.record()
-            out = fn(space, *args, **kwargs)
-            end.record()
-            end.synchronize()
+            try:
+                start.record()
+                out = fn(*args, **kwargs)
+                end.record()
+                end.synchronize()
+            finally:
+                clock.depth -= 1
             clock.seconds += clock.cupy.cuda.get_elapsed_time(start, end) / 1e3
             clock.count += 1
             return out
@@ -117,18 +185,20 @@ def _sync():
     cupy.cuda.Device().synchronize()
 
 
-def _run_gpu(name, fn, X, y, repeat):
+def _run_gpu(name, fn, X, y, repeat, warmup=None, engine=False):
+    """``warmup``: the (X, y) of the warm-up run (default: X, y); ``engine``:
+    also count the engine's copies (:class:`_CopyClock`)."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
     Xd, yd = cupy.asarray(X), cupy.asarray(y)
-    out = fn(Xd, yd)  # warm-up: compiles
+    out = fn(*(cupy.asarray(a) for a in warmup)) if warmup else fn(Xd, yd)  # compiles
     _sync()
     times, copies, counts, peaks = [], [], [], []
     for _ in range(repeat):
         del out
         pool.free_all_blocks()
-        with _CopyClock() as clock:
+        with _CopyClock(engine) as clock:
             t0 = time.perf_counter()
             out = fn(Xd, yd)
             _sync()
@@ -142,8 +212,8 @@ def _run_gpu(name, fn, X, y, repeat):
                  "peak_gpu_bytes": max(peaks), "data_bytes": int(X.nbytes + y.nbytes)}
 
 
-def _run_cpu(name, fn, X, y, repeat):
-    out = fn(X, y)  # warm-up: compiles
+def _run_cpu(name, fn, X, y, repeat, warmup=None):
+    out = fn(*(warmup or (X, y)))  # warm-up: compiles
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -197,13 +267,24 @@ def main(argv=None) -> list[dict]:
                         help="also scikit-learn's Nystroem on CuPy arrays")
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
+    parser.add_argument("--estimators", nargs="+", default=["krr", "nystroem"],
+                        choices=["krr", "nystroem", "sinkhorn"])
+    parser.add_argument("--sinkhorn-sizes", type=int, nargs="+", default=[10**5, 10**6])
+    parser.add_argument("--sinkhorn-repeat", type=int, default=1)
+    parser.add_argument("--sinkhorn-cpu-max", type=int, default=10**5,
+                        help="largest n of the Sinkhorn CPU anchor, multiscale (with "
+                        "a GPU; the dense one: a tenth of it)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
-    for n in args.sizes:
+    chosen = {"krr": "KernelRidge(falkon)", "nystroem": "Nystroem"}
+    chosen = {chosen[e] for e in args.estimators if e in chosen}
+    for n in args.sizes if chosen else ():
         X, y = _data(n)
         m = min(args.landmarks, n)
         for name, fn in _cases(m, None).items():
+            if name not in chosen:
+                continue
             gpu_out = None
             if not args.cpu:
                 try:
@@ -233,6 +314,8 @@ def main(argv=None) -> list[dict]:
                     rows.append({"estimator": name, "n": n, "path": "sklearn-cupy",
                                  "error": traceback.format_exc(limit=3)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if "sinkhorn" in args.estimators:
+        rows += _sinkhorn_rows(args)
     _table(rows)
     if args.out:
         with open(args.out, "w") as fh:
@@ -240,21 +323,52 @@ def main(argv=None) -> list[dict]:
     return rows
 
 
+def _sinkhorn_rows(args) -> list[dict]:
+    """The Sinkhorn divergence's rows (module docstring)."""
+    rows = []
+    for n in args.sinkhorn_sizes:
+        x, y = _clouds(n)
+        warm = _clouds(min(n, SINKHORN_WARMUP), seed=1)
+        for name, fn in _sinkhorn_cases(None).items():
+            base = {"estimator": name, "n": n, "d": SINKHORN_D}
+            gpu_out = None
+            if not args.cpu:
+                try:
+                    gpu_out, stats = _run_gpu(name, fn, x, y, args.sinkhorn_repeat,
+                                              engine=True)
+                    rows.append({**base, "path": "cupy", "value": gpu_out[0], **stats})
+                except Exception:  # noqa: BLE001 - a failed case is a row, not the end
+                    rows.append({**base, "path": "cupy",
+                                 "error": traceback.format_exc(limit=3)})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            limit = args.sinkhorn_cpu_max // (1 if "multiscale" in name else 10)
+            if args.cpu or n <= limit:
+                cpu_out, stats = _run_cpu(name, _sinkhorn_cases("cpu")[name], x, y,
+                                          args.sinkhorn_repeat, warmup=warm)
+                row = {**base, "path": "cpu", "value": cpu_out[0], **stats}
+                if gpu_out is not None:
+                    row["value_rel_diff"] = abs(gpu_out[0] - cpu_out[0]) / abs(cpu_out[0])
+                    row["max_abs_diff"] = float(np.abs(_host(gpu_out[1]) - cpu_out[1]).max())
+                rows.append(row)
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def _table(rows):
-    print(f"{'estimator':22s} {'n':>8s} {'path':12s} {'time s':>9s} {'copies %':>9s} "
+    print(f"{'estimator':32s} {'n':>8s} {'path':12s} {'time s':>9s} {'copies %':>9s} "
           f"{'peak GPU MB':>12s} {'speed-up':>8s}")
     cpu = {(r["estimator"], r["n"]): r["time_s"] for r in rows
            if r.get("path") == "cpu" and "time_s" in r}
     for r in rows:
         if "error" in r:
-            print(f"{r['estimator']:22s} {r['n']:8d} {r['path']:12s} failed: "
+            print(f"{r['estimator']:32s} {r['n']:8d} {r['path']:12s} failed: "
                   f"{r['error'].strip().splitlines()[-1]}")
             continue
         share = f"{100 * r['copy_share']:.2f}" if "copy_share" in r else ""
         peak = f"{r['peak_gpu_bytes'] / 2**20:.0f}" if "peak_gpu_bytes" in r else ""
         ref = r.get("numpy_dispatch_s", cpu.get((r["estimator"], r["n"])))
         ratio = f"{ref / r['time_s']:.1f}x" if ref and r["path"] != "cpu" else ""
-        print(f"{r['estimator']:22s} {r['n']:8d} {r['path']:12s} {r['time_s']:9.3f} "
+        print(f"{r['estimator']:32s} {r['n']:8d} {r['path']:12s} {r['time_s']:9.3f} "
               f"{share:>9s} {peak:>12s} {ratio:>8s}")
 
 

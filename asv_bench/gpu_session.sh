@@ -50,4 +50,11 @@ if [ "${KT_ESTIMATORS_TIMEOUT:-240}" != 0 ]; then
     --sklearn --out "$OUT/estimators_gpu.json" > "$OUT/estimators_gpu.log" 2>&1
   stamp "estimators benchmark rc=$?"
 fi
+# the Sinkhorn divergence on CuPy arrays (issue 24): 10^5 and 10^6 points, 3-D,
+# float32, blur 0.05, dense and multiscale; the multiscale CPU anchor at 10^5
+if [ "${KT_SINKHORN_TIMEOUT:-300}" != 0 ]; then
+  timeout "${KT_SINKHORN_TIMEOUT:-300}" python3 asv_bench/estimators_gpu.py --estimators sinkhorn \
+    --out "$OUT/sinkhorn_gpu.json" > "$OUT/sinkhorn_gpu.log" 2>&1
+  stamp "sinkhorn benchmark rc=$?"
+fi
 tail -5 "$OUT/gpu_tests.txt"

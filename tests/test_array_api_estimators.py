@@ -35,6 +35,12 @@ from sklearn.utils.estimator_checks import (
     check_array_api_same_namespace,
 )
 
+from _array_api_helpers import WAYS, assert_close, gpu_available
+from _array_api_helpers import as_way as _as
+from _array_api_helpers import assert_where as _assert_where
+from _array_api_helpers import to_numpy as _np
+from _array_api_helpers import way_context as _way
+
 from kerneltools.estimators import KernelPCA, KernelRidge, Nystroem, _krr_warm
 from kerneltools.estimators._array_api import simulated_device
 from kerneltools.estimators._xp_kernels import DEVICE_KERNELS, kernel_block
@@ -46,7 +52,6 @@ torch = pytest.importorskip("torch")
 from sklearn.externals import array_api_compat as compat  # noqa: E402
 
 DEVICE1 = xps.Device("device1")
-WAYS = ["strict", "torch", "device"]
 SOLVERS = ["cholesky", "cg", "falkon"]
 KRR = {"alpha": 0.1, "kernel": "rbf", "gamma": 0.5, "n_components": 20, "tol": 1e-10,
        "random_state": 0}
@@ -76,33 +81,8 @@ def data():
     return X, y
 
 
-def _as(way, a):
-    if way == "torch":
-        return torch.asarray(a)
-    return xps.asarray(a, device=DEVICE1)
-
-
-def _way(way):
-    """The context of a way in: the simulated device for "device"."""
-    import contextlib
-
-    return simulated_device(xps, DEVICE1) if way == "device" else contextlib.nullcontext()
-
-
-def _np(a):
-    return np.asarray(np.from_dlpack(a))
-
-
-def _assert_where(out, like, dtype):
-    """``out`` is in ``like``'s namespace, on its device, with ``dtype``."""
-    assert compat.array_namespace(out) is compat.array_namespace(like)
-    assert compat.device(out) == compat.device(like)
-    assert _np(out).dtype == dtype
-
-
 def _close(got, ref, dtype):
-    scale = np.abs(ref).max()
-    np.testing.assert_allclose(_np(got), ref, rtol=RTOL[dtype], atol=RTOL[dtype] * scale)
+    assert_close(got, ref, RTOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
@@ -323,16 +303,8 @@ def test_conjugate_gradient_in_another_namespace_matches_numpys():
         conjugate_gradient(Ad, xps.asarray(B, device=DEVICE1), xp=xps)
 
 
-def _gpu_status():
-    try:
-        import cupy
-    except ImportError:
-        return False
-    return bool(cupy.is_available())
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _gpu_status(), reason="needs a CUDA GPU and cupy")
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and cupy")
 def test_cupy_arrays_stay_on_the_gpu(data):
     import cupy
 

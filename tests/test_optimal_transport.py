@@ -228,6 +228,30 @@ def test_divergence_is_linear_in_the_mass():
     )
 
 
+@pytest.mark.parametrize("multiscale", [False, True])
+def test_verbose_reports_progress_and_changes_nothing(capsys, multiscale):
+    x, y, a, b = clouds(seed=4)
+    kw = {"multiscale": multiscale, "cluster_scale": 0.5 if multiscale else None}
+    quiet = sinkhorn_divergence(x, y, a, b, return_grad=True, **kw)
+    capsys.readouterr()
+    loud = sinkhorn_divergence(x, y, a, b, return_grad=True, verbose=True, **kw)
+    out = capsys.readouterr().out.splitlines()
+    n_eps = int(out[0].split("epsilon-scaling over ")[1].split()[0])
+    steps = [line for line in out if "marginal error=" in line]
+    # multiscale: the coarse steps run on cells, the fine ones are reported
+    assert 0 < len(steps) <= n_eps and (multiscale or len(steps) == n_eps), out
+    assert out[-1].startswith(f"sinkhorn_divergence: {quiet[0]:.6g} in "), out
+    assert ("blocks kept" in "\n".join(out)) == multiscale
+    assert loud[0] == quiet[0]
+    np.testing.assert_array_equal(loud[1], quiet[1])
+    f, _ = sinkhorn_potentials(x, y, a, b, tol=1e-6, verbose=True)
+    out = capsys.readouterr().out
+    assert out.startswith("sinkhorn_potentials: epsilon-scaling over") and "s)" in out
+    np.testing.assert_array_equal(f, sinkhorn_potentials(x, y, a, b, tol=1e-6)[0])
+    with pytest.raises(ValueError, match="verbose"):
+        sinkhorn_divergence(x, y, verbose="loud")
+
+
 @settings(max_examples=6, deadline=None)
 @given(problems, st.sampled_from([None, 1.0]))
 def test_a_gradient_step_decreases_the_divergence(problem, reach):

@@ -54,6 +54,19 @@ With ``truncate=None`` no block is skipped (the jump only warm-starts the
 fine loop). The value then differs from the dense loop only by the coarse
 warm start; with the default ``truncate=5``, by the truncation too: the
 tests check both against the dense solver (relative 1e-3 on the value).
+
+On a device (a problem whose arrays are CuPy's, see :mod:`._sinkhorn`), the
+cells and the block choice are computed on the host, the Sinkhorn loops on
+the device: per call, one copy of the points and masses to the host (the
+grid, the cells' barycentres, radii and boxes: :class:`_Clusters`), the
+cells' barycentres and masses to the device (the coarse loop runs there),
+and at the jump one copy of each extrapolated potential to the host (the
+bounds of :func:`_keep`). The fine loop's block-sparse reductions then read
+the device's points (the engine's ranges reductions take CuPy arrays: one
+launch of the CUDA backend's block-sparse kernel per softmin). The engine
+itself still uploads each call's block lists and index maps (int64, about
+two per point: ``CudaBackend.run_ranges``); ``asv_bench/estimators_gpu.py``
+counts them in its share of time spent in copies.
 """
 
 from __future__ import annotations
@@ -204,9 +217,11 @@ def _keep(cx: _Clusters, cy: _Clusters, x, y, f, g, eps, p, truncate):
     return keep
 
 
-def _block_cost(p, x, y, lab_x, lab_y, keep) -> sk.CostMatrix:
-    """C(x_i, y_j) restricted to the kept blocks."""
+def _block_cost(p, x, y, lab_x, lab_y, keep, space=sk.HOST) -> sk.CostMatrix:
+    """C(x_i, y_j) restricted to the kept blocks (``x``, ``y``: arrays of
+    ``space``; the labels and the mask on the host)."""
     bs = kr.block_sparsity(lab_x, lab_y, keep)
+    x, y = space.engine(x), space.engine(y)
     return sk.CostMatrix(x, y, Vi(x).with_ranges(bs), Vj(y), p)
 
 
@@ -223,37 +238,45 @@ def multiscale_solve(prob: sk.Problem, *, debias: bool, backend, truncate=5.0,
                      cluster_scale=None, verbose=False, callback=None):
     """Coarse-to-fine Sinkhorn on ``prob``: ``(potentials, costs, softmin)``
     as :func:`._sinkhorn.solve`, the costs restricted to the kept blocks."""
-    x, y, a, b, p = prob.x, prob.y, prob.a, prob.b, prob.p
+    x, y, a, b, p, sp = prob.x, prob.y, prob.a, prob.b, prob.p, prob.space
     scale = cluster_scale or default_cluster_scale(prob.diameter, x.shape[1],
-                                                   max(len(x), len(y)))
-    cx, cy = _Clusters(x, a, scale), _Clusters(y, b, scale)
+                                                   max(x.shape[0], y.shape[0]))
+    # the cells on the host (from one copy of a device's points and masses)
+    host = sp.host if sp.on_device else (lambda v: v)
+    xh, yh, ah, bh = (host(v) for v in (x, y, a, b))
+    cx, cy = _Clusters(xh, ah, scale), _Clusters(yh, bh, scale)
     jump = _jump_index(prob.eps_list, scale, p)
-    softmin = sk.lse_softmin(backend)
-    coarse = sk.Problem(cx.c, cy.c, cx.w, cy.w, p, prob.eps, prob.rho,
-                        prob.eps_list[:jump], prob.diameter)
+    softmin = sk.lse_softmin(backend, sp)
+    coarse = sk.Problem(sp.put(cx.c), sp.put(cy.c), sp.put(cx.w), sp.put(cy.w), p,
+                        prob.eps, prob.rho, prob.eps_list[:jump], prob.diameter,
+                        space=sp)
     # Step 2: the coarse loop (its last extrapolation gives the h's at eps).
     pot_c, costs_c, _ = sk.solve(coarse, debias=debias, backend=backend)
     eps = prob.eps_list[jump - 1]
     lam = sk.damping(eps, prob.rho)
     # Step 3: extrapolate to the points (fine x against coarse y, ...).
-    f = lam * softmin(eps, sk.cost_matrix(p, x, cy.c), pot_c.h_ba)
-    g = lam * softmin(eps, sk.cost_matrix(p, y, cx.c), pot_c.h_ab)
+    f = lam * softmin(eps, sk.cost_matrix(p, x, coarse.y, space=sp), pot_c.h_ba)
+    g = lam * softmin(eps, sk.cost_matrix(p, y, coarse.x, space=sp), pot_c.h_ab)
     f_aa = g_bb = None
     if debias:
-        f_aa = lam * softmin(eps, sk.cost_matrix(p, x, cx.c), pot_c.h_aa)
-        g_bb = lam * softmin(eps, sk.cost_matrix(p, y, cy.c), pot_c.h_bb)
+        f_aa = lam * softmin(eps, sk.cost_matrix(p, x, coarse.x, space=sp), pot_c.h_aa)
+        g_bb = lam * softmin(eps, sk.cost_matrix(p, y, coarse.y, space=sp), pot_c.h_bb)
     t = np.inf if truncate is None else float(truncate)
-    # the blocks are chosen for the next (finer) temperature
+    # the blocks are chosen for the next (finer) temperature, on the host
     eps = prob.eps_list[jump]
-    keep_xy = _keep(cx, cy, x, y, f, g, eps, p, t)
+    fh, gh = host(f), host(g)
+    keep_xy = _keep(cx, cy, xh, yh, fh, gh, eps, p, t)
     costs = sk.Costs(
-        _block_cost(p, x, y, cx.labels, cy.labels, keep_xy),
-        _block_cost(p, y, x, cy.labels, cx.labels, keep_xy.T),
-        _block_cost(p, x, x, cx.labels, cx.labels,
-                    _keep(cx, cx, x, x, f_aa, f_aa, eps, p, t)) if debias else None,
-        _block_cost(p, y, y, cy.labels, cy.labels,
-                    _keep(cy, cy, y, y, g_bb, g_bb, eps, p, t)) if debias else None,
-    )
+        _block_cost(p, x, y, cx.labels, cy.labels, keep_xy, sp),
+        _block_cost(p, y, x, cy.labels, cx.labels, keep_xy.T, sp),
+        None, None)
+    if debias:
+        fh, gh = host(f_aa), host(g_bb)
+        costs = costs._replace(
+            xx=_block_cost(p, x, x, cx.labels, cx.labels,
+                           _keep(cx, cx, xh, xh, fh, fh, eps, p, t), sp),
+            yy=_block_cost(p, y, y, cy.labels, cy.labels,
+                           _keep(cy, cy, yh, yh, gh, gh, eps, p, t), sp))
     if verbose:
         print(f"multiscale Sinkhorn: {len(cx.w)} x {len(cy.w)} cells of side {scale:.3g}; "
               f"{jump} coarse steps, {len(prob.eps_list) - jump} fine ones; "

@@ -16,16 +16,27 @@ an argument: ``softmin(eps, C_xy, h_y)`` is the soft c-transform
 gives the kerneltools one, a LogSumExp reduction that never stores the
 ``N x M`` cost matrix; the temperature enters it as a run-time parameter, so
 the whole schedule runs one compiled kernel.
+
+Where the arrays live: a :class:`Problem` carries the
+:class:`~._array_api.Space` of its arrays. On the host (NumPy, Dask points)
+every n-vector is NumPy; on a device (CuPy, or the simulated device of the
+tests) the points, masses and potentials are arrays of that namespace, each
+softmin a reduction fed and returning device arrays, and the loop's vector
+arithmetic (log-weights, averages, marginal errors, values, gradients) is
+written to the Array API standard, so that it runs there unchanged. Only
+scalars (the temperatures, the marginal errors, the value) reach the host.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..dask import is_dask_array, to_numpy
 from ..lazy import LazyTensor, Vi, Vj
+from ._array_api import HOST, Space, compat
 
 __all__ = [
     "Potentials",
@@ -35,7 +46,9 @@ __all__ = [
     "epsilon_schedule",
     "lse_softmin",
     "max_diameter",
+    "namespace",
     "ot_value",
+    "progress",
     "sinkhorn_loop",
     "sinkhorn_refine",
     "value_gradients",
@@ -72,16 +85,43 @@ class Problem(NamedTuple):
     eps_list: list  # the epsilon-scaling schedule, ending at eps
     diameter: float
     cost: Callable | None = None  # (x_i, y_j) -> formula C_ij; None: |x - y|^p / p
+    space: Space = HOST  # where x, y, a, b (and the potentials) live
 
+
+def namespace(*arrays):
+    """The Array API namespace of ``arrays`` (None ignored): NumPy itself for
+    NumPy arrays (and Dask's, which NumPy's functions dispatch)."""
+    arrays = [a for a in arrays if a is not None]
+    if all(isinstance(a, np.ndarray) or is_dask_array(a) for a in arrays):
+        return np
+    return compat().array_namespace(*arrays)
+
+
+def _cast(a, dtype):
+    """``a`` in the dtype ``dtype`` (a NumPy dtype), in its own namespace."""
+    if isinstance(a, np.ndarray) or is_dask_array(a):
+        return a.astype(dtype)
+    xp = namespace(a)
+    return xp.astype(a, getattr(xp, np.dtype(dtype).name))
+
+
+def _f64(a):
+    return _cast(a, np.float64)
 
 
 # -- epsilon-scaling (GeomLoss's heuristic) ---------------------------------------
 
 
-def max_diameter(x: np.ndarray, y: np.ndarray) -> float:
-    """The diagonal of the bounding box of both clouds: a bound on |x_i - y_j|."""
-    x_lo, x_hi, y_lo, y_hi = (to_numpy(r) for r in _compute(
-        x.min(axis=0), x.max(axis=0), y.min(axis=0), y.max(axis=0)))
+def max_diameter(x: np.ndarray, y: np.ndarray, space: Space = HOST) -> float:
+    """The diagonal of the bounding box of both clouds: a bound on |x_i - y_j|
+    (the (D,) corners copied to the host from a device)."""
+    if space.on_device:
+        xp = space.xp
+        x_lo, x_hi, y_lo, y_hi = (space.host(r) for r in (
+            xp.min(x, axis=0), xp.max(x, axis=0), xp.min(y, axis=0), xp.max(y, axis=0)))
+    else:
+        x_lo, x_hi, y_lo, y_hi = (to_numpy(r) for r in _compute(
+            x.min(axis=0), x.max(axis=0), y.min(axis=0), y.max(axis=0)))
     lo = np.minimum(x_lo, y_lo).astype(np.float64)
     hi = np.maximum(x_hi, y_hi).astype(np.float64)
     return float(np.linalg.norm(hi - lo))
@@ -104,10 +144,15 @@ def damping(eps: float, rho: float | None) -> float:
 
 
 def log_weights(w: np.ndarray) -> np.ndarray:
-    """log w, with LOG_ZERO for points of zero mass."""
-    out = np.full_like(w, LOG_ZERO)
-    np.log(w, out=out, where=w > 0)
-    return out
+    """log w, with LOG_ZERO for points of zero mass (in w's namespace)."""
+    xp = namespace(w)
+    if xp is np:
+        out = np.full_like(w, LOG_ZERO)
+        np.log(w, out=out, where=w > 0)
+        return out
+    pos = w > 0
+    return xp.where(pos, xp.log(xp.where(pos, w, xp.ones_like(w))),
+                    xp.full_like(w, LOG_ZERO))
 
 
 # -- the kernel operation ------------------------------------------------------------
@@ -131,7 +176,8 @@ def cost_gradient(p: int, u: LazyTensor, v: LazyTensor) -> LazyTensor:
 
 class CostMatrix(NamedTuple):
     """A cost "matrix" C(x_i, y_j), kept symbolic: the points and the exponent
-    (or a user's ``cost(x_i, y_j)`` formula)."""
+    (or a user's ``cost(x_i, y_j)`` formula). ``x`` and ``y`` are the arrays
+    the reductions read (NumPy or CuPy)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -153,36 +199,48 @@ class CostMatrix(NamedTuple):
         return cost_gradient(self.p, self.x_i, self.y_j)
 
 
-def cost_matrix(p: int, x: np.ndarray, y: np.ndarray, cost=None) -> CostMatrix:
+def cost_matrix(p: int, x: np.ndarray, y: np.ndarray, cost=None,
+                space: Space = HOST) -> CostMatrix:
+    """The cost between the points ``x`` and ``y``, arrays of ``space``."""
+    x, y = space.engine(x), space.engine(y)
     return CostMatrix(x, y, Vi(x), Vj(y), p, cost)
 
 
 Softmin = Callable[[float, CostMatrix, np.ndarray], np.ndarray]
 
 
-def lse_softmin(backend) -> Softmin:
+def _reduced(out, space: Space):
+    """A reduction's output as an array of ``space`` (Dask: computed)."""
+    return space.from_engine(out) if space.on_device else to_numpy(out)
+
+
+def lse_softmin(backend, space: Space = HOST) -> Softmin:
     """The soft c-transform as a LogSumExp reduction over j.
 
     ``softmin(eps, C, h)[i] = -eps log sum_j exp(h_j - C(x_i, y_j) / eps)``; the
-    float ``1 / eps`` is a run-time parameter of one compiled kernel.
+    float ``1 / eps`` is a run-time parameter of one compiled kernel. ``h``
+    and the output are arrays of ``space`` (on a device: the reduction reads
+    and writes device arrays).
     """
 
     def softmin(eps: float, C: CostMatrix, h: np.ndarray) -> np.ndarray:
-        F = Vj(h) - C.over(eps)
-        return -eps * to_numpy(F.logsumexp(axis=1, backend=backend))[:, 0]
+        F = Vj(space.engine(h)) - C.over(eps)
+        return -eps * _reduced(F.logsumexp(axis=1, backend=backend), space)[:, 0]
 
     return softmin
 
 
-def softmin_gradient(eps: float, C: CostMatrix, h: np.ndarray, backend) -> np.ndarray:
+def softmin_gradient(eps: float, C: CostMatrix, h: np.ndarray, backend,
+                     space: Space = HOST) -> np.ndarray:
     """The gradient in x_i of ``softmin(eps, C, h)[i]``, the y_j held fixed.
 
     ``sum_j w_ij grad_x C(x_i, y_j)`` with ``w_ij = softmax_j(h_j - C_ij / eps)``:
     one SumSoftMaxWeight reduction (for p = 2, x_i minus the barycentre of
     the y_j under the plan's row).
     """
-    F = Vj(h) - C.over(eps)
-    return F.sumsoftmaxweight(C.gradient(), axis=1, backend=backend)
+    F = Vj(space.engine(h)) - C.over(eps)
+    out = F.sumsoftmaxweight(C.gradient(), axis=1, backend=backend)
+    return space.from_engine(out) if space.on_device else out
 
 
 # -- the Sinkhorn loop (Feydy 2020, Algorithm 3.5) -----------------------------------
@@ -216,11 +274,12 @@ def marginal_error(w: np.ndarray, f: np.ndarray, ft: np.ndarray, eps: float) -> 
     ``w_i b_j exp((f_i + g_j - C_ij) / eps)``; with damping, the residual of
     the fixed point ``f = damping * softmin(...)``.
     """
-    d = (f.astype(np.float64) - ft.astype(np.float64)) / eps
+    xp = namespace(w, f, ft)
+    d = (_f64(f) - _f64(ft)) / eps
     with np.errstate(over="ignore"):
-        err = np.abs(np.expm1(d))
-    w64 = w.astype(np.float64)
-    return float(w64 @ err / w64.sum())
+        err = xp.abs(xp.expm1(d))
+    w64 = _f64(w)
+    return float(w64 @ err) / float(xp.sum(w64))
 
 
 def sinkhorn_loop(
@@ -344,8 +403,9 @@ def rounding_floor(f: np.ndarray, g: np.ndarray, eps: float) -> float:
     0.16 times that bound (float32: about 1e-6 to 1e-5), so half of it is a
     tolerance that Sinkhorn iterations can reach. Negligible in float64.
     """
-    u = np.finfo(f.dtype).eps
-    return 0.5 * u * float(np.abs(f).max() + np.abs(g).max()) / eps
+    xp = namespace(f, g)
+    u = float(xp.finfo(f.dtype).eps)
+    return 0.5 * u * float(xp.max(xp.abs(f)) + xp.max(xp.abs(g))) / eps
 
 
 #: Largest over-relaxation factor: beyond about 1.9 the log-domain updates
@@ -381,7 +441,7 @@ def ot_value(a: np.ndarray, b: np.ndarray, pot: Potentials, debias: bool) -> flo
     in the masses, its coefficients :func:`weight_gradients`.
     """
     da, db = weight_gradients(pot, debias)
-    return float(a.astype(np.float64) @ da + b.astype(np.float64) @ db)
+    return float(_f64(a) @ da) + float(_f64(b) @ db)
 
 
 def weight_gradients(pot: Potentials, debias: bool):
@@ -389,9 +449,8 @@ def weight_gradients(pot: Potentials, debias: bool):
     held fixed (GeomLoss's autograd: the last extrapolation's inputs are
     detached), in float64."""
 
-    def v(arr):
-        return arr.astype(np.float64)
-
+    v = _f64
+    xp = namespace(pot.f_ba)
     rho = pot.rho
     if rho is None:
         if debias:
@@ -400,7 +459,7 @@ def weight_gradients(pot: Potentials, debias: bool):
     w = rho + pot.eps / 2
 
     def e(arr):
-        return np.exp(-v(arr) / rho)
+        return xp.exp(-v(arr) / rho)
 
     if debias:
         return w * (e(pot.f_aa) - e(pot.f_ba)), w * (e(pot.g_bb) - e(pot.g_ab))
@@ -412,35 +471,37 @@ def _coefficient(pot: Potentials, f: np.ndarray) -> np.ndarray | float:
     if pot.rho is None:
         return 1.0
     w = (pot.rho + pot.eps / 2) / pot.rho
-    return w * np.exp(-f.astype(np.float64) / pot.rho)
+    return w * namespace(f).exp(-_f64(f) / pot.rho)
 
 
-def _gradient(w, f, h, C: CostMatrix, f_self, h_self, C_self, pot, backend):
+def _gradient(w, f, h, C: CostMatrix, f_self, h_self, C_self, pot, backend, space):
     """Gradient of the value in the points of one measure (masses ``w``).
 
     ``w_i lam (c(f_i) grad f_i - c(f_self_i) grad f_self_i)``: each ``grad``
     is that of the last extrapolation's softmin, its input ``h`` held fixed.
     """
     lam = damping(pot.eps, pot.rho)
+    xp = space.xp
 
     def term(f, h, C):
-        g = softmin_gradient(pot.eps, C, h, backend).astype(np.float64)
-        return lam * np.asarray(_coefficient(pot, f)).reshape(-1, 1) * g
+        g = _f64(softmin_gradient(pot.eps, C, h, backend, space))
+        c = _coefficient(pot, f)
+        return lam * (c if isinstance(c, float) else xp.reshape(c, (-1, 1))) * g
 
     grad = term(f, h, C)
     if f_self is not None:
-        grad -= term(f_self, h_self, C_self)
-    return (w.astype(np.float64)[:, None] * grad).astype(C.x.dtype)
+        grad = grad - term(f_self, h_self, C_self)
+    return _cast(xp.reshape(_f64(w), (-1, 1)) * grad, np.dtype(C.x.dtype))
 
 
 def value_gradients(prob: Problem, pot: Potentials, costs, backend):
-    """``(grad_x, grad_y)``: the gradients of :func:`ot_value` in the points."""
-    grad_x = _gradient(
-        prob.a, pot.f_ba, pot.h_ba, costs.xy, pot.f_aa, pot.h_aa, costs.xx, pot, backend
-    )
-    grad_y = _gradient(
-        prob.b, pot.g_ab, pot.h_ab, costs.yx, pot.g_bb, pot.h_bb, costs.yy, pot, backend
-    )
+    """``(grad_x, grad_y)``: the gradients of :func:`ot_value` in the points,
+    arrays of the problem's space."""
+    sp = prob.space
+    grad_x = _gradient(prob.a, pot.f_ba, pot.h_ba, costs.xy, pot.f_aa, pot.h_aa,
+                       costs.xx, pot, backend, sp)
+    grad_y = _gradient(prob.b, pot.g_ab, pot.h_ab, costs.yx, pot.g_bb, pot.h_bb,
+                       costs.yy, pot, backend, sp)
     return grad_x, grad_y
 
 
@@ -457,18 +518,18 @@ class Costs(NamedTuple):
 
 
 def cost_matrices(prob: Problem, debias: bool) -> Costs:
-    x, y, p, c = prob.x, prob.y, prob.p, prob.cost
+    x, y, p, c, sp = prob.x, prob.y, prob.p, prob.cost, prob.space
     return Costs(
-        cost_matrix(p, x, y, c),
-        cost_matrix(p, y, x, c),
-        cost_matrix(p, x, x, c) if debias else None,
-        cost_matrix(p, y, y, c) if debias else None,
+        cost_matrix(p, x, y, c, sp),
+        cost_matrix(p, y, x, c, sp),
+        cost_matrix(p, x, x, c, sp) if debias else None,
+        cost_matrix(p, y, y, c, sp) if debias else None,
     )
 
 
 def solve(prob: Problem, *, debias: bool, backend, callback=None):
     """Annealed Sinkhorn on ``prob``: ``(potentials, cost matrices, softmin)``."""
-    softmin = lse_softmin(backend)
+    softmin = lse_softmin(backend, prob.space)
     costs = cost_matrices(prob, debias)
     pot = sinkhorn_loop(
         softmin=softmin,
@@ -485,3 +546,23 @@ def solve(prob: Problem, *, debias: bool, backend, callback=None):
         a=prob.a,
     )
     return pot, costs, softmin
+
+
+def progress(caller: str, prob: Problem, verbose) -> Callable | None:
+    """``verbose`` progress of a Sinkhorn solve: prints the temperature
+    schedule now (and, on a device, its space) and returns the
+    ``callback(step, eps, error)`` of the loops, which prints each step's
+    marginal error and the seconds since the start; None when not
+    ``verbose``."""
+    if not verbose:
+        return None
+    where = f" (arrays on the device: {prob.space})" if prob.space.on_device else ""
+    print(f"{caller}: epsilon-scaling over {len(prob.eps_list)} temperatures, "
+          f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}{where}", flush=True)
+    start = time.perf_counter()
+
+    def report(step, eps, err):
+        print(f"  step {step:4d}  eps={eps:.4g}  marginal error={err:.3e}  "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+
+    return report

@@ -1,0 +1,77 @@
+"""Helpers of the Array API tests (issue 24): the ways in of an array, and
+where an output is.
+
+The ways: ``"strict"``, array-api-strict arrays on its ``device1`` (host
+memory, served through zero-copy NumPy views under ``array_api_dispatch``);
+``"torch"``, CPU torch tensors; ``"device"``, array-api-strict's ``device1``
+standing for a GPU (:func:`kerneltools.estimators._array_api.simulated_device`).
+array-api-strict and torch are imported on use: the test modules skip
+without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from kerneltools.estimators._array_api import simulated_device
+
+WAYS = ["strict", "torch", "device"]
+
+
+def _strict():
+    import array_api_strict  # noqa: PLC0415 - optional, the tests skip without it
+
+    return array_api_strict
+
+
+def device1():
+    """array-api-strict's non-default device."""
+    return _strict().Device("device1")
+
+
+def as_way(way, a):
+    """The NumPy array ``a`` as an array of ``way``."""
+    if way == "torch":
+        import torch  # noqa: PLC0415
+
+        return torch.asarray(a)
+    return _strict().asarray(a, device=device1())
+
+
+def way_context(way):
+    """The context of a way in: the simulated device for "device"."""
+    if way == "device":
+        return simulated_device(_strict(), device1())
+    return contextlib.nullcontext()
+
+
+def to_numpy(a) -> np.ndarray:
+    """A host Array API array as NumPy (through DLPack)."""
+    return np.asarray(np.from_dlpack(a))
+
+
+def assert_where(out, like, dtype):
+    """``out`` is in ``like``'s namespace, on its device, with ``dtype``."""
+    from sklearn.externals import array_api_compat as compat  # noqa: PLC0415
+
+    assert compat.array_namespace(out) is compat.array_namespace(like)
+    assert compat.device(out) == compat.device(like)
+    assert to_numpy(out).dtype == dtype
+
+
+def assert_close(got, ref, rtol):
+    """``got`` (a host Array API array, or a float) equals ``ref`` to
+    ``rtol``, relative to ``ref``'s largest magnitude near zero."""
+    got = got if isinstance(got, float) else to_numpy(got)
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+def gpu_available() -> bool:
+    """CuPy importable and a CUDA GPU present."""
+    try:
+        import cupy  # noqa: PLC0415
+    except ImportError:
+        return False
+    return bool(cupy.is_available())
