@@ -20,7 +20,7 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, MultiOutputMixin
+from sklearn.base import BaseEstimator, MultiOutputMixin, is_classifier
 from sklearn.metrics import DistanceMetric
 from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 
@@ -29,18 +29,26 @@ from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 from sklearn.neighbors._base import KNeighborsMixin as _SkKNeighborsMixin
 from sklearn.neighbors._base import NeighborsBase as _SkNeighborsBase
 from sklearn.neighbors._base import RadiusNeighborsMixin as _SkRadiusMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend, get_config
 from ..dask import rows_method
 from . import _neighbors_cells as Cl
+from . import _neighbors_device as Dv
 from . import _neighbors_gemm as G
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
+from ._array_api import (
+    Placement,
+    check_same_place,
+    fitted_placement,
+    host_array,
+    placement,
+    validate_on_device,
+)
 from ._fallback import FallbackMixin, is_sparse
+from ._neighbors_targets import csr_weights, store_labels, weights_of
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 
 __all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
@@ -54,81 +62,7 @@ _FLOATS = [np.float64, np.float32]
 _FALLBACK_PRIVATE = ("_fit_X", "_fit_method", "_tree", "_y", "_n_features_out")
 #: What a fit on the engine leaves besides the public attributes.
 _ENGINE_STATE = ("_fit_X", "_fit_method", "_grid", "_y", "_metric_params",
-                 "_fit_is_bool", "_n_features_out", "_searches")
-
-
-def weights_of(dist, weights):
-    """Neighbour weights from an (n, K) array of distances (scikit-learn's
-    ``weights`` rules): None for 'uniform'; 'distance': 1/d, and a query at
-    distance 0 of some fitted points takes their votes only; a callable maps
-    ``dist`` to weights."""
-    if weights is None or (isinstance(weights, str) and weights == "uniform"):
-        return None
-    if not isinstance(weights, str):
-        return weights(dist)
-    return _inverse(dist)
-
-
-def csr_weights(dist, indptr, weights):
-    """The weights of the CSR entries ``dist`` (rows ``indptr``), flat, or None.
-
-    The rules of :func:`weights_of` per row, vectorised: 'distance' gives 1/d,
-    except in a row holding a distance 0, whose entries weigh 1 at distance 0
-    and 0 elsewhere (scikit-learn's rule); a callable gets, as in
-    scikit-learn, the object array of per-query distance arrays and returns
-    one array of weights per query.
-    """
-    if weights is None or (isinstance(weights, str) and weights == "uniform"):
-        return None
-    if isinstance(weights, str):
-        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        zero = dist == 0
-        has_zero = np.zeros(len(indptr) - 1, dtype=bool)
-        has_zero[rows[zero]] = True
-        with np.errstate(divide="ignore"):
-            w = 1.0 / dist
-        at = has_zero[rows]
-        w[at] = zero[at]
-        return w
-    rows = weights(S.split_rows(dist, indptr))
-    counts = np.diff(indptr)
-    if len(rows) != len(counts) or any(
-            np.shape(r) != (c,) for r, c in zip(rows, counts.tolist())):
-        raise ValueError(
-            "The 'weights' callable must return one array of weights per query, "
-            "of the shape of that query's distances (an object array, as the "
-            "distances it was given)."
-        )
-    return np.concatenate([np.asarray(r) for r in rows])
-
-
-def store_labels(est, y) -> None:
-    """A classifier's ``classes_``, ``outputs_2d_`` and label codes ``_y``."""
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected. Please "
-            "change the shape of y to (n_samples,), for example using ravel().",
-            DataConversionWarning,
-            stacklevel=3,
-        )
-    est.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
-    y2 = y.reshape(len(y), -1)
-    check_classification_targets(y2)
-    pairs = [np.unique(y2[:, k], return_inverse=True) for k in range(y2.shape[1])]
-    est.classes_ = [c for c, _ in pairs]
-    est._y = np.stack([inv.ravel() for _, inv in pairs], axis=1).astype(np.intp)
-    if not est.outputs_2d_:
-        est.classes_, est._y = est.classes_[0], est._y[:, 0]
-
-
-def _inverse(dist):
-    with np.errstate(divide="ignore"):
-        w = 1.0 / dist
-    inf_mask = np.isinf(w)
-    inf_row = inf_mask.any(axis=1)
-    w[inf_row] = inf_mask[inf_row]
-    return w
+                 "_fit_is_bool", "_n_features_out", "_searches", "_fit_like")
 
 
 def _unwrap(X):
@@ -185,7 +119,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         """Whether the callable metric builds a LazyTensor formula (it raises
         if it does neither that nor take two 1-D arrays)."""
         try:
-            probe = np.asarray(X[:1], dtype=np.float64)
+            probe = np.asarray(host_array(X[:1]), dtype=np.float64)
         except Exception:  # noqa: BLE001 (scikit-learn's fit reports bad X)
             return False
         if probe.ndim != 2 or probe.size == 0:
@@ -210,28 +144,41 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         X = _unwrap(X)
         supervised = self.__sklearn_tags__().target_tags.required
         reason = self._engine_refuses(X, y)
-        if reason:
+        if reason:  # scikit-learn's k-NN takes NumPy only (no array API support)
             for name in _ENGINE_STATE:  # a previous fit's, on the engine
                 self.__dict__.pop(name, None)
+            X, y = host_array(X), host_array(y)
             self._fit_fallback(reason, *((X, y) if supervised else (X,)))
             return True, None
         self._drop_fallback()
         validate_params(self)
         check_backend(self.backend, type(self).__name__)
-        self._fit_is_bool = M.is_bool_data(X)
-        finite = self._ensure_all_finite()
-        if not supervised:
-            X = validate_data(self, X, dtype=_FLOATS, order="C",
-                              ensure_all_finite=finite)
+        place = placement(X, backend=self.backend, who=f"{type(self).__name__}.fit",
+                          device_ok=Dv.device_serves(self))
+        sp = place.space
+        if sp.on_device:
+            X, y = self._validate_on_device(X, y, place, supervised)
         else:
-            X, y = validate_data(self, X, y, multi_output=True, dtype=_FLOATS,
-                                 order="C", ensure_all_finite=finite)
+            X, y = host_array(X), host_array(y)
+            self._fit_is_bool = M.is_bool_data(X)
+            finite = self._ensure_all_finite()
+            if not supervised:
+                X = validate_data(self, X, dtype=_FLOATS, order="C",
+                                  ensure_all_finite=finite)
+            else:
+                X, y = validate_data(self, X, y, multi_output=True, dtype=_FLOATS,
+                                     order="C", ensure_all_finite=finite)
         self._check_algorithm_metric()
         metric, params = M.effective_metric(self.metric, self.p, self.metric_params)
         self._check_semimetric(metric, params)
         M.check_metric_params(metric, params, X.shape[1])
         if self.dtype is not None:
-            X = np.ascontiguousarray(X, dtype=np.dtype(self.dtype))
+            X = (sp.astype(X, np.dtype(self.dtype)) if sp.on_device else
+                 np.ascontiguousarray(X, dtype=np.dtype(self.dtype)))
+        # where the fit's inputs live (an empty array there), for the queries;
+        # X and the targets are kept in the space where they are computed
+        self._fit_like = None if place.trivial else place.to_output(
+            sp.put(np.zeros(0, sp.np_dtype(X))))
         self.effective_metric_, self.effective_metric_params_ = metric, params
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
         self._metric_params = M.formula_params(metric, params, X)
@@ -244,9 +191,39 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         usable = P.PrunedSearch.is_usable_for(
             M.make_metric(metric, self._metric_params), X, params)
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
-        self._grid = P.Grid.fit(X) if self._fit_method == "block_sparse" else None
+        # (on a device: built from a host copy at the first pruned query)
+        self._grid = (P.Grid.fit(X) if self._fit_method == "block_sparse"
+                      and not sp.on_device else None)
         self.n_samples_fit_ = X.shape[0]
         return False, y
+
+    def _validate_on_device(self, X, y, place: Placement, supervised: bool):
+        """``(X, y)`` validated in the device space of ``place`` (y, which
+        follows X, moved there): X float32 or float64, y a classifier's labels
+        (their dtype kept) or a regressor's targets (floats)."""
+        sp, who = place.space, f"{type(self).__name__}.fit"
+        self._fit_is_bool = False  # the device's metrics are not boolean ones
+        if not supervised or is_classifier(self):
+            X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
+            if supervised:
+                y = Dv.check_labels(place.to_space(y), X.shape[0], sp, who)
+        else:
+            X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
+                                      reset=True, space=sp, who=who)
+        if sp.np_dtype(X) not in _FLOATS:
+            X = sp.astype(X, np.float64)
+        return X, y
+
+    def _query_place(self, X, method: str) -> Placement:
+        """Where the query ``X`` of ``method`` is computed: the fit's place
+        (:func:`~._array_api.check_same_place`: X in the fit's namespace and
+        on its device, else ValueError)."""
+        like = self.__dict__.get("_fit_like")
+        who = f"{type(self).__name__}.{method}"
+        fitted = (Placement(backend=self.backend) if like is None else
+                  fitted_placement(self, "_fit_like", who=who,
+                                   device_ok=Dv.device_serves(self)))
+        return fitted if X is None else check_same_place(self, X, fitted, method)
 
     def _check_algorithm_metric(self) -> None:
         """scikit-learn's errors for a metric its chosen algorithm lacks.
@@ -304,7 +281,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         check_is_fitted(self)
         if X is None:
             M.warn_boolean_conversion(self.effective_metric_, self._fit_is_bool)
-            return self._fit_X, True
+            return host_array(self._fit_X), True
         M.warn_boolean_conversion(
             self.effective_metric_, self._fit_is_bool, M.is_bool_data(X)
         )
@@ -347,10 +324,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         symbolic variable) is kept for the next queries of the same dtype
         and backend: a query of a few points pays only for its own work.
         """
-        if self.dtype is not None:
-            dtype = np.dtype(self.dtype)
-        else:
-            dtype = np.result_type(X.dtype, self._fit_X.dtype)
+        dtype = self._query_dtype(X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
         M.check_query_features(self.effective_metric_, X.shape[1])
         key = (dtype, self.backend, get_config()["backend"])
@@ -362,16 +336,44 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             searches[key] = search
         return search, X
 
-    def _new_search(self, dtype):
-        Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
+    def _query_dtype(self, dtype) -> np.dtype:
+        """The dtype of a search of queries of ``dtype`` (a NumPy dtype)."""
+        if self.dtype is not None:
+            return np.dtype(self.dtype)
+        fit = self._fit_X.dtype  # a NumPy dtype, or a device namespace's
+        fit = fit if isinstance(fit, np.dtype) else np.dtype(str(fit).rsplit(".", 1)[-1])
+        return np.result_type(dtype, fit)
+
+    def _device_search(self, X, place: Placement):
+        """(search, X): :meth:`_search` for queries ``X`` of a device space
+        (:mod:`._neighbors_device`; the pruned route on the host)."""
+        sp = place.space
+        dtype = self._query_dtype(sp.np_dtype(X))
+        key = (dtype, self.backend, get_config()["backend"], sp.kind, repr(sp.device))
+        search = self._searches.get(key)
+        if search is None:
+            if self._fit_method == "block_sparse":
+                search = Dv.HostSearch(self._new_search(dtype, place.backend), sp)
+            else:
+                formula = M.make_metric(self.effective_metric_, self._metric_params)
+                Y = sp.astype(place.to_space(self._fit_X), dtype)
+                search = Dv.DeviceSearch(formula, Y, sp, place.backend)
+            self._searches.clear()
+            self._searches[key] = search
+        return search, sp.astype(X, dtype)
+
+    def _new_search(self, dtype, backend=None):
+        Y = np.ascontiguousarray(host_array(self._fit_X), dtype=dtype)
+        backend = self.backend if backend is None else backend
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
-            return Cl.CellSearch(formula, Y, self.backend, self._grid)
-        if G.GemmSearch.is_usable_for(formula, Y, self.backend):
-            return G.GemmSearch(formula, Y, self.backend)
+            grid = self._grid if self._grid is not None else P.Grid.fit(Y)
+            return Cl.CellSearch(formula, Y, backend, grid)
+        if G.GemmSearch.is_usable_for(formula, Y, backend):
+            return G.GemmSearch(formula, Y, backend)
         expanded = S.ExpandedSearch.is_usable_for(formula, Y)
         search = S.ExpandedSearch if expanded else S.FormulaSearch
-        return search(formula, Y, self.backend)
+        return search(formula, Y, backend)
 
 
 class SupervisedFit:
@@ -393,13 +395,14 @@ class SupervisedFit:
         self : estimator
             The fitted estimator.
         """
+        self._drop_device_copies()
         delegated, y = self._fit(X, y)
         if not delegated:
             self._store_targets(y)
         return self
 
     def _store_targets(self, y) -> None:
-        """A regressor's: the targets as validated."""
+        """A regressor's: the targets as validated (in the fit's space)."""
         self._y = y
 
 
@@ -436,8 +439,24 @@ class KNeighborsQueries(_SkKNeighborsMixin):
         if self._delegating():
             return self.fallback_.kneighbors(X, n_neighbors, return_distance)
         check_is_fitted(self)
+        place = self._query_place(X, "kneighbors")
+        dist, ind = self._kneighbors_in(place, X, n_neighbors, return_distance)
+        if not return_distance:
+            return place.to_output(ind)
+        return place.to_output(dist), place.to_output(ind)
+
+    def _kneighbors_in(self, place: Placement, X, n_neighbors, return_distance: bool):
+        """(distances or None, indices) of :meth:`kneighbors`, arrays of the
+        space where ``place`` computes (NumPy on the host)."""
         n_neighbors = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        X, is_train = self._query(X)
+        sp = place.space
+        if not sp.on_device:
+            X, is_train = self._query(host_array(X))
+        elif X is None:
+            X, is_train = place.to_space(self._fit_X), True
+        else:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+            is_train = False
         k = n_neighbors + is_train
         if k > self.n_samples_fit_:
             rel = "n_neighbors < n_samples_fit" if is_train else (
@@ -446,11 +465,17 @@ class KNeighborsQueries(_SkKNeighborsMixin):
                 f"Expected {rel}, but n_neighbors = {n_neighbors}, n_samples_fit = "
                 f"{self.n_samples_fit_}, n_samples = {X.shape[0]}"
             )
+        if sp.on_device:
+            search, X = self._device_search(X, place)
+            vals, ind = search.kmin(X, k)
+            if is_train:
+                vals, ind = Dv.drop_self(vals, ind, sp.xp)
+            return (Dv.to_dist(self, vals, sp.xp) if return_distance else None), ind
         search, X = self._search(X)
         vals, ind = search.kmin(X, k)
         if is_train:
             vals, ind = S.drop_self(vals, ind)
-        return (search.metric.to_dist(vals), ind) if return_distance else ind
+        return (search.metric.to_dist(vals) if return_distance else None), ind
 
     def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
         """The graph of the K nearest neighbours, a sparse CSR matrix.
@@ -475,9 +500,10 @@ class KNeighborsQueries(_SkKNeighborsMixin):
         check_is_fitted(self)
         S.check_mode(mode)
         k = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        out = self.kneighbors(X, k, return_distance=mode == "distance")
-        dist, ind = out if mode == "distance" else (None, out)
-        data = np.ones(ind.size) if dist is None else dist.ravel()
+        place = self._query_place(X, "kneighbors_graph")  # a SciPy matrix: on the host
+        dist, ind = self._kneighbors_in(place, X, k, mode == "distance")
+        ind = place.space.host(ind)
+        data = np.ones(ind.size) if dist is None else place.space.host(dist).ravel()
         indptr = np.arange(0, ind.size + 1, k)
         return S.csr(data, ind.ravel(), indptr, (ind.shape[0], self.n_samples_fit_))
 
@@ -522,11 +548,15 @@ class RadiusQueries(_SkRadiusMixin):
         check_is_fitted(self)
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True.")
-        dist, ind, indptr = self._radius_csr(X, radius, sort_results)
-        ind_out = S.split_rows(ind, indptr)
+        place = self._query_place(X, "radius_neighbors")
+        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
+                                             sort_results)
+        split = S.split_rows if place.trivial else (
+            lambda a, ptr: Dv.split_rows(_host_to_output(place, a), ptr))
+        ind_out = split(ind, indptr)
         if not return_distance:
             return ind_out
-        return S.split_rows(dist, indptr), ind_out
+        return split(dist, indptr), ind_out
 
     def _radius_csr(self, X, radius, sort_results: bool):
         """(distances, indices, indptr) of the neighbours within ``radius``,
@@ -566,10 +596,16 @@ class RadiusQueries(_SkRadiusMixin):
             return self.fallback_.radius_neighbors_graph(X, radius, mode, sort_results)
         check_is_fitted(self)
         S.check_mode(mode)
-        dist, ind, indptr = self._radius_csr(X, radius,
+        self._query_place(X, "radius_neighbors_graph")  # a SciPy matrix: on the host
+        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
                                              sort_results and mode == "distance")
         data = dist if mode == "distance" else np.ones(len(ind))
         return S.csr(data, ind, indptr, (len(indptr) - 1, self.n_samples_fit_))
+
+
+def _host_to_output(place: Placement, a: np.ndarray):
+    """A host result in the namespace and on the device of ``place``'s input."""
+    return place.to_output(place.space.put(a) if place.space.on_device else a)
 
 
 def _thresholds(metric, radius, n_queries: int):
