@@ -40,6 +40,7 @@ from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
 from ._array_api import (
+    HOST,
     Placement,
     check_same_place,
     fitted_placement,
@@ -75,6 +76,12 @@ def _unwrap(X):
 
 class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
     """Fitting and the search over the fitted points, shared by the estimators."""
+
+    #: Whether the estimator keeps its fitted arrays and returns every output
+    #: in the namespace and on the device of its inputs, and searches device
+    #: arrays on the device (:mod:`._neighbors_device`); the others compute
+    #: on the host.
+    _ARRAY_API = False
 
     _parameter_constraints: ClassVar[dict] = {
         # scikit-learn's (metric: the names we compute, or a LazyTensor callable;
@@ -156,7 +163,10 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         place = placement(X, backend=self.backend, who=f"{type(self).__name__}.fit",
                           device_ok=Dv.device_serves(self))
         sp = place.space
-        if sp.on_device:
+        # device arrays are validated there; NumPy ones (backend="cuda" too) on
+        # the host, their fitted points copied to the device at the first query
+        on_device = sp.on_device and place.xp is not None
+        if on_device:
             X, y = self._validate_on_device(X, y, place, supervised)
         else:
             X, y = host_array(X), host_array(y)
@@ -173,16 +183,16 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         self._check_semimetric(metric, params)
         M.check_metric_params(metric, params, X.shape[1])
         if self.dtype is not None:
-            X = (sp.astype(X, np.dtype(self.dtype)) if sp.on_device else
+            X = (sp.astype(X, np.dtype(self.dtype)) if on_device else
                  np.ascontiguousarray(X, dtype=np.dtype(self.dtype)))
         # where the fit's inputs live (an empty array there), for the queries;
         # X and the targets are kept in the space where they are computed
         self._fit_like = None if place.trivial else place.to_output(
-            sp.put(np.zeros(0, sp.np_dtype(X))))
+            (sp if on_device else HOST).put(np.zeros(0, sp.np_dtype(X))))
         self.effective_metric_, self.effective_metric_params_ = metric, params
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
         self._metric_params = M.formula_params(metric, params, X)
-        self._fit_X = X
+        self._fit_X = self._kept(X)
         self._searches = {}  # {(dtype, backends): search}, built at a query
         # scikit-learn's attribute: "block_sparse" where pruning is enabled
         # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
@@ -193,7 +203,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
         # (on a device: built from a host copy at the first pruned query)
         self._grid = (P.Grid.fit(X) if self._fit_method == "block_sparse"
-                      and not sp.on_device else None)
+                      and not on_device else None)
         self.n_samples_fit_ = X.shape[0]
         return False, y
 
@@ -214,10 +224,20 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             X = sp.astype(X, np.float64)
         return X, y
 
+    def _kept(self, a):
+        """A fitted array (of the fit's compute space) as it is kept: in the
+        namespace and on the device of the fit's inputs (NumPy ones: as is),
+        as scikit-learn keeps the fitted arrays of array API inputs."""
+        like = self.__dict__.get("_fit_like")
+        if not self._ARRAY_API or like is None or isinstance(like, np.ndarray):
+            return a
+        return self._query_place(None, "fit").to_output(a)
+
     def _query_place(self, X, method: str) -> Placement:
         """Where the query ``X`` of ``method`` is computed: the fit's place
         (:func:`~._array_api.check_same_place`: X in the fit's namespace and
         on its device, else ValueError)."""
+        check_is_fitted(self)
         like = self.__dict__.get("_fit_like")
         who = f"{type(self).__name__}.{method}"
         fitted = (Placement(backend=self.backend) if like is None else
@@ -309,6 +329,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             self.metric == "precomputed")
         tags.input_tags.positive_only = tags.input_tags.pairwise
         tags.input_tags.allow_nan = self.metric == "nan_euclidean"
+        # NumPy, CuPy and Array API arrays (:mod:`._neighbors_device`); what
+        # scikit-learn's estimator serves (precomputed, ...) takes NumPy only
+        tags.array_api_support = self._ARRAY_API and not tags.input_tags.pairwise
         return tags
 
     def __getstate__(self):
@@ -395,15 +418,15 @@ class SupervisedFit:
         self : estimator
             The fitted estimator.
         """
-        self._drop_device_copies()
+        self.__dict__.pop("_device_copies", None)  # DeviceCopies' (a previous fit's)
         delegated, y = self._fit(X, y)
         if not delegated:
             self._store_targets(y)
         return self
 
     def _store_targets(self, y) -> None:
-        """A regressor's: the targets as validated (in the fit's space)."""
-        self._y = y
+        """A regressor's: the targets as validated (kept as the fitted points)."""
+        self._y = self._kept(y)
 
 
 class KNeighborsQueries(_SkKNeighborsMixin):

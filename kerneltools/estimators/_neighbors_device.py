@@ -54,8 +54,9 @@ DEVICE_METRICS = frozenset({"euclidean", "sqeuclidean", "manhattan", "chebyshev"
 
 
 def device_serves(est) -> bool:
-    """Whether the device path serves ``est``'s metric (module docstring)."""
-    if not isinstance(est.metric, str) or est.metric not in M.VALID_METRICS:
+    """Whether the device path serves ``est`` (its class, its metric: see
+    the module's docstring)."""
+    if not est._ARRAY_API or not isinstance(est.metric, str) or est.metric not in M.VALID_METRICS:
         return False
     try:
         name, params = M.effective_metric(est.metric, est.p, est.metric_params)

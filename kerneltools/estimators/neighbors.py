@@ -105,6 +105,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         **KNeighborsQueries._parameter_constraints,
         **RadiusQueries._parameter_constraints,
     }
+    _ARRAY_API = True
 
     def __init__(
         self,
@@ -155,6 +156,7 @@ class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries, Neigh
         **KNeighborsQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
     }
+    _ARRAY_API = True
 
     def __init__(
         self,
@@ -250,10 +252,11 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
 
     def _store_targets(self, y) -> None:
         place = self._query_place(None, "fit")
-        if place.space.on_device:
+        if place.xp is not None and place.space.on_device:  # checked on the device
             return self._store_device_labels(y, place)
         store_labels(self, y)
-        if not place.trivial:  # numeric labels: in the namespace and device of X
+        self._y = self._kept(self._y)
+        if place.xp is not None:  # numeric labels: in the namespace and device of X
             classes = self.classes_ if self.outputs_2d_ else [self.classes_]
             out = [place.to_output(c) if c.dtype.kind in "biuf" else c for c in classes]
             self.classes_ = out if self.outputs_2d_ else out[0]
@@ -273,9 +276,9 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         self.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
         classes, codes = Dv.encode_labels(xp.reshape(y, (y.shape[0], -1)), xp)
         self.classes_ = [place.to_output(c) for c in classes]
-        self._y = codes
+        self._y = self._kept(codes)
         if not self.outputs_2d_:
-            self.classes_, self._y = self.classes_[0], codes[:, 0]
+            self.classes_, self._y = self.classes_[0], self._kept(codes[:, 0])
 
     def _proba_in(self, X, place: Placement) -> list:
         """The class probabilities of each output, arrays of the compute space."""
