@@ -40,7 +40,6 @@ from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
 from ._array_api import (
-    HOST,
     Placement,
     check_same_place,
     fitted_placement,
@@ -159,7 +158,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             return True, None
         self._drop_fallback()
         validate_params(self)
-        check_backend(self.backend, type(self).__name__)
+        # where X lives and is computed (the backend checked, as check_backend does)
         place = placement(X, backend=self.backend, who=f"{type(self).__name__}.fit",
                           device_ok=Dv.device_serves(self))
         sp = place.space
@@ -188,7 +187,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         # where the fit's inputs live (an empty array there), for the queries;
         # X and the targets are kept in the space where they are computed
         self._fit_like = None if place.trivial else place.to_output(
-            (sp if on_device else HOST).put(np.zeros(0, sp.np_dtype(X))))
+            sp.put(np.zeros(0, sp.np_dtype(X))) if on_device else np.zeros(0, X.dtype))
         self.effective_metric_, self.effective_metric_params_ = metric, params
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
         self._metric_params = M.formula_params(metric, params, X)
@@ -209,17 +208,13 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
 
     def _validate_on_device(self, X, y, place: Placement, supervised: bool):
         """``(X, y)`` validated in the device space of ``place`` (y, which
-        follows X, moved there): X float32 or float64, y a classifier's labels
-        (their dtype kept) or a regressor's targets (floats)."""
+        follows X, moved there): X float32 or float64, y in its dtype."""
         sp, who = place.space, f"{type(self).__name__}.fit"
         self._fit_is_bool = False  # the device's metrics are not boolean ones
-        if not supervised or is_classifier(self):
-            X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
-            if supervised:
-                y = Dv.check_labels(place.to_space(y), X.shape[0], sp, who)
-        else:
-            X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
-                                      reset=True, space=sp, who=who)
+        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
+        if supervised:
+            y = Dv.check_targets(place.to_space(y), X.shape[0], sp, who,
+                                 labels=is_classifier(self))
         if sp.np_dtype(X) not in _FLOATS:
             X = sp.astype(X, np.float64)
         return X, y
@@ -340,7 +335,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             state["_searches"] = {}
         return state
 
-    def _search(self, X):
+    def _search(self, X, backend="estimator's"):
         """(search, X): the search over the fitted points, X in its dtype.
 
         The search (the fitted points in that dtype, their norms, their
@@ -350,11 +345,12 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         dtype = self._query_dtype(X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
         M.check_query_features(self.effective_metric_, X.shape[1])
-        key = (dtype, self.backend, get_config()["backend"])
+        backend = self.backend if backend == "estimator's" else backend
+        key = (dtype, backend, get_config()["backend"])
         searches = self._searches  # updated in place: a query leaves __dict__ as it was
         search = searches.get(key)
         if search is None:
-            search = self._new_search(dtype)
+            search = self._new_search(dtype, backend)
             searches.clear()
             searches[key] = search
         return search, X
@@ -385,9 +381,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             self._searches[key] = search
         return search, sp.astype(X, dtype)
 
-    def _new_search(self, dtype, backend=None):
+    def _new_search(self, dtype, backend="estimator's"):
         Y = np.ascontiguousarray(host_array(self._fit_X), dtype=dtype)
-        backend = self.backend if backend is None else backend
+        backend = self.backend if backend == "estimator's" else backend
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
             grid = self._grid if self._grid is not None else P.Grid.fit(Y)
@@ -494,7 +490,7 @@ class KNeighborsQueries(_SkKNeighborsMixin):
             if is_train:
                 vals, ind = Dv.drop_self(vals, ind, sp.xp)
             return (Dv.to_dist(self, vals, sp.xp) if return_distance else None), ind
-        search, X = self._search(X)
+        search, X = self._search(X, place.backend)
         vals, ind = search.kmin(X, k)
         if is_train:
             vals, ind = S.drop_self(vals, ind)
@@ -573,7 +569,7 @@ class RadiusQueries(_SkRadiusMixin):
             raise ValueError("return_distance must be True if sort_results is True.")
         place = self._query_place(X, "radius_neighbors")
         dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
-                                             sort_results)
+                                             sort_results, place.backend)
         split = S.split_rows if place.trivial else (
             lambda a, ptr: Dv.split_rows(_host_to_output(place, a), ptr))
         ind_out = split(ind, indptr)
@@ -581,12 +577,12 @@ class RadiusQueries(_SkRadiusMixin):
             return ind_out
         return split(dist, indptr), ind_out
 
-    def _radius_csr(self, X, radius, sort_results: bool):
+    def _radius_csr(self, X, radius, sort_results: bool, backend="estimator's"):
         """(distances, indices, indptr) of the neighbours within ``radius``,
         CSR rows by increasing distance (``sort_results``) or by index."""
         X, is_train = self._query(X)
         radius = self.radius if radius is None else radius
-        search, X = self._search(X)
+        search, X = self._search(X, backend)
         threshold = _thresholds(search.metric, radius, X.shape[0])
         vals, ind, indptr = S.radius_search(
             search, X, threshold, self.n_samples_fit_, exclude_self=is_train,
@@ -619,9 +615,10 @@ class RadiusQueries(_SkRadiusMixin):
             return self.fallback_.radius_neighbors_graph(X, radius, mode, sort_results)
         check_is_fitted(self)
         S.check_mode(mode)
-        self._query_place(X, "radius_neighbors_graph")  # a SciPy matrix: on the host
+        place = self._query_place(X, "radius_neighbors_graph")  # SciPy's: on the host
         dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
-                                             sort_results and mode == "distance")
+                                             sort_results and mode == "distance",
+                                             place.backend)
         data = dist if mode == "distance" else np.ones(len(ind))
         return S.csr(data, ind, indptr, (len(indptr) - 1, self.n_samples_fit_))
 

@@ -44,7 +44,7 @@ from . import _neighbors_metrics as M
 from ._array_api import Space
 from ._neighbors_search import QUERY_BLOCK_ENTRIES
 
-__all__ = ["DEVICE_METRICS", "DeviceSearch", "HostSearch", "accuracy_xp", "check_labels",
+__all__ = ["DEVICE_METRICS", "DeviceSearch", "HostSearch", "accuracy_xp", "check_targets",
            "device_serves", "drop_self", "encode_labels", "split_rows", "to_dist",
            "votes", "weighted_mean", "weights_of"]
 
@@ -141,7 +141,7 @@ def _device(a):
 
 def weights_of(dist, weights, xp):
     """The weights of scikit-learn's ``weights`` rules on an (n, K) array of
-    distances of ``xp``, in float64, or None for 'uniform': 'distance' gives
+    distances of ``xp``, as float64, or None for 'uniform': 'distance' gives
     1/d, and a query at distance 0 of some fitted points takes their votes
     only; a callable gets ``dist`` (an array of the device) and returns
     weights of its shape."""
@@ -149,10 +149,10 @@ def weights_of(dist, weights, xp):
         return None
     if not isinstance(weights, str):
         return xp.astype(xp.asarray(weights(dist)), xp.float64)
-    d = xp.astype(dist, xp.float64)
-    zero = d == 0
+    zero = dist == 0
     zero_row = xp.reshape(xp.any(zero, axis=1), (-1, 1))
-    inverse = 1.0 / xp.where(zero, xp.ones_like(d), d)
+    # 1/d in the distances' dtype, as the host path (then float64)
+    inverse = xp.astype(1.0 / xp.where(zero, xp.ones_like(dist), dist), xp.float64)
     return xp.where(zero_row, xp.astype(zero, xp.float64), inverse)
 
 
@@ -169,8 +169,9 @@ def weighted_mean(Yk, w, xp):
     """(n, n_outputs): the mean of the neighbours' targets ``Yk`` (n, K,
     n_outputs), weighted by ``w`` (n, K, float64) unless None (then in
     ``Yk``'s dtype, as the host path)."""
-    if w is None:
-        return xp.mean(Yk, axis=1)
+    if w is None:  # integer targets: a float64 mean, as NumPy's
+        floating = xp.isdtype(Yk.dtype, "real floating")
+        return xp.mean(Yk if floating else xp.astype(Yk, xp.float64), axis=1)
     num = xp.sum(xp.reshape(w, w.shape + (1,)) * xp.astype(Yk, xp.float64), axis=1)
     return num / xp.reshape(xp.sum(w, axis=1), (-1, 1))
 
@@ -181,10 +182,11 @@ def gather_rows(a, ind, xp):
     return xp.reshape(flat, tuple(ind.shape) + tuple(a.shape[1:]))
 
 
-def check_labels(y, n: int, sp: Space, who: str):
-    """A classifier's ``y`` on the device, checked as scikit-learn's
-    ``check_classification_targets`` and ``validate_data`` check it (1-D or
-    2-D, n rows, numeric, finite, no continuous values); its dtype kept."""
+def check_targets(y, n: int, sp: Space, who: str, *, labels: bool):
+    """``y`` on the device, checked as scikit-learn's ``validate_data`` (and,
+    for a classifier's ``labels``, ``check_classification_targets``) check it:
+    1-D or 2-D, n rows, numeric, finite (labels: no continuous values); its
+    dtype kept, as on the host."""
     xp = sp.xp
     kind = sp.np_dtype(y).kind
     if kind not in "biuf":
@@ -198,7 +200,7 @@ def check_labels(y, n: int, sp: Space, who: str):
     if kind == "f":
         if not bool(xp.all(xp.isfinite(y))):
             raise ValueError("Input y contains NaN or infinity.")
-        if bool(xp.any(y != xp.round(y))):
+        if labels and bool(xp.any(y != xp.round(y))):
             raise ValueError(
                 "Unknown label type: continuous. Maybe you are trying to fit a "
                 "classifier, which expects discrete classes on a regression target "
