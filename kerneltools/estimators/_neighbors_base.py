@@ -20,7 +20,7 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, MultiOutputMixin, is_classifier
+from sklearn.base import BaseEstimator, MultiOutputMixin
 from sklearn.metrics import DistanceMetric
 from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 
@@ -31,7 +31,7 @@ from sklearn.neighbors._base import NeighborsBase as _SkNeighborsBase
 from sklearn.neighbors._base import RadiusNeighborsMixin as _SkRadiusMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend, get_config
+from ..config import get_config
 from ..dask import rows_method
 from . import _neighbors_cells as Cl
 from . import _neighbors_device as Dv
@@ -41,8 +41,6 @@ from . import _neighbors_pruned as P
 from . import _neighbors_search as S
 from ._array_api import (
     Placement,
-    check_same_place,
-    fitted_placement,
     host_array,
     placement,
     validate_on_device,
@@ -73,7 +71,8 @@ def _unwrap(X):
     return X
 
 
-class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
+class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
+                    BaseEstimator):
     """Fitting and the search over the fitted points, shared by the estimators."""
 
     #: Whether the estimator keeps its fitted arrays and returns every output
@@ -206,40 +205,6 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         self.n_samples_fit_ = X.shape[0]
         return False, y
 
-    def _validate_on_device(self, X, y, place: Placement, supervised: bool):
-        """``(X, y)`` validated in the device space of ``place`` (y, which
-        follows X, moved there): X float32 or float64, y in its dtype."""
-        sp, who = place.space, f"{type(self).__name__}.fit"
-        self._fit_is_bool = False  # the device's metrics are not boolean ones
-        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
-        if supervised:
-            y = Dv.check_targets(place.to_space(y), X.shape[0], sp, who,
-                                 labels=is_classifier(self))
-        if sp.np_dtype(X) not in _FLOATS:
-            X = sp.astype(X, np.float64)
-        return X, y
-
-    def _kept(self, a):
-        """A fitted array (of the fit's compute space) as it is kept: in the
-        namespace and on the device of the fit's inputs (NumPy ones: as is),
-        as scikit-learn keeps the fitted arrays of array API inputs."""
-        like = self.__dict__.get("_fit_like")
-        if not self._ARRAY_API or like is None or isinstance(like, np.ndarray):
-            return a
-        return self._query_place(None, "fit").to_output(a)
-
-    def _query_place(self, X, method: str) -> Placement:
-        """Where the query ``X`` of ``method`` is computed: the fit's place
-        (:func:`~._array_api.check_same_place`: X in the fit's namespace and
-        on its device, else ValueError)."""
-        check_is_fitted(self)
-        like = self.__dict__.get("_fit_like")
-        who = f"{type(self).__name__}.{method}"
-        fitted = (Placement(backend=self.backend) if like is None else
-                  fitted_placement(self, "_fit_like", who=who,
-                                   device_ok=Dv.device_serves(self)))
-        return fitted if X is None else check_same_place(self, X, fitted, method)
-
     def _check_algorithm_metric(self) -> None:
         """scikit-learn's errors for a metric its chosen algorithm lacks.
 
@@ -354,32 +319,6 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             searches.clear()
             searches[key] = search
         return search, X
-
-    def _query_dtype(self, dtype) -> np.dtype:
-        """The dtype of a search of queries of ``dtype`` (a NumPy dtype)."""
-        if self.dtype is not None:
-            return np.dtype(self.dtype)
-        fit = self._fit_X.dtype  # a NumPy dtype, or a device namespace's
-        fit = fit if isinstance(fit, np.dtype) else np.dtype(str(fit).rsplit(".", 1)[-1])
-        return np.result_type(dtype, fit)
-
-    def _device_search(self, X, place: Placement):
-        """(search, X): :meth:`_search` for queries ``X`` of a device space
-        (:mod:`._neighbors_device`; the pruned route on the host)."""
-        sp = place.space
-        dtype = self._query_dtype(sp.np_dtype(X))
-        key = (dtype, self.backend, get_config()["backend"], sp.kind, repr(sp.device))
-        search = self._searches.get(key)
-        if search is None:
-            if self._fit_method == "block_sparse":
-                search = Dv.HostSearch(self._new_search(dtype, place.backend), sp)
-            else:
-                formula = M.make_metric(self.effective_metric_, self._metric_params)
-                Y = sp.astype(place.to_space(self._fit_X), dtype)
-                search = Dv.DeviceSearch(formula, Y, sp, place.backend)
-            self._searches.clear()
-            self._searches[key] = search
-        return search, sp.astype(X, dtype)
 
     def _new_search(self, dtype, backend="estimator's"):
         Y = np.ascontiguousarray(host_array(self._fit_X), dtype=dtype)

@@ -3,6 +3,15 @@
 Where an input is computed follows :mod:`._array_api` (its docstring is the
 design); this module holds what the k-NN estimators do on a device:
 
+- **Where.** :class:`DevicePlacement` (a base of ``NeighborsBase``):
+  device inputs validated on the device, fitted arrays (``_fit_X``, ``_y``)
+  kept in the namespace and on the device of the inputs (scikit-learn's
+  ``check_array_api_input`` asks it), the fit's place read back from an
+  empty array of that namespace (``_fit_like``) at each query, queries in
+  another namespace or on another device refused by ``check_same_place``.
+  NumPy inputs with ``backend="cuda"`` are validated on the host and their
+  fitted points copied to the device once, at the first query (kept with
+  the search, never pickled).
 - **Which configurations.** :func:`device_serves`: the metrics whose formula
   and distance conversion need no host arithmetic (euclidean,
   sqeuclidean, manhattan, chebyshev, unweighted minkowski), as the effective
@@ -38,13 +47,22 @@ graph methods return SciPy sparse matrices, on the host.
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils.validation import check_is_fitted
 
+from ..config import get_config
 from ..lazy import Vi, Vj
 from . import _neighbors_metrics as M
-from ._array_api import Space
+from ._array_api import (
+    Placement,
+    Space,
+    check_same_place,
+    fitted_placement,
+    validate_on_device,
+)
 from ._neighbors_search import QUERY_BLOCK_ENTRIES
 
-__all__ = ["DEVICE_METRICS", "DeviceSearch", "HostSearch", "accuracy_xp", "check_targets",
+__all__ = ["DEVICE_METRICS", "DevicePlacement", "DeviceSearch", "HostSearch", "accuracy_xp", "check_targets",
            "device_serves", "drop_self", "encode_labels", "split_rows", "to_dist",
            "votes", "weighted_mean", "weights_of"]
 
@@ -73,6 +91,74 @@ def to_dist(est, vals, xp):
     if name == "minkowski":
         return vals ** (1.0 / float(est.effective_metric_params_["p"]))
     return vals
+
+
+class DevicePlacement:
+    """What :class:`~._neighbors_base.NeighborsBase` does about where its
+    inputs live: their validation on a device, the fitted arrays kept in the
+    inputs' namespace, the placement of a query, the device searches (for
+    the estimators whose ``_ARRAY_API`` is true)."""
+
+    def _validate_on_device(self, X, y, place: Placement, supervised: bool):
+        """``(X, y)`` validated in the device space of ``place`` (y, which
+        follows X, moved there): X float32 or float64, y in its dtype."""
+        sp, who = place.space, f"{type(self).__name__}.fit"
+        self._fit_is_bool = False  # the device's metrics are not boolean ones
+        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
+        if supervised:
+            y = check_targets(place.to_space(y), X.shape[0], sp, who,
+                                 labels=is_classifier(self))
+        if sp.np_dtype(X) not in (np.float32, np.float64):
+            X = sp.astype(X, np.float64)
+        return X, y
+
+    def _kept(self, a):
+        """A fitted array (of the fit's compute space) as it is kept: in the
+        namespace and on the device of the fit's inputs (NumPy ones: as is),
+        as scikit-learn keeps the fitted arrays of array API inputs."""
+        like = self.__dict__.get("_fit_like")
+        if not self._ARRAY_API or like is None or isinstance(like, np.ndarray):
+            return a
+        return self._query_place(None, "fit").to_output(a)
+
+    def _query_place(self, X, method: str) -> Placement:
+        """Where the query ``X`` of ``method`` is computed: the fit's place
+        (:func:`~._array_api.check_same_place`: X in the fit's namespace and
+        on its device, else ValueError)."""
+        check_is_fitted(self)
+        like = self.__dict__.get("_fit_like")
+        who = f"{type(self).__name__}.{method}"
+        fitted = (Placement(backend=self.backend) if like is None else
+                  fitted_placement(self, "_fit_like", who=who,
+                                   device_ok=device_serves(self)))
+        return fitted if X is None else check_same_place(self, X, fitted, method)
+
+    def _query_dtype(self, dtype) -> np.dtype:
+        """The dtype of a search of queries of ``dtype`` (a NumPy dtype)."""
+        if self.dtype is not None:
+            return np.dtype(self.dtype)
+        fit = self._fit_X.dtype  # a NumPy dtype, or a device namespace's
+        fit = fit if isinstance(fit, np.dtype) else np.dtype(str(fit).rsplit(".", 1)[-1])
+        return np.result_type(dtype, fit)
+
+    def _device_search(self, X, place: Placement):
+        """(search, X): :meth:`_search` for queries ``X`` of a device space
+        (:mod:`._neighbors_device`; the pruned route on the host)."""
+        sp = place.space
+        dtype = self._query_dtype(sp.np_dtype(X))
+        key = (dtype, self.backend, get_config()["backend"], sp.kind, repr(sp.device))
+        search = self._searches.get(key)
+        if search is None:
+            if self._fit_method == "block_sparse":
+                search = HostSearch(self._new_search(dtype, place.backend), sp)
+            else:
+                formula = M.make_metric(self.effective_metric_, self._metric_params)
+                Y = sp.astype(place.to_space(self._fit_X), dtype)
+                search = DeviceSearch(formula, Y, sp, place.backend)
+            self._searches.clear()
+            self._searches[key] = search
+        return search, sp.astype(X, dtype)
+
 
 
 class DeviceSearch:
