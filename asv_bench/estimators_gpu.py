@@ -1,5 +1,6 @@
 """GPU benchmark of the estimators on device arrays (issue 24): KernelRidge
-(Falkon) and Nystroem on CuPy arrays against our CPU path, in one run.
+(Falkon), Nystroem and exact k-NN on CuPy arrays against our CPU path, in
+one run.
 
 For each size n (default 10^5 and 10^6; D = 8, float32, ``--landmarks``
 landmarks, 1000 by default) and each path:
@@ -24,12 +25,25 @@ landmarks, 1000 by default) and each path:
   as tensors), against NumPy arrays under ``array_api_dispatch`` in the same
   run (``numpy_dispatch_s``): the ratio is the cost of the Array API layer.
 
+Exact k-NN (``NearestNeighbors(n_neighbors=10).fit(X).kneighbors(X)``, the
+n points queried against themselves, float32, uniform in a cube): D = 3,
+where ``algorithm="auto"`` prunes by cells (``route`` "block_sparse"; on CuPy
+arrays the cells are built on the host: the points and queries are copied
+there once per call and the K-wide results back, all through
+``Space.host`` / ``Space.put``, so counted in the copy share, while the
+engine's block-sparse reductions then take host arrays, whose uploads it
+makes itself and are not counted), and D = 64 (``route`` "brute": one
+K-min reduction per block of queries on the device, the direct form). On
+the CPU path at D = 64 the float32 BLAS tiles run. ``max_abs_diff``
+compares the distances.
+
 Times are medians of ``--repeat`` warm runs after one warm-up run (which
 compiles), synchronised. ``--cpu`` runs the CPU path only (no GPU needed): the
 test suite runs it at a tiny size so that the script cannot rot.
 
     python asv_bench/estimators_gpu.py --out $OUT/estimators_gpu.json
     python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1
+    python asv_bench/estimators_gpu.py --only knn --sizes 1000000 --cpu-max 100000
 """
 
 from __future__ import annotations
@@ -46,11 +60,14 @@ import numpy as np
 D = 8
 GAMMA = 0.5
 ALPHA = 1e-3
+#: k-NN: neighbours per query, and the features of each case.
+KNN_K = 10
+KNN_DIMS = {"NearestNeighbors(D=3)": 3, "NearestNeighbors(D=64)": 64}
 
 
-def _data(n, seed=0):
+def _data(n, seed=0, d=D):
     rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, size=(n, D)).astype(np.float32)
+    X = rng.uniform(-2, 2, size=(n, d)).astype(np.float32)
     y = (np.sin(X.sum(1)) + 0.1 * rng.normal(size=n)).astype(np.float32)
     return X, y
 
@@ -69,7 +86,22 @@ def _cases(m, backend):
                        backend=backend)
         return est.fit(X).transform(X)
 
-    return {"KernelRidge(falkon)": krr, "Nystroem": nys}
+    return {"KernelRidge(falkon)": krr, "Nystroem": nys, **_knn_cases(backend)}
+
+
+def _knn_cases(backend):
+    from kerneltools.estimators import NearestNeighbors
+
+    def knn(X, y):
+        est = NearestNeighbors(n_neighbors=KNN_K, backend=backend).fit(X)
+        knn.route = est._fit_method  # "block_sparse" (pruned) or "brute"
+        return est.kneighbors(X)[0]
+
+    return {name: knn for name in KNN_DIMS}
+
+
+def _dims(name):
+    return KNN_DIMS.get(name, D)
 
 
 class _CopyClock:
@@ -181,6 +213,11 @@ def _sklearn_nystroem(m):
     return run
 
 
+def _route(fn):
+    """The k-NN search's route of the last run (``_fit_method``), if any."""
+    return {"route": fn.route} if hasattr(fn, "route") else {}
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
@@ -197,37 +234,44 @@ def main(argv=None) -> list[dict]:
                         help="also scikit-learn's Nystroem on CuPy arrays")
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
+    parser.add_argument("--only", choices=["all", "kernels", "knn"], default="all",
+                        help="the kernel estimators (KernelRidge, Nystroem), k-NN, or all")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
     for n in args.sizes:
-        X, y = _data(n)
+        data = {}
         m = min(args.landmarks, n)
         for name, fn in _cases(m, None).items():
+            if args.only != "all" and (name in KNN_DIMS) != (args.only == "knn"):
+                continue
+            d = _dims(name)
+            X, y = data[d] = data.get(d) or _data(n, d=d)
             gpu_out = None
             if not args.cpu:
                 try:
                     gpu_out, stats = _run_gpu(name, fn, X, y, args.repeat)
-                    rows.append({"estimator": name, "n": n, "d": D, "m": m,
-                                 "path": "cupy", **stats})
+                    rows.append({"estimator": name, "n": n, "d": d, "m": m,
+                                 "path": "cupy", **stats, **_route(fn)})
                 except Exception:  # noqa: BLE001 - a failed case is a row, not the end
                     rows.append({"estimator": name, "n": n, "path": "cupy",
                                  "error": traceback.format_exc(limit=3)})
             if args.cpu or n <= args.cpu_max:
                 cpu_fn = _cases(m, "cpu")[name]
                 cpu_out, stats = _run_cpu(name, cpu_fn, X, y, args.repeat)
-                row = {"estimator": name, "n": n, "d": D, "m": m, "path": "cpu", **stats}
+                row = {"estimator": name, "n": n, "d": d, "m": m, "path": "cpu", **stats,
+                       **_route(cpu_fn)}
                 if gpu_out is not None:
                     row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
                 rows.append(row)
             if args.torch:
-                rows.append({"estimator": name, "n": n, "d": D, "m": m,
+                rows.append({"estimator": name, "n": n, "d": d, "m": m,
                              "path": "torch-cpu", **_run_torch(_cases(m, "cpu")[name],
                                                                X, y, args.repeat)})
             if args.sklearn and name == "Nystroem" and not args.cpu:
                 try:
                     _, stats = _run_gpu("sklearn", _sklearn_nystroem(m), X, y, args.repeat)
-                    rows.append({"estimator": name, "n": n, "d": D, "m": m,
+                    rows.append({"estimator": name, "n": n, "d": d, "m": m,
                                  "path": "sklearn-cupy", **stats})
                 except Exception:  # noqa: BLE001
                     rows.append({"estimator": name, "n": n, "path": "sklearn-cupy",
@@ -242,7 +286,7 @@ def main(argv=None) -> list[dict]:
 
 def _table(rows):
     print(f"{'estimator':22s} {'n':>8s} {'path':12s} {'time s':>9s} {'copies %':>9s} "
-          f"{'peak GPU MB':>12s} {'speed-up':>8s}")
+          f"{'peak GPU MB':>12s} {'speed-up':>8s} route")
     cpu = {(r["estimator"], r["n"]): r["time_s"] for r in rows
            if r.get("path") == "cpu" and "time_s" in r}
     for r in rows:
@@ -255,7 +299,7 @@ def _table(rows):
         ref = r.get("numpy_dispatch_s", cpu.get((r["estimator"], r["n"])))
         ratio = f"{ref / r['time_s']:.1f}x" if ref and r["path"] != "cpu" else ""
         print(f"{r['estimator']:22s} {r['n']:8d} {r['path']:12s} {r['time_s']:9.3f} "
-              f"{share:>9s} {peak:>12s} {ratio:>8s}")
+              f"{share:>9s} {peak:>12s} {ratio:>8s} {r.get('route', '')}")
 
 
 if __name__ == "__main__":
