@@ -388,9 +388,10 @@ class KNeighborsQueries(_SkKNeighborsMixin):
 
         Returns
         -------
-        neigh_dist : ndarray of shape (n_queries, n_neighbors)
-            The distances, increasing (only if ``return_distance``).
-        neigh_ind : ndarray of shape (n_queries, n_neighbors)
+        neigh_dist : array of shape (n_queries, n_neighbors)
+            The distances, increasing (only if ``return_distance``); in the
+            namespace and on the device of X (of the fit's X for X=None).
+        neigh_ind : array of shape (n_queries, n_neighbors)
             Indices of the neighbours in the fitted data; equal distances
             come in index order (as scikit-learn's brute force).
         """

@@ -54,7 +54,12 @@ from ._neighbors_base import (
     store_labels,
     weights_of,
 )
-from ._neighbors_docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
+from ._neighbors_docs import (
+    _ARRAY_API_DOC,
+    _ATTRIBUTES_DOC,
+    _COMMON_DOC,
+    _FALLBACK_DOC,
+)
 from ._neighbors_graph import KNeighborsTransformer, RadiusNeighborsTransformer
 from ._neighbors_radius import RadiusNeighborsClassifier, RadiusNeighborsRegressor
 from ._param_validation import StrOptions
@@ -86,6 +91,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
     ----------"""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
@@ -237,6 +243,7 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         Whether y was 2-D (several outputs) at fit."""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
@@ -393,6 +400,7 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     ----------"""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
