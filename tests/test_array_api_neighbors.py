@@ -161,6 +161,24 @@ def test_predict_as_numpy_in_the_inputs_namespace(data, way):
             assert scores[1] == pytest.approx(reg_ref.score(Qd, targets[:25, 0]), rel=1e-5)
 
 
+def test_callable_weights_get_the_devices_arrays(data):
+    """A callable ``weights`` is called on the distances where they are."""
+    X, labels, targets, Q = data
+    seen = []
+
+    def inverse_square(dist):
+        seen.append(compat.device(dist))
+        return 1.0 / (dist * dist + 1e-3)
+
+    ref = KNeighborsRegressor(K, weights=inverse_square).fit(X, targets).predict(Q)
+    with simulated_device(xps, DEVICE1):
+        reg = KNeighborsRegressor(K, weights=inverse_square, backend="cuda")
+        pred = reg.fit(_as("device", X), _as("device", targets)).predict(_as("device", Q))
+    assert seen[-1] == DEVICE1
+    _assert_where(pred, _as("device", X), np.float64)
+    np.testing.assert_allclose(_np(pred), ref, rtol=1e-12)
+
+
 def test_multi_output_and_string_labels(data):
     """Two label columns on the device; string labels (no array namespace
     holds them) with X on the host ways: classes_ and predict are NumPy."""
