@@ -20,7 +20,6 @@ NumPy path, and the namespace rules are those of ``_array_api.py``.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 
 import numpy as np
@@ -39,6 +38,13 @@ from kerneltools.estimators import (
     _neighbors_pruned,
 )
 from kerneltools.estimators._array_api import simulated_device
+
+from _helpers import NamespaceAndDevice as _NS
+from _helpers import array_on as _as
+from _helpers import assert_where as _assert_where
+from _helpers import cupy_gpu
+from _helpers import host_copy as _np
+from _helpers import way_context as _way
 
 xps = pytest.importorskip("array_api_strict")
 torch = pytest.importorskip("torch")
@@ -73,30 +79,10 @@ def data():
     return X, labels, targets, Q
 
 
-def _as(way, a):
-    if way == "torch":
-        return torch.asarray(a)
-    return xps.asarray(a, device=DEVICE1)
-
-
-def _way(way):
-    return simulated_device(xps, DEVICE1) if way == "device" else contextlib.nullcontext()
-
-
 def _backend(way, backend):
     """The estimator's backend: the fixture's on the host ways; "cuda" on the
     simulated device (standing for the host's default backend)."""
     return "cuda" if way == "device" else backend
-
-
-def _np(a):
-    return np.asarray(np.from_dlpack(a))
-
-
-def _assert_where(out, like, dtype):
-    assert compat.array_namespace(out) is compat.array_namespace(like)
-    assert compat.device(out) == compat.device(like)
-    assert _np(out).dtype == dtype
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -344,21 +330,8 @@ def test_scikit_learns_array_api_checks(est, way):
         check_array_api_same_namespace(name, est, "array_api_strict")
 
 
-class _NS:
-    def __init__(self, xp, device):
-        self.xp, self.device = xp, device
-
-
-def _gpu_status():
-    try:
-        import cupy
-    except ImportError:
-        return False
-    return bool(cupy.is_available())
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _gpu_status(), reason="needs a CUDA GPU and cupy")
+@pytest.mark.skipif(not cupy_gpu(), reason="needs a CUDA GPU and cupy")
 def test_cupy_arrays_stay_on_the_gpu(data):
     import cupy
 

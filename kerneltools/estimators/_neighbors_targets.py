@@ -12,7 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from . import _neighbors_search as S
 
-__all__ = ["csr_weights", "store_labels", "weights_of"]
+__all__ = ["csr_weights", "store_labels", "warn_column_vector", "weights_of"]
 
 
 def weights_of(dist, weights):
@@ -60,16 +60,21 @@ def csr_weights(dist, indptr, weights):
     return np.concatenate([np.asarray(r) for r in rows])
 
 
-def store_labels(est, y) -> None:
-    """A classifier's ``classes_``, ``outputs_2d_`` and label codes ``_y``."""
-    y = np.asarray(y)
+def warn_column_vector(y, stacklevel: int) -> None:
+    """scikit-learn's warning for labels given as an (n, 1) column."""
     if y.ndim == 2 and y.shape[1] == 1:
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected. Please "
             "change the shape of y to (n_samples,), for example using ravel().",
             DataConversionWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
+
+
+def store_labels(est, y) -> None:
+    """A classifier's ``classes_``, ``outputs_2d_`` and label codes ``_y``."""
+    y = np.asarray(y)
+    warn_column_vector(y, stacklevel=4)
     est.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
     y2 = y.reshape(len(y), -1)
     check_classification_targets(y2)

@@ -29,12 +29,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import warnings
-
 import numpy as np
 import sklearn
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.exceptions import DataConversionWarning
 
 from ..dask import rows_method
 from . import _neighbors_device as Dv
@@ -62,6 +59,7 @@ from ._neighbors_docs import (
 )
 from ._neighbors_graph import KNeighborsTransformer, RadiusNeighborsTransformer
 from ._neighbors_radius import RadiusNeighborsClassifier, RadiusNeighborsRegressor
+from ._neighbors_targets import warn_column_vector
 from ._param_validation import StrOptions
 
 __all__ = [
@@ -229,7 +227,35 @@ _SUPERVISED_DOC = """
         distances to weights of the same shape."""
 
 
-class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
+class _ScoreWhereX:
+    """``score`` of CuPy arrays computed on the GPU, also without
+    ``array_api_dispatch`` (where scikit-learn's would convert them with
+    ``np.asarray``, and fail); scikit-learn's ``score`` otherwise."""
+
+    def score(self, X, y, sample_weight=None):
+        """The mean accuracy (a classifier) or R^2 (a regressor) of
+        :meth:`predict` on ``X`` against ``y``, as scikit-learn's.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True labels or targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+        """
+        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+            pred = self.predict(X)
+            return self._score_xp(to_cupy(y), pred, host_array(sample_weight))
+        return super().score(X, y, sample_weight=sample_weight)
+
+
+class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
     __doc__ = (
         """Classifier voting among the K nearest neighbours."""
         + _SUPERVISED_DOC
@@ -257,6 +283,8 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
     """
     )
 
+    _score_xp = staticmethod(Dv.accuracy_xp)
+
     def _store_targets(self, y) -> None:
         place = self._query_place(None, "fit")
         if place.xp is not None and place.space.on_device:  # checked on the device
@@ -273,13 +301,7 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         """``classes_`` (in X's namespace) and the label codes ``_y`` (on the
         device) of labels ``y`` checked on the device."""
         xp = place.space.xp
-        if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn(
-                "A column-vector y was passed when a 1d array was expected. Please "
-                "change the shape of y to (n_samples,), for example using ravel().",
-                DataConversionWarning,
-                stacklevel=4,
-            )
+        warn_column_vector(y, stacklevel=5)
         self.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
         classes, codes = Dv.encode_labels(xp.reshape(y, (y.shape[0], -1)), xp)
         self.classes_ = [place.to_output(c) for c in classes]
@@ -353,28 +375,6 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         out = [c[sp.host(i)] for c, i in zip(hosts, picks)]
         return out[0] if not self.outputs_2d_ else np.stack(out, axis=1)
 
-    def score(self, X, y, sample_weight=None):
-        """Mean accuracy of :meth:`predict` on ``X`` against ``y``, as
-        scikit-learn's ``ClassifierMixin.score``; on CuPy arrays computed on
-        the GPU (also without ``array_api_dispatch``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Test samples.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            True labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        score : float
-        """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            return Dv.accuracy_xp(to_cupy(y), self.predict(X), host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_label = True
@@ -390,7 +390,7 @@ def _votes(labels, weights, n_classes):
     return votes / votes.sum(axis=1, keepdims=True)
 
 
-class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
+class KNeighborsRegressor(_ScoreWhereX, RegressorMixin, _SupervisedNeighbors):
     __doc__ = (
         """Regression by the (weighted) mean of the K nearest neighbours' targets."""
         + _SUPERVISED_DOC
@@ -411,6 +411,8 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     array([0.5])
     """
     )
+
+    _score_xp = staticmethod(r2_score_xp)
 
     @rows_method
     def predict(self, X):
@@ -444,24 +446,3 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
             pred = sp.xp.reshape(pred, (-1,))
         return place.to_output(pred)
 
-    def score(self, X, y, sample_weight=None):
-        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
-        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
-        without ``array_api_dispatch``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Test samples.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            True targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        score : float
-        """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            return r2_score_xp(to_cupy(y), self.predict(X), host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)
