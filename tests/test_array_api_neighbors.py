@@ -52,6 +52,9 @@ from sklearn.externals import array_api_compat as compat  # noqa: E402
 
 DEVICE1 = xps.Device("device1")
 WAYS = ["strict", "torch", "device"]
+#: K of the queries; the queries of the fitted points (X=None) ask K - 1, so
+#: that both share the compiled kernel of K (as in tests/test_neighbors.py,
+#: whose data include 4 features: iris).
 K = 5
 DTYPES = [np.float32, np.float64]
 #: Distances of the device path against the NumPy path's: the same reduction
@@ -68,14 +71,14 @@ def _dispatch(monkeypatch):
 
 @pytest.fixture(scope="module")
 def data():
-    """60 points in 3-D (two duplicates: ties and a self-match hidden by a
+    """60 points in 4-D (two duplicates: ties and a self-match hidden by a
     duplicate), binary labels, two targets, and queries off the points."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 3))
+    X = rng.normal(size=(60, 4))
     X[7] = X[3]
     labels = (X[:, 0] + 0.3 * rng.normal(size=60) > 0).astype(np.int64) + 3
     targets = np.stack([np.sin(X[:, 0]), X[:, 1] ** 2], axis=1)
-    Q = np.concatenate([X[:10], rng.normal(size=(15, 3))])  # 10 exact matches
+    Q = np.concatenate([X[:10], rng.normal(size=(15, 4))])  # 10 exact matches
     return X, labels, targets, Q
 
 
@@ -95,11 +98,10 @@ def test_kneighbors_as_numpy_in_the_inputs_namespace(data, way, backend):
             est = NearestNeighbors(n_neighbors=K, backend=_backend(way, backend))
             est.fit(_as(way, Xd))
             outs = {"queries": est.kneighbors(_as(way, Qd)),
-                    "train": est.kneighbors(),  # each point without itself
-                    "K=2": est.kneighbors(_as(way, Qd), n_neighbors=2)}
+                    # each point without itself
+                    "train": est.kneighbors(n_neighbors=K - 1)}
             ind_only = est.kneighbors(_as(way, Qd), return_distance=False)
-        refs = {"queries": ref.kneighbors(Qd), "train": ref.kneighbors(),
-                "K=2": ref.kneighbors(Qd, n_neighbors=2)}
+        refs = {"queries": ref.kneighbors(Qd), "train": ref.kneighbors(n_neighbors=K - 1)}
         like = _as(way, Xd)
         for name, (dist, ind) in outs.items():
             _assert_where(dist, like, dtype)
@@ -108,7 +110,7 @@ def test_kneighbors_as_numpy_in_the_inputs_namespace(data, way, backend):
             np.testing.assert_allclose(_np(dist), refs[name][0], rtol=RTOL[dtype],
                                        atol=RTOL[dtype], err_msg=name)
         np.testing.assert_array_equal(_np(ind_only), refs["queries"][1])
-        assert est.n_samples_fit_ == 60 and est.n_features_in_ == 3
+        assert est.n_samples_fit_ == 60 and est.n_features_in_ == 4
         _assert_where(est._fit_X, like, dtype)  # kept where X is (scikit-learn's rule)
 
 
@@ -127,24 +129,25 @@ def test_predict_as_numpy_in_the_inputs_namespace(data, way):
                 clf = KNeighborsClassifier(K, **kw).fit(like, _as(way, labels))
                 reg = KNeighborsRegressor(K, **kw).fit(like, _as(way, targets[:, 0]))
                 reg2 = KNeighborsRegressor(K, **kw).fit(like, _as(way, targets))
+                scores = (clf.score(_as(way, Qd), _as(way, labels[:25])),
+                          reg.score(_as(way, Qd), _as(way, targets[:25, 0])))
                 got = {"predict": clf.predict(_as(way, Qd)),
                        "proba": clf.predict_proba(_as(way, Qd)),
                        "reg": reg.predict(_as(way, Qd)),
                        "reg2": reg2.predict(_as(way, Qd)),
-                       "train": clf.predict(None)}
-                scores = (clf.score(_as(way, Qd), _as(way, labels[:25])),
-                          reg.score(_as(way, Qd), _as(way, targets[:25, 0])))
+                       "train": clf.set_params(n_neighbors=K - 1).predict(None)}
+            ref_scores = (clf_ref.score(Qd, labels[:25]), reg_ref.score(Qd, targets[:25, 0]))
             want = {"predict": clf_ref.predict(Qd), "proba": clf_ref.predict_proba(Qd),
                     "reg": reg_ref.predict(Qd), "reg2": reg2_ref.predict(Qd),
-                    "train": clf_ref.predict(None)}
+                    "train": clf_ref.set_params(n_neighbors=K - 1).predict(None)}
             for name, out in got.items():
                 _assert_where(out, like, want[name].dtype)
                 np.testing.assert_allclose(_np(out), want[name], rtol=1e-12,
                                            err_msg=f"{name} {weights} {dtype}")
             _assert_where(clf.classes_, like, np.int64)
             np.testing.assert_array_equal(_np(clf.classes_), [3, 4])
-            assert scores[0] == pytest.approx(clf_ref.score(Qd, labels[:25]), abs=1e-6)
-            assert scores[1] == pytest.approx(reg_ref.score(Qd, targets[:25, 0]), rel=1e-5)
+            assert scores[0] == pytest.approx(ref_scores[0], abs=1e-6)
+            assert scores[1] == pytest.approx(ref_scores[1], rel=1e-5)
 
 
 def test_callable_weights_get_the_devices_arrays(data):
@@ -191,7 +194,7 @@ def test_pruned_route_in_the_inputs_namespace(data, way, monkeypatch):
     through host copies (one per call), results back on the device."""
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 10)
     monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 1)
-    X, _, _, Q = data
+    X, Q = data[0][:, :3], data[3][:, :3]
     ref = NearestNeighbors(n_neighbors=K).fit(X)
     assert ref._fit_method == "block_sparse"
     with _way(way):
@@ -249,7 +252,7 @@ def test_wrong_namespace_device_and_mixed_inputs(data, way):
             with pytest.raises(ValueError, match=r"Devices used during fit .*device1.* "
                                "differ"):
                 getattr(model, method)(xps.asarray(Q))
-        with pytest.raises(ValueError, match="X has 2 features, but .* is expecting 3"):
+        with pytest.raises(ValueError, match="X has 2 features, but .* is expecting 4"):
             nn.kneighbors(Xa[:, :2])
         with pytest.raises(ValueError, match="Expected n_neighbors <= n_samples_fit"):
             nn.kneighbors(_as(way, Q), n_neighbors=61)
