@@ -235,7 +235,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
     parser.add_argument("--only", choices=["all", "kernels", "knn"], default="all",
-                        help="the kernel estimators (KernelRidge, Nystroem), k-NN, or all")
+                        help="KernelRidge and Nystroem ('kernels'), k-NN, or all")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
@@ -259,8 +259,8 @@ def main(argv=None) -> list[dict]:
             if args.cpu or n <= args.cpu_max:
                 cpu_fn = _cases(m, "cpu")[name]
                 cpu_out, stats = _run_cpu(name, cpu_fn, X, y, args.repeat)
-                row = {"estimator": name, "n": n, "d": d, "m": m, "path": "cpu", **stats,
-                       **_route(cpu_fn)}
+                row = {"estimator": name, "n": n, "d": d, "m": m, "path": "cpu",
+                       **stats, **_route(cpu_fn)}
                 if gpu_out is not None:
                     row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
                 rows.append(row)

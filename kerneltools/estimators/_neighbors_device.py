@@ -62,9 +62,10 @@ from ._array_api import (
 )
 from ._neighbors_search import QUERY_BLOCK_ENTRIES
 
-__all__ = ["DEVICE_METRICS", "DevicePlacement", "DeviceSearch", "HostSearch", "accuracy_xp", "check_targets",
-           "device_serves", "drop_self", "encode_labels", "split_rows", "to_dist",
-           "votes", "weighted_mean", "weights_of"]
+__all__ = ["DEVICE_METRICS", "DevicePlacement", "DeviceSearch", "HostSearch",
+           "accuracy_xp", "check_targets", "device_serves", "drop_self",
+           "encode_labels", "gather_rows", "split_rows", "to_dist", "votes",
+           "weighted_mean", "weights_of"]
 
 #: Effective metrics served on the device (see the module's docstring).
 DEVICE_METRICS = frozenset({"euclidean", "sqeuclidean", "manhattan", "chebyshev",
@@ -74,7 +75,8 @@ DEVICE_METRICS = frozenset({"euclidean", "sqeuclidean", "manhattan", "chebyshev"
 def device_serves(est) -> bool:
     """Whether the device path serves ``est`` (its class, its metric: see
     the module's docstring)."""
-    if not est._ARRAY_API or not isinstance(est.metric, str) or est.metric not in M.VALID_METRICS:
+    metric = est.metric
+    if not (est._ARRAY_API and isinstance(metric, str) and metric in M.VALID_METRICS):
         return False
     try:
         name, params = M.effective_metric(est.metric, est.p, est.metric_params)
@@ -104,7 +106,8 @@ class DevicePlacement:
         follows X, moved there): X float32 or float64, y in its dtype."""
         sp, who = place.space, f"{type(self).__name__}.fit"
         self._fit_is_bool = False  # the device's metrics are not boolean ones
-        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp, who=who)
+        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp,
+                                  who=who)
         if supervised:
             y = check_targets(place.to_space(y), X.shape[0], sp, who,
                                  labels=is_classifier(self))
@@ -138,7 +141,8 @@ class DevicePlacement:
         if self.dtype is not None:
             return np.dtype(self.dtype)
         fit = self._fit_X.dtype  # a NumPy dtype, or a device namespace's
-        fit = fit if isinstance(fit, np.dtype) else np.dtype(str(fit).rsplit(".", 1)[-1])
+        if not isinstance(fit, np.dtype):
+            fit = np.dtype(str(fit).rsplit(".", 1)[-1])
         return np.result_type(dtype, fit)
 
     def _device_search(self, X, place: Placement):
@@ -199,7 +203,8 @@ class HostSearch:
 
     def kmin(self, X, k: int):
         sp = self.sp
-        v, i = self.search.kmin(np.ascontiguousarray(sp.host(X), self.search.Y.dtype), k)
+        X = np.ascontiguousarray(sp.host(X), self.search.Y.dtype)
+        v, i = self.search.kmin(X, k)
         return sp.put(v), sp.put(i)
 
 
@@ -215,7 +220,8 @@ def drop_self(vals, ind, xp):
     keep = ind != own
     missing = xp.reshape(xp.all(keep, axis=1), (n, 1))
     at_zero = xp.reshape(vals[:, 0] <= 0, (n, 1))  # False for NaN
-    keep = keep & ~(missing & at_zero & (col == 0)) & ~(missing & ~at_zero & (col == k - 1))
+    first, last = missing & at_zero & (col == 0), missing & ~at_zero & (col == k - 1)
+    keep = keep & ~first & ~last
     return (xp.reshape(vals[keep], (n, k - 1)), xp.reshape(ind[keep], (n, k - 1)))
 
 
@@ -245,8 +251,10 @@ def weights_of(dist, weights, xp):
 def votes(codes, w, n_classes: int, xp):
     """(n, n_classes) float64: per query, the weights of each class among its
     neighbours' label ``codes`` (n, K), normalised (class by class)."""
-    w = xp.ones(codes.shape, dtype=xp.float64, device=_device(codes)) if w is None else w
-    cols = [xp.sum(w * xp.astype(codes == c, xp.float64), axis=1) for c in range(n_classes)]
+    if w is None:
+        w = xp.ones(codes.shape, dtype=xp.float64, device=_device(codes))
+    cols = [xp.sum(w * xp.astype(codes == c, xp.float64), axis=1)
+            for c in range(n_classes)]
     out = xp.stack(cols, axis=1)
     return out / xp.sum(out, axis=1, keepdims=True)
 

@@ -155,7 +155,8 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         return self
 
 
-class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries, NeighborsBase):
+class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries,
+                           NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **KNeighborsQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
@@ -321,7 +322,8 @@ class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
                     for k, c in enumerate(classes)]
         w = np.ones(ind.shape) if w is None else w
         labels = codes[ind]  # (n, K, n_outputs)
-        return [_votes(labels[..., k], w, int(c.shape[0])) for k, c in enumerate(classes)]
+        return [_votes(labels[..., k], w, int(c.shape[0]))
+                for k, c in enumerate(classes)]
 
     @rows_method
     def predict_proba(self, X):
