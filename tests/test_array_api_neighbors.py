@@ -37,6 +37,7 @@ from kerneltools.estimators import (
     NearestNeighbors,
     _neighbors_pruned,
 )
+from kerneltools.estimators import _neighbors_device as Dv
 from kerneltools.estimators._array_api import simulated_device
 
 from _helpers import NamespaceAndDevice as _NS
@@ -205,6 +206,13 @@ def test_pruned_route_in_the_inputs_namespace(data, way, monkeypatch):
     rd, ri = ref.kneighbors(Q)
     np.testing.assert_array_equal(_np(ind), ri)
     np.testing.assert_allclose(_np(dist), rd, rtol=1e-12)
+    if way == "device":  # NumPy with backend="cuda": pruned on the host, NumPy out
+        with _way(way):
+            est = NearestNeighbors(n_neighbors=K, backend="cuda").fit(X)
+            dist, ind = est.kneighbors(Q)
+        assert type(ind) is np.ndarray and type(next(iter(est._searches.values()))) \
+            is not Dv.HostSearch
+        np.testing.assert_array_equal(ind, ri)
 
 
 @pytest.mark.parametrize("way", WAYS)

@@ -11,7 +11,7 @@ design); this module holds what the k-NN estimators do on a device:
   another namespace or on another device refused by ``check_same_place``.
   NumPy inputs with ``backend="cuda"`` are validated on the host and their
   fitted points copied to the device once, at the first query (kept with
-  the search, never pickled).
+  the search, never pickled); a pruned fit's NumPy queries stay on the host.
 - **Which configurations.** :func:`device_serves`: the metrics whose formula
   and distance conversion need no host arithmetic (euclidean,
   sqeuclidean, manhattan, chebyshev, unweighted minkowski), as the effective
@@ -134,6 +134,10 @@ class DevicePlacement:
         fitted = (Placement(backend=self.backend) if like is None else
                   fitted_placement(self, "_fit_like", who=who,
                                    device_ok=device_serves(self)))
+        if (fitted.xp is None and fitted.space.on_device
+                and self.__dict__.get("_fit_method") == "block_sparse"):
+            # NumPy in, pruned (cells on the host): no round trip through the device
+            fitted = fitted.on_host()
         return fitted if X is None else check_same_place(self, X, fitted, method)
 
     def _query_dtype(self, dtype) -> np.dtype:
