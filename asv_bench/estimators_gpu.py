@@ -1,6 +1,6 @@
 """GPU benchmark of the estimators on device arrays (issue 24): KernelRidge
-(Falkon), Nystroem and the Sinkhorn divergence on CuPy arrays against our
-CPU path, in one run.
+(Falkon), Nystroem, exact k-NN and the Sinkhorn divergence on CuPy arrays
+against our CPU path, in one run.
 
 For each size n (default 10^5 and 10^6; D = 8, float32, ``--landmarks``
 landmarks, 1000 by default) and each path:
@@ -24,6 +24,18 @@ landmarks, 1000 by default) and each path:
   tensors under ``array_api_dispatch`` (zero-copy NumPy views, outputs back
   as tensors), against NumPy arrays under ``array_api_dispatch`` in the same
   run (``numpy_dispatch_s``): the ratio is the cost of the Array API layer.
+
+Exact k-NN (``NearestNeighbors(n_neighbors=10).fit(X).kneighbors(X)``, the
+n points queried against themselves, float32, uniform in a cube): D = 3,
+where ``algorithm="auto"`` prunes by cells (``route`` "block_sparse"; on CuPy
+arrays the cells are built on the host: the points and queries are copied
+there once per call and the K-wide results back, all through
+``Space.host`` / ``Space.put``, so counted in the copy share, while the
+engine's block-sparse reductions then take host arrays, whose uploads it
+makes itself and are not counted), and D = 64 (``route`` "brute": one
+K-min reduction per block of queries on the device, the direct form). On
+the CPU path at D = 64 the float32 BLAS tiles run. ``max_abs_diff``
+compares the distances.
 
 With ``--estimators sinkhorn`` (not in the default run: at 10^6 points it
 takes about a minute): ``sinkhorn_divergence(x, y, blur=0.05,
@@ -51,6 +63,7 @@ test suite runs it at a tiny size so that the script cannot rot.
     python asv_bench/estimators_gpu.py --out $OUT/estimators_gpu.json
     python asv_bench/estimators_gpu.py --estimators sinkhorn --out $OUT/sinkhorn_gpu.json
     python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1
+    python asv_bench/estimators_gpu.py --estimators knn --sizes 1000000 --cpu-max 100000
 """
 
 from __future__ import annotations
@@ -67,11 +80,14 @@ import numpy as np
 D = 8
 GAMMA = 0.5
 ALPHA = 1e-3
+#: k-NN: neighbours per query, and the features of each case.
+KNN_K = 10
+KNN_DIMS = {"NearestNeighbors(D=3)": 3, "NearestNeighbors(D=64)": 64}
 
 
-def _data(n, seed=0):
+def _data(n, seed=0, d=D):
     rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, size=(n, D)).astype(np.float32)
+    X = rng.uniform(-2, 2, size=(n, d)).astype(np.float32)
     y = (np.sin(X.sum(1)) + 0.1 * rng.normal(size=n)).astype(np.float32)
     return X, y
 
@@ -90,7 +106,22 @@ def _cases(m, backend):
                        backend=backend)
         return est.fit(X).transform(X)
 
-    return {"KernelRidge(falkon)": krr, "Nystroem": nys}
+    return {"KernelRidge(falkon)": krr, "Nystroem": nys, **_knn_cases(backend)}
+
+
+def _knn_cases(backend):
+    from kerneltools.estimators import NearestNeighbors
+
+    def knn(X, y):
+        est = NearestNeighbors(n_neighbors=KNN_K, backend=backend).fit(X)
+        knn.route = est._fit_method  # "block_sparse" (pruned) or "brute"
+        return est.kneighbors(X)[0]
+
+    return {name: knn for name in KNN_DIMS}
+
+
+def _dims(name):
+    return KNN_DIMS.get(name, D)
 
 
 #: The Sinkhorn divergence's benchmark: D, blur, warm-up size.
@@ -251,6 +282,11 @@ def _sklearn_nystroem(m):
     return run
 
 
+def _route(fn):
+    """The k-NN search's route of the last run (``_fit_method``), if any."""
+    return {"route": fn.route} if hasattr(fn, "route") else {}
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
@@ -267,8 +303,10 @@ def main(argv=None) -> list[dict]:
                         help="also scikit-learn's Nystroem on CuPy arrays")
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
-    parser.add_argument("--estimators", nargs="+", default=["krr", "nystroem"],
-                        choices=["krr", "nystroem", "sinkhorn"])
+    parser.add_argument("--estimators", nargs="+", default=["krr", "nystroem", "knn"],
+                        choices=["krr", "nystroem", "knn", "sinkhorn"],
+                        help="KernelRidge (Falkon), Nystroem, exact k-NN (D = 3 and 64), "
+                        "the Sinkhorn divergence (not in the default run)")
     parser.add_argument("--sinkhorn-sizes", type=int, nargs="+", default=[10**5, 10**6])
     parser.add_argument("--sinkhorn-repeat", type=int, default=1)
     parser.add_argument("--sinkhorn-cpu-max", type=int, default=10**5,
@@ -277,38 +315,41 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
-    chosen = {"krr": "KernelRidge(falkon)", "nystroem": "Nystroem"}
-    chosen = {chosen[e] for e in args.estimators if e in chosen}
+    names = {"krr": ["KernelRidge(falkon)"], "nystroem": ["Nystroem"], "knn": list(KNN_DIMS)}
+    chosen = {name for e in args.estimators for name in names.get(e, ())}
     for n in args.sizes if chosen else ():
-        X, y = _data(n)
+        data = {}
         m = min(args.landmarks, n)
         for name, fn in _cases(m, None).items():
             if name not in chosen:
                 continue
+            d = _dims(name)
+            X, y = data[d] = data.get(d) or _data(n, d=d)
             gpu_out = None
             if not args.cpu:
                 try:
                     gpu_out, stats = _run_gpu(name, fn, X, y, args.repeat)
-                    rows.append({"estimator": name, "n": n, "d": D, "m": m,
-                                 "path": "cupy", **stats})
+                    rows.append({"estimator": name, "n": n, "d": d, "m": m,
+                                 "path": "cupy", **stats, **_route(fn)})
                 except Exception:  # noqa: BLE001 - a failed case is a row, not the end
                     rows.append({"estimator": name, "n": n, "path": "cupy",
                                  "error": traceback.format_exc(limit=3)})
             if args.cpu or n <= args.cpu_max:
                 cpu_fn = _cases(m, "cpu")[name]
                 cpu_out, stats = _run_cpu(name, cpu_fn, X, y, args.repeat)
-                row = {"estimator": name, "n": n, "d": D, "m": m, "path": "cpu", **stats}
+                row = {"estimator": name, "n": n, "d": d, "m": m, "path": "cpu",
+                       **stats, **_route(cpu_fn)}
                 if gpu_out is not None:
                     row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
                 rows.append(row)
             if args.torch:
-                rows.append({"estimator": name, "n": n, "d": D, "m": m,
+                rows.append({"estimator": name, "n": n, "d": d, "m": m,
                              "path": "torch-cpu", **_run_torch(_cases(m, "cpu")[name],
                                                                X, y, args.repeat)})
             if args.sklearn and name == "Nystroem" and not args.cpu:
                 try:
                     _, stats = _run_gpu("sklearn", _sklearn_nystroem(m), X, y, args.repeat)
-                    rows.append({"estimator": name, "n": n, "d": D, "m": m,
+                    rows.append({"estimator": name, "n": n, "d": d, "m": m,
                                  "path": "sklearn-cupy", **stats})
                 except Exception:  # noqa: BLE001
                     rows.append({"estimator": name, "n": n, "path": "sklearn-cupy",
@@ -356,7 +397,7 @@ def _sinkhorn_rows(args) -> list[dict]:
 
 def _table(rows):
     print(f"{'estimator':32s} {'n':>8s} {'path':12s} {'time s':>9s} {'copies %':>9s} "
-          f"{'peak GPU MB':>12s} {'speed-up':>8s}")
+          f"{'peak GPU MB':>12s} {'speed-up':>8s} route")
     cpu = {(r["estimator"], r["n"]): r["time_s"] for r in rows
            if r.get("path") == "cpu" and "time_s" in r}
     for r in rows:
@@ -369,7 +410,7 @@ def _table(rows):
         ref = r.get("numpy_dispatch_s", cpu.get((r["estimator"], r["n"])))
         ratio = f"{ref / r['time_s']:.1f}x" if ref and r["path"] != "cpu" else ""
         print(f"{r['estimator']:32s} {r['n']:8d} {r['path']:12s} {r['time_s']:9.3f} "
-              f"{share:>9s} {peak:>12s} {ratio:>8s}")
+              f"{share:>9s} {peak:>12s} {ratio:>8s} {r.get('route', '')}")
 
 
 if __name__ == "__main__":

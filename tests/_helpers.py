@@ -69,3 +69,62 @@ def fd_gradient(phi_diff, arr: np.ndarray, h: float = 1e-6) -> np.ndarray:
         minus[idx] -= h
         out[idx] = phi_diff(plus, minus) / (2 * h)
     return out
+
+
+# -- Array API inputs (tests/test_array_api_*.py) --------------------------------
+# The ways in: "strict" (array-api-strict on its device1: host memory), "torch"
+# (CPU tensors) and "device" (device1 standing for a GPU, see
+# kerneltools.estimators._array_api.simulated_device).
+def array_on(way: str, a):
+    """``a`` as the way ``way`` gives it: a CPU torch tensor, or an
+    array-api-strict array on ``device1``."""
+    if way == "torch":
+        import torch
+
+        return torch.asarray(a)
+    import array_api_strict as xps
+
+    return xps.asarray(a, device=xps.Device("device1"))
+
+
+def way_context(way: str):
+    """The context of a way in: the simulated device for "device"."""
+    import contextlib
+
+    if way != "device":
+        return contextlib.nullcontext()
+    import array_api_strict as xps
+
+    from kerneltools.estimators._array_api import simulated_device
+
+    return simulated_device(xps, xps.Device("device1"))
+
+
+def host_copy(a) -> np.ndarray:
+    """An Array API array in host memory as NumPy."""
+    return np.asarray(np.from_dlpack(a))
+
+
+def assert_where(out, like, dtype) -> None:
+    """``out`` is in ``like``'s namespace, on its device, with ``dtype``."""
+    from sklearn.externals import array_api_compat as compat
+
+    assert compat.array_namespace(out) is compat.array_namespace(like)
+    assert compat.device(out) == compat.device(like)
+    assert host_copy(out).dtype == dtype
+
+
+class NamespaceAndDevice:
+    """What scikit-learn's mixed-input check reads: ``xp`` and ``device`` names."""
+
+    def __init__(self, xp: str, device: str):
+        self.xp, self.device = xp, device
+
+
+def cupy_gpu() -> bool:
+    """Whether CuPy is importable and sees a GPU."""
+    try:
+        import cupy
+    except ImportError:
+        return False
+    return bool(cupy.is_available())

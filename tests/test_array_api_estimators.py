@@ -342,5 +342,8 @@ def test_gpu_benchmark_runs_in_cpu_mode(tmp_path):
         rows = module.main(["--cpu", "--sizes", "400", "--repeat", "1", "--landmarks", "20",
                             "--out", str(out)])
     assert out.exists() and rows
-    assert {r["estimator"] for r in rows} == {"KernelRidge(falkon)", "Nystroem"}
+    assert {r["estimator"] for r in rows} == {"KernelRidge(falkon)", "Nystroem",
+                                              "NearestNeighbors(D=3)",
+                                              "NearestNeighbors(D=64)"}
+    assert {r["d"] for r in rows} == {8, 3, 64}
     assert all(r["time_s"] > 0 for r in rows)

@@ -29,18 +29,24 @@ from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 from sklearn.neighbors._base import KNeighborsMixin as _SkKNeighborsMixin
 from sklearn.neighbors._base import NeighborsBase as _SkNeighborsBase
 from sklearn.neighbors._base import RadiusNeighborsMixin as _SkRadiusMixin
-from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend, get_config
+from ..config import get_config
 from ..dask import rows_method
 from . import _neighbors_cells as Cl
+from . import _neighbors_device as Dv
 from . import _neighbors_gemm as G
 from . import _neighbors_metrics as M
 from . import _neighbors_pruned as P
 from . import _neighbors_search as S
+from ._array_api import (
+    Placement,
+    host_array,
+    placement,
+    validate_on_device,
+)
 from ._fallback import FallbackMixin, is_sparse
+from ._neighbors_targets import csr_weights, store_labels, weights_of
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 
 __all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
@@ -54,81 +60,7 @@ _FLOATS = [np.float64, np.float32]
 _FALLBACK_PRIVATE = ("_fit_X", "_fit_method", "_tree", "_y", "_n_features_out")
 #: What a fit on the engine leaves besides the public attributes.
 _ENGINE_STATE = ("_fit_X", "_fit_method", "_grid", "_y", "_metric_params",
-                 "_fit_is_bool", "_n_features_out", "_searches")
-
-
-def weights_of(dist, weights):
-    """Neighbour weights from an (n, K) array of distances (scikit-learn's
-    ``weights`` rules): None for 'uniform'; 'distance': 1/d, and a query at
-    distance 0 of some fitted points takes their votes only; a callable maps
-    ``dist`` to weights."""
-    if weights is None or (isinstance(weights, str) and weights == "uniform"):
-        return None
-    if not isinstance(weights, str):
-        return weights(dist)
-    return _inverse(dist)
-
-
-def csr_weights(dist, indptr, weights):
-    """The weights of the CSR entries ``dist`` (rows ``indptr``), flat, or None.
-
-    The rules of :func:`weights_of` per row, vectorised: 'distance' gives 1/d,
-    except in a row holding a distance 0, whose entries weigh 1 at distance 0
-    and 0 elsewhere (scikit-learn's rule); a callable gets, as in
-    scikit-learn, the object array of per-query distance arrays and returns
-    one array of weights per query.
-    """
-    if weights is None or (isinstance(weights, str) and weights == "uniform"):
-        return None
-    if isinstance(weights, str):
-        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        zero = dist == 0
-        has_zero = np.zeros(len(indptr) - 1, dtype=bool)
-        has_zero[rows[zero]] = True
-        with np.errstate(divide="ignore"):
-            w = 1.0 / dist
-        at = has_zero[rows]
-        w[at] = zero[at]
-        return w
-    rows = weights(S.split_rows(dist, indptr))
-    counts = np.diff(indptr)
-    if len(rows) != len(counts) or any(
-            np.shape(r) != (c,) for r, c in zip(rows, counts.tolist())):
-        raise ValueError(
-            "The 'weights' callable must return one array of weights per query, "
-            "of the shape of that query's distances (an object array, as the "
-            "distances it was given)."
-        )
-    return np.concatenate([np.asarray(r) for r in rows])
-
-
-def store_labels(est, y) -> None:
-    """A classifier's ``classes_``, ``outputs_2d_`` and label codes ``_y``."""
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected. Please "
-            "change the shape of y to (n_samples,), for example using ravel().",
-            DataConversionWarning,
-            stacklevel=3,
-        )
-    est.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
-    y2 = y.reshape(len(y), -1)
-    check_classification_targets(y2)
-    pairs = [np.unique(y2[:, k], return_inverse=True) for k in range(y2.shape[1])]
-    est.classes_ = [c for c, _ in pairs]
-    est._y = np.stack([inv.ravel() for _, inv in pairs], axis=1).astype(np.intp)
-    if not est.outputs_2d_:
-        est.classes_, est._y = est.classes_[0], est._y[:, 0]
-
-
-def _inverse(dist):
-    with np.errstate(divide="ignore"):
-        w = 1.0 / dist
-    inf_mask = np.isinf(w)
-    inf_row = inf_mask.any(axis=1)
-    w[inf_row] = inf_mask[inf_row]
-    return w
+                 "_fit_is_bool", "_n_features_out", "_searches", "_fit_like")
 
 
 def _unwrap(X):
@@ -139,8 +71,15 @@ def _unwrap(X):
     return X
 
 
-class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
+class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
+                    BaseEstimator):
     """Fitting and the search over the fitted points, shared by the estimators."""
+
+    #: Whether the estimator keeps its fitted arrays and returns every output
+    #: in the namespace and on the device of its inputs, and searches device
+    #: arrays on the device (:mod:`._neighbors_device`); the others compute
+    #: on the host.
+    _ARRAY_API = False
 
     _parameter_constraints: ClassVar[dict] = {
         # scikit-learn's (metric: the names we compute, or a LazyTensor callable;
@@ -185,7 +124,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         """Whether the callable metric builds a LazyTensor formula (it raises
         if it does neither that nor take two 1-D arrays)."""
         try:
-            probe = np.asarray(X[:1], dtype=np.float64)
+            probe = np.asarray(host_array(X[:1]), dtype=np.float64)
         except Exception:  # noqa: BLE001 (scikit-learn's fit reports bad X)
             return False
         if probe.ndim != 2 or probe.size == 0:
@@ -210,32 +149,48 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         X = _unwrap(X)
         supervised = self.__sklearn_tags__().target_tags.required
         reason = self._engine_refuses(X, y)
-        if reason:
+        if reason:  # scikit-learn's k-NN takes NumPy only (no array API support)
             for name in _ENGINE_STATE:  # a previous fit's, on the engine
                 self.__dict__.pop(name, None)
+            X, y = host_array(X), host_array(y)
             self._fit_fallback(reason, *((X, y) if supervised else (X,)))
             return True, None
         self._drop_fallback()
         validate_params(self)
-        check_backend(self.backend, type(self).__name__)
-        self._fit_is_bool = M.is_bool_data(X)
-        finite = self._ensure_all_finite()
-        if not supervised:
-            X = validate_data(self, X, dtype=_FLOATS, order="C",
-                              ensure_all_finite=finite)
+        # where X lives and is computed (the backend checked, as check_backend does)
+        place = placement(X, backend=self.backend, who=f"{type(self).__name__}.fit",
+                          device_ok=Dv.device_serves(self))
+        sp = place.space
+        # device arrays are validated there; NumPy ones (backend="cuda" too) on
+        # the host, their fitted points copied to the device at the first query
+        on_device = sp.on_device and place.xp is not None
+        if on_device:
+            X, y = self._validate_on_device(X, y, place, supervised)
         else:
-            X, y = validate_data(self, X, y, multi_output=True, dtype=_FLOATS,
-                                 order="C", ensure_all_finite=finite)
+            X, y = host_array(X), host_array(y)
+            self._fit_is_bool = M.is_bool_data(X)
+            finite = self._ensure_all_finite()
+            if not supervised:
+                X = validate_data(self, X, dtype=_FLOATS, order="C",
+                                  ensure_all_finite=finite)
+            else:
+                X, y = validate_data(self, X, y, multi_output=True, dtype=_FLOATS,
+                                     order="C", ensure_all_finite=finite)
         self._check_algorithm_metric()
         metric, params = M.effective_metric(self.metric, self.p, self.metric_params)
         self._check_semimetric(metric, params)
         M.check_metric_params(metric, params, X.shape[1])
         if self.dtype is not None:
-            X = np.ascontiguousarray(X, dtype=np.dtype(self.dtype))
+            X = (sp.astype(X, np.dtype(self.dtype)) if on_device else
+                 np.ascontiguousarray(X, dtype=np.dtype(self.dtype)))
+        # where the fit's inputs live (an empty array there), for the queries;
+        # X and the targets are kept in the space where they are computed
+        self._fit_like = None if place.trivial else place.to_output(
+            sp.put(np.zeros(0, sp.np_dtype(X))) if on_device else np.zeros(0, X.dtype))
         self.effective_metric_, self.effective_metric_params_ = metric, params
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
         self._metric_params = M.formula_params(metric, params, X)
-        self._fit_X = X
+        self._fit_X = self._kept(X)
         self._searches = {}  # {(dtype, backends): search}, built at a query
         # scikit-learn's attribute: "block_sparse" where pruning is enabled
         # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
@@ -244,7 +199,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         usable = P.PrunedSearch.is_usable_for(
             M.make_metric(metric, self._metric_params), X, params)
         self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
-        self._grid = P.Grid.fit(X) if self._fit_method == "block_sparse" else None
+        # (on a device: built from a host copy at the first pruned query)
+        self._grid = (P.Grid.fit(X) if self._fit_method == "block_sparse"
+                      and not on_device else None)
         self.n_samples_fit_ = X.shape[0]
         return False, y
 
@@ -304,7 +261,7 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         check_is_fitted(self)
         if X is None:
             M.warn_boolean_conversion(self.effective_metric_, self._fit_is_bool)
-            return self._fit_X, True
+            return host_array(self._fit_X), True
         M.warn_boolean_conversion(
             self.effective_metric_, self._fit_is_bool, M.is_bool_data(X)
         )
@@ -332,6 +289,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             self.metric == "precomputed")
         tags.input_tags.positive_only = tags.input_tags.pairwise
         tags.input_tags.allow_nan = self.metric == "nan_euclidean"
+        # NumPy, CuPy and Array API arrays (:mod:`._neighbors_device`); what
+        # scikit-learn's estimator serves (precomputed, ...) takes NumPy only
+        tags.array_api_support = self._ARRAY_API and not tags.input_tags.pairwise
         return tags
 
     def __getstate__(self):
@@ -340,38 +300,38 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             state["_searches"] = {}
         return state
 
-    def _search(self, X):
+    def _search(self, X, backend="estimator's"):
         """(search, X): the search over the fitted points, X in its dtype.
 
         The search (the fitted points in that dtype, their norms, their
         symbolic variable) is kept for the next queries of the same dtype
         and backend: a query of a few points pays only for its own work.
         """
-        if self.dtype is not None:
-            dtype = np.dtype(self.dtype)
-        else:
-            dtype = np.result_type(X.dtype, self._fit_X.dtype)
+        dtype = self._query_dtype(X.dtype)
         X = np.ascontiguousarray(X, dtype=dtype)
         M.check_query_features(self.effective_metric_, X.shape[1])
-        key = (dtype, self.backend, get_config()["backend"])
+        backend = self.backend if backend == "estimator's" else backend
+        key = (dtype, backend, get_config()["backend"])
         searches = self._searches  # updated in place: a query leaves __dict__ as it was
         search = searches.get(key)
         if search is None:
-            search = self._new_search(dtype)
+            search = self._new_search(dtype, backend)
             searches.clear()
             searches[key] = search
         return search, X
 
-    def _new_search(self, dtype):
-        Y = np.ascontiguousarray(self._fit_X, dtype=dtype)
+    def _new_search(self, dtype, backend="estimator's"):
+        Y = np.ascontiguousarray(host_array(self._fit_X), dtype=dtype)
+        backend = self.backend if backend == "estimator's" else backend
         formula = M.make_metric(self.effective_metric_, self._metric_params)
         if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
-            return Cl.CellSearch(formula, Y, self.backend, self._grid)
-        if G.GemmSearch.is_usable_for(formula, Y, self.backend):
-            return G.GemmSearch(formula, Y, self.backend)
+            grid = self._grid if self._grid is not None else P.Grid.fit(Y)
+            return Cl.CellSearch(formula, Y, backend, grid)
+        if G.GemmSearch.is_usable_for(formula, Y, backend):
+            return G.GemmSearch(formula, Y, backend)
         expanded = S.ExpandedSearch.is_usable_for(formula, Y)
         search = S.ExpandedSearch if expanded else S.FormulaSearch
-        return search(formula, Y, self.backend)
+        return search(formula, Y, backend)
 
 
 class SupervisedFit:
@@ -393,14 +353,15 @@ class SupervisedFit:
         self : estimator
             The fitted estimator.
         """
+        self.__dict__.pop("_device_copies", None)  # DeviceCopies' (a previous fit's)
         delegated, y = self._fit(X, y)
         if not delegated:
             self._store_targets(y)
         return self
 
     def _store_targets(self, y) -> None:
-        """A regressor's: the targets as validated."""
-        self._y = y
+        """A regressor's: the targets as validated (kept as the fitted points)."""
+        self._y = self._kept(y)
 
 
 class KNeighborsQueries(_SkKNeighborsMixin):
@@ -427,17 +388,34 @@ class KNeighborsQueries(_SkKNeighborsMixin):
 
         Returns
         -------
-        neigh_dist : ndarray of shape (n_queries, n_neighbors)
-            The distances, increasing (only if ``return_distance``).
-        neigh_ind : ndarray of shape (n_queries, n_neighbors)
+        neigh_dist : array of shape (n_queries, n_neighbors)
+            The distances, increasing (only if ``return_distance``); in the
+            namespace and on the device of X (of the fit's X for X=None).
+        neigh_ind : array of shape (n_queries, n_neighbors)
             Indices of the neighbours in the fitted data; equal distances
             come in index order (as scikit-learn's brute force).
         """
         if self._delegating():
             return self.fallback_.kneighbors(X, n_neighbors, return_distance)
         check_is_fitted(self)
+        place = self._query_place(X, "kneighbors")
+        dist, ind = self._kneighbors_in(place, X, n_neighbors, return_distance)
+        if not return_distance:
+            return place.to_output(ind)
+        return place.to_output(dist), place.to_output(ind)
+
+    def _kneighbors_in(self, place: Placement, X, n_neighbors, return_distance: bool):
+        """(distances or None, indices) of :meth:`kneighbors`, arrays of the
+        space where ``place`` computes (NumPy on the host)."""
         n_neighbors = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        X, is_train = self._query(X)
+        sp = place.space
+        if not sp.on_device:
+            X, is_train = self._query(host_array(X))
+        elif X is None:
+            X, is_train = place.to_space(self._fit_X), True
+        else:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+            is_train = False
         k = n_neighbors + is_train
         if k > self.n_samples_fit_:
             rel = "n_neighbors < n_samples_fit" if is_train else (
@@ -446,11 +424,17 @@ class KNeighborsQueries(_SkKNeighborsMixin):
                 f"Expected {rel}, but n_neighbors = {n_neighbors}, n_samples_fit = "
                 f"{self.n_samples_fit_}, n_samples = {X.shape[0]}"
             )
-        search, X = self._search(X)
+        if sp.on_device:
+            search, X = self._device_search(X, place)
+            vals, ind = search.kmin(X, k)
+            if is_train:
+                vals, ind = Dv.drop_self(vals, ind, sp.xp)
+            return (Dv.to_dist(self, vals, sp.xp) if return_distance else None), ind
+        search, X = self._search(X, place.backend)
         vals, ind = search.kmin(X, k)
         if is_train:
             vals, ind = S.drop_self(vals, ind)
-        return (search.metric.to_dist(vals), ind) if return_distance else ind
+        return (search.metric.to_dist(vals) if return_distance else None), ind
 
     def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
         """The graph of the K nearest neighbours, a sparse CSR matrix.
@@ -475,9 +459,10 @@ class KNeighborsQueries(_SkKNeighborsMixin):
         check_is_fitted(self)
         S.check_mode(mode)
         k = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        out = self.kneighbors(X, k, return_distance=mode == "distance")
-        dist, ind = out if mode == "distance" else (None, out)
-        data = np.ones(ind.size) if dist is None else dist.ravel()
+        place = self._query_place(X, "kneighbors_graph")  # a SciPy matrix: on the host
+        dist, ind = self._kneighbors_in(place, X, k, mode == "distance")
+        ind = place.space.host(ind)
+        data = np.ones(ind.size) if dist is None else place.space.host(dist).ravel()
         indptr = np.arange(0, ind.size + 1, k)
         return S.csr(data, ind.ravel(), indptr, (ind.shape[0], self.n_samples_fit_))
 
@@ -522,18 +507,22 @@ class RadiusQueries(_SkRadiusMixin):
         check_is_fitted(self)
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True.")
-        dist, ind, indptr = self._radius_csr(X, radius, sort_results)
-        ind_out = S.split_rows(ind, indptr)
+        place = self._query_place(X, "radius_neighbors")
+        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
+                                             sort_results, place.backend)
+        split = S.split_rows if place.trivial else (
+            lambda a, ptr: Dv.split_rows(_host_to_output(place, a), ptr))
+        ind_out = split(ind, indptr)
         if not return_distance:
             return ind_out
-        return S.split_rows(dist, indptr), ind_out
+        return split(dist, indptr), ind_out
 
-    def _radius_csr(self, X, radius, sort_results: bool):
+    def _radius_csr(self, X, radius, sort_results: bool, backend="estimator's"):
         """(distances, indices, indptr) of the neighbours within ``radius``,
         CSR rows by increasing distance (``sort_results``) or by index."""
         X, is_train = self._query(X)
         radius = self.radius if radius is None else radius
-        search, X = self._search(X)
+        search, X = self._search(X, backend)
         threshold = _thresholds(search.metric, radius, X.shape[0])
         vals, ind, indptr = S.radius_search(
             search, X, threshold, self.n_samples_fit_, exclude_self=is_train,
@@ -566,10 +555,17 @@ class RadiusQueries(_SkRadiusMixin):
             return self.fallback_.radius_neighbors_graph(X, radius, mode, sort_results)
         check_is_fitted(self)
         S.check_mode(mode)
-        dist, ind, indptr = self._radius_csr(X, radius,
-                                             sort_results and mode == "distance")
+        place = self._query_place(X, "radius_neighbors_graph")  # SciPy's: on the host
+        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
+                                             sort_results and mode == "distance",
+                                             place.backend)
         data = dist if mode == "distance" else np.ones(len(ind))
         return S.csr(data, ind, indptr, (len(indptr) - 1, self.n_samples_fit_))
+
+
+def _host_to_output(place: Placement, a: np.ndarray):
+    """A host result in the namespace and on the device of ``place``'s input."""
+    return place.to_output(place.space.put(a) if place.space.on_device else a)
 
 
 def _thresholds(metric, radius, n_queries: int):

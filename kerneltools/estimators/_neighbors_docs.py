@@ -73,3 +73,27 @@ _FALLBACK_DOC = """
     fallback_ : estimator
         scikit-learn's fitted estimator, when the fit was handed to it (see
         ``metric``); absent otherwise."""
+
+_ARRAY_API_DOC = """
+
+    Notes
+    -----
+    Array API and device arrays (``kerneltools.estimators._array_api`` and
+    ``_neighbors_device``): CuPy arrays always, and with
+    ``sklearn.set_config(array_api_dispatch=True)`` CPU torch tensors,
+    array-api-strict arrays and CUDA torch tensors are served where they
+    are. Host arrays are searched through a zero-copy NumPy view; on a GPU
+    (backend 'auto' or 'cuda') the brute-force K-min reductions take the
+    device arrays, and the distances, indices, votes and means stay there.
+    Every output (``kneighbors``, ``predict``, ``predict_proba``), the fitted
+    arrays and numeric ``classes_`` are in the namespace and on the device
+    of X; ``y`` follows X. The pruned search (D <= 3) builds its cells on
+    the host: on a GPU the queries are copied there once per call and the
+    results back. ``radius_neighbors`` returns a NumPy object array of rows
+    in X's namespace and device (the Array API has no ragged arrays), the
+    graph methods SciPy matrices. Metrics other than the euclidean,
+    sqeuclidean, manhattan, chebyshev and unweighted minkowski ones compute
+    device arrays on the host (one copy per call). A query in another
+    namespace or on another device than the fit's raises ``ValueError``.
+    scikit-learn 1.9's k-NN estimators do not support ``array_api_dispatch``.
+"""

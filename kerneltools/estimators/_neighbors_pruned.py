@@ -332,7 +332,7 @@ class PrunedSearch(FormulaSearch):
     @staticmethod
     def is_usable_for(metric: Metric, Y: np.ndarray, params: dict) -> bool:
         return (metric.squared_l2 and params.get("w") is None
-                and Y.shape[1] <= PRUNE_MAX_DIM and len(Y) >= PRUNE_MIN_FIT)
+                and Y.shape[1] <= PRUNE_MAX_DIM and Y.shape[0] >= PRUNE_MIN_FIT)
 
     def _centre_kth(self, c: np.ndarray, k: int) -> np.ndarray:
         """The K-th neighbour distance of points ``c`` among the points of

@@ -30,9 +30,19 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+import sklearn
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from ..dask import rows_method
+from . import _neighbors_device as Dv
+from ._array_api import (
+    DeviceCopies,
+    Placement,
+    host_array,
+    is_cupy_array,
+    r2_score_xp,
+    to_cupy,
+)
 from ._neighbors_base import (
     KNeighborsQueries,
     NeighborsBase,
@@ -41,9 +51,15 @@ from ._neighbors_base import (
     store_labels,
     weights_of,
 )
-from ._neighbors_docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
+from ._neighbors_docs import (
+    _ARRAY_API_DOC,
+    _ATTRIBUTES_DOC,
+    _COMMON_DOC,
+    _FALLBACK_DOC,
+)
 from ._neighbors_graph import KNeighborsTransformer, RadiusNeighborsTransformer
 from ._neighbors_radius import RadiusNeighborsClassifier, RadiusNeighborsRegressor
+from ._neighbors_targets import warn_column_vector
 from ._param_validation import StrOptions
 
 __all__ = [
@@ -73,6 +89,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
     ----------"""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
@@ -92,6 +109,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         **KNeighborsQueries._parameter_constraints,
         **RadiusQueries._parameter_constraints,
     }
+    _ARRAY_API = True
 
     def __init__(
         self,
@@ -137,11 +155,13 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         return self
 
 
-class _SupervisedNeighbors(SupervisedFit, KNeighborsQueries, NeighborsBase):
+class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries,
+                           NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **KNeighborsQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
     }
+    _ARRAY_API = True
 
     def __init__(
         self,
@@ -168,18 +188,32 @@ class _SupervisedNeighbors(SupervisedFit, KNeighborsQueries, NeighborsBase):
         self.backend = backend
         self.dtype = dtype
 
-    def _neighbors_and_weights(self, X):
-        """(neighbour indices, weights or None) of each query."""
-        if self.weights in (None, "uniform"):
-            return self.kneighbors(X, return_distance=False), None
-        dist, ind = self.kneighbors(X)
-        w = weights_of(dist, self.weights)
-        if w is not None and np.any(np.all(w == 0, axis=1)):
+    def _neighbors_and_weights(self, X, place: Placement):
+        """(neighbour indices, weights or None) of each query, arrays of the
+        space where ``place`` computes."""
+        uniform = self.weights in (None, "uniform")
+        dist, ind = self._kneighbors_in(place, X, None, not uniform)
+        if uniform:
+            return ind, None
+        xp = place.space.xp
+        if place.space.on_device:
+            w = Dv.weights_of(dist, self.weights, xp)
+        else:
+            w = weights_of(dist, self.weights)
+        if w is not None and bool(xp.any(xp.all(w == 0, axis=1))):
             raise ValueError(
                 "All neighbors of some sample is getting zero weights. Please modify "
                 "'weights' to avoid this case if you are using a user-defined function."
             )
         return ind, w
+
+    def _targets_on(self, place: Placement):
+        """The fitted targets (a classifier's label codes) as an (n, E) array
+        of ``place``'s compute space."""
+        (y,) = self._fitted_on(place, "_y")
+        if not place.space.on_device:
+            y = host_array(y)
+        return place.space.xp.reshape(y, (y.shape[0], -1))
 
 
 _SUPERVISED_DOC = """
@@ -194,7 +228,35 @@ _SUPERVISED_DOC = """
         distances to weights of the same shape."""
 
 
-class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
+class _ScoreWhereX:
+    """``score`` of CuPy arrays computed on the GPU, also without
+    ``array_api_dispatch`` (where scikit-learn's would convert them with
+    ``np.asarray``, and fail); scikit-learn's ``score`` otherwise."""
+
+    def score(self, X, y, sample_weight=None):
+        """The mean accuracy (a classifier) or R^2 (a regressor) of
+        :meth:`predict` on ``X`` against ``y``, as scikit-learn's.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True labels or targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+        """
+        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+            pred = self.predict(X)
+            return self._score_xp(to_cupy(y), pred, host_array(sample_weight))
+        return super().score(X, y, sample_weight=sample_weight)
+
+
+class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
     __doc__ = (
         """Classifier voting among the K nearest neighbours."""
         + _SUPERVISED_DOC
@@ -208,6 +270,7 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         Whether y was 2-D (several outputs) at fit."""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
@@ -221,10 +284,46 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
     """
     )
 
+    _score_xp = staticmethod(Dv.accuracy_xp)
+
     def _store_targets(self, y) -> None:
+        place = self._query_place(None, "fit")
+        if place.xp is not None and place.space.on_device:  # checked on the device
+            return self._store_device_labels(y, place)
         store_labels(self, y)
-        store_labels(self, y)
-        return self
+        self._y = self._kept(self._y)
+        if place.xp is not None:  # numeric labels: in the namespace and device of X
+            classes = self.classes_ if self.outputs_2d_ else [self.classes_]
+            out = [place.to_output(c) if c.dtype.kind in "biuf" else c for c in classes]
+            self.classes_ = out if self.outputs_2d_ else out[0]
+        return None
+
+    def _store_device_labels(self, y, place: Placement) -> None:
+        """``classes_`` (in X's namespace) and the label codes ``_y`` (on the
+        device) of labels ``y`` checked on the device."""
+        xp = place.space.xp
+        warn_column_vector(y, stacklevel=5)
+        self.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
+        classes, codes = Dv.encode_labels(xp.reshape(y, (y.shape[0], -1)), xp)
+        self.classes_ = [place.to_output(c) for c in classes]
+        self._y = self._kept(codes)
+        if not self.outputs_2d_:
+            self.classes_, self._y = self.classes_[0], self._kept(codes[:, 0])
+
+    def _proba_in(self, X, place: Placement) -> list:
+        """The class probabilities of each output, arrays of the compute space."""
+        sp = place.space
+        ind, w = self._neighbors_and_weights(X, place)
+        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
+        codes = self._targets_on(place)
+        if sp.on_device:
+            labels = Dv.gather_rows(codes, ind, sp.xp)  # (n, K, n_outputs)
+            return [Dv.votes(labels[:, :, k], w, int(c.shape[0]), sp.xp)
+                    for k, c in enumerate(classes)]
+        w = np.ones(ind.shape) if w is None else w
+        labels = codes[ind]  # (n, K, n_outputs)
+        return [_votes(labels[..., k], w, int(c.shape[0]))
+                for k, c in enumerate(classes)]
 
     @rows_method
     def predict_proba(self, X):
@@ -243,11 +342,8 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         """
         if self._delegating():
             return self.fallback_.predict_proba(X)
-        ind, w = self._neighbors_and_weights(X)
-        w = np.ones(ind.shape) if w is None else w
-        labels = self._y.reshape(len(self._y), -1)[ind]  # (n, K, n_outputs)
-        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
-        out = [_votes(labels[..., k], w, len(c)) for k, c in enumerate(classes)]
+        place = self._query_place(X, "predict_proba")
+        out = [place.to_output(p) for p in self._proba_in(X, place)]
         return out if self.outputs_2d_ else out[0]
 
     @rows_method
@@ -267,12 +363,19 @@ class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
         """
         if self._delegating():
             return self.fallback_.predict(X)
-        proba = self.predict_proba(X)
-        if not self.outputs_2d_:
-            return self.classes_[np.argmax(proba, axis=1)]
-        return np.stack(
-            [c[np.argmax(p, axis=1)] for c, p in zip(self.classes_, proba)], axis=1
-        )
+        place = self._query_place(X, "predict")
+        sp = place.space
+        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
+        picks = [sp.xp.argmax(p, axis=1) for p in self._proba_in(X, place)]
+        hosts = [host_array(c) for c in classes]  # n_classes labels each
+        if all(c.dtype.kind in "biuf" for c in hosts):  # in the space, then out
+            out = [sp.xp.take(c if not sp.on_device else sp.put(c), i, axis=0)
+                   for c, i in zip(hosts, picks)]
+            out = out[0] if not self.outputs_2d_ else sp.xp.stack(out, axis=1)
+            return place.to_output(out)
+        # labels that no array namespace holds (strings): NumPy, on the host
+        out = [c[sp.host(i)] for c, i in zip(hosts, picks)]
+        return out[0] if not self.outputs_2d_ else np.stack(out, axis=1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -289,7 +392,7 @@ def _votes(labels, weights, n_classes):
     return votes / votes.sum(axis=1, keepdims=True)
 
 
-class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
+class KNeighborsRegressor(_ScoreWhereX, RegressorMixin, _SupervisedNeighbors):
     __doc__ = (
         """Regression by the (weighted) mean of the K nearest neighbours' targets."""
         + _SUPERVISED_DOC
@@ -299,6 +402,7 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     ----------"""
         + _ATTRIBUTES_DOC
         + _FALLBACK_DOC
+        + _ARRAY_API_DOC
         + """
     Examples
     --------
@@ -309,6 +413,8 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     array([0.5])
     """
     )
+
+    _score_xp = staticmethod(r2_score_xp)
 
     @rows_method
     def predict(self, X):
@@ -327,11 +433,18 @@ class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
         """
         if self._delegating():
             return self.fallback_.predict(X)
-        ind, w = self._neighbors_and_weights(X)
-        y = self._y.reshape(len(self._y), -1)
-        if w is None:
+        place = self._query_place(X, "predict")
+        sp = place.space
+        ind, w = self._neighbors_and_weights(X, place)
+        y = self._targets_on(place)
+        if sp.on_device:
+            pred = Dv.weighted_mean(Dv.gather_rows(y, ind, sp.xp), w, sp.xp)
+        elif w is None:
             pred = np.mean(y[ind], axis=1)
         else:
             w = np.asarray(w, dtype=np.float64)
             pred = np.einsum("nk,nko->no", w, y[ind]) / w.sum(axis=1)[:, None]
-        return pred.ravel() if self._y.ndim == 1 else pred
+        if self._y.ndim == 1:
+            pred = sp.xp.reshape(pred, (-1,))
+        return place.to_output(pred)
+
