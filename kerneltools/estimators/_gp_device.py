@@ -157,8 +157,8 @@ class DeviceNystroem:
 
     def logdet(self) -> float:
         """``log det P = log det D + log det(I + F^T D^-1 F)``."""
-        return float(-self.xp.sum(self.xp.log(self.d_inv))
-                     + 2 * np.log(np.diag(self._chol[0])).sum())
+        return (-float(self.xp.sum(self.xp.log(self.d_inv)))
+                + 2 * float(np.log(np.diag(self._chol[0])).sum()))
 
     def sample(self, n_samples, random_state=None):
         """``n_samples`` columns from ``N(0, P)``: the host's draws (``probes``
@@ -183,12 +183,12 @@ class DeviceGP(it.IterativeGP):
         shift = est._alpha
         shift = float(shift) if np.ndim(shift) == 0 else _cached(est, "alpha", sp, shift)
         white = kernel.white_level()
-        self.A = _Operator(self.form, self.Xs, shift + white, sp, est.backend)
+        self.A = _Operator(self.form, self.Xs, shift + white, sp, it.run_backend(est))
         landmarks = getattr(est, "_landmarks", None)
         if landmarks is None:
             landmarks = it.landmarks_for(est, kernel)
         self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks, sp,
-                                lambda m, p, seed: _probes(est, sp, len(X), m, p, seed))
+                                lambda m, p, seed: _probes(est, sp, X.shape[0], m, p, seed))
 
     def solve(self, B):
         """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device."""
@@ -246,7 +246,7 @@ class DeviceGP(it.IterativeGP):
         k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
         weight = Vi(sp.engine(left)) | Vj(sp.engine(right))
         total = sp.from_engine((k.concat(k.grad(s, 1.0)) * weight).sum(
-            axis=1, backend=self.est.backend))
+            axis=1, backend=it.run_backend(self.est)))
         total = sp.host(sp.xp.sum(total, axis=0))
         return self._per_hyperparameter(form, total[0], -total[1:])
 
@@ -257,7 +257,7 @@ class DeviceGP(it.IterativeGP):
         train, alpha = est._X_fit, est._alpha_fit
         coef = xp.reshape(alpha, (alpha.shape[0], -1))
         lazy = kernel.lazy(sp.engine(X), sp.engine(train))
-        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=est.backend))
+        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=it.run_backend(est)))
         mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
         if not (return_std or return_cov):
             return mean, None, None
@@ -272,7 +272,7 @@ class DeviceGP(it.IterativeGP):
                 b1 = min(nq, b0 + it._BATCH)
                 W = self.solve(kernel_block(form, self.Xs, Xs[b0:b1, :], xp))[0]
                 cols.append(cov[:, b0:b1] - sp.from_engine(
-                    lazy.matmul(sp.engine(W), backend=est.backend)))
+                    lazy.matmul(sp.engine(W), backend=it.run_backend(est))))
             return mean, None, cols[0] if len(cols) == 1 else xp.concat(cols, axis=1)
         parts = []
         for b0 in range(0, nq, it._BATCH):

@@ -76,7 +76,7 @@ class HyperparameterFit:
         sp = getattr(self, "_space", HOST)
         sub.solver_ = "cholesky" if m <= PRETRAIN_EXACT_MAX else "iterative"
         sub._X_fit, sub._y_fit = sp.take(self._X_fit, idx), sp.take(self._y_fit, idx)
-        sub._space = sp
+        sub._space, sub._run_backend = sp, it.run_backend(self)
         if sub.solver_ == "cholesky" and sp.on_device:  # exact: on the host (m x m)
             sub._X_fit, sub._y_fit, sub._space = sp.host(sub._X_fit), sp.host(sub._y_fit), HOST
         sub._pretrained = False

@@ -86,6 +86,13 @@ _DENSE_BLOCK = 1 << 22
 STORED_FEATURES_BYTES = 1 << 28
 
 
+def run_backend(est):
+    """The backend of the fit's reductions: its placement's (``_run_backend``,
+    :mod:`._array_api`: a device input computed on the host does not reduce
+    with ``backend="cuda"``), else the estimator's."""
+    return getattr(est, "_run_backend", est.backend)
+
+
 def landmarks_for(est, kernel):
     """The preconditioner's landmarks, by randomly pivoted Cholesky on ``kernel``.
 
@@ -212,11 +219,11 @@ class IterativeGP:
         self.kernel = kernel
         self.sk_kernel = sk_kernel
         X = est._X_fit
-        self.A = kernel_operator(kernel, sk_kernel, X, est._alpha, backend=est.backend)
+        self.A = kernel_operator(kernel, sk_kernel, X, est._alpha, backend=run_backend(est))
         landmarks = getattr(est, "_landmarks", None)
         if landmarks is None:
             landmarks = landmarks_for(est, kernel)
-        self.M = preconditioner(kernel, X, est._alpha, landmarks, est.backend)
+        self.M = preconditioner(kernel, X, est._alpha, landmarks, run_backend(est))
 
     @_one_blas_thread
     def solve(self, B):
@@ -301,7 +308,7 @@ class IterativeGP:
             for f in present[1:]:
                 G = G.concat(f)
             weight = Vi(left) | Vj(right)
-            total = (G * weight).sum(axis=1, backend=self.est.backend).sum(0)
+            total = (G * weight).sum(axis=1, backend=run_backend(self.est)).sum(0)
             pos, k = 0, 0
             for f, size in zip(formulas, sizes):
                 if f is not None:
@@ -320,7 +327,7 @@ class IterativeGP:
         s = Pm(np.ones(form.length_scale.size, dtype=dtype))
         k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
         weight = Vi(left.astype(dtype)) | Vj(right.astype(dtype))
-        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=self.est.backend)
+        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=run_backend(self.est))
         total = total.astype(np.float64).sum(0)
         return self._per_hyperparameter(form, total[0], -total[1:])
 
@@ -373,7 +380,7 @@ class IterativeGP:
         train = self.est._X_fit
         alpha = self.est._alpha_fit
         coef = alpha.reshape(len(alpha), -1)
-        backend = self.est.backend
+        backend = run_backend(self.est)
         mean = kernel.lazy(X, train).matmul(coef, backend=backend)
         mean = mean.reshape((len(X),) + alpha.shape[1:])
         if not (return_std or return_cov):

@@ -302,6 +302,7 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
     def _fit_on(self, place, X, y, rng, optimize):
         """The fit on validated arrays of ``place``'s compute space."""
         sp = self._space = place.space
+        self._run_backend = place.backend
         y = self._normalize(y, sp)
         self._alpha = self._check_alpha(X.shape[0])
         copy = self.copy_X_train

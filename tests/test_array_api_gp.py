@@ -1,0 +1,230 @@
+"""GaussianProcessRegressor on Array API arrays (issue 24), without a GPU.
+
+The three ways in of ``test_array_api_estimators.py`` (its helpers and
+fixture, imported): array-api-strict on ``device1`` and CPU torch tensors
+under ``array_api_dispatch`` (zero-copy NumPy views, the NumPy path), and
+array-api-strict's ``device1`` standing for a GPU (``"device"``: the device
+path in that namespace, which rejects NumPy arrays and arrays of another
+device, so a host array leaking into it fails here). Every result is
+compared with the NumPy path's on the same data; the NumPy path itself is
+tested against scikit-learn in ``test_gaussian_process.py``.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import sklearn
+from sklearn.gaussian_process.kernels import RBF, Matern, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+from test_array_api_estimators import (  # noqa: F401 - _dispatch: the autouse fixture
+    DEVICE1,
+    WAYS,
+    _as,
+    _assert_where,
+    _dispatch,
+    _np,
+    _way,
+    compat,
+    torch,
+    xps,
+)
+
+from kerneltools.estimators import GaussianProcessRegressor
+from kerneltools.estimators import _gp_device as device
+from kerneltools.estimators._array_api import Space, simulated_device
+
+#: Fixed hyperparameters near the data's optimum (no optimizer: one solve).
+KERNEL = C(0.8) * RBF([0.9, 1.2, 1.5]) + WhiteKernel(0.05)
+#: The iterative solver's estimates are deterministic (fixed probes and
+#: landmarks), the device path sums in other orders, and CG stops at tol:
+#: agreement to well below the solver's own error.
+RTOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = np.stack([np.sin(X[:, 0]), np.cos(X[:, 1])], axis=1) + 0.1 * rng.normal(size=(120, 2))
+    return X, y
+
+
+def _close(got, ref, rtol=RTOL):
+    ref = np.asarray(ref)
+    np.testing.assert_allclose(_np(got), ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+def _gp(solver, **kw):
+    params = {"kernel": KERNEL, "optimizer": None, "solver": solver, "n_components": 30,
+              "tol": 1e-8, "random_state": 0, **kw}
+    return GaussianProcessRegressor(**params)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("way", WAYS)
+def test_predictions_and_attributes_in_the_inputs_namespace(data, way, dtype):
+    """Both solvers: mean, std, cov, sample_y and the fitted arrays equal the
+    NumPy path's, in X's namespace and on its device (float64, as the GP
+    computes; float32 inputs are converted as on the NumPy path)."""
+    X, y = (a.astype(dtype) for a in data)
+    Xa, ya = _as(way, X), _as(way, y[:, 0])
+    Xq = Xa[:40, :]
+    for solver in ("cholesky", "iterative"):
+        ref = _gp(solver).fit(X, y[:, 0])
+        with _way(way):
+            est = _gp(solver).fit(Xa, ya)
+            mean, std = est.predict(Xq, return_std=True)
+            _, cov = est.predict(Xq[:10, :], return_cov=True)
+            draws = est.sample_y(Xq[:10, :], n_samples=3)
+        assert est.solver_ == solver
+        if solver == "iterative":  # the device path ran where it serves
+            assert isinstance(est._iter, device.DeviceGP) is (way == "device")
+        rmean, rstd = ref.predict(X[:40], return_std=True)
+        for got, want in ((mean, rmean), (std, rstd),
+                          (cov, ref.predict(X[:10], return_cov=True)[1]),
+                          (draws, ref.sample_y(X[:10], n_samples=3))):
+            _assert_where(got, Xa, np.float64)
+            assert got.shape == want.shape
+            _close(got, want, 1e-4 if solver == "iterative" and got is std else RTOL)
+        for name in ("X_train_", "y_train_", "alpha_"):
+            _assert_where(getattr(est, name), Xa, np.float64)
+            _close(getattr(est, name), getattr(ref, name))
+        if solver == "cholesky":
+            _assert_where(est.L_, Xa, np.float64)
+            _close(est.L_, ref.L_)
+        assert est.log_marginal_likelihood_value_ == pytest.approx(
+            ref.log_marginal_likelihood_value_, rel=RTOL)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_hyperparameter_fit_equals_numpys(data, way):
+    """A few L-BFGS steps on each solver's objective (the iterative one with
+    its device CG, log-determinant, gradient and control variate), multi-target
+    y and normalize_y: the same hyperparameters and predictions."""
+    X, y = data
+    kw = {"optimizer": "fmin_l_bfgs_b", "normalize_y": True, "kernel": C(1.0) * RBF(1.0)
+          + WhiteKernel(0.1)}
+    for solver in ("cholesky", "iterative"):
+        ref = _gp(solver, **kw)
+        ref._stall_gain = 1.0  # a few evaluations only (the same rule on both paths)
+        ref.fit(X, y)
+        with _way(way):
+            est = _gp(solver, **kw)
+            est._stall_gain = 1.0
+            est.fit(_as(way, X), _as(way, y))
+            mean = est.predict(_as(way, X[:30]))
+            lml, grad = est.log_marginal_likelihood(ref.kernel_.theta, eval_gradient=True)
+        np.testing.assert_allclose(est.kernel_.theta, ref.kernel_.theta, rtol=1e-5)
+        _assert_where(mean, _as(way, X), np.float64)
+        _close(mean, ref.predict(X[:30]), 1e-5)
+        rlml, rgrad = ref.log_marginal_likelihood(ref.kernel_.theta, eval_gradient=True)
+        assert lml == pytest.approx(rlml, rel=1e-6)
+        np.testing.assert_allclose(grad, rgrad, rtol=1e-5, atol=1e-6 * np.abs(rgrad).max())
+
+
+def test_device_gradient_and_control_variate_equal_the_hosts(data):
+    """The device solver's pieces against the host's at one theta (Matern 2.5
+    with one length scale per feature, an alpha per point): the gradient of
+    the log marginal likelihood, control variate included, and the solve."""
+    from kerneltools.estimators import _gp_iterative as it
+    from kerneltools.kernels import make_kernel
+
+    X, y = data
+    kernel = C(1.3) * Matern([0.8, 1.1, 1.4], nu=2.5) + WhiteKernel(0.03)
+    alpha = np.linspace(1e-3, 2e-3, len(X))
+    host = _gp("iterative", kernel=kernel, alpha=alpha)
+    host._X_fit, host._y_fit, host._alpha, host._landmarks = X, y, alpha, None
+    ref = it.IterativeGP(host, make_kernel(kernel), kernel)
+    with simulated_device(xps, DEVICE1):
+        sp = Space(xps, DEVICE1, "simulated")
+        dev = _gp("iterative", kernel=kernel, alpha=alpha)
+        dev._X_fit, dev._y_fit, dev._space = _as("device", X), _as("device", y), sp
+        dev._alpha, dev._landmarks = alpha, None
+        got = device.DeviceGP(dev, make_kernel(kernel), kernel, sp)
+        lml, grad = got.lml(True)
+        sol, _ = got.solve(_as("device", y))
+    rlml, rgrad = ref.lml(True)
+    assert lml == pytest.approx(rlml, rel=1e-9)
+    np.testing.assert_allclose(grad, rgrad, rtol=1e-7, atol=1e-9 * np.abs(rgrad).max())
+    assert sol.device == DEVICE1
+    _close(sol, ref.solve(y)[0], 1e-7)
+
+
+@pytest.mark.parametrize("way", ["strict", "device"])
+def test_mixed_and_wrong_namespace_inputs(data, way):
+    X, y = data
+    with _way(way):
+        Xa = _as(way, X)
+        # y in another namespace follows X (scikit-learn's rule)
+        est = _gp("iterative").fit(Xa, torch.asarray(y[:, 0]))
+        _assert_where(est.alpha_, Xa, np.float64)
+        for method in ("predict", "sample_y"):
+            with pytest.raises(ValueError, match=rf"GaussianProcessRegressor\.{method}\(\) "
+                               r"must use the same namespace.*fit \(array_api_strict\) "
+                               rf"and {method} \(numpy\) differ.*'X'"):
+                getattr(est, method)(X[:5])
+            with pytest.raises(ValueError, match=r"Devices used during fit .*device1.* "
+                               r"differ"):
+                getattr(est, method)(xps.asarray(X[:5]))
+        with pytest.raises(ValueError, match="X has 2 features, but .* is expecting 3"):
+            est.predict(Xa[:, :2])
+    if way == "device":  # our own validation on the device
+        with simulated_device(xps, DEVICE1):
+            bad = X.copy()
+            bad[3, 1] = np.inf
+            with pytest.raises(ValueError, match="Input X contains infinity"):
+                _gp("iterative").fit(_as(way, bad), _as(way, y))
+            with pytest.raises(ValueError, match=r"inconsistent numbers of samples"):
+                _gp("iterative").fit(Xa, _as(way, y[:50]))
+
+
+def test_kernels_the_device_cannot_evaluate_run_on_the_host(data):
+    """A kernel without a stationary form (a sum of two RBFs): one copy to
+    the host per call, results back on the device; pickling drops the
+    device state and the model still predicts where it was fitted."""
+    X, y = data
+    kernel = C(0.5) * RBF(1.0) + C(0.3) * RBF(3.0) + WhiteKernel(0.05)
+    assert not device.serves(kernel) and device.serves(KERNEL)
+    ref = _gp("iterative", kernel=kernel).fit(X, y[:, 0])
+    with simulated_device(xps, DEVICE1):
+        Xa = _as("device", X)
+        est = _gp("iterative", kernel=kernel).fit(Xa, _as("device", y[:, 0]))
+        mean = est.predict(Xa[:20, :])
+        _assert_where(mean, Xa, np.float64)
+        _close(mean, ref.predict(X[:20]))
+        fitted = _gp("iterative").fit(Xa, _as("device", y[:, 0]))
+        again = pickle.loads(pickle.dumps(fitted))
+        assert not {"_iter", "_space", "_device_arrays"} & set(vars(again))
+        _close(again.predict(Xa[:20, :]), _np(fitted.predict(Xa[:20, :])))
+
+
+def test_host_data_with_backend_cuda_stays_numpy(data):
+    """backend="cuda" on NumPy data: the iterative fit runs on the device
+    (simulated), the outputs and attributes are NumPy."""
+    X, y = data
+    ref = _gp("iterative").fit(X, y[:, 0])
+    with simulated_device(xps, DEVICE1):
+        est = _gp("iterative", backend="cuda").fit(X, y[:, 0])
+        assert compat.device(est._X_fit) == DEVICE1
+        mean, std = est.predict(X[:20], return_std=True)
+    assert type(mean) is np.ndarray and type(est.alpha_) is np.ndarray
+    _close(mean, ref.predict(X[:20]))
+    _close(std, ref.predict(X[:20], return_std=True)[1], 1e-4)
+
+
+def test_prior_and_score_in_the_inputs_namespace(data):
+    X, y = data
+    Xt = torch.asarray(X[:10])
+    mean, std = GaussianProcessRegressor().predict(Xt, return_std=True)
+    ref = GaussianProcessRegressor().predict(X[:10], return_std=True)
+    assert isinstance(mean, torch.Tensor) and isinstance(std, torch.Tensor)
+    _close(std, ref[1])
+    est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
+    assert est.score(torch.asarray(X), torch.asarray(y[:, 0])) == pytest.approx(
+        _gp("cholesky").fit(X, y[:, 0]).score(X, y[:, 0]), rel=1e-10)
+    with sklearn.config_context(array_api_dispatch=False):  # np.asarray, as scikit-learn
+        est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
+        assert type(est.predict(torch.asarray(X[:5]))) is np.ndarray
