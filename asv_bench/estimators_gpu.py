@@ -1,5 +1,6 @@
 """GPU benchmark of the estimators on device arrays (issue 24): KernelRidge
-(Falkon) and Nystroem on CuPy arrays against our CPU path, in one run.
+(Falkon), Nystroem and GaussianProcessRegressor on CuPy arrays against our
+CPU path, in one run.
 
 For each size n (default 10^5 and 10^6; D = 8, float32, ``--landmarks``
 landmarks, 1000 by default) and each path:
@@ -24,12 +25,28 @@ landmarks, 1000 by default) and each path:
   as tensors), against NumPy arrays under ``array_api_dispatch`` in the same
   run (``numpy_dispatch_s``): the ratio is the cost of the Array API layer.
 
+The Gaussian process (``--gp-sizes``, default 10^4 and 10^5; ``--gp-exact``,
+default 4,000 points): ``GaussianProcessRegressor(C * RBF(ARD) + White,
+solver="iterative", n_pretrain=None)`` with an L-BFGS-B optimizer of
+``--gp-steps`` (5) iterations (a callable ``optimizer``: each evaluation a
+batched CG solve, a Lanczos log-determinant and the gradient's control
+variate on the device), then ``predict(X[:1000], return_std=True)``; and the
+exact solver with fixed hyperparameters, fit and the same predict (on a
+device it computes on the host: one copy per fit, counted in the copies).
+Its warm-up run is on 2,000 of the points (the same formulas compile), its
+timed runs ``--gp-repeat`` (1); the CPU path up to ``--gp-cpu-max`` (10^4).
+The copy share counts ``Space.host`` / ``Space.put`` and conjugate
+gradients' per-iteration reads of their coefficients
+(``kerneltools.backend._cg._host``); scalar reads (``float(xp.sum(...))``)
+are not timed.
+
 Times are medians of ``--repeat`` warm runs after one warm-up run (which
 compiles), synchronised. ``--cpu`` runs the CPU path only (no GPU needed): the
 test suite runs it at a tiny size so that the script cannot rot.
 
     python asv_bench/estimators_gpu.py --out $OUT/estimators_gpu.json
-    python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1
+    python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1 --gp-sizes 2000 \
+        --gp-exact 1000
 """
 
 from __future__ import annotations
@@ -72,6 +89,35 @@ def _cases(m, backend):
     return {"KernelRidge(falkon)": krr, "Nystroem": nys}
 
 
+def _gp_cases(steps, backend):
+    """The Gaussian-process cases (module docstring): name -> fn(X, y)."""
+    import scipy.optimize
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from kerneltools.estimators import GaussianProcessRegressor
+
+    def few_steps(obj_func, theta, bounds):
+        res = scipy.optimize.minimize(obj_func, theta, jac=True, bounds=bounds,
+                                      method="L-BFGS-B", options={"maxiter": steps})
+        return res.x, res.fun
+
+    kernel = C(1.0) * RBF(np.ones(D)) + WhiteKernel(0.1)
+
+    def iterative(X, y):
+        gp = GaussianProcessRegressor(kernel, alpha=1e-6, solver="iterative",
+                                      optimizer=few_steps, n_pretrain=None,
+                                      random_state=0, backend=backend)
+        return gp.fit(X, y).predict(X[:1000], return_std=True)[1]
+
+    def exact(X, y):
+        gp = GaussianProcessRegressor(C(1.0) * RBF(np.full(D, 2.0)) + WhiteKernel(0.01),
+                                      solver="cholesky", optimizer=None, backend=backend)
+        return gp.fit(X, y).predict(X[:1000], return_std=True)[1]
+
+    return {"GP(iterative)": iterative, "GP(cholesky)": exact}
+
+
 class _CopyClock:
     """CUDA events around every host-device copy of the estimators' device
     path (Space.host, Space.put): their GPU time, summed."""
@@ -81,17 +127,26 @@ class _CopyClock:
 
         from kerneltools.estimators import _array_api
 
+        from kerneltools.backend import _cg
+
         self.cupy, self.space, self.seconds, self.count = cupy, _array_api.Space, 0.0, 0
         self.saved = {name: getattr(self.space, name) for name in ("host", "put")}
+        self.cg, self.cg_host = _cg, _cg._host
 
     def __enter__(self):
         for name, fn in self.saved.items():
             setattr(self.space, name, self._timed(fn))
+        gpu = self._timed(lambda _, a: self.cg_host(a))
+        self.cg._host = lambda a: gpu(self._cupy_space, a)  # CG's coefficient reads
         return self
 
     def __exit__(self, *exc):
         for name, fn in self.saved.items():
             setattr(self.space, name, fn)
+        self.cg._host = self.cg_host
+
+    class _cupy_space:  # what _timed reads of a Space
+        kind = "cupy"
 
     def _timed(self, fn):
         clock = self
@@ -117,12 +172,13 @@ def _sync():
     cupy.cuda.Device().synchronize()
 
 
-def _run_gpu(name, fn, X, y, repeat):
+def _run_gpu(name, fn, X, y, repeat, warm=None):
     import cupy
 
     pool = cupy.get_default_memory_pool()
     Xd, yd = cupy.asarray(X), cupy.asarray(y)
-    out = fn(Xd, yd)  # warm-up: compiles
+    # warm-up: compiles (on ``warm``, a subset, where a run is long)
+    out = fn(Xd, yd) if warm is None else fn(*map(cupy.asarray, warm))
     _sync()
     times, copies, counts, peaks = [], [], [], []
     for _ in range(repeat):
@@ -142,8 +198,8 @@ def _run_gpu(name, fn, X, y, repeat):
                  "peak_gpu_bytes": max(peaks), "data_bytes": int(X.nbytes + y.nbytes)}
 
 
-def _run_cpu(name, fn, X, y, repeat):
-    out = fn(X, y)  # warm-up: compiles
+def _run_cpu(name, fn, X, y, repeat, warm=None):
+    out = fn(X, y) if warm is None else fn(*warm)  # warm-up: compiles
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -197,6 +253,14 @@ def main(argv=None) -> list[dict]:
                         help="also scikit-learn's Nystroem on CuPy arrays")
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
+    parser.add_argument("--gp-sizes", type=int, nargs="*", default=[10**4, 10**5],
+                        help="sizes of the iterative GP (none: no GP)")
+    parser.add_argument("--gp-exact", type=int, default=4000,
+                        help="size of the exact GP (0: none)")
+    parser.add_argument("--gp-steps", type=int, default=5, help="L-BFGS-B iterations")
+    parser.add_argument("--gp-repeat", type=int, default=1)
+    parser.add_argument("--gp-cpu-max", type=int, default=10**4,
+                        help="largest n of the GP's CPU path (with a GPU)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     rows = []
@@ -233,10 +297,40 @@ def main(argv=None) -> list[dict]:
                     rows.append({"estimator": name, "n": n, "path": "sklearn-cupy",
                                  "error": traceback.format_exc(limit=3)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    rows += _gp_rows(args)
     _table(rows)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)
+    return rows
+
+
+def _gp_rows(args) -> list[dict]:
+    """The Gaussian-process rows (module docstring): GPU, then CPU."""
+    rows = []
+    runs = [("GP(iterative)", n) for n in args.gp_sizes]
+    if args.gp_exact:
+        runs.append(("GP(cholesky)", args.gp_exact))
+    for name, n in runs:
+        X, y = _data(n)
+        warm = (X[:2000], y[:2000]) if n > 2000 else None
+        gpu_out = None
+        if not args.cpu:
+            try:
+                gpu_out, stats = _run_gpu(name, _gp_cases(args.gp_steps, None)[name], X, y,
+                                          args.gp_repeat, warm)
+                rows.append({"estimator": name, "n": n, "d": D, "path": "cupy", **stats})
+            except Exception:  # noqa: BLE001 - a failed case is a row, not the end
+                rows.append({"estimator": name, "n": n, "path": "cupy",
+                             "error": traceback.format_exc(limit=3)})
+        if args.cpu or n <= args.gp_cpu_max:
+            cpu_out, stats = _run_cpu(name, _gp_cases(args.gp_steps, "cpu")[name], X, y,
+                                      args.gp_repeat, warm)
+            row = {"estimator": name, "n": n, "d": D, "path": "cpu", **stats}
+            if gpu_out is not None:
+                row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
+            rows.append(row)
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 

@@ -368,7 +368,9 @@ def test_gpu_benchmark_runs_in_cpu_mode(tmp_path):
     out = tmp_path / "est.json"
     with sklearn.config_context(array_api_dispatch=False):
         rows = module.main(["--cpu", "--sizes", "400", "--repeat", "1", "--landmarks", "20",
+                            "--gp-sizes", "200", "--gp-exact", "100", "--gp-steps", "1",
                             "--out", str(out)])
     assert out.exists() and rows
-    assert {r["estimator"] for r in rows} == {"KernelRidge(falkon)", "Nystroem"}
+    assert {r["estimator"] for r in rows} == {"KernelRidge(falkon)", "Nystroem",
+                                              "GP(iterative)", "GP(cholesky)"}
     assert all(r["time_s"] > 0 for r in rows)
