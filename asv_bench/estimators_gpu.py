@@ -30,7 +30,8 @@ default 4,000 points): ``GaussianProcessRegressor(C * RBF(ARD) + White,
 solver="iterative", n_pretrain=None)`` with an L-BFGS-B optimizer of
 ``--gp-steps`` (5) iterations (a callable ``optimizer``: each evaluation a
 batched CG solve, a Lanczos log-determinant and the gradient's control
-variate on the device), then ``predict(X[:1000], return_std=True)``; and the
+variate on the device), then ``predict(X[:100], return_std=True)`` (one
+block CG of 100 columns); and the
 exact solver with fixed hyperparameters, fit and the same predict (on a
 device it computes on the host: one copy per fit, counted in the copies).
 Its warm-up run is on 2,000 of the points (the same formulas compile), its
@@ -108,12 +109,12 @@ def _gp_cases(steps, backend):
         gp = GaussianProcessRegressor(kernel, alpha=1e-6, solver="iterative",
                                       optimizer=few_steps, n_pretrain=None,
                                       random_state=0, backend=backend)
-        return gp.fit(X, y).predict(X[:1000], return_std=True)[1]
+        return gp.fit(X, y).predict(X[:100], return_std=True)[1]
 
     def exact(X, y):
         gp = GaussianProcessRegressor(C(1.0) * RBF(np.full(D, 2.0)) + WhiteKernel(0.01),
                                       solver="cholesky", optimizer=None, backend=backend)
-        return gp.fit(X, y).predict(X[:1000], return_std=True)[1]
+        return gp.fit(X, y).predict(X[:100], return_std=True)[1]
 
     return {"GP(iterative)": iterative, "GP(cholesky)": exact}
 
