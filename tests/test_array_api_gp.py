@@ -48,7 +48,8 @@ RTOL = 1e-6
 def data():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 3))
-    y = np.stack([np.sin(X[:, 0]), np.cos(X[:, 1])], axis=1) + 0.1 * rng.normal(size=(120, 2))
+    y = np.stack([np.sin(X[:, 0]), np.cos(X[:, 1])], axis=1)
+    y += 0.1 * rng.normal(size=(120, 2))
     return X, y
 
 

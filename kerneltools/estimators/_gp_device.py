@@ -144,8 +144,8 @@ class DeviceNystroem:
             d_inv.append(db)
         self._F = F[0] if len(F) == 1 else xp.concat(F, axis=0)
         self.d_inv = d_inv[0] if len(d_inv) == 1 else xp.concat(d_inv, axis=0)
-        self._chol = (robust_cholesky(np.eye(r) + sp.host(gram), what="the Nystroem matrix"),
-                      True)
+        inner = np.eye(r) + sp.host(gram)
+        self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
 
     def __call__(self, R):
         # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R

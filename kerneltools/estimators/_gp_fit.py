@@ -78,7 +78,8 @@ class HyperparameterFit:
         sub._X_fit, sub._y_fit = sp.take(self._X_fit, idx), sp.take(self._y_fit, idx)
         sub._space, sub._run_backend = sp, it.run_backend(self)
         if sub.solver_ == "cholesky" and sp.on_device:  # exact: on the host (m x m)
-            sub._X_fit, sub._y_fit, sub._space = sp.host(sub._X_fit), sp.host(sub._y_fit), HOST
+            sub._X_fit, sub._y_fit = sp.host(sub._X_fit), sp.host(sub._y_fit)
+            sub._space = HOST
         sub._pretrained = False
         # a start only, whose evaluations cost (m / n)^2 of one here: run
         # closer to its optimum (a smaller gain to stop at, opt.STALL_GAIN)

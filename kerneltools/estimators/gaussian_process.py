@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
-import sklearn
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
@@ -19,22 +18,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..dask import rows_method
 from ..kernels import make_kernel
-from . import _gp_device as device
 from . import _gp_exact as exact
 from . import _gp_iterative as it
-from ._array_api import (
-    HOST,
-    Placement,
-    check_same_place,
-    fitted_placement,
-    host_array,
-    is_cupy_array,
-    placement,
-    r2_score_xp,
-    to_cupy,
-    validate_on_device,
-)
+from ._array_api import HOST, host_array, placement, validate_on_device
 from ._fallback import FallbackMixin, gp_kernel_refusal
+from ._gp_arrays import GPPlacement, copy_in
 from ._gp_fit import HyperparameterFit
 from ._param_validation import Interval, StrOptions, validate_params
 
@@ -51,9 +39,6 @@ CHOLESKY_MAX_SAMPLES = 5000
 #: predictive variances' CG at this size (at n = 4,000, D = 8: 26 s fit and 78
 #: s for the std at 100 points iteratively).
 CHOLESKY_MAX_SAMPLES_FIXED = it.DENSE_MAX_SAMPLES
-def _copy(a, sp):
-    """A copy of ``a`` in its space (``copy_X_train``)."""
-    return np.copy(a) if not sp.on_device else sp.xp.asarray(a, copy=True)
 
 
 def _default_kernel():
@@ -67,8 +52,8 @@ def _default_kernel_to_fit():
     return C() * RBF()
 
 
-class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixin,
-                               RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(GPPlacement, HyperparameterFit, FallbackMixin,
+                               MultiOutputMixin, RegressorMixin, BaseEstimator):
     """Gaussian-process regression with kernels as generated formulas.
 
     The constructor, attributes and results of scikit-learn's
@@ -165,6 +150,8 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
     X_train_, y_train_ : ndarray
     L_ : ndarray (n, n), the Cholesky factor (exact path only; the iterative
         path raises AttributeError)
+        These arrays are in the namespace and on the device of the training
+        data (see Notes).
     log_marginal_likelihood_value_ : numpy.float64
     solver_ : str
     n_iter_ : int
@@ -174,6 +161,32 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
 
     Notes
     -----
+    Array API arrays: CuPy arrays, and with
+    ``sklearn.set_config(array_api_dispatch=True)`` any Array API array
+    (torch tensors, array-api-strict, ...), are fitted and predicted in their
+    namespace, on their device: ``predict`` (mean, std, covariance),
+    ``sample_y`` and the fitted arrays ``X_train_``, ``y_train_``,
+    ``alpha_`` and ``L_`` are returned there. Host arrays (CPU tensors) are
+    read through a zero-copy NumPy view and computed as NumPy's. On a GPU
+    (CuPy arrays, or torch CUDA tensors through DLPack) the iterative solver
+    keeps the data there for the whole fit: its CG solves, log-determinant
+    probes, gradient reductions and control variate run on device arrays,
+    the L-BFGS-B steps take theta and its gradient on the host; it serves
+    ``c * RBF`` and ``c * Matern`` kernels (plus WhiteKernel terms), whose
+    dense blocks it evaluates on the device, and computes predictive
+    variances by CG there (never by the dense factor). The exact solver
+    (``"cholesky"``) copies the data to the host once per fit and factors
+    there (the Array API has no triangular solve; the factor goes back as
+    ``L_``), and so does every solver with a kernel of another form, once
+    per call, outputs moved back; pretraining subsets fitted exactly and the
+    exact polish copy their points to the host once per fit. With
+    ``backend="cuda"``, NumPy data are copied to the GPU once per fit. ``y``
+    follows ``X``; ``predict`` and ``sample_y`` take X in the namespace and on
+    the device of the fit (``ValueError`` otherwise). ``theta``, the log
+    marginal likelihood and its gradient stay NumPy (hyperparameter-sized,
+    as scikit-learn's kernels hold them). See
+    :mod:`kerneltools.estimators._array_api`.
+
     With a kernel that has no formula here, ``fit`` hands the call to
     scikit-learn's :class:`sklearn.gaussian_process.GaussianProcessRegressor`
     with the same parameters (its exact, dense algorithm, which is ours on
@@ -306,8 +319,8 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         y = self._normalize(y, sp)
         self._alpha = self._check_alpha(X.shape[0])
         copy = self.copy_X_train
-        self._X_fit = _copy(X, sp) if copy else X
-        self._y_fit = _copy(y, sp) if copy else y
+        self._X_fit = copy_in(X, sp) if copy else X
+        self._y_fit = copy_in(y, sp) if copy else y
         self._landmarks = None
         self._pretrained = False
         if self.solver_ == "iterative":
@@ -324,42 +337,6 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
             self.log_marginal_likelihood_value_ = self.log_marginal_likelihood(
                 self.kernel_.theta, clone_kernel=False)
         self._factor()
-
-    def _device_serves(self) -> bool:
-        """Whether the device path serves this kernel (the iterative solver's
-        device half evaluates dense blocks of ``c * RBF`` / ``c * Matern``)."""
-        return device.serves(_default_kernel_to_fit() if self.kernel is None else self.kernel)
-
-    def _publish(self, place: Placement):
-        """The fitted arrays in the input's namespace and device (the same
-        objects on the NumPy path)."""
-        self.X_train_ = place.to_output(self._X_fit)
-        self.y_train_ = place.to_output(self._y_fit)
-        self.alpha_ = place.to_output(self._alpha_fit)
-        self._L_out = None if self._L is None or place.trivial else place.to_output(self._L)
-
-    def _drop_device_state(self):
-        for name in ("_device_arrays", "_iter", "_L_out", "_space"):
-            self.__dict__.pop(name, None)
-
-    def _compute_space(self):
-        """Where the fitted arrays ``_X_fit`` ... are: the fit's space, or
-        (after unpickling) the placement of ``X_train_``."""
-        sp = self.__dict__.get("_space")
-        if sp is None:
-            sp = HOST if getattr(self, "_L", None) is not None else fitted_placement(
-                self, "X_train_", who="GaussianProcessRegressor",
-                device_ok=self._device_serves()).space
-            self._space = sp
-        return sp
-
-    def _solver_at(self, kernel):
-        """The iterative solver at the scikit-learn kernel ``kernel``, on the host
-        or on the device (:mod:`._gp_device`)."""
-        sp = self._compute_space()
-        if sp.on_device:
-            return device.DeviceGP(self, make_kernel(kernel), kernel, sp)
-        return it.IterativeGP(self, make_kernel(kernel), kernel)
 
     def _lml_from_factor(self):
         """The log marginal likelihood at ``kernel_`` from ``L_`` and ``alpha_``
@@ -501,18 +478,6 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         return exact.lml_and_gradient(sk_kernel, make_kernel(sk_kernel), X, y,
                                       self._alpha, eval_gradient)
 
-    def _host_inputs(self):
-        """``(X, y)`` of the fit on the host: the exact objective's (the
-        iterative fit's polish on a device copies them once per fit)."""
-        sp = self._compute_space()
-        if not sp.on_device:
-            return self._X_fit, self._y_fit
-        copies = self.__dict__.get("_host_copies")
-        if copies is None or copies[0] is not self._X_fit:
-            copies = self._host_copies = (self._X_fit, sp.host(self._X_fit),
-                                          sp.host(self._y_fit))
-        return copies[1], copies[2]
-
     # -- predict -------------------------------------------------------------
     @rows_method(coupled=("return_cov",))
     def predict(self, X, return_std=False, return_cov=False):
@@ -569,17 +534,6 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
             return place.to_output(mean), place.to_output(std)
         return place.to_output(mean)
 
-    def _place_of(self, X, method):
-        """Where ``method``'s input X is computed: the fit's placement (after
-        checking that X is in its namespace and on its device), or for an
-        unfitted model's prior, X's own, on the host."""
-        who = f"GaussianProcessRegressor.{method}"
-        if not hasattr(self, "X_train_"):
-            return placement(X, backend=self.backend, who=who, device_ok=False)
-        fitted = fitted_placement(self, "X_train_", who=who,
-                                  device_ok=self._device_serves() and self._L is None)
-        return check_same_place(self, X, fitted, method)
-
     def _prior(self, X, return_std, return_cov):
         """The unfitted model's predictions (host arrays)."""
         kernel = _default_kernel() if self.kernel is None else self.kernel
@@ -632,19 +586,6 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         draws = [rng.multivariate_normal(mean[:, t], cov[..., t], n_samples).T[:, None]
                  for t in range(mean.shape[1])]
         return where.to_output(np.hstack(draws))
-
-    def score(self, X, y, sample_weight=None):
-        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
-        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
-        without ``array_api_dispatch``).
-
-        Returns
-        -------
-        score : float
-        """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            return r2_score_xp(to_cupy(y), self.predict(X), host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

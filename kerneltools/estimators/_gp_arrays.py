@@ -1,0 +1,113 @@
+"""GaussianProcessRegressor on Array API arrays: where its fitted arrays
+live, which solver runs where, and the way back (:mod:`._array_api`'s rules).
+
+A mixin of :class:`~kerneltools.estimators.GaussianProcessRegressor`. The fit
+keeps its arrays in the compute space (``_X_fit``, ``_y_fit``, ``_alpha_fit``,
+``_L``: NumPy on the host, device arrays on a GPU) and publishes them in the
+input's namespace and device (``X_train_``, ``y_train_``, ``alpha_``,
+``L_``: the same objects on the NumPy path). ``_space`` (the compute space)
+and the device copies are dropped when pickled and rebuilt from ``X_train_``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sklearn
+
+from ..kernels import make_kernel
+from . import _gp_device as device
+from . import _gp_iterative as it
+from ._array_api import (
+    HOST,
+    Placement,
+    check_same_place,
+    fitted_placement,
+    host_array,
+    is_cupy_array,
+    placement,
+    r2_score_xp,
+    to_cupy,
+)
+
+__all__ = ["GPPlacement", "copy_in"]
+
+
+def copy_in(a, sp):
+    """A copy of ``a`` in its space (``copy_X_train``)."""
+    return np.copy(a) if not sp.on_device else sp.xp.asarray(a, copy=True)
+
+
+class GPPlacement:
+    """The Array API plumbing of GaussianProcessRegressor (module docstring)."""
+
+    def _device_serves(self) -> bool:
+        """Whether the device path serves this kernel (the iterative solver's
+        device half evaluates dense blocks of ``c * RBF`` / ``c * Matern``)."""
+        return self.kernel is None or device.serves(self.kernel)  # None: C() * RBF()
+
+    def _publish(self, place: Placement):
+        """The fitted arrays in the input's namespace and device (the same
+        objects on the NumPy path)."""
+        self.X_train_ = place.to_output(self._X_fit)
+        self.y_train_ = place.to_output(self._y_fit)
+        self.alpha_ = place.to_output(self._alpha_fit)
+        self._L_out = None if self._L is None or place.trivial else place.to_output(self._L)
+
+    def _drop_device_state(self):
+        for name in ("_device_arrays", "_iter", "_L_out", "_space"):
+            self.__dict__.pop(name, None)
+
+    def _compute_space(self):
+        """Where the fitted arrays ``_X_fit`` ... are: the fit's space, or
+        (after unpickling) the placement of ``X_train_``."""
+        sp = self.__dict__.get("_space")
+        if sp is None:
+            sp = HOST if getattr(self, "_L", None) is not None else fitted_placement(
+                self, "X_train_", who="GaussianProcessRegressor",
+                device_ok=self._device_serves()).space
+            self._space = sp
+        return sp
+
+    def _solver_at(self, kernel):
+        """The iterative solver at the scikit-learn kernel ``kernel``, on the host
+        or on the device (:mod:`._gp_device`)."""
+        sp = self._compute_space()
+        if sp.on_device:
+            return device.DeviceGP(self, make_kernel(kernel), kernel, sp)
+        return it.IterativeGP(self, make_kernel(kernel), kernel)
+
+    def _host_inputs(self):
+        """``(X, y)`` of the fit on the host: the exact objective's (the
+        iterative fit's polish on a device copies them once per fit)."""
+        sp = self._compute_space()
+        if not sp.on_device:
+            return self._X_fit, self._y_fit
+        copies = self.__dict__.get("_host_copies")
+        if copies is None or copies[0] is not self._X_fit:
+            copies = self._host_copies = (self._X_fit, sp.host(self._X_fit),
+                                          sp.host(self._y_fit))
+        return copies[1], copies[2]
+
+    def _place_of(self, X, method):
+        """Where ``method``'s input X is computed: the fit's placement (after
+        checking that X is in its namespace and on its device), or for an
+        unfitted model's prior, X's own, on the host."""
+        who = f"GaussianProcessRegressor.{method}"
+        if not hasattr(self, "X_train_"):
+            return placement(X, backend=self.backend, who=who, device_ok=False)
+        fitted = fitted_placement(self, "X_train_", who=who,
+                                  device_ok=self._device_serves() and self._L is None)
+        return check_same_place(self, X, fitted, method)
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
+        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
+        without ``array_api_dispatch``).
+
+        Returns
+        -------
+        score : float
+        """
+        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+            return r2_score_xp(to_cupy(y), self.predict(X), host_array(sample_weight))
+        return super().score(X, y, sample_weight=sample_weight)
