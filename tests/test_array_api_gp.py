@@ -53,6 +53,30 @@ def data():
     return X, y
 
 
+@pytest.fixture(scope="module")
+def numpy_fit(data):
+    """``fit(solver, dtype, hyper)``: the NumPy path's model, fitted once per
+    module (each way in compares with the same one). ``hyper``: the
+    hyperparameter fit of :func:`test_hyperparameter_fit_equals_numpys`."""
+    fits = {}
+
+    def fit(solver, dtype=np.float64, hyper=False):
+        key = (solver, np.dtype(dtype).name, hyper)
+        if key not in fits:
+            X, y = (a.astype(dtype) for a in data)
+            est = _gp(solver, **HYPER) if hyper else _gp(solver)
+            est._stall_gain = 1.0  # a few evaluations only (the same on both paths)
+            fits[key] = est.fit(X, y if hyper else y[:, 0])
+        return fits[key]
+
+    return fit
+
+
+#: The hyperparameter fit: L-BFGS-B, normalised multi-target y.
+HYPER = {"optimizer": "fmin_l_bfgs_b", "normalize_y": True,
+         "kernel": C(1.0) * RBF(1.0) + WhiteKernel(0.1)}
+
+
 def _close(got, ref, rtol=RTOL):
     ref = np.asarray(ref)
     np.testing.assert_allclose(_np(got), ref, rtol=rtol, atol=rtol * np.abs(ref).max())
@@ -66,7 +90,7 @@ def _gp(solver, **kw):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("way", WAYS)
-def test_predictions_and_attributes_in_the_inputs_namespace(data, way, dtype):
+def test_predictions_and_attributes_in_the_inputs_namespace(data, numpy_fit, way, dtype):
     """Both solvers: mean, std, cov, sample_y and the fitted arrays equal the
     NumPy path's, in X's namespace and on its device (float64, as the GP
     computes; float32 inputs are converted as on the NumPy path)."""
@@ -74,7 +98,7 @@ def test_predictions_and_attributes_in_the_inputs_namespace(data, way, dtype):
     Xa, ya = _as(way, X), _as(way, y[:, 0])
     Xq = Xa[:40, :]
     for solver in ("cholesky", "iterative"):
-        ref = _gp(solver).fit(X, y[:, 0])
+        ref = numpy_fit(solver, dtype)
         with _way(way):
             est = _gp(solver).fit(Xa, ya)
             mean, std = est.predict(Xq, return_std=True)
@@ -101,19 +125,15 @@ def test_predictions_and_attributes_in_the_inputs_namespace(data, way, dtype):
 
 
 @pytest.mark.parametrize("way", WAYS)
-def test_hyperparameter_fit_equals_numpys(data, way):
+def test_hyperparameter_fit_equals_numpys(data, numpy_fit, way):
     """A few L-BFGS steps on each solver's objective (the iterative one with
     its device CG, log-determinant, gradient and control variate), multi-target
     y and normalize_y: the same hyperparameters and predictions."""
     X, y = data
-    kw = {"optimizer": "fmin_l_bfgs_b", "normalize_y": True, "kernel": C(1.0) * RBF(1.0)
-          + WhiteKernel(0.1)}
     for solver in ("cholesky", "iterative"):
-        ref = _gp(solver, **kw)
-        ref._stall_gain = 1.0  # a few evaluations only (the same rule on both paths)
-        ref.fit(X, y)
+        ref = numpy_fit(solver, hyper=True)
         with _way(way):
-            est = _gp(solver, **kw)
+            est = _gp(solver, **HYPER)
             est._stall_gain = 1.0
             est.fit(_as(way, X), _as(way, y))
             mean = est.predict(_as(way, X[:30]))
@@ -202,11 +222,11 @@ def test_kernels_the_device_cannot_evaluate_run_on_the_host(data):
         _close(again.predict(Xa[:20, :]), _np(fitted.predict(Xa[:20, :])))
 
 
-def test_host_data_with_backend_cuda_stays_numpy(data):
+def test_host_data_with_backend_cuda_stays_numpy(data, numpy_fit):
     """backend="cuda" on NumPy data: the iterative fit runs on the device
     (simulated), the outputs and attributes are NumPy."""
     X, y = data
-    ref = _gp("iterative").fit(X, y[:, 0])
+    ref = numpy_fit("iterative")
     with simulated_device(xps, DEVICE1):
         est = _gp("iterative", backend="cuda").fit(X, y[:, 0])
         assert compat.device(est._X_fit) == DEVICE1
@@ -216,7 +236,7 @@ def test_host_data_with_backend_cuda_stays_numpy(data):
     _close(std, ref.predict(X[:20], return_std=True)[1], 1e-4)
 
 
-def test_prior_and_score_in_the_inputs_namespace(data):
+def test_prior_and_score_in_the_inputs_namespace(data, numpy_fit):
     X, y = data
     Xt = torch.asarray(X[:10])
     mean, std = GaussianProcessRegressor().predict(Xt, return_std=True)
@@ -225,7 +245,30 @@ def test_prior_and_score_in_the_inputs_namespace(data):
     _close(std, ref[1])
     est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
     assert est.score(torch.asarray(X), torch.asarray(y[:, 0])) == pytest.approx(
-        _gp("cholesky").fit(X, y[:, 0]).score(X, y[:, 0]), rel=1e-10)
+        numpy_fit("cholesky").score(X, y[:, 0]), rel=1e-10)
     with sklearn.config_context(array_api_dispatch=False):  # np.asarray, as scikit-learn
         est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
         assert type(est.predict(torch.asarray(X[:5]))) is np.ndarray
+
+
+@pytest.mark.parametrize(("way", "solver"), [("strict", "cholesky"), ("device", "iterative")])
+def test_scikit_learns_array_api_checks(way, solver):
+    """scikit-learn's own checks of namespaces, devices and values of every
+    array attribute and output, with array-api-strict on device1 (and mixed
+    with torch for y)."""
+    from sklearn.utils.estimator_checks import (
+        check_array_api_input,
+        check_array_api_mixed_inputs,
+        check_array_api_same_namespace,
+    )
+    from test_array_api_estimators import _NS
+
+    est = GaussianProcessRegressor(solver=solver, n_components=20, optimizer=None)
+    name = type(est).__name__
+    with _way(way):
+        check_array_api_input(name, est, "array_api_strict", "device1", "float32",
+                              check_values=True)
+        check_array_api_mixed_inputs(name, est,
+                                     X_ns_and_device=_NS("array_api_strict", "device1"),
+                                     other_ns_and_device=_NS("torch", "cpu"))
+        check_array_api_same_namespace(name, est, "array_api_strict")

@@ -37,8 +37,35 @@ def copy_in(a, sp):
     return np.copy(a) if not sp.on_device else sp.xp.asarray(a, copy=True)
 
 
+def _stored(name: str, doc: str) -> property:
+    """An attribute kept in the estimator's ``_fit_arrays`` dict, not in its
+    ``__dict__``: the fit's working arrays (NumPy views, host numbers of a
+    device fit) are no fitted attributes, and scikit-learn's Array API checks
+    (``check_array_api_input``) take every array in ``vars(est)`` for one."""
+
+    def get(self):
+        try:
+            return self.__dict__["_fit_arrays"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def put(self, value):
+        self.__dict__.setdefault("_fit_arrays", {})[name] = value
+
+    return property(get, put, doc=doc)
+
+
 class GPPlacement:
     """The Array API plumbing of GaussianProcessRegressor (module docstring)."""
+
+    _X_fit = _stored("_X_fit", "The training points, in the compute space.")
+    _y_fit = _stored("_y_fit", "The normalised targets, in the compute space.")
+    _alpha_fit = _stored("_alpha_fit", "``(K + alpha I)^-1 y``, in the compute space.")
+    _L = _stored("_L", "The Cholesky factor (host), or None (iterative).")
+    _alpha = _stored("_alpha", "The diagonal shift: a float or an n-vector (host).")
+    _landmarks = _stored("_landmarks", "The preconditioner's landmark rows (host).")
+    _y_train_mean = _stored("_y_train_mean", "Per-target means (host).")
+    _y_train_std = _stored("_y_train_std", "Per-target scales (host).")
 
     def _device_serves(self) -> bool:
         """Whether the device path serves this kernel (the iterative solver's
