@@ -331,6 +331,10 @@ def _gp_rows(args) -> list[dict]:
             if gpu_out is not None:
                 row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
             rows.append(row)
+        if args.torch:
+            rows.append({"estimator": name, "n": n, "d": D, "path": "torch-cpu",
+                         **_run_torch(_gp_cases(args.gp_steps, "cpu")[name], X, y,
+                                      args.gp_repeat)})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 

@@ -254,6 +254,14 @@ def test_bad_input_names_the_argument(data, way):
 def test_scikit_learns_array_api_checks(est, way):
     """scikit-learn's own checks of namespaces, devices, dtypes and values,
     with array-api-strict on device1 (and mixed with torch for y)."""
+    sklearn_array_api_checks(est, way)
+
+
+def sklearn_array_api_checks(est, way):
+    """scikit-learn's ``check_array_api_input`` (float32, values compared),
+    ``check_array_api_mixed_inputs`` (y as a CPU torch tensor) and
+    ``check_array_api_same_namespace`` on array-api-strict's device1, the
+    way ``way`` in."""
     name = type(est).__name__
     with _way(way):
         check_array_api_input(name, est, "array_api_strict", "device1", "float32",

@@ -28,6 +28,7 @@ from test_array_api_estimators import (  # noqa: F401 - _dispatch: the autouse f
     _np,
     _way,
     compat,
+    sklearn_array_api_checks,
     torch,
     xps,
 )
@@ -256,19 +257,42 @@ def test_scikit_learns_array_api_checks(way, solver):
     """scikit-learn's own checks of namespaces, devices and values of every
     array attribute and output, with array-api-strict on device1 (and mixed
     with torch for y)."""
-    from sklearn.utils.estimator_checks import (
-        check_array_api_input,
-        check_array_api_mixed_inputs,
-        check_array_api_same_namespace,
-    )
-    from test_array_api_estimators import _NS
-
     est = GaussianProcessRegressor(solver=solver, n_components=20, optimizer=None)
-    name = type(est).__name__
-    with _way(way):
-        check_array_api_input(name, est, "array_api_strict", "device1", "float32",
-                              check_values=True)
-        check_array_api_mixed_inputs(name, est,
-                                     X_ns_and_device=_NS("array_api_strict", "device1"),
-                                     other_ns_and_device=_NS("torch", "cpu"))
-        check_array_api_same_namespace(name, est, "array_api_strict")
+    sklearn_array_api_checks(est, way)
+
+
+def _gpu_status():
+    try:
+        import cupy
+    except ImportError:
+        return False
+    return bool(cupy.is_available())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpu_status(), reason="needs a CUDA GPU and cupy")
+def test_cupy_arrays_stay_on_the_gpu(data, numpy_fit):
+    """CuPy arrays (served without array_api_dispatch too) and torch CUDA
+    tensors: both solvers' outputs and fitted arrays on the GPU, equal to
+    the NumPy path's."""
+    import cupy
+
+    X, y = data
+    Xc, yc = cupy.asarray(X), cupy.asarray(y[:, 0])
+    with sklearn.config_context(array_api_dispatch=False):
+        for solver in ("cholesky", "iterative"):
+            ref = numpy_fit(solver)
+            est = _gp(solver).fit(Xc, yc)
+            mean, std = est.predict(Xc[:40], return_std=True)
+            assert isinstance(mean, cupy.ndarray) and isinstance(std, cupy.ndarray)
+            assert isinstance(est.alpha_, cupy.ndarray)
+            rmean, rstd = ref.predict(X[:40], return_std=True)
+            np.testing.assert_allclose(mean.get(), rmean, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(std.get(), rstd, rtol=1e-4, atol=1e-6)
+            assert est.score(Xc, yc) == pytest.approx(ref.score(X, y[:, 0]), rel=1e-6)
+    Xt = torch.asarray(X, device="cuda")
+    est = _gp("iterative").fit(Xt, torch.asarray(y[:, 0], device="cuda"))
+    out = est.predict(Xt[:20])
+    assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
+    np.testing.assert_allclose(out.cpu().numpy(), numpy_fit("iterative").predict(X[:20]),
+                               rtol=1e-6, atol=1e-6)

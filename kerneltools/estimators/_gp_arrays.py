@@ -12,7 +12,6 @@ and the device copies are dropped when pickled and rebuilt from ``X_train_``.
 from __future__ import annotations
 
 import numpy as np
-import sklearn
 
 from ..kernels import make_kernel
 from . import _gp_device as device
@@ -22,11 +21,7 @@ from ._array_api import (
     Placement,
     check_same_place,
     fitted_placement,
-    host_array,
-    is_cupy_array,
     placement,
-    r2_score_xp,
-    to_cupy,
 )
 
 __all__ = ["GPPlacement", "copy_in"]
@@ -125,16 +120,3 @@ class GPPlacement:
         fitted = fitted_placement(self, "X_train_", who=who,
                                   device_ok=self._device_serves() and self._L is None)
         return check_same_place(self, X, fitted, method)
-
-    def score(self, X, y, sample_weight=None):
-        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
-        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
-        without ``array_api_dispatch``).
-
-        Returns
-        -------
-        score : float
-        """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            return r2_score_xp(to_cupy(y), self.predict(X), host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)

@@ -20,6 +20,9 @@ With ``A = K + alpha I`` (plus any white noise):
   (:mod:`._gp_control`), which takes the gradient's error from 10-20 to
   0.1-0.5 at n = 10^4, D = 8 (its exact value 10 to 30 per component).
 
+On a device (CuPy arrays, :mod:`._array_api`) the same algorithm runs with
+its n-sized arrays there: :mod:`._gp_device`.
+
 The probes and landmarks have fixed seeds, so the objective the optimizer
 sees is a deterministic function of theta. ``P`` is rebuilt at every theta
 (on the landmarks chosen once per fit): kept fixed over an optimizer stage

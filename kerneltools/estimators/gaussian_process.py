@@ -20,7 +20,8 @@ from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_exact as exact
 from . import _gp_iterative as it
-from ._array_api import HOST, host_array, placement, validate_on_device
+from ._array_api import (HOST, DeviceScore, host_array, placement,
+                         validate_on_device)
 from ._fallback import FallbackMixin, gp_kernel_refusal
 from ._gp_arrays import GPPlacement, copy_in
 from ._gp_fit import HyperparameterFit
@@ -52,8 +53,9 @@ def _default_kernel_to_fit():
     return C() * RBF()
 
 
-class GaussianProcessRegressor(GPPlacement, HyperparameterFit, FallbackMixin,
-                               MultiOutputMixin, RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
+                               FallbackMixin, MultiOutputMixin, RegressorMixin,
+                               BaseEstimator):
     """Gaussian-process regression with kernels as generated formulas.
 
     The constructor, attributes and results of scikit-learn's
