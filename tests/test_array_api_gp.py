@@ -147,13 +147,19 @@ def test_hyperparameter_fit_equals_numpys(data, numpy_fit, way):
         np.testing.assert_allclose(grad, rgrad, rtol=1e-5, atol=1e-6 * np.abs(rgrad).max())
 
 
-def test_device_gradient_and_control_variate_equal_the_hosts(data):
+def test_device_gradient_and_control_variate_equal_the_hosts(data, monkeypatch):
     """The device solver's pieces against the host's at one theta (Matern 2.5
     with one length scale per feature, an alpha per point): the gradient of
-    the log marginal likelihood, control variate included, and the solve."""
+    the log marginal likelihood, control variate included, the solve and the
+    predictive std and covariance; blocks of rows, broadcasts and query
+    batches made small, so that every blocked loop runs several blocks."""
     from kerneltools.estimators import _gp_iterative as it
+    from kerneltools.estimators import _xp_kernels
     from kerneltools.kernels import make_kernel
 
+    monkeypatch.setattr(device, "_ROWS", 32)
+    monkeypatch.setattr(_xp_kernels, "_BROADCAST_ENTRIES", 500)
+    monkeypatch.setattr(it, "_BATCH", 16)
     X, y = data
     kernel = C(1.3) * Matern([0.8, 1.1, 1.4], nu=2.5) + WhiteKernel(0.03)
     alpha = np.linspace(1e-3, 2e-3, len(X))
@@ -168,11 +174,20 @@ def test_device_gradient_and_control_variate_equal_the_hosts(data):
         got = device.DeviceGP(dev, make_kernel(kernel), kernel, sp)
         lml, grad = got.lml(True)
         sol, _ = got.solve(_as("device", y))
+        dev._alpha_fit = sol
+        k = make_kernel(kernel)
+        Xq = _as("device", X[:40])
+        _, var, _ = got.predict(Xq, k, True, False)
+        _, _, cov = got.predict(Xq, k, False, True)
     rlml, rgrad = ref.lml(True)
     assert lml == pytest.approx(rlml, rel=1e-9)
     np.testing.assert_allclose(grad, rgrad, rtol=1e-7, atol=1e-9 * np.abs(rgrad).max())
     assert sol.device == DEVICE1
-    _close(sol, ref.solve(y)[0], 1e-7)
+    host._alpha_fit = ref.solve(y)[0]
+    _close(sol, host._alpha_fit, 1e-7)
+    ref._dense_pays = lambda n_query: False  # the host's CG path, as the device's
+    _close(var, ref.predict(X[:40], k, True, False)[1], 1e-7)
+    _close(cov, ref.predict(X[:40], k, False, True)[2], 1e-6)  # CG to tol: first order
 
 
 @pytest.mark.parametrize("way", ["strict", "device"])
