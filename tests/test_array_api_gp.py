@@ -311,3 +311,22 @@ def test_cupy_arrays_stay_on_the_gpu(data, numpy_fit):
     assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
     np.testing.assert_allclose(out.cpu().numpy(), numpy_fit("iterative").predict(X[:20]),
                                rtol=1e-6, atol=1e-6)
+
+
+def test_pretraining_stages_on_the_device(data, monkeypatch):
+    """The iterative optimizer alone (no exact polish) after pretraining in
+    stages, 120 points <- 60 (iterative, on the device) <- 15 (exact, on the
+    host): the NumPy path's hyperparameters."""
+    from kerneltools.estimators import _gp_fit
+
+    monkeypatch.setattr(_gp_fit, "POLISH_MAX_SAMPLES", 0)
+    monkeypatch.setattr(_gp_fit, "PRETRAIN_EXACT_MAX", 40)
+    X, y = data
+    kw = {**HYPER, "n_pretrain": 60}
+    ref = _gp("iterative", **kw).fit(X, y[:, 0])
+    with simulated_device(xps, DEVICE1):
+        est = _gp("iterative", **kw).fit(_as("device", X), _as("device", y[:, 0]))
+    assert est._pretrained and ref._pretrained
+    np.testing.assert_allclose(est.kernel_.theta, ref.kernel_.theta, rtol=1e-6)
+    assert est.log_marginal_likelihood_value_ == pytest.approx(
+        ref.log_marginal_likelihood_value_, rel=1e-8)
