@@ -25,6 +25,7 @@ from test_array_api_estimators import (  # noqa: F401 - _dispatch: the autouse f
     _as,
     _assert_where,
     _dispatch,
+    _gpu_status,
     _np,
     _way,
     compat,
@@ -274,14 +275,6 @@ def test_scikit_learns_array_api_checks(way, solver):
     with torch for y)."""
     est = GaussianProcessRegressor(solver=solver, n_components=20, optimizer=None)
     sklearn_array_api_checks(est, way)
-
-
-def _gpu_status():
-    try:
-        import cupy
-    except ImportError:
-        return False
-    return bool(cupy.is_available())
 
 
 @pytest.mark.gpu
