@@ -76,7 +76,7 @@ class GPPlacement:
         self._L_out = None if self._L is None or place.trivial else place.to_output(self._L)
 
     def _drop_device_state(self):
-        for name in ("_device_arrays", "_iter", "_L_out", "_space"):
+        for name in ("_device_arrays", "_host_copies", "_iter", "_L_out", "_space"):
             self.__dict__.pop(name, None)
 
     def _compute_space(self):
