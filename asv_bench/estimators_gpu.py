@@ -112,8 +112,9 @@ def _gp_cases(steps, backend):
         return gp.fit(X, y).predict(X[:100], return_std=True)[1]
 
     def exact(X, y):
-        gp = GaussianProcessRegressor(C(1.0) * RBF(np.full(D, 2.0)) + WhiteKernel(0.01),
-                                      solver="cholesky", optimizer=None, backend=backend)
+        fixed = C(1.0) * RBF(np.full(D, 2.0)) + WhiteKernel(0.01)
+        gp = GaussianProcessRegressor(fixed, solver="cholesky", optimizer=None,
+                                      backend=backend)
         return gp.fit(X, y).predict(X[:100], return_std=True)[1]
 
     return {"GP(iterative)": iterative, "GP(cholesky)": exact}

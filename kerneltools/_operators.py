@@ -282,8 +282,8 @@ def _solve_with_logdet_xp(A, B, M, xp, *, n_probes, random_state, tol, max_iter,
     vectors = ArrayVectors(xp)
     record: list = []
     sol, n_iter = _cg(A, xp.concat([B2, Z], axis=1), tol=tol, max_iter=max_iter,
-                      precond=M, verbose=verbose, record=record, who="solve_with_logdet",
-                      vectors=vectors, **_cg_context(A))
+                      precond=M, verbose=verbose, record=record,
+                      who="solve_with_logdet", vectors=vectors, **_cg_context(A))
     k = B2.shape[1]
     norms = vectors.dot(Z, M(Z))  # z^T P^{-1} z, the probes' start
     quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]

@@ -92,7 +92,8 @@ def _gp(solver, **kw):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("way", WAYS)
-def test_predictions_and_attributes_in_the_inputs_namespace(data, numpy_fit, way, dtype):
+def test_predictions_and_attributes_in_the_inputs_namespace(data, numpy_fit, way,
+                                                            dtype):
     """Both solvers: mean, std, cov, sample_y and the fitted arrays equal the
     NumPy path's, in X's namespace and on its device (float64, as the GP
     computes; float32 inputs are converted as on the NumPy path)."""
@@ -139,13 +140,15 @@ def test_hyperparameter_fit_equals_numpys(data, numpy_fit, way):
             est._stall_gain = 1.0
             est.fit(_as(way, X), _as(way, y))
             mean = est.predict(_as(way, X[:30]))
-            lml, grad = est.log_marginal_likelihood(ref.kernel_.theta, eval_gradient=True)
+            theta = ref.kernel_.theta
+            lml, grad = est.log_marginal_likelihood(theta, eval_gradient=True)
         np.testing.assert_allclose(est.kernel_.theta, ref.kernel_.theta, rtol=1e-5)
         _assert_where(mean, _as(way, X), np.float64)
         _close(mean, ref.predict(X[:30]), 1e-5)
         rlml, rgrad = ref.log_marginal_likelihood(ref.kernel_.theta, eval_gradient=True)
         assert lml == pytest.approx(rlml, rel=1e-6)
-        np.testing.assert_allclose(grad, rgrad, rtol=1e-5, atol=1e-6 * np.abs(rgrad).max())
+        np.testing.assert_allclose(grad, rgrad, rtol=1e-5,
+                                   atol=1e-6 * np.abs(rgrad).max())
 
 
 def test_device_gradient_and_control_variate_equal_the_hosts(data, monkeypatch):
@@ -200,9 +203,10 @@ def test_mixed_and_wrong_namespace_inputs(data, way):
         est = _gp("iterative").fit(Xa, torch.asarray(y[:, 0]))
         _assert_where(est.alpha_, Xa, np.float64)
         for method in ("predict", "sample_y"):
-            with pytest.raises(ValueError, match=rf"GaussianProcessRegressor\.{method}\(\) "
-                               r"must use the same namespace.*fit \(array_api_strict\) "
-                               rf"and {method} \(numpy\) differ.*'X'"):
+            pattern = (rf"GaussianProcessRegressor\.{method}\(\) must use the same "
+                       r"namespace.*fit \(array_api_strict\) "
+                       rf"and {method} \(numpy\) differ.*'X'")
+            with pytest.raises(ValueError, match=pattern):
                 getattr(est, method)(X[:5])
             with pytest.raises(ValueError, match=r"Devices used during fit .*device1.* "
                                r"differ"):
@@ -263,12 +267,14 @@ def test_prior_and_score_in_the_inputs_namespace(data, numpy_fit):
     est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
     assert est.score(torch.asarray(X), torch.asarray(y[:, 0])) == pytest.approx(
         numpy_fit("cholesky").score(X, y[:, 0]), rel=1e-10)
-    with sklearn.config_context(array_api_dispatch=False):  # np.asarray, as scikit-learn
+    # without dispatch: np.asarray, as scikit-learn
+    with sklearn.config_context(array_api_dispatch=False):
         est = _gp("cholesky").fit(torch.asarray(X), torch.asarray(y[:, 0]))
         assert type(est.predict(torch.asarray(X[:5]))) is np.ndarray
 
 
-@pytest.mark.parametrize(("way", "solver"), [("strict", "cholesky"), ("device", "iterative")])
+@pytest.mark.parametrize(("way", "solver"),
+                         [("strict", "cholesky"), ("device", "iterative")])
 def test_scikit_learns_array_api_checks(way, solver):
     """scikit-learn's own checks of namespaces, devices and values of every
     array attribute and output, with array-api-strict on device1 (and mixed
@@ -302,8 +308,8 @@ def test_cupy_arrays_stay_on_the_gpu(data, numpy_fit):
     est = _gp("iterative").fit(Xt, torch.asarray(y[:, 0], device="cuda"))
     out = est.predict(Xt[:20])
     assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
-    np.testing.assert_allclose(out.cpu().numpy(), numpy_fit("iterative").predict(X[:20]),
-                               rtol=1e-6, atol=1e-6)
+    ref = numpy_fit("iterative").predict(X[:20])
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_pretraining_stages_on_the_device(data, monkeypatch):

@@ -73,7 +73,8 @@ class GPPlacement:
         self.X_train_ = place.to_output(self._X_fit)
         self.y_train_ = place.to_output(self._y_fit)
         self.alpha_ = place.to_output(self._alpha_fit)
-        self._L_out = None if self._L is None or place.trivial else place.to_output(self._L)
+        keep = self._L is not None and not place.trivial
+        self._L_out = place.to_output(self._L) if keep else None
 
     def _drop_device_state(self):
         for name in ("_device_arrays", "_host_copies", "_iter", "_L_out", "_space"):

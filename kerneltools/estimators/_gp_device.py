@@ -159,7 +159,8 @@ class DeviceNystroem:
         sp, xp = self.sp, self.xp
         d_inv = self.d_inv[:, None] if R.ndim == 2 else self.d_inv
         DR = d_inv * R
-        c = scipy.linalg.cho_solve(self._chol, sp.host(xp.matrix_transpose(self._F) @ DR))
+        FtDR = sp.host(xp.matrix_transpose(self._F) @ DR)
+        c = scipy.linalg.cho_solve(self._chol, FtDR)
         return DR - d_inv * (self._F @ sp.put(c))
 
     def logdet(self) -> float:
@@ -171,7 +172,8 @@ class DeviceNystroem:
         """``n_samples`` columns from ``N(0, P)``: the host's draws (``probes``
         keeps their device copies for the fit)."""
         e1, e2 = self.probes(len(self.Z), n_samples, random_state)
-        return e1 / self.xp.sqrt(self.d_inv)[:, None] + self._F @ e2[: self._F.shape[1], :]
+        r = self._F.shape[1]
+        return e1 / self.xp.sqrt(self.d_inv)[:, None] + self._F @ e2[:r, :]
 
 
 class DeviceGP(it.IterativeGP):
@@ -182,20 +184,24 @@ class DeviceGP(it.IterativeGP):
     def __init__(self, est, kernel, sk_kernel, sp):
         self.est, self.sp = est, sp
         kernel = copy.copy(kernel)
-        kernel.dense = sk_kernel.__call__  # K_mm and the landmarks' columns: host blocks
+        kernel.dense = sk_kernel.__call__  # K_mm, the landmarks' columns: on the host
         self.kernel, self.sk_kernel = kernel, sk_kernel
         self.form = stationary_form(sk_kernel)
         X = est._X_fit
         self.Xs = X / sp.put(self.form.length_scale)
         shift = est._alpha
-        shift = float(shift) if np.ndim(shift) == 0 else _cached(est, "alpha", sp, shift)
+        if np.ndim(shift) == 0:
+            shift = float(shift)
+        else:  # one per point: on the device, once per fit
+            shift = _cached(est, "alpha", sp, shift)
         white = kernel.white_level()
         self.A = _Operator(self.form, self.Xs, shift + white, sp, it.run_backend(est))
         landmarks = getattr(est, "_landmarks", None)
         if landmarks is None:
             landmarks = it.landmarks_for(est, kernel)
-        self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks, sp,
-                                lambda m, p, seed: _probes(est, sp, X.shape[0], m, p, seed))
+        n = X.shape[0]
+        self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks,
+                                sp, lambda m, p, seed: _probes(est, sp, n, m, p, seed))
 
     def solve(self, B):
         """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device."""
@@ -209,8 +215,12 @@ class DeviceGP(it.IterativeGP):
         y = est._y_fit
         y = xp.reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
         n, t = y.shape
-        max_iter = min(est.max_iter, it.OBJECTIVE_MAX_ITER) if objective else est.max_iter
-        failed = (-np.inf, np.zeros_like(self.kernel.theta)) if eval_gradient else -np.inf
+        max_iter = est.max_iter
+        if objective:
+            max_iter = min(max_iter, it.OBJECTIVE_MAX_ITER)
+        failed = -np.inf
+        if eval_gradient:
+            failed = (-np.inf, np.zeros_like(self.kernel.theta))
         with warnings.catch_warnings():
             if objective:
                 warnings.simplefilter("ignore", ConvergenceWarning)
@@ -236,9 +246,11 @@ class DeviceGP(it.IterativeGP):
         left = xp.concat([0.5 * alpha, (-t / (2 * p)) * U], axis=1)
         right = xp.concat([alpha, V], axis=1)
         grad = self._device_stationary_gradient(left, right)
-        trace_term = 0.5 * float(xp.sum(alpha * alpha)) - t / (2 * p) * float(xp.sum(U * V))
+        trace_term = (0.5 * float(xp.sum(alpha * alpha))
+                      - t / (2 * p) * float(xp.sum(U * V)))
         if control.applies(self.form, self.M):
-            kernel_part, white_part = trace_corrections(self.form, self.M, self.Xs, V, sp)
+            kernel_part, white_part = trace_corrections(self.form, self.M, self.Xs, V,
+                                                        sp)
             grad -= t / 2 * self._per_hyperparameter(self.form, kernel_part[0],
                                                      kernel_part[1:])
             trace_term -= t / 2 * white_part
