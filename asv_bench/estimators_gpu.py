@@ -1,6 +1,6 @@
 """GPU benchmark of the estimators on device arrays (issue 24): KernelRidge
-(Falkon), Nystroem, exact k-NN and the Sinkhorn divergence on CuPy arrays
-against our CPU path, in one run.
+(Falkon), Nystroem, GaussianProcessRegressor, exact k-NN and the Sinkhorn
+divergence on CuPy arrays against our CPU path, in one run.
 
 For each size n (default 10^5 and 10^6; D = 8, float32, ``--landmarks``
 landmarks, 1000 by default) and each path:
@@ -56,13 +56,30 @@ points (10^5; the dense one only up to a tenth of it: it is quadratic);
 rows give ``value`` and, against the CPU anchor, ``value_rel_diff`` and
 ``max_abs_diff`` of ``grad_x``.
 
+The Gaussian process (``--gp-sizes``, default 10^4 and 10^5; ``--gp-exact``,
+default 4,000 points): ``GaussianProcessRegressor(C * RBF(ARD) + White,
+solver="iterative", n_pretrain=None)`` with an L-BFGS-B optimizer of
+``--gp-steps`` (5) iterations (a callable ``optimizer``: each evaluation a
+batched CG solve, a Lanczos log-determinant and the gradient's control
+variate on the device), then ``predict(X[:100], return_std=True)`` (one
+block CG of 100 columns); and the
+exact solver with fixed hyperparameters, fit and the same predict (on a
+device it computes on the host: one copy per fit, counted in the copies).
+Its warm-up run is on 2,000 of the points (the same formulas compile), its
+timed runs ``--gp-repeat`` (1); the CPU path up to ``--gp-cpu-max`` (10^4).
+The copy share counts ``Space.host`` / ``Space.put`` and conjugate
+gradients' per-iteration reads of their coefficients
+(``kerneltools.backend._cg._host``); scalar reads (``float(xp.sum(...))``)
+are not timed.
+
 Times are medians of ``--repeat`` warm runs after one warm-up run (which
 compiles), synchronised. ``--cpu`` runs the CPU path only (no GPU needed): the
 test suite runs it at a tiny size so that the script cannot rot.
 
     python asv_bench/estimators_gpu.py --out $OUT/estimators_gpu.json
     python asv_bench/estimators_gpu.py --estimators sinkhorn --out $OUT/sinkhorn_gpu.json
-    python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1
+    python asv_bench/estimators_gpu.py --cpu --sizes 2000 --repeat 1 --gp-sizes 2000 \
+        --gp-exact 1000
     python asv_bench/estimators_gpu.py --estimators knn --sizes 1000000 --cpu-max 100000
 """
 
@@ -153,21 +170,54 @@ def _sinkhorn_cases(backend):
             "sinkhorn_divergence(multiscale)": case(True)}
 
 
+def _gp_cases(steps, backend):
+    """The Gaussian-process cases (module docstring): name -> fn(X, y)."""
+    import scipy.optimize
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from kerneltools.estimators import GaussianProcessRegressor
+
+    def few_steps(obj_func, theta, bounds):
+        res = scipy.optimize.minimize(obj_func, theta, jac=True, bounds=bounds,
+                                      method="L-BFGS-B", options={"maxiter": steps})
+        return res.x, res.fun
+
+    kernel = C(1.0) * RBF(np.ones(D)) + WhiteKernel(0.1)
+
+    def iterative(X, y):
+        gp = GaussianProcessRegressor(kernel, alpha=1e-6, solver="iterative",
+                                      optimizer=few_steps, n_pretrain=None,
+                                      random_state=0, backend=backend)
+        return gp.fit(X, y).predict(X[:100], return_std=True)[1]
+
+    def exact(X, y):
+        fixed = C(1.0) * RBF(np.full(D, 2.0)) + WhiteKernel(0.01)
+        gp = GaussianProcessRegressor(fixed, solver="cholesky", optimizer=None,
+                                      backend=backend)
+        return gp.fit(X, y).predict(X[:100], return_std=True)[1]
+
+    return {"GP(iterative)": iterative, "GP(cholesky)": exact}
+
+
 class _CopyClock:
     """CUDA events around every host-device copy of the estimators' device
-    path (Space.host, Space.put) and, with ``engine=True``, of the engine
+    path (Space.host, Space.put, conjugate gradients' reads of their
+    coefficients) and, with ``engine=True``, of the engine
     (``cupy.asarray`` of a host array, ``cupy.asnumpy``): their GPU time,
     summed (a copy inside another is counted once)."""
 
     def __init__(self, engine=False):
         import cupy
 
+        from kerneltools.backend import _cg
         from kerneltools.estimators import _array_api
 
         self.cupy, self.space, self.seconds, self.count = cupy, _array_api.Space, 0.0, 0
         self.depth = 0
         self.saved = [(self.space, name, getattr(self.space, name), True)
                       for name in ("host", "put")]
+        self.saved.append((_cg, "_host", _cg._host, False))  # CG's coefficient reads
         if engine:
             self.saved += [(cupy, name, getattr(cupy, name), False)
                            for name in ("asarray", "asnumpy")]
@@ -186,6 +236,8 @@ class _CopyClock:
             return args[0].kind == "cupy"
         if name == "asarray":  # host to device, unless a CuPy array already
             return not (args and isinstance(args[0], self.cupy.ndarray))
+        if name == "_host":  # CG's coefficients: a copy of a CuPy array only
+            return bool(args) and isinstance(args[0], self.cupy.ndarray)
         return True  # asnumpy: device to host
 
     def _timed(self, fn, method):
@@ -303,10 +355,18 @@ def main(argv=None) -> list[dict]:
                         help="also scikit-learn's Nystroem on CuPy arrays")
     parser.add_argument("--torch", action="store_true",
                         help="also the CPU path on CPU torch tensors (array_api_dispatch)")
-    parser.add_argument("--estimators", nargs="+", default=["krr", "nystroem", "knn"],
-                        choices=["krr", "nystroem", "knn", "sinkhorn"],
-                        help="KernelRidge (Falkon), Nystroem, exact k-NN (D = 3 and 64), "
-                        "the Sinkhorn divergence (not in the default run)")
+    parser.add_argument("--estimators", nargs="+", default=["krr", "nystroem", "gp", "knn"],
+                        choices=["krr", "nystroem", "gp", "knn", "sinkhorn"],
+                        help="KernelRidge (Falkon), Nystroem, the GP, exact k-NN (D = 3 "
+                        "and 64), the Sinkhorn divergence (not in the default run)")
+    parser.add_argument("--gp-sizes", type=int, nargs="*", default=[10**4, 10**5],
+                        help="sizes of the iterative GP (none: no GP)")
+    parser.add_argument("--gp-exact", type=int, default=4000,
+                        help="size of the exact GP (0: none)")
+    parser.add_argument("--gp-steps", type=int, default=5, help="L-BFGS-B iterations")
+    parser.add_argument("--gp-repeat", type=int, default=1)
+    parser.add_argument("--gp-cpu-max", type=int, default=10**4,
+                        help="largest n of the GP's CPU path (with a GPU)")
     parser.add_argument("--sinkhorn-sizes", type=int, nargs="+", default=[10**5, 10**6])
     parser.add_argument("--sinkhorn-repeat", type=int, default=1)
     parser.add_argument("--sinkhorn-cpu-max", type=int, default=10**5,
@@ -355,12 +415,47 @@ def main(argv=None) -> list[dict]:
                     rows.append({"estimator": name, "n": n, "path": "sklearn-cupy",
                                  "error": traceback.format_exc(limit=3)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if "gp" in args.estimators:
+        rows += _gp_rows(args)
     if "sinkhorn" in args.estimators:
         rows += _sinkhorn_rows(args)
     _table(rows)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)
+    return rows
+
+
+def _gp_rows(args) -> list[dict]:
+    """The Gaussian-process rows (module docstring): GPU, then CPU."""
+    rows = []
+    runs = [("GP(iterative)", n) for n in args.gp_sizes]
+    if args.gp_exact:
+        runs.append(("GP(cholesky)", args.gp_exact))
+    for name, n in runs:
+        X, y = _data(n)
+        warm = (X[:2000], y[:2000]) if n > 2000 else None
+        gpu_out = None
+        if not args.cpu:
+            try:
+                gpu_out, stats = _run_gpu(name, _gp_cases(args.gp_steps, None)[name], X, y,
+                                          args.gp_repeat, warmup=warm)
+                rows.append({"estimator": name, "n": n, "d": D, "path": "cupy", **stats})
+            except Exception:  # noqa: BLE001 - a failed case is a row, not the end
+                rows.append({"estimator": name, "n": n, "path": "cupy",
+                             "error": traceback.format_exc(limit=3)})
+        if args.cpu or n <= args.gp_cpu_max:
+            cpu_out, stats = _run_cpu(name, _gp_cases(args.gp_steps, "cpu")[name], X, y,
+                                      args.gp_repeat, warmup=warm)
+            row = {"estimator": name, "n": n, "d": D, "path": "cpu", **stats}
+            if gpu_out is not None:
+                row["max_abs_diff"] = float(np.abs(_host(gpu_out) - cpu_out).max())
+            rows.append(row)
+        if args.torch:
+            rows.append({"estimator": name, "n": n, "d": D, "path": "torch-cpu",
+                         **_run_torch(_gp_cases(args.gp_steps, "cpu")[name], X, y,
+                                      args.gp_repeat)})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 

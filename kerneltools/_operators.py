@@ -234,7 +234,7 @@ def _as_matmat(A, name):
 
 
 def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float = 1e-4,
-                      max_iter=None, verbose: int = 0):
+                      max_iter=None, verbose: int = 0, xp=None):
     """Solve ``A X = B`` and estimate ``log det A`` in one batched PCG run.
 
     Stochastic Lanczos quadrature with a preconditioner (the BBMM estimator
@@ -248,7 +248,17 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
 
     Returns ``(X, U, Z, logdet, n_iter)``: the solutions for B and for the
     probes, the probes, the estimate, and the CG iterations.
+
+    ``xp``: the Array API namespace of ``B`` when it is not NumPy (CuPy's on
+    a GPU): the solutions and probes stay in it, on B's device; ``A`` and
+    ``M`` are then callables on such arrays, ``M`` with ``sample(n_probes,
+    random_state)`` and ``logdet()``; the CG coefficients and the Lanczos
+    quadrature are computed on the host (a few numbers per iteration).
     """
+    if xp is not None:
+        return _solve_with_logdet_xp(A, B, M, xp, n_probes=_count(n_probes, "n_probes"),
+                                     random_state=random_state, tol=tol,
+                                     max_iter=max_iter, verbose=verbose)
     B = np.asarray(B, dtype=np.float64)
     B2 = B.reshape(B.shape[0], -1)
     Z = M.sample(_count(n_probes, "n_probes"), random_state)
@@ -262,6 +272,23 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
     quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]
     logdet = M.logdet() + float(np.mean(norms * np.asarray(quad)))
     return sol[:, :k].reshape(B.shape), sol[:, k:], Z, logdet, n_iter
+
+
+def _solve_with_logdet_xp(A, B, M, xp, *, n_probes, random_state, tol, max_iter,
+                          verbose):
+    """:func:`solve_with_logdet` on ``B`` of the Array API namespace ``xp``."""
+    B2 = xp.astype(xp.reshape(B, (B.shape[0], -1)), xp.float64)
+    Z = M.sample(n_probes, random_state)
+    vectors = ArrayVectors(xp)
+    record: list = []
+    sol, n_iter = _cg(A, xp.concat([B2, Z], axis=1), tol=tol, max_iter=max_iter,
+                      precond=M, verbose=verbose, record=record,
+                      who="solve_with_logdet", vectors=vectors, **_cg_context(A))
+    k = B2.shape[1]
+    norms = vectors.dot(Z, M(Z))  # z^T P^{-1} z, the probes' start
+    quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]
+    logdet = M.logdet() + float(np.mean(norms * np.asarray(quad)))
+    return xp.reshape(sol[:, :k], B.shape), sol[:, k:], Z, logdet, n_iter
 
 
 def _lanczos_log_quadrature(record, col) -> float:

@@ -234,6 +234,14 @@ def test_bad_input_names_the_argument(data, way):
 def test_scikit_learns_array_api_checks(est, way):
     """scikit-learn's own checks of namespaces, devices, dtypes and values,
     with array-api-strict on device1 (and mixed with torch for y)."""
+    sklearn_array_api_checks(est, way)
+
+
+def sklearn_array_api_checks(est, way):
+    """scikit-learn's ``check_array_api_input`` (float32, values compared),
+    ``check_array_api_mixed_inputs`` (y as a CPU torch tensor) and
+    ``check_array_api_same_namespace`` on array-api-strict's device1, the
+    way ``way`` in."""
     name = type(est).__name__
     with _way(way):
         check_array_api_input(name, est, "array_api_strict", "device1", "float32",
@@ -340,10 +348,12 @@ def test_gpu_benchmark_runs_in_cpu_mode(tmp_path):
     out = tmp_path / "est.json"
     with sklearn.config_context(array_api_dispatch=False):
         rows = module.main(["--cpu", "--sizes", "400", "--repeat", "1", "--landmarks", "20",
+                            "--gp-sizes", "200", "--gp-exact", "100", "--gp-steps", "1",
                             "--out", str(out)])
     assert out.exists() and rows
     assert {r["estimator"] for r in rows} == {"KernelRidge(falkon)", "Nystroem",
                                               "NearestNeighbors(D=3)",
-                                              "NearestNeighbors(D=64)"}
+                                              "NearestNeighbors(D=64)",
+                                              "GP(iterative)", "GP(cholesky)"}
     assert {r["d"] for r in rows} == {8, 3, 64}
     assert all(r["time_s"] > 0 for r in rows)

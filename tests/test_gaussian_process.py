@@ -316,7 +316,8 @@ def test_rescaled_fast_path_matches_sklearn(kernel):
     # the solver's state without a fit (whose CG solve would compile formulas
     # this test does not check): the training points and the shift
     gp = GaussianProcessRegressor(kernel, solver="iterative")
-    gp.X_train_, gp._alpha = X, 1e-3
+    gp.X_train_ = gp._X_fit = X  # the compute-space copy the solver reads
+    gp._alpha = 1e-3
     solver = IterativeGP(gp, k, kernel)
     left, right = rng.normal(size=(200, 4)), rng.normal(size=(200, 4))
     _, dK = kernel(X, eval_gradient=True)

@@ -75,7 +75,7 @@ import sklearn
 from ..config import check_backend
 from ..dask import is_dask_array
 
-__all__ = ["DeviceCopies", "HOST", "Placement", "Space", "check_same_place",
+__all__ = ["DeviceCopies", "DeviceScore", "HOST", "Placement", "Space", "check_same_place",
            "fitted_placement", "host_array", "is_cupy_array", "placement",
            "r2_score_xp", "simulated_device", "to_cupy", "validate_on_device"]
 
@@ -484,6 +484,28 @@ class DeviceCopies:
         state = super().__getstate__()
         state.pop("_device_copies", None)
         return state
+
+
+class DeviceScore:
+    """``score`` of a regressor whose ``predict`` returns CuPy arrays for CuPy
+    inputs: R^2 computed on the GPU without ``array_api_dispatch`` too (where
+    scikit-learn's ``r2_score`` would convert them with ``np.asarray`` and
+    fail); scikit-learn's ``RegressorMixin.score`` otherwise. Put it before
+    ``RegressorMixin`` in the bases."""
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
+        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
+        without ``array_api_dispatch``).
+
+        Returns
+        -------
+        score : float
+        """
+        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+            pred = self.predict(X)
+            return r2_score_xp(to_cupy(y), pred, host_array(sample_weight))
+        return super().score(X, y, sample_weight=sample_weight)
 
 
 def r2_score_xp(y, pred, sample_weight=None):

@@ -3,8 +3,9 @@
 iterative optimum's exact polish (the algorithms: :mod:`._gp_optimize`).
 
 A mixin of :class:`~kerneltools.estimators.GaussianProcessRegressor`: it
-reads the estimator's parameters and its fit state (``X_train_``,
-``y_train_``, ``_alpha``, ``kernel_``, ``solver_``) and sets ``kernel_.theta``
+reads the estimator's parameters and its fit state (``_X_fit``,
+``_y_fit``, ``_alpha``, ``kernel_``, ``solver_``, ``_space``: the training
+data in the compute space, see :mod:`._array_api`) and sets ``kernel_.theta``
 and ``log_marginal_likelihood_value_``.
 """
 
@@ -18,6 +19,7 @@ from sklearn.base import clone
 from ..kernels import make_kernel
 from . import _gp_iterative as it
 from . import _gp_optimize as opt
+from ._array_api import HOST
 
 #: Largest n at which ``solver='iterative'`` ends its optimisation with a
 #: polish: L-BFGS-B on the exact objective (:mod:`._gp_exact`), started at the
@@ -60,7 +62,7 @@ class HyperparameterFit:
     def _pretrain(self, rng, nested=False):
         """Start ``kernel_`` from the hyperparameters fitted on a subset
         (see ``n_pretrain``); ``nested``: this is itself a pretraining fit."""
-        n = len(self.X_train_)
+        n = self._X_fit.shape[0]
         m = self.n_pretrain
         if m == "auto":
             least = PRETRAIN_EXACT_MAX if nested else PRETRAIN_MIN_SAMPLES
@@ -71,12 +73,17 @@ class HyperparameterFit:
         sub = clone(self).set_params(n_restarts_optimizer=0)
         sub.kernel_ = clone(self.kernel_)
         sub._alpha = self._alpha[idx] if np.ndim(self._alpha) else self._alpha
-        sub.X_train_, sub.y_train_ = self.X_train_[idx], self.y_train_[idx]
+        sp = getattr(self, "_space", HOST)
+        sub.solver_ = "cholesky" if m <= PRETRAIN_EXACT_MAX else "iterative"
+        sub._X_fit, sub._y_fit = sp.take(self._X_fit, idx), sp.take(self._y_fit, idx)
+        sub._space, sub._run_backend = sp, it.run_backend(self)
+        if sub.solver_ == "cholesky" and sp.on_device:  # exact: on the host (m x m)
+            sub._X_fit, sub._y_fit = sp.host(sub._X_fit), sp.host(sub._y_fit)
+            sub._space = HOST
         sub._pretrained = False
         # a start only, whose evaluations cost (m / n)^2 of one here: run
         # closer to its optimum (a smaller gain to stop at, opt.STALL_GAIN)
         sub._stall_gain = self._stall_gain * (m / n) ** 2
-        sub.solver_ = "cholesky" if m <= PRETRAIN_EXACT_MAX else "iterative"
         if sub.solver_ == "iterative":
             sub._pretrain(rng, nested=True)
             sub._landmarks = it.landmarks_for(sub, make_kernel(sub.kernel_))
@@ -116,7 +123,7 @@ class HyperparameterFit:
         values = list(map(itemgetter(1), optima))
         theta, value = optima[int(np.argmin(values))]
         if polish and self.solver_ == "iterative" and \
-                len(self.X_train_) <= POLISH_MAX_SAMPLES:
+                self._X_fit.shape[0] <= POLISH_MAX_SAMPLES:
             polished = self._polish(theta)
             if np.isfinite(polished[1]):  # else K + alpha I is singular there
                 theta, value = polished
@@ -131,7 +138,7 @@ class HyperparameterFit:
         theta, bounds = self.kernel_.theta, self.kernel_.bounds
         if self._pretrained and self.solver_ == "iterative" and \
                 self.optimizer == "fmin_l_bfgs_b":
-            step = opt.stage_first_step(len(self.X_train_))
+            step = opt.stage_first_step(self._X_fit.shape[0])
             return opt.scaled_lbfgs(obj_func, theta, bounds,
                                     opt.length_scale_mask(self.kernel_), iterative=True,
                                     first_step=step, gain=self._stall_gain)[:2]

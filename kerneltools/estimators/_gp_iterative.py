@@ -20,6 +20,9 @@ With ``A = K + alpha I`` (plus any white noise):
   (:mod:`._gp_control`), which takes the gradient's error from 10-20 to
   0.1-0.5 at n = 10^4, D = 8 (its exact value 10 to 30 per component).
 
+On a device (CuPy arrays, :mod:`._array_api`) the same algorithm runs with
+its n-sized arrays there: :mod:`._gp_device`.
+
 The probes and landmarks have fixed seeds, so the objective the optimizer
 sees is a deterministic function of theta. ``P`` is rebuilt at every theta
 (on the landmarks chosen once per fit): kept fixed over an optimizer stage
@@ -59,6 +62,8 @@ from ..linalg import (
     solve_with_logdet,
 )
 from . import _gp_control as control
+from ._array_api import HOST
+from ._krr_device import rows
 
 _SEED = 0
 #: Most CG iterations per evaluation of the optimizer's objective.
@@ -84,15 +89,24 @@ _DENSE_BLOCK = 1 << 22
 STORED_FEATURES_BYTES = 1 << 28
 
 
+def run_backend(est):
+    """The backend of the fit's reductions: its placement's (``_run_backend``,
+    :mod:`._array_api`: a device input computed on the host does not reduce
+    with ``backend="cuda"``), else the estimator's."""
+    return getattr(est, "_run_backend", est.backend)
+
+
 def landmarks_for(est, kernel):
     """The preconditioner's landmarks, by randomly pivoted Cholesky on ``kernel``.
 
     Chosen once per fit (at the initial hyperparameters) and kept while the
     optimizer moves theta: the objective stays a smooth, deterministic
     function of theta, and each evaluation skips the pivoting."""
-    n = len(est.X_train_)
-    return select_landmarks(kernel, est.X_train_, min(est.n_components, n),
-                            method="rpcholesky", random_state=_SEED)
+    X = est._X_fit
+    n = X.shape[0]
+    return select_landmarks(kernel, rows(X, getattr(est, "_space", HOST)),
+                            min(est.n_components, n), method="rpcholesky",
+                            random_state=_SEED)
 
 
 def kernel_operator(kernel, sk_kernel, X, shift, dtype=np.float64, backend=None):
@@ -207,12 +221,12 @@ class IterativeGP:
             kernel.dense = sk_kernel.__call__
         self.kernel = kernel
         self.sk_kernel = sk_kernel
-        X = est.X_train_
-        self.A = kernel_operator(kernel, sk_kernel, X, est._alpha, backend=est.backend)
+        X = est._X_fit
+        self.A = kernel_operator(kernel, sk_kernel, X, est._alpha, backend=run_backend(est))
         landmarks = getattr(est, "_landmarks", None)
         if landmarks is None:
             landmarks = landmarks_for(est, kernel)
-        self.M = preconditioner(kernel, X, est._alpha, landmarks, est.backend)
+        self.M = preconditioner(kernel, X, est._alpha, landmarks, run_backend(est))
 
     @_one_blas_thread
     def solve(self, B):
@@ -233,7 +247,7 @@ class IterativeGP:
         the exact path, instead of spending up to ``max_iter`` iterations on
         a trial point far from the optimum."""
         est = self.est
-        y = est.y_train_[:, None] if est.y_train_.ndim == 1 else est.y_train_
+        y = est._y_fit[:, None] if est._y_fit.ndim == 1 else est._y_fit
         n, t = y.shape
         max_iter = min(est.max_iter, OBJECTIVE_MAX_ITER) if objective else est.max_iter
         theta = self.kernel.theta
@@ -274,7 +288,7 @@ class IterativeGP:
             - t / (2 * p) * np.einsum("ik,ik->", U, V)
         if control.applies(form, self.M):
             kernel_part, white_part = control.trace_corrections(form, self.M,
-                                                                self.est.X_train_, V)
+                                                                self.est._X_fit, V)
             grad -= t / 2 * self._per_hyperparameter(form, kernel_part[0],
                                                      kernel_part[1:])
             trace_term -= t / 2 * white_part
@@ -286,7 +300,7 @@ class IterativeGP:
     def _formula_gradient(self, left, right):
         """``sum_ij left_i . right_j d k_ij / d theta`` from the kernel's
         symbolic derivatives: one reduction for all hyperparameters."""
-        X = self.est.X_train_
+        X = self.est._X_fit
         x_i, y_j = Vi(X), Vj(X)
         formulas = self.kernel.log_gradient(x_i, y_j)
         sizes = self._sizes()
@@ -297,7 +311,7 @@ class IterativeGP:
             for f in present[1:]:
                 G = G.concat(f)
             weight = Vi(left) | Vj(right)
-            total = (G * weight).sum(axis=1, backend=self.est.backend).sum(0)
+            total = (G * weight).sum(axis=1, backend=run_backend(self.est)).sum(0)
             pos, k = 0, 0
             for f, size in zip(formulas, sizes):
                 if f is not None:
@@ -311,12 +325,12 @@ class IterativeGP:
         ``dtype`` (accumulated in float64): ``d k / d log c = k`` for every
         constant factor, and ``d k / d log l = -d k / d s`` at ``s = 1`` for
         ``k = c * phi(|(x/l - y/l) * s|^2)``, one reduction."""
-        Xs = np.ascontiguousarray(self.est.X_train_ / form.length_scale, dtype=dtype)
+        Xs = np.ascontiguousarray(self.est._X_fit / form.length_scale, dtype=dtype)
         x_i, y_j = Vi(Xs), Vj(Xs)
         s = Pm(np.ones(form.length_scale.size, dtype=dtype))
         k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
         weight = Vi(left.astype(dtype)) | Vj(right.astype(dtype))
-        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=self.est.backend)
+        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=run_backend(self.est))
         total = total.astype(np.float64).sum(0)
         return self._per_hyperparameter(form, total[0], -total[1:])
 
@@ -341,7 +355,7 @@ class IterativeGP:
         as the fit's solve for ``alpha_`` (``n_iter_``, to 1e-6; the variance
         goes to :data:`VARIANCE_TOL`, so count half). A factor built once is
         kept (``_L``) for later calls."""
-        n = len(self.est.X_train_)
+        n = len(self.est._X_fit)
         if getattr(self, "_L", None) is not None:
             return True
         iters = max(getattr(self.est, "n_iter_", 1), 1) / 2
@@ -352,7 +366,7 @@ class IterativeGP:
         included), built on first use and kept."""
         if getattr(self, "_L", None) is None:
             dense = self.sk_kernel if self.sk_kernel is not None else self.kernel
-            self._L = dense_cholesky(dense, self.est.X_train_, self.est._alpha)
+            self._L = dense_cholesky(dense, self.est._X_fit, self.est._alpha)
         return self._L
 
     @_one_blas_thread
@@ -366,10 +380,10 @@ class IterativeGP:
         factor kept for later calls."""
         if self.sk_kernel is not None:
             kernel = self.kernel  # dense blocks K(train, X) by scikit-learn
-        train = self.est.X_train_
-        alpha = self.est.alpha_
+        train = self.est._X_fit
+        alpha = self.est._alpha_fit
         coef = alpha.reshape(len(alpha), -1)
-        backend = self.est.backend
+        backend = run_backend(self.est)
         mean = kernel.lazy(X, train).matmul(coef, backend=backend)
         mean = mean.reshape((len(X),) + alpha.shape[1:])
         if not (return_std or return_cov):

@@ -16,12 +16,14 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..config import check_backend
 from ..dask import rows_method
 from ..kernels import make_kernel
 from . import _gp_exact as exact
 from . import _gp_iterative as it
+from ._array_api import (HOST, DeviceScore, host_array, placement,
+                         validate_on_device)
 from ._fallback import FallbackMixin, gp_kernel_refusal
+from ._gp_arrays import GPPlacement, copy_in
 from ._gp_fit import HyperparameterFit
 from ._param_validation import Interval, StrOptions, validate_params
 
@@ -38,6 +40,8 @@ CHOLESKY_MAX_SAMPLES = 5000
 #: predictive variances' CG at this size (at n = 4,000, D = 8: 26 s fit and 78
 #: s for the std at 100 points iteratively).
 CHOLESKY_MAX_SAMPLES_FIXED = it.DENSE_MAX_SAMPLES
+
+
 def _default_kernel():
     """The prior of an unfitted model with ``kernel=None`` (scikit-learn's)."""
     return C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
@@ -49,8 +53,9 @@ def _default_kernel_to_fit():
     return C() * RBF()
 
 
-class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixin,
-                               RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
+                               FallbackMixin, MultiOutputMixin, RegressorMixin,
+                               BaseEstimator):
     """Gaussian-process regression with kernels as generated formulas.
 
     The constructor, attributes and results of scikit-learn's
@@ -147,6 +152,8 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
     X_train_, y_train_ : ndarray
     L_ : ndarray (n, n), the Cholesky factor (exact path only; the iterative
         path raises AttributeError)
+        These arrays are in the namespace and on the device of the training
+        data (see Notes).
     log_marginal_likelihood_value_ : numpy.float64
     solver_ : str
     n_iter_ : int
@@ -156,6 +163,32 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
 
     Notes
     -----
+    Array API arrays: CuPy arrays, and with
+    ``sklearn.set_config(array_api_dispatch=True)`` any Array API array
+    (torch tensors, array-api-strict, ...), are fitted and predicted in their
+    namespace, on their device: ``predict`` (mean, std, covariance),
+    ``sample_y`` and the fitted arrays ``X_train_``, ``y_train_``,
+    ``alpha_`` and ``L_`` are returned there. Host arrays (CPU tensors) are
+    read through a zero-copy NumPy view and computed as NumPy's. On a GPU
+    (CuPy arrays, or torch CUDA tensors through DLPack) the iterative solver
+    keeps the data there for the whole fit: its CG solves, log-determinant
+    probes, gradient reductions and control variate run on device arrays,
+    the L-BFGS-B steps take theta and its gradient on the host; it serves
+    ``c * RBF`` and ``c * Matern`` kernels (plus WhiteKernel terms), whose
+    dense blocks it evaluates on the device, and computes predictive
+    variances by CG there (never by the dense factor). The exact solver
+    (``"cholesky"``) copies the data to the host once per fit and factors
+    there (the Array API has no triangular solve; the factor goes back as
+    ``L_``), and so does every solver with a kernel of another form, once
+    per call, outputs moved back; pretraining subsets fitted exactly and the
+    exact polish copy their points to the host once per fit. With
+    ``backend="cuda"``, NumPy data are copied to the GPU once per fit. ``y``
+    follows ``X``; ``predict`` and ``sample_y`` take X in the namespace and on
+    the device of the fit (``ValueError`` otherwise). ``theta``, the log
+    marginal likelihood and its gradient stay NumPy (hyperparameter-sized,
+    as scikit-learn's kernels hold them). See
+    :mod:`kerneltools.estimators._array_api`.
+
     With a kernel that has no formula here, ``fit`` hands the call to
     scikit-learn's :class:`sklearn.gaussian_process.GaussianProcessRegressor`
     with the same parameters (its exact, dense algorithm, which is ours on
@@ -243,30 +276,53 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         self : object
         """
         validate_params(self)
-        check_backend(self.backend, "GaussianProcessRegressor")
+        place = placement(X, backend=self.backend, who="GaussianProcessRegressor.fit",
+                          device_ok=self._device_serves())
         reason = self._engine_refuses(X, y)
         if reason:
             return self._fit_fallback(reason, X, y)
         self._drop_fallback()
+        self._drop_device_state()
         self.kernel_ = _default_kernel_to_fit() if self.kernel is None else clone(self.kernel)
         make_kernel(self.kernel_)  # an unsupported kernel fails here, by name
         rng = check_random_state(self.random_state)
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
-                             dtype=np.float64)
+        if place.space.on_device:
+            X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
+                                      reset=True, space=place.space, dtype=np.float64,
+                                      y_numeric=True, who="GaussianProcessRegressor")
+        else:
+            X, y = validate_data(self, host_array(X), host_array(y), multi_output=True,
+                                 y_numeric=True, dtype=np.float64)
         n_seen = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_seen != self.n_targets:
             raise ValueError(f"The number of targets seen in `y` is different from the "
                              f"parameter `n_targets`. Got {n_seen} != {self.n_targets}.")
-        self._normalize(y)
-        y = (y - self._y_train_mean) / self._y_train_std
-        self._alpha = self._check_alpha(len(X))
-        self.X_train_ = np.copy(X) if self.copy_X_train else X
-        self.y_train_ = np.copy(y) if self.copy_X_train else y
+        n = X.shape[0]
         optimize = self.optimizer is not None and self.kernel_.n_dims > 0
         self.solver_ = self.solver
         if self.solver == "auto":
             limit = CHOLESKY_MAX_SAMPLES if optimize else CHOLESKY_MAX_SAMPLES_FIXED
-            self.solver_ = "cholesky" if len(X) <= limit else "iterative"
+            self.solver_ = "cholesky" if n <= limit else "iterative"
+        if self.solver_ == "cholesky" and place.space.on_device:
+            # the exact path on the host: one copy of the data per fit (see Notes)
+            X, y = place.space.host(X), place.space.host(y)
+            place = place.on_host()
+        self._fit_on(place, X, y, rng, optimize)
+        self._publish(place)
+        if self.verbose and not place.trivial:
+            print(f"[GaussianProcessRegressor] {self.solver_} fit of {n} points on "
+                  f"{place.describe()}", flush=True)
+        return self
+
+    def _fit_on(self, place, X, y, rng, optimize):
+        """The fit on validated arrays of ``place``'s compute space."""
+        sp = self._space = place.space
+        self._run_backend = place.backend
+        y = self._normalize(y, sp)
+        self._alpha = self._check_alpha(X.shape[0])
+        copy = self.copy_X_train
+        self._X_fit = copy_in(X, sp) if copy else X
+        self._y_fit = copy_in(y, sp) if copy else y
         self._landmarks = None
         self._pretrained = False
         if self.solver_ == "iterative":
@@ -278,28 +334,31 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         elif self.solver_ == "cholesky":
             self._factor()  # the lml from the same factor: one Cholesky, not two
             self.log_marginal_likelihood_value_ = self._lml_from_factor()
-            return self
+            return
         else:
             self.log_marginal_likelihood_value_ = self.log_marginal_likelihood(
                 self.kernel_.theta, clone_kernel=False)
         self._factor()
-        return self
 
     def _lml_from_factor(self):
         """The log marginal likelihood at ``kernel_`` from ``L_`` and ``alpha_``
         (as :meth:`_exact_lml`, without a second factorisation)."""
-        y = self.y_train_[:, None] if self.y_train_.ndim == 1 else self.y_train_
-        return exact.lml_value(y, self.alpha_.reshape(y.shape), self._L)
+        y = self._y_fit[:, None] if self._y_fit.ndim == 1 else self._y_fit
+        return exact.lml_value(y, self._alpha_fit.reshape(y.shape), self._L)
 
-    def _normalize(self, y):
+    def _normalize(self, y, sp=HOST):
+        """``y`` normalised (``normalize_y``); the means and scales are kept
+        on the host (one number per target)."""
         if self.normalize_y:
-            self._y_train_mean = np.mean(y, axis=0)
-            std = np.std(y, axis=0)
+            xp = sp.xp
+            self._y_train_mean = sp.host(xp.mean(y, axis=0))
+            std = sp.host(xp.std(y, axis=0))
             self._y_train_std = np.where(std < 10 * np.finfo(std.dtype).eps, 1.0, std)
         else:
             shape = (y.shape[1],) if y.ndim == 2 else 1
             self._y_train_mean = np.zeros(shape)
             self._y_train_std = np.ones(shape) if y.ndim == 2 else 1.0
+        return (y - sp.put(self._y_train_mean)) / sp.put(self._y_train_std)
 
     def _check_alpha(self, n):
         # a float or an array, by the constraints; an array's values here
@@ -316,19 +375,19 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
 
     def _factor(self):
         """The quantities predict needs: alpha_ and, exactly, the Cholesky factor."""
-        y = self.y_train_
+        y = self._y_fit
         if self.solver_ == "cholesky":
             # No jitter (not linalg.robust_cholesky), as in scikit-learn:
             # alpha is the jitter, and the error says to raise it.
             try:
-                self._L = it.dense_cholesky(self.kernel_, self.X_train_, self._alpha)
+                self._L = it.dense_cholesky(self.kernel_, self._X_fit, self._alpha)
             except np.linalg.LinAlgError as exc:
                 exc.args = (f"The kernel, {self.kernel_}, is not returning a positive "
                             "definite matrix. Try gradually increasing the 'alpha' "
                             "parameter of your GaussianProcessRegressor estimator.",
                             *exc.args)
                 raise
-            self.alpha_ = scipy.linalg.cho_solve((self._L, True), y, check_finite=False)
+            self._alpha_fit = scipy.linalg.cho_solve((self._L, True), y, check_finite=False)
             self.n_iter_ = 1  # one direct solve
         else:
             self._L = None
@@ -336,17 +395,19 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
             # need a preconditioner that suits them, not the initial ones
             self._landmarks = it.landmarks_for(self, make_kernel(self.kernel_))
             self._iter = None
-            self.alpha_, self.n_iter_ = self._iterative().solve(y)
+            self._alpha_fit, self.n_iter_ = self._iterative().solve(y)
 
     def _iterative(self):
         """The iterative solver's state (rebuilt after unpickling)."""
         if getattr(self, "_iter", None) is None:
-            self._iter = it.IterativeGP(self, make_kernel(self.kernel_), self.kernel_)
+            self._iter = self._solver_at(self.kernel_)
         return self._iter
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_iter", None)  # lazy formulas and operators: rebuilt on demand
+        # lazy formulas and operators, namespaces, device copies: rebuilt on demand
+        for name in ("_iter", "_space", "_device_arrays", "_host_copies"):
+            state.pop(name, None)
         return state
 
     @property
@@ -356,11 +417,13 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         if self._delegating():
             return self.fallback_.L_
         if self._L is None:
+            n = self._X_fit.shape[0]
             raise AttributeError(
                 "L_ does not exist with solver='iterative': it would be an n x n "
-                f"matrix ({len(self.X_train_)} x {len(self.X_train_)}), which the "
+                f"matrix ({n} x {n}), which the "
                 "iterative solver never forms; use solver='cholesky' to get it")
-        return self._L
+        out = getattr(self, "_L_out", None)
+        return self._L if out is None else out
 
     # -- log marginal likelihood -------------------------------------------
     def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
@@ -397,7 +460,7 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         solver = "cholesky" if exact else getattr(self, "solver_", self.solver)
         cg = ""
         if solver == "iterative":
-            solver = it.IterativeGP(self, make_kernel(kernel), kernel)
+            solver = self._solver_at(kernel)
             out = solver.lml(eval_gradient, objective)
             # np.float64, as the exact path and scikit-learn
             out = (np.float64(out[0]), out[1]) if eval_gradient else np.float64(out)
@@ -412,9 +475,10 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
 
     def _exact_lml(self, sk_kernel, eval_gradient):
         """The exact log marginal likelihood (and gradient): :mod:`._gp_exact`."""
-        y = self.y_train_[:, None] if self.y_train_.ndim == 1 else self.y_train_
-        return exact.lml_and_gradient(sk_kernel, make_kernel(sk_kernel), self.X_train_,
-                                      y, self._alpha, eval_gradient)
+        X, y = self._host_inputs()
+        y = y[:, None] if y.ndim == 1 else y
+        return exact.lml_and_gradient(sk_kernel, make_kernel(sk_kernel), X, y,
+                                      self._alpha, eval_gradient)
 
     # -- predict -------------------------------------------------------------
     @rows_method(coupled=("return_cov",))
@@ -437,41 +501,57 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
         if self._delegating():
             return self.fallback_.predict(X, return_std=return_std,
                                           return_cov=return_cov)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        place = self._place_of(X, "predict")
+        sp = place.space
+        if sp.on_device:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp,
+                                      dtype=np.float64, who="GaussianProcessRegressor")
+        else:
+            X = validate_data(self, host_array(X), reset=False, dtype=np.float64)
         if not hasattr(self, "X_train_"):  # the prior
-            kernel = _default_kernel() if self.kernel is None else self.kernel
-            nt = self.n_targets if self.n_targets is not None else 1
-            mean = np.zeros((X.shape[0], nt)).squeeze()
-            if return_cov:
-                cov = kernel(X)
-                return mean, np.repeat(cov[:, :, None], nt, axis=2) if nt > 1 else cov
-            if return_std:
-                var = kernel.diag(X)
-                return mean, np.sqrt(np.repeat(var[:, None], nt, axis=1) if nt > 1 else var)
-            return mean
+            out = self._prior(X, return_std, return_cov)
+            return tuple(map(place.to_output, out)) if isinstance(out, tuple) \
+                else place.to_output(out)
         kernel = make_kernel(self.kernel_)
         if self._L is None:
             mean, var, cov = self._iterative().predict(X, kernel, return_std, return_cov)
         else:
             mean, var, cov = self._exact_predict(X, return_std, return_cov)
-        mean = self._y_train_std * mean + self._y_train_mean
+        xp, put = sp.xp, sp.put
+        mean = put(self._y_train_std) * mean + put(self._y_train_mean)
         if mean.ndim > 1 and mean.shape[1] == 1:
-            mean = np.squeeze(mean, axis=1)
+            mean = xp.squeeze(mean, axis=1)
+        scale = put(np.atleast_1d(self._y_train_std ** 2))  # one per target
         if return_cov:
-            cov = np.outer(cov, self._y_train_std**2).reshape(*cov.shape, -1)
-            return mean, np.squeeze(cov, axis=2) if cov.shape[2] == 1 else cov
+            cov = cov[:, :, None] * scale
+            cov = xp.squeeze(cov, axis=2) if cov.shape[2] == 1 else cov
+            return place.to_output(mean), place.to_output(cov)
         if return_std:
-            if np.any(var < 0):
+            if bool(xp.any(var < 0)):
                 warnings.warn("Predicted variances smaller than 0. "
                               "Setting those variances to 0.", stacklevel=2)
-                var = np.where(var < 0, 0.0, var)
-            var = np.outer(var, self._y_train_std**2).reshape(*var.shape, -1)
-            return mean, np.sqrt(np.squeeze(var, axis=1) if var.shape[1] == 1 else var)
+                var = xp.where(var < 0, 0.0, var)
+            var = var[:, None] * scale
+            std = xp.sqrt(xp.squeeze(var, axis=1) if var.shape[1] == 1 else var)
+            return place.to_output(mean), place.to_output(std)
+        return place.to_output(mean)
+
+    def _prior(self, X, return_std, return_cov):
+        """The unfitted model's predictions (host arrays)."""
+        kernel = _default_kernel() if self.kernel is None else self.kernel
+        nt = self.n_targets if self.n_targets is not None else 1
+        mean = np.zeros((X.shape[0], nt)).squeeze()
+        if return_cov:
+            cov = kernel(X)
+            return mean, np.repeat(cov[:, :, None], nt, axis=2) if nt > 1 else cov
+        if return_std:
+            var = kernel.diag(X)
+            return mean, np.sqrt(np.repeat(var[:, None], nt, axis=1) if nt > 1 else var)
         return mean
 
     def _exact_predict(self, X, return_std, return_cov):
-        K_trans = self.kernel_(X, self.X_train_)
-        mean = K_trans @ self.alpha_
+        K_trans = self.kernel_(X, self._X_fit)
+        mean = K_trans @ self._alpha_fit
         if not (return_std or return_cov):
             return mean, None, None
         V = scipy.linalg.solve_triangular(self._L, K_trans.T, lower=True, check_finite=False)
@@ -483,23 +563,35 @@ class GaussianProcessRegressor(HyperparameterFit, FallbackMixin, MultiOutputMixi
     def sample_y(self, X, n_samples=1, random_state=0):
         """Draw samples from the Gaussian process at X.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+            In the namespace and on the device of the training data.
+        n_samples : int, default=1
+        random_state : int, RandomState or None, default=0
+
         Returns
         -------
-        y_samples : ndarray of shape (n_samples_X, n_samples) or
+        y_samples : array of shape (n_samples_X, n_samples) or
             (n_samples_X, n_targets, n_samples)
+            In X's namespace and on its device (drawn on the host from the
+            predictive mean and covariance at X: query-sized arrays).
         """
         if self._delegating():
             return self.fallback_.sample_y(X, n_samples=n_samples,
                                            random_state=random_state)
         rng = check_random_state(random_state)
-        mean, cov = self.predict(X, return_cov=True)
+        where = self._place_of(X, "sample_y").on_host()
+        mean, cov = map(host_array, self.predict(X, return_cov=True))
         if mean.ndim == 1:
-            return rng.multivariate_normal(mean, cov, n_samples).T
+            return where.to_output(rng.multivariate_normal(mean, cov, n_samples).T)
         draws = [rng.multivariate_normal(mean[:, t], cov[..., t], n_samples).T[:, None]
                  for t in range(mean.shape[1])]
-        return np.hstack(draws)
+        return where.to_output(np.hstack(draws))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
+        # NumPy, Array API arrays (array_api_dispatch) and CuPy: see Notes
+        tags.array_api_support = True
         return tags

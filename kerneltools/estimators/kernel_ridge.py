@@ -7,7 +7,6 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-import sklearn
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -24,14 +23,12 @@ from . import _krr_warm as _warm
 from ._array_api import (
     HOST,
     DeviceCopies,
+    DeviceScore,
     Placement,
     check_same_place,
     fitted_placement,
     host_array,
-    is_cupy_array,
     placement,
-    r2_score_xp,
-    to_cupy,
     validate_on_device,
 )
 from ._fallback import FallbackMixin, is_sparse, kernel_refusal
@@ -56,8 +53,8 @@ _FLOAT32_TOL = 1e-5
 _DENSE_PREDICT_MAX = 4_000_000
 
 
-class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
-                  BaseEstimator):
+class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
+                  RegressorMixin, BaseEstimator):
     """Kernel ridge regression, exact or iterative, in linear memory when large.
 
     Minimises ``||y - K c||^2 + alpha c^T K c`` as scikit-learn's
@@ -458,20 +455,6 @@ class KernelRidge(DeviceCopies, FallbackMixin, MultiOutputMixin, RegressorMixin,
         K = kernel.lazy(X.astype(Xf.dtype, copy=False), Xf)
         out = K.matmul(coef.reshape(len(coef), -1), backend=place.backend)
         return place.to_output(out.reshape((len(X),) + coef.shape[1:]))
-
-    def score(self, X, y, sample_weight=None):
-        """R^2 of :meth:`predict` on ``X`` against ``y``, as scikit-learn's
-        ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
-        without ``array_api_dispatch``).
-
-        Returns
-        -------
-        score : float
-        """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            pred = self.predict(X)
-            return r2_score_xp(to_cupy(y), pred, host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)
 
     def _predict_device(self, X, place):
         """:meth:`predict` where the fit computed: one reduction on the device."""
