@@ -75,3 +75,10 @@ def gpu_available() -> bool:
     except ImportError:
         return False
     return bool(cupy.is_available())
+
+
+class NamespaceAndDevice:
+    """What scikit-learn's mixed-input check reads: ``xp`` and ``device`` names."""
+
+    def __init__(self, xp: str, device: str):
+        self.xp, self.device = xp, device

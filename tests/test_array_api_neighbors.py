@@ -40,12 +40,12 @@ from kerneltools.estimators import (
 from kerneltools.estimators import _neighbors_device as Dv
 from kerneltools.estimators._array_api import simulated_device
 
-from _helpers import NamespaceAndDevice as _NS
-from _helpers import array_on as _as
-from _helpers import assert_where as _assert_where
-from _helpers import cupy_gpu
-from _helpers import host_copy as _np
-from _helpers import way_context as _way
+from _array_api_helpers import NamespaceAndDevice as _NS
+from _array_api_helpers import as_way as _as
+from _array_api_helpers import assert_where as _assert_where
+from _array_api_helpers import gpu_available as cupy_gpu
+from _array_api_helpers import to_numpy as _np
+from _array_api_helpers import way_context as _way
 
 xps = pytest.importorskip("array_api_strict")
 torch = pytest.importorskip("torch")
