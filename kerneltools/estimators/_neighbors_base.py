@@ -450,7 +450,7 @@ class KNeighborsQueries(_SkKNeighborsMixin):
         vals, ind = search.kmin(X, k)
         if is_train:
             vals, ind = S.drop_self(vals, ind)
-        return (search.metric.to_dist(vals), ind) if return_distance else ind
+        return (S.own_distances(search.metric, vals), ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
         """The graph of the K nearest neighbours, a sparse CSR matrix.

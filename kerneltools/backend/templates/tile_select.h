@@ -474,23 +474,56 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
    and rooted, as the NumPy reference (_cpu_select._box_pairs_numpy). Box
    a's pairs go to ob[os[a]], ..., by increasing distance (an insertion:
    stable, and short, the candidates coming nearly in order), os[a + 1]
-   set; ``od``: room for as many distances. Returns the pairs' number. */
+   set; ``od``: room for as many distances. The group's candidate boxes are
+   first gathered feature by feature into ``soa`` (room for 2 d times the
+   most candidates of a group), once for its boxes, which then read them
+   in order (measured, 10^5 blobs, D = 3: 0.034 -> 0.021 CPU s for 1.44M
+   box x candidate tests). Returns the pairs' number. */
 int64_t kt_box_pairs(int64_t ng, const int64_t *gf, const int64_t *gs, const int64_t *cb,
                      int64_t d, const double *lo, const double *hi, const double *rad,
                      const double *blo, const double *bhi, int64_t *os, int64_t *ob,
-                     double *od) {
+                     double *od, double *soa) {
   int64_t o = 0;
   os[gf[0]] = 0;
   for (int64_t g = 0; g < ng; g++) {
+    const int64_t nc = gs[g + 1] - gs[g];
+    const int64_t *cand = cb + gs[g];
+    double *slo = soa, *shi = soa + d * nc;
+    if (gf[g + 1] > gf[g]) {
+      for (int64_t f = 0; f < d; f++)
+        for (int64_t u = 0; u < nc; u++) {
+          slo[f * nc + u] = blo[cand[u] * d + f];
+          shi[f * nc + u] = bhi[cand[u] * d + f];
+        }
+    }
     for (int64_t a = gf[g]; a < gf[g + 1]; a++) {
       const int64_t start = o;
-      for (int64_t p0 = gs[g]; p0 < gs[g + 1]; p0 += 64) {
-        const int w = gs[g + 1] - p0 < 64 ? (int)(gs[g + 1] - p0) : 64;
+      const double r = rad[a];
+      for (int64_t p0 = 0; p0 < nc; p0 += 64) {
+        const int w = nc - p0 < 64 ? (int)(nc - p0) : 64;
         double acc[64];
-        box_gaps(w, cb + p0, d, lo + a * d, hi + a * d, blo, bhi, acc);
-        for (int u = 0; u < w; u++) {
-          const double dist = sqrt(acc[u]);
-          if (!(dist <= rad[a])) continue;
+        int pass[64];
+        for (int u = 0; u < w; u++) acc[u] = 0;
+        for (int64_t f = 0; f < d; f++) {
+          const double lf = lo[a * d + f], hf = hi[a * d + f];
+          const double *cl = slo + f * nc + p0, *ch = shi + f * nc + p0;
+          #pragma omp simd
+          for (int u = 0; u < w; u++) {
+            const double below = cl[u] - hf, above = lf - ch[u];
+            const double gap = below > above ? below : above;
+            acc[u] += gap > 0 ? gap * gap : 0;
+          }
+        }
+        #pragma omp simd
+        for (int u = 0; u < w; u++) acc[u] = sqrt(acc[u]);
+        int np_ = 0;
+        for (int u = 0; u < w; u++) { /* branchless: which pass */
+          pass[np_] = u;
+          np_ += acc[u] <= r;
+        }
+        for (int q = 0; q < np_; q++) {
+          const int u = pass[q];
+          const double dist = acc[u];
           int64_t at = o++;
           while (at > start && od[at - 1] > dist) {
             od[at] = od[at - 1];
@@ -498,7 +531,7 @@ int64_t kt_box_pairs(int64_t ng, const int64_t *gf, const int64_t *gs, const int
             at--;
           }
           od[at] = dist;
-          ob[at] = cb[p0 + u];
+          ob[at] = cand[p0 + u];
         }
       }
       os[a + 1] = o;
