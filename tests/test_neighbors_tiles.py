@@ -192,16 +192,17 @@ def _cells(rng, n_points: int, size: int):
     return np.stack([starts, np.append(cuts, n_points)], axis=1)
 
 
-def test_block_sparse_knn_is_exact(backend):
+@pytest.mark.parametrize("n_features", [2, 3])  # (the C loop's unrolled cases)
+def test_block_sparse_knn_is_exact(backend, n_features):
     """Each query's K nearest among the points of the cells its cell visits
     (in a given order), ties by label (duplicated points), results in the
     given rows; fewer than K points visited: +inf and -1; with and without
     boxes (which only skip cells that cannot hold a neighbour)."""
     rng = np.random.default_rng(7)
-    Y = rng.random((400, 3))
+    Y = rng.random((400, n_features))
     Y[50:60] = Y[3]  # ties
     labels = rng.permutation(400)
-    X = np.concatenate([Y[[3]], rng.random((59, 3))])
+    X = np.concatenate([Y[[3]], rng.random((59, n_features))])
     cells = _cells(rng, 400, 20)
     lo = np.stack([Y[a:b].min(0) for a, b in cells])
     hi = np.stack([Y[a:b].max(0) for a, b in cells])

@@ -377,6 +377,21 @@ static void order_by_buckets(int64_t n, int64_t k, const double *v, const int64_
   for (int64_t q = 0; q < n && q < k; q++) { od[q] = p[q].d; oi[q] = p[q].l; }
 }
 
+/* The squared distances e[l], l < 16, from x to the points l of y (D
+   features, y[f * m + l]): the feature loop of kt_cells_kmin with D a
+   constant where it is inlined (unrolled, the sums in the same order; the
+   K-min of 10^5 points in 3-D, K = 91, one thread, 0.47 -> 0.42 CPU s,
+   median of 9). */
+static inline void dist16(const real_t *x, const real_t *y, int64_t m, int D,
+                          real_t *e) {
+  #pragma omp simd
+  for (int l = 0; l < 16; l++) {
+    real_t s = 0;
+    for (int f = 0; f < D; f++) s += (x[f] - y[f * m + l]) * (x[f] - y[f * m + l]);
+    e[l] = s;
+  }
+}
+
 /* The K nearest of each query among the fitted points of its cell's pairs
    (block-sparse, low dimension): the squared distances computed here, by
    direct differences in real_t (double), 16 points at a time, and
@@ -429,6 +444,11 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
         for (int64_t j0 = cr[2 * b]; j0 < cr[2 * b + 1]; j0 += 16) {
           const int nb = cr[2 * b + 1] - j0 < 16 ? (int)(cr[2 * b + 1] - j0) : 16;
           real_t e[16];
+          if (nb == 16 && d == 3) {
+            dist16(x, Yt + j0, m, 3, e);
+          } else if (nb == 16 && d == 2) {
+            dist16(x, Yt + j0, m, 2, e);
+          } else {
           for (int l = 0; l < 16; l++) e[l] = 0;
           for (int64_t f = 0; f < d; f++) {
             const real_t *yf = Yt + f * m + j0;
@@ -439,6 +459,7 @@ void kt_cells_kmin(int64_t c0, int64_t c1, const int64_t *qs, const int64_t *ps,
             } else {
               for (int l = 0; l < nb; l++) e[l] += (xf - yf[l]) * (xf - yf[l]);
             }
+          }
           }
           uint32_t mask = (uint32_t)below64(e, t, nb);
           if (!mask) continue;
