@@ -23,7 +23,11 @@ load ~5): the query cells' pairs found in C
 (:func:`kerneltools.selection.box_pairs`; the pairing 0.20-0.42 -> 0.12 CPU
 s), the boxes tested 64 at a time, a query's first threshold from its cell's
 previous query, its results ordered by value buckets: the C K-min 0.83 ->
-0.48 CPU s on one thread (``asv_bench/tsne_compare_results.md``).
+0.48 CPU s on one thread (``asv_bench/tsne_compare_results.md``). Then:
+branchless compactions, the distances of D = 2, 3 unrolled (the C K-min
+0.59 -> 0.42 on one thread), the centres' bounds in C without infinite
+ones (721,585 -> 479,803 pairs), the query cells of the fitted points
+reused: the phase 0.94-1.13 -> 0.54-0.60 CPU s (medians, load 3-5).
 """
 
 from __future__ import annotations
@@ -63,8 +67,8 @@ class CellSearch(PrunedSearch):
     def _centre_kth(self, c: np.ndarray, k: int) -> np.ndarray:
         """:meth:`PrunedSearch._centre_kth` by
         :func:`~kerneltools.selection.block_sparse_knn` (float64; measured at
-        10^5 blobs, D = 3, K = 91: 4,484 centres in ~0.01 CPU s against ~0.05
-        through the engine's K-min)."""
+        10^5 blobs, D = 3, K = 92: the K-min of 4,484 centres 0.017 CPU s
+        against 0.04-0.05 through the engine's)."""
         if k < MIN_K or not self._on_host():
             return super()._centre_kth(c, k)
         fc = self.grid.cells
