@@ -192,16 +192,17 @@ def _cells(rng, n_points: int, size: int):
     return np.stack([starts, np.append(cuts, n_points)], axis=1)
 
 
-def test_block_sparse_knn_is_exact(backend):
+@pytest.mark.parametrize("n_features", [2, 3])  # (the C loop's unrolled cases)
+def test_block_sparse_knn_is_exact(backend, n_features):
     """Each query's K nearest among the points of the cells its cell visits
     (in a given order), ties by label (duplicated points), results in the
     given rows; fewer than K points visited: +inf and -1; with and without
     boxes (which only skip cells that cannot hold a neighbour)."""
     rng = np.random.default_rng(7)
-    Y = rng.random((400, 3))
+    Y = rng.random((400, n_features))
     Y[50:60] = Y[3]  # ties
     labels = rng.permutation(400)
-    X = np.concatenate([Y[[3]], rng.random((59, 3))])
+    X = np.concatenate([Y[[3]], rng.random((59, n_features))])
     cells = _cells(rng, 400, 20)
     lo = np.stack([Y[a:b].min(0) for a, b in cells])
     hi = np.stack([Y[a:b].max(0) for a, b in cells])
@@ -305,6 +306,42 @@ def test_pruned_search_in_c_matches_direct_distances(dtype, monkeypatch):
     ref_d2, ref_ind = drop_self(*direct_knn(X, X, 40))
     np.testing.assert_array_equal(nn.kneighbors(n_neighbors=39)[1], ref_ind)
     assert calls and set(calls) == {"cpu"}
+
+
+def test_pruned_search_of_the_fitted_points_with_sparse_cells(dtype, monkeypatch):
+    """A transform of the training set (a copy of X, as TSNE's neighbour
+    graph): the query cells are the fitted cells (not cut again); a dense
+    blob with scattered points, so that cells are halved where the points
+    are sparse and some centres' nearest cells hold fewer than K points (the
+    centres' K-th distances then ask more cells, never an infinite bound).
+    Same neighbours as direct float64 distances (ties by index) and as
+    scikit-learn's k-d tree."""
+    from sklearn.neighbors import NearestNeighbors as SkNN
+
+    from kerneltools.estimators import _neighbors_pruned
+
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_FIT", 500)
+    monkeypatch.setattr(_neighbors_pruned, "PRUNE_MIN_PAIRS", 10_000)
+    rng = np.random.default_rng(8)
+    X = np.concatenate([rng.normal(size=(1400, 3)) * 0.05, rng.random((100, 3)) * 3])
+    X[100:110] = X[7]  # ties
+    X = X.astype(dtype)
+    nn = NearestNeighbors(n_neighbors=40, backend="cpu").fit(X)
+    grid = nn._search(X)[0].grid
+    assert len(grid.cells.counts)  # built (a cut) before the spies
+    asked, cuts = [], []
+    nearest, cut = grid.nearest, _neighbors_pruned.Cells.cut
+    monkeypatch.setattr(grid, "nearest", lambda c, m: asked.append(m) or nearest(c, m))
+    monkeypatch.setattr(_neighbors_pruned.Cells, "cut",
+                        lambda *a: cuts.append(len(a[0])) or cut(*a))
+    dist, ind = nn.kneighbors(X.copy())
+    assert cuts == [] and len(set(asked)) > 1  # the fitted cells; more cells asked
+    ref_d2, ref_ind = direct_knn(X, X, 40)
+    np.testing.assert_array_equal(ind, ref_ind)
+    rtol = 2e-7 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(dist, np.sqrt(ref_d2), rtol=rtol, atol=1e-12)
+    sk_dist = SkNN(n_neighbors=40, algorithm="kd_tree").fit(X).kneighbors(X)[0]
+    np.testing.assert_allclose(dist, sk_dist, rtol=rtol, atol=1e-6)
 
 
 def test_tile_selection_rejects_bad_input(monkeypatch):

@@ -44,7 +44,7 @@ _lock = threading.Lock()
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
 _CELLS = [_I, _I, *[_P] * 7, _I, _P, _I, _P, _I, _I, *[_P] * 6]
-_BOX_PAIRS = [_I, _P, _P, _P, _I, *[_P] * 8]
+_BOX_PAIRS = [_I, _P, _P, _P, _I, *[_P] * 9]
 _SIGNATURES = {
     "kt_select": [_I, _I, _P, _I, _I, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
     "kt_rerank": [_I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P],
@@ -280,7 +280,8 @@ def box_pairs(group_first, group_starts, candidates, lo, hi, radius, cell_lo, ce
     dist = np.empty(len(cells))
     if len(group_first) > 1:
         groups = (group_first, group_starts, candidates)
-        boxes = (lo, hi, radius, cell_lo, cell_hi, starts, cells, dist)
+        soa = np.empty(2 * lo.shape[1] * max(int(np.diff(group_starts).max()), 1))
+        boxes = (lo, hi, radius, cell_lo, cell_hi, starts, cells, dist, soa)
         used = lib.kt_box_pairs(len(group_first) - 1, *map(_address, groups),
                                 lo.shape[1], *map(_address, boxes))
         cells = cells[:used].copy()

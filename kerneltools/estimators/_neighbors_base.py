@@ -434,7 +434,7 @@ class KNeighborsQueries(_SkKNeighborsMixin):
         vals, ind = search.kmin(X, k)
         if is_train:
             vals, ind = S.drop_self(vals, ind)
-        return (search.metric.to_dist(vals) if return_distance else None), ind
+        return (S.own_distances(search.metric, vals) if return_distance else None), ind
 
     def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
         """The graph of the K nearest neighbours, a sparse CSR matrix.

@@ -198,7 +198,6 @@ class Grid:
             (cKDTree((glo[ids] + ghi[ids]) / 2), ids, radii[ids].max())
             for ids in (np.flatnonzero(small), np.flatnonzero(~small)) if len(ids)
         )
-        self._Y = None
         return frame, cells, first, glo, ghi, trees, cKDTree((cells.lo + cells.hi) / 2)
 
     frame = property(lambda self: self._built[0])
@@ -208,6 +207,16 @@ class Grid:
     ghi = property(lambda self: self._built[4])
     trees = property(lambda self: self._built[5])  # (tree, group ids, largest radius)
     cell_tree = property(lambda self: self._built[6])  # the cells' centres
+
+    def query_cells(self, X: np.ndarray, per_cell: int) -> Cells:
+        """``Cells.cut(X, per_cell, self.frame)``: the fitted cells themselves
+        when X holds the fitted points (a transform of the training set, as
+        TSNE's neighbour graph: the same cut, not made twice)."""
+        Y = self._Y
+        if (per_cell == PRUNE_CELL_POINTS and X.shape == Y.shape
+                and X.dtype == Y.dtype and np.array_equal(X, Y)):
+            return self.cells
+        return Cells.cut(X, per_cell, self.frame)
 
     def nearest(self, c: np.ndarray, m: int) -> np.ndarray:
         """(len(c), m) labels of the cells of nearest centres to points ``c``."""
@@ -508,7 +517,7 @@ class PrunedSearch(FormulaSearch):
         return np.rint(n).astype(np.int64).ravel()
 
     def _kmin_chunk(self, X: np.ndarray, k: int):
-        qc = Cells.cut(X, PRUNE_QUERY_POINTS, self.grid.frame)
+        qc = self.grid.query_cells(X, PRUNE_QUERY_POINTS)
         u = self._centre_kth(qc.centers, k) * PRUNE_RADIUS_FACTOR
         v, i = self._pruned(X, qc.order, qc.ranges, qc.lo, qc.hi, u, k)
         # the certificate: the K-th distance (rounded up) within u + depth

@@ -477,6 +477,16 @@ def drop_self(vals, ind):
     return vals[keep].reshape(n, k - 1), ind[keep].reshape(n, k - 1)
 
 
+def own_distances(metric, vals: np.ndarray) -> np.ndarray:
+    """``metric.to_dist(vals)``, written over ``vals`` for the euclidean
+    metric: ``vals`` must be the caller's own (a search's fresh output). One
+    (n, K) array less: at 10^5 x 92, 74 MB and its page faults, ~0.01-0.2
+    CPU s."""
+    if metric.to_dist is np.sqrt and vals.dtype.kind == "f" and vals.flags.writeable:
+        return np.sqrt(vals, out=vals)
+    return metric.to_dist(vals)
+
+
 def csr(data, indices, indptr, shape):
     """A CSR matrix of the sparse interface that scikit-learn is set to return."""
     from scipy.sparse import csr_array, csr_matrix
