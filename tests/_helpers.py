@@ -69,24 +69,3 @@ def fd_gradient(phi_diff, arr: np.ndarray, h: float = 1e-6) -> np.ndarray:
         minus[idx] -= h
         out[idx] = phi_diff(plus, minus) / (2 * h)
     return out
-
-
-def run_without_avx512(code: str, tmp_path) -> str:
-    """Run ``code`` in a fresh interpreter whose kernels are built with
-    ``-mno-avx512f`` (a compiler wrapper, an empty kernel cache), so that the
-    portable branches of the C templates run on an AVX-512 machine too; its
-    standard output (the interpreter must exit 0)."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-    import textwrap
-
-    wrapper = tmp_path / "cc-no-avx512"
-    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("cc") or "cc"} "$@" -mno-avx512f\n')
-    wrapper.chmod(0o755)
-    env = dict(os.environ, CC=str(wrapper), KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out.stdout

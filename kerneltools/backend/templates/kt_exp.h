@@ -156,52 +156,6 @@ static inline float kt_exp2f_nonpos(float z) {
   return p * s.f;
 }
 
-#if defined(__AVX512F__)
-/* With AVX-512 (where the float64 pair loops are bound by their
- * multiply-class operations): z = n + j/2 + r, t = z + 1.5 * 2^51 rounding z
- * to a multiple of 1/2 (m = 2 n + j in t's low mantissa bits), r = z - m/2
- * exact, |r| <= 1/4; 2^r = 1 + r q(r), q of degree 8 (minimax for the
- * relative error of 1 + r q on |r| <= 1/4, 2.5e-17 with these double
- * coefficients): 10 multiply-class operations per value instead of 13, for
- * a few integer ones that select 2^(j/2). Entry j's bits less j << 51, plus
- * t's bits << 51 (m << 51: the rest of t's bits shift out), are those of
- * 2^(n + j/2) rounded: n is added to the exponent field, exact for n >=
- * -1022. For j = 1, r also takes off the double 2^(1/2)'s rounding (as a
- * power of 2), without which the error would grow from 0.82 to 1.35 ulp
- * (max over [-1000, 20] against longdouble exp2; the portable code: 1.21;
- * 1.06 and 1.21 down to z = -1022, where s r is rounded as a subnormal).
- * The clamp at -1023 gives n = -1023, j = 0: +0 (exp(-inf) = 0); for
- * -1023 < z < -1022 the result is some value in [0, 2^-1022) (the portable
- * code's is 0 or the subnormal, 0 from z < -1022.5): below the smallest
- * normal number either way. */
-#pragma omp declare simd notinbranch
-static inline double kt_exp2_nonpos(double z) {
-  const double lo = kt_exp2n_lo_d;
-  const double zc = z < lo ? lo : z;
-  const double magic = 3377699720527872.0; /* 1.5 * 2^51 */
-  const double t = zc + magic;
-  union { double f; uint64_t i; } ut, s, d;
-  ut.f = t;
-  const uint64_t odd = 0 - (ut.i & 1); /* all ones where j = 1 */
-  /* for j = 1, r less the rounding of the table's 2^(1/2) (log2 of its
-     double - 1/2 = 9.861987250874697e-17); bitwise selects: with ?: GCC
-     may duplicate the polynomial for the two cases */
-  d.i = odd & 0x3C9C6CDCB8CFCC24ULL;
-  const double r = zc - (t - magic) - d.f;
-  double q = 1.0170624249627991e-07;
-  q = q * r + 1.322622497939446e-06;
-  q = q * r + 1.5252749868376722e-05;
-  q = q * r + 1.540352476224619e-04;
-  q = q * r + 1.3333558138254977e-03;
-  q = q * r + 9.618129108791675e-03;
-  q = q * r + 5.55041086648357e-02;
-  q = q * r + 2.4022650695909326e-01;
-  q = q * r + 6.931471805599453e-01;
-  s.i = (0x3FF0000000000000ULL ^ (odd & (0x3FF0000000000000ULL ^ 0x3FEEA09E667F3BCDULL)))
-        + (ut.i << 51);
-  return s.f * r * q + s.f;
-}
-#else
 #pragma omp declare simd notinbranch
 static inline double kt_exp2_nonpos(double z) {
   const double lo = kt_exp2n_lo_d;
@@ -227,5 +181,3 @@ static inline double kt_exp2_nonpos(double z) {
   s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
   return p * s.f;
 }
-#endif
-
