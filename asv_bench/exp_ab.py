@@ -43,8 +43,8 @@ def variant_header(current: str, variant: str) -> str:
     start = current.index("#pragma omp declare simd notinbranch\nstatic inline double "
                           "kt_exp2_nonpos")
     end = current.index("\n}\n", start) + 3
-    return (current[:start] + "#if defined(__AVX512F__)\n" + variant.rstrip() + "\n#else\n"
-            + current[start:end] + "#endif\n" + current[end:])
+    avx512 = "#if defined(__AVX512F__)\n" + variant.rstrip() + "\n#else\n"
+    return current[:start] + avx512 + current[start:end] + "#endif\n" + current[end:]
 
 
 _HARNESS = r"""
@@ -81,7 +81,8 @@ def ulp_errors(header: str, n: int = 2_000_000) -> list[float]:
             ref = np.exp2(z.astype(np.longdouble))
             ok = ref >= np.longdouble(2.0**-1022)
             ulp = np.spacing(ref[ok].astype(np.float64)).astype(np.longdouble)
-            out.append(float((np.abs(y[ok].astype(np.longdouble) - ref[ok]) / ulp).max()))
+            err = np.abs(y[ok].astype(np.longdouble) - ref[ok]) / ulp
+            out.append(float(err.max()))
         return out
 
 
@@ -90,14 +91,15 @@ def ab(headers: dict, tasks, n: int, rounds: int) -> None:
     from benchmarks import reductions as R
     from kerneltools.backend import _cpu_backend, _cpu_codegen
 
-    print("| task | current median | variant median | current / variant (paired median) "
-          "| max rel. difference |\n|---|---|---|---|---|")
+    print("| task | current median | variant median | current / variant "
+          "(paired median) | max rel. difference |\n|---|---|---|---|---|")
     for task in tasks:
         call = R.kerneltools_callable(R.make_data(task, n, n, 3, "float64"), "cpu")
         times, result = {k: [] for k in headers}, {}
         for r in range(rounds):
             for name in (list(headers) if r % 2 == 0 else list(headers)[::-1]):
-                _cpu_codegen._KT_EXP_H = headers[name]  # the source, hence the kernel key
+                # the source, hence the kernel key, follows the header
+                _cpu_codegen._KT_EXP_H = headers[name]
                 _cpu_backend._by_signature.clear()
                 if r == 0:
                     result[name] = np.asarray(call(), dtype=float)  # compile, warm
@@ -109,7 +111,8 @@ def ab(headers: dict, tasks, n: int, rounds: int) -> None:
         diff /= max(np.max(np.abs(result["current"])), 1e-300)
         paired = statistics.median(x / y for x, y in zip(a, b))
         print(f"| {task} | {statistics.median(a) * 1e3:.1f} ms | "
-              f"{statistics.median(b) * 1e3:.1f} ms | {paired:.3f}x | {diff:.1e} |", flush=True)
+              f"{statistics.median(b) * 1e3:.1f} ms | {paired:.3f}x | {diff:.1e} |",
+              flush=True)
 
 
 def main(argv=None) -> int:
