@@ -178,8 +178,12 @@ def _online(online, formulas, rows, writes, dtype):
             v = row.outputs[0][e]
             if by_sum:
                 # zmax < z ? zmax : z keeps a NaN z (its sum is NaN: folded)
-                writes += [f"  const real_t {d} = {v} - {M};",
-                           f"  const real_t {z} = {d} * {log2e};",
+                # z = (v - M) log2 e as one FMA, v log2 e - M log2 e (M log2 e
+                # once per tile): one operation less per pair (float64
+                # log-sum-exp 1.04x in one process); the rounding of M log2 e
+                # is an error of |M| 2^-p in z, as v's own rounding
+                pre.append(f"const real_t {M}l = {M} * {log2e};")
+                writes += [f"  const real_t {z} = {v} * {log2e} - {M}l;",
                            f"  const real_t x{r}_{e} = KT_EXP2N({zmax} < {z} ? {zmax} : {z});"]
                 q = f"q{r}_{plain}{e}"
                 ok.append(f"{M} > -INFINITY && {q} < (real_t){2 ** LSE_SUM_LOG2}")
