@@ -180,8 +180,11 @@ def _online(online, formulas, rows, writes, dtype):
                 # zmax < z ? zmax : z keeps a NaN z (its sum is NaN: folded)
                 # z = (v - M) log2 e as one FMA, v log2 e - M log2 e (M log2 e
                 # once per tile): one operation less per pair (float64
-                # log-sum-exp 1.04x in one process); the rounding of M log2 e
-                # is an error of |M| 2^-p in z, as v's own rounding
+                # log-sum-exp 1.02-1.05x in one process). The rounding of
+                # M log2 e shifts the tile's z by up to |M| 2^-p: about an ulp
+                # of the result M + log(sum), the size of v's own rounding
+                # (where it flushes a tile's terms, |M| > 2^30 in float32, the
+                # result's ulp is far above the log of the tile count)
                 pre.append(f"const real_t {M}l = {M} * {log2e};")
                 writes += [f"  const real_t {z} = {v} * {log2e} - {M}l;",
                            f"  const real_t x{r}_{e} = KT_EXP2N({zmax} < {z} ? {zmax} : {z});"]
