@@ -178,8 +178,15 @@ def _online(online, formulas, rows, writes, dtype):
             v = row.outputs[0][e]
             if by_sum:
                 # zmax < z ? zmax : z keeps a NaN z (its sum is NaN: folded)
-                writes += [f"  const real_t {d} = {v} - {M};",
-                           f"  const real_t {z} = {d} * {log2e};",
+                # z = (v - M) log2 e as one FMA, v log2 e - M log2 e (M log2 e
+                # once per tile): one operation less per pair (float64
+                # log-sum-exp 1.02-1.05x in one process). The rounding of
+                # M log2 e shifts the tile's z by up to |M| 2^-p: about an ulp
+                # of the result M + log(sum), the size of v's own rounding
+                # (where it flushes a tile's terms, |M| > 2^30 in float32, the
+                # result's ulp is far above the log of the tile count)
+                pre.append(f"const real_t {M}l = {M} * {log2e};")
+                writes += [f"  const real_t {z} = {v} * {log2e} - {M}l;",
                            f"  const real_t x{r}_{e} = KT_EXP2N({zmax} < {z} ? {zmax} : {z});"]
                 q = f"q{r}_{plain}{e}"
                 ok.append(f"{M} > -INFINITY && {q} < (real_t){2 ** LSE_SUM_LOG2}")
