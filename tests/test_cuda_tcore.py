@@ -3,10 +3,12 @@
 Without a GPU: the NumPy model of the 3xTF32 split that the kernel follows
 is float32-accurate on Gaussian ``K @ B`` sums where plain TF32 is not; the
 kernel compiles with NVRTC for sm_80 and sm_90 (no warnings, no spills, the
-``mma`` instructions present); ``tcore_unsupported`` accepts the Gaussian
-products and refuses the rest; the kernel is used only on opt-in. The CPU
-shim cannot run ``mma.sync`` fragments, so the kernel's execution against
-dense NumPy is a GPU test.
+``mma`` instructions present); it runs on the CPU shim with its ``mma``
+emulated (``_tcore_shim``: fragment layouts, split, padding, tails) against
+dense float64; ``tcore_unsupported`` accepts the Gaussian products and
+refuses the rest; the kernel is used only on opt-in. The shim cannot run
+the real ``mma.sync`` (the tensor cores' own rounding), so the kernel's
+execution through CuPy is a GPU test.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import kerneltools as kt
 from kerneltools.backend import _cuda_backend, _cuda_tcore as tc
 from kerneltools.backend._nvrtc import log_warnings
 
+import _cuda_shim
+import _tcore_shim
+
 
 def _nvrtc_status():
     try:
@@ -30,6 +35,7 @@ def _nvrtc_status():
 
 
 needs_nvrtc = pytest.mark.skipif(not _nvrtc_status()[0], reason=f"NVRTC: {_nvrtc_status()[1]}")
+needs_shim = pytest.mark.skipif(not _cuda_shim.available()[0], reason=_cuda_shim.available()[1])
 needs_gpu = pytest.mark.skipif(
     not _cuda_backend.gpu_status()[0],
     reason="the tensor-core kernel needs a GPU (the CPU shim cannot run mma.sync "
@@ -117,6 +123,21 @@ def test_tcore_kernels_compile_without_warnings_or_spills(arch):
     assert ok, log
     assert b"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
     assert b"cvt.rna.tf32.f32" in ptx
+
+
+# ---------------------------------------------------------------------------
+# The kernel on the CPU, its mma emulated (fragment layouts, split, tails)
+# ---------------------------------------------------------------------------
+@needs_shim
+@pytest.mark.parametrize("d,e", [(40, 17), (256, 3)])
+def test_shim_tcore_kernel_matches_dense_float64(d, e, tmp_path):
+    """mma product with D and E padded (4 warps); SIMT product at D = 256
+    (2 warps); tails on both axes."""
+    # two blocks (one with a tail), two tiles (the second short)
+    x, y, b, gamma = _data(d, e, n=70 if d < 200 else 40, m=45)
+    got = _tcore_shim.run(_plan(_gauss(x, y, b, gamma)), [np.array([gamma], np.float32),
+                                                          x, y, b], tmp_path)
+    assert np.abs(got / _dense(x, y, b, gamma) - 1).max() <= 1e-5
 
 
 # ---------------------------------------------------------------------------
