@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 import _cuda_shim
-from kerneltools.backend._cuda_tcore import generate_tcore_source, tcore_coefficient, tcore_match
+from kerneltools.backend._cuda_tcore import generate_tcore_source, tcore_arguments, tcore_match
 
 _EMULATION = r"""
 typedef float real_t;
@@ -70,7 +70,8 @@ def _shimmed(source: str) -> str:
 
 
 def run(plan, args, workdir):
-    """``plan``'s output computed on the CPU by its tensor-core kernel."""
+    """``plan``'s output computed on the CPU by its tensor-core kernel, from
+    the arguments the backend passes (:func:`tcore_arguments`)."""
     source, launch = generate_tcore_source(plan, key="shim")
     fn = _cuda_shim._kernel(plan, workdir, _shimmed(source).replace(
         "const float c2,", "const float *c2p,").replace(
@@ -78,9 +79,8 @@ def run(plan, args, workdir):
         "const long long i0 = (long long)blockIdx.x * BM;\n  const float c2 = *c2p;"))
     m = tcore_match(plan)
     assert len(plan.arg_cats) == 4, "the shim passes (c2, x, y, b): one parameter argument"
-    c2 = np.array([tcore_coefficient(m, [np.asarray(a) if c == "p" else None
-                                         for a, c in zip(args, plan.arg_cats)])], np.float32)
-    arrays = [c2] + [np.ascontiguousarray(args[k], dtype=np.float32) for k in (m.x, m.y, m.b)]
+    c2, x, y, b = tcore_arguments(plan, args, np)
+    arrays = [np.array([c2], np.float32), x, y, b]
     out = np.full((plan.nx, m.e), -7, dtype=np.float32)
     grid = -(-plan.nx // launch.rows_per_block)
     fn(grid, launch.block, launch.smem, plan.nx, plan.ny, _cuda_shim._pointers(arrays + [out]))

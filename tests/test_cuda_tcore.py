@@ -132,12 +132,16 @@ def test_tcore_kernels_compile_without_warnings_or_spills(arch):
 @pytest.mark.parametrize("d,e", [(40, 17), (256, 3)])
 def test_shim_tcore_kernel_matches_dense_float64(d, e, tmp_path):
     """mma product with D and E padded (4 warps); SIMT product at D = 256
-    (2 warps); tails on both axes."""
+    (2 warps); tails on both axes; data far from the origin (centred by
+    ``tcore_arguments``, else the expanded form errs by ~1e-3 there)."""
     # two blocks (one with a tail), two tiles (the second short)
     x, y, b, gamma = _data(d, e, n=70 if d < 200 else 40, m=45)
-    got = _tcore_shim.run(_plan(_gauss(x, y, b, gamma)), [np.array([gamma], np.float32),
-                                                          x, y, b], tmp_path)
-    assert np.abs(got / _dense(x, y, b, gamma) - 1).max() <= 1e-5
+    plan = _plan(_gauss(x, y, b, gamma))
+    for offset in (0, 100):
+        xo, yo = x + np.float32(offset), y + np.float32(offset)
+        got = _tcore_shim.run(plan, [np.array([gamma], np.float32), xo, yo, b], tmp_path)
+        err = np.abs(got / _dense(xo, yo, b, gamma) - 1).max()
+        assert err <= 1e-5, (offset, err)
 
 
 # ---------------------------------------------------------------------------

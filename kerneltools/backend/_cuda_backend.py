@@ -29,7 +29,7 @@ from ._cuda_codegen import (
     ranges_unsupported,
 )
 from ._cuda_tcore import (
-    generate_tcore_source, tcore_coefficient, tcore_enabled, tcore_match, tcore_unsupported,
+    generate_tcore_source, tcore_arguments, tcore_enabled, tcore_match, tcore_unsupported,
 )
 from ._errors import CompileError
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
@@ -205,16 +205,14 @@ class CudaBackend:
         kernel; outputs as :meth:`run`'s."""
         import cupy
 
-        match = tcore_match(plan)
-        host_params = [(cupy.asnumpy(a) if is_cupy_array(a) else np.asarray(a))
-                       if cat == "p" else None for a, cat in zip(args, plan.arg_cats)]
-        c2 = np.float32(tcore_coefficient(match, host_params))
+        c2, x, y, b = tcore_arguments(plan, args, cupy)
         kernel, launch = get_tcore_kernel(plan)
-        arrays, outs, _ = _device_arrays(plan, args)
+        E = tcore_match(plan).e
+        out = cupy.empty((plan.nx, E), dtype=np.float32)
         grid = (-(-plan.nx // launch.rows_per_block),)
-        kernel(grid, (launch.block,),
-               (np.int64(plan.nx), np.int64(plan.ny), c2, arrays[match.x], arrays[match.y],
-                arrays[match.b], outs[0]), shared_mem=launch.smem)
+        kernel(grid, (launch.block,), (np.int64(plan.nx), np.int64(plan.ny), c2, x, y, b, out),
+               shared_mem=launch.smem)
+        outs = [out]
         if any(is_cupy_array(a) for a in args):
             return tuple(outs)
         return tuple(cupy.asnumpy(o) for o in outs)

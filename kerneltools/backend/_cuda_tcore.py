@@ -23,11 +23,13 @@ backend run the plans that :func:`tcore_unsupported` accepts on this kernel.
 What it does not handle (other formulas, float64, D < 32, rows too wide for
 shared memory, other reductions) runs on the generic CUDA kernel.
 
-Known differences from the generic kernel (why it is opt-in besides speed):
-the expanded form errs by ``eps (|x|^2 + |y|^2)`` on ``d2`` (data far from
-the origin: see ``_cpu_dots.centred``, not applied here yet), and an
-infinite feature gives NaN (``inf - inf`` in the split and the expansion)
-where the direct form gives ``exp(-inf) = 0``.
+The expanded form errs by ``eps (|x|^2 + |y|^2)`` on ``d2``: on data far
+from the origin that swamps ``|x - y|^2``, so :func:`tcore_arguments`
+translates x and y by the mean of a sample of y's rows when that is far
+next to their spread (the C backend's rule, ``_cpu_dots.centred``; the
+formula reads them only through ``x - y``). A known difference from the
+generic kernel: an infinite feature gives NaN (``inf - inf`` in the split
+and the expansion) where the direct form gives ``exp(-inf) = 0``.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._codegen import skeleton, title
+from ._cpu_dots import _CENTRE_SAMPLE
 from ._ir import topo_order
 from ._numpy_backend import evaluate_formula_tile
 from ._plan import Plan
 
-__all__ = ["tcore_enabled", "tcore_unsupported", "generate_tcore_source", "TcoreLaunch",
+__all__ = ["tcore_enabled", "tcore_unsupported", "tcore_arguments", "generate_tcore_source", "TcoreLaunch",
            "tcore_match", "tcore_coefficient", "tf32_round", "dot_3xtf32", "dot_tf32",
            "ENV", "MIN_DIM", "MMA_PRODUCT_MIN", "SMEM_MAX"]
 
@@ -165,6 +168,29 @@ def _numpy_scalar(node, args):
     """The value of a scalar formula of parameters, by the NumPy evaluator."""
     (val,) = evaluate_formula_tile(topo_order([node]), [node], args, 0, 1, 0, 1, np.float64)
     return val.reshape(-1)[0]
+
+
+def tcore_arguments(plan: Plan, args, xp):
+    """``(c2, x, y, b)``, the kernel's arguments from the plan's (``xp``: their
+    array module, NumPy or CuPy): ``c2`` from the parameters (read on the
+    host), x and y as float32, translated by a centre when that helps (the
+    C backend's rule: ``|c|^2 > 3 mean |y - c|^2``, c the mean of a sample
+    of y's finite rows, in double), b as given."""
+    m = tcore_match(plan)
+    host = [(a.get() if hasattr(a, "get") else np.asarray(a)) if cat == "p" else None
+            for a, cat in zip(args, plan.arg_cats)]
+    c2 = np.float32(tcore_coefficient(m, host))
+    x, y = (xp.asarray(args[k]) for k in (m.x, m.y))
+    sample = y[:: max(1, len(y) // _CENTRE_SAMPLE)].astype(xp.float64)
+    sample = sample[xp.isfinite(sample).all(axis=1)]
+    if len(sample):
+        c = sample.mean(axis=0)
+        dev = sample - c
+        c2c, spread = float(c @ c), float((dev * dev).sum(axis=1).mean())
+        if np.isfinite(c2c) and np.isfinite(spread) and c2c > 3 * spread:
+            x, y = x - c, y - c
+    to32 = lambda a: xp.ascontiguousarray(a, dtype=xp.float32)  # noqa: E731
+    return c2, to32(x), to32(y), to32(xp.asarray(args[m.b]))
 
 
 # -- the kernel -----------------------------------------------------------------------
