@@ -20,33 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 import traceback
 
 import numpy as np
 
+from cuda_compare import _timed  # noqa: E402  (asv_bench/ is the script's folder)
+
 ENV = "KERNELTOOLS_CUDA_TENSOR_CORES"
-
-
-def _sync():
-    import cupy
-
-    cupy.cuda.Device().synchronize()
-
-
-def _timed(fn, repeat):
-    t0 = time.perf_counter()
-    out = fn()
-    _sync()
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        _sync()
-        times.append(time.perf_counter() - t0)
-    return out, first, statistics.median(times)
 
 
 def _reference(x, y, b, gamma, rows):

@@ -25,16 +25,8 @@ from kerneltools.backend._nvrtc import log_warnings
 import _cuda_shim
 import _tcore_shim
 
-
-def _nvrtc_status():
-    try:
-        _cuda_backend.nvrtc()
-        return True, ""
-    except OSError as exc:
-        return False, str(exc)
-
-
-needs_nvrtc = pytest.mark.skipif(not _nvrtc_status()[0], reason=f"NVRTC: {_nvrtc_status()[1]}")
+needs_nvrtc = pytest.mark.skipif(not _cuda_shim.nvrtc_status()[0],
+                                 reason=f"NVRTC: {_cuda_shim.nvrtc_status()[1]}")
 needs_shim = pytest.mark.skipif(not _cuda_shim.available()[0], reason=_cuda_shim.available()[1])
 needs_gpu = pytest.mark.skipif(
     not _cuda_backend.gpu_status()[0],

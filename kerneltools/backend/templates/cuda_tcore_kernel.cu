@@ -66,6 +66,26 @@ __device__ __forceinline__ void kt_load_a(const float *a, int ld, int k0, int g,
   kt_split(a[(g + 8) * ld + k0 + t + 4], hi[3], lo[3]);
 }
 
+/* c[nt] += A B[:, 8 nt : 8 nt + 8] for nt < NT, over k < K (a multiple of
+   8), by 3xTF32: A row-major 16 x K (row stride lda), B[k][n] at
+   b[k * sk + n * sn]. */
+template <int NT>
+__device__ __forceinline__ void kt_mma_tiles(float (&c)[NT][4], const float *a, int lda,
+                                             const float *b, int sk, int sn, int K, int g,
+                                             int t) {
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    unsigned ah[4], al[4];
+    kt_load_a(a, lda, k0, g, t, ah, al);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      unsigned bh[2], bl[2];
+      kt_split(b[(k0 + t) * sk + (nt * 8 + g) * sn], bh[0], bl[0]);
+      kt_split(b[(k0 + t + 4) * sk + (nt * 8 + g) * sn], bh[1], bl[1]);
+      kt_mma3(c[nt], ah, al, bh, bl);
+    }
+  }
+}
+
 /* out_i = sum_j exp2(c2 d2_ij) b_j, d2_ij = |x_i|^2 + |y_j|^2 - 2 <x_i, y_j>
    clamped at 0, c2 = c log2 e for K = exp(c d2). One block: BM rows; the
    reduced points in tiles of BN; each warp its 16 rows. */
@@ -123,22 +143,12 @@ kt_kernel(const long long nx, const long long ny, const float c2,
       yn[r] = (float)s;
     }
     __syncthreads();
-    /* <x_i, y_j> for the warp's 16 rows and the tile (B = Y^T, column-major) */
+    /* <x_i, y_j> for the warp's 16 rows and the tile (B = Y^T: B[k][n] = ys[n][k]) */
     float s[BN / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; nt++)
       for (int q = 0; q < 4; q++) s[nt][q] = 0.0f;
-    for (int k0 = 0; k0 < DP; k0 += 8) {
-      unsigned ah[4], al[4];
-      kt_load_a(xw, XS, k0, g, t, ah, al);
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; nt++) {
-        unsigned bh[2], bl[2];
-        kt_split(ys[(nt * 8 + g) * XS + k0 + t], bh[0], bl[0]);
-        kt_split(ys[(nt * 8 + g) * XS + k0 + t + 4], bh[1], bl[1]);
-        kt_mma3(s[nt], ah, al, bh, bl);
-      }
-    }
+    kt_mma_tiles<BN / 8>(s, xw, XS, ys, 1, XS, DP, g, t);
     /* K_ij from the accumulator fragments (rows g, g + 8; columns 2t, 2t + 1);
        0 past the tile's last point. The clamp keeps NaN (a comparison). */
 #pragma unroll
@@ -155,17 +165,7 @@ kt_kernel(const long long nx, const long long ny, const float c2,
 #pragma unroll
     for (int et = 0; et < EP / 8; et++)
       for (int q = 0; q < 4; q++) part[et][q] = 0.0f;
-    for (int k0 = 0; k0 < BN; k0 += 8) {
-      unsigned ah[4], al[4];
-      kt_load_a(kw, KS, k0, g, t, ah, al);
-#pragma unroll
-      for (int et = 0; et < EP / 8; et++) {
-        unsigned bh[2], bl[2];
-        kt_split(bs[(k0 + t) * BS + et * 8 + g], bh[0], bl[0]);
-        kt_split(bs[(k0 + t + 4) * BS + et * 8 + g], bh[1], bl[1]);
-        kt_mma3(part[et], ah, al, bh, bl);
-      }
-    }
+    kt_mma_tiles<EP / 8>(part, kw, KS, bs, BS, 1, BN, g, t);
     /* a tile's terms in float, folded into double once per tile */
 #pragma unroll
     for (int et = 0; et < EP / 8; et++)
