@@ -45,9 +45,9 @@ from ._ir import topo_order
 from ._numpy_backend import evaluate_formula_tile
 from ._plan import Plan
 
-__all__ = ["tcore_enabled", "tcore_unsupported", "tcore_arguments", "generate_tcore_source", "TcoreLaunch",
-           "tcore_match", "tcore_coefficient", "tf32_round", "dot_3xtf32", "dot_tf32",
-           "ENV", "MIN_DIM", "MMA_PRODUCT_MIN", "SMEM_MAX"]
+__all__ = ["tcore_enabled", "tcore_unsupported", "tcore_arguments", "generate_tcore_source",
+           "TcoreLaunch", "launch_for", "tcore_match", "tcore_coefficient", "tf32_round",
+           "dot_3xtf32", "dot_tf32", "ENV", "MIN_DIM", "MMA_PRODUCT_MIN", "SMEM_MAX"]
 
 #: The opt-in environment variable ("1": on).
 ENV = "KERNELTOOLS_CUDA_TENSOR_CORES"
