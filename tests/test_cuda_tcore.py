@@ -136,6 +136,41 @@ def test_shim_tcore_kernel_matches_dense_float64(d, e, tmp_path):
         assert err <= 1e-5, (offset, err)
 
 
+@needs_shim
+def test_cuda_backend_runs_the_tcore_kernel_only_on_opt_in(monkeypatch, tmp_path):
+    """backend='cuda' (the shim standing in for the GPU): with the opt-in,
+    the Gaussian product over either axis goes to ``run_tcore``; without it,
+    to the generic kernel."""
+    from kerneltools.backend import _dispatch
+
+    class Generic(Exception):
+        pass
+
+    def generic(*a, **k):
+        raise Generic
+
+    cuda = _dispatch.BACKENDS["cuda"]
+    monkeypatch.setattr(_cuda_backend, "gpu_status", lambda: (True, "the CPU shim"))
+    monkeypatch.setattr(_dispatch, "_resolved", {})
+    calls = []
+    monkeypatch.setattr(cuda, "run_tcore", lambda plan, args: calls.append(plan.axis) or (
+        _tcore_shim.run(plan, args, tmp_path),))
+    monkeypatch.setattr(_cuda_backend, "get_kernel", generic)
+    x, y, b, gamma = _data(40, 17, n=70, m=45)
+    g = kt.Pm(np.array([gamma], np.float32))
+    monkeypatch.setenv(tc.ENV, "1")
+    got = _gauss(x, y, b, gamma).sum(axis=1, backend="cuda")
+    assert np.abs(got / _dense(x, y, b, gamma) - 1).max() <= 1e-5
+    over_i = (-g * kt.Vj(x).sqdist(kt.Vi(y))).exp() * kt.Vi(b)
+    got = over_i.sum(axis=0, backend="cuda")
+    assert np.abs(got / _dense(x, y, b, gamma) - 1).max() <= 1e-5
+    assert calls == [1, 0]
+    monkeypatch.delenv(tc.ENV)
+    with pytest.raises((Generic, ImportError)):  # the generic kernel (CuPy absent here)
+        _gauss(x, y, b, gamma).sum(axis=1, backend="cuda")
+    assert calls == [1, 0]
+
+
 # ---------------------------------------------------------------------------
 # Which plans, and only on opt-in
 # ---------------------------------------------------------------------------

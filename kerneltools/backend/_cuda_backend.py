@@ -186,10 +186,10 @@ class CudaBackend:
         return self.unsupported(plan) or ranges_unsupported(plan)
 
     def run(self, plan: Plan, args, **options):
-        import cupy
-
         if tcore_enabled() and tcore_unsupported(plan) is None:
             return self.run_tcore(plan, args)
+        import cupy
+
         kernel, launch = get_kernel(plan)
         arrays, outs, ordered = _device_arrays(plan, args)
         grid = (-(-plan.nx // launch.rows_per_block),)
