@@ -17,6 +17,7 @@ emulation sums in float32 in order). Helper module (no ``test_`` prefix).
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -73,14 +74,15 @@ def run(plan, args, workdir):
     """``plan``'s output computed on the CPU by its tensor-core kernel, from
     the arguments the backend passes (:func:`tcore_arguments`)."""
     source, launch = generate_tcore_source(plan, key="shim")
-    fn = _cuda_shim._kernel(plan, workdir, _shimmed(source).replace(
+    # the launcher passes (c2, x, y, b, xn, yn) as six input pointers, one output
+    six = SimpleNamespace(arg_cats=("p",) * 6, red=plan.red)
+    fn = _cuda_shim._kernel(six, workdir, _shimmed(source).replace(
         "const float c2,", "const float *c2p,").replace(
         "const long long i0 = (long long)blockIdx.x * BM;",
         "const long long i0 = (long long)blockIdx.x * BM;\n  const float c2 = *c2p;"))
     m = tcore_match(plan)
-    assert len(plan.arg_cats) == 4, "the shim passes (c2, x, y, b): one parameter argument"
-    c2, x, y, b = tcore_arguments(plan, args, np)
-    arrays = [np.array([c2], np.float32), x, y, b]
+    c2, *arrays = tcore_arguments(plan, args, np)
+    arrays = [np.array([c2], np.float32), *arrays]
     out = np.full((plan.nx, m.e), -7, dtype=np.float32)
     grid = -(-plan.nx // launch.rows_per_block)
     fn(grid, launch.block, launch.smem, plan.nx, plan.ny, _cuda_shim._pointers(arrays + [out]))

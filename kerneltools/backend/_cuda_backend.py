@@ -205,12 +205,13 @@ class CudaBackend:
         kernel; outputs as :meth:`run`'s."""
         import cupy
 
-        c2, x, y, b = tcore_arguments(plan, args, cupy)
+        c2, x, y, b, xn, yn = tcore_arguments(plan, args, cupy)
         kernel, launch = get_tcore_kernel(plan)
         E = tcore_match(plan).e
         out = cupy.empty((plan.nx, E), dtype=np.float32)
         grid = (-(-plan.nx // launch.rows_per_block),)
-        kernel(grid, (launch.block,), (np.int64(plan.nx), np.int64(plan.ny), c2, x, y, b, out),
+        kernel(grid, (launch.block,),
+               (np.int64(plan.nx), np.int64(plan.ny), c2, x, y, b, xn, yn, out),
                shared_mem=launch.smem)
         outs = [out]
         if any(is_cupy_array(a) for a in args):

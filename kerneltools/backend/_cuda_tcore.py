@@ -6,7 +6,8 @@ The kernel (``templates/cuda_tcore_kernel.cu``) computes
 
 for ``K = exp(c d2)``, ``c`` any product of scalar parameters (the Gaussian:
 ``c = -gamma``), in the expanded form ``d2 = |x_i|^2 + |y_j|^2 - 2 <x_i, y_j>``
-clamped at 0: the norms summed in double, the products ``<x_i, y_j>`` by
+clamped at 0: the norms summed in double once per call (by the caller,
+:func:`tcore_arguments`), the products ``<x_i, y_j>`` by
 ``mma.sync.aligned.m16n8k8`` in TF32 with the 3xTF32 split (``a = a_hi +
 a_lo``, both TF32; ``a_lo b_hi + a_hi b_lo + a_hi b_hi`` accumulated in
 float32; :func:`dot_3xtf32` is its NumPy model), then ``exp2`` on the exp
@@ -171,11 +172,12 @@ def _numpy_scalar(node, args):
 
 
 def tcore_arguments(plan: Plan, args, xp):
-    """``(c2, x, y, b)``, the kernel's arguments from the plan's (``xp``: their
-    array module, NumPy or CuPy): ``c2`` from the parameters (read on the
-    host), x and y as float32, translated by a centre when that helps (the
-    C backend's rule: ``|c|^2 > 3 mean |y - c|^2``, c the mean of a sample
-    of y's finite rows, in double), b as given."""
+    """``(c2, x, y, b, xn, yn)``, the kernel's arguments from the plan's
+    (``xp``: their array module, NumPy or CuPy): ``c2`` from the parameters
+    (read on the host), x and y as float32, translated by a centre when that
+    helps (the C backend's rule: ``|c|^2 > 3 mean |y - c|^2``, c the mean of
+    a sample of y's finite rows, in double), b as given, the squared norms
+    of x's and y's rows summed in double and rounded to float32."""
     m = tcore_match(plan)
     host = [(a.get() if hasattr(a, "get") else np.asarray(a)) if cat == "p" else None
             for a, cat in zip(args, plan.arg_cats)]
@@ -189,8 +191,19 @@ def tcore_arguments(plan: Plan, args, xp):
         c2c, spread = float(c @ c), float((dev * dev).sum(axis=1).mean())
         if np.isfinite(c2c) and np.isfinite(spread) and c2c > 3 * spread:
             x, y = x - c, y - c
-    to32 = lambda a: xp.ascontiguousarray(a, dtype=xp.float32)  # noqa: E731
-    return c2, to32(x), to32(y), to32(xp.asarray(args[m.b]))
+    x, y, b = (xp.ascontiguousarray(a, dtype=xp.float32) for a in (x, y, xp.asarray(args[m.b])))
+    return c2, x, y, b, _sqnorms(x, xp), _sqnorms(y, xp)
+
+
+def _sqnorms(a, xp):
+    """Squared norms of the rows of float32 ``a``, in double by chunks of
+    rows (no double copy of ``a``), rounded to float32."""
+    out = xp.empty(len(a), dtype=xp.float32)
+    rows = max(1, (1 << 22) // (8 * max(1, a.shape[1])))
+    for s in range(0, len(a), rows):
+        blk = a[s:s + rows].astype(xp.float64)
+        out[s:s + rows] = (blk * blk).sum(axis=1)
+    return out
 
 
 # -- the kernel -----------------------------------------------------------------------

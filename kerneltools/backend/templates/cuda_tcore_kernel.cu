@@ -92,13 +92,14 @@ __device__ __forceinline__ void kt_mma_tiles(float (&c)[NT][4], const float *a, 
 extern "C" __global__ void __launch_bounds__(THREADS)
 kt_kernel(const long long nx, const long long ny, const float c2,
           const float *__restrict__ x, const float *__restrict__ y,
-          const float *__restrict__ b, float *__restrict__ out) {
+          const float *__restrict__ b, const float *__restrict__ xn_g,
+          const float *__restrict__ yn_g, float *__restrict__ out) {
   extern __shared__ __align__(16) unsigned char kt_smem[];
   float *xs = (float *)kt_smem;  /* BM x XS: the block's rows, zero-padded */
   float *ys = xs + BM * XS;      /* BN x XS: the tile's points */
   float *bs = ys + BN * XS;      /* BN x BS: their right-hand sides */
   float *ks = bs + BN * BS;      /* BM x KS: the kernel's values */
-  float *xn = ks + BM * KS;      /* BM: |x_i|^2 */
+  float *xn = ks + BM * KS;      /* BM: |x_i|^2 (summed in double by the caller) */
   float *yn = xn + BM;           /* BN: |y_j|^2 */
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -107,12 +108,7 @@ kt_kernel(const long long nx, const long long ny, const float c2,
     const int r = u / DP, c = u % DP;
     xs[r * XS + c] = (i0 + r < nx && c < D) ? x[(i0 + r) * D + c] : 0.0f;
   }
-  for (int r = tid; r < BM; r += THREADS) {
-    double s = 0;
-    if (i0 + r < nx)
-      for (int c = 0; c < D; c++) s += (double)x[(i0 + r) * D + c] * x[(i0 + r) * D + c];
-    xn[r] = (float)s;
-  }
+  for (int r = tid; r < BM; r += THREADS) xn[r] = i0 + r < nx ? xn_g[i0 + r] : 0.0f;
   const float *xw = xs + warp * 16 * XS;
   float *kw = ks + warp * 16 * KS;
 #if KT_MMA_PRODUCT
@@ -136,12 +132,7 @@ kt_kernel(const long long nx, const long long ny, const float c2,
       const int r = u / EP, c = u % EP;
       bs[r * BS + c] = (r < nj && c < E) ? b[(j0 + r) * E + c] : 0.0f;
     }
-    for (int r = tid; r < BN; r += THREADS) {
-      double s = 0;
-      if (r < nj)
-        for (int c = 0; c < D; c++) s += (double)y[(j0 + r) * D + c] * y[(j0 + r) * D + c];
-      yn[r] = (float)s;
-    }
+    for (int r = tid; r < BN; r += THREADS) yn[r] = r < nj ? yn_g[j0 + r] : 0.0f;
     __syncthreads();
     /* <x_i, y_j> for the warp's 16 rows and the tile (B = Y^T: B[k][n] = ys[n][k]) */
     float s[BN / 8][4];
