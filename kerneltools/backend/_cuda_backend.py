@@ -187,7 +187,9 @@ class CudaBackend:
 
     def run(self, plan: Plan, args, **options):
         if tcore_enabled() and tcore_unsupported(plan) is None:
-            return self.run_tcore(plan, args)
+            out = self.run_tcore(plan, args)
+            if out is not None:
+                return out
         import cupy
 
         kernel, launch = get_kernel(plan)
@@ -202,10 +204,14 @@ class CudaBackend:
 
     def run_tcore(self, plan: Plan, args):
         """``plan`` (accepted by ``tcore_unsupported``) on the tensor-core
-        kernel; outputs as :meth:`run`'s."""
+        kernel; outputs as :meth:`run`'s (None: non-finite data, which the
+        generic kernel runs)."""
         import cupy
 
-        c2, x, y, b, xn, yn = tcore_arguments(plan, args, cupy)
+        prepared = tcore_arguments(plan, args, cupy)
+        if prepared is None:
+            return None
+        c2, x, y, b, xn, yn = prepared
         kernel, launch = get_tcore_kernel(plan)
         E = tcore_match(plan).e
         out = cupy.empty((plan.nx, E), dtype=np.float32)

@@ -18,7 +18,8 @@ Plain TF32 (one product, 10-bit mantissas) errs by ~1e-4 on such sums at
 D = 64: the split is what keeps the float32 contract (1e-5).
 
 Not chosen by default: nothing has been measured on a GPU yet, and the
-fragment layouts have not run anywhere (the CPU shim cannot run ``mma``).
+kernel has run only on the CPU shim with ``mma`` emulated (the tests'
+``_tcore_shim``: fragment layouts, split, tails), never on tensor cores.
 ``KERNELTOOLS_CUDA_TENSOR_CORES=1`` in the environment makes the CUDA
 backend run the plans that :func:`tcore_unsupported` accepts on this kernel.
 What it does not handle (other formulas, float64, D < 32, rows too wide for
@@ -28,9 +29,17 @@ The expanded form errs by ``eps (|x|^2 + |y|^2)`` on ``d2``: on data far
 from the origin that swamps ``|x - y|^2``, so :func:`tcore_arguments`
 translates x and y by the mean of a sample of y's rows when that is far
 next to their spread (the C backend's rule, ``_cpu_dots.centred``; the
-formula reads them only through ``x - y``). A known difference from the
-generic kernel: an infinite feature gives NaN (``inf - inf`` in the split
-and the expansion) where the direct form gives ``exp(-inf) = 0``.
+formula reads them only through ``x - y``). An infinite feature would give
+NaN (``inf - inf`` in the split and the expansion) where the direct form
+gives ``exp(-inf) = 0``: non-finite x or y go to the generic kernel
+(:func:`tcore_arguments` returns None).
+
+First version, not tuned. Next, on a GPU: run ``tests/test_cuda_tcore.py
+-m gpu`` and ``asv_bench/tcore_compare.py``; then split X into TF32 halves
+once per block (it is re-split for every tile now), keep Y's halves in
+shared memory, load fragments with ``ldmatrix`` and tiles with ``cp.async``
+(double-buffered), and measure the thresholds (D, columns of B, N) past
+which this kernel beats the SIMT one, to choose it by default there.
 """
 
 from __future__ import annotations
@@ -177,12 +186,16 @@ def tcore_arguments(plan: Plan, args, xp):
     (read on the host), x and y as float32, translated by a centre when that
     helps (the C backend's rule: ``|c|^2 > 3 mean |y - c|^2``, c the mean of
     a sample of y's finite rows, in double), b as given, the squared norms
-    of x's and y's rows summed in double and rounded to float32."""
+    of x's and y's rows summed in double and rounded to float32. None when
+    x or y holds a NaN or an infinity (the generic kernel follows NumPy
+    there; the expanded form would turn inf into NaN)."""
     m = tcore_match(plan)
     host = [(a.get() if hasattr(a, "get") else np.asarray(a)) if cat == "p" else None
             for a, cat in zip(args, plan.arg_cats)]
     c2 = np.float32(tcore_coefficient(m, host))
     x, y = (xp.asarray(args[k]) for k in (m.x, m.y))
+    if not (bool(xp.isfinite(x).all()) and bool(xp.isfinite(y).all())):
+        return None
     sample = y[:: max(1, len(y) // _CENTRE_SAMPLE)].astype(xp.float64)
     sample = sample[xp.isfinite(sample).all(axis=1)]
     if len(sample):
