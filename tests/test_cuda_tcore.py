@@ -217,14 +217,15 @@ def test_tcore_coefficient_reads_the_parameters():
 
 def test_tcore_arguments_leave_non_finite_data_to_the_generic_kernel():
     """inf in x would be NaN through the split and the expanded form, where
-    NumPy gives exp(-inf) = 0: such data is refused (None)."""
+    NumPy gives exp(-inf) = 0 (in b: inf_hi + NaN_lo, where NumPy gives
+    inf): such data is refused (None)."""
     x, y, b, gamma = _data(40, 17, n=6, m=5)
     plan = _plan(_gauss(x, y, b, gamma))
     p = np.array([gamma], np.float32)
     assert tc.tcore_arguments(plan, [p, x, y, b], np) is not None
     for bad in (np.inf, -np.inf, np.nan):
-        for k in (1, 2):
-            args = [p, x.copy(), y.copy(), b]
+        for k in (1, 2, 3):
+            args = [p, x.copy(), y.copy(), b.copy()]
             args[k][2, 3] = bad
             assert tc.tcore_arguments(plan, args, np) is None
 

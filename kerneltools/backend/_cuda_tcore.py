@@ -31,7 +31,8 @@ translates x and y by the mean of a sample of y's rows when that is far
 next to their spread (the C backend's rule, ``_cpu_dots.centred``; the
 formula reads them only through ``x - y``). An infinite feature would give
 NaN (``inf - inf`` in the split and the expansion) where the direct form
-gives ``exp(-inf) = 0``: non-finite x or y go to the generic kernel
+gives ``exp(-inf) = 0`` (and an infinite b: ``inf_hi + NaN_lo``):
+non-finite x, y or b go to the generic kernel
 (:func:`tcore_arguments` returns None).
 
 First version, not tuned. Next, on a GPU: run ``tests/test_cuda_tcore.py
@@ -187,14 +188,14 @@ def tcore_arguments(plan: Plan, args, xp):
     helps (the C backend's rule: ``|c|^2 > 3 mean |y - c|^2``, c the mean of
     a sample of y's finite rows, in double), b as given, the squared norms
     of x's and y's rows summed in double and rounded to float32. None when
-    x or y holds a NaN or an infinity (the generic kernel follows NumPy
-    there; the expanded form would turn inf into NaN)."""
+    x, y or b holds a NaN or an infinity (the generic kernel follows NumPy
+    there; the split and the expanded form would turn inf into NaN)."""
     m = tcore_match(plan)
     host = [(a.get() if hasattr(a, "get") else np.asarray(a)) if cat == "p" else None
             for a, cat in zip(args, plan.arg_cats)]
     c2 = np.float32(tcore_coefficient(m, host))
-    x, y = (xp.asarray(args[k]) for k in (m.x, m.y))
-    if not (bool(xp.isfinite(x).all()) and bool(xp.isfinite(y).all())):
+    x, y, b = (xp.asarray(args[k]) for k in (m.x, m.y, m.b))
+    if not all(bool(xp.isfinite(a).all()) for a in (x, y, b)):
         return None
     sample = y[:: max(1, len(y) // _CENTRE_SAMPLE)].astype(xp.float64)
     sample = sample[xp.isfinite(sample).all(axis=1)]
@@ -204,7 +205,7 @@ def tcore_arguments(plan: Plan, args, xp):
         c2c, spread = float(c @ c), float((dev * dev).sum(axis=1).mean())
         if np.isfinite(c2c) and np.isfinite(spread) and c2c > 3 * spread:
             x, y = x - c, y - c
-    x, y, b = (xp.ascontiguousarray(a, dtype=xp.float32) for a in (x, y, xp.asarray(args[m.b])))
+    x, y, b = (xp.ascontiguousarray(a, dtype=xp.float32) for a in (x, y, b))
     return c2, x, y, b, _sqnorms(x, xp), _sqnorms(y, xp)
 
 
