@@ -120,9 +120,15 @@ def test_tcore_kernels_compile_without_warnings_or_spills(arch):
 # ---------------------------------------------------------------------------
 # The kernel on the CPU, its mma emulated (fragment layouts, split, tails)
 # ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shim_dir(tmp_path_factory):
+    """One work directory: the shim's runtime library is built once."""
+    return tmp_path_factory.mktemp("tcore-shim")
+
+
 @needs_shim
 @pytest.mark.parametrize("d,e", [(40, 17), (256, 3)])
-def test_shim_tcore_kernel_matches_dense_float64(d, e, tmp_path):
+def test_shim_tcore_kernel_matches_dense_float64(d, e, shim_dir):
     """mma product with D and E padded (4 warps); SIMT product at D = 256
     (2 warps); tails on both axes; data far from the origin (centred by
     ``tcore_arguments``, else the expanded form errs by ~1e-3 there)."""
@@ -131,13 +137,13 @@ def test_shim_tcore_kernel_matches_dense_float64(d, e, tmp_path):
     plan = _plan(_gauss(x, y, b, gamma))
     for offset in (0, 100):
         xo, yo = x + np.float32(offset), y + np.float32(offset)
-        got = _tcore_shim.run(plan, [np.array([gamma], np.float32), xo, yo, b], tmp_path)
+        got = _tcore_shim.run(plan, [np.array([gamma], np.float32), xo, yo, b], shim_dir)
         err = np.abs(got / _dense(xo, yo, b, gamma) - 1).max()
         assert err <= 1e-5, (offset, err)
 
 
 @needs_shim
-def test_cuda_backend_runs_the_tcore_kernel_only_on_opt_in(monkeypatch, tmp_path):
+def test_cuda_backend_runs_the_tcore_kernel_only_on_opt_in(monkeypatch, shim_dir):
     """backend='cuda' (the shim standing in for the GPU): with the opt-in,
     the Gaussian product over either axis goes to ``run_tcore``; without it,
     to the generic kernel."""
@@ -154,7 +160,7 @@ def test_cuda_backend_runs_the_tcore_kernel_only_on_opt_in(monkeypatch, tmp_path
     monkeypatch.setattr(_dispatch, "_resolved", {})
     calls = []
     monkeypatch.setattr(cuda, "run_tcore", lambda plan, args: calls.append(plan.axis) or (
-        _tcore_shim.run(plan, args, tmp_path),))
+        _tcore_shim.run(plan, args, shim_dir),))
     monkeypatch.setattr(_cuda_backend, "get_kernel", generic)
     x, y, b, gamma = _data(40, 17, n=70, m=45)
     g = kt.Pm(np.array([gamma], np.float32))
