@@ -262,3 +262,8 @@ def test_gpu_tcore_matches_dense_float64(d, e, monkeypatch):
     assert calls, "the tensor-core kernel did not run"
     ref = _dense(x, y, b, gamma)
     assert np.abs(got / ref - 1).max() <= 1e-5
+    import cupy  # device arrays in, device array out, same values
+
+    dev = _gauss(*(cupy.asarray(a) for a in (x, y, b)), gamma).sum(axis=1, backend="cuda")
+    assert isinstance(dev, cupy.ndarray) and len(calls) == 2
+    assert np.abs(cupy.asnumpy(dev) / ref - 1).max() <= 1e-5
