@@ -30,8 +30,8 @@ needs_nvrtc = pytest.mark.skipif(not _cuda_shim.nvrtc_status()[0],
 needs_shim = pytest.mark.skipif(not _cuda_shim.available()[0], reason=_cuda_shim.available()[1])
 needs_gpu = pytest.mark.skipif(
     not _cuda_backend.gpu_status()[0],
-    reason="the tensor-core kernel needs a GPU (the CPU shim cannot run mma.sync "
-    f"fragments): {_cuda_backend.gpu_status()[1]}",
+    reason="the tensor-core kernel's run on tensor cores needs a GPU (the CPU shim "
+    f"runs an emulated mma.sync only): {_cuda_backend.gpu_status()[1]}",
 )
 
 
