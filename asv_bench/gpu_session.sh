@@ -49,6 +49,14 @@ if [ "${KT_SWEEP_TIMEOUT:-90}" != 0 ] && room sweep; then
     --out "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
   stamp "sweep rc=$?"
 fi
+# tensor cores (issue 24): the opt-in 3xTF32 mma kernel vs our SIMT kernel and
+# pykeops, Gaussian K @ B at N = M = 10^5, D = 64 and 256, B with 1 and 64
+# columns, float32 accuracy against float64 (150 s: an estimate, not measured)
+if [ "${KT_TCORE_TIMEOUT:-150}" != 0 ] && room tcore; then
+  timeout "$(limit ${KT_TCORE_TIMEOUT:-150})" python3 asv_bench/tcore_compare.py \
+    --out "$OUT/tcore.json" > "$OUT/tcore.log" 2>&1
+  stamp "tensor-core benchmark rc=$?"
+fi
 # estimators on device arrays (issue 24): KernelRidge (Falkon) and Nystroem on
 # CuPy arrays vs our CPU path at 10^5 and 10^6, the GP (iterative at 10^4 and
 # 10^5, exact at 4,000): time, peak GPU memory, share of time in host-device

@@ -2,7 +2,8 @@
 
 Generates the CUDA source of a representative set of plans (every operation,
 every reduction over both axes, both dtypes, wide formulas that take the
-global-memory scheme, the block-sparse kernel of every reduction) and compiles each with NVRTC, with the options the
+global-memory scheme, the block-sparse kernel of every reduction, the
+opt-in tensor-core kernel) and compiles each with NVRTC, with the options the
 backend uses, for each target architecture, on a machine without a GPU.
 Fails on any compiler error or warning, printing the log and the numbered
 source; reports registers and spills (``-Xptxas -v``).
@@ -18,6 +19,7 @@ import numpy as np
 
 from .backend._autodiff import grad
 from .backend._cuda_codegen import generate_cuda_source, ranges_unsupported
+from .backend._cuda_tcore import generate_tcore_source
 from .backend._ir import topo_order, var
 from .backend._nvrtc import log_warnings, numbered, nvrtc, nvrtc_compile
 from .backend._ops import OPS, make, sqdist
@@ -124,6 +126,12 @@ def check_cuda(archs=("sm_80", "sm_90"), *, ops_archs=("sm_90",), workers=2,
                 and ranges_unsupported(plan) is None):
             source, launch = generate_cuda_source(plan, key="check", ranges=True)
             jobs += [(f"{label} ranges", arch, source, launch) for arch in ops_archs]
+    # the tensor-core kernel (opt-in): its mma and its SIMT product with B
+    for d, e in ((64, 64), (256, 1)):
+        exponent = make("Mul", var("p", "g", 1), sqdist(var("i", "X", d), var("j", "Y", d)))
+        plan = _plan([make("Mul", make("Exp", make("Neg", exponent)), var("j", "B", e))], "Sum")
+        source, launch = generate_tcore_source(plan, key="check")
+        jobs += [(f"tensor cores D={d} E={e} float32", arch, source, launch) for arch in archs]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda job: nvrtc_compile(job[2], job[1]), jobs))
@@ -132,7 +140,8 @@ def check_cuda(archs=("sm_80", "sm_90"), *, ops_archs=("sm_90",), workers=2,
     for (label, arch, source, launch), res in zip(jobs, results):
         warnings = log_warnings(res.log) if res.ok else []
         bad = not res.ok or warnings
-        scheme = f"shared tj={launch.tj}" if launch.nc else "global"
+        scheme = (f"tensor cores, {launch.warps} warps" if hasattr(launch, "warps") else
+                  f"shared tj={launch.tj}" if launch.nc else "global")
         out(f"{label:<48} {arch:<6} {res.registers or 0:>5} "
             f"{(res.spill_stores or 0):>6} {launch.smem:>6}  {scheme}"
             + ("  FAILED" if bad else ""))

@@ -5,7 +5,10 @@ The source of a plan and its launch shape come from :mod:`._cuda_codegen`
 from :mod:`._nvrtc`. Detection never touches CUDA at import:
 :func:`gpu_status` runs on first use and is cached. Kernels are compiled by
 CuPy's ``RawModule`` (NVRTC, cached on disk by CuPy per architecture) and
-kept in memory per device. Block-sparse reductions (``ranges=``) run in one
+kept in memory per device. With ``KERNELTOOLS_CUDA_TENSOR_CORES=1``, the
+plans that :func:`._cuda_tcore.tcore_unsupported` accepts (float32 Gaussian
+``K @ B`` at D >= 32) run on the tensor-core kernel instead (opt-in until
+measured on a GPU). Block-sparse reductions (``ranges=``) run in one
 launch of the generated block-sparse kernel (:meth:`CudaBackend.run_ranges`,
 the C backend's interface).
 """
@@ -24,6 +27,9 @@ from ._codegen import unsupported
 from ._cuda_codegen import (
     TUNING, choose_shape, generate_cuda_source, launch_shape, ranges_shape, ranges_tasks,
     ranges_unsupported,
+)
+from ._cuda_tcore import (
+    generate_tcore_source, tcore_arguments, tcore_enabled, tcore_match, tcore_unsupported,
 )
 from ._errors import CompileError
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
@@ -110,23 +116,52 @@ def get_kernel(plan: Plan, shape=None, ranges: bool = False):
     key = hashlib.sha256(source.encode()).hexdigest()[:40]
     source = source.replace("KT_KEY_PLACEHOLDER", key)
     with _kernel_lock:
-        kernel = _kernels.get((dev, key))
-        if kernel is None:
-            try:
-                with compiling(f"the CUDA kernel {key[:12]}"):
-                    module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
-                    kernel = module.get_function("kt_kernel")
-            except cupy.cuda.compiler.CompileException as exc:
-                raise CompileError(
-                    f"NVRTC failed on the generated CUDA kernel:\n{exc}\n\n"
-                    f"options: {' '.join(NVRTC_OPTIONS)}\n{numbered(source)}",
-                    log=str(exc),
-                ) from None
-            _compiles[0] += 1
-            _kernels[(dev, key)] = kernel
+        kernel = _compiled(dev, key, source)
         if len(_by_signature) > 512:
             _by_signature.clear()
         _by_signature[(dev, plan.signature, shape, ranges)] = (kernel, launch)
+    return kernel, launch
+
+
+def _compiled(dev: int, key: str, source: str):
+    """The RawKernel ``kt_kernel`` of ``source`` on device ``dev``, compiled
+    once (the caller holds ``_kernel_lock``)."""
+    import cupy
+
+    kernel = _kernels.get((dev, key))
+    if kernel is None:
+        try:
+            with compiling(f"the CUDA kernel {key[:12]}"):
+                module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
+                kernel = module.get_function("kt_kernel")
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileError(
+                f"NVRTC failed on the generated CUDA kernel:\n{exc}\n\n"
+                f"options: {' '.join(NVRTC_OPTIONS)}\n{numbered(source)}",
+                log=str(exc),
+            ) from None
+        _compiles[0] += 1
+        _kernels[(dev, key)] = kernel
+    return kernel
+
+
+def get_tcore_kernel(plan: Plan):
+    """(RawKernel, TcoreLaunch) of ``plan``'s tensor-core kernel (see
+    :mod:`._cuda_tcore`) on the current device."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    hit = _by_signature.get((dev, plan.signature, "tcore"))
+    if hit is not None:
+        return hit
+    source, launch = generate_tcore_source(plan, key="KT_KEY_PLACEHOLDER")
+    key = hashlib.sha256(source.encode()).hexdigest()[:40]
+    source = source.replace("KT_KEY_PLACEHOLDER", key)
+    with _kernel_lock:
+        kernel = _compiled(dev, key, source)
+        if launch.smem > 48 * 1024:  # past the default: opt in per kernel
+            kernel.max_dynamic_shared_size_bytes = launch.smem
+        _by_signature[(dev, plan.signature, "tcore")] = (kernel, launch)
     return kernel, launch
 
 
@@ -151,6 +186,10 @@ class CudaBackend:
         return self.unsupported(plan) or ranges_unsupported(plan)
 
     def run(self, plan: Plan, args, **options):
+        if tcore_enabled() and tcore_unsupported(plan) is None:
+            out = self.run_tcore(plan, args)
+            if out is not None:
+                return out
         import cupy
 
         kernel, launch = get_kernel(plan)
@@ -159,6 +198,28 @@ class CudaBackend:
         kernel(grid, (launch.block,),
                (np.int64(plan.nx), np.int64(plan.ny), *arrays, *ordered),
                shared_mem=launch.smem)
+        if any(is_cupy_array(a) for a in args):
+            return tuple(outs)
+        return tuple(cupy.asnumpy(o) for o in outs)
+
+    def run_tcore(self, plan: Plan, args):
+        """``plan`` (accepted by ``tcore_unsupported``) on the tensor-core
+        kernel; outputs as :meth:`run`'s (None: non-finite data, which the
+        generic kernel runs)."""
+        import cupy
+
+        prepared = tcore_arguments(plan, args, cupy)
+        if prepared is None:
+            return None
+        c2, x, y, b, xn, yn = prepared
+        kernel, launch = get_tcore_kernel(plan)
+        E = tcore_match(plan).e
+        out = cupy.empty((plan.nx, E), dtype=np.float32)
+        grid = (-(-plan.nx // launch.rows_per_block),)
+        kernel(grid, (launch.block,),
+               (np.int64(plan.nx), np.int64(plan.ny), c2, x, y, b, xn, yn, out),
+               shared_mem=launch.smem)
+        outs = [out]
         if any(is_cupy_array(a) for a in args):
             return tuple(outs)
         return tuple(cupy.asnumpy(o) for o in outs)
