@@ -78,7 +78,7 @@ def stream(tensors):
     import cupy
 
     with cupy.cuda.Device(cuda[0].device.index or 0):
-        stream = torch.cuda.currentstream(cuda[0].device)
+        stream = torch.cuda.current_stream(cuda[0].device)
         with _cupystream(cupy, stream):
             yield
 
