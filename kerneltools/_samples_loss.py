@@ -12,24 +12,23 @@ be compared term by term:
   SumSoftMaxWeight reduction per potential), as GeomLoss's autograd computes
   it.
 
-Every loss is one autograd node (:class:`_LossValue`) whose forward runs the
-engine's reductions on NumPy views of the tensors and whose backward runs the
-gradient reductions, written out below. Under ``create_graph=True`` (a
-gradient penalty, say) the kernel losses' backward computes the same
-gradients as differentiable torch operations (:class:`_KernelConv`, whose own
-backward is the engine's symbolic derivative of the summand): gradients of
-gradients, exact to second order for the three kernel losses (for the energy
-and Laplacian kernels everywhere but where two points coincide, where
-``|x - y|`` is not twice differentiable and the derivatives of its term are
-taken as 0; see :func:`_kernel`). Sinkhorn and Hausdorff raise
+Every loss is one autograd node (:class:`._samples_loss_device._LossValue`)
+whose forward runs the engine's reductions on the tensors' data (see "Where
+it runs" below) and whose backward runs the gradient reductions, written out
+below. Under ``create_graph=True`` (a gradient penalty, say) the kernel
+losses' backward computes the same gradients as differentiable torch
+operations (:class:`_KernelConv`, whose own backward is the engine's
+symbolic derivative of the summand): gradients of gradients, exact to
+second order for the three kernel losses (for the energy and Laplacian
+kernels everywhere but where two points coincide, where ``|x - y|`` is not
+twice differentiable and the derivatives of its term are taken as 0; see
+:func:`_kernel`). Sinkhorn and Hausdorff raise
 ``NotImplementedError`` there: their gradients hold the dual potentials
 (softmins) fixed, and their exact second derivatives need the derivatives
 of the potentials, the solution of a linear system through the Sinkhorn
 fixed point, which is not computed. (GeomLoss's double backward of these
 differentiates its last extrapolation step with the potentials detached: a
 second derivative that is not the loss's.)
-CUDA tensors are copied to the host (the solvers' arrays are NumPy) and the
-gradients go back to their device.
 - ``"gaussian"``, ``"laplacian"``, ``"energy"``: the kernel norms
   ``1/2 |a - b|_k^2`` with ``k(x, y) = exp(-|x - y|^2 / 2 blur^2)``,
   ``exp(-|x - y| / blur)`` and ``-|x - y|``, with their exact gradients.
@@ -41,18 +40,29 @@ gradients go back to their device.
   ``KeyError`` on it.)
 
 The ``N x M`` matrices are never stored: every step is a reduction.
+
+Where it runs (:mod:`._samples_loss_device`): CPU tensors are read through
+zero-copy NumPy views. CUDA tensors, with CuPy seeing a GPU, stay on their
+device: they become CuPy arrays through DLPack (no copy), the Sinkhorn loop
+and every reduction run there (the solvers' vector arithmetic is written to
+the Array API standard), and the value, the gradients and the potentials
+come back as tensors on that device through DLPack; only scalars cross to
+the host (and, with ``backend="multiscale"``, one copy of the points for
+the cells and the block choice). Without CuPy or a GPU, or with
+``backend="cpu"`` or ``"numpy"``, CUDA tensors are copied to the host and
+the results sent back (``verbose`` says so).
 """
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
-import numpy as np
 import torch
 
+from ._samples_loss_device import Solution, TensorPlace, finish, tensor_place
 from .config import check_backend
-from .estimators import _sinkhorn as sk
 from .estimators import _multiscale as multiscale
+from .estimators import _sinkhorn as sk
 from .estimators._transport_inputs import check_problem
 from .lazy import Vi, Vj
 
@@ -217,26 +227,31 @@ default="sinkhorn"
         batch dimension; ``potentials=True``: ``(F, G)`` shaped as ``a``, ``b``.
         """
         a, x, b, y, batched = _check_inputs(args)
-        diameter = self.diameter
-        if diameter is None and self.loss == "sinkhorn":
-            # GeomLoss's: one schedule for the whole batch, from all its points
-            D = x.shape[-1]
-            diameter = sk.max_diameter(_host(x.reshape(-1, D)), _host(y.reshape(-1, D)))
-        outs = [self._one(a[k], x[k], b[k], y[k], diameter) for k in range(x.shape[0])]
+        place = tensor_place(x, self.backend, self.verbose)
+        with place.running((x, y)):
+            diameter = self.diameter
+            if diameter is None and self.loss == "sinkhorn":
+                # GeomLoss's: one schedule for the whole batch, from all its points
+                D = x.shape[-1]
+                diameter = sk.max_diameter(place.array(x.reshape(-1, D)),
+                                           place.array(y.reshape(-1, D)), place.space)
+            outs = [self._one(place, a[k], x[k], b[k], y[k], diameter)
+                    for k in range(x.shape[0])]
         if self.potentials:
             F, G = (torch.stack(t) for t in zip(*outs))
             return (F, G) if batched else (F[0], G[0])
         values = torch.stack(outs)
         return values if batched else values[0]
 
-    def _one(self, a, x, b, y, diameter):
-        """The loss (or potentials) of one pair of measures."""
+    def _one(self, place, a, x, b, y, diameter):
+        """The loss (or potentials) of one pair of measures, computed in
+        ``place``."""
         if self.loss == "sinkhorn":
-            solution = sinkhorn_solution(self, a, x, b, y, diameter)
+            solution = sinkhorn_solution(self, place, a, x, b, y, diameter)
         elif self.loss == "hausdorff":
-            solution = _hausdorff(self, a, x, b, y)
+            solution = _hausdorff(self, place, a, x, b, y)
         else:
-            solution = _kernel_loss(self, a, x, b, y)
+            solution = _kernel_loss(self, place, a, x, b, y)
         return finish(self, solution, a, x, b, y)
 
 
@@ -258,10 +273,6 @@ def _cost_formula(cost, who):
         raise ValueError(f"{who}: 'cost' {cost!r}: use the names X and Y, not Var(...)")
 
     return lambda x_i, y_j: evaluate(tree, {"X": x_i, "Y": y_j}, no_inline, lazy, cost)
-
-
-def _host(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()
 
 
 def _positive(value, name, who):
@@ -329,82 +340,24 @@ def _check_weights(w, pts, name, points, batched):
     return w
 
 
-# -- one autograd node for every loss ---------------------------------------------
-
-
-class Solution:
-    """A solved loss: its value (float64) and, on demand, its gradients
-    ``(d/da, d/dx, d/db, d/dy)`` as NumPy arrays, from ``gradients()``;
-    ``torch_gradients(need, a, x, b, y)``: the same as differentiable tensors
-    (None: no double backward, ``why`` says why)."""
-
-    def __init__(self, value: float, gradients, potentials=None, torch_gradients=None,
-                 why=""):
-        self.value, self.gradients, self.potentials = value, gradients, potentials
-        self.torch_gradients, self.why = torch_gradients, why
-
-
-class _LossValue(torch.autograd.Function):
-    """The value of a solved loss; backward from its gradients, differentiable
-    under ``create_graph=True`` where the loss provides ``torch_gradients``."""
-
-    @staticmethod
-    def forward(ctx, solution: Solution, a, x, b, y):
-        ctx.solution = solution
-        ctx.save_for_backward(a, x, b, y)
-        return torch.tensor(solution.value, dtype=x.dtype, device=x.device)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        need = ctx.needs_input_grad[1:]
-        if not any(need):
-            return (None,) * 5
-        if torch.is_grad_enabled():  # create_graph=True: a graph of the gradients
-            if ctx.solution.torch_gradients is None:
-                raise NotImplementedError(
-                    "SamplesLoss: gradients of gradients (backward with "
-                    f"create_graph=True) are not supported for {ctx.solution.why}; "
-                    "they are for the kernel losses 'gaussian', 'laplacian' and "
-                    "'energy'")
-            grads = ctx.solution.torch_gradients(need, *ctx.saved_tensors)
-            return (None,) + tuple(None if not n or d is None else grad_out * d
-                                   for n, d in zip(need, grads))
-        g = float(grad_out)
-        grads = ctx.solution.gradients(need)
-        return (None,) + tuple(
-            None if not n or d is None else to_tensor(g * d, grad_out)
-            for n, d in zip(need, grads)
-        )
-
-
-def to_tensor(arr: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(arr)).to(like.device, like.dtype)
-
-
-def finish(loss, solution: Solution, a, x, b, y):
-    """The loss value as a differentiable tensor, or ``(F, G)`` with potentials."""
-    if loss.potentials:
-        F, G = solution.potentials
-        return to_tensor(F, x), to_tensor(G, x)
-    return _LossValue.apply(solution, a, x, b, y)
-
-
 # -- Sinkhorn divergence (GeomLoss's sinkhorn_samples) --------------------------------
 #
-# The loop of kerneltools.estimators._sinkhorn runs on NumPy views of the
-# tensors, outside autograd (GeomLoss runs it under torch.no_grad too). The
-# gradients are the envelope-theorem gradient of the last extrapolation step
-# (Feydy's thesis, Eq. 3.226-227), the potentials' inputs held fixed as in
-# GeomLoss: a_i (grad f_ba - grad f_aa)(x_i) for the points (one
-# SumSoftMaxWeight reduction per potential), the potentials for the weights.
+# The loop of kerneltools.estimators._sinkhorn runs on the tensors' arrays
+# (NumPy views, or CuPy arrays on the device), outside autograd (GeomLoss
+# runs it under torch.no_grad too). The gradients are the envelope-theorem
+# gradient of the last extrapolation step (Feydy's thesis, Eq. 3.226-227),
+# the potentials' inputs held fixed as in GeomLoss: a_i (grad f_ba -
+# grad f_aa)(x_i) for the points (one SumSoftMaxWeight reduction per
+# potential), the potentials for the weights.
 
 
-def problem(loss, a, x, b, y, diameter) -> sk.Problem:
-    """The :class:`Problem` of one pair of measures, GeomLoss's schedule from
-    ``diameter`` (that of the whole batch, or the user's)."""
+def problem(loss, place: TensorPlace, a, x, b, y, diameter) -> sk.Problem:
+    """The :class:`Problem` of one pair of measures, its arrays in ``place``'s
+    space, GeomLoss's schedule from ``diameter`` (that of the whole batch, or
+    the user's)."""
     prob = check_problem(
-        _host(x), _host(y), _host(a), _host(b), p=loss.p, blur=loss.blur,
-        reach=loss.reach, scaling=loss.scaling, caller="SamplesLoss",
+        *(place.array(t) for t in (x, y, a, b)), p=loss.p, blur=loss.blur,
+        reach=loss.reach, scaling=loss.scaling, caller="SamplesLoss", space=place.space,
     )
     if diameter is not None and diameter > 0:
         d = float(diameter)
@@ -413,23 +366,27 @@ def problem(loss, a, x, b, y, diameter) -> sk.Problem:
         )
     prob = prob._replace(cost=loss._cost)
     if loss.verbose:
+        where = f" (on the device: {prob.space})" if prob.space.on_device else ""
         print(f"SamplesLoss: Sinkhorn over {len(prob.eps_list)} temperatures, "
-              f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}")
+              f"eps = {', '.join(f'{e:.3g}' for e in prob.eps_list)}{where}")
     return prob
 
 
-def solve(prob: sk.Problem, loss, debias: bool, backend) -> Solution:
+def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
     """GeomLoss's "online" Sinkhorn (every softmin a full LogSumExp reduction)
     or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one."""
+    backend = place.backend(loss._engine_backend)
     pot, costs, _ = multiscale.solve(
         prob, debias=debias, backend=backend, multiscale=loss.backend == "multiscale",
         truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
-    return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend))
+    return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend),
+                    place)
 
 
-def solution(prob, pot: sk.Potentials, debias: bool, point_gradients) -> Solution:
-    """The :class:`Solution` of solved potentials; ``point_gradients()`` gives
-    ``(grad_x, grad_y)``."""
+def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
+             place: TensorPlace) -> Solution:
+    """The :class:`Solution` of solved potentials (arrays of ``place``'s
+    space); ``point_gradients()`` gives ``(grad_x, grad_y)``."""
     da, db = sk.weight_gradients(pot, debias)
     F, G = pot.f_ba, pot.g_ab
     if debias:
@@ -439,16 +396,16 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients) -> Solutio
         dx, dy = point_gradients() if need[1] or need[3] else (None, None)
         return da, dx, db, dy
 
-    value = float(prob.a.astype(np.float64) @ da + prob.b.astype(np.float64) @ db)
+    value = float(sk._f64(prob.a) @ da + sk._f64(prob.b) @ db)
     return Solution(value, gradients, (F, G),
                     why="loss='sinkhorn' (its envelope-theorem gradient holds the dual "
-                    "potentials fixed; their derivatives are not computed)")
+                    "potentials fixed; their derivatives are not computed)", place=place)
 
 
-def sinkhorn_solution(loss, a, x, b, y, diameter) -> Solution:
+def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solution:
     """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures."""
-    prob = problem(loss, a, x, b, y, diameter)
-    return solve(prob, loss, bool(loss.debias), loss._engine_backend)
+    prob = problem(loss, place, a, x, b, y, diameter)
+    return solve(prob, loss, bool(loss.debias), place)
 
 
 # -- kernel norms (GeomLoss's kernel_samples) ----------------------------------------
@@ -484,34 +441,39 @@ def _kernel(name, u, v, blur):
     return -dist, same.ifelse(0.0, -diff / r)  # energy
 
 
-def _kernel_loss(loss, a, x, b, y):
+def _kernel_loss(loss, place: TensorPlace, a, x, b, y):
     """``1/2 <a, K_xx a> + 1/2 <b, K_yy b> - <a, K_xy b>``, exact gradients:
     ``d/da = K_xx a - K_xy b``, ``d/dx_i = a_i sum_j (a_j grad k(x_i, x_j) -
-    b_j grad k(x_i, y_j))`` (k symmetric), and the mirror for b and y."""
-    be, blur, name = loss._engine_backend, float(loss.blur), loss.loss
-    A, X, B, Y = (_host(t) for t in (a, x, b, y))
-    A, B = A.astype(X.dtype), B.astype(X.dtype)
+    b_j grad k(x_i, y_j))`` (k symmetric), and the mirror for b and y; arrays
+    of ``place``'s space."""
+    be, blur, name = place.backend(loss._engine_backend), float(loss.blur), loss.loss
+    sp = place.space
+    xp = sp.xp
+    A, X, B, Y = (place.array(t) for t in (a, x, b, y))
+    dt = sp.np_dtype(X)
+    A, B = sp.astype(A, dt), sp.astype(B, dt)
 
     def conv(u, v, w, grad=False):
-        k, dk = _kernel(name, Vi(u), Vj(v), blur)
+        k, dk = _kernel(name, Vi(sp.engine(u)), Vj(sp.engine(v)), blur)
         F = dk if grad else k
-        out = (F * Vj(w[:, None])).sum(axis=1, backend=be)
-        return out.astype(np.float64) if grad else out[:, 0].astype(np.float64)
+        out = place.from_engine(
+            (F * Vj(sp.engine(xp.reshape(w, (-1, 1))))).sum(axis=1, backend=be))
+        return sk._f64(out if grad else out[:, 0])
 
     a_x, b_y, b_x, a_y = conv(X, X, A), conv(Y, Y, B), conv(X, Y, B), conv(Y, X, A)
-    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    A64, B64 = sk._f64(A), sk._f64(B)
     value = 0.5 * A64 @ a_x + 0.5 * B64 @ b_y - A64 @ b_x
 
     def gradients(need):
         da = a_x - b_x if need[0] else None
         db = b_y - a_y if need[2] else None
-        dx = A64[:, None] * (conv(X, X, A, True) - conv(X, Y, B, True)) if need[1] else None
-        dy = B64[:, None] * (conv(Y, Y, B, True) - conv(Y, X, A, True)) if need[3] else None
+        dx = _column(A64) * (conv(X, X, A, True) - conv(X, Y, B, True)) if need[1] else None
+        dy = _column(B64) * (conv(Y, Y, B, True) - conv(Y, X, A, True)) if need[3] else None
         return da, dx, db, dy
 
     def torch_gradients(need, a, x, b, y):
         def conv(u, v, w, grad=False):
-            return _KernelConv.apply((name, blur, grad, be), u, v, w)
+            return _KernelConv.apply((name, blur, grad, be, place), u, v, w)
 
         da = conv(x, x, a) - conv(x, y, b) if need[0] else None
         db = conv(y, y, b) - conv(y, x, a) if need[2] else None
@@ -519,19 +481,27 @@ def _kernel_loss(loss, a, x, b, y):
         dy = b[:, None] * (conv(y, y, b, True) - conv(y, x, a, True)) if need[3] else None
         return da, dx, db, dy
 
-    return Solution(value, gradients, (a_x - b_x, b_y - a_y), torch_gradients)
+    return Solution(value, gradients, (a_x - b_x, b_y - a_y), torch_gradients, place=place)
+
+
+def _column(v):
+    """A vector ``(N,)`` as a column ``(N, 1)``, in its namespace."""
+    return sk.namespace(v).reshape(v, (-1, 1))
 
 
 class _KernelConv(torch.autograd.Function):
     """``sum_j F(u_i, v_j) w_j`` with ``F = k`` or ``grad_u k`` (``spec``:
-    ``(name, blur, grad, backend)``): a differentiable reduction whose backward
-    reduces the engine's symbolic derivatives of the summand in ``u_i``,
-    ``v_j`` and ``w_j`` (once differentiable: second order for the loss)."""
+    ``(name, blur, grad, backend, place)``): a differentiable reduction whose
+    backward reduces the engine's symbolic derivatives of the summand in
+    ``u_i``, ``v_j`` and ``w_j`` (once differentiable: second order for the
+    loss). The reductions read the tensors in ``place`` (NumPy views, or CuPy
+    arrays on the device) and their outputs come back as tensors on the
+    inputs' device."""
 
     @staticmethod
     def _summand(spec, u, v, w):
-        name, blur, grad, _ = spec
-        ui, vj, wj = Vi(_host(u)), Vj(_host(v)), Vj(_host(w).reshape(-1, 1))
+        name, blur, grad, _, place = spec
+        ui, vj, wj = Vi(place.engine(u)), Vj(place.engine(v)), Vj(place.engine(w[:, None]))
         k, dk = _kernel(name, ui, vj, blur)
         return (dk if grad else k) * wj, (ui, vj, wj)
 
@@ -540,23 +510,26 @@ class _KernelConv(torch.autograd.Function):
         ctx.spec = spec
         ctx.save_for_backward(u, v, w)
         H, _ = _KernelConv._summand(spec, u, v, w)
-        out = H.sum(axis=1, backend=spec[3])
-        return to_tensor(out if spec[2] else out[:, 0], u)
+        place = spec[4]
+        out = place.from_engine(H.sum(axis=1, backend=spec[3]))
+        return place.tensor(out if spec[2] else out[:, 0], u)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         spec, (u, v, w) = ctx.spec, ctx.saved_tensors
+        place, be = spec[4], spec[3]
         H, (ui, vj, wj) = _KernelConv._summand(spec, u, v, w)
-        E = Vi(_host(g).reshape(len(u), -1).astype(_host(u).dtype))
+        E = Vi(place.engine(g.reshape(len(u), -1).to(u.dtype)))
         need = ctx.needs_input_grad[1:]
         du = dv = dw = None
         if need[0]:
-            du = to_tensor(H.grad(ui, E).sum(axis=1, backend=spec[3]), g)
+            du = place.tensor(place.from_engine(H.grad(ui, E).sum(axis=1, backend=be)), g)
         if need[1] or need[2]:  # one reduction over i for both j-variables
             d = u.shape[1]
-            vw = H.grad(vj, E).concat(H.grad(wj, E)).sum(axis=0, backend=spec[3])
-            dv, dw = to_tensor(vw[:, :d], g), to_tensor(vw[:, d], g)
+            vw = place.from_engine(
+                H.grad(vj, E).concat(H.grad(wj, E)).sum(axis=0, backend=be))
+            dv, dw = place.tensor(vw[:, :d], g), place.tensor(vw[:, d], g)
         out = [None, du, dv if need[1] else None, dw if need[2] else None]
         return tuple(out)
 
@@ -564,7 +537,7 @@ class _KernelConv(torch.autograd.Function):
 # -- Hausdorff divergence -----------------------------------------------------------
 
 
-def _hausdorff(loss, a, x, b, y):
+def _hausdorff(loss, place: TensorPlace, a, x, b, y):
     """``<a, b_x - a_x> + <b, a_y - b_y>``: soft nearest neighbours at eps.
 
     The gradient is GeomLoss's convention for softmins (its Sinkhorn's last
@@ -572,26 +545,28 @@ def _hausdorff(loss, a, x, b, y):
     points and log-weights held fixed; the weights' gradients are the
     potentials ``b_x - a_x`` and ``a_y - b_y``.
     """
-    be, p = loss._engine_backend, int(loss.p)
+    be, p = place.backend(loss._engine_backend), int(loss.p)
+    sp = place.space
     eps = float(loss.blur) ** p
-    A, X, B, Y = (_host(t) for t in (a, x, b, y))
-    A, B = A.astype(X.dtype), B.astype(X.dtype)
+    A, X, B, Y = (place.array(t) for t in (a, x, b, y))
+    dt = sp.np_dtype(X)
+    A, B = sp.astype(A, dt), sp.astype(B, dt)
     la, lb = sk.log_weights(A), sk.log_weights(B)
     pairs = {"a_x": (X, X, la), "b_y": (Y, Y, lb), "b_x": (X, Y, lb), "a_y": (Y, X, la)}
-    costs = {k: sk.cost_matrix(p, u, v, loss._cost) for k, (u, v, _) in pairs.items()}
-    softmin = sk.lse_softmin(be)
-    s = {k: softmin(eps, costs[k], h).astype(np.float64) for k, (_, _, h) in pairs.items()}
+    costs = {k: sk.cost_matrix(p, u, v, loss._cost, sp) for k, (u, v, _) in pairs.items()}
+    softmin = sk.lse_softmin(be, sp)
+    s = {k: sk._f64(softmin(eps, costs[k], h)) for k, (_, _, h) in pairs.items()}
     F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
-    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    A64, B64 = sk._f64(A), sk._f64(B)
 
     def grad(k):
-        return sk.softmin_gradient(eps, costs[k], pairs[k][2], be).astype(np.float64)
+        return sk._f64(sk.softmin_gradient(eps, costs[k], pairs[k][2], be, sp))
 
     def gradients(need):
-        dx = A64[:, None] * (grad("b_x") - grad("a_x")) if need[1] else None
-        dy = B64[:, None] * (grad("a_y") - grad("b_y")) if need[3] else None
+        dx = _column(A64) * (grad("b_x") - grad("a_x")) if need[1] else None
+        dy = _column(B64) * (grad("a_y") - grad("b_y")) if need[3] else None
         return F, dx, G, dy
 
-    return Solution(float(A64 @ F + B64 @ G), gradients, (F, G),
+    return Solution(A64 @ F + B64 @ G, gradients, (F, G),
                     why="loss='hausdorff' (its gradient holds its potentials, the softmins, "
-                    "fixed; their derivatives are not computed)")
+                    "fixed; their derivatives are not computed)", place=place)
