@@ -2,8 +2,9 @@
 # One GPU session, run on a machine with an NVIDIA GPU from the repository root:
 # the gpu-marked tests (the shared correctness suite on the CUDA backend), the
 # GPU benchmark against pykeops and dense CuPy, the block-sparse benchmark
-# (CUDA vs our CPU path), the launch-shape sweep and the estimators on CuPy
-# arrays (asv_bench/estimators_gpu.py).
+# (CUDA vs our CPU path), the launch-shape sweep, the estimators on CuPy
+# arrays (asv_bench/estimators_gpu.py) and SamplesLoss on CUDA tensors
+# (asv_bench/samples_loss_gpu.py).
 # Results go under $OUT (default /tmp/kt-gpu). pykeops travels as wheels in .whl/.
 set -u
 OUT=${OUT:-/tmp/kt-gpu}
@@ -81,5 +82,16 @@ if [ "${KT_SINKHORN_TIMEOUT:-300}" != 0 ] && room sinkhorn; then
   timeout "$(limit ${KT_SINKHORN_TIMEOUT:-300})" python3 asv_bench/estimators_gpu.py --estimators sinkhorn \
     --out "$OUT/sinkhorn_gpu.json" > "$OUT/sinkhorn_gpu.log" 2>&1
   stamp "sinkhorn benchmark rc=$?"
+fi
+# SamplesLoss on CUDA tensors (issue 27): every loss's value and gradients in
+# x, y, a, b on CUDA tensors against CPU tensors at 2,000 points (float32 and
+# float64) with the device-to-host copies counted, then one forward + backward
+# of the Sinkhorn loss at 10^5 points against GeomLoss's online backend where
+# geomloss and pykeops import (wheels in .whl/; else the row says why). 150 s:
+# an estimate (GeomLoss's first call compiles with KeOps), not yet measured
+if [ "${KT_SAMPLES_LOSS_TIMEOUT:-150}" != 0 ] && room samples_loss; then
+  timeout "$(limit ${KT_SAMPLES_LOSS_TIMEOUT:-150})" python3 asv_bench/samples_loss_gpu.py \
+    --out "$OUT/samples_loss_gpu.json" > "$OUT/samples_loss_gpu.log" 2>&1
+  stamp "SamplesLoss on CUDA tensors rc=$?"
 fi
 tail -5 "$OUT/gpu_tests.txt"
