@@ -8,8 +8,8 @@ timing against GeomLoss, in one run.
    of CUDA tensors against the same CPU tensors (``value_rel_diff``, and
    ``grad_rel_diff``: the largest of the four, each relative to its largest
    entry), and ``big_host_copies``: the device-to-host copies of more than
-   D numbers during the CUDA run (``cupy.ndarray.get``, ``cupy.asnumpy``,
-   ``Tensor.cpu``): 0 but for the multiscale Sinkhorn (one copy of the
+   D numbers during the CUDA run (``Space.host``, ``cupy.asnumpy``,
+   ``Tensor.cpu``, ``Tensor.numpy``): 0 but for the multiscale Sinkhorn (one copy of the
    points, masses and jump potentials, 8 in all).
 2. Time (``--sizes``, 10^5 by default; D = 3, float32, blur 0.05): one
    forward + backward in x of ``SamplesLoss("sinkhorn")(x, y)`` on CUDA
@@ -60,31 +60,30 @@ def _value_and_grads(L, args):
     leaves = [t.detach().clone().requires_grad_() for t in args]
     v = L(*leaves)
     v.backward()
-    return v.detach().cpu(), [t.grad.cpu() for t in leaves]
+    return v.detach(), [t.grad for t in leaves]
 
 
 def _rel(got, ref) -> float:
+    got = got.cpu()  # (outside the counted run)
     return float((got.double() - ref.double()).abs().max()
                  / ref.double().abs().max().clamp_min(1e-300))
 
 
 class _HostCopies:
-    """Counts the copies of more than ``d`` numbers to the host: on a GPU
-    through ``cupy.ndarray.get``, ``cupy.asnumpy`` and ``Tensor.cpu``; on
-    the simulated device through ``Space.host``."""
+    """Counts the copies of more than ``d`` numbers to the host: those of the
+    solvers (``Space.host``) and, on a GPU, ``cupy.asnumpy``, ``Tensor.cpu``
+    and ``Tensor.numpy`` (CPU tensors are read through NumPy by design)."""
 
     def __init__(self, d, gpu):
         import torch
 
         from kerneltools.estimators._array_api import Space
 
-        self.d, self.count, self.saved = d, 0, []
+        self.d, self.count, self.saved = d, 0, [(Space, "host")]
         if gpu:
             import cupy
 
-            self.saved = [(cupy.ndarray, "get"), (cupy, "asnumpy"), (torch.Tensor, "cpu")]
-        else:
-            self.saved = [(Space, "host")]
+            self.saved += [(cupy, "asnumpy"), (torch.Tensor, "cpu"), (torch.Tensor, "numpy")]
         self.saved = [(owner, name, getattr(owner, name)) for owner, name in self.saved]
 
     def _counted(self, fn, method):

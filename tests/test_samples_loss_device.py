@@ -382,46 +382,54 @@ def test_gpu_benchmark_runs_in_cpu_mode(tmp_path):
 @pytest.mark.parametrize("loss, kw", CASES, ids=IDS)
 def test_cuda_tensors_stay_on_the_gpu(loss, kw, monkeypatch):
     """Real CUDA tensors: value, gradients and potentials on the GPU, equal to
-    the CPU's; no N-sized device-to-host copy (``cupy.ndarray.get``,
-    ``cupy.asnumpy``, ``Tensor.cpu``) but the multiscale Sinkhorn's; and,
-    with CuPy declared unusable, the host round trip gives the same."""
+    the CPU's; no N-sized device-to-host copy (``Space.host``,
+    ``cupy.asnumpy``, ``Tensor.cpu``, ``Tensor.numpy``) but the multiscale
+    Sinkhorn's 8 ``Space.host`` copies; and, with CuPy declared unusable,
+    the host round trip gives the same, on the GPU."""
     import cupy
 
     n, d = 40, 3
     copies = []
 
-    def counted(name, fn):
-        def run(a, *args, **kwargs):
+    def counted(name, fn, method=False):
+        def run(*args, **kwargs):
+            a = args[1] if method else args[0]
             if int(np.prod(a.shape)) > d:
                 copies.append((name, tuple(a.shape)))
-            return fn(a, *args, **kwargs)
+            return fn(*args, **kwargs)
 
         return run
 
     for dt, rtol in ((torch.float32, 1e-4), (torch.float64, 1e-9)):
         args = measures(dt, n=n)
         v_ref, grads_ref = value_and_grads(SamplesLoss(loss, **kw), args, simulated=False)
+        F_ref, G_ref = SamplesLoss(loss, potentials=True, **kw)(*args)
         cuda_args = [t.cuda() for t in args]
+        del copies[:]
         with monkeypatch.context() as m:
-            m.setattr(cupy.ndarray, "get", counted("get", cupy.ndarray.get))
+            m.setattr(Space, "host", counted("Space.host", Space.host, method=True))
             m.setattr(cupy, "asnumpy", counted("asnumpy", cupy.asnumpy))
-            m.setattr(torch.Tensor, "cpu", counted("cpu", torch.Tensor.cpu))
+            for name in ("cpu", "numpy"):
+                m.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
             v, grads = value_and_grads(SamplesLoss(loss, **kw), cuda_args, simulated=False)
             F, G = SamplesLoss(loss, potentials=True, **kw)(*cuda_args)
         if kw.get("backend") != "multiscale":
             assert copies == []
+        else:  # x, y, a, b and the 4 potentials at the jump, twice (loss, potentials)
+            assert [c for c in copies if c[0] != "Space.host"] == []
+            assert len(copies) == 16, copies
         assert v.device.type == "cuda" and F.device.type == "cuda"
         assert_same(v.cpu(), v_ref, "value", rtol)
         for name, g, g_ref in zip("axby", grads, grads_ref):
             assert g.device.type == "cuda"
             assert_same(g.cpu(), g_ref, f"gradient in {name}", 10 * rtol)
-        F_ref, G_ref = SamplesLoss(loss, potentials=True, **kw)(*args)
         assert_same(F.cpu(), F_ref, "F", 10 * rtol)
         assert_same(G.cpu(), G_ref, "G", 10 * rtol)
         with monkeypatch.context() as m:  # no CuPy: the host round trip
             m.setattr(device, "_cupy_usable", lambda: (False, "CuPy declared unusable"))
-            v_host, _ = value_and_grads(SamplesLoss(loss, **kw), cuda_args, simulated=False)
-        assert v_host.device.type == "cuda"
+            v_host, grads_host = value_and_grads(SamplesLoss(loss, **kw), cuda_args,
+                                                 simulated=False)
+        assert v_host.device.type == "cuda" and grads_host[1].device.type == "cuda"
         assert_same(v_host.cpu(), v_ref, "value (host round trip)", rtol)
 
 
