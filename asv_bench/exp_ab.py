@@ -16,6 +16,9 @@ function stays the portable one). Two measurements:
   after another can run several per cent slower or faster on a shared VM, so
   that two processes' numbers cannot resolve a few per cent; one process can.
 
+``--near`` (no ``VARIANT``): the kernels with the expanded squared distance
+of ``_cpu_near`` against those without (both with the current header).
+
 ``--vector`` (no ``VARIANT``): the same two measurements for the AVX-512
 ``kt_exp2v_nonpos`` and the explicit vector loops of ``_cpu_vec`` against
 the kernels built with ``KT_NO_VEC`` (the scalar ``#pragma omp simd`` loops
@@ -109,10 +112,14 @@ def ulp_errors(header: str, n: int = 2_000_000, harness: str = _HARNESS,
         return out
 
 
-def ab(headers: dict, tasks, n: int, rounds: int) -> None:
-    """Interleaved calls of each task's kernel built from both headers."""
+def ab(headers: dict, tasks, n: int, rounds: int, near=None) -> None:
+    """Interleaved calls of each task's kernel built from both headers
+    (``near``: {name: whether the expanded squared distance of _cpu_near is
+    used}, default both)."""
     from benchmarks import reductions as R
     from kerneltools.backend import _cpu_backend, _cpu_codegen
+
+    near_rows = _cpu_codegen.near_rows
 
     print("| task | current median | variant median | current / variant "
           "(paired median) | max rel. difference |\n|---|---|---|---|---|")
@@ -123,6 +130,8 @@ def ab(headers: dict, tasks, n: int, rounds: int) -> None:
             for name in (list(headers) if r % 2 == 0 else list(headers)[::-1]):
                 # the source, hence the kernel key, follows the header
                 _cpu_codegen._KT_EXP_H = headers[name]
+                _cpu_codegen.near_rows = (near_rows if near is None or near[name]
+                                          else (lambda *args: None))
                 _cpu_backend._by_signature.clear()
                 if r == 0:
                     result[name] = np.asarray(call(), dtype=float)  # compile, warm
@@ -143,6 +152,8 @@ def main(argv=None) -> int:
     p.add_argument("variant", nargs="?", help="C file defining kt_exp2_nonpos")
     p.add_argument("--vector", action="store_true",
                    help="kt_exp2v_nonpos and the vector loops against KT_NO_VEC")
+    p.add_argument("--near", action="store_true",
+                   help="the expanded squared distance (_cpu_near) against the direct one")
     p.add_argument("--tasks", default="argkmin,matvec,lse,grad")
     p.add_argument("--n", type=float, default=2e4, help="N = M (default 2e4)")
     p.add_argument("--rounds", type=int, default=8, help="calls per kernel (default 8)")
@@ -151,6 +162,11 @@ def main(argv=None) -> int:
     from kerneltools.backend import _cpu_codegen
 
     current = _cpu_codegen._KT_EXP_H
+    if args.near:
+        headers = {"current": current, "variant": current}
+        ab(headers, args.tasks.split(","), int(args.n), args.rounds,
+           near={"current": False, "variant": True})
+        return 0
     if args.vector:
         headers = {"current": "#define KT_NO_VEC 1\n" + current, "variant": current}
         if args.ulp:

@@ -3,6 +3,7 @@
  */
 #include <tgmath.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef double real_t;
 typedef double acc_t;
@@ -435,6 +436,33 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   kt_state *restrict states = (kt_state *)outs[1];
   const real_t t5_0 = a2[0];
   const real_t kc0 = (real_t)(-1.4426950408889634074 * (double)t5_0);
+  real_t kcen0_0 = 0, kcen0_1 = 0, kcen0_2 = 0, kym0 = 0;
+  real_t *kyq0 = (real_t *)malloc(sizeof(real_t) * 4 * (size_t)((ny + TJ - 1) / TJ * TJ));
+  {
+    double m0 = 0, m1 = 0, m2 = 0;
+    for (int64_t jq = 0; jq < ny; jq++) {
+      m0 += a1[jq / TJ * (3 * TJ) + jq % TJ + 0 * TJ];
+      m1 += a1[jq / TJ * (3 * TJ) + jq % TJ + 1 * TJ];
+      m2 += a1[jq / TJ * (3 * TJ) + jq % TJ + 2 * TJ];
+    }
+    kcen0_0 = (real_t)(m0 / (double)(ny > 0 ? ny : 1));
+    kcen0_1 = (real_t)(m1 / (double)(ny > 0 ? ny : 1));
+    kcen0_2 = (real_t)(m2 / (double)(ny > 0 ? ny : 1));
+    for (int64_t jq = 0; kyq0 && jq < ny; jq++) {
+      const real_t v0 = a1[jq / TJ * (3 * TJ) + jq % TJ + 0 * TJ] - kcen0_0;
+      const real_t v1 = a1[jq / TJ * (3 * TJ) + jq % TJ + 1 * TJ] - kcen0_1;
+      const real_t v2 = a1[jq / TJ * (3 * TJ) + jq % TJ + 2 * TJ] - kcen0_2;
+      const real_t s = v0 * v0 + v1 * v1 + v2 * v2;
+      if (s > kym0 || s != s) kym0 = s;
+      real_t *w = kyq0 + jq / TJ * (4 * TJ) + jq % TJ;
+      w[0 * TJ] = v0;
+      w[1 * TJ] = v1;
+      w[2 * TJ] = v2;
+      w[3 * TJ] = s * kc0;
+    }
+    if (!kyq0) kym0 = NAN;
+  }
+  const real_t kbm0 = kc0 * kym0, km20 = -2 * kc0;
   const int kt_nonpos = t5_0 >= (real_t)0;
   const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
   #pragma omp parallel for schedule(static) if (kt_parallel && (r1 - r0) * ny > KT_PARALLEL_PAIRS)
@@ -470,133 +498,299 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_0 = a0[i_3 * 3 + 0];
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
+        const real_t ku0_0_0 = t0_0 - kcen0_0;
+        const real_t ku0_0_1 = t0_1 - kcen0_1;
+        const real_t ku0_0_2 = t0_2 - kcen0_2;
+        const real_t ka0_0 = (ku0_0_0 * ku0_0_0 + ku0_0_1 * ku0_0_1 + ku0_0_2 * ku0_0_2) * kc0;
+        const real_t kx0_0_0 = ku0_0_0 * km20;
+        const real_t kx0_0_1 = ku0_0_1 * km20;
+        const real_t kx0_0_2 = ku0_0_2 * km20;
+        const real_t ku0_1_0 = r1_0_0 - kcen0_0;
+        const real_t ku0_1_1 = r1_0_1 - kcen0_1;
+        const real_t ku0_1_2 = r1_0_2 - kcen0_2;
+        const real_t ka0_1 = (ku0_1_0 * ku0_1_0 + ku0_1_1 * ku0_1_1 + ku0_1_2 * ku0_1_2) * kc0;
+        const real_t kx0_1_0 = ku0_1_0 * km20;
+        const real_t kx0_1_1 = ku0_1_1 * km20;
+        const real_t kx0_1_2 = ku0_1_2 * km20;
+        const real_t ku0_2_0 = r2_0_0 - kcen0_0;
+        const real_t ku0_2_1 = r2_0_1 - kcen0_1;
+        const real_t ku0_2_2 = r2_0_2 - kcen0_2;
+        const real_t ka0_2 = (ku0_2_0 * ku0_2_0 + ku0_2_1 * ku0_2_1 + ku0_2_2 * ku0_2_2) * kc0;
+        const real_t kx0_2_0 = ku0_2_0 * km20;
+        const real_t kx0_2_1 = ku0_2_1 * km20;
+        const real_t kx0_2_2 = ku0_2_2 * km20;
+        const real_t ku0_3_0 = r3_0_0 - kcen0_0;
+        const real_t ku0_3_1 = r3_0_1 - kcen0_1;
+        const real_t ku0_3_2 = r3_0_2 - kcen0_2;
+        const real_t ka0_3 = (ku0_3_0 * ku0_3_0 + ku0_3_1 * ku0_3_1 + ku0_3_2 * ku0_3_2) * kc0;
+        const real_t kx0_3_0 = ku0_3_0 * km20;
+        const real_t kx0_3_1 = ku0_3_1 * km20;
+        const real_t kx0_3_2 = ku0_3_2 * km20;
+        const int kt_near = ka0_0 + kbm0 >= -24 && ka0_1 + kbm0 >= -24 && ka0_2 + kbm0 >= -24 && ka0_3 + kbm0 >= -24;
         if (kt_nonpos) {
-          real_t s0_0 = 0, s1_0 = 0, s2_0 = 0, s3_0 = 0;
-          int64_t jv0 = 0; /* the scalar loop's start */
-          #if defined(KT_VEC_F64)
-          {
-            kt_vd vs0_0 = {0}, vs1_0 = {0}, vs2_0 = {0}, vs3_0 = {0};
-            jv0 = nj & ~(int64_t)7;
-            for (int64_t jj = 0; jj < jv0; jj += 8) {
-              const kt_vd t1_0 = KT_VLOAD(&y1[0 * TJ + jj]);
-              const kt_vd t1_1 = KT_VLOAD(&y1[1 * TJ + jj]);
-              const kt_vd t1_2 = KT_VLOAD(&y1[2 * TJ + jj]);
-              const kt_vd t9_0 = KT_VLOAD(&y3[0 * TJ + jj]);
-              const kt_vd t2_0 = (t0_0 - t1_0);
-              const kt_vd t2_1 = (t0_1 - t1_1);
-              const kt_vd t2_2 = (t0_2 - t1_2);
-              const kt_vd t3_0 = (t2_0 * t2_0);
-              const kt_vd t3_1 = (t2_1 * t2_1);
-              const kt_vd t3_2 = (t2_2 * t2_2);
-              const kt_vd t4_0 = (t3_0 + t3_1 + t3_2);
-              const kt_vd t6_0 = (t4_0 * t5_0);
-              const kt_vd t7_0 = (-t6_0);
-              const kt_vd t8_0 = kt_exp2v_nonpos(t4_0 * kc0);
-              const kt_vd t10_0 = (t8_0 * t9_0);
-              const kt_vd r1_2_0 = (r1_0_0 - t1_0);
-              const kt_vd r1_2_1 = (r1_0_1 - t1_1);
-              const kt_vd r1_2_2 = (r1_0_2 - t1_2);
-              const kt_vd r1_3_0 = (r1_2_0 * r1_2_0);
-              const kt_vd r1_3_1 = (r1_2_1 * r1_2_1);
-              const kt_vd r1_3_2 = (r1_2_2 * r1_2_2);
-              const kt_vd r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
-              const kt_vd r1_6_0 = (r1_4_0 * t5_0);
-              const kt_vd r1_7_0 = (-r1_6_0);
-              const kt_vd r1_8_0 = kt_exp2v_nonpos(r1_4_0 * kc0);
-              const kt_vd r1_10_0 = (r1_8_0 * t9_0);
-              const kt_vd r2_2_0 = (r2_0_0 - t1_0);
-              const kt_vd r2_2_1 = (r2_0_1 - t1_1);
-              const kt_vd r2_2_2 = (r2_0_2 - t1_2);
-              const kt_vd r2_3_0 = (r2_2_0 * r2_2_0);
-              const kt_vd r2_3_1 = (r2_2_1 * r2_2_1);
-              const kt_vd r2_3_2 = (r2_2_2 * r2_2_2);
-              const kt_vd r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
-              const kt_vd r2_6_0 = (r2_4_0 * t5_0);
-              const kt_vd r2_7_0 = (-r2_6_0);
-              const kt_vd r2_8_0 = kt_exp2v_nonpos(r2_4_0 * kc0);
-              const kt_vd r2_10_0 = (r2_8_0 * t9_0);
-              const kt_vd r3_2_0 = (r3_0_0 - t1_0);
-              const kt_vd r3_2_1 = (r3_0_1 - t1_1);
-              const kt_vd r3_2_2 = (r3_0_2 - t1_2);
-              const kt_vd r3_3_0 = (r3_2_0 * r3_2_0);
-              const kt_vd r3_3_1 = (r3_2_1 * r3_2_1);
-              const kt_vd r3_3_2 = (r3_2_2 * r3_2_2);
-              const kt_vd r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
-              const kt_vd r3_6_0 = (r3_4_0 * t5_0);
-              const kt_vd r3_7_0 = (-r3_6_0);
-              const kt_vd r3_8_0 = kt_exp2v_nonpos(r3_4_0 * kc0);
-              const kt_vd r3_10_0 = (r3_8_0 * t9_0);
-              vs0_0 += t10_0;
-              vs1_0 += r1_10_0;
-              vs2_0 += r2_10_0;
-              vs3_0 += r3_10_0;
+          if (kt_near) {
+            real_t s0_0 = 0, s1_0 = 0, s2_0 = 0, s3_0 = 0;
+            int64_t jv0 = 0; /* the scalar loop's start */
+            #if defined(KT_VEC_F64)
+            {
+              kt_vd vs0_0 = {0}, vs1_0 = {0}, vs2_0 = {0}, vs3_0 = {0};
+              jv0 = nj & ~(int64_t)7;
+              for (int64_t jj = 0; jj < jv0; jj += 8) {
+                const kt_vd t1_0 = KT_VLOAD(&y1[0 * TJ + jj]);
+                const kt_vd t1_1 = KT_VLOAD(&y1[1 * TJ + jj]);
+                const kt_vd t1_2 = KT_VLOAD(&y1[2 * TJ + jj]);
+                const kt_vd t9_0 = KT_VLOAD(&y3[0 * TJ + jj]);
+                const kt_vd kv0_0 = KT_VLOAD(&kyq0[j0 * 4 + 0 * TJ + jj]);
+                const kt_vd kv0_1 = KT_VLOAD(&kyq0[j0 * 4 + 1 * TJ + jj]);
+                const kt_vd kv0_2 = KT_VLOAD(&kyq0[j0 * 4 + 2 * TJ + jj]);
+                const kt_vd kb0 = KT_VLOAD(&kyq0[j0 * 4 + 3 * TJ + jj]);
+                const kt_vd t2_0 = (t0_0 - t1_0);
+                const kt_vd t2_1 = (t0_1 - t1_1);
+                const kt_vd t2_2 = (t0_2 - t1_2);
+                const kt_vd t3_0 = (t2_0 * t2_0);
+                const kt_vd t3_1 = (t2_1 * t2_1);
+                const kt_vd t3_2 = (t2_2 * t2_2);
+                const kt_vd t4_0 = (t3_0 + t3_1 + t3_2);
+                const kt_vd t6_0 = (t4_0 * t5_0);
+                const kt_vd t7_0 = (-t6_0);
+                const kt_vd t8_0 = kt_exp2v_nonpos((kb0 + ka0_0) + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2);
+                const kt_vd t10_0 = (t8_0 * t9_0);
+                const kt_vd r1_2_0 = (r1_0_0 - t1_0);
+                const kt_vd r1_2_1 = (r1_0_1 - t1_1);
+                const kt_vd r1_2_2 = (r1_0_2 - t1_2);
+                const kt_vd r1_3_0 = (r1_2_0 * r1_2_0);
+                const kt_vd r1_3_1 = (r1_2_1 * r1_2_1);
+                const kt_vd r1_3_2 = (r1_2_2 * r1_2_2);
+                const kt_vd r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+                const kt_vd r1_6_0 = (r1_4_0 * t5_0);
+                const kt_vd r1_7_0 = (-r1_6_0);
+                const kt_vd r1_8_0 = kt_exp2v_nonpos((kb0 + ka0_1) + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2);
+                const kt_vd r1_10_0 = (r1_8_0 * t9_0);
+                const kt_vd r2_2_0 = (r2_0_0 - t1_0);
+                const kt_vd r2_2_1 = (r2_0_1 - t1_1);
+                const kt_vd r2_2_2 = (r2_0_2 - t1_2);
+                const kt_vd r2_3_0 = (r2_2_0 * r2_2_0);
+                const kt_vd r2_3_1 = (r2_2_1 * r2_2_1);
+                const kt_vd r2_3_2 = (r2_2_2 * r2_2_2);
+                const kt_vd r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+                const kt_vd r2_6_0 = (r2_4_0 * t5_0);
+                const kt_vd r2_7_0 = (-r2_6_0);
+                const kt_vd r2_8_0 = kt_exp2v_nonpos((kb0 + ka0_2) + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2);
+                const kt_vd r2_10_0 = (r2_8_0 * t9_0);
+                const kt_vd r3_2_0 = (r3_0_0 - t1_0);
+                const kt_vd r3_2_1 = (r3_0_1 - t1_1);
+                const kt_vd r3_2_2 = (r3_0_2 - t1_2);
+                const kt_vd r3_3_0 = (r3_2_0 * r3_2_0);
+                const kt_vd r3_3_1 = (r3_2_1 * r3_2_1);
+                const kt_vd r3_3_2 = (r3_2_2 * r3_2_2);
+                const kt_vd r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+                const kt_vd r3_6_0 = (r3_4_0 * t5_0);
+                const kt_vd r3_7_0 = (-r3_6_0);
+                const kt_vd r3_8_0 = kt_exp2v_nonpos((kb0 + ka0_3) + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2);
+                const kt_vd r3_10_0 = (r3_8_0 * t9_0);
+                vs0_0 += t10_0;
+                vs1_0 += r1_10_0;
+                vs2_0 += r2_10_0;
+                vs3_0 += r3_10_0;
+              }
+              s0_0 += _mm512_reduce_add_pd((__m512d)vs0_0);
+              s1_0 += _mm512_reduce_add_pd((__m512d)vs1_0);
+              s2_0 += _mm512_reduce_add_pd((__m512d)vs2_0);
+              s3_0 += _mm512_reduce_add_pd((__m512d)vs3_0);
             }
-            s0_0 += _mm512_reduce_add_pd((__m512d)vs0_0);
-            s1_0 += _mm512_reduce_add_pd((__m512d)vs1_0);
-            s2_0 += _mm512_reduce_add_pd((__m512d)vs2_0);
-            s3_0 += _mm512_reduce_add_pd((__m512d)vs3_0);
+            #endif
+            #pragma omp simd reduction(+:s0_0, s1_0, s2_0, s3_0)
+            for (int64_t jj = jv0; jj < nj; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t t9_0 = y3[0 * TJ + jj];
+              const real_t kv0_0 = kyq0[j0 * 4 + 0 * TJ + jj];
+              const real_t kv0_1 = kyq0[j0 * 4 + 1 * TJ + jj];
+              const real_t kv0_2 = kyq0[j0 * 4 + 2 * TJ + jj];
+              const real_t kb0 = kyq0[j0 * 4 + 3 * TJ + jj];
+              const real_t t2_0 = (t0_0 - t1_0);
+              const real_t t2_1 = (t0_1 - t1_1);
+              const real_t t2_2 = (t0_2 - t1_2);
+              const real_t t3_0 = (t2_0 * t2_0);
+              const real_t t3_1 = (t2_1 * t2_1);
+              const real_t t3_2 = (t2_2 * t2_2);
+              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+              const real_t t6_0 = (t4_0 * t5_0);
+              const real_t t7_0 = (-t6_0);
+              const real_t t8_0 = KT_EXP2N((kb0 + ka0_0) + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2);
+              const real_t t10_0 = (t8_0 * t9_0);
+              const real_t r1_2_0 = (r1_0_0 - t1_0);
+              const real_t r1_2_1 = (r1_0_1 - t1_1);
+              const real_t r1_2_2 = (r1_0_2 - t1_2);
+              const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+              const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+              const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+              const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+              const real_t r1_6_0 = (r1_4_0 * t5_0);
+              const real_t r1_7_0 = (-r1_6_0);
+              const real_t r1_8_0 = KT_EXP2N((kb0 + ka0_1) + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2);
+              const real_t r1_10_0 = (r1_8_0 * t9_0);
+              const real_t r2_2_0 = (r2_0_0 - t1_0);
+              const real_t r2_2_1 = (r2_0_1 - t1_1);
+              const real_t r2_2_2 = (r2_0_2 - t1_2);
+              const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+              const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+              const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+              const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+              const real_t r2_6_0 = (r2_4_0 * t5_0);
+              const real_t r2_7_0 = (-r2_6_0);
+              const real_t r2_8_0 = KT_EXP2N((kb0 + ka0_2) + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2);
+              const real_t r2_10_0 = (r2_8_0 * t9_0);
+              const real_t r3_2_0 = (r3_0_0 - t1_0);
+              const real_t r3_2_1 = (r3_0_1 - t1_1);
+              const real_t r3_2_2 = (r3_0_2 - t1_2);
+              const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+              const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+              const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+              const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+              const real_t r3_6_0 = (r3_4_0 * t5_0);
+              const real_t r3_7_0 = (-r3_6_0);
+              const real_t r3_8_0 = KT_EXP2N((kb0 + ka0_3) + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2);
+              const real_t r3_10_0 = (r3_8_0 * t9_0);
+              s0_0 += t10_0;
+              s1_0 += r1_10_0;
+              s2_0 += r2_10_0;
+              s3_0 += r3_10_0;
+            }
+            st[ii].A[0] += s0_0;
+            if (ii + 1 < ni) { st[ii + 1].A[0] += s1_0; }
+            if (ii + 2 < ni) { st[ii + 2].A[0] += s2_0; }
+            if (ii + 3 < ni) { st[ii + 3].A[0] += s3_0; }
+          } else {
+            real_t s0_0 = 0, s1_0 = 0, s2_0 = 0, s3_0 = 0;
+            int64_t jv0 = 0; /* the scalar loop's start */
+            #if defined(KT_VEC_F64)
+            {
+              kt_vd vs0_0 = {0}, vs1_0 = {0}, vs2_0 = {0}, vs3_0 = {0};
+              jv0 = nj & ~(int64_t)7;
+              for (int64_t jj = 0; jj < jv0; jj += 8) {
+                const kt_vd t1_0 = KT_VLOAD(&y1[0 * TJ + jj]);
+                const kt_vd t1_1 = KT_VLOAD(&y1[1 * TJ + jj]);
+                const kt_vd t1_2 = KT_VLOAD(&y1[2 * TJ + jj]);
+                const kt_vd t9_0 = KT_VLOAD(&y3[0 * TJ + jj]);
+                const kt_vd t2_0 = (t0_0 - t1_0);
+                const kt_vd t2_1 = (t0_1 - t1_1);
+                const kt_vd t2_2 = (t0_2 - t1_2);
+                const kt_vd t3_0 = (t2_0 * t2_0);
+                const kt_vd t3_1 = (t2_1 * t2_1);
+                const kt_vd t3_2 = (t2_2 * t2_2);
+                const kt_vd t4_0 = (t3_0 + t3_1 + t3_2);
+                const kt_vd t6_0 = (t4_0 * t5_0);
+                const kt_vd t7_0 = (-t6_0);
+                const kt_vd t8_0 = kt_exp2v_nonpos(t4_0 * kc0);
+                const kt_vd t10_0 = (t8_0 * t9_0);
+                const kt_vd r1_2_0 = (r1_0_0 - t1_0);
+                const kt_vd r1_2_1 = (r1_0_1 - t1_1);
+                const kt_vd r1_2_2 = (r1_0_2 - t1_2);
+                const kt_vd r1_3_0 = (r1_2_0 * r1_2_0);
+                const kt_vd r1_3_1 = (r1_2_1 * r1_2_1);
+                const kt_vd r1_3_2 = (r1_2_2 * r1_2_2);
+                const kt_vd r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+                const kt_vd r1_6_0 = (r1_4_0 * t5_0);
+                const kt_vd r1_7_0 = (-r1_6_0);
+                const kt_vd r1_8_0 = kt_exp2v_nonpos(r1_4_0 * kc0);
+                const kt_vd r1_10_0 = (r1_8_0 * t9_0);
+                const kt_vd r2_2_0 = (r2_0_0 - t1_0);
+                const kt_vd r2_2_1 = (r2_0_1 - t1_1);
+                const kt_vd r2_2_2 = (r2_0_2 - t1_2);
+                const kt_vd r2_3_0 = (r2_2_0 * r2_2_0);
+                const kt_vd r2_3_1 = (r2_2_1 * r2_2_1);
+                const kt_vd r2_3_2 = (r2_2_2 * r2_2_2);
+                const kt_vd r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+                const kt_vd r2_6_0 = (r2_4_0 * t5_0);
+                const kt_vd r2_7_0 = (-r2_6_0);
+                const kt_vd r2_8_0 = kt_exp2v_nonpos(r2_4_0 * kc0);
+                const kt_vd r2_10_0 = (r2_8_0 * t9_0);
+                const kt_vd r3_2_0 = (r3_0_0 - t1_0);
+                const kt_vd r3_2_1 = (r3_0_1 - t1_1);
+                const kt_vd r3_2_2 = (r3_0_2 - t1_2);
+                const kt_vd r3_3_0 = (r3_2_0 * r3_2_0);
+                const kt_vd r3_3_1 = (r3_2_1 * r3_2_1);
+                const kt_vd r3_3_2 = (r3_2_2 * r3_2_2);
+                const kt_vd r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+                const kt_vd r3_6_0 = (r3_4_0 * t5_0);
+                const kt_vd r3_7_0 = (-r3_6_0);
+                const kt_vd r3_8_0 = kt_exp2v_nonpos(r3_4_0 * kc0);
+                const kt_vd r3_10_0 = (r3_8_0 * t9_0);
+                vs0_0 += t10_0;
+                vs1_0 += r1_10_0;
+                vs2_0 += r2_10_0;
+                vs3_0 += r3_10_0;
+              }
+              s0_0 += _mm512_reduce_add_pd((__m512d)vs0_0);
+              s1_0 += _mm512_reduce_add_pd((__m512d)vs1_0);
+              s2_0 += _mm512_reduce_add_pd((__m512d)vs2_0);
+              s3_0 += _mm512_reduce_add_pd((__m512d)vs3_0);
+            }
+            #endif
+            #pragma omp simd reduction(+:s0_0, s1_0, s2_0, s3_0)
+            for (int64_t jj = jv0; jj < nj; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t t9_0 = y3[0 * TJ + jj];
+              const real_t t2_0 = (t0_0 - t1_0);
+              const real_t t2_1 = (t0_1 - t1_1);
+              const real_t t2_2 = (t0_2 - t1_2);
+              const real_t t3_0 = (t2_0 * t2_0);
+              const real_t t3_1 = (t2_1 * t2_1);
+              const real_t t3_2 = (t2_2 * t2_2);
+              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+              const real_t t6_0 = (t4_0 * t5_0);
+              const real_t t7_0 = (-t6_0);
+              const real_t t8_0 = KT_EXP2N(t4_0 * kc0);
+              const real_t t10_0 = (t8_0 * t9_0);
+              const real_t r1_2_0 = (r1_0_0 - t1_0);
+              const real_t r1_2_1 = (r1_0_1 - t1_1);
+              const real_t r1_2_2 = (r1_0_2 - t1_2);
+              const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+              const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+              const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+              const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+              const real_t r1_6_0 = (r1_4_0 * t5_0);
+              const real_t r1_7_0 = (-r1_6_0);
+              const real_t r1_8_0 = KT_EXP2N(r1_4_0 * kc0);
+              const real_t r1_10_0 = (r1_8_0 * t9_0);
+              const real_t r2_2_0 = (r2_0_0 - t1_0);
+              const real_t r2_2_1 = (r2_0_1 - t1_1);
+              const real_t r2_2_2 = (r2_0_2 - t1_2);
+              const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+              const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+              const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+              const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+              const real_t r2_6_0 = (r2_4_0 * t5_0);
+              const real_t r2_7_0 = (-r2_6_0);
+              const real_t r2_8_0 = KT_EXP2N(r2_4_0 * kc0);
+              const real_t r2_10_0 = (r2_8_0 * t9_0);
+              const real_t r3_2_0 = (r3_0_0 - t1_0);
+              const real_t r3_2_1 = (r3_0_1 - t1_1);
+              const real_t r3_2_2 = (r3_0_2 - t1_2);
+              const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+              const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+              const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+              const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+              const real_t r3_6_0 = (r3_4_0 * t5_0);
+              const real_t r3_7_0 = (-r3_6_0);
+              const real_t r3_8_0 = KT_EXP2N(r3_4_0 * kc0);
+              const real_t r3_10_0 = (r3_8_0 * t9_0);
+              s0_0 += t10_0;
+              s1_0 += r1_10_0;
+              s2_0 += r2_10_0;
+              s3_0 += r3_10_0;
+            }
+            st[ii].A[0] += s0_0;
+            if (ii + 1 < ni) { st[ii + 1].A[0] += s1_0; }
+            if (ii + 2 < ni) { st[ii + 2].A[0] += s2_0; }
+            if (ii + 3 < ni) { st[ii + 3].A[0] += s3_0; }
           }
-          #endif
-          #pragma omp simd reduction(+:s0_0, s1_0, s2_0, s3_0)
-          for (int64_t jj = jv0; jj < nj; jj++) {
-            const int64_t j = j0 + jj;
-            const real_t t1_0 = y1[0 * TJ + jj];
-            const real_t t1_1 = y1[1 * TJ + jj];
-            const real_t t1_2 = y1[2 * TJ + jj];
-            const real_t t9_0 = y3[0 * TJ + jj];
-            const real_t t2_0 = (t0_0 - t1_0);
-            const real_t t2_1 = (t0_1 - t1_1);
-            const real_t t2_2 = (t0_2 - t1_2);
-            const real_t t3_0 = (t2_0 * t2_0);
-            const real_t t3_1 = (t2_1 * t2_1);
-            const real_t t3_2 = (t2_2 * t2_2);
-            const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-            const real_t t6_0 = (t4_0 * t5_0);
-            const real_t t7_0 = (-t6_0);
-            const real_t t8_0 = KT_EXP2N(t4_0 * kc0);
-            const real_t t10_0 = (t8_0 * t9_0);
-            const real_t r1_2_0 = (r1_0_0 - t1_0);
-            const real_t r1_2_1 = (r1_0_1 - t1_1);
-            const real_t r1_2_2 = (r1_0_2 - t1_2);
-            const real_t r1_3_0 = (r1_2_0 * r1_2_0);
-            const real_t r1_3_1 = (r1_2_1 * r1_2_1);
-            const real_t r1_3_2 = (r1_2_2 * r1_2_2);
-            const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
-            const real_t r1_6_0 = (r1_4_0 * t5_0);
-            const real_t r1_7_0 = (-r1_6_0);
-            const real_t r1_8_0 = KT_EXP2N(r1_4_0 * kc0);
-            const real_t r1_10_0 = (r1_8_0 * t9_0);
-            const real_t r2_2_0 = (r2_0_0 - t1_0);
-            const real_t r2_2_1 = (r2_0_1 - t1_1);
-            const real_t r2_2_2 = (r2_0_2 - t1_2);
-            const real_t r2_3_0 = (r2_2_0 * r2_2_0);
-            const real_t r2_3_1 = (r2_2_1 * r2_2_1);
-            const real_t r2_3_2 = (r2_2_2 * r2_2_2);
-            const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
-            const real_t r2_6_0 = (r2_4_0 * t5_0);
-            const real_t r2_7_0 = (-r2_6_0);
-            const real_t r2_8_0 = KT_EXP2N(r2_4_0 * kc0);
-            const real_t r2_10_0 = (r2_8_0 * t9_0);
-            const real_t r3_2_0 = (r3_0_0 - t1_0);
-            const real_t r3_2_1 = (r3_0_1 - t1_1);
-            const real_t r3_2_2 = (r3_0_2 - t1_2);
-            const real_t r3_3_0 = (r3_2_0 * r3_2_0);
-            const real_t r3_3_1 = (r3_2_1 * r3_2_1);
-            const real_t r3_3_2 = (r3_2_2 * r3_2_2);
-            const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
-            const real_t r3_6_0 = (r3_4_0 * t5_0);
-            const real_t r3_7_0 = (-r3_6_0);
-            const real_t r3_8_0 = KT_EXP2N(r3_4_0 * kc0);
-            const real_t r3_10_0 = (r3_8_0 * t9_0);
-            s0_0 += t10_0;
-            s1_0 += r1_10_0;
-            s2_0 += r2_10_0;
-            s3_0 += r3_10_0;
-          }
-          st[ii].A[0] += s0_0;
-          if (ii + 1 < ni) { st[ii + 1].A[0] += s1_0; }
-          if (ii + 2 < ni) { st[ii + 2].A[0] += s2_0; }
-          if (ii + 3 < ni) { st[ii + 3].A[0] += s3_0; }
         } else {
           real_t s0_0 = 0, s1_0 = 0, s2_0 = 0, s3_0 = 0;
           #pragma omp simd reduction(+:s0_0, s1_0, s2_0, s3_0)
@@ -668,4 +862,5 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       for (int e = 0; e < 1; e++) outf[i * 1 + e] = (real_t)S->A[e];
     }
   }
+  free(kyq0);
 }

@@ -3,6 +3,7 @@
  */
 #include <tgmath.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef double real_t;
 typedef double acc_t;
