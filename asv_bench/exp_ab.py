@@ -17,7 +17,8 @@ function stays the portable one). Two measurements:
   that two processes' numbers cannot resolve a few per cent; one process can.
 
 ``--near`` (no ``VARIANT``): the kernels with the expanded squared distance
-of ``_cpu_near`` against those without (both with the current header).
+of ``_cpu_near`` against those without (both with the current header);
+``--fold``: with its row factors in the exp's table against added to z.
 
 ``--vector`` (no ``VARIANT``): the same two measurements for the AVX-512
 ``kt_exp2v_nonpos`` and the explicit vector loops of ``_cpu_vec`` against
@@ -112,12 +113,12 @@ def ulp_errors(header: str, n: int = 2_000_000, harness: str = _HARNESS,
         return out
 
 
-def ab(headers: dict, tasks, n: int, rounds: int, near=None) -> None:
+def ab(headers: dict, tasks, n: int, rounds: int, near=None, fold=None) -> None:
     """Interleaved calls of each task's kernel built from both headers
     (``near``: {name: whether the expanded squared distance of _cpu_near is
-    used}, default both)."""
+    used}, default both; ``fold``: {name: _cpu_near.FOLD}, default as set)."""
     from benchmarks import reductions as R
-    from kerneltools.backend import _cpu_backend, _cpu_codegen
+    from kerneltools.backend import _cpu_backend, _cpu_codegen, _cpu_near
 
     near_rows = _cpu_codegen.near_rows
 
@@ -132,6 +133,8 @@ def ab(headers: dict, tasks, n: int, rounds: int, near=None) -> None:
                 _cpu_codegen._KT_EXP_H = headers[name]
                 _cpu_codegen.near_rows = (near_rows if near is None or near[name]
                                           else (lambda *args: None))
+                if fold is not None:
+                    _cpu_near.FOLD = fold[name]
                 _cpu_backend._by_signature.clear()
                 if r == 0:
                     result[name] = np.asarray(call(), dtype=float)  # compile, warm
@@ -154,6 +157,8 @@ def main(argv=None) -> int:
                    help="kt_exp2v_nonpos and the vector loops against KT_NO_VEC")
     p.add_argument("--near", action="store_true",
                    help="the expanded squared distance (_cpu_near) against the direct one")
+    p.add_argument("--fold", action="store_true",
+                   help="_cpu_near's row factors in the exp's table against added to z")
     p.add_argument("--tasks", default="argkmin,matvec,lse,grad")
     p.add_argument("--n", type=float, default=2e4, help="N = M (default 2e4)")
     p.add_argument("--rounds", type=int, default=8, help="calls per kernel (default 8)")
@@ -162,10 +167,11 @@ def main(argv=None) -> int:
     from kerneltools.backend import _cpu_codegen
 
     current = _cpu_codegen._KT_EXP_H
-    if args.near:
+    if args.near or args.fold:
         headers = {"current": current, "variant": current}
         ab(headers, args.tasks.split(","), int(args.n), args.rounds,
-           near={"current": False, "variant": True})
+           near=None if args.fold else {"current": False, "variant": True},
+           fold={"current": False, "variant": True} if args.fold else None)
         return 0
     if args.vector:
         headers = {"current": "#define KT_NO_VEC 1\n" + current, "variant": current}

@@ -115,6 +115,30 @@ def test_float64_gaussian_sum_matches_numpy(m, gamma):
     np.testing.assert_allclose(out, ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("gamma", [2.0, 16.0])
+def test_float64_expanded_distance_at_its_bound(gamma):
+    """Points on a sphere about the mean of y, with k (|x - c|^2 + |y - c|^2)
+    just inside _cpu_near.NEAR_LIMIT (k = g log2 e): the expanded form runs
+    at its largest rounding, and stays within 1e-14 of a long-double sum
+    (measured 4e-16; NumPy's float64 result 1e-15)."""
+    from kerneltools.backend._cpu_near import NEAR_LIMIT
+
+    rng = np.random.default_rng(3)
+    r = np.sqrt(0.99 * NEAR_LIMIT / (2 * gamma * np.log2(np.e)))
+
+    def shell(n):
+        p = rng.standard_normal((n, 3))
+        return r * p / np.linalg.norm(p, axis=1, keepdims=True)
+
+    x, y, b = shell(300), shell(500), rng.standard_normal((500, 1))
+    xl, yl = x.astype(np.longdouble), y.astype(np.longdouble)
+    d2 = ((xl[:, None] - yl[None]) ** 2).sum(-1)
+    ref = np.exp(-np.longdouble(gamma) * d2) @ b.astype(np.longdouble)
+    out = ((-kt.Vi(x).sqdist(kt.Vj(y)) * gamma).exp() * kt.Vj(b)).sum(axis=1, backend="cpu")
+    err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
+    assert err < 1e-14
+
+
 def test_float64_gaussian_sum_nonfinite_inputs():
     """inf and NaN reach only the outputs they touch, as in NumPy: a point
     at infinity contributes exp(-inf) = 0, a NaN coordinate NaN."""

@@ -296,11 +296,12 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         if near is not None:
             # float64 sums: the squared distance in expanded form where its
             # rounding is bounded (tested per group of rows: _cpu_near)
-            near_tile = row_block_reduction(plan, formulas, near[0], [], factored)[0]
-            p_code += near[1]
-            i_code += near[2]
-            p_tail += near[4]
-            tile = "\n".join([f"if ({near[3]}) {{", indent(near_tile, 2), "} else {",
+            near_tile = row_block_reduction(plan, formulas, near.rows, [], factored)[0]
+            p_code += near.p
+            block_setup += near.block
+            i_code += near.i
+            p_tail += near.tail
+            tile = "\n".join([f"if ({near.test}) {{", indent(near_tile, 2), "} else {",
                                indent(tile, 2), "}"])
         if conds:
             p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")

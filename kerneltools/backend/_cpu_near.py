@@ -12,7 +12,14 @@ once per call into a buffer packed as the tiles, the third D multiply-adds:
 per row and vector of 8 points, D + 1 operations instead of 2 D + 1 (float64
 Gaussian K b at D = 3: 1.17x, one thread, one process,
 ``asv_bench/exp_ab.py --near``; with v and k |v|^2 computed in the loop
-instead, shared by its 4 rows, 1.03x).
+instead, shared by its 4 rows, 1.03x). In the explicit vector loop
+(:mod:`._cpu_vec`) the row's term leaves the loop too (``FOLD``): 2^z =
+2^(k |u|^2) 2^z', and 2^(k |u|^2) multiplies the 16 entries of that row's
+exp table once per block (``KT_EXP2T``), so that z' = k |v|^2 + <-2 k u, v>
+is D multiply-adds, and z' in [-2 NEAR_LIMIT, NEAR_LIMIT] needs no test in
+the exp (1.085x more, ``--fold``; 16 vector operations per row and vector
+of 8 pairs against 27 with the direct form and kt_exp2_nonpos). The scalar
+loop (a tile's last points) adds k |u|^2 to z' instead.
 
 Its rounding error is not the direct form's: about eps (|k| |u|^2 +
 |k| |v|^2) per term instead of eps |z|, i.e. it grows with the points'
@@ -34,6 +41,7 @@ _cpu_dots computes the expanded form already).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from ._codegen import WIDE_MIN_DIM
 
@@ -60,11 +68,29 @@ def _sqdist_vars(node):
     return (u, v) if (u.cat, v.cat) == ("i", "j") else None
 
 
-def near_rows(rows, exps):
+class Near(NamedTuple):
+    """The code of :func:`near_rows`: lines once per call (``p``), per block
+    of rows (``block``), per group of rows (``i``), after the loops
+    (``tail``); the rows; the name of the per-group test."""
+
+    rows: list
+    p: list
+    block: list
+    i: list
+    test: str
+    tail: list
+
+
+#: Multiply each row's factor 2^(k |u|^2) into its exp's table (once per
+#: block) rather than add k |u|^2 into z (once per pair and row).
+FOLD = True
+
+
+def near_rows(rows, exps) -> Near | None:
     """The rows with each ``KT_EXP2N(d * k)`` of a squared distance in the
-    expanded form: (rows, parameter-level lines, i-level lines, the name of
-    the per-group test, lines after the loops), or None where no exp qualifies. ``rows``: the
-    renderings of _cpu_codegen._nonpos_exps; ``exps``: its exp nodes -> (a, k)."""
+    expanded form (:class:`Near`), or None where no exp qualifies. ``rows``:
+    the renderings of _cpu_codegen._nonpos_exps; ``exps``: its exp nodes ->
+    (a, k)."""
     # x_i - y_j read elsewhere too (the gradient's (x_i - y_j) factor): the
     # direct form's differences stay (with v and k |v|^2 computed in the
     # loop, grad measured 0.86x)
@@ -77,7 +103,7 @@ def near_rows(rows, exps):
              and len(readers.get(exps[n][0].children[0].children[0], ())) == 1]
     if not found:
         return None
-    p_lines, p_tail, i_lines, j_lines, tests = [], [], [], [], []
+    p_lines, p_tail, i_lines, j_lines, tests, block = [], [], [], [], [], []
     new = [{} for _ in rows]
     for q, (node, (x, y), k) in enumerate(found):
         d, a = x.dim, y.attrs[1]
@@ -113,6 +139,19 @@ def near_rows(rows, exps):
         j_lines += [f"const real_t kv{q}_{c} = kyq{q}[j0 * {d + 1} + {c} * TJ + jj];"
                     for c in range(d)]
         j_lines.append(f"const real_t kb{q} = kyq{q}[j0 * {d + 1} + {d} * TJ + jj];")
+        if FOLD:
+            # per block: each row's table, 2^(k/16) times 2^(k |u|^2) (the
+            # vector loop's exp, KT_EXP2T; the scalar one adds k |u|^2 to z)
+            w = [f"a{x.attrs[1]}[i_w * {d} + {c}] - {cen[c]}" for c in range(d)]
+            block += ["#if defined(KT_VEC_F64)",
+                      f"kt_vtab kft{q}[IB];",
+                      "for (int r = 0; r < IB; r++) {",
+                      "  const int64_t i_w = r < ni ? i0 + r : i0 + ni - 1;",
+                      *[f"  const real_t w{c} = {w[c]};" for c in range(d)],
+                      f"  kft{q}[r] = kt_exp2v_table(exp2(("
+                      + " + ".join(f"w{c} * w{c}" for c in range(d)) + f") * {k}));",
+                      "}",
+                      "#endif"]
         for r, row in enumerate(rows):
             xs, u = row.names[x], [f"ku{q}_{r}_{c}" for c in range(d)]
             i_lines += [f"const real_t {u[c]} = {xs[c]} - {cen[c]};" for c in range(d)]
@@ -120,6 +159,11 @@ def near_rows(rows, exps):
                            f"({' + '.join(f'{n} * {n}' for n in u)}) * {k};")
             i_lines += [f"const real_t kx{q}_{r}_{c} = {u[c]} * km2{q};" for c in range(d)]
             tests.append(f"ka{q}_{r} + kbm{q} >= -{NEAR_LIMIT}")
+            if FOLD:
+                z = " + ".join([f"kb{q}"] + [f"kx{q}_{r}_{c} * kv{q}_{c}" for c in range(d)])
+                new[r][row.names[node][0]] = (f"KT_EXP2T({z}, ka{q}_{r}, "
+                                              f"kft{q}[ii + {r}])")
+                continue
             z = " + ".join([f"(kb{q} + ka{q}_{r})"]
                            + [f"kx{q}_{r}_{c} * kv{q}_{c}" for c in range(d)])
             new[r][row.names[node][0]] = f"KT_EXP2N({z})"
@@ -132,4 +176,4 @@ def near_rows(rows, exps):
             ij.append(f"const real_t {name} = {new[r][name]};" if name in new[r] else s)
         j = row.statements["j"] + (j_lines if r == 0 else [])
         out.append(replace(row, statements={**row.statements, "ij": ij, "j": j}))
-    return out, p_lines, i_lines, "kt_near", p_tail
+    return Near(out, p_lines, block, i_lines, "kt_near", p_tail)

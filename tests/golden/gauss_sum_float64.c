@@ -228,7 +228,7 @@ static inline double kt_exp2_nonpos(double z) {
  * scalef's zero mask, as kt_exp2_nonpos flushes them: a subnormal result
  * would cost an assist in each operation that reads it; z >= -1022 gives a
  * normal result; a NaN keeps its lane (the compare is unordered-true) and
- * propagates. 12 vector operations against kt_exp2_nonpos's 19; max error
+ * propagates. 13 vector operations against kt_exp2_nonpos's 19; max error
  * 1.07 ulp against 1.23 (asv_bench/exp_ab.py --vector). */
 #if defined(__AVX512F__) && !defined(KT_NO_VEC)
 #include <immintrin.h>
@@ -255,7 +255,42 @@ static inline kt_vd kt_exp2v_nonpos(kt_vd z) {
   q = q * r;
   return (kt_vd)_mm512_maskz_scalef_pd(live, (__m512d)(T * q + T), (__m512d)m);
 }
+/* f 2^z for finite |z| <= 1000 (no test), tab = kt_exp2v_table(f): the 16
+ * entries of kt_exp2v_nonpos's table times f. For _cpu_near's rows, whose
+ * factor f = 2^(k |x_i - c|^2) leaves z (and its bound spares the test);
+ * the scalar form KT_EXP2T(z, a, tab) (a tile's last points, no AVX-512)
+ * computes 2^(z + a), a = log2 f. Error: kt_exp2v_nonpos's, plus the
+ * rounding of the table's products and f's own (max 1.82 ulp against
+ * 2^(z + a) in long double, f = exp2(a) for a in {0, -0.3, -3.7, -23.9},
+ * 8e6 points of z on [-48, 24]). */
+typedef struct { __m512d lo, hi; } kt_vtab;
+static inline kt_vtab kt_exp2v_table(double f) {
+  const __m512d s = _mm512_set1_pd(f);
+  const kt_vtab t = {_mm512_mul_pd(s, _mm512_set_pd(1.3542555469368927,
+      1.2968395546510096, 1.241857812073484, 1.189207115002721, 1.1387886347566916,
+      1.0905077326652577, 1.0442737824274138, 1.0)),
+    _mm512_mul_pd(s, _mm512_set_pd(1.9152065613971474, 1.8340080864093424,
+      1.7562521603732995, 1.681792830507429, 1.6104903319492543, 1.5422108254079407,
+      1.4768261459394993, 1.4142135623730951))};
+  return t;
+}
+static inline kt_vd kt_exp2v_tab(kt_vd z, double a, kt_vtab tab) {
+  (void)a;
+  const kt_vd t = z + 422212465065984.0; /* 1.5 * 2^48 */
+  const kt_vd m = t - 422212465065984.0;
+  const kt_vd r = z - m;
+  const kt_vd T = (kt_vd)_mm512_permutex2var_pd(tab.lo, _mm512_castpd_si512((__m512d)t),
+                                                tab.hi);
+  kt_vd q = r * 0.00015403402660969833 + 0.0013333818661593715;
+  q = q * r + 0.00961812911139063;
+  q = q * r + 0.05550410865211484;
+  q = q * r + 0.24022650695909933;
+  q = q * r + 0.6931471805599468;
+  q = q * r;
+  return (kt_vd)_mm512_scalef_pd((__m512d)(T * q + T), (__m512d)m);
+}
 #endif
+#define KT_EXP2T(z, a, tab) KT_EXP2N((z) + (a)) /* scalar: 2^(z + a) */
 
 #define KT_EXP(x) kt_exp(x)
 #define KT_EXPN(x) kt_exp_nonpos(x) /* x <= 0 or NaN */
@@ -474,7 +509,16 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       kt_state *S = &st[ii];
       for (int e = 0; e < 1; e++) S->A[e] = 0;
     }
-
+    #if defined(KT_VEC_F64)
+    kt_vtab kft0[IB];
+    for (int r = 0; r < IB; r++) {
+      const int64_t i_w = r < ni ? i0 + r : i0 + ni - 1;
+      const real_t w0 = a0[i_w * 3 + 0] - kcen0_0;
+      const real_t w1 = a0[i_w * 3 + 1] - kcen0_1;
+      const real_t w2 = a0[i_w * 3 + 2] - kcen0_2;
+      kft0[r] = kt_exp2v_table(exp2((w0 * w0 + w1 * w1 + w2 * w2) * kc0));
+    }
+    #endif
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
@@ -553,7 +597,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 const kt_vd t4_0 = (t3_0 + t3_1 + t3_2);
                 const kt_vd t6_0 = (t4_0 * t5_0);
                 const kt_vd t7_0 = (-t6_0);
-                const kt_vd t8_0 = kt_exp2v_nonpos((kb0 + ka0_0) + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2);
+                const kt_vd t8_0 = kt_exp2v_tab(kb0 + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2, ka0_0, kft0[ii + 0]);
                 const kt_vd t10_0 = (t8_0 * t9_0);
                 const kt_vd r1_2_0 = (r1_0_0 - t1_0);
                 const kt_vd r1_2_1 = (r1_0_1 - t1_1);
@@ -564,7 +608,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 const kt_vd r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
                 const kt_vd r1_6_0 = (r1_4_0 * t5_0);
                 const kt_vd r1_7_0 = (-r1_6_0);
-                const kt_vd r1_8_0 = kt_exp2v_nonpos((kb0 + ka0_1) + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2);
+                const kt_vd r1_8_0 = kt_exp2v_tab(kb0 + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2, ka0_1, kft0[ii + 1]);
                 const kt_vd r1_10_0 = (r1_8_0 * t9_0);
                 const kt_vd r2_2_0 = (r2_0_0 - t1_0);
                 const kt_vd r2_2_1 = (r2_0_1 - t1_1);
@@ -575,7 +619,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 const kt_vd r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
                 const kt_vd r2_6_0 = (r2_4_0 * t5_0);
                 const kt_vd r2_7_0 = (-r2_6_0);
-                const kt_vd r2_8_0 = kt_exp2v_nonpos((kb0 + ka0_2) + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2);
+                const kt_vd r2_8_0 = kt_exp2v_tab(kb0 + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2, ka0_2, kft0[ii + 2]);
                 const kt_vd r2_10_0 = (r2_8_0 * t9_0);
                 const kt_vd r3_2_0 = (r3_0_0 - t1_0);
                 const kt_vd r3_2_1 = (r3_0_1 - t1_1);
@@ -586,7 +630,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 const kt_vd r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
                 const kt_vd r3_6_0 = (r3_4_0 * t5_0);
                 const kt_vd r3_7_0 = (-r3_6_0);
-                const kt_vd r3_8_0 = kt_exp2v_nonpos((kb0 + ka0_3) + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2);
+                const kt_vd r3_8_0 = kt_exp2v_tab(kb0 + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2, ka0_3, kft0[ii + 3]);
                 const kt_vd r3_10_0 = (r3_8_0 * t9_0);
                 vs0_0 += t10_0;
                 vs1_0 += r1_10_0;
@@ -619,7 +663,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               const real_t t4_0 = (t3_0 + t3_1 + t3_2);
               const real_t t6_0 = (t4_0 * t5_0);
               const real_t t7_0 = (-t6_0);
-              const real_t t8_0 = KT_EXP2N((kb0 + ka0_0) + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2);
+              const real_t t8_0 = KT_EXP2T(kb0 + kx0_0_0 * kv0_0 + kx0_0_1 * kv0_1 + kx0_0_2 * kv0_2, ka0_0, kft0[ii + 0]);
               const real_t t10_0 = (t8_0 * t9_0);
               const real_t r1_2_0 = (r1_0_0 - t1_0);
               const real_t r1_2_1 = (r1_0_1 - t1_1);
@@ -630,7 +674,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
               const real_t r1_6_0 = (r1_4_0 * t5_0);
               const real_t r1_7_0 = (-r1_6_0);
-              const real_t r1_8_0 = KT_EXP2N((kb0 + ka0_1) + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2);
+              const real_t r1_8_0 = KT_EXP2T(kb0 + kx0_1_0 * kv0_0 + kx0_1_1 * kv0_1 + kx0_1_2 * kv0_2, ka0_1, kft0[ii + 1]);
               const real_t r1_10_0 = (r1_8_0 * t9_0);
               const real_t r2_2_0 = (r2_0_0 - t1_0);
               const real_t r2_2_1 = (r2_0_1 - t1_1);
@@ -641,7 +685,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
               const real_t r2_6_0 = (r2_4_0 * t5_0);
               const real_t r2_7_0 = (-r2_6_0);
-              const real_t r2_8_0 = KT_EXP2N((kb0 + ka0_2) + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2);
+              const real_t r2_8_0 = KT_EXP2T(kb0 + kx0_2_0 * kv0_0 + kx0_2_1 * kv0_1 + kx0_2_2 * kv0_2, ka0_2, kft0[ii + 2]);
               const real_t r2_10_0 = (r2_8_0 * t9_0);
               const real_t r3_2_0 = (r3_0_0 - t1_0);
               const real_t r3_2_1 = (r3_0_1 - t1_1);
@@ -652,7 +696,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
               const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
               const real_t r3_6_0 = (r3_4_0 * t5_0);
               const real_t r3_7_0 = (-r3_6_0);
-              const real_t r3_8_0 = KT_EXP2N((kb0 + ka0_3) + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2);
+              const real_t r3_8_0 = KT_EXP2T(kb0 + kx0_3_0 * kv0_0 + kx0_3_1 * kv0_1 + kx0_3_2 * kv0_2, ka0_3, kft0[ii + 3]);
               const real_t r3_10_0 = (r3_8_0 * t9_0);
               s0_0 += t10_0;
               s1_0 += r1_10_0;
