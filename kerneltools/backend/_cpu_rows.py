@@ -23,10 +23,15 @@ into the rows' states:
   - ``tile_skip`` (K-min of a scalar): the value below which a candidate
     must be folded (the K-th kept value); a tile whose minimum is not below
     it is skipped.
+
+In float64, loops whose only reductions are sums (Sum, the ``online`` sums)
+and that call the exp run by explicit AVX-512 vectors first
+(:mod:`._cpu_vec`), the scalar loop taking a tile's last points.
 """
 
 from __future__ import annotations
 
+import re
 from string import Template
 
 import numpy as np
@@ -81,7 +86,13 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False)
         pre, post, tests = _online(red.c["online"], formulas, rows, writes, plan.dtype)
     elif "tile_skip" in red.c and formulas[0].dim == 1:
         pre, post, tests = _skip(red.c["tile_skip"], subs, rows, writes)
-    tile = pre + [tile_loop("nj", code, writes, clauses=post)]
+    sums = re.findall(r"reduction\(\+:([^)]*)\)", post)
+    vector = None
+    if np.dtype(plan.dtype) == np.float64 and post.count("reduction(") == len(sums):
+        # float64 log-sum-exp sums: the explicit vector loop (_cpu_vec)
+        vector = vector_sum_loop(code, writes, [n.strip() for g in sums for n in g.split(",")])
+    tile = pre + (vector or []) + [tile_loop("nj", code, writes, clauses=post,
+                                             start="jv0" if vector else "0")]
     for r in range(rb):
         body = [f"const int64_t i = i_{r};", f"kt_state *S = &st[ii + {r}];" if r
                 else "kt_state *S = &st[ii];"]

@@ -235,6 +235,8 @@ static inline double kt_exp2_nonpos(double z) {
 #define KT_VEC_F64 1
 typedef double kt_vd __attribute__((vector_size(64)));
 #define KT_VLOAD(p) ((kt_vd)_mm512_loadu_pd(p))
+/* c < v ? c : v (v where v is NaN), c a number */
+#define KT_VMIN(c, v) ((kt_vd)_mm512_min_pd(_mm512_set1_pd(c), (__m512d)(v)))
 static inline kt_vd kt_exp2v_nonpos(kt_vd z) {
   const __m512d lo = _mm512_set_pd(1.3542555469368927, 1.2968395546510096,
       1.241857812073484, 1.189207115002721, 1.1387886347566916, 1.0905077326652577,
