@@ -106,7 +106,7 @@ def test_float64_gaussian_sum_matches_numpy(m, gamma):
     and the rest have exponents up to ~700, whose rounding (eps |z|, in NumPy's
     result too) allows 2e-12."""
     rng = np.random.default_rng(m)
-    x, y = rng.random((37, 3)), rng.random((m, 3))
+    x, y = rng.random((300, 3)), rng.random((m, 3))  # >= NEAR_MIN_ROWS rows
     b = rng.standard_normal((m, 1))
     K = (-kt.Vi(x).sqdist(kt.Vj(y)) * gamma).exp()
     ref = np.exp(-gamma * ((x[:, None] - y[None]) ** 2).sum(-1)) @ b
@@ -118,9 +118,10 @@ def test_float64_gaussian_sum_matches_numpy(m, gamma):
 @pytest.mark.parametrize("gamma", [2.0, 16.0])
 def test_float64_expanded_distance_at_its_bound(gamma):
     """Points on a sphere about the mean of y, with k (|x - c|^2 + |y - c|^2)
-    just inside _cpu_near.NEAR_LIMIT (k = g log2 e): the expanded form runs
-    at its largest rounding, and stays within 1e-14 of a long-double sum
-    (measured 4e-16; NumPy's float64 result 1e-15)."""
+    just inside _cpu_near.NEAR_LIMIT (k = g log2 e), 400 rows (at least
+    NEAR_MIN_ROWS): the expanded form runs at its largest rounding, and
+    stays within 1e-14 of a long-double sum (measured 4e-16; NumPy's float64
+    result 1e-15)."""
     from kerneltools.backend._cpu_near import NEAR_LIMIT
 
     rng = np.random.default_rng(3)
@@ -130,7 +131,9 @@ def test_float64_expanded_distance_at_its_bound(gamma):
         p = rng.standard_normal((n, 3))
         return r * p / np.linalg.norm(p, axis=1, keepdims=True)
 
-    x, y, b = shell(300), shell(500), rng.standard_normal((500, 1))
+    x, b = shell(400), rng.standard_normal((500, 1))
+    y = shell(250)
+    y = np.concatenate([y, -y])  # their mean, the centre, is 0: |y - c| = r
     xl, yl = x.astype(np.longdouble), y.astype(np.longdouble)
     d2 = ((xl[:, None] - yl[None]) ** 2).sum(-1)
     ref = np.exp(-np.longdouble(gamma) * d2) @ b.astype(np.longdouble)
@@ -162,7 +165,7 @@ def test_float64_gaussian_sum_nonfinite_inputs():
     """inf and NaN reach only the outputs they touch, as in NumPy: a point
     at infinity contributes exp(-inf) = 0, a NaN coordinate NaN."""
     rng = np.random.default_rng(1)
-    x, y, b = rng.random((20, 3)), rng.random((50, 3)), rng.standard_normal((50, 1))
+    x, y, b = rng.random((300, 3)), rng.random((50, 3)), rng.standard_normal((50, 1))
     y[3, 1], y[17, 0], x[5, 2] = np.inf, -np.inf, np.nan
     K = (-kt.Vi(x).sqdist(kt.Vj(y)) * 2.0).exp()
     with np.errstate(invalid="ignore"):

@@ -81,6 +81,13 @@ class Near(NamedTuple):
     tail: list
 
 
+#: Calls of fewer rows take the direct form: the per-call pass over y would
+#: cost about what the rows gain (float64 Gaussian K b, M = 3e4, one thread,
+#: one process, near / direct: 0.97x at 128 rows, 1.04x at 256, 1.19x at
+#: 1024; M = 4e5, 1024 rows: 1.02x, the blocks' passes over y then bound by
+#: memory).
+NEAR_MIN_ROWS = 256
+
 #: Multiply each row's factor 2^(k |u|^2) into its exp's table (once per
 #: block) rather than add k |u|^2 into z (once per pair and row).
 FOLD = True
@@ -109,17 +116,18 @@ def near_rows(rows, exps) -> Near | None:
     for q, (node, (x, y), k) in enumerate(found):
         d, a = x.dim, y.attrs[1]
         cen = [f"kcen{q}_{c}" for c in range(d)]
-        # once per call: the centre (the mean of y), the points' v = y_j - c
-        # and k |v|^2 in a buffer packed as the tiles (D + 1 rows of TJ per
-        # tile), and max_j |v_j|^2 (NaN where a coordinate is inf or NaN, or
-        # the buffer could not be had: every test below then fails)
+        # once per call of NEAR_MIN_ROWS rows or more: the centre (the mean
+        # of y), the points' v = y_j - c and k |v|^2 in a buffer packed as
+        # the tiles (D + 1 rows of TJ per tile), and max_j |v_j|^2 (NaN where
+        # a coordinate is inf or NaN, or there is no buffer: every test below
+        # then fails)
         at = f"a{a}[jq / TJ * ({d} * TJ) + jq % TJ + {{c}} * TJ]"
         p_lines += [f"  real_t {', '.join(f'{n} = 0' for n in cen)}, kym{q} = 0;",
-                    f"  real_t *kyq{q} = (real_t *)malloc(sizeof(real_t) * {d + 1}"
-                    " * (size_t)((ny + TJ - 1) / TJ * TJ));",
+                    f"  real_t *kyq{q} = r1 - r0 < {NEAR_MIN_ROWS} ? NULL : (real_t *)malloc("
+                    f"sizeof(real_t) * {d + 1} * (size_t)((ny + TJ - 1) / TJ * TJ));",
                     "  {",
                     f"    double {', '.join(f'm{c} = 0' for c in range(d))};",
-                    "    for (int64_t jq = 0; jq < ny; jq++) {",
+                    f"    for (int64_t jq = 0; kyq{q} && jq < ny; jq++) {{",
                     *[f"      m{c} += {at.format(c=c)};" for c in range(d)],
                     "    }",
                     *[f"    {cen[c]} = (real_t)(m{c} / (double)(ny > 0 ? ny : 1));"

@@ -474,10 +474,10 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const real_t t5_0 = a2[0];
   const real_t kc0 = (real_t)(-1.4426950408889634074 * (double)t5_0);
   real_t kcen0_0 = 0, kcen0_1 = 0, kcen0_2 = 0, kym0 = 0;
-  real_t *kyq0 = (real_t *)malloc(sizeof(real_t) * 4 * (size_t)((ny + TJ - 1) / TJ * TJ));
+  real_t *kyq0 = r1 - r0 < 256 ? NULL : (real_t *)malloc(sizeof(real_t) * 4 * (size_t)((ny + TJ - 1) / TJ * TJ));
   {
     double m0 = 0, m1 = 0, m2 = 0;
-    for (int64_t jq = 0; jq < ny; jq++) {
+    for (int64_t jq = 0; kyq0 && jq < ny; jq++) {
       m0 += a1[jq / TJ * (3 * TJ) + jq % TJ + 0 * TJ];
       m1 += a1[jq / TJ * (3 * TJ) + jq % TJ + 1 * TJ];
       m2 += a1[jq / TJ * (3 * TJ) + jq % TJ + 2 * TJ];
