@@ -55,8 +55,8 @@ from ._cpu_dots import (
     centring, dot_kernel, norm_given, norm_pointers, steep_arguments, tile_free,
 )
 from ._cpu_factor import factor_out
-from ._cpu_near import near_rows
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
+from ._cpu_near import near_rows
 from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 from ._codegen import WIDE_MIN_DIM
 
-__all__ = ["near_rows", "NEAR_LIMIT"]
+__all__ = ["NEAR_LIMIT", "NEAR_MIN_ROWS", "Near", "near_rows"]
 
 #: The bound on |k| (|u|^2 + |v|^2) (base-2 exponent units) under which the
 #: expanded form is used.
@@ -123,8 +123,8 @@ def near_rows(rows, exps) -> Near | None:
         # then fails)
         at = f"a{a}[jq / TJ * ({d} * TJ) + jq % TJ + {{c}} * TJ]"
         p_lines += [f"  real_t {', '.join(f'{n} = 0' for n in cen)}, kym{q} = 0;",
-                    f"  real_t *kyq{q} = r1 - r0 < {NEAR_MIN_ROWS} ? NULL : (real_t *)malloc("
-                    f"sizeof(real_t) * {d + 1} * (size_t)((ny + TJ - 1) / TJ * TJ));",
+                    (f"  real_t *kyq{q} = r1 - r0 < {NEAR_MIN_ROWS} ? NULL : (real_t *)malloc("
+                     f"sizeof(real_t) * {d + 1} * (size_t)((ny + TJ - 1) / TJ * TJ));"),
                     "  {",
                     f"    double {', '.join(f'm{c} = 0' for c in range(d))};",
                     f"    for (int64_t jq = 0; kyq{q} && jq < ny; jq++) {{",
