@@ -16,9 +16,20 @@ function stays the portable one). Two measurements:
   after another can run several per cent slower or faster on a shared VM, so
   that two processes' numbers cannot resolve a few per cent; one process can.
 
-Example::
+``--near`` (no ``VARIANT``): the kernels with the expanded squared distance
+of ``_cpu_near`` against those without (both with the current header);
+``--fold``: with its row factors in the exp's table against added to z.
+
+``--vector`` (no ``VARIANT``): the same two measurements for the AVX-512
+``kt_exp2v_nonpos`` and the explicit vector loops of ``_cpu_vec`` against
+the kernels built with ``KT_NO_VEC`` (the scalar ``#pragma omp simd`` loops
+only); its ulp errors over a dense sweep of each range (normal results;
+below 2^-1022 both give 0).
+
+Examples::
 
     OMP_NUM_THREADS=1 python asv_bench/exp_ab.py asv_bench/exp_variants/table2.h --ulp
+    OMP_NUM_THREADS=1 python asv_bench/exp_ab.py --vector --ulp --tasks matvec,grad
 """
 
 from __future__ import annotations
@@ -59,22 +70,38 @@ void ev(const double *z, double *out, int64_t n) {
 
 RANGES = [(-0.25, 0.25), (-1000.0, 0.0), (-1022.0, -1000.0), (0.0, 20.0)]
 
+_VECTOR_HARNESS = r"""
+#include <stdint.h>
+#include <math.h>
+%s
+void ev(const double *z, double *out, int64_t n) {
+#if defined(KT_VEC_F64)
+  for (int64_t i = 0; i + 8 <= n; i += 8)
+    _mm512_storeu_pd(out + i, (__m512d)kt_exp2v_nonpos(KT_VLOAD(z + i)));
+#else
+  for (int64_t i = 0; i < n; i++) out[i] = 0.0 / 0.0;
+#endif
+}
+"""
 
-def ulp_errors(header: str, n: int = 2_000_000) -> list[float]:
-    """Max error in ulp over each of RANGES (normal results only)."""
+
+def ulp_errors(header: str, n: int = 2_000_000, harness: str = _HARNESS,
+               dense: bool = False) -> list[float]:
+    """Max error in ulp over each of RANGES (normal results only): ``n``
+    uniform random points, or (``dense``) ``n`` evenly spaced ones."""
     from kerneltools.backend._compiler import find_compiler
 
     comp = find_compiler()
     with tempfile.TemporaryDirectory() as tmp:
         src, lib = os.path.join(tmp, "h.c"), os.path.join(tmp, "h.so")
         with open(src, "w") as f:
-            f.write(_HARNESS % header)
+            f.write(harness % header)
         subprocess.run([comp.path, *comp.flags, src, "-o", lib, *comp.libs], check=True)
         fn = ctypes.CDLL(lib).ev
         rng = np.random.default_rng(0)
         out = []
         for lo, hi in RANGES:
-            z = rng.uniform(lo, hi, n)
+            z = np.linspace(lo, hi, n) if dense else rng.uniform(lo, hi, n)
             y = np.empty_like(z)
             fn(z.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p),
                ctypes.c_int64(n))
@@ -86,10 +113,14 @@ def ulp_errors(header: str, n: int = 2_000_000) -> list[float]:
         return out
 
 
-def ab(headers: dict, tasks, n: int, rounds: int) -> None:
-    """Interleaved calls of each task's kernel built from both headers."""
+def ab(headers: dict, tasks, n: int, rounds: int, near=None, fold=None) -> None:
+    """Interleaved calls of each task's kernel built from both headers
+    (``near``: {name: whether the expanded squared distance of _cpu_near is
+    used}, default both; ``fold``: {name: _cpu_near.FOLD}, default as set)."""
     from benchmarks import reductions as R
-    from kerneltools.backend import _cpu_backend, _cpu_codegen
+    from kerneltools.backend import _cpu_backend, _cpu_codegen, _cpu_near
+
+    near_rows = _cpu_codegen.near_rows
 
     print("| task | current median | variant median | current / variant "
           "(paired median) | max rel. difference |\n|---|---|---|---|---|")
@@ -100,6 +131,10 @@ def ab(headers: dict, tasks, n: int, rounds: int) -> None:
             for name in (list(headers) if r % 2 == 0 else list(headers)[::-1]):
                 # the source, hence the kernel key, follows the header
                 _cpu_codegen._KT_EXP_H = headers[name]
+                _cpu_codegen.near_rows = (near_rows if near is None or near[name]
+                                          else (lambda *args: None))
+                if fold is not None:
+                    _cpu_near.FOLD = fold[name]
                 _cpu_backend._by_signature.clear()
                 if r == 0:
                     result[name] = np.asarray(call(), dtype=float)  # compile, warm
@@ -117,7 +152,13 @@ def ab(headers: dict, tasks, n: int, rounds: int) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("variant", help="C file defining kt_exp2_nonpos")
+    p.add_argument("variant", nargs="?", help="C file defining kt_exp2_nonpos")
+    p.add_argument("--vector", action="store_true",
+                   help="kt_exp2v_nonpos and the vector loops against KT_NO_VEC")
+    p.add_argument("--near", action="store_true",
+                   help="the expanded squared distance (_cpu_near) against the direct one")
+    p.add_argument("--fold", action="store_true",
+                   help="_cpu_near's row factors in the exp's table against added to z")
     p.add_argument("--tasks", default="argkmin,matvec,lse,grad")
     p.add_argument("--n", type=float, default=2e4, help="N = M (default 2e4)")
     p.add_argument("--rounds", type=int, default=8, help="calls per kernel (default 8)")
@@ -126,6 +167,27 @@ def main(argv=None) -> int:
     from kerneltools.backend import _cpu_codegen
 
     current = _cpu_codegen._KT_EXP_H
+    if args.near or args.fold:
+        headers = {"current": current, "variant": current}
+        ab(headers, args.tasks.split(","), int(args.n), args.rounds,
+           near=None if args.fold else {"current": False, "variant": True},
+           fold={"current": False, "variant": True} if args.fold else None)
+        return 0
+    if args.vector:
+        headers = {"current": "#define KT_NO_VEC 1\n" + current, "variant": current}
+        if args.ulp:
+            n = 16_000_000
+            print(f"| function ({n:,} evenly spaced points per range) | "
+                  + " | ".join(f"[{lo:g}, {hi:g}]" for lo, hi in RANGES)
+                  + " |\n|---|" + "---|" * len(RANGES))
+            for name, h, harness in (("kt_exp2_nonpos", current, _HARNESS),
+                                     ("kt_exp2v_nonpos", current, _VECTOR_HARNESS)):
+                errs = ulp_errors(h, n, harness, dense=True)
+                print(f"| {name} | " + " | ".join(f"{e:.3f} ulp" for e in errs) + " |")
+        ab(headers, args.tasks.split(","), int(args.n), args.rounds)
+        return 0
+    if args.variant is None:
+        p.error("give a VARIANT file, or --vector")
     with open(args.variant) as f:
         headers = {"current": current, "variant": variant_header(current, f.read())}
     if args.ulp:

@@ -56,6 +56,9 @@ def _golden_plans():
     f = kt.Vi(x).sqdist(kt.Vj(y))
     return {
         "gauss_sum_float32": (gauss32 * kt.Vj(w[:, :1].astype(np.float32)))._plan("Sum", 1)[0],
+        # float64: the explicit AVX-512 vector loop before the scalar one (_cpu_vec)
+        "gauss_sum_float64": ((-kt.Vi(x).sqdist(kt.Vj(y)) * 0.5).exp() * kt.Vj(w[:, :1]))
+        ._plan("Sum", 1)[0],
         "sqdist_argkmin_float64": f._plan("ArgKMin", 1, K=3)[0],
         "lse_weight_axis0_float64": (-f)._plan("LogSumExpWeight", 0, weight=kt.Vi(x[:, :2]))[0],
         # the gradient: -2 g e_i out of the sum, tested finite (_cpu_factor)
@@ -91,6 +94,85 @@ def test_generated_block_sparse_source_is_pinned(name):
     if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
         path.write_text(source)
     assert source == path.read_text()
+
+
+@pytest.mark.parametrize("m", [1, 7, 8, 9, 23, 300])
+@pytest.mark.parametrize("gamma", [0.5, 8.0, 3e4])
+def test_float64_gaussian_sum_matches_numpy(m, gamma):
+    """Float64 exp(-g |x - y|^2) sums (the explicit AVX-512 loop and its
+    table exp, the scalar loop for a tile's last m % 8 points, the expanded
+    distance where its bound holds) within 1e-14 of NumPy's, relative to
+    the largest output; g = 3e4 underflows most terms (2^z, z < -1022: 0),
+    and the rest have exponents up to ~700, whose rounding (eps |z|, in NumPy's
+    result too) allows 2e-12."""
+    rng = np.random.default_rng(m)
+    x, y = rng.random((300, 3)), rng.random((m, 3))  # >= NEAR_MIN_ROWS rows
+    b = rng.standard_normal((m, 1))
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * gamma).exp()
+    ref = np.exp(-gamma * ((x[:, None] - y[None]) ** 2).sum(-1)) @ b
+    out = (K * kt.Vj(b)).sum(axis=1, backend="cpu")
+    tol = 1e-14 if gamma < 100 else 2e-12
+    np.testing.assert_allclose(out, ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("gamma", [2.0, 16.0])
+def test_float64_expanded_distance_at_its_bound(gamma):
+    """Points on a sphere about the mean of y, with k (|x - c|^2 + |y - c|^2)
+    just inside _cpu_near.NEAR_LIMIT (k = g log2 e), 400 rows (at least
+    NEAR_MIN_ROWS): the expanded form runs at its largest rounding, and
+    stays within 1e-14 of a long-double sum (measured 4e-16; NumPy's float64
+    result 1e-15)."""
+    from kerneltools.backend._cpu_near import NEAR_LIMIT
+
+    rng = np.random.default_rng(3)
+    r = np.sqrt(0.99 * NEAR_LIMIT / (2 * gamma * np.log2(np.e)))
+
+    def shell(n):
+        p = rng.standard_normal((n, 3))
+        return r * p / np.linalg.norm(p, axis=1, keepdims=True)
+
+    x, b = shell(400), rng.standard_normal((500, 1))
+    y = shell(250)
+    y = np.concatenate([y, -y])  # their mean, the centre, is 0: |y - c| = r
+    xl, yl = x.astype(np.longdouble), y.astype(np.longdouble)
+    d2 = ((xl[:, None] - yl[None]) ** 2).sum(-1)
+    ref = np.exp(-np.longdouble(gamma) * d2) @ b.astype(np.longdouble)
+    out = ((-kt.Vi(x).sqdist(kt.Vj(y)) * gamma).exp() * kt.Vj(b)).sum(axis=1, backend="cpu")
+    err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
+    assert err < 1e-14
+
+
+@pytest.mark.parametrize("m", [1, 9, 300, 1000])
+def test_float64_logsumexp_matches_numpy(m):
+    """Float64 log-sum-exp (the in-loop sums in the explicit AVX-512 loop,
+    the tile's last m % 8 points in the scalar one) within 1e-14 of NumPy;
+    a NaN in h_j reaches every row (each reads it), as in NumPy."""
+    rng = np.random.default_rng(m)
+    x, y = rng.random((37, 3)), rng.random((m, 3))
+    h = 0.1 * rng.standard_normal((m, 1))
+    F = -kt.Vi(x).sqdist(kt.Vj(y)) * 400.0 + kt.Vj(h)
+    v = -400.0 * ((x[:, None] - y[None]) ** 2).sum(-1) + h[:, 0]
+    mx = v.max(1, keepdims=True)
+    ref = np.log(np.exp(v - mx).sum(1, keepdims=True)) + mx
+    out = F.logsumexp(axis=1, backend="cpu")
+    np.testing.assert_allclose(out, ref, rtol=1e-14, atol=1e-14)
+    h[m // 2] = np.nan
+    out = (-kt.Vi(x).sqdist(kt.Vj(y)) * 400.0 + kt.Vj(h)).logsumexp(axis=1, backend="cpu")
+    assert np.isnan(out).all()
+
+
+def test_float64_gaussian_sum_nonfinite_inputs():
+    """inf and NaN reach only the outputs they touch, as in NumPy: a point
+    at infinity contributes exp(-inf) = 0, a NaN coordinate NaN."""
+    rng = np.random.default_rng(1)
+    x, y, b = rng.random((300, 3)), rng.random((50, 3)), rng.standard_normal((50, 1))
+    y[3, 1], y[17, 0], x[5, 2] = np.inf, -np.inf, np.nan
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * 2.0).exp()
+    with np.errstate(invalid="ignore"):
+        ref = np.exp(-2.0 * ((x[:, None] - y[None]) ** 2).sum(-1)) @ b
+    out = (K * kt.Vj(b)).sum(axis=1, backend="cpu")
+    np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
+    assert np.isnan(out[5]).all() and np.isfinite(np.delete(out, 5)).all()
 
 
 def test_float_parameter_change_reuses_the_kernel(cache):

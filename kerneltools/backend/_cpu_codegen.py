@@ -27,7 +27,11 @@ K-min tests the K-th kept value there, so that most tiles need no fold
 formula proves its argument <= 0 (``sign_conditions``: e.g.
 ``exp(-g |x - y|^2)`` when the parameter g >= 0, tested once per call, both
 loops generated) it needs no overflow branch, and ``exp(-a g)`` becomes
-``2^(a k)`` with ``k = -g log2(e)`` computed once. A sum over the features of
+``2^(a k)`` with ``k = -g log2(e)`` computed once; in float64 sums the
+loop is written with explicit AVX-512 vectors and a table exp where it
+qualifies (:mod:`._cpu_vec`), and ``|x - y|^2`` in ``2^(|x - y|^2 k)`` takes
+the expanded form where its rounding is bounded (:mod:`._cpu_near`, tested
+per group of rows). A sum over the features of
 an element-wise formula of dimension >= ``WIDE_MIN_DIM`` is one loop over
 the features (``feature_loop``), so that compile time hardly depends on D
 (in the dense and the block-sparse kernel).
@@ -52,6 +56,7 @@ from ._cpu_dots import (
 )
 from ._cpu_factor import factor_out
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
+from ._cpu_near import near_rows
 from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
 from ._ir import intcst, topo_order
 from ._ops import make, substitute
@@ -275,17 +280,29 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     else:
         tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup,
                                                        factored)
-    fast_rows, conds, p_fold = _nonpos_exps(rows)
+    fast_rows, conds, p_fold, exps = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
               if r else "const int64_t i_0 = i0 + ii;" for r in range(rb)]
     i_code += [line for row in rows for line in row.statements["i"]]
-    slow, tests = tile, []  # the loop run where a test below fails
+    slow, tests, p_tail = tile, [], []  # the loop run where a test below fails
     if fast_rows is not None:
         # exp of arguments proven <= 0 (under conditions on the parameters,
         # tested once per call): the exp without overflow branch
         tile = (gemm_tile(fast_rows, e, ep) if gemm else
                 row_block_reduction(plan, formulas, fast_rows, [], factored))[0]
+        near = (near_rows(fast_rows, exps) if not gemm and plan.red.c.get("fused")
+                and np.dtype(plan.dtype) == np.float64 else None)
+        if near is not None:
+            # float64 sums: the squared distance in expanded form where its
+            # rounding is bounded (tested per group of rows: _cpu_near)
+            near_tile = row_block_reduction(plan, formulas, near.rows, [], factored)[0]
+            p_code += near.p
+            block_setup += near.block
+            i_code += near.i
+            p_tail += near.tail
+            tile = "\n".join([f"if ({near.test}) {{", indent(near_tile, 2), "} else {",
+                               indent(tile, 2), "}"])
         if conds:
             p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
             tests.append("kt_nonpos")
@@ -319,6 +336,7 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         tile=indent(tile, 8),
         block_tail=tail,
         final=indent(final, 6),
+        p_tail="".join(x + "\n" for x in p_tail),
     )
 
 
@@ -461,8 +479,8 @@ def _scaled(arg, p_names):
 def _nonpos_exps(rows):
     """Rows whose pair-level ``exp`` calls of arguments provably <= 0 (or NaN)
     use the exp without overflow branch, the conditions on the parameters
-    under which they may, and parameter-level lines ((None, [], []): no such
-    exp). ``exp(+-a * p)`` (or ``/ p``), p a parameter-level scalar, becomes
+    under which they may, parameter-level lines, and the exp nodes -> (a, k)
+    (or None: ``KT_EXPN``) ((None, [], [], {}): no such exp). ``exp(+-a * p)`` (or ``/ p``), p a parameter-level scalar, becomes
     ``KT_EXP2N(a * k)`` with ``k = +-log2(e) * p`` computed once (in double,
     then rounded); any other such exp ``KT_EXPN``."""
     first = rows[0]
@@ -484,7 +502,7 @@ def _nonpos_exps(rows):
                                f"(double){p_names[p][0]});")
                 nodes[n] = (nodes[n][0], k)
     if not nodes:
-        return None, [], []
+        return None, [], [], {}
     fast = []
     for row in rows:
         new = {}
@@ -501,7 +519,7 @@ def _nonpos_exps(rows):
             name = x.split(" = ", 1)[0].removeprefix("const real_t ")
             stmts.append(f"const real_t {name} = {new[name]};" if name in new else x)
         fast.append(replace(row, statements={**row.statements, "ij": stmts}))
-    return fast, conds, p_lines
+    return fast, conds, p_lines, nodes
 
 
 def _pointers(plan: Plan, dots, gemm: bool = False) -> list[str]:

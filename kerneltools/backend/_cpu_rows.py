@@ -23,15 +23,21 @@ into the rows' states:
   - ``tile_skip`` (K-min of a scalar): the value below which a candidate
     must be folded (the K-th kept value); a tile whose minimum is not below
     it is skipped.
+
+In float64, loops whose only reductions are sums (Sum, the ``online`` sums)
+and that call the exp run by explicit AVX-512 vectors first
+(:mod:`._cpu_vec`), the scalar loop taking a tile's last points.
 """
 
 from __future__ import annotations
 
+import re
 from string import Template
 
 import numpy as np
 
 from ._codegen import indent, red_form, red_subs
+from ._cpu_vec import vector_sum_loop
 from ._plan import Plan
 
 __all__ = ["tile_loop", "row_block_reduction", "sum_tested"]
@@ -40,7 +46,7 @@ __all__ = ["tile_loop", "row_block_reduction", "sum_tested"]
 #: block-sparse kernel); ``clauses``: the simd pragma's, e.g. a reduction.
 _TILE_LOOP = Template(
     r"""#pragma omp simd${clauses}
-for (int64_t jj = 0; jj < ${bound}; jj++) {
+for (int64_t jj = ${start}; jj < ${bound}; jj++) {
   const int64_t j = j0 + jj;
 ${code}
 ${writes}
@@ -48,10 +54,11 @@ ${writes}
 )
 
 
-def tile_loop(bound: str, code: str, writes, clauses: str = "") -> str:
-    """The vectorised loop over a tile: ``code`` then the ``writes`` lines."""
+def tile_loop(bound: str, code: str, writes, clauses: str = "", start: str = "0") -> str:
+    """The vectorised loop over a tile: ``code`` then the ``writes`` lines
+    (``start``: the first index, 0 unless an explicit vector loop ran)."""
     return _TILE_LOOP.substitute(bound=bound, code=code, writes="\n".join(writes),
-                                 clauses=clauses)
+                                 clauses=clauses, start=start)
 
 
 def _clauses(op: str, names) -> str:
@@ -67,7 +74,8 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False)
     code = "\n".join(x for x in [rows[0].code("j", "  ")]
                       + [row.code("ij", "  ") for row in rows] if x)
     if red.c.get("fused"):
-        return _fused_sum(formulas[0].dim, rows, code, factored)
+        return _fused_sum(formulas[0].dim, rows, code, factored,
+                          np.dtype(plan.dtype) == np.float64)
     subs = red_subs(formulas, plan.K)
     writes = [f"  tb{b}[{r}][{e} * TJ + jj] = {x};" for r, row in enumerate(rows)
               for b, outs in enumerate(row.outputs) for e, x in enumerate(outs)]
@@ -78,7 +86,13 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False)
         pre, post, tests = _online(red.c["online"], formulas, rows, writes, plan.dtype)
     elif "tile_skip" in red.c and formulas[0].dim == 1:
         pre, post, tests = _skip(red.c["tile_skip"], subs, rows, writes)
-    tile = pre + [tile_loop("nj", code, writes, clauses=post)]
+    sums = re.findall(r"reduction\(\+:([^)]*)\)", post)
+    vector = None
+    if np.dtype(plan.dtype) == np.float64 and post.count("reduction(") == len(sums):
+        # float64 log-sum-exp sums: the explicit vector loop (_cpu_vec)
+        vector = vector_sum_loop(code, writes, [n.strip() for g in sums for n in g.split(",")])
+    tile = pre + (vector or []) + [tile_loop("nj", code, writes, clauses=post,
+                                             start="jv0" if vector else "0")]
     for r in range(rb):
         body = [f"const int64_t i = i_{r};", f"kt_state *S = &st[ii + {r}];" if r
                 else "kt_state *S = &st[ii];"]
@@ -90,17 +104,23 @@ def row_block_reduction(plan: Plan, formulas, rows, block_setup, factored=False)
             *(red_form(red.c, part, subs) for part in ("state", "init", "final")))
 
 
-def _fused_sum(E: int, rows, code, factored: bool):
+def _fused_sum(E: int, rows, code, factored: bool, double: bool = False):
     """Sum: accumulators in the loop, added to the rows' states per tile
     (``factored``: the loop sums the inner factor, each row's tile sum is
-    multiplied by its outer factor as it is added)."""
+    multiplied by its outer factor as it is added). ``double``: float64,
+    whose loops with a KT_EXP2N run by explicit vectors where they qualify
+    (:mod:`._cpu_vec`), the scalar loop taking the rest of the tile."""
     rb = len(rows)
     inner = len(rows[0].outputs[0])  # E, or 1 for a scalar inner factor
     names = [[f"s{r}_{e}" for e in range(inner)] for r in range(rb)]
     flat = [n for row in names for n in row]
-    sums = tile_loop("nj", code, [f"  {names[r][e]} += {rows[r].outputs[0][e]};"
-                                  for r in range(rb) for e in range(inner)],
-                     clauses=_clauses("+", flat))
+    writes = [f"  {names[r][e]} += {rows[r].outputs[0][e]};"
+              for r in range(rb) for e in range(inner)]
+    vector = vector_sum_loop(code, writes, flat) if double else None
+    sums = tile_loop("nj", code, writes, clauses=_clauses("+", flat),
+                     start="jv0" if vector else "0")
+    if vector:
+        sums = "\n".join(vector + [sums])
 
     def term(r, e):
         s = names[r][e if inner > 1 else 0]

@@ -3,6 +3,7 @@
  */
 #include <tgmath.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef double real_t;
 typedef double acc_t;
@@ -215,6 +216,83 @@ static inline double kt_exp2_nonpos(double z) {
   s.i = (ut.i - 0x4338000000000000LL + 1023) << 52;
   return p * s.f;
 }
+
+/* The same 2^z on eight doubles at once, where the compiler targets AVX-512
+ * (the float64 sums' vector loops, _cpu_vec): z = m + r with m = z rounded
+ * to a multiple of 1/16 (adding 1.5 * 2^48 rounds there, and t's low 4
+ * mantissa bits are then 16 m mod 16) and |r| <= 1/32, r exact;
+ * 2^z = 2^floor(m) T 2^r with T = 2^frac(m) from a 16-entry table held in
+ * two registers (one permute); 2^r - 1 by a degree-6 polynomial (fitted to
+ * relative error 7.5e-18 on |r| <= 1/32); T (1 + q) as one FMA; 2^floor(m)
+ * by vscalefpd. Lanes with z < -1022 (-inf included) are set to +0 by the
+ * scalef's zero mask, as kt_exp2_nonpos flushes them: a subnormal result
+ * would cost an assist in each operation that reads it; z >= -1022 gives a
+ * normal result; a NaN keeps its lane (the compare is unordered-true) and
+ * propagates. 13 vector operations against kt_exp2_nonpos's 19; max error
+ * 1.07 ulp against 1.23 (asv_bench/exp_ab.py --vector). */
+#if defined(__AVX512F__) && !defined(KT_NO_VEC)
+#include <immintrin.h>
+#define KT_VEC_F64 1
+typedef double kt_vd __attribute__((vector_size(64)));
+#define KT_VLOAD(p) ((kt_vd)_mm512_loadu_pd(p))
+/* c < v ? c : v (v where v is NaN), c a number */
+#define KT_VMIN(c, v) ((kt_vd)_mm512_min_pd(_mm512_set1_pd(c), (__m512d)(v)))
+static inline kt_vd kt_exp2v_nonpos(kt_vd z) {
+  const __m512d lo = _mm512_set_pd(1.3542555469368927, 1.2968395546510096,
+      1.241857812073484, 1.189207115002721, 1.1387886347566916, 1.0905077326652577,
+      1.0442737824274138, 1.0);
+  const __m512d hi = _mm512_set_pd(1.9152065613971474, 1.8340080864093424,
+      1.7562521603732995, 1.681792830507429, 1.6104903319492543, 1.5422108254079407,
+      1.4768261459394993, 1.4142135623730951);
+  const __mmask8 live = _mm512_cmp_pd_mask((__m512d)z, _mm512_set1_pd(-1022.0), _CMP_NLT_UQ);
+  const kt_vd t = z + 422212465065984.0; /* 1.5 * 2^48 */
+  const kt_vd m = t - 422212465065984.0;
+  const kt_vd r = z - m;
+  const kt_vd T = (kt_vd)_mm512_permutex2var_pd(lo, _mm512_castpd_si512((__m512d)t), hi);
+  kt_vd q = r * 0.00015403402660969833 + 0.0013333818661593715;
+  q = q * r + 0.00961812911139063;
+  q = q * r + 0.05550410865211484;
+  q = q * r + 0.24022650695909933;
+  q = q * r + 0.6931471805599468;
+  q = q * r;
+  return (kt_vd)_mm512_maskz_scalef_pd(live, (__m512d)(T * q + T), (__m512d)m);
+}
+/* f 2^z for finite |z| <= 1000 (no test), tab = kt_exp2v_table(f): the 16
+ * entries of kt_exp2v_nonpos's table times f. For _cpu_near's rows, whose
+ * factor f = 2^(k |x_i - c|^2) leaves z (and its bound spares the test);
+ * the scalar form KT_EXP2T(z, a, tab) (a tile's last points, no AVX-512)
+ * computes 2^(z + a), a = log2 f. Error: kt_exp2v_nonpos's, plus the
+ * rounding of the table's products and f's own (max 1.82 ulp against
+ * 2^(z + a) in long double, f = exp2(a) for a in {0, -0.3, -3.7, -23.9},
+ * 8e6 points of z on [-48, 24]). */
+typedef struct { __m512d lo, hi; } kt_vtab;
+static inline kt_vtab kt_exp2v_table(double f) {
+  const __m512d s = _mm512_set1_pd(f);
+  const kt_vtab t = {_mm512_mul_pd(s, _mm512_set_pd(1.3542555469368927,
+      1.2968395546510096, 1.241857812073484, 1.189207115002721, 1.1387886347566916,
+      1.0905077326652577, 1.0442737824274138, 1.0)),
+    _mm512_mul_pd(s, _mm512_set_pd(1.9152065613971474, 1.8340080864093424,
+      1.7562521603732995, 1.681792830507429, 1.6104903319492543, 1.5422108254079407,
+      1.4768261459394993, 1.4142135623730951))};
+  return t;
+}
+static inline kt_vd kt_exp2v_tab(kt_vd z, double a, kt_vtab tab) {
+  (void)a;
+  const kt_vd t = z + 422212465065984.0; /* 1.5 * 2^48 */
+  const kt_vd m = t - 422212465065984.0;
+  const kt_vd r = z - m;
+  const kt_vd T = (kt_vd)_mm512_permutex2var_pd(tab.lo, _mm512_castpd_si512((__m512d)t),
+                                                tab.hi);
+  kt_vd q = r * 0.00015403402660969833 + 0.0013333818661593715;
+  q = q * r + 0.00961812911139063;
+  q = q * r + 0.05550410865211484;
+  q = q * r + 0.24022650695909933;
+  q = q * r + 0.6931471805599468;
+  q = q * r;
+  return (kt_vd)_mm512_scalef_pd((__m512d)(T * q + T), (__m512d)m);
+}
+#endif
+#define KT_EXP2T(z, a, tab) KT_EXP2N((z) + (a)) /* scalar: 2^(z + a) */
 
 #define KT_EXP(x) kt_exp(x)
 #define KT_EXPN(x) kt_exp_nonpos(x) /* x <= 0 or NaN */
@@ -465,8 +543,124 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t M7_0 = (real_t)st[ii + 7 < ni ? ii + 7 : ni - 1].lm[0];
         const real_t M7_0l = M7_0 * (real_t)1.4426950408889634074;
         real_t q7_ls0 = 0;
+        int64_t jv0 = 0; /* the scalar loop's start */
+        #if defined(KT_VEC_F64)
+        {
+          kt_vd vq0_ls0 = {0}, vq1_ls0 = {0}, vq2_ls0 = {0}, vq3_ls0 = {0}, vq4_ls0 = {0}, vq5_ls0 = {0}, vq6_ls0 = {0}, vq7_ls0 = {0};
+          jv0 = nj & ~(int64_t)7;
+          for (int64_t jj = 0; jj < jv0; jj += 8) {
+            const kt_vd t1_0 = KT_VLOAD(&y1[0 * TJ + jj]);
+            const kt_vd t1_1 = KT_VLOAD(&y1[1 * TJ + jj]);
+            const kt_vd t1_2 = KT_VLOAD(&y1[2 * TJ + jj]);
+            const kt_vd t2_0 = (t0_0 - t1_0);
+            const kt_vd t2_1 = (t0_1 - t1_1);
+            const kt_vd t2_2 = (t0_2 - t1_2);
+            const kt_vd t3_0 = (t2_0 * t2_0);
+            const kt_vd t3_1 = (t2_1 * t2_1);
+            const kt_vd t3_2 = (t2_2 * t2_2);
+            const kt_vd t4_0 = (t3_0 + t3_1 + t3_2);
+            const kt_vd t5_0 = (-t4_0);
+            const kt_vd r1_2_0 = (r1_0_0 - t1_0);
+            const kt_vd r1_2_1 = (r1_0_1 - t1_1);
+            const kt_vd r1_2_2 = (r1_0_2 - t1_2);
+            const kt_vd r1_3_0 = (r1_2_0 * r1_2_0);
+            const kt_vd r1_3_1 = (r1_2_1 * r1_2_1);
+            const kt_vd r1_3_2 = (r1_2_2 * r1_2_2);
+            const kt_vd r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+            const kt_vd r1_5_0 = (-r1_4_0);
+            const kt_vd r2_2_0 = (r2_0_0 - t1_0);
+            const kt_vd r2_2_1 = (r2_0_1 - t1_1);
+            const kt_vd r2_2_2 = (r2_0_2 - t1_2);
+            const kt_vd r2_3_0 = (r2_2_0 * r2_2_0);
+            const kt_vd r2_3_1 = (r2_2_1 * r2_2_1);
+            const kt_vd r2_3_2 = (r2_2_2 * r2_2_2);
+            const kt_vd r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+            const kt_vd r2_5_0 = (-r2_4_0);
+            const kt_vd r3_2_0 = (r3_0_0 - t1_0);
+            const kt_vd r3_2_1 = (r3_0_1 - t1_1);
+            const kt_vd r3_2_2 = (r3_0_2 - t1_2);
+            const kt_vd r3_3_0 = (r3_2_0 * r3_2_0);
+            const kt_vd r3_3_1 = (r3_2_1 * r3_2_1);
+            const kt_vd r3_3_2 = (r3_2_2 * r3_2_2);
+            const kt_vd r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+            const kt_vd r3_5_0 = (-r3_4_0);
+            const kt_vd r4_2_0 = (r4_0_0 - t1_0);
+            const kt_vd r4_2_1 = (r4_0_1 - t1_1);
+            const kt_vd r4_2_2 = (r4_0_2 - t1_2);
+            const kt_vd r4_3_0 = (r4_2_0 * r4_2_0);
+            const kt_vd r4_3_1 = (r4_2_1 * r4_2_1);
+            const kt_vd r4_3_2 = (r4_2_2 * r4_2_2);
+            const kt_vd r4_4_0 = (r4_3_0 + r4_3_1 + r4_3_2);
+            const kt_vd r4_5_0 = (-r4_4_0);
+            const kt_vd r5_2_0 = (r5_0_0 - t1_0);
+            const kt_vd r5_2_1 = (r5_0_1 - t1_1);
+            const kt_vd r5_2_2 = (r5_0_2 - t1_2);
+            const kt_vd r5_3_0 = (r5_2_0 * r5_2_0);
+            const kt_vd r5_3_1 = (r5_2_1 * r5_2_1);
+            const kt_vd r5_3_2 = (r5_2_2 * r5_2_2);
+            const kt_vd r5_4_0 = (r5_3_0 + r5_3_1 + r5_3_2);
+            const kt_vd r5_5_0 = (-r5_4_0);
+            const kt_vd r6_2_0 = (r6_0_0 - t1_0);
+            const kt_vd r6_2_1 = (r6_0_1 - t1_1);
+            const kt_vd r6_2_2 = (r6_0_2 - t1_2);
+            const kt_vd r6_3_0 = (r6_2_0 * r6_2_0);
+            const kt_vd r6_3_1 = (r6_2_1 * r6_2_1);
+            const kt_vd r6_3_2 = (r6_2_2 * r6_2_2);
+            const kt_vd r6_4_0 = (r6_3_0 + r6_3_1 + r6_3_2);
+            const kt_vd r6_5_0 = (-r6_4_0);
+            const kt_vd r7_2_0 = (r7_0_0 - t1_0);
+            const kt_vd r7_2_1 = (r7_0_1 - t1_1);
+            const kt_vd r7_2_2 = (r7_0_2 - t1_2);
+            const kt_vd r7_3_0 = (r7_2_0 * r7_2_0);
+            const kt_vd r7_3_1 = (r7_2_1 * r7_2_1);
+            const kt_vd r7_3_2 = (r7_2_2 * r7_2_2);
+            const kt_vd r7_4_0 = (r7_3_0 + r7_3_1 + r7_3_2);
+            const kt_vd r7_5_0 = (-r7_4_0);
+            _mm512_storeu_pd(&tb0[0][0 * TJ + jj], (__m512d)(t5_0));
+            _mm512_storeu_pd(&tb0[1][0 * TJ + jj], (__m512d)(r1_5_0));
+            _mm512_storeu_pd(&tb0[2][0 * TJ + jj], (__m512d)(r2_5_0));
+            _mm512_storeu_pd(&tb0[3][0 * TJ + jj], (__m512d)(r3_5_0));
+            _mm512_storeu_pd(&tb0[4][0 * TJ + jj], (__m512d)(r4_5_0));
+            _mm512_storeu_pd(&tb0[5][0 * TJ + jj], (__m512d)(r5_5_0));
+            _mm512_storeu_pd(&tb0[6][0 * TJ + jj], (__m512d)(r6_5_0));
+            _mm512_storeu_pd(&tb0[7][0 * TJ + jj], (__m512d)(r7_5_0));
+            const kt_vd z0_0 = t5_0 * 1.4426950408889634074 - M0_0l;
+            const kt_vd x0_0 = kt_exp2v_nonpos(KT_VMIN(20, z0_0));
+            vq0_ls0 += x0_0;
+            const kt_vd z1_0 = r1_5_0 * 1.4426950408889634074 - M1_0l;
+            const kt_vd x1_0 = kt_exp2v_nonpos(KT_VMIN(20, z1_0));
+            vq1_ls0 += x1_0;
+            const kt_vd z2_0 = r2_5_0 * 1.4426950408889634074 - M2_0l;
+            const kt_vd x2_0 = kt_exp2v_nonpos(KT_VMIN(20, z2_0));
+            vq2_ls0 += x2_0;
+            const kt_vd z3_0 = r3_5_0 * 1.4426950408889634074 - M3_0l;
+            const kt_vd x3_0 = kt_exp2v_nonpos(KT_VMIN(20, z3_0));
+            vq3_ls0 += x3_0;
+            const kt_vd z4_0 = r4_5_0 * 1.4426950408889634074 - M4_0l;
+            const kt_vd x4_0 = kt_exp2v_nonpos(KT_VMIN(20, z4_0));
+            vq4_ls0 += x4_0;
+            const kt_vd z5_0 = r5_5_0 * 1.4426950408889634074 - M5_0l;
+            const kt_vd x5_0 = kt_exp2v_nonpos(KT_VMIN(20, z5_0));
+            vq5_ls0 += x5_0;
+            const kt_vd z6_0 = r6_5_0 * 1.4426950408889634074 - M6_0l;
+            const kt_vd x6_0 = kt_exp2v_nonpos(KT_VMIN(20, z6_0));
+            vq6_ls0 += x6_0;
+            const kt_vd z7_0 = r7_5_0 * 1.4426950408889634074 - M7_0l;
+            const kt_vd x7_0 = kt_exp2v_nonpos(KT_VMIN(20, z7_0));
+            vq7_ls0 += x7_0;
+          }
+          q0_ls0 += _mm512_reduce_add_pd((__m512d)vq0_ls0);
+          q1_ls0 += _mm512_reduce_add_pd((__m512d)vq1_ls0);
+          q2_ls0 += _mm512_reduce_add_pd((__m512d)vq2_ls0);
+          q3_ls0 += _mm512_reduce_add_pd((__m512d)vq3_ls0);
+          q4_ls0 += _mm512_reduce_add_pd((__m512d)vq4_ls0);
+          q5_ls0 += _mm512_reduce_add_pd((__m512d)vq5_ls0);
+          q6_ls0 += _mm512_reduce_add_pd((__m512d)vq6_ls0);
+          q7_ls0 += _mm512_reduce_add_pd((__m512d)vq7_ls0);
+        }
+        #endif
         #pragma omp simd reduction(+:q0_ls0, q1_ls0, q2_ls0, q3_ls0, q4_ls0, q5_ls0, q6_ls0, q7_ls0)
-        for (int64_t jj = 0; jj < nj; jj++) {
+        for (int64_t jj = jv0; jj < nj; jj++) {
           const int64_t j = j0 + jj;
           const real_t t1_0 = y1[0 * TJ + jj];
           const real_t t1_1 = y1[1 * TJ + jj];

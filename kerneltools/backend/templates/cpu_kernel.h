@@ -3,6 +3,7 @@
  */
 #include <tgmath.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 ${preamble}
 /* Below this many pairs (about a millisecond of work) one thread does it all:
@@ -45,4 +46,4 @@ ${tile}
 ${final}
     }
   }
-}
+${p_tail}}
