@@ -33,6 +33,7 @@ from ._cpu_codegen import (
 )
 from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
+from ._cpu_kmin import prefilter_arrays, prefilter_vars
 from ._errors import CompileError
 from ._plan import Plan
 from ._progress import chunks, compiling
@@ -225,7 +226,8 @@ class CpuBackend:
             fn = get_kernel(plan)
             gemm = padded_columns(plan) if many_columns(plan) else None
             warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan),
-                    gemm, tile_free_args(plan), centring_args(plan))
+                    gemm, tile_free_args(plan), centring_args(plan),
+                    prefilter_vars(plan) is not None and gemm is None)
             if len(_by_signature) > 512:
                 _by_signature.clear()
             _by_signature[plan.signature] = warm
@@ -246,6 +248,8 @@ class CpuBackend:
         arrays += [row_sqnorms(args[k], plan.dtype, -(-plan.ny // tj) * tj) for k in dot_args]
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
+        if warm[8]:  # K-min of a squared distance: the prefilter's arrays (_cpu_kmin)
+            arrays += prefilter_arrays(plan, args, tj, _pack_tiles)
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [

@@ -382,6 +382,114 @@ int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 static int kt_parallel = 1;
 void kt_set_parallel(int on) { kt_parallel = on; }
 
+/* K-min of a squared distance |x_i - y_j|^2: the expanded-distance
+ * prefilter (see _cpu_kmin.py for the bound's proof). With x', y' the points
+ * moved by a centre c (kpar[1..D]), |y'_j|^2 (kyn) and y' packed by tiles
+ * (kyp), the scan computes, RB rows at a time, e_j = |y'_j|^2 + sum_c
+ * (-2 x'_c) y'_c (D FMAs per pair) and flags the lanes where e_j is not above
+ * the row's bound T_i (kt_kpf_bound): every lane whose exact (direct-form)
+ * value could rank before the row's K-th kept value is flagged, and a NaN
+ * bound or a NaN e_j flags the lane. It returns at the first vector where a
+ * row has a flagged lane (its masks in m), or at nj. */
+#if defined(__AVX512F__)
+#define KPD 3
+#if defined(KT_REAL_double)
+#define KT_KPF_VL 8
+typedef __m512d kt_kpf_v;
+#define KT_KPF_LOAD _mm512_loadu_pd
+#define KT_KPF_SET1 _mm512_set1_pd
+#define KT_KPF_FMA _mm512_fmadd_pd
+#define KT_KPF_NGT(a, b) ((uint32_t)_mm512_cmp_pd_mask(a, b, _CMP_NGT_UQ))
+#define KT_KPF_U 0x1p-53
+#define KT_KPF_ETA 0x1p-1000 /* >= 56 x the smallest subnormal, and normal */
+#define KT_KPF_BIG 0x1p1020
+#else
+#define KT_KPF_VL 16
+typedef __m512 kt_kpf_v;
+#define KT_KPF_LOAD _mm512_loadu_ps
+#define KT_KPF_SET1 _mm512_set1_ps
+#define KT_KPF_FMA _mm512_fmadd_ps
+#define KT_KPF_NGT(a, b) ((uint32_t)_mm512_cmp_ps_mask(a, b, _CMP_NGT_UQ))
+#define KT_KPF_U 0x1p-24
+#define KT_KPF_ETA 0x1p-120
+#define KT_KPF_BIG 0x1p124
+#endif
+static inline int64_t kt_kpf_scan(const real_t *restrict yc, const real_t *restrict yn,
+                                  int64_t jv, int64_t nj, const real_t *restrict xm,
+                                  const real_t *restrict T, uint32_t *restrict m) {
+  kt_kpf_v t[RB], xb[RB][KPD];
+  for (int r = 0; r < RB; r++) {
+    t[r] = KT_KPF_SET1(T[r]);
+    for (int c = 0; c < KPD; c++) xb[r][c] = KT_KPF_SET1(xm[r * KPD + c]);
+  }
+  for (; jv < nj; jv += KT_KPF_VL) {
+    kt_kpf_v e[RB];
+    const kt_kpf_v n = KT_KPF_LOAD(yn + jv);
+    for (int r = 0; r < RB; r++) e[r] = n;
+    for (int c = 0; c < KPD; c++) {
+      const kt_kpf_v yv = KT_KPF_LOAD(yc + c * TJ + jv);
+      for (int r = 0; r < RB; r++) e[r] = KT_KPF_FMA(xb[r][c], yv, e[r]);
+    }
+    uint32_t any = 0;
+    for (int r = 0; r < RB; r++) any |= m[r] = KT_KPF_NGT(e[r], t[r]);
+    if (any) {
+      if (nj - jv < KT_KPF_VL) { /* the tile's last vector: lanes past nj */
+        any = 0;
+        for (int r = 0; r < RB; r++) any |= m[r] &= (UINT32_C(1) << (nj - jv)) - 1;
+        if (!any) continue;
+      }
+      return jv;
+    }
+  }
+  return jv;
+}
+/* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
+ * order, the K-th smallest squared distance computed in double (NaN ones
+ * left out), raised past the kernel's rounding: every one of those K
+ * points' kernel values is strictly below it, so the row's final K-th value
+ * is too. +inf where fewer than K are not NaN. */
+#define KPK 3
+#define KPW 6
+static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
+  double kb[KPK];
+  int n = 0;
+  for (int w = 0; w < KPW; w++) {
+    double d = 0;
+    for (int c = 0; c < KPD; c++) {
+      const double t = (double)x[c] - (double)ys[w * KPD + c];
+      d += t * t;
+    }
+    if (d != d || (n == KPK && !(d < kb[KPK - 1]))) continue;
+    int p = n < KPK ? n++ : KPK - 1;
+    for (; p > 0 && kb[p - 1] > d; p--) kb[p] = kb[p - 1];
+    kb[p] = d;
+  }
+  return n < KPK ? INFINITY : kb[KPK - 1] * (1 + (2 * KPD + 10) * KT_KPF_U) + 2 * KT_KPF_ETA;
+}
+/* The bound T_i of a row whose K-th kept value is thr (full: the list is
+ * full), seed bound U, |x'_i|^2 = xx (in double) and max_j |y'_j|^2 <= yy:
+ * with lim = thr where the list is full, thr is not NaN and below U, else
+ * lim = U, T is NaN (every lane flagged) where lim is +inf or xx or yy is
+ * not below the dtype's largest value / 16 (NaN and inf included: then no
+ * e_j, -2 x' or bound can overflow); else
+ * lim (1 + (2D + 8) u) - xx + 2 ((6D + 20) u (xx + 2 yy) + eta), rounded up
+ * to real_t (eta >= 8 (D + 4) times the smallest subnormal, but itself
+ * normal: a subnormal operand costs a microcode assist). */
+static inline real_t kt_kpf_bound(real_t thr, int full, double U, double xx, double yy) {
+  double lim = U;
+  if (full && thr == thr && (double)thr < lim) lim = thr;
+  if (!(lim < INFINITY) || !(xx < KT_KPF_BIG) || !(yy < KT_KPF_BIG)) return (real_t)NAN;
+  const double u = KT_KPF_U;
+  const double t = lim * (1 + (2 * KPD + 8) * u) - xx
+                   + 2 * ((6 * KPD + 20) * u * (xx + 2 * yy) + KT_KPF_ETA);
+#if defined(KT_REAL_double)
+  return t;
+#else /* rounded up: t plus more than half a float ulp of t */
+  return (real_t)(t + fabs(t) * 0x1p-22 + 0x1p-120);
+#endif
+}
+#endif
+
 /* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
  * by chunks of rows). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
@@ -390,6 +498,11 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const real_t *restrict a0 = (const real_t *)args[0];
   const real_t *restrict a1 = (const real_t *)args[1];
   int64_t *restrict outi = (int64_t *)outs[0];
+  const real_t *restrict kyp = (const real_t *)args[2];
+  const real_t *restrict kyn = (const real_t *)args[3];
+  const double *restrict kpar = (const double *)args[4];
+  const real_t *restrict kys = (const real_t *)args[5];
+  const int64_t *restrict kws = (const int64_t *)args[6];
   kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
@@ -403,6 +516,21 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       for (int e = 0; e < 1; e++) for (int k = 0; k < 3; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }
     }
     real_t tb0[RB][1 * TJ];
+    #if defined(__AVX512F__)
+    real_t kxm[IB * 3];
+    double kxx[IB], kU[IB];
+    for (int r = 0; r < IB; r++) {
+      const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;
+      double s = 0;
+      for (int c = 0; c < 3; c++) {
+        const real_t v = a0[ir * 3 + c] - (real_t)kpar[1 + c];
+        kxm[r * 3 + c] = -2 * v;
+        s += (double)v * v;
+      }
+      kxx[r] = s;
+      kU[r] = kt_kpf_seed(a0 + ir * 3, kys + kws[ir] * 3);
+    }
+    #endif
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
@@ -425,6 +553,240 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_0 = a0[i_3 * 3 + 0];
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
+        #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
+        real_t kT[RB], kcand[32];
+        uint32_t km[RB];
+        for (int r = 0; r < RB; r++)
+          kT[r] = ii + r < ni ? kt_kpf_bound(st[ii + r].kv[0][3 - 1], st[ii + r].ki[0][3 - 1] >= 0, kU[ii + r], kxx[ii + r], kpar[0]) : (real_t)-INFINITY;
+        for (int64_t jv = 0;
+             (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT, km)) < nj;
+             jv += KT_KPF_VL) {
+          if (km[0]) {
+            #pragma omp simd
+            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t t2_0 = (t0_0 - t1_0);
+              const real_t t2_1 = (t0_1 - t1_1);
+              const real_t t2_2 = (t0_2 - t1_2);
+              const real_t t3_0 = (t2_0 * t2_0);
+              const real_t t3_1 = (t2_1 * t2_1);
+              const real_t t3_2 = (t2_2 * t2_2);
+              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+              kcand[jj - jv] = t4_0;
+            }
+            {
+              kt_state *S = &st[ii + 0];
+              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              {
+                const int64_t j0 = kt_j0, nj = kt_nj;
+                real_t *const buf0 = kcand;
+                for (int e = 0; e < 1; e++) {
+                  const real_t *b = buf0 + e * TJ;
+                  real_t *kv = S->kv[e];
+                  int64_t *ki = S->ki[e];
+                #if KT_KMIN_VEC >= 3
+                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                #else
+                  for (int64_t jc = 0; jc < nj; jc += 32) {
+                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                    while (mask) {
+                      const int l = __builtin_ctz(mask);
+                      mask &= mask - 1;
+                      const real_t v = b[jc + l];
+                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                      /* sorted insertion; equal values keep index order */
+                      const int64_t jv = j0 + jc + l;
+                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                      for (int k = 3 - 1; k > 0; k--) {
+                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                        at = up;
+                      }
+                      if (at) { kv[0] = v; ki[0] = jv; }
+                    }
+                  }
+                #endif
+                }
+              }
+              kT[0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar[0]);
+            }
+          }
+          if (km[1] && ii + 1 < ni) {
+            #pragma omp simd
+            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t r1_2_0 = (r1_0_0 - t1_0);
+              const real_t r1_2_1 = (r1_0_1 - t1_1);
+              const real_t r1_2_2 = (r1_0_2 - t1_2);
+              const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+              const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+              const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+              const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+              kcand[jj - jv] = r1_4_0;
+            }
+            {
+              kt_state *S = &st[ii + 1];
+              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              {
+                const int64_t j0 = kt_j0, nj = kt_nj;
+                real_t *const buf0 = kcand;
+                for (int e = 0; e < 1; e++) {
+                  const real_t *b = buf0 + e * TJ;
+                  real_t *kv = S->kv[e];
+                  int64_t *ki = S->ki[e];
+                #if KT_KMIN_VEC >= 3
+                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                #else
+                  for (int64_t jc = 0; jc < nj; jc += 32) {
+                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                    while (mask) {
+                      const int l = __builtin_ctz(mask);
+                      mask &= mask - 1;
+                      const real_t v = b[jc + l];
+                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                      /* sorted insertion; equal values keep index order */
+                      const int64_t jv = j0 + jc + l;
+                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                      for (int k = 3 - 1; k > 0; k--) {
+                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                        at = up;
+                      }
+                      if (at) { kv[0] = v; ki[0] = jv; }
+                    }
+                  }
+                #endif
+                }
+              }
+              kT[1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar[0]);
+            }
+          }
+          if (km[2] && ii + 2 < ni) {
+            #pragma omp simd
+            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t r2_2_0 = (r2_0_0 - t1_0);
+              const real_t r2_2_1 = (r2_0_1 - t1_1);
+              const real_t r2_2_2 = (r2_0_2 - t1_2);
+              const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+              const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+              const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+              const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+              kcand[jj - jv] = r2_4_0;
+            }
+            {
+              kt_state *S = &st[ii + 2];
+              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              {
+                const int64_t j0 = kt_j0, nj = kt_nj;
+                real_t *const buf0 = kcand;
+                for (int e = 0; e < 1; e++) {
+                  const real_t *b = buf0 + e * TJ;
+                  real_t *kv = S->kv[e];
+                  int64_t *ki = S->ki[e];
+                #if KT_KMIN_VEC >= 3
+                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                #else
+                  for (int64_t jc = 0; jc < nj; jc += 32) {
+                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                    while (mask) {
+                      const int l = __builtin_ctz(mask);
+                      mask &= mask - 1;
+                      const real_t v = b[jc + l];
+                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                      /* sorted insertion; equal values keep index order */
+                      const int64_t jv = j0 + jc + l;
+                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                      for (int k = 3 - 1; k > 0; k--) {
+                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                        at = up;
+                      }
+                      if (at) { kv[0] = v; ki[0] = jv; }
+                    }
+                  }
+                #endif
+                }
+              }
+              kT[2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar[0]);
+            }
+          }
+          if (km[3] && ii + 3 < ni) {
+            #pragma omp simd
+            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+              const int64_t j = j0 + jj;
+              const real_t t1_0 = y1[0 * TJ + jj];
+              const real_t t1_1 = y1[1 * TJ + jj];
+              const real_t t1_2 = y1[2 * TJ + jj];
+              const real_t r3_2_0 = (r3_0_0 - t1_0);
+              const real_t r3_2_1 = (r3_0_1 - t1_1);
+              const real_t r3_2_2 = (r3_0_2 - t1_2);
+              const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+              const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+              const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+              const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+              kcand[jj - jv] = r3_4_0;
+            }
+            {
+              kt_state *S = &st[ii + 3];
+              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              {
+                const int64_t j0 = kt_j0, nj = kt_nj;
+                real_t *const buf0 = kcand;
+                for (int e = 0; e < 1; e++) {
+                  const real_t *b = buf0 + e * TJ;
+                  real_t *kv = S->kv[e];
+                  int64_t *ki = S->ki[e];
+                #if KT_KMIN_VEC >= 3
+                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                #else
+                  for (int64_t jc = 0; jc < nj; jc += 32) {
+                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                    while (mask) {
+                      const int l = __builtin_ctz(mask);
+                      mask &= mask - 1;
+                      const real_t v = b[jc + l];
+                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                      /* sorted insertion; equal values keep index order */
+                      const int64_t jv = j0 + jc + l;
+                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                      for (int k = 3 - 1; k > 0; k--) {
+                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                        at = up;
+                      }
+                      if (at) { kv[0] = v; ki[0] = jv; }
+                    }
+                  }
+                #endif
+                }
+              }
+              kT[3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar[0]);
+            }
+          }
+        }
+        #else
         const real_t thr0 = (st[ii].ki[0][3 - 1] >= 0 ? st[ii].kv[0][3 - 1] : (real_t)NAN);
         real_t mn0 = INFINITY;
         const real_t thr1 = (st[ii + 1 < ni ? ii + 1 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 1 < ni ? ii + 1 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
@@ -624,6 +986,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             }
           }
         }
+        #endif
       }
     }
     for (int64_t ii = 0; ii < ni; ii++) {

@@ -1,0 +1,310 @@
+"""K-min of a squared distance in the dense C kernel: the expanded-distance prefilter.
+
+``Kmin``, ``argKmin`` and ``Kmin_argKmin`` of ``F = |x_i - y_j|^2`` keep the
+direct form of F (their outputs depend on the exact order of nearby
+distances), D subtractions and D products per pair. After a row block's
+first tile, almost every pair fails the test against the row's K-th kept
+value; the prefilter makes that test cheaper: with the points moved by a
+centre ``c`` (x' = x - c, y' = y - c, rounded), ``|y'_j|^2`` computed once
+per call and ``-2 x'_i`` once per row,
+
+    e_ij = |y'_j|^2 + sum_c (-2 x'_ic) y'_jc        (D FMAs per pair)
+
+ranks like ``|x_i - y_j|^2 - |x'_i|^2``. A lane is flagged when e_ij is not
+above the row's bound ``T_i`` (below), and only the vectors of lanes with a
+flagged lane get their exact values, computed by the same generated
+statements as the tile loop (so bit-identical) and folded as every tile is
+(the lanes that are not flagged cannot enter): values and indices are those
+of the buffered kernel. Without AVX-512 the kernel is the buffered one.
+
+The seed: the bound starts from ``U_i`` rather than from the first tile's
+K-th value (with which most vectors of a block's first tile, and some 40 more
+per row at K = 10, M = 3e4, reach the fold): the rows of y sorted by grid
+cell in Morton order (:func:`_seed_order`, NumPy's radix sort of 16-bit
+keys), the ``2K + 16`` of them around x_i's cell give, in double, the K-th
+smallest squared distance among them, raised past both roundings
+(``kt_kpf_seed``): every one of those K points has a kernel value strictly
+below ``U_i``, so the row's final K-th value is, and a value at or above
+``U_i`` is never in the output (it ranks after K smaller ones, whatever its
+index). So the bound uses ``lim = min(thr, U_i)`` (``U_i`` alone while the
+list is not full, or while its K-th value is NaN) and the fold, which keeps
+the K smallest (value, index) pairs of what it is given, ends with the same
+list. Any choice of the K points is correct; near ones make the bound tight
+(at K = 10, M = 3e4, D = 3: about 18 vectors per row reach the fold).
+
+The bound (u: the unit roundoff, 2^-24 or 2^-53; eta: a normal number
+above 8 (D + 4) times the smallest subnormal, 2^-120 or 2^-1000; X =
+|x'_i|^2, Y >= max_j |y'_j|^2 over the finite rows of y'; s = |x_i - y_j|^2
+exactly; d the kernel's direct-form value; thr the row's K-th kept value, a
+d, >= 0; lim = min(thr, U_i) as above)::
+
+    T_i = lim (1 + (2D + 8) u) - X + 2 ((6D + 20) u (X + 2Y) + eta)
+
+Claim: e_ij > T_i implies d >= lim, so a lane that is not flagged cannot
+enter (it would need d < thr; thr only decreases as the tile is folded) and
+is not in the output (d >= U_i).
+
+1. Direct form: the differences are rounded once, squared (rounded or fused)
+   and D non-negative terms summed in some order (FMA contraction included):
+   d = sum_c (x_c - y_c)^2 prod (1 + eps_k), at most D + 2 factors per term,
+   so d >= (1 - a) s - (D + 2) eta with a = gamma_{D+2} <= (D + 3) u
+   (eta: underflow in the products).
+2. Centring: x' = x - c + dx, |dx| <= 1.01 u |x'| (one rounding of x - c;
+   c itself is exact in the dtype), likewise y'. With r = |x' - y'|,
+   | r - sqrt(s) | <= rho = 1.01 u (|x'| + |y'|), so
+   | r^2 - s | <= rho (2 r + rho) <= 4.1 u (X + |y'|^2).
+3. Prefilter: e is |y'|^2 (rounded: u |y'|^2) plus D products accumulated by
+   FMAs from it: | e - (r^2 - X) | <= gamma_D (|y'|^2 + 2 |x'| |y'|)
+   + u |y'|^2 + D eta <= (2D + 2) u (X + 2Y) + D eta (2ab <= a^2 + b^2).
+4. So e > T gives s >= r^2 - 4.1 u (X + Y) > T + X - ((2D + 2) u + 4.1 u)
+   (X + 2Y) - D eta, and with T as above (X computed in double: its own
+   error <= (D + 1) u X; T computed in double and rounded up: its rounding,
+   3 u of its terms, is covered by the factor 2 and by thr's 2(D + 3) u):
+   s >= lim (1 + (2D + 8) u) + (D + 2) eta + ..., hence (1 - a) s - (D + 2)
+   eta >= lim, and d >= lim.
+5. Seed: the kernel's d <= s (1 + (D + 3) u) + (D + 2) eta, and the double
+   sum d' >= s (1 - (D + 3) 2^-53) - (underflow), so d < d' (1 + (2D + 10) u)
+   + 2 eta (eta here >= 8 (D + 4) times the smallest subnormal): U_i, the
+   K-th smallest d' so raised, is strictly above those K kernel values.
+
+Non-finite values keep the kernel's semantics: a NaN e (an inf or NaN
+feature, inf - inf) flags its lane; a row whose lim is +inf (no seed and a
+list not full, or an inf K-th value), or whose X (or Y) is not below the
+dtype's largest value / 16 (NaN and inf included) gets a NaN bound, every
+lane flagged; the seed leaves NaN distances out (+inf with fewer than K
+others); a centre that would make a finite feature overflow is not
+used (c = 0). Y covers every row of y' with finite features, norms that
+overflow included (then Y = inf: every lane flagged).
+"""
+
+from __future__ import annotations
+
+import warnings
+from string import Template
+
+import numpy as np
+
+from ._codegen import TEMPLATES, indent
+from ._plan import Plan
+
+__all__ = ["prefilter_arrays", "prefilter_block", "prefilter_helper", "prefilter_pointers",
+           "prefilter_tile", "prefilter_vars", "seed_width"]
+
+_HELPER = Template((TEMPLATES / "kmin_prefilter.h").read_text().rstrip("\n"))
+_KMIN = ("KMin", "ArgKMin", "KMin_ArgKMin")
+#: Whether the dense kernel uses the prefilter (the tests compare with and
+#: without it; the kernel without it is the buffered one).
+ENABLED = True
+#: Rows of y whose mean is the centre.
+_CENTRE_SAMPLE = 1024
+
+
+def prefilter_vars(plan: Plan):
+    """``(x position, y position, D)`` when ``plan`` is a K-min of
+    ``|x_i - y_j|^2`` (either order, any D) of two variables, else None."""
+    if not ENABLED or plan.reduction not in _KMIN or len(plan.formulas) != 1:
+        return None
+    f = plan.formulas[0]
+    if f.op == "SumFeat":
+        f = f.children[0]
+    elif f.dim != 1:
+        return None
+    if f.op != "Square" or f.children[0].op != "Sub":
+        return None
+    a, b = f.children[0].children
+    if a.op != "Var" or b.op != "Var" or a.dim != b.dim:
+        return None
+    if a.cat == "j":
+        a, b = b, a
+    if a.cat != "i" or b.cat != "j" or plan.formulas[0].dim != 1:
+        return None
+    return a.attrs[1], b.attrs[1], a.dim
+
+
+def seed_width(plan: Plan) -> int:
+    """Points of y' near each x_i (in the seed order) whose distances give the
+    seed bound U_i: 2K + 16, at most M."""
+    return min(plan.ny, 2 * plan.K + 16)
+
+
+def prefilter_helper(plan: Plan) -> str:
+    """The seed, scan and bound functions (``templates/kmin_prefilter.h``)."""
+    return _HELPER.substitute(D=prefilter_vars(plan)[2], K=plan.K, W=seed_width(plan))
+
+
+def prefilter_pointers() -> list:
+    """(C type, name) of the arrays that the run appends (prefilter_arrays)."""
+    return [("const real_t", "kyp"), ("const real_t", "kyn"), ("const double", "kpar"),
+            ("const real_t", "kys"), ("const int64_t", "kws")]
+
+
+def prefilter_block(plan: Plan) -> list:
+    """Block setup lines: the block's rows moved by the centre, ``-2 x'``
+    (``kxm``, exact), ``|x'|^2`` in double (``kxx``) and the seed bounds
+    U_i (``kU``)."""
+    xk, _, d = prefilter_vars(plan)
+    return [
+        "#if defined(__AVX512F__)",
+        f"real_t kxm[IB * {d}];",
+        "double kxx[IB], kU[IB];",
+        "for (int r = 0; r < IB; r++) {",
+        "  const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;",
+        "  double s = 0;",
+        f"  for (int c = 0; c < {d}; c++) {{",
+        f"    const real_t v = a{xk}[ir * {d} + c] - (real_t)kpar[1 + c];",
+        f"    kxm[r * {d} + c] = -2 * v;",
+        "    s += (double)v * v;",
+        "  }",
+        "  kxx[r] = s;",
+        f"  kU[r] = kt_kpf_seed(a{xk} + ir * {d}, kys + kws[ir] * {d});",
+        "}",
+        "#endif",
+    ]
+
+
+def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
+    """The dense kernel's tile for ``len(rows)`` rows: the prefilter scan
+    with AVX-512, else ``tile`` (the buffered loop and fold); ``fold``: the
+    reduction's fold of ``buf0``."""
+    K = plan.K
+
+    def bound(state: str, r) -> str:  # row r's T from its state (an lvalue)
+        return (f"kt_kpf_bound({state}.kv[0][{K} - 1], {state}.ki[0][{K} - 1] >= 0, "
+                f"kU[{r}], kxx[{r}], kpar[0])")
+
+    setup = [
+        "real_t kT[RB], kcand[32];",
+        "uint32_t km[RB];",
+        "for (int r = 0; r < RB; r++)",
+        "  kT[r] = ii + r < ni ? " + bound("st[ii + r]", "ii + r") + " : (real_t)-INFINITY;",
+    ]
+    events = []
+    j_code = rows[0].code("j", "  ")
+    for r, row in enumerate(rows):
+        code = "\n".join(x for x in (j_code, row.code("ij", "  ")) if x)
+        exact = [
+            "#pragma omp simd",
+            "for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {",
+            "  const int64_t j = j0 + jj;",
+            code,
+            f"  kcand[jj - jv] = {row.outputs[0][0]};",
+            "}",
+            "{",
+            f"  kt_state *S = &st[ii + {r}];",
+            "  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;",
+            "  {",
+            "    const int64_t j0 = kt_j0, nj = kt_nj;",
+            "    real_t *const buf0 = kcand;",
+            indent(fold, 4),
+            "  }",
+            f"  kT[{r}] = " + bound("(*S)", f"ii + {r}") + ";",
+            "}",
+        ]
+        guard = f"if (km[{r}] && ii + {r} < ni) {{" if r else "if (km[0]) {"
+        events += [guard, indent("\n".join(exact), 2), "}"]
+    scan = [
+        "for (int64_t jv = 0;",
+        "     (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT, km)) < nj;",
+        "     jv += KT_KPF_VL) {",
+        indent("\n".join(events), 2),
+        "}",
+    ]
+    return "\n".join([
+        "#if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */",
+        *setup,
+        *scan,
+        "#else",
+        tile,
+        "#endif",
+    ])
+
+
+def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
+    """The arrays of :func:`prefilter_pointers`: y' = y - c packed by tiles
+    (``pack_tiles``), |y'_j|^2 padded to whole tiles, ``[Y, c_0, ...,
+    c_{D-1}]`` in double, y in the seed order and each x_i's window start
+    in it (see the module docstring)."""
+    xk, yk, d = prefilter_vars(plan)
+    dtype = np.dtype(plan.dtype)
+    x = np.asarray(args[xk], dtype=dtype)
+    y = np.asarray(args[yk], dtype=dtype)
+    c = _centre(y, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        yc = (y.astype(np.float64) - c).astype(dtype)
+        if not (np.isfinite(yc) | ~np.isfinite(y)).all():
+            c = np.zeros(d)  # a centre that makes a finite feature overflow: none
+            yc = y
+        yc64 = yc.astype(np.float64)
+        yn64 = np.einsum("ij,ij->i", yc64, yc64)
+        finite = np.isfinite(yc).all(axis=1)
+        big = float(yn64[finite].max()) if finite.any() else 0.0
+    u = float(np.finfo(dtype).eps) / 2
+    yy = big * (1 + (d + 8) * u)  # >= every finite row's |y'|^2, rounded or not
+    padded = -(-len(y) // tj) * tj
+    yn = np.zeros(padded, dtype=dtype)
+    with np.errstate(over="ignore"):
+        yn[:len(y)] = yn64.astype(dtype)
+    order, start = _seed_order(x, y, seed_width(plan))
+    return [pack_tiles(yc, tj), yn, np.concatenate([[yy], c]).astype(np.float64),
+            np.ascontiguousarray(y[order]), start]
+
+
+#: Bits of the seed order's cells: 2^16 cells at most (NumPy's argsort of
+#: 16-bit keys is a radix sort), per coordinate for 1, 2, 3 coordinates.
+_CELL_BITS = {1: 16, 2: 8, 3: 5}
+_SPREAD = {}
+
+
+def _spread(k: int) -> np.ndarray:
+    """The bits of 0 .. 2^b - 1 spread k apart (b = _CELL_BITS[k]): Morton order."""
+    if k not in _SPREAD:
+        v = np.arange(1 << _CELL_BITS[k])
+        out = np.zeros_like(v)
+        for b in range(_CELL_BITS[k]):
+            out |= ((v >> b) & 1) << (k * b)
+        _SPREAD[k] = out.astype(np.uint16)
+    return _SPREAD[k]
+
+
+def _seed_order(x, y, w: int):
+    """(order, start): the rows of y sorted by grid cell in Morton order over
+    (at most) the three coordinates of y's widest range, and for each x_i the
+    start of the ``w`` consecutive sorted rows around its cell (any choice is
+    correct: it only makes the seed bound tighter)."""
+    with np.errstate(invalid="ignore", over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column
+        lo, hi = np.nanmin(y, axis=0), np.nanmax(y, axis=0)
+        width = np.nan_to_num((hi - lo).astype(np.float64), nan=0.0, posinf=0.0)
+    axes = np.argsort(-width, kind="stable")[:3]
+    k, bits = len(axes), _CELL_BITS[len(axes)]
+    spread = _spread(k)
+
+    def cells(p):
+        code = np.zeros(len(p), dtype=np.int64)
+        for q, a in enumerate(axes):
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                t = ((p[:, a].astype(np.float64) - lo[a]) * ((1 << bits) / width[a])
+                     if width[a] > 0 else np.zeros(len(p)))
+                t = np.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
+            code |= spread[np.clip(t, 0, (1 << bits) - 1).astype(np.intp)].astype(np.int64) << q
+        return code.astype(np.uint16)
+
+    cy = cells(y)
+    order = np.argsort(cy, kind="stable")
+    first = np.concatenate([[0], np.cumsum(np.bincount(cy, minlength=1 << (k * bits)))])
+    cx = cells(x)
+    mid = (first[cx] + first[cx.astype(np.int64) + 1]) // 2
+    start = np.clip(mid - w // 2, 0, len(y) - w).astype(np.int64)
+    return order, start
+
+
+def _centre(y: np.ndarray, dtype) -> np.ndarray:
+    """The mean of a sample of the finite rows of y, rounded to ``dtype``
+    (then exact in it), in double; zeros where there is none."""
+    sample = np.asarray(y[:: max(1, len(y) // _CENTRE_SAMPLE)], dtype=np.float64)
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    if len(sample) == 0:
+        return np.zeros(y.shape[1])
+    with np.errstate(over="ignore"):
+        c = sample.mean(axis=0).astype(dtype).astype(np.float64)
+    return c if np.isfinite(c).all() else np.zeros(y.shape[1])

@@ -1,0 +1,169 @@
+"""The dense C kernel's K-min of a squared distance with the expanded-distance
+prefilter and its seed bound (``_cpu_kmin``): values and indices bit-identical
+to the kernel without them (the buffered fold over every tile), on data made
+to break a rounding bound: near-ties, duplicates, offsets, tiny and huge
+scales, NaN and inf rows; and against the NumPy reference, tie-tolerantly.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import kerneltools as kt
+from kerneltools.backend import _cpu_backend, _cpu_kmin
+from kerneltools.backend._compiler import find_compiler
+
+pytestmark = pytest.mark.skipif(not find_compiler().ok, reason="no C compiler")
+
+METHODS = ("Kmin", "argKmin", "Kmin_argKmin")
+
+
+def _rng(*parts) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(parts).encode()))
+
+
+def _run(x, y, K, method, axis, prefilter: bool):
+    """``method`` of |x_i - y_j|^2 on the C backend, with or without the
+    prefilter (a fresh plan lookup, so that the kernel built is the one asked)."""
+    old = _cpu_kmin.ENABLED
+    _cpu_kmin.ENABLED = prefilter
+    _cpu_backend._by_signature.clear()
+    try:
+        F = kt.Vi(x).sqdist(kt.Vj(y)) if axis == 1 else kt.Vj(x).sqdist(kt.Vi(y))
+        with np.errstate(all="ignore"):
+            out = getattr(F, method)(K, axis=axis, backend="cpu")
+    finally:
+        _cpu_kmin.ENABLED = old
+        _cpu_backend._by_signature.clear()
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _same(x, y, K, method="Kmin_argKmin", axis=1):
+    a = _run(x, y, K, method, axis, False)
+    b = _run(x, y, K, method, axis, True)
+    for p, q in zip(a, b):
+        assert p.dtype == q.dtype and p.shape == q.shape
+        # bit-identical, NaN where NaN
+        assert np.array_equal(p.view(np.uint8), q.view(np.uint8)), (method, K, x.shape)
+    return b
+
+
+def _cloud(kind: str, n: int, d: int, dtype, seed=0):
+    rng = _rng(kind, n, d, np.dtype(dtype).name, seed)
+    if kind == "uniform":
+        return rng.random((n, d)).astype(dtype)
+    if kind == "grid":  # many exactly equal distances
+        return rng.integers(0, 4, (n, d)).astype(dtype)
+    if kind == "duplicates":
+        base = rng.random((max(1, n // 7), d))
+        return base[rng.integers(0, len(base), n)].astype(dtype)
+    if kind.startswith("offset"):  # offset1e3, offset1e6
+        return (float(kind[6:]) + rng.random((n, d))).astype(dtype)
+    if kind.startswith("scale"):  # scale1e-20, scale1e15, scale1e19
+        return (float(kind[5:]) * rng.standard_normal((n, d))).astype(dtype)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 33])
+@pytest.mark.parametrize("K", [1, 5, 10, 16, 17, 40])
+def test_identical_without_prefilter(dtype, d, K):
+    """Uniform points, N and M not multiples of any tile, both axes."""
+    n, m = (301, 1111) if d < 33 else (133, 577)
+    x, y = _cloud("uniform", n, d, dtype), _cloud("uniform", m, d, dtype, 1)
+    _same(x, y, K)
+    _same(y[:n], x, K, axis=0)  # reduced over i: the roles swap
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["grid", "duplicates", "offset1e3", "offset1e6",
+                                  "scale1e-20", "scale1e15", "scale1e19", "scale1e-160"])
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_adversarial_clouds(dtype, kind, d):
+    """Ties, duplicates (distance 0, many equal values), data far from the
+    origin, scales whose squares underflow or overflow."""
+    x = _cloud(kind, 203, d, dtype)
+    y = np.concatenate([_cloud(kind, 1300, d, dtype, 1), x[:50]])  # x_i in y: d = 0
+    for K in (1, 10, 17):
+        _same(x, y, K)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_near_ties_on_spheres(dtype):
+    """y_j on spheres around x_i (equal distances in exact arithmetic, apart
+    by a few ulps once rounded): the prefilter's margin decides each one."""
+    rng = _rng("spheres", np.dtype(dtype).name)
+    x = (rng.random((40, 3)) * 10 + 1e3).astype(dtype)
+    u = rng.standard_normal((2000, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    r = rng.choice([0.5, 0.5 + 1e-7, 1.0, 2.0], size=(2000, 1))
+    y = (x[rng.integers(0, 40, 2000)].astype(np.float64) + r * u).astype(dtype)
+    for K in (1, 10, 40):
+        _same(x, y, K)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_finite_rows(dtype):
+    """NaN and inf in rows of x and y keep the buffered kernel's semantics
+    (NaN sorts last; inf - inf is NaN)."""
+    x = _cloud("uniform", 157, 3, dtype)
+    y = _cloud("uniform", 1500, 3, dtype, 1)
+    x[3] = np.nan
+    x[5, 1] = np.inf
+    x[7, 0] = -np.inf
+    x[9] = np.inf
+    y[[0, 600, 1400]] = np.nan
+    y[[11, 700], 2] = np.inf
+    y[12] = -np.inf
+    y[800, 0] = np.finfo(dtype).max
+    for K in (1, 10, 17):
+        _same(x, y, K)
+    y[:] = np.nan  # every value NaN
+    _same(x, y, 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_reduced_axis(dtype):
+    """M = K, M below the seed's width, a single partial tile."""
+    x = _cloud("uniform", 37, 3, dtype)
+    for m, K in ((10, 10), (20, 10), (35, 17), (513, 40)):
+        _same(x, _cloud("duplicates", m, 3, dtype, m), K)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_against_numpy_reference(method, dtype):
+    """Each method against the NumPy backend: the values to rounding, the
+    indices where the values are not tied within rounding."""
+    x = _cloud("uniform", 211, 3, dtype)
+    y = _cloud("uniform", 1700, 3, dtype, 1)
+    K = 10
+    F = kt.Vi(x).sqdist(kt.Vj(y))
+    ref = getattr(F, method)(K, axis=1, backend="numpy")
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    out = _run(x, y, K, method, 1, True)
+    exact = ((x[:, None].astype(np.float64) - y[None]) ** 2).sum(-1)
+    tol = 8 * np.finfo(dtype).eps
+    for o, r in zip(out, ref):
+        if o.dtype.kind == "f":
+            np.testing.assert_allclose(o, r, rtol=tol)
+        else:
+            d_got = np.take_along_axis(exact, o.reshape(len(x), K), 1)
+            d_ref = np.take_along_axis(exact, r.reshape(len(x), K), 1)
+            np.testing.assert_allclose(d_got, d_ref, rtol=tol)
+            assert (o == r).mean() > 0.99
+
+
+def test_the_prefilter_is_used():
+    """The kernel generated for the benchmark's plan carries the prefilter,
+    and the one for a formula that is not a plain squared distance does not."""
+    x = np.random.default_rng(0).random((5, 3))
+    f = kt.Vi(x).sqdist(kt.Vj(x))
+    src = _cpu_backend.generate_source(f._plan("ArgKMin", 1, K=3)[0], key="k")
+    assert "kt_kpf_scan" in src
+    g = (kt.Vi(x) - kt.Vj(x)).abs().sum(-1)
+    src = _cpu_backend.generate_source(g._plan("ArgKMin", 1, K=3)[0], key="k")
+    assert "kt_kpf_scan" not in src
