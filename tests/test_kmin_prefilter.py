@@ -62,7 +62,7 @@ def _cloud(kind: str, n: int, d: int, dtype, seed=0):
         return base[rng.integers(0, len(base), n)].astype(dtype)
     if kind.startswith("offset"):  # offset1e3, offset1e6
         return (float(kind[6:]) + rng.random((n, d))).astype(dtype)
-    if kind.startswith("scale"):  # scale1e-20, scale1e15, scale1e19
+    if kind.startswith("scale"):  # squares that underflow or overflow
         return (float(kind[5:]) * rng.standard_normal((n, d))).astype(dtype)
     raise ValueError(kind)
 
@@ -80,7 +80,8 @@ def test_identical_without_prefilter(dtype, d, K):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kind", ["grid", "duplicates", "offset1e3", "offset1e6",
-                                  "scale1e-20", "scale1e15", "scale1e19", "scale1e-160"])
+                                  "scale1e-20", "scale1e15", "scale1e19", "scale1e-160",
+                                  "scale1e160"])
 @pytest.mark.parametrize("d", [1, 3, 8])
 def test_adversarial_clouds(dtype, kind, d):
     """Ties, duplicates (distance 0, many equal values), data far from the

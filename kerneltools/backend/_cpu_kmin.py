@@ -5,12 +5,14 @@ direct form of F (their outputs depend on the exact order of nearby
 distances), D subtractions and D products per pair. After a row block's
 first tile, almost every pair fails the test against the row's K-th kept
 value; the prefilter makes that test cheaper: with the points moved by a
-centre ``c`` (x' = x - c, y' = y - c, rounded), ``|y'_j|^2`` computed once
-per call and ``-2 x'_i`` once per row,
+centre ``c`` and scaled by a power of two ``sigma`` (y' of unit size), in
+float whatever the data's type (x' = fl((x - c) sigma), likewise y'; 16
+lanes a vector), ``|y'_j|^2`` computed once per call and ``-2 x'_i`` once
+per row,
 
     e_ij = |y'_j|^2 + sum_c (-2 x'_ic) y'_jc        (D FMAs per pair)
 
-ranks like ``|x_i - y_j|^2 - |x'_i|^2``. A lane is flagged when e_ij is not
+ranks like ``sigma^2 |x_i - y_j|^2 - |x'_i|^2``. A lane is flagged when e_ij is not
 above the row's bound ``T_i`` (below), and only the vectors of lanes with a
 flagged lane get their exact values, computed by the same generated
 statements as the tile loop (so bit-identical) and folded as every tile is
@@ -32,13 +34,16 @@ the K smallest (value, index) pairs of what it is given, ends with the same
 list. Any choice of the K points is correct; near ones make the bound tight
 (at K = 10, M = 3e4, D = 3: about 18 vectors per row reach the fold).
 
-The bound (u: the unit roundoff, 2^-24 or 2^-53; eta: a normal number
-above 8 (D + 4) times the smallest subnormal, 2^-120 or 2^-1000; X =
-|x'_i|^2, Y >= max_j |y'_j|^2 over the finite rows of y'; s = |x_i - y_j|^2
-exactly; d the kernel's direct-form value; thr the row's K-th kept value, a
-d, >= 0; lim = min(thr, U_i) as above)::
+The bound (u: the data's unit roundoff, 2^-24 or 2^-53; u_p = 2^-24, the
+prefilter's; X = |x'_i|^2, Y >= max_j |y'_j|^2 over the finite rows of y';
+s = |x_i - y_j|^2 exactly; d the kernel's direct-form value; thr the row's
+K-th kept value, a d, >= 0; lim = min(thr, U_i) as above; abs = 2 (sigma^2
+(D + 2) eta_d + (D + 4) eta_p) + 2^-120, eta the smallest subnormals of the
+data's type and of float: the underflows)::
 
-    T_i = lim (1 + (2D + 8) u) - X + 2 ((6D + 20) u (X + 2Y) + eta)
+    T_i = sigma^2 lim (1 + (2D + 8) u) - X + 2 (6D + 20) u_p (X + 2Y) + abs
+
+(below, in units scaled by sigma^2, which is exact: a power of two)
 
 Claim: e_ij > T_i implies d >= lim, so a lane that is not flagged cannot
 enter (it would need d < thr; thr only decreases as the tile is folded) and
@@ -49,32 +54,35 @@ is not in the output (d >= U_i).
    d = sum_c (x_c - y_c)^2 prod (1 + eps_k), at most D + 2 factors per term,
    so d >= (1 - a) s - (D + 2) eta with a = gamma_{D+2} <= (D + 3) u
    (eta: underflow in the products).
-2. Centring: x' = x - c + dx, |dx| <= 1.01 u |x'| (one rounding of x - c;
-   c itself is exact in the dtype), likewise y'. With r = |x' - y'|,
+2. Centring: x' = (x - c) sigma + dx, |dx| <= 1.01 u_p |x'| (x - c rounded
+   in the data's type, then to float), likewise y'. With r = |x' - y'|,
    | r - sqrt(s) | <= rho = 1.01 u (|x'| + |y'|), so
-   | r^2 - s | <= rho (2 r + rho) <= 4.1 u (X + |y'|^2).
-3. Prefilter: e is |y'|^2 (rounded: u |y'|^2) plus D products accumulated by
-   FMAs from it: | e - (r^2 - X) | <= gamma_D (|y'|^2 + 2 |x'| |y'|)
-   + u |y'|^2 + D eta <= (2D + 2) u (X + 2Y) + D eta (2ab <= a^2 + b^2).
-4. So e > T gives s >= r^2 - 4.1 u (X + Y) > T + X - ((2D + 2) u + 4.1 u)
-   (X + 2Y) - D eta, and with T as above (X computed in double: its own
-   error <= (D + 1) u X; T computed in double and rounded up: its rounding,
-   3 u of its terms, is covered by the factor 2 and by thr's 2(D + 3) u):
-   s >= lim (1 + (2D + 8) u) + (D + 2) eta + ..., hence (1 - a) s - (D + 2)
-   eta >= lim, and d >= lim.
+   | r^2 - s | <= rho (2 r + rho) <= 4.1 u_p (X + |y'|^2).
+3. Prefilter: e is |y'|^2 (rounded: u_p |y'|^2) plus D float products
+   accumulated by FMAs from it: | e - (r^2 - X) | <= gamma_D (|y'|^2 + 2 |x'|
+   |y'|) + u_p |y'|^2 + D eta_p <= (2D + 2) u_p (X + 2Y) + D eta_p
+   (2ab <= a^2 + b^2).
+4. So e > T gives s >= r^2 - 4.1 u_p (X + Y) > T + X - ((2D + 2) u_p + 4.1
+   u_p) (X + 2Y) - D eta_p, and with T as above (X computed in double from
+   floats: exact but for 2^-53; T computed in double and rounded up to float;
+   its rounding, 3 2^-53 of its terms, covered by the factor 2):
+   s >= lim (1 + (2D + 8) u) + (D + 2) eta_d + ..., hence (1 - a) s - (D + 2)
+   eta_d >= lim, and d >= lim (an overflow of d only makes it larger).
 5. Seed: the kernel's d <= s (1 + (D + 3) u) + (D + 2) eta, and the double
    sum d' >= s (1 - (D + 3) 2^-53) - (underflow), so d < d' (1 + (2D + 10) u)
-   + 2 eta (eta here >= 8 (D + 4) times the smallest subnormal): U_i, the
-   K-th smallest d' so raised, is strictly above those K kernel values.
+   + 2 eta (eta = 2^-120 or 2^-1000, above 8 (D + 4) eta_d): U_i, the
+   K-th smallest d' so raised, is strictly above those K kernel values
+   when it is below half the type's largest value (no difference, square
+   or partial sum of such a value overflows); else U_i = +inf.
 
 Non-finite values keep the kernel's semantics: a NaN e (an inf or NaN
 feature, inf - inf) flags its lane; a row whose lim is +inf (no seed and a
 list not full, or an inf K-th value), or whose X (or Y) is not below the
-dtype's largest value / 16 (NaN and inf included) gets a NaN bound, every
-lane flagged; the seed leaves NaN distances out (+inf with fewer than K
-others); a centre that would make a finite feature overflow is not
-used (c = 0). Y covers every row of y' with finite features, norms that
-overflow included (then Y = inf: every lane flagged).
+float's largest value / 16 (NaN and inf included) gets a NaN bound, every
+lane flagged (float's largest value / 16: x far from y's cloud); the seed
+leaves NaN distances out (+inf with fewer than K others); a centre that
+would make a finite feature overflow is not used (c = 0). Y covers every
+row of y' with finite features.
 """
 
 from __future__ import annotations
@@ -134,7 +142,7 @@ def prefilter_helper(plan: Plan) -> str:
 
 def prefilter_pointers() -> list:
     """(C type, name) of the arrays that the run appends (prefilter_arrays)."""
-    return [("const real_t", "kyp"), ("const real_t", "kyn"), ("const double", "kpar"),
+    return [("const float", "kyp"), ("const float", "kyn"), ("const double", "kpar"),
             ("const real_t", "kys"), ("const int64_t", "kws")]
 
 
@@ -145,13 +153,13 @@ def prefilter_block(plan: Plan) -> list:
     xk, _, d = prefilter_vars(plan)
     return [
         "#if defined(__AVX512F__)",
-        f"real_t kxm[IB * {d}];",
+        f"float kxm[IB * {d}];",
         "double kxx[IB], kU[IB];",
         "for (int r = 0; r < IB; r++) {",
         "  const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;",
         "  double s = 0;",
         f"  for (int c = 0; c < {d}; c++) {{",
-        f"    const real_t v = a{xk}[ir * {d} + c] - (real_t)kpar[1 + c];",
+        f"    const float v = (float)((a{xk}[ir * {d} + c] - KT_KPF_C(c)) * KT_KPF_S);",
         f"    kxm[r * {d} + c] = -2 * v;",
         "    s += (double)v * v;",
         "  }",
@@ -170,13 +178,14 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
 
     def bound(state: str, r) -> str:  # row r's T from its state (an lvalue)
         return (f"kt_kpf_bound({state}.kv[0][{K} - 1], {state}.ki[0][{K} - 1] >= 0, "
-                f"kU[{r}], kxx[{r}], kpar[0])")
+                f"kU[{r}], kxx[{r}], kpar)")
 
     setup = [
-        "real_t kT[RB], kcand[32];",
+        "float kT[RB];",
+        "real_t kcand[32];",
         "uint32_t km[RB];",
         "for (int r = 0; r < RB; r++)",
-        "  kT[r] = ii + r < ni ? " + bound("st[ii + r]", "ii + r") + " : (real_t)-INFINITY;",
+        "  kT[r] = ii + r < ni ? " + bound("st[ii + r]", "ii + r") + " : -INFINITY;",
     ]
     events = []
     j_code = rows[0].code("j", "  ")
@@ -230,22 +239,29 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     y = np.asarray(args[yk], dtype=dtype)
     c = _centre(y, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        yc = (y.astype(np.float64) - c).astype(dtype)
-        if not (np.isfinite(yc) | ~np.isfinite(y)).all():
+        dev = y.astype(np.float64) - c
+        if not (np.isfinite(dev) | ~np.isfinite(y)).all():
             c = np.zeros(d)  # a centre that makes a finite feature overflow: none
-            yc = y
+            dev = y.astype(np.float64)
+        finite = np.isfinite(dev).all(axis=1)
+        top = float(np.abs(dev[finite]).max()) if finite.any() else 0.0
+        # a power of two (exact) that brings y' near unit size in float
+        scale = 2.0 ** -np.frexp(top)[1] if 0 < top < np.inf else 1.0
+        yc = (dev * scale).astype(np.float32)
         yc64 = yc.astype(np.float64)
         yn64 = np.einsum("ij,ij->i", yc64, yc64)
-        finite = np.isfinite(yc).all(axis=1)
         big = float(yn64[finite].max()) if finite.any() else 0.0
-    u = float(np.finfo(dtype).eps) / 2
-    yy = big * (1 + (d + 8) * u)  # >= every finite row's |y'|^2, rounded or not
+    up = 2.0 ** -24
+    yy = big * (1 + (d + 8) * up)  # >= every finite row's |y'|^2, rounded or not
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    # the direct form's underflow, scaled, and the float prefilter's
+    absolute = 2 * (scale * scale * (d + 2) * tiny + (d + 4) * 2.0**-149) + 2.0**-120
     padded = -(-len(y) // tj) * tj
-    yn = np.zeros(padded, dtype=dtype)
+    yn = np.zeros(padded, dtype=np.float32)
     with np.errstate(over="ignore"):
-        yn[:len(y)] = yn64.astype(dtype)
+        yn[:len(y)] = yn64.astype(np.float32)
     order, start = _seed_order(x, y, seed_width(plan))
-    return [pack_tiles(yc, tj), yn, np.concatenate([[yy], c]).astype(np.float64),
+    return [pack_tiles(yc, tj), yn, np.array([yy, scale, absolute, *c], dtype=np.float64),
             np.ascontiguousarray(y[order]), start]
 
 

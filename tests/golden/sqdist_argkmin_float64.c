@@ -384,54 +384,52 @@ void kt_set_parallel(int on) { kt_parallel = on; }
 
 /* K-min of a squared distance |x_i - y_j|^2: the expanded-distance
  * prefilter (see _cpu_kmin.py for the bound's proof). With x', y' the points
- * moved by a centre c (kpar[1..D]), |y'_j|^2 (kyn) and y' packed by tiles
+ * moved by a centre c and scaled by a power of two s (kpar), rounded to
+ * float whatever the data's type, |y'_j|^2 (kyn) and y' packed by tiles
  * (kyp), the scan computes, RB rows at a time, e_j = |y'_j|^2 + sum_c
- * (-2 x'_c) y'_c (D FMAs per pair) and flags the lanes where e_j is not above
- * the row's bound T_i (kt_kpf_bound): every lane whose exact (direct-form)
- * value could rank before the row's K-th kept value is flagged, and a NaN
- * bound or a NaN e_j flags the lane. It returns at the first vector where a
- * row has a flagged lane (its masks in m), or at nj. */
+ * (-2 x'_c) y'_c (D float FMAs per pair, 16 lanes) and flags the lanes
+ * where e_j is not above the row's bound T_i (kt_kpf_bound): every lane
+ * whose exact (direct-form) value could rank before the row's K-th kept
+ * value, or could be in the output, is flagged, and a NaN bound or a NaN
+ * e_j flags the lane. It returns at the first vector where a row has a
+ * flagged lane (its masks in m), or at nj. */
 #if defined(__AVX512F__)
 #define KPD 3
-#if defined(KT_REAL_double)
-#define KT_KPF_VL 8
-typedef __m512d kt_kpf_v;
-#define KT_KPF_LOAD _mm512_loadu_pd
-#define KT_KPF_SET1 _mm512_set1_pd
-#define KT_KPF_FMA _mm512_fmadd_pd
-#define KT_KPF_NGT(a, b) ((uint32_t)_mm512_cmp_pd_mask(a, b, _CMP_NGT_UQ))
-#define KT_KPF_U 0x1p-53
-#define KT_KPF_ETA 0x1p-1000 /* >= 56 x the smallest subnormal, and normal */
-#define KT_KPF_BIG 0x1p1020
-#else
 #define KT_KPF_VL 16
-typedef __m512 kt_kpf_v;
-#define KT_KPF_LOAD _mm512_loadu_ps
-#define KT_KPF_SET1 _mm512_set1_ps
-#define KT_KPF_FMA _mm512_fmadd_ps
-#define KT_KPF_NGT(a, b) ((uint32_t)_mm512_cmp_ps_mask(a, b, _CMP_NGT_UQ))
+#if defined(KT_REAL_double)
+#define KT_KPF_U 0x1p-53 /* the data's unit roundoff */
+#define KT_KPF_ETA 0x1p-1000 /* normal, >= 8 (D + 4) x the smallest subnormal */
+#define KT_KPF_HALFMAX 0x1p1023
+#else
 #define KT_KPF_U 0x1p-24
 #define KT_KPF_ETA 0x1p-120
-#define KT_KPF_BIG 0x1p124
+#define KT_KPF_HALFMAX 0x1p127
 #endif
-static inline int64_t kt_kpf_scan(const real_t *restrict yc, const real_t *restrict yn,
-                                  int64_t jv, int64_t nj, const real_t *restrict xm,
-                                  const real_t *restrict T, uint32_t *restrict m) {
-  kt_kpf_v t[RB], xb[RB][KPD];
+#define KT_KPF_UP 0x1p-24 /* the prefilter's (float) */
+#define KT_KPF_BIG 0x1p124 /* FLT_MAX / 16 */
+/* kpar: [Y >= max |y'_j|^2, s, the absolute term, c_0 .. c_{D-1}] */
+#define KT_KPF_YY kpar[0]
+#define KT_KPF_S kpar[1]
+#define KT_KPF_ABS kpar[2]
+#define KT_KPF_C(c) kpar[3 + (c)]
+static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restrict yn,
+                                  int64_t jv, int64_t nj, const float *restrict xm,
+                                  const float *restrict T, uint32_t *restrict m) {
+  __m512 t[RB], xb[RB][KPD];
   for (int r = 0; r < RB; r++) {
-    t[r] = KT_KPF_SET1(T[r]);
-    for (int c = 0; c < KPD; c++) xb[r][c] = KT_KPF_SET1(xm[r * KPD + c]);
+    t[r] = _mm512_set1_ps(T[r]);
+    for (int c = 0; c < KPD; c++) xb[r][c] = _mm512_set1_ps(xm[r * KPD + c]);
   }
   for (; jv < nj; jv += KT_KPF_VL) {
-    kt_kpf_v e[RB];
-    const kt_kpf_v n = KT_KPF_LOAD(yn + jv);
+    __m512 e[RB];
+    const __m512 n = _mm512_loadu_ps(yn + jv);
     for (int r = 0; r < RB; r++) e[r] = n;
     for (int c = 0; c < KPD; c++) {
-      const kt_kpf_v yv = KT_KPF_LOAD(yc + c * TJ + jv);
-      for (int r = 0; r < RB; r++) e[r] = KT_KPF_FMA(xb[r][c], yv, e[r]);
+      const __m512 yv = _mm512_loadu_ps(yc + c * TJ + jv);
+      for (int r = 0; r < RB; r++) e[r] = _mm512_fmadd_ps(xb[r][c], yv, e[r]);
     }
     uint32_t any = 0;
-    for (int r = 0; r < RB; r++) any |= m[r] = KT_KPF_NGT(e[r], t[r]);
+    for (int r = 0; r < RB; r++) any |= m[r] = _mm512_cmp_ps_mask(e[r], t[r], _CMP_NGT_UQ);
     if (any) {
       if (nj - jv < KT_KPF_VL) { /* the tile's last vector: lanes past nj */
         any = 0;
@@ -447,7 +445,8 @@ static inline int64_t kt_kpf_scan(const real_t *restrict yc, const real_t *restr
  * order, the K-th smallest squared distance computed in double (NaN ones
  * left out), raised past the kernel's rounding: every one of those K
  * points' kernel values is strictly below it, so the row's final K-th value
- * is too. +inf where fewer than K are not NaN. */
+ * is too (if it is below half the type's largest value: no kernel value
+ * below it overflows). +inf where fewer than K are not NaN. */
 #define KPK 3
 #define KPW 6
 static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
@@ -464,29 +463,28 @@ static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restric
     for (; p > 0 && kb[p - 1] > d; p--) kb[p] = kb[p - 1];
     kb[p] = d;
   }
-  return n < KPK ? INFINITY : kb[KPK - 1] * (1 + (2 * KPD + 10) * KT_KPF_U) + 2 * KT_KPF_ETA;
+  if (n < KPK) return INFINITY;
+  const double U = kb[KPK - 1] * (1 + (2 * KPD + 10) * KT_KPF_U) + 2 * KT_KPF_ETA;
+  /* from half the type's largest value, a kernel value may overflow to inf */
+  return U < KT_KPF_HALFMAX ? U : INFINITY;
 }
 /* The bound T_i of a row whose K-th kept value is thr (full: the list is
- * full), seed bound U, |x'_i|^2 = xx (in double) and max_j |y'_j|^2 <= yy:
- * with lim = thr where the list is full, thr is not NaN and below U, else
- * lim = U, T is NaN (every lane flagged) where lim is +inf or xx or yy is
- * not below the dtype's largest value / 16 (NaN and inf included: then no
- * e_j, -2 x' or bound can overflow); else
- * lim (1 + (2D + 8) u) - xx + 2 ((6D + 20) u (xx + 2 yy) + eta), rounded up
- * to real_t (eta >= 8 (D + 4) times the smallest subnormal, but itself
- * normal: a subnormal operand costs a microcode assist). */
-static inline real_t kt_kpf_bound(real_t thr, int full, double U, double xx, double yy) {
+ * full), seed bound U, |x'_i|^2 = xx (in double), with s, Y and the
+ * absolute term from kpar: with lim = thr where the list is full, thr is
+ * not NaN and below U, else lim = U, T is NaN (every lane flagged) where
+ * lim is +inf or xx or Y is not below FLT_MAX / 16 (NaN and inf included:
+ * then no e_j, -2 x' or bound can overflow); else
+ * s^2 lim (1 + (2D + 8) u) - xx + 2 (6D + 20) u_p (xx + 2 Y) + abs, rounded
+ * up to float. */
+static inline float kt_kpf_bound(real_t thr, int full, double U, double xx,
+                                 const double *restrict kpar) {
   double lim = U;
   if (full && thr == thr && (double)thr < lim) lim = thr;
-  if (!(lim < INFINITY) || !(xx < KT_KPF_BIG) || !(yy < KT_KPF_BIG)) return (real_t)NAN;
-  const double u = KT_KPF_U;
-  const double t = lim * (1 + (2 * KPD + 8) * u) - xx
-                   + 2 * ((6 * KPD + 20) * u * (xx + 2 * yy) + KT_KPF_ETA);
-#if defined(KT_REAL_double)
-  return t;
-#else /* rounded up: t plus more than half a float ulp of t */
-  return (real_t)(t + fabs(t) * 0x1p-22 + 0x1p-120);
-#endif
+  if (!(lim < INFINITY) || !(xx < KT_KPF_BIG) || !(KT_KPF_YY < KT_KPF_BIG)) return NAN;
+  const double t = KT_KPF_S * KT_KPF_S * lim * (1 + (2 * KPD + 8) * KT_KPF_U) - xx
+                   + 2 * (6 * KPD + 20) * KT_KPF_UP * (xx + 2 * KT_KPF_YY) + KT_KPF_ABS;
+  /* rounded up: t plus more than half a float ulp of t */
+  return (float)(t + fabs(t) * 0x1p-22 + 0x1p-120);
 }
 #endif
 
@@ -498,8 +496,8 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const real_t *restrict a0 = (const real_t *)args[0];
   const real_t *restrict a1 = (const real_t *)args[1];
   int64_t *restrict outi = (int64_t *)outs[0];
-  const real_t *restrict kyp = (const real_t *)args[2];
-  const real_t *restrict kyn = (const real_t *)args[3];
+  const float *restrict kyp = (const float *)args[2];
+  const float *restrict kyn = (const float *)args[3];
   const double *restrict kpar = (const double *)args[4];
   const real_t *restrict kys = (const real_t *)args[5];
   const int64_t *restrict kws = (const int64_t *)args[6];
@@ -517,13 +515,13 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
     }
     real_t tb0[RB][1 * TJ];
     #if defined(__AVX512F__)
-    real_t kxm[IB * 3];
+    float kxm[IB * 3];
     double kxx[IB], kU[IB];
     for (int r = 0; r < IB; r++) {
       const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;
       double s = 0;
       for (int c = 0; c < 3; c++) {
-        const real_t v = a0[ir * 3 + c] - (real_t)kpar[1 + c];
+        const float v = (float)((a0[ir * 3 + c] - KT_KPF_C(c)) * KT_KPF_S);
         kxm[r * 3 + c] = -2 * v;
         s += (double)v * v;
       }
@@ -554,10 +552,11 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
         #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
-        real_t kT[RB], kcand[32];
+        float kT[RB];
+        real_t kcand[32];
         uint32_t km[RB];
         for (int r = 0; r < RB; r++)
-          kT[r] = ii + r < ni ? kt_kpf_bound(st[ii + r].kv[0][3 - 1], st[ii + r].ki[0][3 - 1] >= 0, kU[ii + r], kxx[ii + r], kpar[0]) : (real_t)-INFINITY;
+          kT[r] = ii + r < ni ? kt_kpf_bound(st[ii + r].kv[0][3 - 1], st[ii + r].ki[0][3 - 1] >= 0, kU[ii + r], kxx[ii + r], kpar) : -INFINITY;
         for (int64_t jv = 0;
              (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT, km)) < nj;
              jv += KT_KPF_VL) {
@@ -614,7 +613,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar[0]);
+              kT[0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
             }
           }
           if (km[1] && ii + 1 < ni) {
@@ -670,7 +669,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar[0]);
+              kT[1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
             }
           }
           if (km[2] && ii + 2 < ni) {
@@ -726,7 +725,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar[0]);
+              kT[2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
             }
           }
           if (km[3] && ii + 3 < ni) {
@@ -782,7 +781,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar[0]);
+              kT[3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
             }
           }
         }
