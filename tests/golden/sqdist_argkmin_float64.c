@@ -450,14 +450,21 @@ static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restric
 #define KPK 3
 #define KPW 6
 static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
-  double kb[KPK];
-  int n = 0;
+  double dd[KPW], kb[KPK];
+  double xd[KPD];
+  for (int c = 0; c < KPD; c++) xd[c] = x[c];
+  #pragma omp simd
   for (int w = 0; w < KPW; w++) {
     double d = 0;
     for (int c = 0; c < KPD; c++) {
-      const double t = (double)x[c] - (double)ys[w * KPD + c];
+      const double t = xd[c] - (double)ys[w * KPD + c];
       d += t * t;
     }
+    dd[w] = d;
+  }
+  int n = 0;
+  for (int w = 0; w < KPW; w++) {
+    const double d = dd[w];
     if (d != d || (n == KPK && !(d < kb[KPK - 1]))) continue;
     int p = n < KPK ? n++ : KPK - 1;
     for (; p > 0 && kb[p - 1] > d; p--) kb[p] = kb[p - 1];
@@ -517,6 +524,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
     #if defined(__AVX512F__)
     float kxm[IB * 3];
     double kxx[IB], kU[IB];
+    float kT[IB]; /* the rows' bounds, updated as their lists change */
     for (int r = 0; r < IB; r++) {
       const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;
       double s = 0;
@@ -527,6 +535,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       }
       kxx[r] = s;
       kU[r] = kt_kpf_seed(a0 + ir * 3, kys + kws[ir] * 3);
+      kT[r] = r < ni ? kt_kpf_bound(st[r].kv[0][3 - 1], st[r].ki[0][3 - 1] >= 0, kU[r], kxx[r], kpar) : -INFINITY;
     }
     #endif
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
@@ -552,13 +561,10 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
         #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
-        float kT[RB];
         real_t kcand[32];
         uint32_t km[RB];
-        for (int r = 0; r < RB; r++)
-          kT[r] = ii + r < ni ? kt_kpf_bound(st[ii + r].kv[0][3 - 1], st[ii + r].ki[0][3 - 1] >= 0, kU[ii + r], kxx[ii + r], kpar) : -INFINITY;
         for (int64_t jv = 0;
-             (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT, km)) < nj;
+             (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT + ii, km)) < nj;
              jv += KT_KPF_VL) {
           if (km[0]) {
             #pragma omp simd
@@ -613,7 +619,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
+              kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
             }
           }
           if (km[1] && ii + 1 < ni) {
@@ -669,7 +675,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
+              kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
             }
           }
           if (km[2] && ii + 2 < ni) {
@@ -725,7 +731,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
+              kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
             }
           }
           if (km[3] && ii + 3 < ni) {
@@ -781,7 +787,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
                 #endif
                 }
               }
-              kT[3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
+              kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
             }
           }
         }

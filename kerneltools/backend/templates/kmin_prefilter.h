@@ -67,14 +67,21 @@ static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restric
 #define KPK ${K}
 #define KPW ${W}
 static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
-  double kb[KPK];
-  int n = 0;
+  double dd[KPW], kb[KPK];
+  double xd[KPD];
+  for (int c = 0; c < KPD; c++) xd[c] = x[c];
+  #pragma omp simd
   for (int w = 0; w < KPW; w++) {
     double d = 0;
     for (int c = 0; c < KPD; c++) {
-      const double t = (double)x[c] - (double)ys[w * KPD + c];
+      const double t = xd[c] - (double)ys[w * KPD + c];
       d += t * t;
     }
+    dd[w] = d;
+  }
+  int n = 0;
+  for (int w = 0; w < KPW; w++) {
+    const double d = dd[w];
     if (d != d || (n == KPK && !(d < kb[KPK - 1]))) continue;
     int p = n < KPK ? n++ : KPK - 1;
     for (; p > 0 && kb[p - 1] > d; p--) kb[p] = kb[p - 1];
