@@ -428,15 +428,16 @@ static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restric
       const __m512 yv = _mm512_loadu_ps(yc + c * TJ + jv);
       for (int r = 0; r < RB; r++) e[r] = _mm512_fmadd_ps(xb[r][c], yv, e[r]);
     }
-    uint32_t any = 0;
-    for (int r = 0; r < RB; r++) any |= m[r] = _mm512_cmp_ps_mask(e[r], t[r], _CMP_NGT_UQ);
-    if (any) {
-      if (nj - jv < KT_KPF_VL) { /* the tile's last vector: lanes past nj */
-        any = 0;
-        for (int r = 0; r < RB; r++) any |= m[r] &= (UINT32_C(1) << (nj - jv)) - 1;
-        if (!any) continue;
-      }
-      return jv;
+    __mmask16 k[RB], any = 0;
+    for (int r = 0; r < RB; r++) {
+      k[r] = _mm512_cmp_ps_mask(e[r], t[r], _CMP_NGT_UQ);
+      any = r ? _kor_mask16(any, k[r]) : k[r];
+    }
+    if (!_kortestz_mask16_u8(any, any)) {
+      uint32_t keep = nj - jv < KT_KPF_VL ? (UINT32_C(1) << (nj - jv)) - 1 : 0xFFFFu;
+      uint32_t all = 0; /* (the tile's last vector: lanes past nj) */
+      for (int r = 0; r < RB; r++) all |= m[r] = _cvtmask16_u32(k[r]) & keep;
+      if (all) return jv;
     }
   }
   return jv;
