@@ -25,6 +25,16 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(parts).encode()))
 
 
+@pytest.fixture(autouse=True)
+def _small_calls_too(monkeypatch):
+    """The prefilter runs on these small problems too (a call below
+    MIN_PAIRS or MIN_NY runs the buffered kernel), and for every D and dtype
+    (not only where it pays)."""
+    monkeypatch.setattr(_cpu_kmin, "MIN_PAIRS", 0)
+    monkeypatch.setattr(_cpu_kmin, "MIN_NY", 0)
+    monkeypatch.setattr(_cpu_kmin, "FORCE", True)  # every D and dtype
+
+
 def _run(x, y, K, method, axis, prefilter: bool):
     """``method`` of |x_i - y_j|^2 on the C backend, with or without the
     prefilter (a fresh plan lookup, so that the kernel built is the one asked)."""
@@ -169,3 +179,26 @@ def test_the_prefilter_is_used():
     g = (kt.Vi(x) - kt.Vj(x)).abs().sum(-1)
     src = _cpu_backend.generate_source(g._plan("ArgKMin", 1, K=3)[0], key="k")
     assert "kt_kpf_scan" not in src
+
+
+def test_below_the_size_gate(monkeypatch):
+    """A call below MIN_PAIRS runs the kernel without the prefilter (results
+    the same, of course), and a large one after it the prefilter's."""
+    monkeypatch.setattr(_cpu_kmin, "MIN_PAIRS", 1 << 26)
+    x, y = _cloud("uniform", 301, 3, np.float32), _cloud("uniform", 3000, 3, np.float32, 1)
+    _same(x, y, 10)
+    _same(x, y, 10, "argKmin", axis=0)
+
+
+def test_where_it_pays(monkeypatch):
+    """Without FORCE the kernel carries the prefilter where it measured
+    faster: float64 from D = 2, float32 at D = 2, 3 and D >= 32."""
+    monkeypatch.setattr(_cpu_kmin, "FORCE", False)
+    rng = np.random.default_rng(0)
+    for d, dtype, used in [(1, np.float64, False), (2, np.float32, True), (3, np.float32, True),
+                           (8, np.float32, False), (8, np.float64, True),
+                           (33, np.float32, True)]:
+        x = rng.random((5, d)).astype(dtype)
+        f = kt.Vi(x).sqdist(kt.Vj(x))
+        src = _cpu_backend.generate_source(f._plan("ArgKMin", 1, K=3)[0], key="k")
+        assert ("kt_kpf_scan" in src) == used, (d, dtype)

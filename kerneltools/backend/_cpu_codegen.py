@@ -237,14 +237,15 @@ def centring_args(plan: Plan) -> tuple:
 
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
-                    ranges: bool = False) -> str:
+                    ranges: bool = False, prefilter: bool | None = None) -> str:
     """The C source of ``plan``'s kernel (deterministic: golden-tested).
 
     ``key`` is what ``kt_key()`` returns (default: the plan's key); the cache
     stores the kernel key there and checks it when loading. ``ranges``: the
     block-sparse variant (``_RANGES_SKELETON``), which reads the j-variables
     pair by pair (no matrix-product micro-kernel: it is meant for low
-    dimension).
+    dimension). ``prefilter=False``: a K-min of a squared distance without
+    the prefilter of :mod:`._cpu_kmin` (the kernel of small calls).
     """
     if ranges:
         return _ranges_source(plan, vector_math, key)
@@ -252,7 +253,9 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     # many-column Sum K_ij * B_j: the kernel renders K only (see _cpu_gemm)
     formulas, dots = _rewrite_dots([gemm[0]] if gemm else plan.formulas, plan.red.smooth)
     rb = row_block(plan)
-    prefilter = not gemm and prefilter_vars(plan) is not None
+    # K-min of a squared distance: the prefilter (_cpu_kmin) unless asked not to
+    prefilter = (not gemm and prefilter_vars(plan) is not None
+                 and (prefilter is None or prefilter))
     # a Sum of (not j-dependent) x (j-dependent): the loop sums the latter
     split = None if gemm or not plan.red.c.get("fused") else factor_out(formulas[0])
     every = formulas + ([split.inner, split.outer] if split else [])

@@ -92,17 +92,33 @@ from string import Template
 
 import numpy as np
 
-from ._codegen import TEMPLATES, indent
+from ._codegen import TEMPLATES, WIDE_MIN_DIM, indent
 from ._plan import Plan
 
 __all__ = ["prefilter_arrays", "prefilter_block", "prefilter_helper", "prefilter_pointers",
-           "prefilter_tile", "prefilter_vars", "seed_width"]
+           "prefilter_tile", "prefilter_vars", "seed_width", "worth"]
 
 _HELPER = Template((TEMPLATES / "kmin_prefilter.h").read_text().rstrip("\n"))
 _KMIN = ("KMin", "ArgKMin", "KMin_ArgKMin")
 #: Whether the dense kernel uses the prefilter (the tests compare with and
 #: without it; the kernel without it is the buffered one).
 ENABLED = True
+#: The tests' switch: the prefilter wherever it applies, paying or not.
+FORCE = False
+#: Pairs below which a call runs the buffered kernel (a second library,
+#: compiled when first needed): the preparation (NumPy, ~3 ms at 3e4 points)
+#: and the per-row seed do not pay. A/B, 1 thread, D = 3, K = 10, float32:
+#: 2000^2 pairs 0.63x, 1e4^2 1.14x, 3e4^2 1.41x.
+MIN_PAIRS = 1 << 26
+#: Reduced rows below which likewise (a few tiles: the seed hardly helps).
+MIN_NY = 2048
+
+
+def worth(plan: Plan) -> bool:
+    """Whether a call of ``plan`` (prefilter_vars not None) is large enough."""
+    return plan.nx * plan.ny >= MIN_PAIRS and plan.ny >= MIN_NY
+
+
 #: Rows of y whose mean is the centre.
 _CENTRE_SAMPLE = 1024
 
@@ -126,7 +142,23 @@ def prefilter_vars(plan: Plan):
         a, b = b, a
     if a.cat != "i" or b.cat != "j" or plan.formulas[0].dim != 1:
         return None
+    if not (FORCE or _pays(a.dim, np.dtype(plan.dtype))):
+        return None
     return a.attrs[1], b.attrs[1], a.dim
+
+
+def _pays(d: int, dtype) -> bool:
+    """Where the prefilter measured faster than the buffered kernel (A/B, one
+    thread, N = M = 1e4, K = 10; see the commit log): float64 from D = 2
+    (1.2x to 1.9x: its float scan has twice the lanes of the double loop),
+    float32 at D = 2, 3 (1.2x; the seed's Morton order covers every
+    coordinate) and from WIDE_MIN_DIM (6x: the buffered kernel's feature
+    loop); not at D = 1 (0.85x / 1.04x: the direct form is one subtraction
+    and one product) nor float32 at 4 <= D < 32 (0.86x to 1.10x: a seed
+    from 3 of D coordinates leaves some 50 folds a row)."""
+    if d < 2:
+        return False
+    return dtype == np.float64 or d <= 3 or d >= WIDE_MIN_DIM
 
 
 def seed_width(plan: Plan) -> int:
