@@ -215,7 +215,7 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
     """The dense kernel's tile for ``len(rows)`` rows: the prefilter scan
     with AVX-512, else ``tile`` (the buffered loop and fold); ``fold``: the
     reduction's fold of ``buf0``."""
-    setup = ["real_t kcand[32];", "uint32_t km[RB];"]
+    setup = ["real_t kcand[32];", "int64_t kqj[KT_KPF_Q];", "uint32_t kqm[KT_KPF_Q][RB];"]
     events = []
     j_code = rows[0].code("j", "  ")
     for r, row in enumerate(rows):
@@ -241,10 +241,14 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
         guard = f"if (km[{r}] && ii + {r} < ni) {{" if r else "if (km[0]) {"
         events += [guard, indent("\n".join(exact), 2), "}"]
     scan = [
-        "for (int64_t jv = 0;",
-        "     (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT + ii, km)) < nj;",
-        "     jv += KT_KPF_VL) {",
-        indent("\n".join(events), 2),
+        "for (int64_t jn = 0; jn < nj;) {",
+        "  const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,",
+        "                             kqj, kqm);",
+        "  for (int q = 0; q < nq; q++) { /* the queued vectors, in index order */",
+        "    const int64_t jv = kqj[q];",
+        "    const uint32_t *km = kqm[q];",
+        indent("\n".join(events), 4),
+        "  }",
         "}",
     ]
     return "\n".join([

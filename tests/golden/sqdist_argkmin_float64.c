@@ -391,8 +391,7 @@ void kt_set_parallel(int on) { kt_parallel = on; }
  * where e_j is not above the row's bound T_i (kt_kpf_bound): every lane
  * whose exact (direct-form) value could rank before the row's K-th kept
  * value, or could be in the output, is flagged, and a NaN bound or a NaN
- * e_j flags the lane. It returns at the first vector where a row has a
- * flagged lane (its masks in m), or at nj. */
+ * e_j flags the lane. */
 #if defined(__AVX512F__)
 #define KPD 3
 #define KT_KPF_VL 16
@@ -412,14 +411,22 @@ void kt_set_parallel(int on) { kt_parallel = on; }
 #define KT_KPF_S kpar[1]
 #define KT_KPF_ABS kpar[2]
 #define KT_KPF_C(c) kpar[3 + (c)]
-static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restrict yn,
-                                  int64_t jv, int64_t nj, const float *restrict xm,
-                                  const float *restrict T, uint32_t *restrict m) {
+/* Up to KT_KPF_Q vectors with a flagged lane (their starts in qj, the RB
+ * rows' masks in qm) from jv on, stopping after the KT_KPF_Q-th or at nj
+ * (*pjv: where to go on); the bounds T are those at the call: a bound
+ * lowered by the folds of the queued vectors only flags fewer lanes. */
+#define KT_KPF_Q 8
+static inline int kt_kpf_scan(const float *restrict yc, const float *restrict yn,
+                              int64_t *restrict pjv, int64_t nj, const float *restrict xm,
+                              const float *restrict T, int64_t *restrict qj,
+                              uint32_t (*restrict qm)[RB]) {
   __m512 t[RB], xb[RB][KPD];
   for (int r = 0; r < RB; r++) {
     t[r] = _mm512_set1_ps(T[r]);
     for (int c = 0; c < KPD; c++) xb[r][c] = _mm512_set1_ps(xm[r * KPD + c]);
   }
+  int nq = 0;
+  int64_t jv = *pjv;
   for (; jv < nj; jv += KT_KPF_VL) {
     __m512 e[RB];
     const __m512 n = _mm512_loadu_ps(yn + jv);
@@ -436,11 +443,15 @@ static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restric
     if (!_kortestz_mask16_u8(any, any)) {
       uint32_t keep = nj - jv < KT_KPF_VL ? (UINT32_C(1) << (nj - jv)) - 1 : 0xFFFFu;
       uint32_t all = 0; /* (the tile's last vector: lanes past nj) */
-      for (int r = 0; r < RB; r++) all |= m[r] = _cvtmask16_u32(k[r]) & keep;
-      if (all) return jv;
+      for (int r = 0; r < RB; r++) all |= qm[nq][r] = _cvtmask16_u32(k[r]) & keep;
+      if (all) {
+        qj[nq] = jv;
+        if (++nq == KT_KPF_Q) { jv += KT_KPF_VL; break; }
+      }
     }
   }
-  return jv;
+  *pjv = jv;
+  return nq;
 }
 /* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
@@ -563,232 +574,237 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
         #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
         real_t kcand[32];
-        uint32_t km[RB];
-        for (int64_t jv = 0;
-             (jv = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, jv, nj, kxm + ii * KPD, kT + ii, km)) < nj;
-             jv += KT_KPF_VL) {
-          if (km[0]) {
-            #pragma omp simd
-            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-              const int64_t j = j0 + jj;
-              const real_t t1_0 = y1[0 * TJ + jj];
-              const real_t t1_1 = y1[1 * TJ + jj];
-              const real_t t1_2 = y1[2 * TJ + jj];
-              const real_t t2_0 = (t0_0 - t1_0);
-              const real_t t2_1 = (t0_1 - t1_1);
-              const real_t t2_2 = (t0_2 - t1_2);
-              const real_t t3_0 = (t2_0 * t2_0);
-              const real_t t3_1 = (t2_1 * t2_1);
-              const real_t t3_2 = (t2_2 * t2_2);
-              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-              kcand[jj - jv] = t4_0;
-            }
-            {
-              kt_state *S = &st[ii + 0];
-              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
-              {
-                const int64_t j0 = kt_j0, nj = kt_nj;
-                real_t *const buf0 = kcand;
-                for (int e = 0; e < 1; e++) {
-                  const real_t *b = buf0 + e * TJ;
-                  real_t *kv = S->kv[e];
-                  int64_t *ki = S->ki[e];
-                #if KT_KMIN_VEC >= 3
-                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                #else
-                  for (int64_t jc = 0; jc < nj; jc += 32) {
-                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                    while (mask) {
-                      const int l = __builtin_ctz(mask);
-                      mask &= mask - 1;
-                      const real_t v = b[jc + l];
-                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                      /* sorted insertion; equal values keep index order */
-                      const int64_t jv = j0 + jc + l;
-                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                      for (int k = 3 - 1; k > 0; k--) {
-                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                        at = up;
-                      }
-                      if (at) { kv[0] = v; ki[0] = jv; }
-                    }
-                  }
-                #endif
-                }
+        int64_t kqj[KT_KPF_Q];
+        uint32_t kqm[KT_KPF_Q][RB];
+        for (int64_t jn = 0; jn < nj;) {
+          const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,
+                                     kqj, kqm);
+          for (int q = 0; q < nq; q++) { /* the queued vectors, in index order */
+            const int64_t jv = kqj[q];
+            const uint32_t *km = kqm[q];
+            if (km[0]) {
+              #pragma omp simd
+              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * TJ + jj];
+                const real_t t1_1 = y1[1 * TJ + jj];
+                const real_t t1_2 = y1[2 * TJ + jj];
+                const real_t t2_0 = (t0_0 - t1_0);
+                const real_t t2_1 = (t0_1 - t1_1);
+                const real_t t2_2 = (t0_2 - t1_2);
+                const real_t t3_0 = (t2_0 * t2_0);
+                const real_t t3_1 = (t2_1 * t2_1);
+                const real_t t3_2 = (t2_2 * t2_2);
+                const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+                kcand[jj - jv] = t4_0;
               }
-              kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
-            }
-          }
-          if (km[1] && ii + 1 < ni) {
-            #pragma omp simd
-            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-              const int64_t j = j0 + jj;
-              const real_t t1_0 = y1[0 * TJ + jj];
-              const real_t t1_1 = y1[1 * TJ + jj];
-              const real_t t1_2 = y1[2 * TJ + jj];
-              const real_t r1_2_0 = (r1_0_0 - t1_0);
-              const real_t r1_2_1 = (r1_0_1 - t1_1);
-              const real_t r1_2_2 = (r1_0_2 - t1_2);
-              const real_t r1_3_0 = (r1_2_0 * r1_2_0);
-              const real_t r1_3_1 = (r1_2_1 * r1_2_1);
-              const real_t r1_3_2 = (r1_2_2 * r1_2_2);
-              const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
-              kcand[jj - jv] = r1_4_0;
-            }
-            {
-              kt_state *S = &st[ii + 1];
-              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
               {
-                const int64_t j0 = kt_j0, nj = kt_nj;
-                real_t *const buf0 = kcand;
-                for (int e = 0; e < 1; e++) {
-                  const real_t *b = buf0 + e * TJ;
-                  real_t *kv = S->kv[e];
-                  int64_t *ki = S->ki[e];
-                #if KT_KMIN_VEC >= 3
-                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                #else
-                  for (int64_t jc = 0; jc < nj; jc += 32) {
-                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                    while (mask) {
-                      const int l = __builtin_ctz(mask);
-                      mask &= mask - 1;
-                      const real_t v = b[jc + l];
-                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                      /* sorted insertion; equal values keep index order */
-                      const int64_t jv = j0 + jc + l;
-                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                      for (int k = 3 - 1; k > 0; k--) {
-                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                        at = up;
+                kt_state *S = &st[ii + 0];
+                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                {
+                  const int64_t j0 = kt_j0, nj = kt_nj;
+                  real_t *const buf0 = kcand;
+                  for (int e = 0; e < 1; e++) {
+                    const real_t *b = buf0 + e * TJ;
+                    real_t *kv = S->kv[e];
+                    int64_t *ki = S->ki[e];
+                  #if KT_KMIN_VEC >= 3
+                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                  #else
+                    for (int64_t jc = 0; jc < nj; jc += 32) {
+                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                      while (mask) {
+                        const int l = __builtin_ctz(mask);
+                        mask &= mask - 1;
+                        const real_t v = b[jc + l];
+                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                        /* sorted insertion; equal values keep index order */
+                        const int64_t jv = j0 + jc + l;
+                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                        for (int k = 3 - 1; k > 0; k--) {
+                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                          at = up;
+                        }
+                        if (at) { kv[0] = v; ki[0] = jv; }
                       }
-                      if (at) { kv[0] = v; ki[0] = jv; }
                     }
+                  #endif
                   }
-                #endif
                 }
+                kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
               }
-              kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
             }
-          }
-          if (km[2] && ii + 2 < ni) {
-            #pragma omp simd
-            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-              const int64_t j = j0 + jj;
-              const real_t t1_0 = y1[0 * TJ + jj];
-              const real_t t1_1 = y1[1 * TJ + jj];
-              const real_t t1_2 = y1[2 * TJ + jj];
-              const real_t r2_2_0 = (r2_0_0 - t1_0);
-              const real_t r2_2_1 = (r2_0_1 - t1_1);
-              const real_t r2_2_2 = (r2_0_2 - t1_2);
-              const real_t r2_3_0 = (r2_2_0 * r2_2_0);
-              const real_t r2_3_1 = (r2_2_1 * r2_2_1);
-              const real_t r2_3_2 = (r2_2_2 * r2_2_2);
-              const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
-              kcand[jj - jv] = r2_4_0;
-            }
-            {
-              kt_state *S = &st[ii + 2];
-              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+            if (km[1] && ii + 1 < ni) {
+              #pragma omp simd
+              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * TJ + jj];
+                const real_t t1_1 = y1[1 * TJ + jj];
+                const real_t t1_2 = y1[2 * TJ + jj];
+                const real_t r1_2_0 = (r1_0_0 - t1_0);
+                const real_t r1_2_1 = (r1_0_1 - t1_1);
+                const real_t r1_2_2 = (r1_0_2 - t1_2);
+                const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+                const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+                const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+                const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+                kcand[jj - jv] = r1_4_0;
+              }
               {
-                const int64_t j0 = kt_j0, nj = kt_nj;
-                real_t *const buf0 = kcand;
-                for (int e = 0; e < 1; e++) {
-                  const real_t *b = buf0 + e * TJ;
-                  real_t *kv = S->kv[e];
-                  int64_t *ki = S->ki[e];
-                #if KT_KMIN_VEC >= 3
-                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                #else
-                  for (int64_t jc = 0; jc < nj; jc += 32) {
-                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                    while (mask) {
-                      const int l = __builtin_ctz(mask);
-                      mask &= mask - 1;
-                      const real_t v = b[jc + l];
-                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                      /* sorted insertion; equal values keep index order */
-                      const int64_t jv = j0 + jc + l;
-                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                      for (int k = 3 - 1; k > 0; k--) {
-                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                        at = up;
+                kt_state *S = &st[ii + 1];
+                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                {
+                  const int64_t j0 = kt_j0, nj = kt_nj;
+                  real_t *const buf0 = kcand;
+                  for (int e = 0; e < 1; e++) {
+                    const real_t *b = buf0 + e * TJ;
+                    real_t *kv = S->kv[e];
+                    int64_t *ki = S->ki[e];
+                  #if KT_KMIN_VEC >= 3
+                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                  #else
+                    for (int64_t jc = 0; jc < nj; jc += 32) {
+                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                      while (mask) {
+                        const int l = __builtin_ctz(mask);
+                        mask &= mask - 1;
+                        const real_t v = b[jc + l];
+                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                        /* sorted insertion; equal values keep index order */
+                        const int64_t jv = j0 + jc + l;
+                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                        for (int k = 3 - 1; k > 0; k--) {
+                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                          at = up;
+                        }
+                        if (at) { kv[0] = v; ki[0] = jv; }
                       }
-                      if (at) { kv[0] = v; ki[0] = jv; }
                     }
+                  #endif
                   }
-                #endif
                 }
+                kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
               }
-              kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
             }
-          }
-          if (km[3] && ii + 3 < ni) {
-            #pragma omp simd
-            for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-              const int64_t j = j0 + jj;
-              const real_t t1_0 = y1[0 * TJ + jj];
-              const real_t t1_1 = y1[1 * TJ + jj];
-              const real_t t1_2 = y1[2 * TJ + jj];
-              const real_t r3_2_0 = (r3_0_0 - t1_0);
-              const real_t r3_2_1 = (r3_0_1 - t1_1);
-              const real_t r3_2_2 = (r3_0_2 - t1_2);
-              const real_t r3_3_0 = (r3_2_0 * r3_2_0);
-              const real_t r3_3_1 = (r3_2_1 * r3_2_1);
-              const real_t r3_3_2 = (r3_2_2 * r3_2_2);
-              const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
-              kcand[jj - jv] = r3_4_0;
-            }
-            {
-              kt_state *S = &st[ii + 3];
-              const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+            if (km[2] && ii + 2 < ni) {
+              #pragma omp simd
+              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * TJ + jj];
+                const real_t t1_1 = y1[1 * TJ + jj];
+                const real_t t1_2 = y1[2 * TJ + jj];
+                const real_t r2_2_0 = (r2_0_0 - t1_0);
+                const real_t r2_2_1 = (r2_0_1 - t1_1);
+                const real_t r2_2_2 = (r2_0_2 - t1_2);
+                const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+                const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+                const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+                const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+                kcand[jj - jv] = r2_4_0;
+              }
               {
-                const int64_t j0 = kt_j0, nj = kt_nj;
-                real_t *const buf0 = kcand;
-                for (int e = 0; e < 1; e++) {
-                  const real_t *b = buf0 + e * TJ;
-                  real_t *kv = S->kv[e];
-                  int64_t *ki = S->ki[e];
-                #if KT_KMIN_VEC >= 3
-                  kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                #else
-                  for (int64_t jc = 0; jc < nj; jc += 32) {
-                    const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                    uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                    if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                    while (mask) {
-                      const int l = __builtin_ctz(mask);
-                      mask &= mask - 1;
-                      const real_t v = b[jc + l];
-                      if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                      /* sorted insertion; equal values keep index order */
-                      const int64_t jv = j0 + jc + l;
-                      int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                      for (int k = 3 - 1; k > 0; k--) {
-                        const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                        kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                        ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                        at = up;
+                kt_state *S = &st[ii + 2];
+                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                {
+                  const int64_t j0 = kt_j0, nj = kt_nj;
+                  real_t *const buf0 = kcand;
+                  for (int e = 0; e < 1; e++) {
+                    const real_t *b = buf0 + e * TJ;
+                    real_t *kv = S->kv[e];
+                    int64_t *ki = S->ki[e];
+                  #if KT_KMIN_VEC >= 3
+                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                  #else
+                    for (int64_t jc = 0; jc < nj; jc += 32) {
+                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                      while (mask) {
+                        const int l = __builtin_ctz(mask);
+                        mask &= mask - 1;
+                        const real_t v = b[jc + l];
+                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                        /* sorted insertion; equal values keep index order */
+                        const int64_t jv = j0 + jc + l;
+                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                        for (int k = 3 - 1; k > 0; k--) {
+                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                          at = up;
+                        }
+                        if (at) { kv[0] = v; ki[0] = jv; }
                       }
-                      if (at) { kv[0] = v; ki[0] = jv; }
                     }
+                  #endif
                   }
-                #endif
                 }
+                kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
               }
-              kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
+            }
+            if (km[3] && ii + 3 < ni) {
+              #pragma omp simd
+              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * TJ + jj];
+                const real_t t1_1 = y1[1 * TJ + jj];
+                const real_t t1_2 = y1[2 * TJ + jj];
+                const real_t r3_2_0 = (r3_0_0 - t1_0);
+                const real_t r3_2_1 = (r3_0_1 - t1_1);
+                const real_t r3_2_2 = (r3_0_2 - t1_2);
+                const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+                const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+                const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+                const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+                kcand[jj - jv] = r3_4_0;
+              }
+              {
+                kt_state *S = &st[ii + 3];
+                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                {
+                  const int64_t j0 = kt_j0, nj = kt_nj;
+                  real_t *const buf0 = kcand;
+                  for (int e = 0; e < 1; e++) {
+                    const real_t *b = buf0 + e * TJ;
+                    real_t *kv = S->kv[e];
+                    int64_t *ki = S->ki[e];
+                  #if KT_KMIN_VEC >= 3
+                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
+                  #else
+                    for (int64_t jc = 0; jc < nj; jc += 32) {
+                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
+                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
+                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
+                      while (mask) {
+                        const int l = __builtin_ctz(mask);
+                        mask &= mask - 1;
+                        const real_t v = b[jc + l];
+                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
+                        /* sorted insertion; equal values keep index order */
+                        const int64_t jv = j0 + jc + l;
+                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
+                        for (int k = 3 - 1; k > 0; k--) {
+                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
+                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
+                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
+                          at = up;
+                        }
+                        if (at) { kv[0] = v; ki[0] = jv; }
+                      }
+                    }
+                  #endif
+                  }
+                }
+                kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
+              }
             }
           }
         }

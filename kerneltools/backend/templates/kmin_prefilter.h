@@ -8,8 +8,7 @@
  * where e_j is not above the row's bound T_i (kt_kpf_bound): every lane
  * whose exact (direct-form) value could rank before the row's K-th kept
  * value, or could be in the output, is flagged, and a NaN bound or a NaN
- * e_j flags the lane. It returns at the first vector where a row has a
- * flagged lane (its masks in m), or at nj. */
+ * e_j flags the lane. */
 #if defined(__AVX512F__)
 #define KPD ${D}
 #define KT_KPF_VL 16
@@ -29,14 +28,22 @@
 #define KT_KPF_S kpar[1]
 #define KT_KPF_ABS kpar[2]
 #define KT_KPF_C(c) kpar[3 + (c)]
-static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restrict yn,
-                                  int64_t jv, int64_t nj, const float *restrict xm,
-                                  const float *restrict T, uint32_t *restrict m) {
+/* Up to KT_KPF_Q vectors with a flagged lane (their starts in qj, the RB
+ * rows' masks in qm) from jv on, stopping after the KT_KPF_Q-th or at nj
+ * (*pjv: where to go on); the bounds T are those at the call: a bound
+ * lowered by the folds of the queued vectors only flags fewer lanes. */
+#define KT_KPF_Q 8
+static inline int kt_kpf_scan(const float *restrict yc, const float *restrict yn,
+                              int64_t *restrict pjv, int64_t nj, const float *restrict xm,
+                              const float *restrict T, int64_t *restrict qj,
+                              uint32_t (*restrict qm)[RB]) {
   __m512 t[RB], xb[RB][KPD];
   for (int r = 0; r < RB; r++) {
     t[r] = _mm512_set1_ps(T[r]);
     for (int c = 0; c < KPD; c++) xb[r][c] = _mm512_set1_ps(xm[r * KPD + c]);
   }
+  int nq = 0;
+  int64_t jv = *pjv;
   for (; jv < nj; jv += KT_KPF_VL) {
     __m512 e[RB];
     const __m512 n = _mm512_loadu_ps(yn + jv);
@@ -53,11 +60,15 @@ static inline int64_t kt_kpf_scan(const float *restrict yc, const float *restric
     if (!_kortestz_mask16_u8(any, any)) {
       uint32_t keep = nj - jv < KT_KPF_VL ? (UINT32_C(1) << (nj - jv)) - 1 : 0xFFFFu;
       uint32_t all = 0; /* (the tile's last vector: lanes past nj) */
-      for (int r = 0; r < RB; r++) all |= m[r] = _cvtmask16_u32(k[r]) & keep;
-      if (all) return jv;
+      for (int r = 0; r < RB; r++) all |= qm[nq][r] = _cvtmask16_u32(k[r]) & keep;
+      if (all) {
+        qj[nq] = jv;
+        if (++nq == KT_KPF_Q) { jv += KT_KPF_VL; break; }
+      }
     }
   }
-  return jv;
+  *pjv = jv;
+  return nq;
 }
 /* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
