@@ -192,13 +192,26 @@ def test_below_the_size_gate(monkeypatch):
 
 def test_where_it_pays(monkeypatch):
     """Without FORCE the kernel carries the prefilter where it measured
-    faster: float64 from D = 2, float32 at D = 2, 3 and D >= 32."""
+    faster: D = 2, 3, float64 at D = 4, and D >= 32."""
     monkeypatch.setattr(_cpu_kmin, "FORCE", False)
     rng = np.random.default_rng(0)
     for d, dtype, used in [(1, np.float64, False), (2, np.float32, True), (3, np.float32, True),
-                           (8, np.float32, False), (8, np.float64, True),
+                           (4, np.float32, False), (4, np.float64, True),
+                           (8, np.float32, False), (8, np.float64, False),
                            (33, np.float32, True)]:
         x = rng.random((5, d)).astype(dtype)
         f = kt.Vi(x).sqdist(kt.Vj(x))
         src = _cpu_backend.generate_source(f._plan("ArgKMin", 1, K=3)[0], key="k")
         assert ("kt_kpf_scan" in src) == used, (d, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_call(monkeypatch, dtype):
+    """At the real size gates: a call large enough for the prefilter, run by
+    chunks of rows (x's rows permuted in each, the outputs put back), ties
+    from duplicated points included."""
+    monkeypatch.setattr(_cpu_kmin, "MIN_PAIRS", 1 << 26)
+    monkeypatch.setattr(_cpu_kmin, "MIN_NY", 2048)
+    x = _cloud("duplicates", 9001, 3, dtype)
+    y = np.concatenate([_cloud("duplicates", 8000, 3, dtype, 1), x[:999]])
+    _same(x, y, 10)

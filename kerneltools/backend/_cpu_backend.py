@@ -238,6 +238,11 @@ class CpuBackend:
         fn, tj, dot_args, cost = warm[0], warm[1], warm[3], warm[4]
         # far from the origin: the dot products' points moved near it (_cpu_dots)
         args = centred(args, warm[7], plan.dtype)
+        if warm[8]:  # K-min of a squared distance: the prefilter's arrays (_cpu_kmin),
+            # x's rows in their order there (the outputs are put back below)
+            extra, xorder = prefilter_arrays(plan, args, warm[1], _pack_tiles)
+            xk = prefilter_vars(plan)[0]
+            args = [np.take(a, xorder, axis=0) if k == xk else a for k, a in enumerate(args)]
         # (the many-column Sum's B is passed row-major below, not as tiles)
         skip = many_columns(plan)[1].attrs[1] if warm[5] is not None else -1
         # (and j-variables read only through dot products: _cpu_dots)
@@ -252,8 +257,8 @@ class CpuBackend:
         arrays += [row_sqnorms(args[k], plan.dtype, -(-plan.ny // tj) * tj) for k in dot_args]
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
-        if warm[8]:  # K-min of a squared distance: the prefilter's arrays (_cpu_kmin)
-            arrays += prefilter_arrays(plan, args, tj, _pack_tiles)
+        if warm[8]:
+            arrays += extra
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [
@@ -270,6 +275,9 @@ class CpuBackend:
         for r0, r1 in chunks(plan.nx, plan.ny * cost, what=what, align=IB,
                              min_items=IB * _threads()):
             fn(r0, r1, plan.ny, argv, outv)
+        if warm[8]:  # rows back in the caller's order
+            for o in outs:
+                o[xorder] = o.copy()
         return tuple(outs)
 
     def run_ranges(self, plan: Plan, args, blk: np.ndarray, red: np.ndarray,

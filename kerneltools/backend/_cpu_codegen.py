@@ -283,7 +283,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup,
                                                        factored)
         if prefilter:  # K-min of a squared distance (_cpu_kmin)
-            fold = red_form(plan.red.c, "tile", red_subs(formulas, plan.K))
+            # (value, caller's index) order: the kernel scans y in its own
+            fold = red_form(plan.red.c, "ranges_tile", red_subs(formulas, plan.K))
             tile = prefilter_tile(plan, rows, tile, fold)
             block_setup += prefilter_block(plan)
     fast_rows, conds, p_fold = _nonpos_exps(rows)

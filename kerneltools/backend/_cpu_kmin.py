@@ -12,12 +12,23 @@ per row,
 
     e_ij = |y'_j|^2 + sum_c (-2 x'_ic) y'_jc        (D FMAs per pair)
 
-ranks like ``sigma^2 |x_i - y_j|^2 - |x'_i|^2``. A lane is flagged when e_ij is not
-above the row's bound ``T_i`` (below), and only the vectors of lanes with a
-flagged lane get their exact values, computed by the same generated
-statements as the tile loop (so bit-identical) and folded as every tile is
-(the lanes that are not flagged cannot enter): values and indices are those
-of the buffered kernel. Without AVX-512 the kernel is the buffered one.
+ranks like ``sigma^2 |x_i - y_j|^2 - |x'_i|^2``. A lane is flagged when e_ij
+is not above the row's bound ``T_i`` (below), and only the vectors of lanes
+with a flagged lane get their exact values, computed by the same generated
+statements as the tile loop (so bit-identical) and folded (the lanes that
+are not flagged cannot enter): values and indices are those of the buffered
+kernel. Without AVX-512 the kernel is the buffered one.
+
+The order: the kernel takes y in the seed order below (cells in Morton
+order: tiles of nearby points) and the rows of x likewise (a block's rows
+near each other; the caller permutes x and puts the outputs back). Each
+tile has the box of its y' (``kbox``); a tile whose box is farther from
+every row of a row group than their bounds allow is skipped whole
+(``kt_kpf_near``: most tiles, at D <= 3). The fold is the block-sparse
+kernel's (``ranges_tile``): it ranks by (value, caller's index) through
+``jmap``, so that the order in which the values come does not matter: the
+K smallest (value, index) pairs, NaN last, are the buffered kernel's
+output, which takes them in index order with ties kept in that order.
 
 The seed: the bound starts from ``U_i`` rather than from the first tile's
 K-th value (with which most vectors of a block's first tile, and some 40 more
@@ -32,7 +43,8 @@ index). So the bound uses ``lim = min(thr, U_i)`` (``U_i`` alone while the
 list is not full, or while its K-th value is NaN) and the fold, which keeps
 the K smallest (value, index) pairs of what it is given, ends with the same
 list. Any choice of the K points is correct; near ones make the bound tight
-(at K = 10, M = 3e4, D = 3: about 18 vectors per row reach the fold).
+(at K = 10, M = 3e4, D = 3, in index order: about 18 vectors per row
+reached the fold).
 
 The bound (u: the data's unit roundoff, 2^-24 or 2^-53; u_p = 2^-24, the
 prefilter's; X = |x'_i|^2, Y >= max_j |y'_j|^2 over the finite rows of y';
@@ -149,16 +161,17 @@ def prefilter_vars(plan: Plan):
 
 def _pays(d: int, dtype) -> bool:
     """Where the prefilter measured faster than the buffered kernel (A/B, one
-    thread, N = M = 1e4, K = 10; see the commit log): float64 from D = 2
-    (1.2x to 1.9x: its float scan has twice the lanes of the double loop),
-    float32 at D = 2, 3 (1.2x; the seed's Morton order covers every
-    coordinate) and from WIDE_MIN_DIM (6x: the buffered kernel's feature
-    loop); not at D = 1 (0.85x / 1.04x: the direct form is one subtraction
-    and one product) nor float32 at 4 <= D < 32 (0.86x to 1.10x: a seed
-    from 3 of D coordinates leaves some 50 folds a row)."""
+    thread, N = M = 1e4, K = 10, the tile boxes in: see the commit log): at
+    D = 2, 3 (1.5x to 2.9x; 3e4^2: 2.4x float32, 3.3x float64: the seed
+    order's cells cover every coordinate, so tiles are compact and most are
+    skipped), float64 at D = 4 (1.34x) and from WIDE_MIN_DIM (5x: the
+    buffered kernel's feature loop); not at D = 1 (the direct form is one
+    subtraction and one product), nor float32 at 4 <= D < 32 (0.86x to
+    1.10x), nor float64 at 5 <= D < 32 (0.91x at D = 8, 1.03x at D = 16):
+    from 3 of D coordinates the boxes skip little and the seed is loose."""
     if d < 2:
         return False
-    return dtype == np.float64 or d <= 3 or d >= WIDE_MIN_DIM
+    return d <= 3 or (dtype == np.float64 and d == 4) or d >= WIDE_MIN_DIM
 
 
 def seed_width(plan: Plan) -> int:
@@ -175,7 +188,8 @@ def prefilter_helper(plan: Plan) -> str:
 def prefilter_pointers() -> list:
     """(C type, name) of the arrays that the run appends (prefilter_arrays)."""
     return [("const float", "kyp"), ("const float", "kyn"), ("const double", "kpar"),
-            ("const real_t", "kys"), ("const int64_t", "kws")]
+            ("const real_t", "kys"), ("const int64_t", "kws"), ("const real_t", "kysp"),
+            ("const int64_t", "kjmap"), ("const double", "kbox")]
 
 
 def prefilter_block(plan: Plan) -> list:
@@ -214,7 +228,8 @@ def _bound(plan: Plan, state: str, r: str) -> str:
 def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
     """The dense kernel's tile for ``len(rows)`` rows: the prefilter scan
     with AVX-512, else ``tile`` (the buffered loop and fold); ``fold``: the
-    reduction's fold of ``buf0``."""
+    reduction's fold of ``buf0`` by (value, caller's index), ``jmap``."""
+    yk = prefilter_vars(plan)[1]
     setup = ["real_t kcand[32];", "int64_t kqj[KT_KPF_Q];", "uint32_t kqm[KT_KPF_Q][RB];"]
     events = []
     j_code = rows[0].code("j", "  ")
@@ -223,7 +238,7 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
         exact = [
             "#pragma omp simd",
             "for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {",
-            "  const int64_t j = j0 + jj;",
+            "  const int64_t j = kjmap[j0 + jj];",
             code,
             f"  kcand[jj - jv] = {row.outputs[0][0]};",
             "}",
@@ -231,7 +246,8 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
             f"  kt_state *S = &st[ii + {r}];",
             "  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;",
             "  {",
-            "    const int64_t j0 = kt_j0, nj = kt_nj;",
+            "    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;",
+            "    const int64_t *restrict jmap = kjmap;",
             "    real_t *const buf0 = kcand;",
             indent(fold, 4),
             "  }",
@@ -244,7 +260,7 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
         "for (int64_t jn = 0; jn < nj;) {",
         "  const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,",
         "                             kqj, kqm);",
-        "  for (int q = 0; q < nq; q++) { /* the queued vectors, in index order */",
+        "  for (int q = 0; q < nq; q++) { /* the queued vectors, in order */",
         "    const int64_t jv = kqj[q];",
         "    const uint32_t *km = kqm[q];",
         indent("\n".join(events), 4),
@@ -253,8 +269,11 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
     ]
     return "\n".join([
         "#if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */",
-        *setup,
-        *scan,
+        "if (kt_kpf_near(kbox + j0 / TJ * 2 * KPD, kxm + ii * KPD, kxx + ii, kT + ii,",
+        "                ni - ii < RB ? ni - ii : RB)) {",
+        f"  const real_t *restrict y{yk} = kysp + j0 * KPD; /* the tile, in the seed order */",
+        indent("\n".join(setup + scan), 2),
+        "}",
         "#else",
         tile,
         "#endif",
@@ -262,14 +281,19 @@ def prefilter_tile(plan: Plan, rows, tile: str, fold: str) -> str:
 
 
 def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
-    """The arrays of :func:`prefilter_pointers`: y' = y - c packed by tiles
-    (``pack_tiles``), |y'_j|^2 padded to whole tiles, ``[Y, c_0, ...,
-    c_{D-1}]`` in double, y in the seed order and each x_i's window start
-    in it (see the module docstring)."""
+    """(arrays, xorder): the arrays of :func:`prefilter_pointers`, y in the
+    seed order (``jmap`` its indices): y' = (y - c) s packed by tiles
+    (``pack_tiles``), |y'_j|^2 padded to whole tiles, ``[Y, s, abs, c_0,
+    ..., c_{D-1}]`` in double, y row by row, each x row's seed window start,
+    y packed by tiles, jmap, and the tiles' boxes of y' (lo, hi); and the
+    order of x's rows in which the kernel takes them (the caller permutes
+    x and its outputs back; see the module docstring)."""
     xk, yk, d = prefilter_vars(plan)
     dtype = np.dtype(plan.dtype)
     x = np.asarray(args[xk], dtype=dtype)
     y = np.asarray(args[yk], dtype=dtype)
+    order, start, xorder = _seed_order(x, y, seed_width(plan))
+    y = np.take(y, order, axis=0)  # the seed order, in which the kernel scans
     every = bool(np.isfinite(y).all())
     rows = slice(None) if every else np.isfinite(y).all(axis=1)
     c = _centre(y, dtype)
@@ -295,9 +319,16 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     yn = np.zeros(padded, dtype=np.float32)
     with np.errstate(over="ignore"):
         yn[:len(y)] = yn64.astype(np.float32)
-    order, start = _seed_order(x, y, seed_width(plan))
-    return [pack_tiles(yc, tj), yn, np.array([yy, scale, absolute, *c], dtype=np.float64),
-            np.take(y, order, axis=0), start]
+    # each tile's box of y' (NaN where a row is NaN: that coordinate then
+    # bounds nothing), the rows past ny repeating the last one
+    ext = np.concatenate([yc64, np.repeat(yc64[-1:], padded - len(y), axis=0)])
+    ext = ext.reshape(padded // tj, tj, d)
+    with np.errstate(invalid="ignore"):
+        box = np.stack([ext.min(axis=1), ext.max(axis=1)], axis=1)
+    arrays = [pack_tiles(yc, tj), yn, np.array([yy, scale, absolute, *c], dtype=np.float64),
+              y, start[xorder], pack_tiles(y, tj), order.astype(np.int64),
+              np.ascontiguousarray(box)]
+    return arrays, xorder
 
 
 #: Bits of the seed order's cells: 2^16 cells at most (NumPy's argsort of
@@ -318,10 +349,11 @@ def _spread(k: int) -> np.ndarray:
 
 
 def _seed_order(x, y, w: int):
-    """(order, start): the rows of y sorted by grid cell in Morton order over
-    (at most) the three coordinates of y's widest range, and for each x_i the
-    start of the ``w`` consecutive sorted rows around its cell (any choice is
-    correct: it only makes the seed bound tighter)."""
+    """(order, start, xorder): the rows of y sorted by grid cell in Morton
+    order over (at most) the three coordinates of y's widest range, for each
+    x_i the start of the ``w`` consecutive sorted rows around its cell (any
+    choice is correct: it only makes the seed bound tighter), and x's rows
+    sorted likewise."""
     finite = np.isfinite(y).all()
     with np.errstate(invalid="ignore", over="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column
@@ -354,7 +386,7 @@ def _seed_order(x, y, w: int):
     cx = cells(x, bool(np.isfinite(x).all()))
     mid = (first[cx] + first[cx.astype(np.int64) + 1]) // 2
     start = np.clip(mid - w // 2, 0, len(y) - w).astype(np.int64)
-    return order, start
+    return order, start, np.argsort(cx, kind="stable")
 
 
 def _centre(y: np.ndarray, dtype) -> np.ndarray:

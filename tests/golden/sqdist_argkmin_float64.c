@@ -453,6 +453,29 @@ static inline int kt_kpf_scan(const float *restrict yc, const float *restrict yn
   *pjv = jv;
   return nq;
 }
+/* Whether a tile may hold a lane that one of the nr rows would flag: its box
+ * of y' (lo[KPD], hi[KPD]) lower-bounds |x' - y'|^2 by B (in double: exact
+ * but for a relative (D + 2) 2^-53, covered by the factor); a row with
+ * B - |x'|^2 > T has r^2 - X > T for every lane of the tile, more than the
+ * scan's test e > T asks (_cpu_kmin: the proof's step 4). A NaN box
+ * coordinate (a NaN row) bounds nothing; a NaN x' or T scans. */
+static inline int kt_kpf_near(const double *restrict box, const float *restrict xm,
+                              const double *restrict xx, const float *restrict T, int nr) {
+  for (int r = 0; r < nr; r++) {
+    double B = 0;
+    for (int c = 0; c < KPD; c++) {
+      const double v = -0.5 * (double)xm[r * KPD + c];
+      const double lo = box[c] - v, hi = v - box[KPD + c];
+      const double t = lo > hi ? lo : hi;
+      B += t > 0 ? t * t : 0;
+    }
+    if (!(B * (1 - 0x1p-40) - xx[r] > (double)T[r])) return 1;
+  }
+  return 0;
+}
+#ifndef KT_KLT /* (value, index) order: NaN last, then the smaller index */
+#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
+#endif
 /* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
  * left out), raised past the kernel's rounding: every one of those K
@@ -520,6 +543,9 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const double *restrict kpar = (const double *)args[4];
   const real_t *restrict kys = (const real_t *)args[5];
   const int64_t *restrict kws = (const int64_t *)args[6];
+  const real_t *restrict kysp = (const real_t *)args[7];
+  const int64_t *restrict kjmap = (const int64_t *)args[8];
+  const double *restrict kbox = (const double *)args[9];
   kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
@@ -573,237 +599,281 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
         #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
-        real_t kcand[32];
-        int64_t kqj[KT_KPF_Q];
-        uint32_t kqm[KT_KPF_Q][RB];
-        for (int64_t jn = 0; jn < nj;) {
-          const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,
-                                     kqj, kqm);
-          for (int q = 0; q < nq; q++) { /* the queued vectors, in index order */
-            const int64_t jv = kqj[q];
-            const uint32_t *km = kqm[q];
-            if (km[0]) {
-              #pragma omp simd
-              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-                const int64_t j = j0 + jj;
-                const real_t t1_0 = y1[0 * TJ + jj];
-                const real_t t1_1 = y1[1 * TJ + jj];
-                const real_t t1_2 = y1[2 * TJ + jj];
-                const real_t t2_0 = (t0_0 - t1_0);
-                const real_t t2_1 = (t0_1 - t1_1);
-                const real_t t2_2 = (t0_2 - t1_2);
-                const real_t t3_0 = (t2_0 * t2_0);
-                const real_t t3_1 = (t2_1 * t2_1);
-                const real_t t3_2 = (t2_2 * t2_2);
-                const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-                kcand[jj - jv] = t4_0;
-              }
-              {
-                kt_state *S = &st[ii + 0];
-                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+        if (kt_kpf_near(kbox + j0 / TJ * 2 * KPD, kxm + ii * KPD, kxx + ii, kT + ii,
+                        ni - ii < RB ? ni - ii : RB)) {
+          const real_t *restrict y1 = kysp + j0 * KPD; /* the tile, in the seed order */
+          real_t kcand[32];
+          int64_t kqj[KT_KPF_Q];
+          uint32_t kqm[KT_KPF_Q][RB];
+          for (int64_t jn = 0; jn < nj;) {
+            const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,
+                                       kqj, kqm);
+            for (int q = 0; q < nq; q++) { /* the queued vectors, in order */
+              const int64_t jv = kqj[q];
+              const uint32_t *km = kqm[q];
+              if (km[0]) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t t2_0 = (t0_0 - t1_0);
+                  const real_t t2_1 = (t0_1 - t1_1);
+                  const real_t t2_2 = (t0_2 - t1_2);
+                  const real_t t3_0 = (t2_0 * t2_0);
+                  const real_t t3_1 = (t2_1 * t2_1);
+                  const real_t t3_2 = (t2_2 * t2_2);
+                  const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+                  kcand[jj - jv] = t4_0;
+                }
                 {
-                  const int64_t j0 = kt_j0, nj = kt_nj;
-                  real_t *const buf0 = kcand;
-                  for (int e = 0; e < 1; e++) {
-                    const real_t *b = buf0 + e * TJ;
-                    real_t *kv = S->kv[e];
-                    int64_t *ki = S->ki[e];
-                  #if KT_KMIN_VEC >= 3
-                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                  #else
-                    for (int64_t jc = 0; jc < nj; jc += 32) {
-                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                      while (mask) {
-                        const int l = __builtin_ctz(mask);
-                        mask &= mask - 1;
-                        const real_t v = b[jc + l];
-                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                        /* sorted insertion; equal values keep index order */
-                        const int64_t jv = j0 + jc + l;
-                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                        for (int k = 3 - 1; k > 0; k--) {
-                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                          at = up;
+                  kt_state *S = &st[ii + 0];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
                         }
-                        if (at) { kv[0] = v; ki[0] = jv; }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
                       }
                     }
-                  #endif
                   }
+                  kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
                 }
-                kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
               }
-            }
-            if (km[1] && ii + 1 < ni) {
-              #pragma omp simd
-              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-                const int64_t j = j0 + jj;
-                const real_t t1_0 = y1[0 * TJ + jj];
-                const real_t t1_1 = y1[1 * TJ + jj];
-                const real_t t1_2 = y1[2 * TJ + jj];
-                const real_t r1_2_0 = (r1_0_0 - t1_0);
-                const real_t r1_2_1 = (r1_0_1 - t1_1);
-                const real_t r1_2_2 = (r1_0_2 - t1_2);
-                const real_t r1_3_0 = (r1_2_0 * r1_2_0);
-                const real_t r1_3_1 = (r1_2_1 * r1_2_1);
-                const real_t r1_3_2 = (r1_2_2 * r1_2_2);
-                const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
-                kcand[jj - jv] = r1_4_0;
-              }
-              {
-                kt_state *S = &st[ii + 1];
-                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              if (km[1] && ii + 1 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r1_2_0 = (r1_0_0 - t1_0);
+                  const real_t r1_2_1 = (r1_0_1 - t1_1);
+                  const real_t r1_2_2 = (r1_0_2 - t1_2);
+                  const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+                  const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+                  const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+                  const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+                  kcand[jj - jv] = r1_4_0;
+                }
                 {
-                  const int64_t j0 = kt_j0, nj = kt_nj;
-                  real_t *const buf0 = kcand;
-                  for (int e = 0; e < 1; e++) {
-                    const real_t *b = buf0 + e * TJ;
-                    real_t *kv = S->kv[e];
-                    int64_t *ki = S->ki[e];
-                  #if KT_KMIN_VEC >= 3
-                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                  #else
-                    for (int64_t jc = 0; jc < nj; jc += 32) {
-                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                      while (mask) {
-                        const int l = __builtin_ctz(mask);
-                        mask &= mask - 1;
-                        const real_t v = b[jc + l];
-                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                        /* sorted insertion; equal values keep index order */
-                        const int64_t jv = j0 + jc + l;
-                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                        for (int k = 3 - 1; k > 0; k--) {
-                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                          at = up;
+                  kt_state *S = &st[ii + 1];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
                         }
-                        if (at) { kv[0] = v; ki[0] = jv; }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
                       }
                     }
-                  #endif
                   }
+                  kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
                 }
-                kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
               }
-            }
-            if (km[2] && ii + 2 < ni) {
-              #pragma omp simd
-              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-                const int64_t j = j0 + jj;
-                const real_t t1_0 = y1[0 * TJ + jj];
-                const real_t t1_1 = y1[1 * TJ + jj];
-                const real_t t1_2 = y1[2 * TJ + jj];
-                const real_t r2_2_0 = (r2_0_0 - t1_0);
-                const real_t r2_2_1 = (r2_0_1 - t1_1);
-                const real_t r2_2_2 = (r2_0_2 - t1_2);
-                const real_t r2_3_0 = (r2_2_0 * r2_2_0);
-                const real_t r2_3_1 = (r2_2_1 * r2_2_1);
-                const real_t r2_3_2 = (r2_2_2 * r2_2_2);
-                const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
-                kcand[jj - jv] = r2_4_0;
-              }
-              {
-                kt_state *S = &st[ii + 2];
-                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              if (km[2] && ii + 2 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r2_2_0 = (r2_0_0 - t1_0);
+                  const real_t r2_2_1 = (r2_0_1 - t1_1);
+                  const real_t r2_2_2 = (r2_0_2 - t1_2);
+                  const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+                  const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+                  const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+                  const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+                  kcand[jj - jv] = r2_4_0;
+                }
                 {
-                  const int64_t j0 = kt_j0, nj = kt_nj;
-                  real_t *const buf0 = kcand;
-                  for (int e = 0; e < 1; e++) {
-                    const real_t *b = buf0 + e * TJ;
-                    real_t *kv = S->kv[e];
-                    int64_t *ki = S->ki[e];
-                  #if KT_KMIN_VEC >= 3
-                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                  #else
-                    for (int64_t jc = 0; jc < nj; jc += 32) {
-                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                      while (mask) {
-                        const int l = __builtin_ctz(mask);
-                        mask &= mask - 1;
-                        const real_t v = b[jc + l];
-                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                        /* sorted insertion; equal values keep index order */
-                        const int64_t jv = j0 + jc + l;
-                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                        for (int k = 3 - 1; k > 0; k--) {
-                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                          at = up;
+                  kt_state *S = &st[ii + 2];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
                         }
-                        if (at) { kv[0] = v; ki[0] = jv; }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
                       }
                     }
-                  #endif
                   }
+                  kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
                 }
-                kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
               }
-            }
-            if (km[3] && ii + 3 < ni) {
-              #pragma omp simd
-              for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
-                const int64_t j = j0 + jj;
-                const real_t t1_0 = y1[0 * TJ + jj];
-                const real_t t1_1 = y1[1 * TJ + jj];
-                const real_t t1_2 = y1[2 * TJ + jj];
-                const real_t r3_2_0 = (r3_0_0 - t1_0);
-                const real_t r3_2_1 = (r3_0_1 - t1_1);
-                const real_t r3_2_2 = (r3_0_2 - t1_2);
-                const real_t r3_3_0 = (r3_2_0 * r3_2_0);
-                const real_t r3_3_1 = (r3_2_1 * r3_2_1);
-                const real_t r3_3_2 = (r3_2_2 * r3_2_2);
-                const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
-                kcand[jj - jv] = r3_4_0;
-              }
-              {
-                kt_state *S = &st[ii + 3];
-                const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+              if (km[3] && ii + 3 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r3_2_0 = (r3_0_0 - t1_0);
+                  const real_t r3_2_1 = (r3_0_1 - t1_1);
+                  const real_t r3_2_2 = (r3_0_2 - t1_2);
+                  const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+                  const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+                  const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+                  const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+                  kcand[jj - jv] = r3_4_0;
+                }
                 {
-                  const int64_t j0 = kt_j0, nj = kt_nj;
-                  real_t *const buf0 = kcand;
-                  for (int e = 0; e < 1; e++) {
-                    const real_t *b = buf0 + e * TJ;
-                    real_t *kv = S->kv[e];
-                    int64_t *ki = S->ki[e];
-                  #if KT_KMIN_VEC >= 3
-                    kt_kmin_fold(b, nj, j0, kv, ki, 3);
-                  #else
-                    for (int64_t jc = 0; jc < nj; jc += 32) {
-                      const int64_t nc = nj - jc < 32 ? nj - jc : 32;
-                      uint32_t mask = nc < 32 ? (UINT32_C(1) << nc) - 1 : ~UINT32_C(0);
-                      if (ki[3 - 1] >= 0) mask &= kt_below32(b + jc, kv[3 - 1]);
-                      while (mask) {
-                        const int l = __builtin_ctz(mask);
-                        mask &= mask - 1;
-                        const real_t v = b[jc + l];
-                        if (ki[3 - 1] >= 0 && !KT_LT(v, kv[3 - 1])) continue;
-                        /* sorted insertion; equal values keep index order */
-                        const int64_t jv = j0 + jc + l;
-                        int at = 1; /* v ranks before entry k (k = K - 1: tested above) */
-                        for (int k = 3 - 1; k > 0; k--) {
-                          const int up = ki[k - 1] < 0 || KT_LT(v, kv[k - 1]);
-                          kv[k] = up ? kv[k - 1] : (at ? v : kv[k]);
-                          ki[k] = up ? ki[k - 1] : (at ? jv : ki[k]);
-                          at = up;
+                  kt_state *S = &st[ii + 3];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
                         }
-                        if (at) { kv[0] = v; ki[0] = jv; }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
                       }
                     }
-                  #endif
                   }
+                  kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
                 }
-                kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
               }
             }
           }

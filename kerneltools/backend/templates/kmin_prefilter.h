@@ -70,6 +70,29 @@ static inline int kt_kpf_scan(const float *restrict yc, const float *restrict yn
   *pjv = jv;
   return nq;
 }
+/* Whether a tile may hold a lane that one of the nr rows would flag: its box
+ * of y' (lo[KPD], hi[KPD]) lower-bounds |x' - y'|^2 by B (in double: exact
+ * but for a relative (D + 2) 2^-53, covered by the factor); a row with
+ * B - |x'|^2 > T has r^2 - X > T for every lane of the tile, more than the
+ * scan's test e > T asks (_cpu_kmin: the proof's step 4). A NaN box
+ * coordinate (a NaN row) bounds nothing; a NaN x' or T scans. */
+static inline int kt_kpf_near(const double *restrict box, const float *restrict xm,
+                              const double *restrict xx, const float *restrict T, int nr) {
+  for (int r = 0; r < nr; r++) {
+    double B = 0;
+    for (int c = 0; c < KPD; c++) {
+      const double v = -0.5 * (double)xm[r * KPD + c];
+      const double lo = box[c] - v, hi = v - box[KPD + c];
+      const double t = lo > hi ? lo : hi;
+      B += t > 0 ? t * t : 0;
+    }
+    if (!(B * (1 - 0x1p-40) - xx[r] > (double)T[r])) return 1;
+  }
+  return 0;
+}
+#ifndef KT_KLT /* (value, index) order: NaN last, then the smaller index */
+#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
+#endif
 /* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
  * left out), raised past the kernel's rounding: every one of those K
