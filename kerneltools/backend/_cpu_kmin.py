@@ -188,8 +188,8 @@ def prefilter_helper(plan: Plan) -> str:
 def prefilter_pointers() -> list:
     """(C type, name) of the arrays that the run appends (prefilter_arrays)."""
     return [("const float", "kyp"), ("const float", "kyn"), ("const double", "kpar"),
-            ("const real_t", "kys"), ("const int64_t", "kws"), ("const real_t", "kysp"),
-            ("const int64_t", "kjmap"), ("const double", "kbox")]
+            ("const int64_t", "kws"), ("const real_t", "kysp"), ("const int64_t", "kjmap"),
+            ("const double", "kbox")]
 
 
 def prefilter_block(plan: Plan) -> list:
@@ -211,7 +211,7 @@ def prefilter_block(plan: Plan) -> list:
         "    s += (double)v * v;",
         "  }",
         "  kxx[r] = s;",
-        f"  kU[r] = kt_kpf_seed(a{xk} + ir * {d}, kys + kws[ir] * {d});",
+        f"  kU[r] = kt_kpf_seed(a{xk} + ir * {d}, kysp, kws[ir]);",
         "  kT[r] = r < ni ? " + _bound(plan, "st[r]", "r") + " : -INFINITY;",
         "}",
         "#endif",
@@ -284,8 +284,8 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     """(arrays, xorder): the arrays of :func:`prefilter_pointers`, y in the
     seed order (``jmap`` its indices): y' = (y - c) s packed by tiles
     (``pack_tiles``), |y'_j|^2 padded to whole tiles, ``[Y, s, abs, c_0,
-    ..., c_{D-1}]`` in double, y row by row, each x row's seed window start,
-    y packed by tiles, jmap, and the tiles' boxes of y' (lo, hi); and the
+    ..., c_{D-1}]`` in double, each x row's seed window start, y packed by
+    tiles, jmap, and the tiles' boxes of y' (lo, hi); and the
     order of x's rows in which the kernel takes them (the caller permutes
     x and its outputs back; see the module docstring)."""
     xk, yk, d = prefilter_vars(plan)
@@ -326,7 +326,7 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     with np.errstate(invalid="ignore"):
         box = np.stack([ext.min(axis=1), ext.max(axis=1)], axis=1)
     arrays = [pack_tiles(yc, tj), yn, np.array([yy, scale, absolute, *c], dtype=np.float64),
-              y, start[xorder], pack_tiles(y, tj), order.astype(np.int64),
+              start[xorder], pack_tiles(y, tj), order.astype(np.int64),
               np.ascontiguousarray(box)]
     return arrays, xorder
 

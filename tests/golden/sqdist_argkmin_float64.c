@@ -476,7 +476,8 @@ static inline int kt_kpf_near(const double *restrict box, const float *restrict 
 #ifndef KT_KLT /* (value, index) order: NaN last, then the smaller index */
 #define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
 #endif
-/* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
+/* The seed bound U_i (_cpu_kmin): from the KPW points of ysp (y packed by
+ * tiles in the seed order) from start on, near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
  * left out), raised past the kernel's rounding: every one of those K
  * points' kernel values is strictly below it, so the row's final K-th value
@@ -484,15 +485,18 @@ static inline int kt_kpf_near(const double *restrict box, const float *restrict 
  * below it overflows). +inf where fewer than K are not NaN. */
 #define KPK 3
 #define KPW 6
-static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
+static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ysp,
+                                 int64_t start) {
   double dd[KPW], kb[KPK];
   double xd[KPD];
   for (int c = 0; c < KPD; c++) xd[c] = x[c];
   #pragma omp simd
   for (int w = 0; w < KPW; w++) {
+    const int64_t j = start + w; /* y packed by tiles: tile j / TJ, lane j % TJ */
+    const real_t *yj = ysp + j / TJ * (TJ * KPD) + j % TJ;
     double d = 0;
     for (int c = 0; c < KPD; c++) {
-      const double t = xd[c] - (double)ys[w * KPD + c];
+      const double t = xd[c] - (double)yj[c * TJ];
       d += t * t;
     }
     dd[w] = d;
@@ -541,11 +545,10 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const float *restrict kyp = (const float *)args[2];
   const float *restrict kyn = (const float *)args[3];
   const double *restrict kpar = (const double *)args[4];
-  const real_t *restrict kys = (const real_t *)args[5];
-  const int64_t *restrict kws = (const int64_t *)args[6];
-  const real_t *restrict kysp = (const real_t *)args[7];
-  const int64_t *restrict kjmap = (const int64_t *)args[8];
-  const double *restrict kbox = (const double *)args[9];
+  const int64_t *restrict kws = (const int64_t *)args[5];
+  const real_t *restrict kysp = (const real_t *)args[6];
+  const int64_t *restrict kjmap = (const int64_t *)args[7];
+  const double *restrict kbox = (const double *)args[8];
   kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
@@ -572,7 +575,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         s += (double)v * v;
       }
       kxx[r] = s;
-      kU[r] = kt_kpf_seed(a0 + ir * 3, kys + kws[ir] * 3);
+      kU[r] = kt_kpf_seed(a0 + ir * 3, kysp, kws[ir]);
       kT[r] = r < ni ? kt_kpf_bound(st[r].kv[0][3 - 1], st[r].ki[0][3 - 1] >= 0, kU[r], kxx[r], kpar) : -INFINITY;
     }
     #endif

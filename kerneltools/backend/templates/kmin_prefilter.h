@@ -93,7 +93,8 @@ static inline int kt_kpf_near(const double *restrict box, const float *restrict 
 #ifndef KT_KLT /* (value, index) order: NaN last, then the smaller index */
 #define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
 #endif
-/* The seed bound U_i (_cpu_kmin): from the KPW points ys near x in the seed
+/* The seed bound U_i (_cpu_kmin): from the KPW points of ysp (y packed by
+ * tiles in the seed order) from start on, near x in the seed
  * order, the K-th smallest squared distance computed in double (NaN ones
  * left out), raised past the kernel's rounding: every one of those K
  * points' kernel values is strictly below it, so the row's final K-th value
@@ -101,15 +102,18 @@ static inline int kt_kpf_near(const double *restrict box, const float *restrict 
  * below it overflows). +inf where fewer than K are not NaN. */
 #define KPK ${K}
 #define KPW ${W}
-static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ys) {
+static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ysp,
+                                 int64_t start) {
   double dd[KPW], kb[KPK];
   double xd[KPD];
   for (int c = 0; c < KPD; c++) xd[c] = x[c];
   #pragma omp simd
   for (int w = 0; w < KPW; w++) {
+    const int64_t j = start + w; /* y packed by tiles: tile j / TJ, lane j % TJ */
+    const real_t *yj = ysp + j / TJ * (TJ * KPD) + j % TJ;
     double d = 0;
     for (int c = 0; c < KPD; c++) {
-      const double t = xd[c] - (double)ys[w * KPD + c];
+      const double t = xd[c] - (double)yj[c * TJ];
       d += t * t;
     }
     dd[w] = d;
