@@ -7,6 +7,11 @@ scales, NaN and inf rows; and against the NumPy reference, tie-tolerantly.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import zlib
 
 import numpy as np
@@ -215,3 +220,39 @@ def test_a_large_call(monkeypatch, dtype):
     x = _cloud("duplicates", 9001, 3, dtype)
     y = np.concatenate([_cloud("duplicates", 8000, 3, dtype, 1), x[:999]])
     _same(x, y, 10)
+
+
+def test_without_avx512(tmp_path):
+    """The prefilter's kernel built with -mno-avx512f (a compiler wrapper):
+    its buffered tiles, on x's rows in the seed order, give the same
+    Kmin_argKmin as a stable NumPy sort (ties, NaN, +-inf)."""
+    wrapper = tmp_path / "cc-no-avx512"
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("cc") or "cc"} "$@" -mno-avx512f\n')
+    wrapper.chmod(0o755)
+    code = textwrap.dedent(
+        """
+        import numpy as np, kerneltools as kt
+        from kerneltools.backend import _cpu_kmin
+        _cpu_kmin.MIN_PAIRS = _cpu_kmin.MIN_NY = 0
+        rng = np.random.default_rng(3)
+        for dt in (np.float32, np.float64):
+            x = rng.integers(0, 6, (70, 2)).astype(dt)  # ties on an integer grid
+            y = rng.integers(0, 40, (1100, 2)).astype(dt)
+            y[5], y[300], y[900] = np.nan, np.inf, -np.inf
+            d2 = ((x[:, None].astype(float) - y[None].astype(float)) ** 2).sum(-1)
+            ref = np.argsort(np.where(np.isnan(d2), np.inf, d2), axis=1, kind="stable")[:, :6]
+            F = kt.Vi(x).sqdist(kt.Vj(y))
+            with np.errstate(all="ignore"):
+                val, idx = F.Kmin_argKmin(6, axis=1, backend="cpu")
+            np.testing.assert_array_equal(idx, ref)
+            np.testing.assert_array_equal(val, np.take_along_axis(d2, ref, 1).astype(dt))
+        print("ok")
+        """
+    )
+    env = dict(os.environ, CC=str(wrapper), KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    built = [p.read_text() for p in (tmp_path / "c").rglob("*.c")]
+    assert sum("kt_kpf_scan" in src for src in built) == 2  # float32, float64
