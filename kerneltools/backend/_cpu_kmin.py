@@ -325,9 +325,10 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     ext = ext.reshape(padded // tj, tj, d)
     with np.errstate(invalid="ignore"):
         box = np.stack([ext.min(axis=1), ext.max(axis=1)], axis=1)
+    jmap = np.zeros(padded, dtype=np.int64)  # (whole tiles: the exact loop's lanes)
+    jmap[:len(y)] = order
     arrays = [pack_tiles(yc, tj), yn, np.array([yy, scale, absolute, *c], dtype=np.float64),
-              start[xorder], pack_tiles(y, tj), order.astype(np.int64),
-              np.ascontiguousarray(box)]
+              start[xorder], pack_tiles(y, tj), jmap, np.ascontiguousarray(box)]
     return arrays, xorder
 
 
