@@ -197,11 +197,11 @@ def test_below_the_size_gate(monkeypatch):
 
 def test_where_it_pays(monkeypatch):
     """Without FORCE the kernel carries the prefilter where it measured
-    faster: D = 2, 3, float64 at D = 4, and D >= 32."""
+    faster: float32 D = 2..5, float64 D = 2..6, and D >= 32."""
     monkeypatch.setattr(_cpu_kmin, "FORCE", False)
     rng = np.random.default_rng(0)
-    for d, dtype, used in [(1, np.float64, False), (2, np.float32, True), (3, np.float32, True),
-                           (4, np.float32, False), (4, np.float64, True),
+    for d, dtype, used in [(1, np.float64, False), (2, np.float32, True), (5, np.float32, True),
+                           (6, np.float32, False), (6, np.float64, True),
                            (8, np.float32, False), (8, np.float64, False),
                            (33, np.float32, True)]:
         x = rng.random((5, d)).astype(dtype)

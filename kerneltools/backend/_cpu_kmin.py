@@ -161,17 +161,18 @@ def prefilter_vars(plan: Plan):
 
 def _pays(d: int, dtype) -> bool:
     """Where the prefilter measured faster than the buffered kernel (A/B, one
-    thread, N = M = 1e4, K = 10, the tile boxes in: see the commit log): at
-    D = 2, 3 (1.5x to 2.9x; 3e4^2: 2.4x float32, 3.3x float64: the seed
-    order's cells cover every coordinate, so tiles are compact and most are
-    skipped), float64 at D = 4 (1.34x) and from WIDE_MIN_DIM (5x: the
-    buffered kernel's feature loop); not at D = 1 (the direct form is one
-    subtraction and one product), nor float32 at 4 <= D < 32 (0.86x to
-    1.10x), nor float64 at 5 <= D < 32 (0.91x at D = 8, 1.03x at D = 16):
-    from 3 of D coordinates the boxes skip little and the seed is loose."""
+    thread, N = M = 1e4, K = 10: see the commit log): float32 at D = 2..5
+    (2.0x, 1.5x, 1.3x, 1.08x; 3e4^2: 2.4x at D = 3, 2.1x at D = 4), float64
+    at D = 2..6 (2.0x at D = 3, 1.6x, 1.5x, 1.3x; 3e4^2 D = 3: 3.2x), and
+    from WIDE_MIN_DIM (5x: the buffered kernel's feature loop): the seed
+    order's cells cover (up to 5) coordinates, tiles are compact and most
+    are skipped. Not at D = 1 (the direct form is one subtraction and one
+    product), nor float32 at 6 <= D < 32 (0.90x at D = 6), nor float64 at
+    7 <= D < 32 (1.05x at D = 8, 1.03x at D = 16): the cells of 5 of D
+    coordinates leave loose boxes and seeds."""
     if d < 2:
         return False
-    return d <= 3 or (dtype == np.float64 and d == 4) or d >= WIDE_MIN_DIM
+    return d <= (6 if dtype == np.float64 else 5) or d >= WIDE_MIN_DIM
 
 
 def seed_width(plan: Plan) -> int:
@@ -332,9 +333,11 @@ def prefilter_arrays(plan: Plan, args, tj: int, pack_tiles) -> list:
     return arrays, xorder
 
 
+#: Coordinates of the seed order (those of y's widest ranges).
+_AXES = 5
 #: Bits of the seed order's cells: 2^16 cells at most (NumPy's argsort of
-#: 16-bit keys is a radix sort), per coordinate for 1, 2, 3 coordinates.
-_CELL_BITS = {1: 16, 2: 8, 3: 5}
+#: 16-bit keys is a radix sort), per coordinate for 1 to 5 coordinates.
+_CELL_BITS = {1: 16, 2: 8, 3: 5, 4: 4, 5: 3}
 _SPREAD = {}
 
 
@@ -351,7 +354,7 @@ def _spread(k: int) -> np.ndarray:
 
 def _seed_order(x, y, w: int):
     """(order, start, xorder): the rows of y sorted by grid cell in Morton
-    order over (at most) the three coordinates of y's widest range, for each
+    order over (at most) the five coordinates of y's widest ranges, for each
     x_i the start of the ``w`` consecutive sorted rows around its cell (any
     choice is correct: it only makes the seed bound tighter), and x's rows
     sorted likewise."""
@@ -363,7 +366,7 @@ def _seed_order(x, y, w: int):
         lo, hi = (np.array([f(y[:, a]) for a in range(y.shape[1])])
                   for f in ((np.min, np.max) if finite else (np.nanmin, np.nanmax)))
         width = np.nan_to_num((hi - lo).astype(np.float64), nan=0.0, posinf=0.0)
-    axes = np.argsort(-width, kind="stable")[:3]
+    axes = np.argsort(-width, kind="stable")[:_AXES]
     k, bits = len(axes), _CELL_BITS[len(axes)]
     spread = _spread(k)
 
