@@ -33,6 +33,7 @@ from ._cpu_codegen import (
 )
 from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
+from ._cpu_kmin import prefilter_arrays, prefilter_vars, worth
 from ._errors import CompileError
 from ._plan import Plan
 from ._progress import chunks, compiling
@@ -65,9 +66,10 @@ def _carries(lib, key: str) -> bool:
 _by_signature: dict = {}  # plan.signature -> (fn, tile size): the warm path
 
 
-def get_kernel(plan: Plan, *, ranges: bool = False):
+def get_kernel(plan: Plan, *, ranges: bool = False, prefilter: bool | None = None):
     """The compiled ``kt_kernel`` of ``plan``: from memory, disk, or the compiler
-    (``ranges``: its block-sparse variant).
+    (``ranges``: its block-sparse variant; ``prefilter``: see
+    :func:`generate_source`).
 
     The kernel key hashes the generated source itself (with the compiler's
     identity and flags), so a change to a template or a tile size can never
@@ -75,7 +77,7 @@ def get_kernel(plan: Plan, *, ranges: bool = False):
     """
     comp = find_compiler()
     source = generate_source(plan, vector_math=comp.vector_math, key="KT_KEY_PLACEHOLDER",
-                             ranges=ranges)
+                             ranges=ranges, prefilter=prefilter)
     key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
     source = source.replace("KT_KEY_PLACEHOLDER", key)
     fn = _loaded.get(key)
@@ -220,18 +222,27 @@ class CpuBackend:
         return unsupported(plan, self.name, "C", plan.red.c)
 
     def run(self, plan: Plan, args, **options):
-        warm = _by_signature.get(plan.signature)
+        # K-min of a squared distance, a large call: the prefilter's kernel
+        # (_cpu_kmin; small calls keep the buffered one)
+        kpf = prefilter_vars(plan) is not None and worth(plan)
+        sig = (plan.signature, "kpf") if kpf else plan.signature
+        warm = _by_signature.get(sig)
         if warm is None or warm[0] is not _loaded.get(warm[2]):
-            fn = get_kernel(plan)
+            fn = get_kernel(plan, prefilter=kpf)
             gemm = padded_columns(plan) if many_columns(plan) else None
             warm = (fn, tile_size(plan), fn._kt_key, dot_products(plan), width(plan),
-                    gemm, tile_free_args(plan), centring_args(plan))
+                    gemm, tile_free_args(plan), centring_args(plan), kpf and gemm is None)
             if len(_by_signature) > 512:
                 _by_signature.clear()
-            _by_signature[plan.signature] = warm
+            _by_signature[sig] = warm
         fn, tj, dot_args, cost = warm[0], warm[1], warm[3], warm[4]
         # far from the origin: the dot products' points moved near it (_cpu_dots)
         args = centred(args, warm[7], plan.dtype)
+        if warm[8]:  # K-min of a squared distance: the prefilter's arrays (_cpu_kmin),
+            # x's rows in their order there (the outputs are put back below)
+            extra, xorder = prefilter_arrays(plan, args, warm[1], _pack_tiles)
+            xk = prefilter_vars(plan)[0]
+            args = [np.take(a, xorder, axis=0) if k == xk else a for k, a in enumerate(args)]
         # (the many-column Sum's B is passed row-major below, not as tiles)
         skip = many_columns(plan)[1].attrs[1] if warm[5] is not None else -1
         # (and j-variables read only through dot products: _cpu_dots)
@@ -246,6 +257,8 @@ class CpuBackend:
         arrays += [row_sqnorms(args[k], plan.dtype, -(-plan.ny // tj) * tj) for k in dot_args]
         if warm[5] is not None:  # the many-column Sum's B, row-major (_cpu_gemm)
             arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), tj, warm[5]))
+        if warm[8]:
+            arrays += extra
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [
@@ -262,6 +275,9 @@ class CpuBackend:
         for r0, r1 in chunks(plan.nx, plan.ny * cost, what=what, align=IB,
                              min_items=IB * _threads()):
             fn(r0, r1, plan.ny, argv, outv)
+        if warm[8]:  # rows back in the caller's order
+            for o in outs:
+                o[xorder] = o.copy()
         return tuple(outs)
 
     def run_ranges(self, plan: Plan, args, blk: np.ndarray, red: np.ndarray,

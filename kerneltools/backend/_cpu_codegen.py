@@ -56,6 +56,9 @@ from ._cpu_dots import (
 )
 from ._cpu_factor import factor_out
 from ._cpu_gemm import GROUP_ROWS, column_width, gemm_tile, many_columns, padded_columns
+from ._cpu_kmin import (
+    prefilter_block, prefilter_helper, prefilter_pointers, prefilter_tile, prefilter_vars,
+)
 from ._cpu_near import near_rows
 from ._cpu_rows import row_block_reduction, sum_tested, tile_loop
 from ._ir import intcst, topo_order
@@ -239,14 +242,15 @@ def centring_args(plan: Plan) -> tuple:
 
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
-                    ranges: bool = False) -> str:
+                    ranges: bool = False, prefilter: bool | None = None) -> str:
     """The C source of ``plan``'s kernel (deterministic: golden-tested).
 
     ``key`` is what ``kt_key()`` returns (default: the plan's key); the cache
     stores the kernel key there and checks it when loading. ``ranges``: the
     block-sparse variant (``_RANGES_SKELETON``), which reads the j-variables
     pair by pair (no matrix-product micro-kernel: it is meant for low
-    dimension).
+    dimension). ``prefilter=False``: a K-min of a squared distance without
+    the prefilter of :mod:`._cpu_kmin` (the kernel of small calls).
     """
     if ranges:
         return _ranges_source(plan, vector_math, key)
@@ -254,6 +258,9 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     # many-column Sum K_ij * B_j: the kernel renders K only (see _cpu_gemm)
     formulas, dots = _rewrite_dots([gemm[0]] if gemm else plan.formulas, plan.red.smooth)
     rb = row_block(plan)
+    # K-min of a squared distance: the prefilter (_cpu_kmin) unless asked not to
+    prefilter = (not gemm and prefilter_vars(plan) is not None
+                 and (prefilter is None or prefilter))
     # a Sum of (not j-dependent) x (j-dependent): the loop sums the latter
     split = None if gemm or not plan.red.c.get("fused") else factor_out(formulas[0])
     every = formulas + ([split.inner, split.outer] if split else [])
@@ -280,6 +287,11 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     else:
         tile, state, init, final = row_block_reduction(plan, formulas, rows, block_setup,
                                                        factored)
+        if prefilter:  # K-min of a squared distance (_cpu_kmin)
+            # (value, caller's index) order: the kernel scans y in its own
+            fold = red_form(plan.red.c, "ranges_tile", red_subs(formulas, plan.K))
+            tile = prefilter_tile(plan, rows, tile, fold)
+            block_setup += prefilter_block(plan)
     fast_rows, conds, p_fold, exps = _nonpos_exps(rows)
     p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
     i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
@@ -327,7 +339,8 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
         exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
         exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
         vecmath=VECMATH_DECL if vector_math else "",
-        pointers="\n".join(_pointers(plan, dots, bool(gemm))),
+        pointers="\n".join(_pointers(plan, dots, bool(gemm), prefilter)),
+        helpers="\n" + prefilter_helper(plan) if prefilter else "",
         p_code="\n".join(x for x in p_code if x),
         init=indent(init, 6),
         block_setup=indent("\n".join(block_setup), 4),
@@ -522,15 +535,17 @@ def _nonpos_exps(rows):
     return fast, conds, p_lines, nodes
 
 
-def _pointers(plan: Plan, dots, gemm: bool = False) -> list[str]:
+def _pointers(plan: Plan, dots, gemm: bool = False, prefilter: bool = False) -> list[str]:
     """The kernel's arrays from ``args`` and ``outs``: the variables, the
     outputs, then the dot products' chunk-packed j-variables ``yq<q>`` (and
-    the many-column Sum's row-major B, ``bq``)."""
+    the many-column Sum's row-major B, ``bq``; the K-min prefilter's arrays,
+    _cpu_kmin)."""
     nargs = len(plan.arg_cats)
     arrays = array_args(plan, "int64_t")
     ins = arrays[:nargs] + [("const real_t", f"yq{q}") for q in range(len(dots))]
     ins += norm_pointers(dots)
     ins += [("const real_t", "bq")] if gemm else []
+    ins += prefilter_pointers() if prefilter else []
     lines = [f"  {t} *restrict {n} = ({t} *)args[{k}];" for k, (t, n) in enumerate(ins)]
     lines[nargs:nargs] = [f"  {t} *restrict {n} = ({t} *)outs[{k}];"
                           for k, (t, n) in enumerate(arrays[nargs:])]

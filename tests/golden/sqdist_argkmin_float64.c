@@ -460,6 +460,158 @@ int64_t kt_state_size(void) { return (int64_t)sizeof(kt_state); }
 static int kt_parallel = 1;
 void kt_set_parallel(int on) { kt_parallel = on; }
 
+/* K-min of a squared distance |x_i - y_j|^2: the expanded-distance
+ * prefilter (see _cpu_kmin.py for the bound's proof). With x', y' the points
+ * moved by a centre c and scaled by a power of two s (kpar), rounded to
+ * float whatever the data's type, |y'_j|^2 (kyn) and y' packed by tiles
+ * (kyp), the scan computes, RB rows at a time, e_j = |y'_j|^2 + sum_c
+ * (-2 x'_c) y'_c (D float FMAs per pair, 16 lanes) and flags the lanes
+ * where e_j is not above the row's bound T_i (kt_kpf_bound): every lane
+ * whose exact (direct-form) value could rank before the row's K-th kept
+ * value, or could be in the output, is flagged, and a NaN bound or a NaN
+ * e_j flags the lane. */
+#if defined(__AVX512F__)
+#define KPD 3
+#define KT_KPF_VL 16
+#if defined(KT_REAL_double)
+#define KT_KPF_U 0x1p-53 /* the data's unit roundoff */
+#define KT_KPF_ETA 0x1p-1000 /* normal, >= 8 (D + 4) x the smallest subnormal */
+#define KT_KPF_HALFMAX 0x1p1023
+#else
+#define KT_KPF_U 0x1p-24
+#define KT_KPF_ETA 0x1p-120
+#define KT_KPF_HALFMAX 0x1p127
+#endif
+#define KT_KPF_UP 0x1p-24 /* the prefilter's (float) */
+#define KT_KPF_BIG 0x1p124 /* FLT_MAX / 16 */
+/* kpar: [Y >= max |y'_j|^2, s, the absolute term, c_0 .. c_{D-1}] */
+#define KT_KPF_YY kpar[0]
+#define KT_KPF_S kpar[1]
+#define KT_KPF_ABS kpar[2]
+#define KT_KPF_C(c) kpar[3 + (c)]
+/* Up to KT_KPF_Q vectors with a flagged lane (their starts in qj, the RB
+ * rows' masks in qm) from jv on, stopping after the KT_KPF_Q-th or at nj
+ * (*pjv: where to go on); the bounds T are those at the call: a bound
+ * lowered by the folds of the queued vectors only flags fewer lanes. */
+#define KT_KPF_Q 8
+static inline int kt_kpf_scan(const float *restrict yc, const float *restrict yn,
+                              int64_t *restrict pjv, int64_t nj, const float *restrict xm,
+                              const float *restrict T, int64_t *restrict qj,
+                              uint32_t (*restrict qm)[RB]) {
+  __m512 t[RB], xb[RB][KPD];
+  for (int r = 0; r < RB; r++) {
+    t[r] = _mm512_set1_ps(T[r]);
+    for (int c = 0; c < KPD; c++) xb[r][c] = _mm512_set1_ps(xm[r * KPD + c]);
+  }
+  int nq = 0;
+  int64_t jv = *pjv;
+  for (; jv < nj; jv += KT_KPF_VL) {
+    __m512 e[RB];
+    const __m512 n = _mm512_loadu_ps(yn + jv);
+    for (int r = 0; r < RB; r++) e[r] = n;
+    for (int c = 0; c < KPD; c++) {
+      const __m512 yv = _mm512_loadu_ps(yc + c * TJ + jv);
+      for (int r = 0; r < RB; r++) e[r] = _mm512_fmadd_ps(xb[r][c], yv, e[r]);
+    }
+    __mmask16 k[RB], any = 0;
+    for (int r = 0; r < RB; r++) {
+      k[r] = _mm512_cmp_ps_mask(e[r], t[r], _CMP_NGT_UQ);
+      any = r ? _kor_mask16(any, k[r]) : k[r];
+    }
+    if (!_kortestz_mask16_u8(any, any)) {
+      uint32_t keep = nj - jv < KT_KPF_VL ? (UINT32_C(1) << (nj - jv)) - 1 : 0xFFFFu;
+      uint32_t all = 0; /* (the tile's last vector: lanes past nj) */
+      for (int r = 0; r < RB; r++) all |= qm[nq][r] = _cvtmask16_u32(k[r]) & keep;
+      if (all) {
+        qj[nq] = jv;
+        if (++nq == KT_KPF_Q) { jv += KT_KPF_VL; break; }
+      }
+    }
+  }
+  *pjv = jv;
+  return nq;
+}
+/* Whether a tile may hold a lane that one of the nr rows would flag: its box
+ * of y' (lo[KPD], hi[KPD]) lower-bounds |x' - y'|^2 by B (in double: exact
+ * but for a relative (D + 2) 2^-53, covered by the factor); a row with
+ * B - |x'|^2 > T has r^2 - X > T for every lane of the tile, more than the
+ * scan's test e > T asks (_cpu_kmin: the proof's step 4). A NaN box
+ * coordinate (a NaN row) bounds nothing; a NaN x' or T scans. */
+static inline int kt_kpf_near(const double *restrict box, const float *restrict xm,
+                              const double *restrict xx, const float *restrict T, int nr) {
+  for (int r = 0; r < nr; r++) {
+    double B = 0;
+    for (int c = 0; c < KPD; c++) {
+      const double v = -0.5 * (double)xm[r * KPD + c];
+      const double lo = box[c] - v, hi = v - box[KPD + c];
+      const double t = lo > hi ? lo : hi;
+      B += t > 0 ? t * t : 0;
+    }
+    if (!(B * (1 - 0x1p-40) - xx[r] > (double)T[r])) return 1;
+  }
+  return 0;
+}
+#ifndef KT_KLT /* (value, index) order: NaN last, then the smaller index */
+#define KT_KLT(a, ja, b, jb) (KT_LT(a, b) || (!KT_LT(b, a) && (ja) < (jb)))
+#endif
+/* The seed bound U_i (_cpu_kmin): from the KPW points of ysp (y packed by
+ * tiles in the seed order) from start on, near x in the seed
+ * order, the K-th smallest squared distance computed in double (NaN ones
+ * left out), raised past the kernel's rounding: every one of those K
+ * points' kernel values is strictly below it, so the row's final K-th value
+ * is too (if it is below half the type's largest value: no kernel value
+ * below it overflows). +inf where fewer than K are not NaN. */
+#define KPK 3
+#define KPW 6
+static inline double kt_kpf_seed(const real_t *restrict x, const real_t *restrict ysp,
+                                 int64_t start) {
+  double dd[KPW], kb[KPK];
+  double xd[KPD];
+  for (int c = 0; c < KPD; c++) xd[c] = x[c];
+  #pragma omp simd
+  for (int w = 0; w < KPW; w++) {
+    const int64_t j = start + w; /* y packed by tiles: tile j / TJ, lane j % TJ */
+    const real_t *yj = ysp + j / TJ * (TJ * KPD) + j % TJ;
+    double d = 0;
+    for (int c = 0; c < KPD; c++) {
+      const double t = xd[c] - (double)yj[c * TJ];
+      d += t * t;
+    }
+    dd[w] = d;
+  }
+  int n = 0;
+  for (int w = 0; w < KPW; w++) {
+    const double d = dd[w];
+    if (d != d || (n == KPK && !(d < kb[KPK - 1]))) continue;
+    int p = n < KPK ? n++ : KPK - 1;
+    for (; p > 0 && kb[p - 1] > d; p--) kb[p] = kb[p - 1];
+    kb[p] = d;
+  }
+  if (n < KPK) return INFINITY;
+  const double U = kb[KPK - 1] * (1 + (2 * KPD + 10) * KT_KPF_U) + 2 * KT_KPF_ETA;
+  /* from half the type's largest value, a kernel value may overflow to inf */
+  return U < KT_KPF_HALFMAX ? U : INFINITY;
+}
+/* The bound T_i of a row whose K-th kept value is thr (full: the list is
+ * full), seed bound U, |x'_i|^2 = xx (in double), with s, Y and the
+ * absolute term from kpar: with lim = thr where the list is full, thr is
+ * not NaN and below U, else lim = U, T is NaN (every lane flagged) where
+ * lim is +inf or xx or Y is not below FLT_MAX / 16 (NaN and inf included:
+ * then no e_j, -2 x' or bound can overflow); else
+ * s^2 lim (1 + (2D + 8) u) - xx + 2 (6D + 20) u_p (xx + 2 Y) + abs, rounded
+ * up to float. */
+static inline float kt_kpf_bound(real_t thr, int full, double U, double xx,
+                                 const double *restrict kpar) {
+  double lim = U;
+  if (full && thr == thr && (double)thr < lim) lim = thr;
+  if (!(lim < INFINITY) || !(xx < KT_KPF_BIG) || !(KT_KPF_YY < KT_KPF_BIG)) return NAN;
+  const double t = KT_KPF_S * KT_KPF_S * lim * (1 + (2 * KPD + 8) * KT_KPF_U) - xx
+                   + 2 * (6 * KPD + 20) * KT_KPF_UP * (xx + 2 * KT_KPF_YY) + KT_KPF_ABS;
+  /* rounded up: t plus more than half a float ulp of t */
+  return (float)(t + fabs(t) * 0x1p-22 + 0x1p-120);
+}
+#endif
+
 /* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
  * by chunks of rows). i-variables are row-major (n, d);
  * j-variables are packed by tiles: tile t holds d x TJ values, component c of
@@ -468,6 +620,13 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
   const real_t *restrict a0 = (const real_t *)args[0];
   const real_t *restrict a1 = (const real_t *)args[1];
   int64_t *restrict outi = (int64_t *)outs[0];
+  const float *restrict kyp = (const float *)args[2];
+  const float *restrict kyn = (const float *)args[3];
+  const double *restrict kpar = (const double *)args[4];
+  const int64_t *restrict kws = (const int64_t *)args[5];
+  const real_t *restrict kysp = (const real_t *)args[6];
+  const int64_t *restrict kjmap = (const int64_t *)args[7];
+  const double *restrict kbox = (const double *)args[8];
   kt_state *restrict states = (kt_state *)outs[1];
 
   const int64_t nblocks = (r1 - r0 + IB - 1) / IB;
@@ -481,6 +640,23 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
       for (int e = 0; e < 1; e++) for (int k = 0; k < 3; k++) { S->kv[e][k] = INFINITY; S->ki[e][k] = -1; }
     }
     real_t tb0[RB][1 * TJ];
+    #if defined(__AVX512F__)
+    float kxm[IB * 3];
+    double kxx[IB], kU[IB];
+    float kT[IB]; /* the rows' bounds, updated as their lists change */
+    for (int r = 0; r < IB; r++) {
+      const int64_t ir = r < ni ? i0 + r : i0 + ni - 1;
+      double s = 0;
+      for (int c = 0; c < 3; c++) {
+        const float v = (float)((a0[ir * 3 + c] - KT_KPF_C(c)) * KT_KPF_S);
+        kxm[r * 3 + c] = -2 * v;
+        s += (double)v * v;
+      }
+      kxx[r] = s;
+      kU[r] = kt_kpf_seed(a0 + ir * 3, kysp, kws[ir]);
+      kT[r] = r < ni ? kt_kpf_bound(st[r].kv[0][3 - 1], st[r].ki[0][3 - 1] >= 0, kU[r], kxx[r], kpar) : -INFINITY;
+    }
+    #endif
     for (int64_t j0 = 0; j0 < ny; j0 += TJ) {
       const int64_t nj = (ny - j0 < TJ) ? ny - j0 : TJ;
       const real_t *restrict y1 = a1 + j0 * 3;
@@ -503,6 +679,287 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
         const real_t r3_0_0 = a0[i_3 * 3 + 0];
         const real_t r3_0_1 = a0[i_3 * 3 + 1];
         const real_t r3_0_2 = a0[i_3 * 3 + 2];
+        #if defined(__AVX512F__) /* the expanded-distance prefilter (_cpu_kmin) */
+        if (kt_kpf_near(kbox + j0 / TJ * 2 * KPD, kxm + ii * KPD, kxx + ii, kT + ii,
+                        ni - ii < RB ? ni - ii : RB)) {
+          const real_t *restrict y1 = kysp + j0 * KPD; /* the tile, in the seed order */
+          real_t kcand[32];
+          int64_t kqj[KT_KPF_Q];
+          uint32_t kqm[KT_KPF_Q][RB];
+          for (int64_t jn = 0; jn < nj;) {
+            const int nq = kt_kpf_scan(kyp + j0 * KPD, kyn + j0, &jn, nj, kxm + ii * KPD, kT + ii,
+                                       kqj, kqm);
+            for (int q = 0; q < nq; q++) { /* the queued vectors, in order */
+              const int64_t jv = kqj[q];
+              const uint32_t *km = kqm[q];
+              if (km[0]) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t t2_0 = (t0_0 - t1_0);
+                  const real_t t2_1 = (t0_1 - t1_1);
+                  const real_t t2_2 = (t0_2 - t1_2);
+                  const real_t t3_0 = (t2_0 * t2_0);
+                  const real_t t3_1 = (t2_1 * t2_1);
+                  const real_t t3_2 = (t2_2 * t2_2);
+                  const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+                  kcand[jj - jv] = t4_0;
+                }
+                {
+                  kt_state *S = &st[ii + 0];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
+                        }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
+                      }
+                    }
+                  }
+                  kT[ii + 0] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 0], kxx[ii + 0], kpar);
+                }
+              }
+              if (km[1] && ii + 1 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r1_2_0 = (r1_0_0 - t1_0);
+                  const real_t r1_2_1 = (r1_0_1 - t1_1);
+                  const real_t r1_2_2 = (r1_0_2 - t1_2);
+                  const real_t r1_3_0 = (r1_2_0 * r1_2_0);
+                  const real_t r1_3_1 = (r1_2_1 * r1_2_1);
+                  const real_t r1_3_2 = (r1_2_2 * r1_2_2);
+                  const real_t r1_4_0 = (r1_3_0 + r1_3_1 + r1_3_2);
+                  kcand[jj - jv] = r1_4_0;
+                }
+                {
+                  kt_state *S = &st[ii + 1];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
+                        }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
+                      }
+                    }
+                  }
+                  kT[ii + 1] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 1], kxx[ii + 1], kpar);
+                }
+              }
+              if (km[2] && ii + 2 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r2_2_0 = (r2_0_0 - t1_0);
+                  const real_t r2_2_1 = (r2_0_1 - t1_1);
+                  const real_t r2_2_2 = (r2_0_2 - t1_2);
+                  const real_t r2_3_0 = (r2_2_0 * r2_2_0);
+                  const real_t r2_3_1 = (r2_2_1 * r2_2_1);
+                  const real_t r2_3_2 = (r2_2_2 * r2_2_2);
+                  const real_t r2_4_0 = (r2_3_0 + r2_3_1 + r2_3_2);
+                  kcand[jj - jv] = r2_4_0;
+                }
+                {
+                  kt_state *S = &st[ii + 2];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
+                        }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
+                      }
+                    }
+                  }
+                  kT[ii + 2] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 2], kxx[ii + 2], kpar);
+                }
+              }
+              if (km[3] && ii + 3 < ni) {
+                #pragma omp simd
+                for (int64_t jj = jv; jj < jv + KT_KPF_VL; jj++) {
+                  const int64_t j = kjmap[j0 + jj];
+                  const real_t t1_0 = y1[0 * TJ + jj];
+                  const real_t t1_1 = y1[1 * TJ + jj];
+                  const real_t t1_2 = y1[2 * TJ + jj];
+                  const real_t r3_2_0 = (r3_0_0 - t1_0);
+                  const real_t r3_2_1 = (r3_0_1 - t1_1);
+                  const real_t r3_2_2 = (r3_0_2 - t1_2);
+                  const real_t r3_3_0 = (r3_2_0 * r3_2_0);
+                  const real_t r3_3_1 = (r3_2_1 * r3_2_1);
+                  const real_t r3_3_2 = (r3_2_2 * r3_2_2);
+                  const real_t r3_4_0 = (r3_3_0 + r3_3_1 + r3_3_2);
+                  kcand[jj - jv] = r3_4_0;
+                }
+                {
+                  kt_state *S = &st[ii + 3];
+                  const int64_t kt_j0 = j0 + jv, kt_nj = nj - jv < KT_KPF_VL ? nj - jv : KT_KPF_VL;
+                  {
+                    const int64_t j0 = kt_j0, nj = kt_nj, njv = KT_KPF_VL;
+                    const int64_t *restrict jmap = kjmap;
+                    real_t *const buf0 = kcand;
+                    for (int e = 0; e < 1; e++) {
+                      const real_t *b = buf0 + e * TJ;
+                      /* the K-th (value, index), kept in registers: with few candidates per
+                         row (block-sparse), most of the time goes to this test */
+                      real_t thr = S->kv[e][3 - 1];
+                      int64_t thri = S->ki[e][3 - 1];
+                      if (thri >= 0) { /* most tiles hold nothing below the K-th value */
+                        int any = 0;
+                        #pragma omp simd reduction(|:any)
+                        for (int64_t jj = 0; jj < njv; jj++) any |= (jj < nj) & !KT_LT(thr, b[jj]);
+                        if (!any) continue;
+                      }
+                      for (int64_t jc = 0; jc < nj; jc += 16) {
+                        const int64_t je = jc + 16 < nj ? jc + 16 : nj;
+                        /* bit t: candidate jc + t may enter (vectorised test); then only
+                           those are visited, without a mispredicted branch per candidate */
+                        uint32_t mask = je - jc == 16 ? 0xFFFFu : (1u << (je - jc)) - 1u;
+                        if (thri >= 0) {
+                          uint32_t pass = 0;
+                          #pragma omp simd reduction(|:pass)
+                          for (int64_t jj = jc; jj < je; jj++) pass |= (uint32_t)!KT_LT(thr, b[jj]) << (jj - jc);
+                          mask &= pass;
+                        }
+                        while (mask) {
+                          const int64_t jj = jc + __builtin_ctz(mask);
+                          mask &= mask - 1u;
+                          const real_t v = b[jj];
+                          if (thri >= 0 && KT_LT(thr, v)) continue;
+                          const int64_t jo = jmap[j0 + jj];
+                          if (thri >= 0 && !KT_KLT(v, jo, thr, thri)) continue;
+                          int p = 3 - 1;
+                          while (p > 0 && (S->ki[e][p - 1] < 0 || KT_KLT(v, jo, S->kv[e][p - 1], S->ki[e][p - 1]))) {
+                            S->kv[e][p] = S->kv[e][p - 1]; S->ki[e][p] = S->ki[e][p - 1]; p--;
+                          }
+                          S->kv[e][p] = v; S->ki[e][p] = jo;
+                          thr = S->kv[e][3 - 1]; thri = S->ki[e][3 - 1];
+                        }
+                      }
+                    }
+                  }
+                  kT[ii + 3] = kt_kpf_bound((*S).kv[0][3 - 1], (*S).ki[0][3 - 1] >= 0, kU[ii + 3], kxx[ii + 3], kpar);
+                }
+              }
+            }
+          }
+        }
+        #else
         const real_t thr0 = (st[ii].ki[0][3 - 1] >= 0 ? st[ii].kv[0][3 - 1] : (real_t)NAN);
         real_t mn0 = INFINITY;
         const real_t thr1 = (st[ii + 1 < ni ? ii + 1 : ni - 1].ki[0][3 - 1] >= 0 ? st[ii + 1 < ni ? ii + 1 : ni - 1].kv[0][3 - 1] : (real_t)NAN);
@@ -702,6 +1159,7 @@ void kt_kernel(int64_t r0, int64_t r1, int64_t ny, void **args, void **outs) {
             }
           }
         }
+        #endif
       }
     }
     for (int64_t ii = 0; ii < ni; ii++) {

@@ -9,7 +9,7 @@ ${preamble}
 /* Below this many pairs (about a millisecond of work) one thread does it all:
    waking a team costs more, and far more when another process holds a core. */
 #define KT_PARALLEL_PAIRS 1048576
-${c_runtime}
+${c_runtime}${helpers}
 
 /* Reduces rows [r0, r1) over j in [0, ny) (the caller runs long reductions
  * by chunks of rows). i-variables are row-major (n, d);
