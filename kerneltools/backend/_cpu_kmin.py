@@ -196,32 +196,39 @@ def prune_ratio(plan: Plan, args) -> float:
         return float(np.median(g))
 
 
-def guard_ratio(d: int, dtype) -> float | None:
+def guard_ratio(d: int, dtype, pairs: float = 9e8) -> float | None:
     """The :func:`prune_ratio` below which the prefilter's kernel runs: where
     it measured as fast as the buffered kernel on y in a spherical shell of
     thickness t (from the sphere, t = 0, to the ball, t = 1) around x's
-    small cluster (N = M = 3e4, K = 10, two threads: asv_bench/RESULTS.md,
-    "the K-min prefilter's guard"). None from WIDE_MIN_DIM: the buffered
-    kernel is 5-8x slower there, whatever the data."""
+    small cluster, on a cube and Gaussian data (K = 10, two threads:
+    asv_bench/RESULTS.md, "the K-min prefilter's guard"), at N = M = 1e4 and
+    3e4, interpolated in log(pairs) between them (the prefilter's gain
+    grows with the size: its preparation is per call). None from
+    WIDE_MIN_DIM: the buffered kernel is 5-8x slower there, whatever the
+    data."""
     if d >= WIDE_MIN_DIM:
         return None
-    return (_GUARD_F64 if dtype == np.float64 else _GUARD_F32).get(d, 0.0)
+    small, large = (_GUARD_F64 if dtype == np.float64 else _GUARD_F32).get(d, (0.0, 0.0))
+    w = min(1.0, max(0.0, float(np.log(9e8 / max(pairs, 1.0)) / np.log(9.0))))
+    return large + w * (small - large)
 
 
-#: guard_ratio per D (float32, float64), measured: see guard_ratio.
-_GUARD_F32 = {2: 0.2, 3: 0.6, 4: 1.03, 5: 1.03}
-_GUARD_F64 = {2: 0.03, 3: 0.1}
+#: guard_ratio per D (float32, float64): (at 1e4^2 pairs and below, at
+#: 3e4^2 and above), measured: see guard_ratio.
+_GUARD_F32 = {2: (1.2, 0.2), 3: (1.25, 0.6), 4: (1.03, 1.03), 5: (1.1, 1.03)}
+_GUARD_F64 = {2: (0.1, 0.03), 3: (1.1, 0.1), 4: (0.5, 0.0), 5: (0.5, 0.0), 6: (0.2, 0.0)}
 
 
 def prunes(plan: Plan, args) -> bool:
     """Whether a call that passes :func:`worth` runs the prefilter's kernel:
     its bound must prune (:func:`prune_ratio` not below :func:`guard_ratio`);
     on data with nothing to prune (y nearly equidistant from x) the
-    buffered kernel is faster (5.9x at D = 2, 1.6x at D = 3, float32, 3e4^2).
+    buffered kernel is faster (5.9x at D = 2, 1.6x at D = 3, float32, 3e4^2;
+    at 1e4^2 also on a ball or Gaussian data at D = 3).
     Both kernels give the same outputs. Decided per call, in Python: one
     kernel each (a run-time switch inside one kernel cost 0.90x)."""
     d = prefilter_vars(plan)[2]
-    need = guard_ratio(d, np.dtype(plan.dtype))
+    need = guard_ratio(d, np.dtype(plan.dtype), float(plan.nx) * plan.ny)
     if FORCE or not GUARD or need is None or need <= 0:
         last_guard[:] = [None, True]
         return True
