@@ -234,6 +234,7 @@ def test_without_avx512(tmp_path):
         import numpy as np, kerneltools as kt
         from kerneltools.backend import _cpu_kmin
         _cpu_kmin.MIN_PAIRS = _cpu_kmin.MIN_NY = 0
+        _cpu_kmin.GUARD = False  # the prefilter's kernel, whatever the data
         rng = np.random.default_rng(3)
         for dt in (np.float32, np.float64):
             x = rng.integers(0, 6, (70, 2)).astype(dt)  # ties on an integer grid
@@ -256,3 +257,78 @@ def test_without_avx512(tmp_path):
     assert out.stdout.strip() == "ok"
     built = [p.read_text() for p in (tmp_path / "c").rglob("*.c")]
     assert sum("kt_kpf_scan" in src for src in built) == 2  # float32, float64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_guard_chooses(monkeypatch, dtype):
+    """Without FORCE, a call whose data leave nothing to prune (y on a sphere
+    around x's small cluster: every y nearly equidistant from every x) runs
+    the buffered kernel, and a uniform cube of the issue's size (3e4^2) the
+    prefilter's (``_cpu_kmin.prunes``; ``last_guard`` records the choice);
+    the outputs are those of the buffered kernel either way, and with the
+    prefilter forced."""
+    monkeypatch.setattr(_cpu_kmin, "FORCE", False)
+    rng = _rng("guard", np.dtype(dtype).name)
+
+    def sphere(n, m):
+        y = rng.normal(size=(m, 3))
+        return 1e-3 * rng.normal(size=(n, 3)), y / np.linalg.norm(y, axis=1, keepdims=True)
+
+    def cube(n, m):
+        return rng.random((n, 3)), rng.random((m, 3))
+
+    # the choice at the issue's size (no kernel run: the guard alone)
+    for data, chosen in [(sphere, False), (cube, True)]:
+        x, y = (a.astype(dtype) for a in data(30000, 30000))
+        plan = kt.Vi(x).sqdist(kt.Vj(y))._plan("ArgKMin", 1, K=10)[0]
+        assert _cpu_kmin.worth(plan)
+        assert _cpu_kmin.prunes(plan, [x, y]) is chosen, _cpu_kmin.last_guard
+    # small calls: the choice recorded, the outputs the buffered kernel's
+    for data in (sphere, cube):
+        x, y = (a.astype(dtype) for a in data(500, 3000))
+        need = _cpu_kmin.guard_ratio(3, np.dtype(dtype), 500 * 3000)
+        for method in METHODS:
+            a = _run(x, y, 10, method, 1, False)
+            _cpu_kmin.last_guard[:] = [None, None]
+            b = _run(x, y, 10, method, 1, True)
+            r, chosen = _cpu_kmin.last_guard
+            assert chosen is (r >= need)
+            if data is sphere:
+                assert not chosen
+            for u, v in zip(a, b):
+                np.testing.assert_array_equal(u, v)
+        monkeypatch.setattr(_cpu_kmin, "GUARD", False)  # the prefilter forced
+        for u, v in zip(_run(x, y, 10, "Kmin_argKmin", 1, False),
+                        _run(x, y, 10, "Kmin_argKmin", 1, True)):
+            np.testing.assert_array_equal(u, v)
+        monkeypatch.setattr(_cpu_kmin, "GUARD", True)
+
+
+def test_the_guard_thresholds():
+    """guard_ratio: none from WIDE_MIN_DIM, higher at 1e4^2 than at 3e4^2
+    (interpolated in log(pairs) between them, constant beyond)."""
+    assert _cpu_kmin.guard_ratio(32, np.dtype(np.float32), 1e9) is None
+    for dt in (np.float32, np.float64):
+        a, b, c = (_cpu_kmin.guard_ratio(3, np.dtype(dt), p) for p in (5e7, 3e8, 2e9))
+        assert a == _cpu_kmin.guard_ratio(3, np.dtype(dt), 1e8) and a > b > c
+        assert c == _cpu_kmin.guard_ratio(3, np.dtype(dt), 9e8)
+
+
+def test_the_guard_ratio():
+    """prune_ratio: near 0 on the sphere, about 1 on the cube and for queries
+    far from y's cloud; rows with a non-finite feature left out (NaN when
+    every sampled row of y has one)."""
+    rng = _rng("ratio")
+    y = rng.normal(size=(4000, 3))
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    x = 1e-3 * rng.normal(size=(300, 3))
+    plan = kt.Vi(x).sqdist(kt.Vj(y))._plan("ArgKMin", 1, K=10)[0]
+    assert _cpu_kmin.prune_ratio(plan, [x, y]) < 0.05
+    cube = rng.random((4000, 3))
+    assert _cpu_kmin.prune_ratio(plan, [rng.random((300, 3)), cube]) > 0.8
+    assert _cpu_kmin.prune_ratio(plan, [rng.random((300, 3)) + 10, cube]) > 0.8
+    y[::2, 1] = np.nan
+    y[1::4, 0] = np.inf
+    assert _cpu_kmin.prune_ratio(plan, [x, y]) < 0.05
+    y[1::2, 2] = np.nan
+    assert np.isnan(_cpu_kmin.prune_ratio(plan, [x, y]))

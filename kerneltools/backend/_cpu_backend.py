@@ -33,7 +33,7 @@ from ._cpu_codegen import (
 )
 from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
-from ._cpu_kmin import prefilter_arrays, prefilter_vars, worth
+from ._cpu_kmin import prefilter_arrays, prefilter_vars, prunes, worth
 from ._errors import CompileError
 from ._plan import Plan
 from ._progress import chunks, compiling
@@ -223,8 +223,9 @@ class CpuBackend:
 
     def run(self, plan: Plan, args, **options):
         # K-min of a squared distance, a large call: the prefilter's kernel
-        # (_cpu_kmin; small calls keep the buffered one)
-        kpf = prefilter_vars(plan) is not None and worth(plan)
+        # (_cpu_kmin; small calls keep the buffered one, and so do calls
+        # whose data leave nothing to prune: _cpu_kmin.prunes)
+        kpf = prefilter_vars(plan) is not None and worth(plan) and prunes(plan, args)
         sig = (plan.signature, "kpf") if kpf else plan.signature
         warm = _by_signature.get(sig)
         if warm is None or warm[0] is not _loaded.get(warm[2]):

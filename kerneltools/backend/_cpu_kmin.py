@@ -17,7 +17,9 @@ is not above the row's bound ``T_i`` (below), and only the vectors of lanes
 with a flagged lane get their exact values, computed by the same generated
 statements as the tile loop (so bit-identical) and folded (the lanes that
 are not flagged cannot enter): values and indices are those of the buffered
-kernel. Without AVX-512 the kernel is the buffered one.
+kernel. Without AVX-512 the kernel is the buffered one. Below D = 32, a
+call runs it only where a sampled estimate says that the bound will prune
+(:func:`prunes`; y nearly equidistant from x: the buffered kernel).
 
 The order: the kernel takes y in the seed order below (cells in Morton
 order: tiles of nearby points) and the rows of x likewise (a block's rows
@@ -108,7 +110,7 @@ from ._codegen import TEMPLATES, WIDE_MIN_DIM, indent
 from ._plan import Plan
 
 __all__ = ["prefilter_arrays", "prefilter_block", "prefilter_helper", "prefilter_pointers",
-           "prefilter_tile", "prefilter_vars", "seed_width", "worth"]
+           "prefilter_tile", "prefilter_vars", "prunes", "seed_width", "worth"]
 
 _HELPER = Template((TEMPLATES / "kmin_prefilter.h").read_text().rstrip("\n"))
 _KMIN = ("KMin", "ArgKMin", "KMin_ArgKMin")
@@ -129,6 +131,110 @@ MIN_NY = 2048
 def worth(plan: Plan) -> bool:
     """Whether a call of ``plan`` (prefilter_vars not None) is large enough."""
     return plan.nx * plan.ny >= MIN_PAIRS and plan.ny >= MIN_NY
+
+
+#: The per-call guard (:func:`prunes`; False: the prefilter wherever
+#: :func:`worth`), its sample (rows of x, of y) and its last decision
+#: ``[ratio, chosen]`` (the tests' introspection hook).
+GUARD = True
+_GUARD_ROWS = 32
+_GUARD_COLS = 2048
+last_guard = [None, None]
+
+
+def prune_ratio(plan: Plan, args) -> float:
+    """How far apart, in y's own size, a row's K nearest points of y and its
+    typical ones are: with ``m`` rows of y (evenly spaced; 2048, 1024 from
+    WIDE_MIN_DIM), ``k = K m / M`` (at least 1), ``c`` and ``s`` the sample's
+    mean and RMS distance to it, the median over 32 rows of x (evenly
+    spaced) of ``(sqrt(|x_i - c|^2 + s^2) - r_k(x_i)) / s``, r_k the k-th
+    smallest distance to the sample (the first term: the root mean square
+    of the distances), in double. Near 0 where every y is nearly
+    equidistant from each x (y on a sphere around x's cluster: neither
+    tiles nor lanes are pruned), about 1 or more on a uniform cube, clusters,
+    or queries far from y's cloud (whose tiles' boxes are pruned although
+    the distances are all similar). Sampled rows with a NaN or inf feature
+    are left out; NaN (no finite row sampled, or an overflow): the buffered
+    kernel. 0.4 ms at load 4 on two cores (the guard does not run from
+    WIDE_MIN_DIM)."""
+    xk, yk, d = prefilter_vars(plan)
+    x, y = np.asarray(args[xk]), np.asarray(args[yk])
+    nx, ny = len(x), len(y)
+    if nx == 0 or ny == 0:
+        return float("nan")
+    cols = _GUARD_COLS if d < WIDE_MIN_DIM else _GUARD_COLS // 2
+    xs = np.asarray(x[np.linspace(0, nx - 1, min(nx, _GUARD_ROWS)).astype(np.intp)],
+                    dtype=np.float64)
+    ys = np.asarray(y[np.linspace(0, ny - 1, min(ny, cols)).astype(np.intp)],
+                    dtype=np.float64)
+    with np.errstate(all="ignore"):
+        # (rows with a NaN or inf feature left out: a few do not stop pruning)
+        xs = xs[np.isfinite(xs).all(axis=1)]
+        ys = ys[np.isfinite(ys).all(axis=1)]
+        m = len(ys)
+        if m == 0 or len(xs) == 0:
+            return float("nan")
+        k = max(1, min(m, round(plan.K * m / ny)))
+        c = ys.mean(axis=0)
+        ys = ys - c
+        xs = xs - c
+        yy = np.einsum("ij,ij->i", ys, ys)
+        xx = np.einsum("ij,ij->i", xs, xs)
+        s2 = float(yy.mean())
+        # (BLAS where the product is small: 0.03 ms at D <= 5; at D = 32
+        # a threaded BLAS on a loaded machine took 30 ms, einsum 0.7)
+        d2 = xs @ ys.T if d <= 8 else np.einsum("id,jd->ij", xs, ys)
+        d2 *= -2
+        d2 += xx[:, None]
+        d2 += yy[None, :]
+        if not (np.isfinite(d2).all() and np.isfinite(s2)):
+            return float("nan")
+        if not s2 > 0:
+            return 0.0  # one point repeated: nothing to prune
+        near = d2.min(axis=1) if k == 1 else np.partition(d2, k - 1, axis=1)[:, k - 1]
+        g = (np.sqrt(xx + s2) - np.sqrt(np.maximum(near, 0))) / np.sqrt(s2)
+        return float(np.median(g))
+
+
+def guard_ratio(d: int, dtype, pairs: float = 9e8) -> float | None:
+    """The :func:`prune_ratio` below which the prefilter's kernel runs: where
+    it measured as fast as the buffered kernel on y in a spherical shell of
+    thickness t (from the sphere, t = 0, to the ball, t = 1) around x's
+    small cluster, on a cube and Gaussian data (K = 10, two threads:
+    asv_bench/RESULTS.md, "the K-min prefilter's guard"), at N = M = 1e4 and
+    3e4, interpolated in log(pairs) between them (the prefilter's gain
+    grows with the size: its preparation is per call). None from
+    WIDE_MIN_DIM: the buffered kernel is 5-8x slower there, whatever the
+    data."""
+    if d >= WIDE_MIN_DIM:
+        return None
+    small, large = (_GUARD_F64 if dtype == np.float64 else _GUARD_F32).get(d, (0.0, 0.0))
+    w = min(1.0, max(0.0, float(np.log(9e8 / max(pairs, 1.0)) / np.log(9.0))))
+    return large + w * (small - large)
+
+
+#: guard_ratio per D (float32, float64): (at 1e4^2 pairs and below, at
+#: 3e4^2 and above), measured: see guard_ratio.
+_GUARD_F32 = {2: (1.2, 0.2), 3: (1.25, 0.6), 4: (1.03, 1.03), 5: (1.1, 1.03)}
+_GUARD_F64 = {2: (0.1, 0.03), 3: (1.1, 0.1), 4: (0.5, 0.0), 5: (0.5, 0.0), 6: (0.2, 0.0)}
+
+
+def prunes(plan: Plan, args) -> bool:
+    """Whether a call that passes :func:`worth` runs the prefilter's kernel:
+    its bound must prune (:func:`prune_ratio` not below :func:`guard_ratio`);
+    on data with nothing to prune (y nearly equidistant from x) the
+    buffered kernel is faster (5.9x at D = 2, 1.6x at D = 3, float32, 3e4^2;
+    at 1e4^2 also on a ball or Gaussian data at D = 3).
+    Both kernels give the same outputs. Decided per call, in Python: one
+    kernel each (a run-time switch inside one kernel cost 0.90x)."""
+    d = prefilter_vars(plan)[2]
+    need = guard_ratio(d, np.dtype(plan.dtype), float(plan.nx) * plan.ny)
+    if FORCE or not GUARD or need is None or need <= 0:
+        last_guard[:] = [None, True]
+        return True
+    r = prune_ratio(plan, args)
+    last_guard[:] = [r, bool(r >= need)]
+    return last_guard[1]
 
 
 #: Rows of y whose mean is the centre.
