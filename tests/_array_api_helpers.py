@@ -82,3 +82,38 @@ class NamespaceAndDevice:
 
     def __init__(self, xp: str, device: str):
         self.xp, self.device = xp, device
+
+
+def spy_softmins(monkeypatch) -> list:
+    """The ``h`` of every Sinkhorn softmin called from now on (the potentials'
+    updates), appended to the returned list: where the loop's arithmetic ran."""
+    from kerneltools.estimators import _sinkhorn
+
+    seen = []
+    make = _sinkhorn.lse_softmin
+
+    def spy(backend, space=_sinkhorn.HOST):
+        softmin = make(backend, space)
+
+        def run(eps, C, h):
+            seen.append(h)
+            return softmin(eps, C, h)
+
+        return run
+
+    monkeypatch.setattr(_sinkhorn, "lse_softmin", spy)
+    return seen
+
+
+def torch_measures(dt, n=40, m=30, d=3, seed=0, batch=None):
+    """Two weighted point clouds as torch tensors ``(a, x, b, y)`` (weights
+    summing to 1; ``batch``: a leading batch axis), seeded."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    shape = () if batch is None else (batch,)
+    x = torch.rand(shape + (n, d), generator=g, dtype=dt)
+    y = 0.8 * torch.rand(shape + (m, d), generator=g, dtype=dt) + 0.3
+    a = torch.rand(shape + (n,), generator=g, dtype=dt) + 0.5
+    b = torch.rand(shape + (m,), generator=g, dtype=dt) + 0.5
+    return a / a.sum(-1, keepdim=True), x, b / b.sum(-1, keepdim=True), y

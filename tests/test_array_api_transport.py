@@ -28,17 +28,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sklearn
+from _array_api_helpers import WAYS, assert_close, gpu_available, spy_softmins
+from _array_api_helpers import as_way as _as
+from _array_api_helpers import assert_where as _assert_where
+from _array_api_helpers import way_context as _way
 from sklearn.utils.estimator_checks import (
     check_array_api_input,
     check_array_api_same_namespace,
 )
 
-from _array_api_helpers import WAYS, assert_close, gpu_available
-from _array_api_helpers import as_way as _as
-from _array_api_helpers import assert_where as _assert_where
-from _array_api_helpers import way_context as _way
-
-from kerneltools.estimators import _sinkhorn
 from kerneltools.estimators._array_api import simulated_device
 from kerneltools.estimators.optimal_transport import (
     SinkhornTransport,
@@ -82,20 +80,7 @@ def _close(got, ref, dtype):
 @pytest.fixture
 def softmin_inputs(monkeypatch):
     """The ``h`` of every softmin of the solves (the potentials' updates)."""
-    seen = []
-    make = _sinkhorn.lse_softmin
-
-    def spy(backend, space=_sinkhorn.HOST):
-        softmin = make(backend, space)
-
-        def run(eps, C, h):
-            seen.append(h)
-            return softmin(eps, C, h)
-
-        return run
-
-    monkeypatch.setattr(_sinkhorn, "lse_softmin", spy)
-    return seen
+    return spy_softmins(monkeypatch)
 
 
 def _on_device1(arrays):

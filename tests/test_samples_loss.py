@@ -18,6 +18,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="SamplesLoss needs PyTorch (an optional extra)")
 geomloss = pytest.importorskip("geomloss", reason="the reference is GeomLoss")
 
+from _array_api_helpers import torch_measures  # noqa: E402
+
 from kerneltools.torch import SamplesLoss  # noqa: E402
 
 TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
@@ -36,14 +38,7 @@ CASES = [
 ]
 
 
-def measures(dt, n=40, m=30, d=3, seed=0, batch=None):
-    g = torch.Generator().manual_seed(seed)
-    shape = () if batch is None else (batch,)
-    x = torch.rand(shape + (n, d), generator=g, dtype=dt)
-    y = 0.8 * torch.rand(shape + (m, d), generator=g, dtype=dt) + 0.3
-    a = torch.rand(shape + (n,), generator=g, dtype=dt) + 0.5
-    b = torch.rand(shape + (m,), generator=g, dtype=dt) + 0.5
-    return a / a.sum(-1, keepdim=True), x, b / b.sum(-1, keepdim=True), y
+measures = torch_measures
 
 
 def value_and_grads(L, *args):

@@ -31,11 +31,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="SamplesLoss needs PyTorch (an optional extra)")
 xps = pytest.importorskip("array_api_strict")
 
-from _array_api_helpers import gpu_available
+from _array_api_helpers import gpu_available, spy_softmins, torch_measures
 
 import kerneltools
 from kerneltools import _samples_loss_device as device
-from kerneltools.estimators import _sinkhorn
 from kerneltools.estimators._array_api import Space
 from kerneltools.torch import SamplesLoss
 
@@ -62,15 +61,7 @@ CASES = [
 IDS = [f"{loss}-{kw}" for loss, kw in CASES]
 
 
-def measures(dt, n=40, m=30, d=3, seed=0, batch=None):
-    """The weighted clouds of tests/test_samples_loss.py."""
-    g = torch.Generator().manual_seed(seed)
-    shape = () if batch is None else (batch,)
-    x = torch.rand(shape + (n, d), generator=g, dtype=dt)
-    y = 0.8 * torch.rand(shape + (m, d), generator=g, dtype=dt) + 0.3
-    a = torch.rand(shape + (n,), generator=g, dtype=dt) + 0.5
-    b = torch.rand(shape + (m,), generator=g, dtype=dt) + 0.5
-    return a / a.sum(-1, keepdim=True), x, b / b.sum(-1, keepdim=True), y
+measures = torch_measures  # the weighted clouds of tests/test_samples_loss.py
 
 
 def on_device():
@@ -237,19 +228,7 @@ def test_double_backward_on_the_device(loss, transfers):
 def test_the_sinkhorn_loop_runs_on_device_arrays(monkeypatch):
     """Every softmin's input ``h`` is a device1 array (the loop's arithmetic
     runs there), also in the multiscale Sinkhorn's coarse and fine loops."""
-    seen = []
-    make = _sinkhorn.lse_softmin
-
-    def spy(backend, space=_sinkhorn.HOST):
-        softmin = make(backend, space)
-
-        def run(eps, C, h):
-            seen.append(h)
-            return softmin(eps, C, h)
-
-        return run
-
-    monkeypatch.setattr(_sinkhorn, "lse_softmin", spy)
+    seen = spy_softmins(monkeypatch)
     args = measures(torch.float32)
     with on_device():
         for kw in ({}, {"reach": 0.5}, {"backend": "multiscale", "cluster_scale": 0.25}):
