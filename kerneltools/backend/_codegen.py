@@ -267,6 +267,11 @@ def feature_loop(node, name: str, var_expr, index_expr: dict) -> list[str]:
         else:
             attrs = {f"a{m}": a for m, a in enumerate(n.attrs)}
             expr = OPS[n.op].c.format(*[names[c] for c in n.children], **attrs)
+        if n is inner and n.op in ("Mul", "Square"):
+            # the last product fused into the sum explicitly (KT_FMA_ACC: one
+            # rounding on every CPU, whatever the compiler vectorises)
+            a, b = (names[c] for c in (n.children * 2)[:2])
+            return lines + [f"  KT_FMA_ACC({name}, {a}, {b});", "}"]
         names[n] = f"{name}_{k}"
         lines.append(f"  const real_t {name}_{k} = {expr};")
     return lines + [f"  {name} += {names[inner]};", "}"]

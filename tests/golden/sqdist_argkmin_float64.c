@@ -304,6 +304,20 @@ static inline kt_vd kt_exp2v_tab(kt_vd z, double a, kt_vtab tab) {
  * test of 32 candidates. With AVX-512, two or four compares that give the
  * bits directly; otherwise a vectorised loop. */
 #define KT_REAL_double 1
+/* acc + a b in a loop over the features (feature_loop): with FMA hardware
+ * always one fused rounding, so that no compiler choice (contracting in one
+ * loop, vectorising the products apart in another, as GCC's SLP does on some
+ * CPUs' tuning) makes two kernels' copies of a statement round differently;
+ * without it never fused (nothing to contract into). */
+#if defined(__FMA__) || defined(__aarch64__)
+#if defined(KT_REAL_double)
+#define KT_FMA_ACC(acc, a, b) ((acc) = fma((a), (b), (acc)))
+#else
+#define KT_FMA_ACC(acc, a, b) ((acc) = fmaf((a), (b), (acc)))
+#endif
+#else
+#define KT_FMA_ACC(acc, a, b) ((acc) += (a) * (b))
+#endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline uint32_t kt_below32(const real_t *b, real_t thr) {
