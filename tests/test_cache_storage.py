@@ -163,15 +163,22 @@ def _simulate(monkeypatch, root: Path, code: int):
     monkeypatch.setattr(os, "fchmod", fake_fchmod)
 
 
+#: The kernels of the warm cache (the Gaussian product at these D).
+WARM = (3, 5)
+
+
 @pytest.fixture
 def warm(tmp_path, monkeypatch):
-    """A cache folder holding the kernel of ``_gauss()`` (and the compiler's
-    record), and a process that has not seen it yet."""
+    """A cache folder holding the kernels of ``_gauss(d)`` for d in WARM (and
+    the compiler's record), and a process that has not seen it yet."""
     root = tmp_path / "warm"
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(root))
     _forget_process_state(monkeypatch)
-    F, ref = _gauss()
-    np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
+    find_compiler.cache_clear()  # its record too
+    for d in WARM:
+        F, ref = _gauss(d)
+        np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
+    assert list(root.glob("compiler-*.json"))
     _forget_process_state(monkeypatch)
     find_compiler.cache_clear()
     yield root
@@ -185,16 +192,20 @@ def _cache_warnings(caught) -> list[str]:
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC], ids=["read-only", "full"])
 def test_warm_cache_that_cannot_be_written_is_used_as_it_is(warm, monkeypatch, code):
-    """Simulated read-only or full disk: the cached kernel and the compiler's
-    record are used (no compile, no probe, no warning), nothing is written."""
+    """Simulated read-only or full disk: the cached kernels and the compiler's
+    record are used (no compile, no probe, no warning), nothing is written;
+    the two kernels, loaded from memory, are told apart."""
     before = _listing(warm)
     _simulate(monkeypatch, warm, code)
     compiles, probes = _cpu_backend.compile_count(), _compiler.probe_count()
+    from_memory = len(_cache._memfds)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        F, ref = _gauss()
-        np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
-    assert _cpu_backend.compile_count() == compiles, "the cached kernel was rebuilt"
+        for d in WARM:
+            F, ref = _gauss(d)
+            np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
+    assert _cpu_backend.compile_count() == compiles, "a cached kernel was rebuilt"
+    assert len(_cache._memfds) == from_memory + len(WARM)
     assert _compiler.probe_count() == probes, "the compiler's record was not read"
     assert not _cache_warnings(caught)
     monkeypatch.undo()
@@ -228,10 +239,10 @@ def test_new_kernel_that_cannot_be_stored_goes_to_a_private_cache(warm, monkeypa
 def test_tampered_entry_of_a_read_only_cache_is_not_loaded(warm, monkeypatch):
     """Read-only is no licence to trust: bytes that do not match the recorded
     digest are rebuilt (into the private cache), never loaded."""
-    (so,) = (warm / "cpu").glob("*.so")
-    data = bytearray(so.read_bytes())
-    data[-1] ^= 0xFF
-    so.write_bytes(bytes(data))
+    for so in (warm / "cpu").glob("*.so"):
+        data = bytearray(so.read_bytes())
+        data[-1] ^= 0xFF
+        so.write_bytes(bytes(data))
     _simulate(monkeypatch, warm, errno.EROFS)
     compiles = _cpu_backend.compile_count()
     with warnings.catch_warnings(record=True) as caught:
@@ -260,7 +271,7 @@ def test_nothing_can_be_stored_anywhere(warm, monkeypatch, tmp_path):
         F, ref = _gauss(3)
         np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
         with pytest.raises(exceptions.BackendUnavailableError) as info:
-            _gauss(5)[0].sum(axis=1, backend="cpu")
+            _gauss(6)[0].sum(axis=1, backend="cpu")
     assert _cpu_backend.compile_count() == compiles
     assert str(warm) in str(info.value) and "KERNELTOOLS_CACHE_DIR" in str(info.value)
     fallback = [str(w.message) for w in caught

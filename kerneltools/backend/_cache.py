@@ -17,21 +17,31 @@ nothing is loaded that kerneltools did not build for this user:
   recorded beside it at build time (``<key>.sha256``, owner-only), and what is
   loaded is those very bytes (see :func:`_dlopen_bytes`).
 
-An entry that fails a file check is not loaded; the caller rebuilds it. A
-folder that cannot be created or written is replaced, for this process, by a
-private temporary cache, with one :class:`CacheWarning`.
+An entry that fails a file check is not loaded; the caller rebuilds it.
+
+A folder that cannot be written (a read-only mount or image layer, a full
+disk, another user's permissions) is still read: its kernels are verified
+as always and loaded without a write (a copy next to them where the folder
+takes one, else from memory, :func:`_dlopen_memory`); no record, lock or
+marker needs writing. A new kernel that it refuses goes, for the rest of the
+process, to a private temporary cache, with one :class:`CacheWarning` per
+folder naming it, the reason and the fix (:func:`store_folder`,
+:func:`cannot_store`); where that too refuses, :class:`KernelStoreError`
+(``backend="auto"`` runs on NumPy).
 
 Files are written to a temporary name (``.tmp-*``) in their folder and renamed
-into place, so no process or thread sees a partial file; leftovers of killed
-processes older than :data:`STALE_AGE` are removed at a process's first use.
-The root holds a marker file; :func:`clear_cache` deletes only names that
-kerneltools writes, never a user's files.
+into place, so no process or thread sees a partial file, and a write that
+fails removes its temporary file; leftovers of killed processes older than
+:data:`STALE_AGE` are removed at a process's first use. The root holds a
+marker file; :func:`clear_cache` deletes only names that kerneltools writes,
+never a user's files.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import hashlib
 import itertools
 import os
@@ -43,13 +53,15 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import CacheError, CacheWarning
+from ._errors import CacheError, CacheWarning, KernelStoreError
 
 __all__ = [
-    "cache_dir", "cache_size", "clear_cache", "atomic_write", "kernel_folder",
-    "load_verified_library", "store_library", "read_record", "write_record",
+    "cache_dir", "cache_size", "clear_cache", "atomic_write", "kernel_folders",
+    "store_folder", "cannot_store", "is_storage_error", "load_verified_library",
+    "store_library", "read_record", "write_record",
 ]
 
 #: The marker file at the root of a folder that kerneltools created.
@@ -67,10 +79,31 @@ _MARKER_TEXT = (b"kerneltools kernel cache: 'python -m kerneltools clear-cache' 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
-_prepared: dict[str, Path] = {}  # configured root -> the root this process uses
+_prepared: dict[str, _State] = {}  # configured root -> what this process found there
 _fallback: list[Path] = []  # this process's private temporary cache, if any
+_unwritable: dict[str, OSError] = {}  # folder -> why new kernels cannot be stored there
+_warned: set[str] = set()  # folders whose CacheWarning was given
 _prepare_lock = threading.Lock()
 _loads = itertools.count()
+_no_copy: set[str] = set()  # folders where a loading copy could not be written
+_memfds: list[int] = []  # descriptors of the libraries loaded from memory (kept open)
+
+#: Errors that say a folder cannot store a new file (as opposed to a bad file).
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM",
+                                      "EFBIG", "ENOTDIR", "EEXIST")
+    if hasattr(errno, name))
+
+
+@dataclass
+class _State:
+    """The configured root as this process found it."""
+
+    root: Path
+    #: Whether it is a trusted folder whose kernels may be loaded.
+    readable: bool
+    #: Whether a repair to owner-only may be made (the default location).
+    repair: bool
 
 
 def _platform_cache_root() -> Path:
@@ -90,70 +123,187 @@ def _configured() -> tuple[Path, bool]:
 
 
 def cache_dir(create: bool = True) -> Path:
-    """The kernel cache directory.
+    """The kernel cache directory: where this process stores new kernels.
 
-    With ``create`` (what the backends use), it is made ready once per
-    process: created owner-only, checked (:class:`CacheError` if another user
-    could write to it), cleaned of stale temporary files; if it cannot be
-    created or written, a private temporary folder is used instead, with one
-    :class:`CacheWarning`. Without, the configured path, untouched.
+    Parameters
+    ----------
+    create : bool, default=True
+        Make it ready, once per process, as the backends do: created
+        owner-only, checked (:class:`CacheError` if another user could write
+        to it), cleaned of stale temporary files. Where it cannot store new
+        kernels (read-only, full), the private temporary folder this process
+        uses instead, once it has been made. Without, the configured path,
+        untouched.
+
+    Returns
+    -------
+    pathlib.Path
     """
-    path, from_env = _configured()
+    path, _ = _configured()
     if not create:
         return path
-    usable = _prepared.get(str(path))
-    if usable is None:
+    state = _state()
+    if str(state.root) in _unwritable and _fallback:
+        return _fallback[0]
+    return state.root
+
+
+def _state() -> _State:
+    path, from_env = _configured()
+    state = _prepared.get(str(path))
+    if state is None:
         with _prepare_lock:
-            usable = _prepared.get(str(path))
-            if usable is None:
-                usable = _prepared[str(path)] = _prepare(path, from_env)
-    return usable
+            state = _prepared.get(str(path))
+            if state is None:
+                state = _prepared[str(path)] = _prepare(path, from_env)
+    return state
 
 
-def _prepare(root: Path, from_env: bool) -> Path:
+def _prepare(root: Path, from_env: bool) -> _State:
+    """Create and check ``root`` and its subfolders; whether it can be read
+    and written. Nothing needs to be written to use a warm cache: a folder
+    that cannot be written (read-only, full) is read as it is, and its
+    kernels are loaded without a write (see :func:`_dlopen_bytes`)."""
     new = not root.exists()
     folders = (root, *(root / sub for sub in SUBFOLDERS))
     try:
         for folder in folders:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise PermissionError(13, "not writable by this user")
     except OSError as exc:
-        return _fall_back(root, exc)
+        _unwritable[str(root)] = exc
+    if not root.is_dir():
+        return _State(root, readable=False, repair=False)
     for folder in folders:
-        _check_folder(folder, repair=not from_env, follow=folder == root)
-    try:
-        for folder in folders:  # a real write: os.access is wrong for root on NFS
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=_TMP)
-            os.close(fd)
-            os.unlink(probe)
-        marked = _is_marked(root)
+        if folder == root or folder.is_dir():
+            _check_folder(folder, repair=not from_env, follow=folder == root)
+    if str(root) not in _unwritable:
+        try:  # a real write: os.access is wrong for root, on NFS, on a read-only mount
+            for folder in folders:
+                fd, probe = tempfile.mkstemp(dir=folder, prefix=_TMP)
+                os.close(fd)
+                os.unlink(probe)
+        except OSError as exc:
+            _unwritable[str(root)] = exc
+    marked = _is_marked(root)
+    if str(root) not in _unwritable:
         if not marked and (new or _only_ours(root)):
-            atomic_write(root / MARKER, _MARKER_TEXT)
-            marked = True
-    except OSError as exc:
-        return _fall_back(root, exc)
-    _remove_stale(root, marked)
-    return root
+            try:  # the marker is a courtesy: a full disk may refuse it
+                atomic_write(root / MARKER, _MARKER_TEXT)
+                marked = True
+            except OSError:
+                pass
+        _remove_stale(root, marked)
+    return _State(root, readable=True, repair=not from_env)
 
 
-def _fall_back(root: Path, exc: OSError) -> Path:
-    if not _fallback:
-        tmp = Path(tempfile.mkdtemp(prefix="kerneltools-cache-"))  # 0700
-        owner = os.getpid()
-        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(tmp, True))
-        _fallback.append(tmp)
-    tmp = _fallback[0]
-    warnings.warn(
-        f"the kernel cache folder {root} cannot be used ({exc.strerror or exc}); this "
-        f"process compiles into the temporary folder {tmp}, deleted at exit. To fix: "
-        f"make {root} a folder you can write, or set KERNELTOOLS_CACHE_DIR to one",
-        CacheWarning,
-        stacklevel=2,
-    )
-    for sub in SUBFOLDERS:
-        (tmp / sub).mkdir(mode=0o700, exist_ok=True)
+def _fix(exc: OSError | None) -> str:
+    """What the user can do about a folder that refused a write with ``exc``."""
+    if exc is None:
+        return "make it a folder you can write"
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "free space on its disk"
+    if exc.errno == errno.EROFS:
+        return "mount its file system read-write"
+    return "make it a folder you can write"
+
+
+def _private() -> Path:
+    """This process's private temporary cache (made once, 0700, deleted at
+    exit); KernelStoreError if it cannot be made or has refused a kernel."""
+    configured = _state().root
+    why = _unwritable.get(str(configured))
+    with _prepare_lock:
+        if not _fallback:
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix="kerneltools-cache-"))  # 0700
+                for sub in SUBFOLDERS:
+                    (tmp / sub).mkdir(mode=0o700, exist_ok=True)
+            except OSError as exc:
+                raise _nowhere(configured, why, tempfile.gettempdir(), exc) from None
+            owner = os.getpid()
+            atexit.register(lambda: os.getpid() == owner and shutil.rmtree(tmp, True))
+            _fallback.append(tmp)
+        tmp = _fallback[0]
+        if str(tmp) in _unwritable:
+            raise _nowhere(configured, why, tmp, _unwritable[str(tmp)])
+        if str(configured) not in _warned:
+            _warned.add(str(configured))
+            warnings.warn(
+                f"the kernel cache folder {configured} cannot store new kernels "
+                f"({_reason(why)}); this process compiles them into the temporary "
+                f"folder {tmp}, deleted at exit (the kernels already in {configured} "
+                f"are still used). To fix: {_fix(why)}, or set KERNELTOOLS_CACHE_DIR "
+                "to a folder you can write",
+                CacheWarning,
+                stacklevel=4,
+            )
     return tmp
+
+
+def _reason(exc: OSError | None) -> str:
+    return "unknown" if exc is None else exc.strerror or str(exc)
+
+
+def _nowhere(configured: Path, why: OSError, tmp, exc: OSError) -> KernelStoreError:
+    return KernelStoreError(
+        f"a new kernel cannot be stored: the kernel cache folder {configured} refuses "
+        f"it ({_reason(why)}) and so does the temporary folder {tmp} "
+        f"({_reason(exc)}). To fix: {_fix(why)} in {configured}, or set "
+        "KERNELTOOLS_CACHE_DIR to a folder you can write (TMPDIR moves the "
+        "temporary folder)"
+    )
+
+
+def kernel_folders(sub: str) -> list[Path]:
+    """The folders to look a kernel up in: ``sub`` of the configured root
+    where it is a folder of ours alone (else :class:`CacheError`), then of
+    this process's private cache, if it has one."""
+    state = _state()
+    if not state.root.is_dir() and str(state.root) not in _unwritable:
+        _prepared.pop(str(state.root), None)  # removed since this process prepared it
+        state = _state()
+    found = []
+    folder = state.root / sub
+    if state.readable and folder.is_dir():
+        _check_folder(state.root, repair=state.repair, follow=True)
+        _check_folder(folder, repair=state.repair)
+        found.append(folder)
+    if _fallback:
+        found.append(_fallback[0] / sub)
+    return found
+
+
+def store_folder(sub: str) -> Path:
+    """The folder where a new kernel of ``sub`` is written: the configured
+    root's (checked), else the private cache's (one :class:`CacheWarning`
+    per configured folder); :class:`KernelStoreError` if neither can be."""
+    state = _state()
+    if str(state.root) not in _unwritable:
+        folder = state.root / sub
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # again, if removed
+        except OSError as exc:
+            cannot_store(state.root, exc)
+        else:
+            _check_folder(state.root, repair=state.repair, follow=True)
+            _check_folder(folder, repair=state.repair)
+            return folder
+    return _private() / sub
+
+
+def cannot_store(folder: Path, exc: OSError) -> None:
+    """Record that ``folder`` (a store folder or its root) refused a new
+    kernel with ``exc``: this process stores no more there."""
+    folder = Path(folder)
+    for root in (_state().root, *_fallback):
+        if folder == root or root in folder.parents:
+            _unwritable.setdefault(str(root), exc)
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says a folder cannot store a file (full, read-only, ...)."""
+    return isinstance(exc, OSError) and not isinstance(exc, CacheError) and (
+        exc.errno in STORAGE_ERRNOS)
 
 
 def _problem(st: os.stat_result) -> str | None:
@@ -183,8 +333,11 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
         st = os.fstat(fd)
         problem = _problem(st)
         if problem and repair and st.st_uid == os.geteuid():
-            os.fchmod(fd, 0o700)
-            problem = None
+            try:
+                os.fchmod(fd, 0o700)
+                problem = None
+            except OSError:  # a read-only file system: said below
+                pass
     finally:
         os.close(fd)
     if problem:
@@ -196,21 +349,6 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
             f"code there that kerneltools would run, so it is not used. To fix: {fix}, "
             "or set KERNELTOOLS_CACHE_DIR to a private folder"
         )
-
-
-def kernel_folder(sub: str) -> Path:
-    """``sub`` of the cache root, checked: a folder of ours alone (else CacheError)."""
-    configured, from_env = _configured()
-    root = cache_dir()
-    if not root.is_dir():  # removed since this process prepared it: again
-        _prepared.pop(str(configured), None)
-        root = cache_dir()
-    repair = not from_env or root != configured  # the default, or our fallback
-    folder = root / sub
-    folder.mkdir(mode=0o700, exist_ok=True)  # again, if removed since
-    _check_folder(root, repair=repair, follow=True)
-    _check_folder(folder, repair=repair)
-    return folder
 
 
 def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
@@ -235,27 +373,66 @@ def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
 
 
 def _dlopen_bytes(folder: Path, key: str, data: bytes) -> ctypes.CDLL:
-    """dlopen exactly ``data`` (already verified).
+    """dlopen exactly ``data`` (already verified), writing nothing in the cache.
 
     Through a private copy: a new folder made by mkdtemp (0700) inside the
     checked cache folder, a file created there exclusively, loaded, then
     deleted (the mapping stays). Loading the cache path itself would leave a
     window in which a rename puts other bytes there between the check and the
-    load. ``/proc/self/fd/N`` of the verified descriptor closes that window,
-    but glibc's dlopen first matches the *name* against the libraries already
-    loaded, and descriptor numbers are reused: a later kernel loaded through
-    the same number would silently get the earlier library. The copy's name is
-    unique in the process (key and a counter), and it sits next to the
-    kernels, not in a /tmp that may be mounted noexec.
+    load. The copy's name is unique in the process (key and a counter), and
+    it sits next to the kernels, not in a /tmp that may be mounted noexec.
+
+    Where the folder takes no copy (read-only, full) or cannot map one
+    (noexec), from memory: see :func:`_dlopen_memory`.
     """
-    tmp = tempfile.mkdtemp(dir=folder, prefix=f"{_TMP}load-")
-    copy = os.path.join(tmp, f"{key}-{next(_loads)}.so")
+    if str(folder) not in _no_copy:
+        try:
+            tmp = tempfile.mkdtemp(dir=folder, prefix=f"{_TMP}load-")
+        except OSError:  # read-only, or no room for a folder: from memory from now on
+            _no_copy.add(str(folder))
+        else:
+            try:
+                copy = os.path.join(tmp, f"{key}-{next(_loads)}.so")
+                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+                             | _O_CLOEXEC, 0o700)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                return ctypes.CDLL(copy)
+            except OSError as exc:  # no room for the copy; or a noexec mount
+                if is_storage_error(exc):
+                    _no_copy.add(str(folder))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return _dlopen_memory(key, data)
+
+
+def _dlopen_memory(key: str, data: bytes) -> ctypes.CDLL:
+    """dlopen ``data`` from an anonymous memory file (Linux's ``memfd_create``)
+    through ``/proc/self/fd/N``; OSError where there is none.
+
+    The descriptor stays open for the life of the process, as the library
+    does: glibc's dlopen first matches the *name* against the libraries
+    already loaded, so a number closed and reused would give a later kernel
+    the earlier library. One descriptor per kernel loaded this way, only
+    where the cache folder cannot take a copy.
+    """
+    if not hasattr(os, "memfd_create"):
+        raise OSError(errno.ENOSYS, "no memfd_create on this platform")
+    mfd_exec = 0x10  # MFD_EXEC (Linux 6.3): executable even where memfds default to not
     try:
-        with open(copy, "xb") as fh:
-            fh.write(data)
-        return ctypes.CDLL(copy)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fd = os.memfd_create(f"kerneltools-{key}", os.MFD_CLOEXEC | mfd_exec)
+    except OSError:
+        fd = os.memfd_create(f"kerneltools-{key}", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except BaseException:
+        os.close(fd)
+        raise
+    _memfds.append(fd)
+    return lib
 
 
 def load_verified_library(folder: Path, key: str) -> ctypes.CDLL | None:
@@ -289,20 +466,32 @@ def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
 
 
 def read_record(name: str) -> bytes | None:
-    """The record ``name`` (see RECORD_FILE) at the cache root if it can be
-    trusted as the kernels are, else None (none yet, foreign, a link, too big)."""
+    """The record ``name`` (see RECORD_FILE) at the cache root, or at this
+    process's private cache, if it can be trusted as the kernels are, else
+    None (none yet, foreign, a link, too big). Reading writes nothing."""
     try:
-        root = cache_dir()
-        _check_folder(root, repair=False, follow=True)
+        state = _state()
+        roots = ([state.root] if state.readable else []) + _fallback[:1]
+        for root in roots:
+            _check_folder(root, repair=False, follow=True)
+            data = _read_trusted(root / name, limit=1 << 16)
+            if data is not None:
+                return data
     except (CacheError, OSError):
-        return None
-    return _read_trusted(root / name, limit=1 << 16)
+        pass
+    return None
 
 
 def write_record(name: str, data: bytes) -> None:
-    """Write a record at the cache root; silently nothing if it is unusable."""
+    """Write a record where new kernels go; silently nothing if it cannot
+    (a record is an optimisation: a full or read-only folder goes without)."""
     try:
-        atomic_write(cache_dir() / name, data)
+        root = _state().root
+        if str(root) in _unwritable:
+            if not _fallback:
+                return
+            root = _fallback[0]
+        atomic_write(root / name, data)
     except (CacheError, OSError):
         pass
 

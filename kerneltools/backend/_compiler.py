@@ -85,9 +85,13 @@ class Compiler:
         cpu = platform.machine() + ":" + _cpu_flags_digest()
         return "|".join([self.path, self.version, " ".join(self.flags + self.libs), cpu])
 
-    def compile(self, source_path: str, output_path: str) -> subprocess.CompletedProcess:
+    def compile(self, source_path: str, output_path: str, *,
+                tmpdir: str | None = None) -> subprocess.CompletedProcess:
+        """Compile ``source_path`` into the shared library ``output_path``
+        (``tmpdir``: the folder for the compiler's own temporary files)."""
         cmd = [self.path, *self.flags, source_path, "-o", output_path, *self.libs]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        env = None if tmpdir is None else {**os.environ, "TMPDIR": tmpdir}
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
 
 @functools.lru_cache(maxsize=None)

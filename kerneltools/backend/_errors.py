@@ -49,6 +49,13 @@ class CacheError(KernelToolsError, OSError):
     message names the folder and how to fix it."""
 
 
+class KernelStoreError(BackendUnavailableError):
+    """A new kernel cannot be stored: neither the kernel cache folder nor a
+    private temporary folder takes it (full, read-only). The message names
+    both folders, why, and how to fix it. ``backend="auto"`` then runs the
+    reduction on NumPy."""
+
+
 class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):
     """Conjugate gradients met ``p^T A p <= 0`` beyond rounding: the operator
     is not positive definite (an indefinite kernel, a negative shift); the
