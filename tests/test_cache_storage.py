@@ -387,3 +387,44 @@ def test_interrupted_compile_leaves_the_cache_usable(tmp_path, how):
     env["CC"] = shutil.which(find_compiler().path)
     again = _run([3], env)
     assert again.stdout.split() == ["ok", "compiled=1"], again.stderr
+
+
+# -- the CUDA backend: CuPy's disk cache ---------------------------------------------
+def test_cuda_kernels_compile_in_memory_where_cupys_cache_refuses_them(monkeypatch):
+    """A stand-in for CuPy whose disk cache is full: the CUDA backend compiles
+    its kernels in memory (``CUPY_CACHE_IN_MEMORY`` for its compiles only),
+    with one warning naming CuPy's folder, the reason and the fix."""
+    import types
+
+    from kerneltools.backend import _cuda_backend
+
+    compiled = []
+
+    class RawModule:
+        def __init__(self, code, options):
+            if os.environ.get("CUPY_CACHE_IN_MEMORY") != "1":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.code = code
+
+        def get_function(self, name):
+            compiled.append(self.code)
+            return (name, self.code)
+
+    compiler = types.SimpleNamespace(CompileException=type("CompileException",
+                                                           (Exception,), {}),
+                                     get_cache_dir=lambda: "/cupy/kernel_cache")
+    fake = types.SimpleNamespace(RawModule=RawModule,
+                                 cuda=types.SimpleNamespace(compiler=compiler))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_cuda_backend, "_kernels", {})
+    monkeypatch.setattr(_cuda_backend, "_in_memory", [False], raising=False)
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for key in ("a" * 40, "b" * 40):
+            assert _cuda_backend._compiled(0, key, f"// {key}") == ("kt_kernel",
+                                                                    f"// {key}")
+    assert len(compiled) == 2 and "CUPY_CACHE_IN_MEMORY" not in os.environ
+    (message,) = _cache_warnings(caught)
+    assert "/cupy/kernel_cache" in message and os.strerror(errno.ENOSPC) in message
+    assert "CUPY_CACHE_DIR" in message
