@@ -30,7 +30,7 @@ import pytest
 
 import kerneltools as kt
 from kerneltools import exceptions
-from kerneltools.backend import _cache, _compiler, _cpu_backend
+from kerneltools.backend import _cache, _compiler, _cpu_backend, _dlopen
 from kerneltools.backend._compiler import find_compiler
 
 pytestmark = pytest.mark.skipif(
@@ -68,6 +68,7 @@ def _forget_process_state(monkeypatch):
     for name, value in (("_prepared", {}), ("_fallback", []), ("_warned", set()),
                         ("_unwritable", {})):
         monkeypatch.setattr(_cache, name, value, raising=False)
+    monkeypatch.setattr(_dlopen, "_no_copy", set(), raising=False)
 
 
 def _listing(root: Path) -> dict:
@@ -98,14 +99,14 @@ def _compiles(log: Path) -> list[str]:
 
 def _run(code_args, env, timeout=180):
     return subprocess.run([sys.executable, "-c", _CHILD, *map(str, code_args)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _mount(*args):
     """Run ``mount`` (skip the test, saying why, where it is not permitted)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs or a read-only bind needs root and mount(8)")
-    out = subprocess.run(["mount", *args], capture_output=True, text=True)
+    out = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         pytest.skip(f"mount {' '.join(args)} is not permitted here: {out.stderr.strip()}")
 
@@ -116,7 +117,7 @@ def mounts():
     points: list[Path] = []
     yield points
     for point in reversed(points):
-        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
 # -- simulated file-system states ------------------------------------------------
@@ -198,14 +199,14 @@ def test_warm_cache_that_cannot_be_written_is_used_as_it_is(warm, monkeypatch, c
     before = _listing(warm)
     _simulate(monkeypatch, warm, code)
     compiles, probes = _cpu_backend.compile_count(), _compiler.probe_count()
-    from_memory = len(_cache._memfds)
+    from_memory = len(_dlopen._memfds)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for d in WARM:
             F, ref = _gauss(d)
             np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
     assert _cpu_backend.compile_count() == compiles, "a cached kernel was rebuilt"
-    assert len(_cache._memfds) == from_memory + len(WARM)
+    assert len(_dlopen._memfds) == from_memory + len(WARM)
     assert _compiler.probe_count() == probes, "the compiler's record was not read"
     assert not _cache_warnings(caught)
     monkeypatch.undo()

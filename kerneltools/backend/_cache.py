@@ -15,14 +15,14 @@ nothing is loaded that kerneltools did not build for this user:
   regular file owned by the current user, not writable by group or others;
 * a library's bytes, read through that descriptor, must have the SHA-256
   recorded beside it at build time (``<key>.sha256``, owner-only), and what is
-  loaded is those very bytes (see :func:`_dlopen_bytes`).
+  loaded is those very bytes (see ``_dlopen.py``).
 
 An entry that fails a file check is not loaded; the caller rebuilds it.
 
 A folder that cannot be written (a read-only mount or image layer, a full
 disk, another user's permissions) is still read: its kernels are verified
 as always and loaded without a write (a copy next to them where the folder
-takes one, else from memory, :func:`_dlopen_memory`); no record, lock or
+takes one, else from memory, ``_dlopen.py``); no record, lock or
 marker needs writing. A new kernel that it refuses goes, for the rest of the
 process, to a private temporary cache, with one :class:`CacheWarning` per
 folder naming it, the reason and the fix (:func:`store_folder`,
@@ -43,7 +43,6 @@ import atexit
 import ctypes
 import errno
 import hashlib
-import itertools
 import os
 import re
 import shutil
@@ -56,12 +55,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._dlopen import dlopen_bytes, problem, read_trusted
 from ._errors import CacheError, CacheWarning, KernelStoreError
 
 __all__ = [
     "cache_dir", "cache_size", "clear_cache", "atomic_write", "kernel_folders",
-    "store_folder", "cannot_store", "is_storage_error", "load_verified_library",
-    "store_library", "read_record", "write_record",
+    "store_folder", "cannot_store", "store_library", "read_record", "write_record",
 ]
 
 #: The marker file at the root of a folder that kerneltools created.
@@ -84,16 +83,6 @@ _fallback: list[Path] = []  # this process's private temporary cache, if any
 _unwritable: dict[str, OSError] = {}  # folder -> why new kernels cannot be stored there
 _warned: set[str] = set()  # folders whose CacheWarning was given
 _prepare_lock = threading.Lock()
-_loads = itertools.count()
-_no_copy: set[str] = set()  # folders where a loading copy could not be written
-_memfds: list[int] = []  # descriptors of the libraries loaded from memory (kept open)
-
-#: Errors that say a folder cannot store a new file (as opposed to a bad file).
-STORAGE_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM",
-                                      "EFBIG", "ENOTDIR", "EEXIST")
-    if hasattr(errno, name))
-
 
 @dataclass
 class _State:
@@ -163,7 +152,7 @@ def _prepare(root: Path, from_env: bool) -> _State:
     """Create and check ``root`` and its subfolders; whether it can be read
     and written. Nothing needs to be written to use a warm cache: a folder
     that cannot be written (read-only, full) is read as it is, and its
-    kernels are loaded without a write (see :func:`_dlopen_bytes`)."""
+    kernels are loaded without a write (see ``_dlopen.py``)."""
     new = not root.exists()
     folders = (root, *(root / sub for sub in SUBFOLDERS))
     try:
@@ -300,22 +289,6 @@ def cannot_store(folder: Path, exc: OSError) -> None:
             _unwritable.setdefault(str(root), exc)
 
 
-def is_storage_error(exc: BaseException) -> bool:
-    """Whether ``exc`` says a folder cannot store a file (full, read-only, ...)."""
-    return isinstance(exc, OSError) and not isinstance(exc, CacheError) and (
-        exc.errno in STORAGE_ERRNOS)
-
-
-def _problem(st: os.stat_result) -> str | None:
-    """Why a file or folder with this status is not ours alone, or None."""
-    me = os.geteuid()
-    if st.st_uid != me:
-        return f"owned by another user (uid {st.st_uid}; you are uid {me})"
-    if st.st_mode & 0o022:
-        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
 def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
     """Raise CacheError unless ``path`` is a folder of ours alone (``repair``:
     chmod 700 one that is ours). The root may be reached through a link
@@ -331,124 +304,24 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
         ) from None
     try:
         st = os.fstat(fd)
-        problem = _problem(st)
-        if problem and repair and st.st_uid == os.geteuid():
+        why = problem(st)
+        if why and repair and st.st_uid == os.geteuid():
             try:
                 os.fchmod(fd, 0o700)
-                problem = None
+                why = None
             except OSError:  # a read-only file system: said below
                 pass
     finally:
         os.close(fd)
-    if problem:
+    if why:
         me = os.geteuid()
         fix = (f"chmod 700 {path}" if st.st_uid == me
                else f"use a folder of yours (or make it yours: chown {me} {path})")
         raise CacheError(
-            f"the kernel cache folder {path} is {problem}: another user could put "
+            f"the kernel cache folder {path} is {why}: another user could put "
             f"code there that kerneltools would run, so it is not used. To fix: {fix}, "
             "or set KERNELTOOLS_CACHE_DIR to a private folder"
         )
-
-
-def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of ours alone (not a link,
-    at most ``limit`` bytes), read through one descriptor; else None."""
-    try:  # O_NONBLOCK: a FIFO planted there must not hang the open
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or _problem(st):
-            return None
-        if limit is not None and st.st_size > limit:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _dlopen_bytes(folder: Path, key: str, data: bytes) -> ctypes.CDLL:
-    """dlopen exactly ``data`` (already verified), writing nothing in the cache.
-
-    Through a private copy: a new folder made by mkdtemp (0700) inside the
-    checked cache folder, a file created there exclusively, loaded, then
-    deleted (the mapping stays). Loading the cache path itself would leave a
-    window in which a rename puts other bytes there between the check and the
-    load. The copy's name is unique in the process (key and a counter), and
-    it sits next to the kernels, not in a /tmp that may be mounted noexec.
-
-    Where the folder takes no copy (read-only, full) or cannot map one
-    (noexec), from memory: see :func:`_dlopen_memory`.
-    """
-    if str(folder) not in _no_copy:
-        try:
-            tmp = tempfile.mkdtemp(dir=folder, prefix=f"{_TMP}load-")
-        except OSError:  # read-only, or no room for a folder: from memory from now on
-            _no_copy.add(str(folder))
-        else:
-            try:
-                copy = os.path.join(tmp, f"{key}-{next(_loads)}.so")
-                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
-                             | _O_CLOEXEC, 0o700)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                return ctypes.CDLL(copy)
-            except OSError as exc:  # no room for the copy; or a noexec mount
-                if is_storage_error(exc):
-                    _no_copy.add(str(folder))
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return _dlopen_memory(key, data)
-
-
-def _dlopen_memory(key: str, data: bytes) -> ctypes.CDLL:
-    """dlopen ``data`` from an anonymous memory file (Linux's ``memfd_create``)
-    through ``/proc/self/fd/N``; OSError where there is none.
-
-    The descriptor stays open for the life of the process, as the library
-    does: glibc's dlopen first matches the *name* against the libraries
-    already loaded, so a number closed and reused would give a later kernel
-    the earlier library. One descriptor per kernel loaded this way, only
-    where the cache folder cannot take a copy.
-    """
-    if not hasattr(os, "memfd_create"):
-        raise OSError(errno.ENOSYS, "no memfd_create on this platform")
-    mfd_exec = 0x10  # MFD_EXEC (Linux 6.3): executable even where memfds default to not
-    try:
-        fd = os.memfd_create(f"kerneltools-{key}", os.MFD_CLOEXEC | mfd_exec)
-    except OSError:
-        fd = os.memfd_create(f"kerneltools-{key}", os.MFD_CLOEXEC)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
-    except BaseException:
-        os.close(fd)
-        raise
-    _memfds.append(fd)
-    return lib
-
-
-def load_verified_library(folder: Path, key: str) -> ctypes.CDLL | None:
-    """The library ``<key>.so`` of ``folder`` (checked by :func:`kernel_folder`)
-    if it is ours alone and its bytes have the recorded digest; else None, for
-    the caller to rebuild: nothing of an untrusted file runs."""
-    data = _read_trusted(folder / f"{key}.so")
-    digest = _read_trusted(folder / f"{key}.sha256", limit=200)
-    if data is None or digest is None:
-        return None
-    if digest.decode("ascii", "replace").strip() != hashlib.sha256(data).hexdigest():
-        return None
-    try:
-        return _dlopen_bytes(folder, key, data)
-    except OSError:
-        return None
 
 
 def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
@@ -456,13 +329,13 @@ def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
     in place as ``<key>.so`` with its digest, and load it (OSError if it does
     not load)."""
     os.chmod(built, 0o700)  # the linker may have recreated it with the umask's mode
-    data = _read_trusted(Path(built))
+    data = read_trusted(Path(built))
     if data is None:
         raise OSError(f"the compiled kernel {built} is not a regular file of this user")
     digest = hashlib.sha256(data).hexdigest()
     atomic_write(folder / f"{key}.sha256", digest.encode() + b"\n")
     os.replace(built, folder / f"{key}.so")
-    return _dlopen_bytes(folder, key, data)
+    return dlopen_bytes(folder, key, data)
 
 
 def read_record(name: str) -> bytes | None:
@@ -474,7 +347,7 @@ def read_record(name: str) -> bytes | None:
         roots = ([state.root] if state.readable else []) + _fallback[:1]
         for root in roots:
             _check_folder(root, repair=False, follow=True)
-            data = _read_trusted(root / name, limit=1 << 16)
+            data = read_trusted(root / name, limit=1 << 16)
             if data is not None:
                 return data
     except (CacheError, OSError):

@@ -25,9 +25,7 @@ import numpy as np
 from ._cache import (
     atomic_write,
     cannot_store,
-    is_storage_error,
     kernel_folders,
-    load_verified_library,
     store_folder,
     store_library,
 )
@@ -44,7 +42,8 @@ from ._cpu_codegen import (
 from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._cpu_kmin import prefilter_arrays, prefilter_vars, prunes, worth
-from ._errors import CompileError, KernelStoreError
+from ._dlopen import load_verified_library
+from ._errors import CompileError, KernelStoreError, is_storage_error
 from ._plan import Plan
 from ._progress import chunks, compiling
 

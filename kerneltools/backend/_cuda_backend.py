@@ -33,8 +33,7 @@ from ._cuda_codegen import (
 from ._cuda_tcore import (
     generate_tcore_source, tcore_arguments, tcore_enabled, tcore_match, tcore_unsupported,
 )
-from ._cache import is_storage_error
-from ._errors import CacheWarning, CompileError
+from ._errors import CacheWarning, CompileError, is_storage_error
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
 from ._plan import Plan
 from ._progress import compiling
@@ -179,7 +178,7 @@ def _compile_in_cupy(cupy, source: str):
 def _warn_cupy_cache(cupy, exc: OSError) -> None:
     try:
         folder = cupy.cuda.compiler.get_cache_dir()
-    except Exception:  # an older or newer CuPy: its documented default
+    except AttributeError:  # a CuPy without it: its documented default
         folder = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser(
             "~/.cupy/kernel_cache")
     warnings.warn(

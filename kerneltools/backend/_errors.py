@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 
 import numpy as np
@@ -15,6 +16,8 @@ __all__ = [
     "ConvergenceWarning",
     "BackendFallbackWarning",
     "CacheWarning",
+    "KernelStoreError",
+    "is_storage_error",
 ]
 
 
@@ -92,3 +95,16 @@ class BackendFallbackWarning(UserWarning):
 class CacheWarning(UserWarning):
     """The kernel cache folder cannot be written: this process compiles into a
     private temporary folder instead (said once; the message says how to fix)."""
+
+
+#: Errors that say a folder cannot store a new file (as opposed to a bad file).
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM",
+                                      "EFBIG", "ENOTDIR", "EEXIST")
+    if hasattr(errno, name))
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says a folder cannot store a file (full, read-only, ...)."""
+    return isinstance(exc, OSError) and not isinstance(exc, CacheError) and (
+        exc.errno in STORAGE_ERRNOS)
