@@ -7,7 +7,7 @@ import platform
 import numpy as np
 
 from ._version import __version__
-from .backend._cache import cache_dir, cache_size
+from .backend._cache import cache_dir, cache_size, storage_problem
 from .backend._dispatch import backend_status, resolve_backend
 
 
@@ -56,7 +56,10 @@ def info(file=None) -> str:
     lines.append(f"C compiler: {compiler_line}")
     path = cache_dir(create=False)
     n, size = cache_size()
-    lines.append(f"kernel cache: {path} ({n} files, {size / 1e6:.1f} MB)")
+    problem = storage_problem()
+    state = (f"; {problem}: its kernels are used, new ones go to a temporary folder"
+             if problem else "")
+    lines.append(f"kernel cache: {path} ({n} files, {size / 1e6:.1f} MB{state})")
     text = "\n".join(lines)
     print(text, file=file)
     return text

@@ -15,6 +15,7 @@ Compiler runs are counted by a ``$CC`` wrapper that logs its arguments.
 """
 
 import errno
+import io
 import os
 import shutil
 import signal
@@ -30,7 +31,7 @@ import pytest
 
 import kerneltools as kt
 from kerneltools import exceptions
-from kerneltools.backend import _cache, _compiler, _cpu_backend, _dlopen
+from kerneltools.backend import _cache, _compiler, _cpu_backend, _dispatch, _dlopen
 from kerneltools.backend._compiler import find_compiler
 
 pytestmark = pytest.mark.skipif(
@@ -63,8 +64,12 @@ def _gauss(d=3):
 
 
 def _forget_process_state(monkeypatch):
+    """No kernel in memory, no cache folder prepared, no plan declined or
+    dispatched yet (restored after the test)."""
     monkeypatch.setattr(_cpu_backend, "_loaded", {})
     monkeypatch.setattr(_cpu_backend, "_by_signature", {})
+    monkeypatch.setattr(_cpu_backend, "_unstorable", {}, raising=False)
+    monkeypatch.setattr(_dispatch, "_resolved", {})
     for name, value in (("_prepared", {}), ("_fallback", []), ("_warned", set()),
                         ("_unwritable", {})):
         monkeypatch.setattr(_cache, name, value, raising=False)
@@ -429,3 +434,40 @@ def test_cuda_kernels_compile_in_memory_where_cupys_cache_refuses_them(monkeypat
     (message,) = _cache_warnings(caught)
     assert "/cupy/kernel_cache" in message and os.strerror(errno.ENOSPC) in message
     assert "CUPY_CACHE_DIR" in message
+
+
+# -- the command line on a read-only cache -------------------------------------------
+def test_clear_cache_on_a_read_only_folder_says_so(warm, monkeypatch, capsys):
+    """``clear-cache`` that can delete nothing fails (exit status 1) with a
+    message naming the folder, the reason and the fix; it does not claim
+    to have cleared it."""
+    from kerneltools.__main__ import main
+
+    _simulate(monkeypatch, warm, errno.EROFS)
+    assert main(["clear-cache"]) == 1
+    out, err = capsys.readouterr()
+    assert "cleared" not in out
+    assert str(warm) in err and os.strerror(errno.EROFS) in err
+    assert "read-write" in err
+    monkeypatch.undo()
+    assert list((warm / "cpu").glob("*.so"))
+
+
+def test_info_says_the_cache_folder_cannot_take_new_kernels(warm, monkeypatch):
+    """``info`` reports a read-only or full file system under the folder
+    (found with statvfs, without a write)."""
+    from kerneltools._info import info
+
+    real = os.statvfs
+
+    class Full:
+        def __init__(self, path):
+            st = real(path)
+            self.f_flag, self.f_frsize, self.f_bavail = st.f_flag, st.f_frsize, 3
+
+    text = info(file=io.StringIO())
+    assert "temporary folder" not in text
+    monkeypatch.setattr(os, "statvfs", Full)
+    text = info(file=io.StringIO())
+    line = next(x for x in text.splitlines() if x.startswith("kernel cache:"))
+    assert str(warm) in line and "disk is full" in line and "temporary folder" in line

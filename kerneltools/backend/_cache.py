@@ -59,8 +59,9 @@ from ._dlopen import dlopen_bytes, problem, read_trusted
 from ._errors import CacheError, CacheWarning, KernelStoreError
 
 __all__ = [
-    "cache_dir", "cache_size", "clear_cache", "atomic_write", "kernel_folders",
-    "store_folder", "cannot_store", "store_library", "read_record", "write_record",
+    "cache_dir", "cache_size", "clear_cache", "storage_problem", "atomic_write",
+    "kernel_folders", "store_folder", "cannot_store", "store_library", "read_record",
+    "write_record",
 ]
 
 #: The marker file at the root of a folder that kerneltools created.
@@ -399,14 +400,18 @@ def _entries(folder: Path, prefix: str = ""):
             continue
 
 
-def _remove(path: Path, st: os.stat_result) -> None:
+def _remove(path: Path, st: os.stat_result) -> OSError | None:
+    """Delete ``path`` (a folder with what it holds); the error if it stays."""
     try:
         if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.unlink(path)
-    except OSError:
+    except FileNotFoundError:
         pass
+    except OSError as exc:
+        return exc
+    return None
 
 
 def _remove_stale(root: Path, marked: bool) -> None:
@@ -417,6 +422,27 @@ def _remove_stale(root: Path, marked: bool) -> None:
         for name, st in _entries(folder, _TMP):
             if now - st.st_mtime > STALE_AGE:
                 _remove(folder / name, st)
+
+
+#: Free space below which a disk is reported full (a kernel takes 50-200 kB).
+_LOW_SPACE = 1 << 20
+
+
+def storage_problem() -> str | None:
+    """Why the configured folder would refuse new kernels (a read-only or
+    full file system), found without writing; None where nothing says so."""
+    path = cache_dir(create=False)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        fs = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    if fs.f_flag & getattr(os, "ST_RDONLY", 1):
+        return "read-only file system"
+    if fs.f_bavail * fs.f_frsize < _LOW_SPACE:
+        return f"its disk is full ({fs.f_bavail * fs.f_frsize // 1024} kB free)"
+    return None
 
 
 def cache_size() -> tuple[int, int]:
@@ -444,9 +470,16 @@ def clear_cache() -> None:
     STALE_AGE (a younger one may be a compile running now, in the root only
     if kerneltools created the folder). Nothing else: the variable may point
     to a folder that also holds the user's files. Links are not followed.
+
+    Raises
+    ------
+    OSError
+        Where some of them cannot be deleted (a read-only file system, for
+        instance): how many, the folder, why and the fix.
     """
     root = cache_dir(create=False)
     marked = _is_marked(root)
+    refused = []
     for sub in SUBFOLDERS:
         folder = root / sub
         try:
@@ -456,11 +489,19 @@ def clear_cache() -> None:
             continue
         for name, st in _entries(folder):
             if _KERNEL_FILE.fullmatch(name) and not stat.S_ISDIR(st.st_mode):
-                _remove(folder / name, st)
+                refused.append(_remove(folder / name, st))
     for name, st in _entries(root):
         if RECORD_FILE.fullmatch(name) and not stat.S_ISDIR(st.st_mode):
-            _remove(root / name, st)
+            refused.append(_remove(root / name, st))
     _remove_stale(root, marked)
+    refused = [exc for exc in refused if exc is not None]
+    if refused:
+        raise OSError(
+            refused[0].errno,
+            f"{len(refused)} file(s) that kerneltools wrote in the kernel cache folder "
+            f"{root} cannot be deleted ({_reason(refused[0])}). To fix: "
+            f"{_fix(refused[0])}, then clear it again",
+        )
 
 
 def atomic_write(path: Path, data: bytes) -> None:
