@@ -285,6 +285,35 @@ def test_nothing_can_be_stored_anywhere(warm, monkeypatch, tmp_path):
     assert fallback and "NumPy" in fallback[0] and str(warm) in fallback[0]
 
 
+def test_radius_search_runs_on_numpy_where_its_kernel_cannot_be_stored(
+        warm, monkeypatch, tmp_path):
+    """``radius_csr`` (auto) gives NumPy's answer where its kernel can be
+    stored nowhere; ``backend='cpu'`` raises, saying why."""
+    from kerneltools import ranges as kr
+    from kerneltools.backend import _radius
+
+    monkeypatch.setattr(_radius, "_loaded", {})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    _simulate(monkeypatch, warm, errno.ENOSPC)
+    monkeypatch.setattr(os, "mkdir", _failing(os.mkdir, scratch, errno.ENOSPC))
+    rng = np.random.default_rng(1)
+    x, y = rng.random((50, 2)), rng.random((60, 2))
+    lab_x, lab_y = kr.grid_cluster(x, 0.3), kr.grid_cluster(y, 0.3)
+    cx, cy = kr.cluster_centroids(x, lab_x), kr.cluster_centroids(y, lab_y)
+    rx, ry = kr.cluster_radii(x, lab_x, cx), kr.cluster_radii(y, lab_y, cy)
+    bs = kr.block_sparsity(lab_x, lab_y, kr.distance_mask(cx, rx, cy, ry, 0.2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", exceptions.CacheWarning)
+        got = kr.radius_csr(x, y, 0.04, bs, backend="auto")
+        with pytest.raises(exceptions.BackendUnavailableError, match="KERNELTOOLS_CACHE"):
+            kr.radius_csr(x, y, 0.04, bs, backend="cpu")
+    ref = kr.radius_csr(x, y, 0.04, bs, backend="numpy")
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+
+
 def _failing(real, root: Path, code: int):
     def fake(path, *args, **kwargs):
         if os.path.abspath(os.fsdecode(path)).startswith(str(root)):

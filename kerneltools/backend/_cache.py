@@ -238,7 +238,7 @@ def _nowhere(configured: Path, why: OSError, tmp, exc: OSError) -> KernelStoreEr
     return KernelStoreError(
         f"a new kernel cannot be stored: the kernel cache folder {configured} refuses "
         f"it ({_reason(why)}) and so does the temporary folder {tmp} "
-        f"({_reason(exc)}). To fix: {_fix(why)} in {configured}, or set "
+        f"({_reason(exc)}). To fix: for {configured}, {_fix(why)}, or set "
         "KERNELTOOLS_CACHE_DIR to a folder you can write (TMPDIR moves the "
         "temporary folder)"
     )
