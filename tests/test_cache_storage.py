@@ -242,6 +242,31 @@ def test_new_kernel_that_cannot_be_stored_goes_to_a_private_cache(warm, monkeypa
     assert _listing(warm) == before, "a file was left in the unwritable folder"
 
 
+def test_compile_refused_by_a_nearly_full_disk_goes_to_the_private_cache(
+        warm, monkeypatch):
+    """The source fits but the compiler's output does not (its message is
+    strerror's): the kernel is compiled again in the private cache, with one
+    warning; no CompileError, nothing partial left in the folder."""
+    real = _compiler.Compiler.compile
+
+    def compile_(self, source_path, output_path, **kwargs):
+        if str(warm) in source_path:
+            return subprocess.CompletedProcess(
+                [], 1, "", "/usr/bin/ld: final link failed: No space left on device\n")
+        return real(self, source_path, output_path, **kwargs)
+
+    monkeypatch.setattr(_compiler.Compiler, "compile", compile_)
+    compiles = _cpu_backend.compile_count()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        F, ref = _gauss(2)
+        np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
+    assert _cpu_backend.compile_count() == compiles + 2
+    (message,) = _cache_warnings(caught)
+    assert str(warm) in message and "No space left on device" in message
+    assert not [p.name for p in (warm / "cpu").iterdir() if p.name.startswith(".tmp-")]
+
+
 def test_tampered_entry_of_a_read_only_cache_is_not_loaded(warm, monkeypatch):
     """Read-only is no licence to trust: bytes that do not match the recorded
     digest are rebuilt (into the private cache), never loaded."""

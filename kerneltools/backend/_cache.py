@@ -281,13 +281,16 @@ def store_folder(sub: str) -> Path:
     return _private() / sub
 
 
-def cannot_store(folder: Path, exc: OSError) -> None:
+def cannot_store(folder: Path, exc: OSError) -> bool:
     """Record that ``folder`` (a store folder or its root) refused a new
-    kernel with ``exc``: this process stores no more there."""
+    kernel with ``exc``: this process stores no more there. Whether that is
+    news (False: it was known, and another folder will not be tried)."""
     folder = Path(folder)
     for root in (_state().root, *_fallback):
-        if folder == root or root in folder.parents:
-            _unwritable.setdefault(str(root), exc)
+        if (folder == root or root in folder.parents) and str(root) not in _unwritable:
+            _unwritable[str(root)] = exc
+            return True
+    return False
 
 
 def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:

@@ -135,10 +135,9 @@ def load_or_build(source: str, comp, key: str):
         folder = store_folder("cpu")  # KernelStoreError where none is left
         try:
             return _build(source, comp, folder, key)
-        except OSError as exc:
-            if not is_storage_error(exc):
+        except OSError as exc:  # full, read-only: the next folder, if any
+            if not (is_storage_error(exc) and cannot_store(folder, exc)):
                 raise
-            cannot_store(folder, exc)
 
 
 #: What the compiler says when the disk refuses its files (its messages come
