@@ -85,6 +85,7 @@ _unwritable: dict[str, OSError] = {}  # folder -> why new kernels cannot be stor
 _warned: set[str] = set()  # folders whose CacheWarning was given
 _prepare_lock = threading.Lock()
 
+
 @dataclass
 class _State:
     """The configured root as this process found it."""
