@@ -348,6 +348,27 @@ def _failing(real, root: Path, code: int):
     return fake
 
 
+def test_compiler_probe_that_cannot_write_says_where_and_how_to_fix(
+        tmp_path, monkeypatch):
+    """A probe (no record in the cache) in a read-only temporary folder: no
+    bare OSError, but no compiler, with the folder, the reason and the fix
+    (so that ``auto`` runs on NumPy)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "empty-cache"))
+    _forget_process_state(monkeypatch)
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    _simulate(monkeypatch, scratch, errno.EROFS)
+    find_compiler.cache_clear()
+    try:
+        comp = find_compiler()
+    finally:
+        find_compiler.cache_clear()
+    assert not comp.ok
+    assert str(scratch) in comp.reason and os.strerror(errno.EROFS) in comp.reason
+    assert "TMPDIR" in comp.reason
+
+
 # -- real file systems -----------------------------------------------------------
 def test_warm_cache_on_a_read_only_mount(tmp_path, mounts):
     """A cache warmed by one process, then mounted read-only (an image layer,

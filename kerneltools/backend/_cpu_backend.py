@@ -11,7 +11,6 @@ SHA-256 check out is loaded, anything else is rebuilt (see ``_cache.py``).
 from __future__ import annotations
 
 import ctypes
-import errno
 import hashlib
 import os
 import shutil
@@ -43,7 +42,7 @@ from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._cpu_kmin import prefilter_arrays, prefilter_vars, prunes, worth
 from ._dlopen import load_verified_library
-from ._errors import CompileError, KernelStoreError, is_storage_error
+from ._errors import CompileError, KernelStoreError, is_storage_error, storage_errno
 from ._plan import Plan
 from ._progress import chunks, compiling
 
@@ -140,24 +139,6 @@ def load_or_build(source: str, comp, key: str):
                 raise
 
 
-#: What the compiler says when the disk refuses its files (its messages come
-#: from strerror, in the C locale or the user's: both are looked for).
-_STORAGE_MESSAGES = {
-    code: {os.strerror(code), english}
-    for code, english in ((errno.ENOSPC, "No space left on device"),
-                          (getattr(errno, "EDQUOT", errno.ENOSPC), "Disk quota exceeded"),
-                          (errno.EROFS, "Read-only file system"))
-}
-
-
-def _storage_failure(log: str) -> int | None:
-    """The errno of a compile that failed because its files could not be written."""
-    for code, messages in _STORAGE_MESSAGES.items():
-        if any(m in log for m in messages):
-            return code
-    return None
-
-
 def _build(source: str, comp, folder: Path, key: str):
     """Compile ``source`` into ``folder`` as ``key``; the loaded library.
 
@@ -186,7 +167,7 @@ def _build(source: str, comp, folder: Path, key: str):
         _compiles[0] += 1
         if proc.returncode != 0:
             log = (proc.stderr or proc.stdout).strip()
-            code = _storage_failure(log)
+            code = storage_errno(log)
             if code is not None:
                 raise OSError(code, f"{os.strerror(code)} (the C compiler: {log[-300:]})")
             raise CompileError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 
 import numpy as np
 
@@ -18,6 +19,7 @@ __all__ = [
     "CacheWarning",
     "KernelStoreError",
     "is_storage_error",
+    "storage_errno",
 ]
 
 
@@ -108,3 +110,22 @@ def is_storage_error(exc: BaseException) -> bool:
     """Whether ``exc`` says a folder cannot store a file (full, read-only, ...)."""
     return isinstance(exc, OSError) and not isinstance(exc, CacheError) and (
         exc.errno in STORAGE_ERRNOS)
+
+
+#: What a tool says when the disk refuses its files (strerror's words, in the
+#: C locale or the user's: both are looked for).
+_STORAGE_MESSAGES = {
+    code: {os.strerror(code), english}
+    for code, english in ((errno.ENOSPC, "No space left on device"),
+                          (getattr(errno, "EDQUOT", errno.ENOSPC), "Disk quota exceeded"),
+                          (errno.EROFS, "Read-only file system"))
+}
+
+
+def storage_errno(message: str) -> int | None:
+    """The errno of a tool's failure (a compiler's log) that says its files
+    could not be written (full, over quota, read-only); None otherwise."""
+    for code, words in _STORAGE_MESSAGES.items():
+        if any(w in message for w in words):
+            return code
+    return None
