@@ -236,6 +236,8 @@ def test_new_kernel_that_cannot_be_stored_goes_to_a_private_cache(warm, monkeypa
     (message,) = _cache_warnings(caught)
     assert str(warm) in message and os.strerror(code) in message
     assert "KERNELTOOLS_CACHE_DIR" in message
+    # said at the user's line, not at a line of kerneltools
+    assert {w.filename for w in caught} == {__file__}
     private = kt.cache_dir()
     assert private != warm and len(list((private / "cpu").glob("*.so"))) == 2
     monkeypatch.undo()

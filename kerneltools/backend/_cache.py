@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._dlopen import dlopen_bytes, problem, read_trusted
-from ._errors import CacheError, CacheWarning, KernelStoreError
+from ._errors import CacheError, CacheWarning, KernelStoreError, outside_stacklevel
 
 __all__ = [
     "cache_dir", "cache_size", "clear_cache", "storage_problem", "atomic_write",
@@ -226,7 +226,7 @@ def _private() -> Path:
                 f"are still used). To fix: {_fix(why)}, or set KERNELTOOLS_CACHE_DIR "
                 "to a folder you can write",
                 CacheWarning,
-                stacklevel=4,
+                stacklevel=outside_stacklevel(),
             )
     return tmp
 

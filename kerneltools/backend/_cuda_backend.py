@@ -33,7 +33,7 @@ from ._cuda_codegen import (
 from ._cuda_tcore import (
     generate_tcore_source, tcore_arguments, tcore_enabled, tcore_match, tcore_unsupported,
 )
-from ._errors import CacheWarning, CompileError, is_storage_error
+from ._errors import CacheWarning, CompileError, is_storage_error, outside_stacklevel
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
 from ._plan import Plan
 from ._progress import compiling
@@ -188,7 +188,7 @@ def _warn_cupy_cache(cupy, exc: OSError) -> None:
         "folder you can write (CUPY_CACHE_IN_MEMORY=1: in memory, without this "
         "warning)",
         CacheWarning,
-        stacklevel=5,
+        stacklevel=outside_stacklevel(),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import sys
 
 import numpy as np
 
@@ -20,6 +21,7 @@ __all__ = [
     "KernelStoreError",
     "is_storage_error",
     "storage_errno",
+    "outside_stacklevel",
 ]
 
 
@@ -129,3 +131,16 @@ def storage_errno(message: str) -> int | None:
         if any(w in message for w in words):
             return code
     return None
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn`, called by the caller of
+    this function, that names the first frame outside kerneltools: the
+    user's line, however deep in the package the warning is given."""
+    frame, level = sys._getframe(1), 1  # stacklevel 1: the frame that warns
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
