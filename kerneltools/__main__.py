@@ -29,7 +29,12 @@ def main(argv=None) -> int:
     else:
         from .backend._cache import cache_dir, clear_cache
 
-        clear_cache()
+        try:
+            clear_cache()
+        except OSError as exc:
+            print(f"python -m kerneltools clear-cache: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 1
         print(f"cleared {cache_dir(create=False)}")
     return 0
 

@@ -427,6 +427,7 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
     """
     from .backend import _radius
     from .backend._dispatch import check_backend_name
+    from .backend._errors import KernelStoreError
 
     x, y = _points(x, "x"), _points(y, "y")
     if x.shape[1] != y.shape[1]:
@@ -462,6 +463,10 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
     side = ranges.side(1)
     kw = dict(exclude=exclude, by_distance=sort == "distance")
     if name != "numpy" and isinstance(side, SortedSide) and _radius.native_available():
-        return _radius.radius_native(x, y, r2, side, **kw)
+        try:
+            return _radius.radius_native(x, y, r2, side, **kw)
+        except KernelStoreError:  # nowhere to store its kernel (full disks): NumPy
+            if name == "cpu":
+                raise
     blocks = side.blocks() if isinstance(side, SortedSide) else side
     return _radius.radius_blocks(x, y, r2, blocks, **kw)

@@ -22,6 +22,21 @@ def test_info_command_reports_backends_compiler_and_cache(tmp_path):
     assert str(tmp_path / "cache") in text
 
 
+def test_info_without_a_compiler_prints_its_report_only(tmp_path):
+    """No warning (with its source line) around the report; the missing
+    compiler and its fix are said once, in the report."""
+    env = {**__import__("os").environ, "CC": str(tmp_path / "no-such-cc"),
+           "KERNELTOOLS_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "kerneltools", "info"], capture_output=True,
+                         text=True, timeout=120, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    text = out.stdout
+    assert "  cpu    unusable: no usable C compiler" in text
+    assert "C compiler: none usable" in text and "default backend: numpy" in text
+    assert text.count("To fix") == 1 and text.count("no-such-cc") == 1
+
+
 def test_clear_cache_command(tmp_path):
     import os
 

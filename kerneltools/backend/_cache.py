@@ -15,25 +15,34 @@ nothing is loaded that kerneltools did not build for this user:
   regular file owned by the current user, not writable by group or others;
 * a library's bytes, read through that descriptor, must have the SHA-256
   recorded beside it at build time (``<key>.sha256``, owner-only), and what is
-  loaded is those very bytes (see :func:`_dlopen_bytes`).
+  loaded is those very bytes (see ``_dlopen.py``).
 
-An entry that fails a file check is not loaded; the caller rebuilds it. A
-folder that cannot be created or written is replaced, for this process, by a
-private temporary cache, with one :class:`CacheWarning`.
+An entry that fails a file check is not loaded; the caller rebuilds it.
+
+A folder that cannot be written (a read-only mount or image layer, a full
+disk, another user's permissions) is still read: its kernels are verified
+as always and loaded without a write (a copy next to them where the folder
+takes one, else from memory, ``_dlopen.py``); no record, lock or
+marker needs writing. A new kernel that it refuses goes, for the rest of the
+process, to a private temporary cache, with one :class:`CacheWarning` per
+folder naming it, the reason and the fix (:func:`store_folder`,
+:func:`cannot_store`); where that too refuses, :class:`KernelStoreError`
+(``backend="auto"`` runs on NumPy).
 
 Files are written to a temporary name (``.tmp-*``) in their folder and renamed
-into place, so no process or thread sees a partial file; leftovers of killed
-processes older than :data:`STALE_AGE` are removed at a process's first use.
-The root holds a marker file; :func:`clear_cache` deletes only names that
-kerneltools writes, never a user's files.
+into place, so no process or thread sees a partial file, and a write that
+fails removes its temporary file; leftovers of killed processes older than
+:data:`STALE_AGE` are removed at a process's first use. The root holds a
+marker file; :func:`clear_cache` deletes only names that kerneltools writes,
+never a user's files.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import hashlib
-import itertools
 import os
 import re
 import shutil
@@ -43,13 +52,16 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import CacheError, CacheWarning
+from ._dlopen import dlopen_bytes, problem, read_trusted
+from ._errors import CacheError, CacheWarning, KernelStoreError, outside_stacklevel
 
 __all__ = [
-    "cache_dir", "cache_size", "clear_cache", "atomic_write", "kernel_folder",
-    "load_verified_library", "store_library", "read_record", "write_record",
+    "cache_dir", "cache_size", "clear_cache", "storage_problem", "atomic_write",
+    "kernel_folders", "store_folder", "cannot_store", "store_library", "read_record",
+    "write_record",
 ]
 
 #: The marker file at the root of a folder that kerneltools created.
@@ -67,10 +79,22 @@ _MARKER_TEXT = (b"kerneltools kernel cache: 'python -m kerneltools clear-cache' 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
-_prepared: dict[str, Path] = {}  # configured root -> the root this process uses
+_prepared: dict[str, _State] = {}  # configured root -> what this process found there
 _fallback: list[Path] = []  # this process's private temporary cache, if any
+_unwritable: dict[str, OSError] = {}  # folder -> why new kernels cannot be stored there
+_warned: set[str] = set()  # folders whose CacheWarning was given
 _prepare_lock = threading.Lock()
-_loads = itertools.count()
+
+
+@dataclass
+class _State:
+    """The configured root as this process found it."""
+
+    root: Path
+    #: Whether it is a trusted folder whose kernels may be loaded.
+    readable: bool
+    #: Whether a repair to owner-only may be made (the default location).
+    repair: bool
 
 
 def _platform_cache_root() -> Path:
@@ -90,80 +114,184 @@ def _configured() -> tuple[Path, bool]:
 
 
 def cache_dir(create: bool = True) -> Path:
-    """The kernel cache directory.
+    """The kernel cache directory: where this process stores new kernels.
 
-    With ``create`` (what the backends use), it is made ready once per
-    process: created owner-only, checked (:class:`CacheError` if another user
-    could write to it), cleaned of stale temporary files; if it cannot be
-    created or written, a private temporary folder is used instead, with one
-    :class:`CacheWarning`. Without, the configured path, untouched.
+    Parameters
+    ----------
+    create : bool, default=True
+        Make it ready, once per process, as the backends do: created
+        owner-only, checked (:class:`CacheError` if another user could write
+        to it), cleaned of stale temporary files. Where it cannot store new
+        kernels (read-only, full), the private temporary folder this process
+        uses instead, once it has been made. Without, the configured path,
+        untouched.
+
+    Returns
+    -------
+    pathlib.Path
     """
-    path, from_env = _configured()
+    path, _ = _configured()
     if not create:
         return path
-    usable = _prepared.get(str(path))
-    if usable is None:
+    state = _state()
+    if str(state.root) in _unwritable and _fallback:
+        return _fallback[0]
+    return state.root
+
+
+def _state() -> _State:
+    path, from_env = _configured()
+    state = _prepared.get(str(path))
+    if state is None:
         with _prepare_lock:
-            usable = _prepared.get(str(path))
-            if usable is None:
-                usable = _prepared[str(path)] = _prepare(path, from_env)
-    return usable
+            state = _prepared.get(str(path))
+            if state is None:
+                state = _prepared[str(path)] = _prepare(path, from_env)
+    return state
 
 
-def _prepare(root: Path, from_env: bool) -> Path:
+def _prepare(root: Path, from_env: bool) -> _State:
+    """Create and check ``root`` and its subfolders; whether it can be read
+    and written. Nothing needs to be written to use a warm cache: a folder
+    that cannot be written (read-only, full) is read as it is, and its
+    kernels are loaded without a write (see ``_dlopen.py``)."""
     new = not root.exists()
     folders = (root, *(root / sub for sub in SUBFOLDERS))
     try:
         for folder in folders:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise PermissionError(13, "not writable by this user")
     except OSError as exc:
-        return _fall_back(root, exc)
+        _unwritable[str(root)] = exc
+    if not root.is_dir():
+        return _State(root, readable=False, repair=False)
     for folder in folders:
-        _check_folder(folder, repair=not from_env, follow=folder == root)
-    try:
-        for folder in folders:  # a real write: os.access is wrong for root on NFS
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=_TMP)
-            os.close(fd)
-            os.unlink(probe)
-        marked = _is_marked(root)
+        if folder == root or folder.is_dir():
+            _check_folder(folder, repair=not from_env, follow=folder == root)
+    if str(root) not in _unwritable:
+        try:  # a real write: os.access is wrong for root, on NFS, on a read-only mount
+            for folder in folders:
+                fd, probe = tempfile.mkstemp(dir=folder, prefix=_TMP)
+                os.close(fd)
+                os.unlink(probe)
+        except OSError as exc:
+            _unwritable[str(root)] = exc
+    marked = _is_marked(root)
+    if str(root) not in _unwritable:
         if not marked and (new or _only_ours(root)):
-            atomic_write(root / MARKER, _MARKER_TEXT)
-            marked = True
-    except OSError as exc:
-        return _fall_back(root, exc)
-    _remove_stale(root, marked)
-    return root
+            try:  # the marker is a courtesy: a full disk may refuse it
+                atomic_write(root / MARKER, _MARKER_TEXT)
+                marked = True
+            except OSError:
+                pass
+        _remove_stale(root, marked)
+    return _State(root, readable=True, repair=not from_env)
 
 
-def _fall_back(root: Path, exc: OSError) -> Path:
-    if not _fallback:
-        tmp = Path(tempfile.mkdtemp(prefix="kerneltools-cache-"))  # 0700
-        owner = os.getpid()
-        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(tmp, True))
-        _fallback.append(tmp)
-    tmp = _fallback[0]
-    warnings.warn(
-        f"the kernel cache folder {root} cannot be used ({exc.strerror or exc}); this "
-        f"process compiles into the temporary folder {tmp}, deleted at exit. To fix: "
-        f"make {root} a folder you can write, or set KERNELTOOLS_CACHE_DIR to one",
-        CacheWarning,
-        stacklevel=2,
-    )
-    for sub in SUBFOLDERS:
-        (tmp / sub).mkdir(mode=0o700, exist_ok=True)
+def _fix(exc: OSError | None) -> str:
+    """What the user can do about a folder that refused a write with ``exc``."""
+    if exc is None:
+        return "make it a folder you can write"
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "free space on its disk"
+    if exc.errno == errno.EROFS:
+        return "mount its file system read-write"
+    return "make it a folder you can write"
+
+
+def _private() -> Path:
+    """This process's private temporary cache (made once, 0700, deleted at
+    exit); KernelStoreError if it cannot be made or has refused a kernel."""
+    configured = _state().root
+    why = _unwritable.get(str(configured))
+    with _prepare_lock:
+        if not _fallback:
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix="kerneltools-cache-"))  # 0700
+                for sub in SUBFOLDERS:
+                    (tmp / sub).mkdir(mode=0o700, exist_ok=True)
+            except OSError as exc:
+                raise _nowhere(configured, why, tempfile.gettempdir(), exc) from None
+            owner = os.getpid()
+            atexit.register(lambda: os.getpid() == owner and shutil.rmtree(tmp, True))
+            _fallback.append(tmp)
+        tmp = _fallback[0]
+        if str(tmp) in _unwritable:
+            raise _nowhere(configured, why, tmp, _unwritable[str(tmp)])
+        if str(configured) not in _warned:
+            _warned.add(str(configured))
+            warnings.warn(
+                f"the kernel cache folder {configured} cannot store new kernels "
+                f"({_reason(why)}); this process compiles them into the temporary "
+                f"folder {tmp}, deleted at exit (the kernels already in {configured} "
+                f"are still used). To fix: {_fix(why)}, or set KERNELTOOLS_CACHE_DIR "
+                "to a folder you can write",
+                CacheWarning,
+                stacklevel=outside_stacklevel(),
+            )
     return tmp
 
 
-def _problem(st: os.stat_result) -> str | None:
-    """Why a file or folder with this status is not ours alone, or None."""
-    me = os.geteuid()
-    if st.st_uid != me:
-        return f"owned by another user (uid {st.st_uid}; you are uid {me})"
-    if st.st_mode & 0o022:
-        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
+def _reason(exc: OSError | None) -> str:
+    return "unknown" if exc is None else exc.strerror or str(exc)
+
+
+def _nowhere(configured: Path, why: OSError, tmp, exc: OSError) -> KernelStoreError:
+    return KernelStoreError(
+        f"a new kernel cannot be stored: the kernel cache folder {configured} refuses "
+        f"it ({_reason(why)}) and so does the temporary folder {tmp} "
+        f"({_reason(exc)}). To fix: for {configured}, {_fix(why)}, or set "
+        "KERNELTOOLS_CACHE_DIR to a folder you can write (TMPDIR moves the "
+        "temporary folder)"
+    )
+
+
+def kernel_folders(sub: str) -> list[Path]:
+    """The folders to look a kernel up in: ``sub`` of the configured root
+    where it is a folder of ours alone (else :class:`CacheError`), then of
+    this process's private cache, if it has one."""
+    state = _state()
+    if not state.root.is_dir() and str(state.root) not in _unwritable:
+        _prepared.pop(str(state.root), None)  # removed since this process prepared it
+        state = _state()
+    found = []
+    folder = state.root / sub
+    if state.readable and folder.is_dir():
+        _check_folder(state.root, repair=state.repair, follow=True)
+        _check_folder(folder, repair=state.repair)
+        found.append(folder)
+    if _fallback:
+        found.append(_fallback[0] / sub)
+    return found
+
+
+def store_folder(sub: str) -> Path:
+    """The folder where a new kernel of ``sub`` is written: the configured
+    root's (checked), else the private cache's (one :class:`CacheWarning`
+    per configured folder); :class:`KernelStoreError` if neither can be."""
+    state = _state()
+    if str(state.root) not in _unwritable:
+        folder = state.root / sub
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # again, if removed
+        except OSError as exc:
+            cannot_store(state.root, exc)
+        else:
+            _check_folder(state.root, repair=state.repair, follow=True)
+            _check_folder(folder, repair=state.repair)
+            return folder
+    return _private() / sub
+
+
+def cannot_store(folder: Path, exc: OSError) -> bool:
+    """Record that ``folder`` (a store folder or its root) refused a new
+    kernel with ``exc``: this process stores no more there. Whether that is
+    news (False: it was known, and another folder will not be tried)."""
+    folder = Path(folder)
+    for root in (_state().root, *_fallback):
+        if (folder == root or root in folder.parents) and str(root) not in _unwritable:
+            _unwritable[str(root)] = exc
+            return True
+    return False
 
 
 def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
@@ -181,97 +309,24 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
         ) from None
     try:
         st = os.fstat(fd)
-        problem = _problem(st)
-        if problem and repair and st.st_uid == os.geteuid():
-            os.fchmod(fd, 0o700)
-            problem = None
+        why = problem(st)
+        if why and repair and st.st_uid == os.geteuid():
+            try:
+                os.fchmod(fd, 0o700)
+                why = None
+            except OSError:  # a read-only file system: said below
+                pass
     finally:
         os.close(fd)
-    if problem:
+    if why:
         me = os.geteuid()
         fix = (f"chmod 700 {path}" if st.st_uid == me
                else f"use a folder of yours (or make it yours: chown {me} {path})")
         raise CacheError(
-            f"the kernel cache folder {path} is {problem}: another user could put "
+            f"the kernel cache folder {path} is {why}: another user could put "
             f"code there that kerneltools would run, so it is not used. To fix: {fix}, "
             "or set KERNELTOOLS_CACHE_DIR to a private folder"
         )
-
-
-def kernel_folder(sub: str) -> Path:
-    """``sub`` of the cache root, checked: a folder of ours alone (else CacheError)."""
-    configured, from_env = _configured()
-    root = cache_dir()
-    if not root.is_dir():  # removed since this process prepared it: again
-        _prepared.pop(str(configured), None)
-        root = cache_dir()
-    repair = not from_env or root != configured  # the default, or our fallback
-    folder = root / sub
-    folder.mkdir(mode=0o700, exist_ok=True)  # again, if removed since
-    _check_folder(root, repair=repair, follow=True)
-    _check_folder(folder, repair=repair)
-    return folder
-
-
-def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of ours alone (not a link,
-    at most ``limit`` bytes), read through one descriptor; else None."""
-    try:  # O_NONBLOCK: a FIFO planted there must not hang the open
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or _problem(st):
-            return None
-        if limit is not None and st.st_size > limit:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _dlopen_bytes(folder: Path, key: str, data: bytes) -> ctypes.CDLL:
-    """dlopen exactly ``data`` (already verified).
-
-    Through a private copy: a new folder made by mkdtemp (0700) inside the
-    checked cache folder, a file created there exclusively, loaded, then
-    deleted (the mapping stays). Loading the cache path itself would leave a
-    window in which a rename puts other bytes there between the check and the
-    load. ``/proc/self/fd/N`` of the verified descriptor closes that window,
-    but glibc's dlopen first matches the *name* against the libraries already
-    loaded, and descriptor numbers are reused: a later kernel loaded through
-    the same number would silently get the earlier library. The copy's name is
-    unique in the process (key and a counter), and it sits next to the
-    kernels, not in a /tmp that may be mounted noexec.
-    """
-    tmp = tempfile.mkdtemp(dir=folder, prefix=f"{_TMP}load-")
-    copy = os.path.join(tmp, f"{key}-{next(_loads)}.so")
-    try:
-        with open(copy, "xb") as fh:
-            fh.write(data)
-        return ctypes.CDLL(copy)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def load_verified_library(folder: Path, key: str) -> ctypes.CDLL | None:
-    """The library ``<key>.so`` of ``folder`` (checked by :func:`kernel_folder`)
-    if it is ours alone and its bytes have the recorded digest; else None, for
-    the caller to rebuild: nothing of an untrusted file runs."""
-    data = _read_trusted(folder / f"{key}.so")
-    digest = _read_trusted(folder / f"{key}.sha256", limit=200)
-    if data is None or digest is None:
-        return None
-    if digest.decode("ascii", "replace").strip() != hashlib.sha256(data).hexdigest():
-        return None
-    try:
-        return _dlopen_bytes(folder, key, data)
-    except OSError:
-        return None
 
 
 def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
@@ -279,30 +334,42 @@ def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:
     in place as ``<key>.so`` with its digest, and load it (OSError if it does
     not load)."""
     os.chmod(built, 0o700)  # the linker may have recreated it with the umask's mode
-    data = _read_trusted(Path(built))
+    data = read_trusted(Path(built))
     if data is None:
         raise OSError(f"the compiled kernel {built} is not a regular file of this user")
     digest = hashlib.sha256(data).hexdigest()
     atomic_write(folder / f"{key}.sha256", digest.encode() + b"\n")
     os.replace(built, folder / f"{key}.so")
-    return _dlopen_bytes(folder, key, data)
+    return dlopen_bytes(folder, key, data)
 
 
 def read_record(name: str) -> bytes | None:
-    """The record ``name`` (see RECORD_FILE) at the cache root if it can be
-    trusted as the kernels are, else None (none yet, foreign, a link, too big)."""
+    """The record ``name`` (see RECORD_FILE) at the cache root, or at this
+    process's private cache, if it can be trusted as the kernels are, else
+    None (none yet, foreign, a link, too big). Reading writes nothing."""
     try:
-        root = cache_dir()
-        _check_folder(root, repair=False, follow=True)
+        state = _state()
+        roots = ([state.root] if state.readable else []) + _fallback[:1]
+        for root in roots:
+            _check_folder(root, repair=False, follow=True)
+            data = read_trusted(root / name, limit=1 << 16)
+            if data is not None:
+                return data
     except (CacheError, OSError):
-        return None
-    return _read_trusted(root / name, limit=1 << 16)
+        pass
+    return None
 
 
 def write_record(name: str, data: bytes) -> None:
-    """Write a record at the cache root; silently nothing if it is unusable."""
+    """Write a record where new kernels go; silently nothing if it cannot
+    (a record is an optimisation: a full or read-only folder goes without)."""
     try:
-        atomic_write(cache_dir() / name, data)
+        root = _state().root
+        if str(root) in _unwritable:
+            if not _fallback:
+                return
+            root = _fallback[0]
+        atomic_write(root / name, data)
     except (CacheError, OSError):
         pass
 
@@ -337,14 +404,18 @@ def _entries(folder: Path, prefix: str = ""):
             continue
 
 
-def _remove(path: Path, st: os.stat_result) -> None:
+def _remove(path: Path, st: os.stat_result) -> OSError | None:
+    """Delete ``path`` (a folder with what it holds); the error if it stays."""
     try:
         if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.unlink(path)
-    except OSError:
+    except FileNotFoundError:
         pass
+    except OSError as exc:
+        return exc
+    return None
 
 
 def _remove_stale(root: Path, marked: bool) -> None:
@@ -355,6 +426,27 @@ def _remove_stale(root: Path, marked: bool) -> None:
         for name, st in _entries(folder, _TMP):
             if now - st.st_mtime > STALE_AGE:
                 _remove(folder / name, st)
+
+
+#: Free space below which a disk is reported full (a kernel takes 50-200 kB).
+_LOW_SPACE = 1 << 20
+
+
+def storage_problem() -> str | None:
+    """Why the configured folder would refuse new kernels (a read-only or
+    full file system), found without writing; None where nothing says so."""
+    path = cache_dir(create=False)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        fs = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    if fs.f_flag & getattr(os, "ST_RDONLY", 1):
+        return "read-only file system"
+    if fs.f_bavail * fs.f_frsize < _LOW_SPACE:
+        return f"its disk is full ({fs.f_bavail * fs.f_frsize // 1024} kB free)"
+    return None
 
 
 def cache_size() -> tuple[int, int]:
@@ -382,9 +474,16 @@ def clear_cache() -> None:
     STALE_AGE (a younger one may be a compile running now, in the root only
     if kerneltools created the folder). Nothing else: the variable may point
     to a folder that also holds the user's files. Links are not followed.
+
+    Raises
+    ------
+    OSError
+        Where some of them cannot be deleted (a read-only file system, for
+        instance): how many, the folder, why and the fix.
     """
     root = cache_dir(create=False)
     marked = _is_marked(root)
+    refused = []
     for sub in SUBFOLDERS:
         folder = root / sub
         try:
@@ -394,11 +493,19 @@ def clear_cache() -> None:
             continue
         for name, st in _entries(folder):
             if _KERNEL_FILE.fullmatch(name) and not stat.S_ISDIR(st.st_mode):
-                _remove(folder / name, st)
+                refused.append(_remove(folder / name, st))
     for name, st in _entries(root):
         if RECORD_FILE.fullmatch(name) and not stat.S_ISDIR(st.st_mode):
-            _remove(root / name, st)
+            refused.append(_remove(root / name, st))
     _remove_stale(root, marked)
+    refused = [exc for exc in refused if exc is not None]
+    if refused:
+        raise OSError(
+            refused[0].errno,
+            f"{len(refused)} file(s) that kerneltools wrote in the kernel cache folder "
+            f"{root} cannot be deleted ({_reason(refused[0])}). To fix: "
+            f"{_fix(refused[0])}, then clear it again",
+        )
 
 
 def atomic_write(path: Path, data: bytes) -> None:

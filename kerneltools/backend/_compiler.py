@@ -31,6 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ._cache import read_record, write_record
+from ._errors import storage_errno
 
 __all__ = ["Compiler", "find_compiler", "probe_count"]
 
@@ -85,9 +86,14 @@ class Compiler:
         cpu = platform.machine() + ":" + _cpu_flags_digest()
         return "|".join([self.path, self.version, " ".join(self.flags + self.libs), cpu])
 
-    def compile(self, source_path: str, output_path: str) -> subprocess.CompletedProcess:
+    def compile(self, source_path: str, output_path: str, *,
+                tmpdir: str | None = None) -> subprocess.CompletedProcess:
+        """Compile ``source_path`` into the shared library ``output_path``
+        (``tmpdir``: the folder for the compiler's own temporary files)."""
         cmd = [self.path, *self.flags, source_path, "-o", output_path, *self.libs]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        env = None if tmpdir is None else {**os.environ, "TMPDIR": tmpdir}
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+                              check=False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -234,6 +240,10 @@ def find_compiler() -> Compiler:
     """Probe once per process (or read the probe's record); a Compiler with
     ok=False says why none works."""
     reasons = []
+    hint = (
+        "install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
+        "xcode-select --install; conda: conda install c-compiler) or set $CC"
+    )
     for name in _candidates():
         path = shutil.which(name)
         if path is None:
@@ -248,7 +258,17 @@ def find_compiler() -> Compiler:
             continue
         found = _recorded(key)
         if found is None:
-            found, why = _probe(path)
+            try:
+                found, why = _probe(path)
+            except OSError as exc:  # its files: a full or read-only temporary folder
+                found, why = None, exc.strerror or str(exc)
+            if found is None and storage_errno(why) is not None:
+                tmp = tempfile.gettempdir()
+                reasons.append(f"{name}: its probe cannot write in the temporary folder "
+                               f"{tmp} ({why[-300:]})")
+                hint = (f"free space in {tmp} or set TMPDIR to a folder you can "
+                        "write (no probe runs where the kernel cache holds its record)")
+                continue
             if found is None:
                 reasons.append(f"{name}: cannot build a shared library: {why}")
                 continue
@@ -259,8 +279,4 @@ def find_compiler() -> Compiler:
             ok=True, path=path, version=version, flags=flags, libs=libs,
             openmp=found["openmp"], vector_math=found["vector_math"],
         )
-    hint = (
-        "install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
-        "xcode-select --install; conda: conda install c-compiler) or set $CC"
-    )
     return Compiler(ok=False, reason="; ".join(reasons) + f". To fix: {hint}")

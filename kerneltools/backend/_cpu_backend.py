@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -20,7 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ._cache import atomic_write, kernel_folder, load_verified_library, store_library
+from ._cache import (
+    atomic_write,
+    cannot_store,
+    kernel_folders,
+    store_folder,
+    store_library,
+)
 from ._codegen import MAX_COMPONENTS, unsupported, width
 from ._compiler import find_compiler
 from ._cpu_codegen import (
@@ -34,11 +41,13 @@ from ._cpu_codegen import (
 from ._cpu_dots import centred, row_sqnorms
 from ._cpu_gemm import many_columns, pack_rows, padded_columns
 from ._cpu_kmin import prefilter_arrays, prefilter_vars, prunes, worth
-from ._errors import CompileError
+from ._dlopen import load_verified_library
+from ._errors import CompileError, KernelStoreError, is_storage_error, storage_errno
 from ._plan import Plan
 from ._progress import chunks, compiling
 
-__all__ = ["CpuBackend", "generate_source", "compile_count", "MAX_COMPONENTS"]
+__all__ = ["CpuBackend", "generate_source", "compile_count", "load_or_build",
+           "MAX_COMPONENTS"]
 
 
 # -- compilation and the cache ------------------------------------------------
@@ -64,6 +73,7 @@ def _carries(lib, key: str) -> bool:
 
 
 _by_signature: dict = {}  # plan.signature -> (fn, tile size): the warm path
+_unstorable: dict = {}  # plan.signature -> why its kernel could not be stored
 
 
 def get_kernel(plan: Plan, *, ranges: bool = False, prefilter: bool | None = None):
@@ -89,11 +99,11 @@ def get_kernel(plan: Plan, *, ranges: bool = False, prefilter: bool | None = Non
         fn = _loaded.get(key)
         if fn is not None:
             return fn
-        folder = kernel_folder("cpu")
-        # Missing, foreign, a link or not the recorded bytes: rebuilt, never run.
-        lib = load_verified_library(folder, key)
-        if lib is None or not _carries(lib, key):
-            lib = _build(source, comp, folder, key)
+        try:
+            lib = load_or_build(source, comp, key)
+        except KernelStoreError as exc:  # this backend declines the plan from now on
+            _unstorable[plan.signature] = str(exc)
+            raise
         fn = lib.kt_kernel
         fn.restype = None
         fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
@@ -107,16 +117,46 @@ def get_kernel(plan: Plan, *, ranges: bool = False, prefilter: bool | None = Non
         return fn
 
 
+def load_or_build(source: str, comp, key: str):
+    """The library of ``source`` (``key``: its hash with the compiler's
+    identity): from the kernel cache, else compiled and stored.
+
+    Missing, foreign, a link or not the recorded bytes: rebuilt, never run.
+    A folder that cannot store the new kernel (full, read-only) gives way to
+    the private temporary cache (see ``_cache.py``); :class:`KernelStoreError`
+    where that too refuses it.
+    """
+    for folder in kernel_folders("cpu"):
+        lib = load_verified_library(folder, key)
+        if lib is not None and _carries(lib, key):
+            return lib
+    while True:
+        folder = store_folder("cpu")  # KernelStoreError where none is left
+        try:
+            return _build(source, comp, folder, key)
+        except OSError as exc:  # full, read-only: the next folder, if any
+            if not (is_storage_error(exc) and cannot_store(folder, exc)):
+                raise
+
+
 def _build(source: str, comp, folder: Path, key: str):
-    """Compile ``source`` into the cache as ``key``; the loaded library."""
+    """Compile ``source`` into ``folder`` as ``key``; the loaded library.
+
+    The source is kept as ``<key>.c`` (a compile error points to it); the
+    compiler writes its output and its own temporary files (``TMPDIR``) in a
+    private ``.tmp-build-*`` folder beside it, removed afterwards, so that a
+    compile interrupted, or refused by a full disk, leaves no partial file
+    under a kernel's name, and a full disk is the store folder's. OSError
+    (:func:`is_storage_error`) where the folder cannot store the kernel.
+    """
     src = folder / f"{key}.c"
     atomic_write(src, source.encode())
-    fd, tmp_so = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".so")
-    os.close(fd)
+    work = tempfile.mkdtemp(dir=folder, prefix=".tmp-build-")
     try:
+        built = os.path.join(work, f"{key}.so")
         try:
             with compiling(f"the C kernel {key[:12]}"):
-                proc = comp.compile(str(src), tmp_so)
+                proc = comp.compile(str(src), built, tmpdir=work)
         except subprocess.TimeoutExpired as exc:
             raise CompileError(
                 f"the C compiler did not finish the generated kernel {src} in "
@@ -127,22 +167,26 @@ def _build(source: str, comp, folder: Path, key: str):
         _compiles[0] += 1
         if proc.returncode != 0:
             log = (proc.stderr or proc.stdout).strip()
+            code = storage_errno(log)
+            if code is not None:
+                raise OSError(code, f"{os.strerror(code)} (the C compiler: {log[-300:]})")
             raise CompileError(
                 f"the C compiler failed on the generated kernel {src}:\n{log[-4000:]}",
                 log=log,
                 source_path=str(src),
             )
         try:
-            lib = store_library(folder, key, tmp_so)
+            lib = store_library(folder, key, built)
         except OSError as exc:
+            if is_storage_error(exc):
+                raise
             lib, why = None, str(exc)
         if lib is None or not _carries(lib, key):
             raise CompileError(f"the compiled kernel {folder / key}.so does not load"
                                f"{': ' + why if lib is None else ''}", source_path=str(src))
         return lib
     finally:
-        if os.path.exists(tmp_so):
-            os.unlink(tmp_so)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _pack_tiles(a: np.ndarray, tj: int) -> np.ndarray:
@@ -219,6 +263,10 @@ class CpuBackend:
 
     def unsupported(self, plan: Plan) -> str | None:
         """Why this backend cannot run ``plan`` (None: it can)."""
+        # its kernel could not be stored in this process (full or read-only
+        # disks: see load_or_build); said by the error that found it
+        if plan.signature in _unstorable:
+            return _unstorable[plan.signature]
         return unsupported(plan, self.name, "C", plan.red.c)
 
     def run(self, plan: Plan, args, **options):

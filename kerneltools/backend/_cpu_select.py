@@ -29,9 +29,9 @@ import threading
 
 import numpy as np
 
-from ._cache import kernel_folder, load_verified_library
 from ._compiler import find_compiler
-from ._cpu_backend import _build, _carries
+from ._cpu_backend import load_or_build
+from ._errors import KernelStoreError
 from ._codegen import TEMPLATES
 
 __all__ = ["TileState", "select_tile", "rerank", "compiled", "cells_kmin", "box_pairs"]
@@ -53,7 +53,8 @@ _SIGNATURES = {
 
 def compiled(dtype):
     """The loaded library for tiles of ``dtype`` (compiled once, cached on
-    disk as the kernels are); None without a working C compiler."""
+    disk as the kernels are); None without a working C compiler, or where
+    neither the kernel cache nor a temporary folder can store it."""
     dtype = np.dtype(dtype)
     lib = _libs.get(dtype)
     if lib is not None:
@@ -64,7 +65,10 @@ def compiled(dtype):
     with _lock:
         lib = _libs.get(dtype)
         if lib is None:
-            lib = _libs[dtype] = _load(dtype, comp)
+            try:
+                lib = _libs[dtype] = _load(dtype, comp)
+            except KernelStoreError:  # nowhere to store it: NumPy, as without a compiler
+                return None
     return lib
 
 
@@ -73,10 +77,7 @@ def _load(dtype, comp):
               f"#define KT_TILE_DOUBLE {int(dtype == np.float64)}\n" + _SOURCE)
     key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
     source = source.replace("${key}", key)
-    folder = kernel_folder("cpu")
-    lib = load_verified_library(folder, key)
-    if lib is None or not _carries(lib, key):
-        lib = _build(source, comp, folder, key)
+    lib = load_or_build(source, comp, key)
     double_only = {"kt_cells_kmin": _CELLS, "kt_box_pairs": _BOX_PAIRS}
     signatures = dict(_SIGNATURES, **(double_only if dtype == np.float64 else {}))
     for name, argtypes in signatures.items():

@@ -4,8 +4,9 @@ The source of a plan and its launch shape come from :mod:`._cuda_codegen`
 (see there for the kernel's shape); the compile-only check without a GPU
 from :mod:`._nvrtc`. Detection never touches CUDA at import:
 :func:`gpu_status` runs on first use and is cached. Kernels are compiled by
-CuPy's ``RawModule`` (NVRTC, cached on disk by CuPy per architecture) and
-kept in memory per device. With ``KERNELTOOLS_CUDA_TENSOR_CORES=1``, the
+CuPy's ``RawModule`` (NVRTC, cached on disk by CuPy per architecture; in
+memory where that disk refuses them, with one warning) and kept in memory
+per device. With ``KERNELTOOLS_CUDA_TENSOR_CORES=1``, the
 plans that :func:`._cuda_tcore.tcore_unsupported` accepts (float32 Gaussian
 ``K @ B`` at D >= 32) run on the tensor-core kernel instead (opt-in until
 measured on a GPU). Block-sparse reductions (``ranges=``) run in one
@@ -19,6 +20,7 @@ import functools
 import hashlib
 import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -31,7 +33,7 @@ from ._cuda_codegen import (
 from ._cuda_tcore import (
     generate_tcore_source, tcore_arguments, tcore_enabled, tcore_match, tcore_unsupported,
 )
-from ._errors import CompileError
+from ._errors import CacheWarning, CompileError, is_storage_error, outside_stacklevel
 from ._nvrtc import NVRTC_OPTIONS, numbered, nvrtc, nvrtc_compile
 from ._plan import Plan
 from ._progress import compiling
@@ -132,8 +134,7 @@ def _compiled(dev: int, key: str, source: str):
     if kernel is None:
         try:
             with compiling(f"the CUDA kernel {key[:12]}"):
-                module = cupy.RawModule(code=source, options=NVRTC_OPTIONS)
-                kernel = module.get_function("kt_kernel")
+                kernel = _compile_in_cupy(cupy, source)
         except cupy.cuda.compiler.CompileException as exc:
             raise CompileError(
                 f"NVRTC failed on the generated CUDA kernel:\n{exc}\n\n"
@@ -143,6 +144,52 @@ def _compiled(dev: int, key: str, source: str):
         _compiles[0] += 1
         _kernels[(dev, key)] = kernel
     return kernel
+
+
+_in_memory = [False]  # whether CuPy's disk cache refused a kernel in this process
+
+
+def _compile_in_cupy(cupy, source: str):
+    """``kt_kernel`` of ``source`` through CuPy, whose disk cache (a warm one
+    is read even where it cannot be written) stores it. Where that cache
+    cannot store it (full, read-only), CuPy compiles in memory
+    (``CUPY_CACHE_IN_MEMORY``, for our compiles only) for the rest of the
+    process, with one :class:`CacheWarning` naming the folder and the fix."""
+    if not _in_memory[0]:
+        try:
+            return cupy.RawModule(code=source, options=NVRTC_OPTIONS).get_function(
+                "kt_kernel")
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            _in_memory[0] = True
+            _warn_cupy_cache(cupy, exc)
+    before = os.environ.get("CUPY_CACHE_IN_MEMORY")
+    os.environ["CUPY_CACHE_IN_MEMORY"] = "1"  # read by CuPy at each compile
+    try:
+        return cupy.RawModule(code=source, options=NVRTC_OPTIONS).get_function("kt_kernel")
+    finally:
+        if before is None:
+            os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+        else:
+            os.environ["CUPY_CACHE_IN_MEMORY"] = before
+
+
+def _warn_cupy_cache(cupy, exc: OSError) -> None:
+    try:
+        folder = cupy.cuda.compiler.get_cache_dir()
+    except AttributeError:  # a CuPy without it: its documented default
+        folder = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser(
+            "~/.cupy/kernel_cache")
+    warnings.warn(
+        f"CuPy's kernel cache folder {folder} cannot store new CUDA kernels "
+        f"({exc.strerror or exc}); this process compiles them in memory. To fix: "
+        "free space on its disk or make it writable, or set CUPY_CACHE_DIR to a "
+        "folder you can write (CUPY_CACHE_IN_MEMORY=1: in memory, without this "
+        "warning)",
+        CacheWarning,
+        stacklevel=outside_stacklevel(),
+    )
 
 
 def get_tcore_kernel(plan: Plan):

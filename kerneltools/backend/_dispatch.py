@@ -30,7 +30,7 @@ from . import _numpy_backend
 from ._arrays import is_cupy_array
 from ._cpu_backend import CpuBackend
 from ._cuda_backend import CudaBackend
-from ._errors import BackendFallbackWarning, BackendUnavailableError
+from ._errors import BackendFallbackWarning, BackendUnavailableError, KernelStoreError
 from ._numpy_backend import evaluate_dense  # re-exported for LazyTensor.to_dense
 from ._plan import Plan
 
@@ -146,11 +146,12 @@ def check_available(backend=None) -> str:
 _resolved: dict = {}  # (name, plan signature) -> backend: the warm path
 
 
-def resolve_backend(backend, plan: Plan | None = None):
-    """The backend object to use for ``plan`` (``backend`` None: the default)."""
+def resolve_backend(backend, plan: Plan | None = None, *, warn: bool = True):
+    """The backend object to use for ``plan`` (``backend`` None: the default;
+    ``warn=False``: no fallback warning, for a report that says it itself)."""
     name = check_backend_name(backend)
     if plan is None:
-        return _resolve(name, None)
+        return _resolve(name, None, warn=warn)
     memo_key = (name, plan.signature)
     b = _resolved.get(memo_key)
     if b is None:
@@ -161,7 +162,7 @@ def resolve_backend(backend, plan: Plan | None = None):
     return b
 
 
-def _resolve(name: str, plan: Plan | None):
+def _resolve(name: str, plan: Plan | None, *, warn: bool = True):
     global _warned_fallback
     if name != "auto":
         b = BACKENDS[name]
@@ -191,7 +192,7 @@ def _resolve(name: str, plan: Plan | None):
             BackendFallbackWarning,
             stacklevel=4,
         )
-    elif not _warned_fallback and not all(
+    elif warn and not _warned_fallback and not all(
         isinstance(BACKENDS[c], _Missing) for c in ("cuda", "cpu")
     ):
         _warned_fallback = True
@@ -217,6 +218,19 @@ REDUCTION_OPTIONS = ("tiles", "ranges")
 
 
 def run_plan(plan: Plan, args, backend=None, **options):
+    try:
+        return _run_plan(plan, args, backend, **options)
+    except KernelStoreError:
+        # Nowhere to store its new kernel (full or read-only disks): the
+        # backend declines this plan from now on, and "auto" chooses again.
+        name = check_backend_name(backend)
+        if name != "auto":
+            raise
+        _resolved.pop((name, plan.signature), None)
+        return _run_plan(plan, args, backend, **options)
+
+
+def _run_plan(plan: Plan, args, backend=None, **options):
     unknown = sorted(set(options) - set(REDUCTION_OPTIONS))
     if unknown:
         raise TypeError(

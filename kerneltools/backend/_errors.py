@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import sys
 
 import numpy as np
 
@@ -15,6 +18,10 @@ __all__ = [
     "ConvergenceWarning",
     "BackendFallbackWarning",
     "CacheWarning",
+    "KernelStoreError",
+    "is_storage_error",
+    "storage_errno",
+    "outside_stacklevel",
 ]
 
 
@@ -47,6 +54,13 @@ class CacheError(KernelToolsError, OSError):
     """The kernel cache folder could let another user plant code that kerneltools
     would run (owned by someone else, writable by group or others, a link); the
     message names the folder and how to fix it."""
+
+
+class KernelStoreError(BackendUnavailableError):
+    """A new kernel cannot be stored: neither the kernel cache folder nor a
+    private temporary folder takes it (full, read-only). The message names
+    both folders, why, and how to fix it. ``backend="auto"`` then runs the
+    reduction on NumPy."""
 
 
 class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):
@@ -85,3 +99,48 @@ class BackendFallbackWarning(UserWarning):
 class CacheWarning(UserWarning):
     """The kernel cache folder cannot be written: this process compiles into a
     private temporary folder instead (said once; the message says how to fix)."""
+
+
+#: Errors that say a folder cannot store a new file (as opposed to a bad file).
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM",
+                                      "EFBIG", "ENOTDIR", "EEXIST")
+    if hasattr(errno, name))
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says a folder cannot store a file (full, read-only, ...)."""
+    return isinstance(exc, OSError) and not isinstance(exc, CacheError) and (
+        exc.errno in STORAGE_ERRNOS)
+
+
+#: What a tool says when the disk refuses its files (strerror's words, in the
+#: C locale or the user's: both are looked for).
+_STORAGE_MESSAGES = {
+    code: {os.strerror(code), english}
+    for code, english in ((errno.ENOSPC, "No space left on device"),
+                          (getattr(errno, "EDQUOT", errno.ENOSPC), "Disk quota exceeded"),
+                          (errno.EROFS, "Read-only file system"))
+}
+
+
+def storage_errno(message: str) -> int | None:
+    """The errno of a tool's failure (a compiler's log) that says its files
+    could not be written (full, over quota, read-only); None otherwise."""
+    for code, words in _STORAGE_MESSAGES.items():
+        if any(w in message for w in words):
+            return code
+    return None
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn`, called by the caller of
+    this function, that names the first frame outside kerneltools: the
+    user's line, however deep in the package the warning is given."""
+    frame, level = sys._getframe(1), 1  # stacklevel 1: the frame that warns
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -36,7 +36,6 @@ from string import Template
 import numpy as np
 
 from . import _cpu_backend as cpu
-from ._cache import kernel_folder, load_verified_library
 from ._codegen import TEMPLATES
 from ._compiler import find_compiler
 from ._progress import chunks
@@ -83,10 +82,7 @@ def _library(dim: int):
         source = text.substitute(dim=dim, key="KT_KEY_PLACEHOLDER")
         key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
         source = source.replace("KT_KEY_PLACEHOLDER", key)
-        folder = kernel_folder("cpu")
-        so = load_verified_library(folder, key)
-        if so is None or not cpu._carries(so, key):
-            so = cpu._build(source, comp, folder, key)
+        so = cpu.load_or_build(source, comp, key)
         count, fill = so.kt_radius_count, so.kt_radius_fill
         count.restype, count.argtypes = None, [*_COMMON, _P]
         fill.restype, fill.argtypes = _I64, [*_COMMON, _P, ctypes.c_int, _P, _P]
