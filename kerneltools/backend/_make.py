@@ -206,4 +206,8 @@ def _simplify(name, ch, attrs, dim):
     elif name == "Extract":
         if attrs == (0, ch[0].dim):
             return ch[0]
+    elif name == "Concat":
+        a, b = ch  # a constant vector: made by doubling, it stays one node
+        if a.is_int and b.is_int and a.attrs == b.attrs:
+            return intcst(a.attrs[0], dim)
     return None
