@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._ir import Node, intcst, pi
+from ._limits import MAX_DIM, MAX_EXPONENT, check_int
 from ._make import OPS, FormulaError, OpDef, broadcast_dim, make, substitute
 from ._make import register as _register
 
@@ -106,15 +107,41 @@ _register(
     domain=((-2, 2),), doc="a ** 2",
 )
 # Elementwise ops whose C spelling needs attributes.
+#: Integer powers up to this |n| are products (a balanced tree, whose
+#: repeated factors the compiler computes once: about 2 log2 |n| products,
+#: vectorised like the rest of the formula, each rounding once); beyond, one
+#: call of pow(), as accurate as NumPy's (C's pow to within an ulp), and
+#: code of the same size for every n.
+POW_PRODUCT_MAX = 16
+
+
+def _product(x: str, n: int) -> str:
+    """x ** n (n >= 1) as a balanced product: n factors of text at most."""
+    if n == 1:
+        return x
+    half = _product(x, n // 2)
+    return f"({half} * {half} * {x})" if n & 1 else f"({half} * {half})"
+
+
 def _pow_c(at, dims, ops):
     n = at[0]
-    out = []
-    for x in ops[0]:
-        if n >= 0:
-            out.append("(" + " * ".join([x] * n) + ")" if n else "(real_t)1")
-        else:
-            out.append("((real_t)1 / (" + " * ".join([x] * (-n)) + "))")
-    return out
+    if n == 0:
+        return ["(real_t)1" for _ in ops[0]]
+    if abs(n) > POW_PRODUCT_MAX:  # n is exact in real_t: |n| <= MAX_EXPONENT
+        return [f"pow({x}, (real_t){n})" for x in ops[0]]
+    if abs(n) <= 3:  # x * x * x, as always
+        powers = ["(" + " * ".join([x] * abs(n)) + ")" for x in ops[0]]
+    else:
+        powers = [_product(x, abs(n)) for x in ops[0]]
+    return powers if n > 0 else [f"((real_t)1 / {p})" for p in powers]
+
+
+def _pow_dim(at, dims):
+    why = check_int(at[0], MAX_EXPONENT, "exponent", signed=True)
+    if why is not None:
+        raise FormulaError(f"Pow: {why} (an integer power; larger ones are 0, 1 or "
+                           "infinite in floating point)")
+    return dims[0]
 
 
 def _round_c(at, dims, ops):
@@ -123,13 +150,15 @@ def _round_c(at, dims, ops):
 
 
 _register(
-    name="Pow", arity=1, c_vec=_pow_c, dim=lambda at, dims: dims[0],
+    name="Pow", arity=1, c_vec=_pow_c, dim=_pow_dim,
     examples=(((3,), (3,)), ((2,), (-2,))),
     numpy=lambda at, a: a ** at[0],
     grad=lambda n, g: (
         _mul(intcst(n.attrs[0]), _mul(g, make("Pow", n.children[0], attrs=(n.attrs[0] - 1,)))),
     ),
-    domain=((0.5, 2),), doc="a ** n for an integer n (attribute)",
+    domain=((0.5, 2),),
+    doc="a ** n for an integer n (attribute, |n| <= MAX_EXPONENT); rendered "
+        "as products for small n, one pow() beyond: the code does not grow with n",
 )
 _register(
     name="Inv", arity=1, method="inv", c="((real_t)1 / {0})",
@@ -392,9 +421,10 @@ _register(
 
 def _extractt_dim(at, dims):
     start, d = at
-    if start < 0 or start + dims[0] > d:
+    if start < 0 or start + dims[0] > d or d > MAX_DIM:
         raise FormulaError(
-            f"ExtractT: a vector of dimension {dims[0]} at {start} does not fit in {d}"
+            f"ExtractT: a vector of dimension {dims[0]} at {start} does not fit in {d} "
+            f"(at most {MAX_DIM})"
         )
     return d
 
@@ -517,8 +547,9 @@ _register(
 
 
 def _onehot_dim(at, dims):
-    if at[0] < 1:
-        raise FormulaError(f"one_hot: 'D' must be an integer >= 1, got {at[0]}")
+    if not 1 <= at[0] <= MAX_DIM:
+        raise FormulaError(f"one_hot: 'D' must be an integer between 1 and {MAX_DIM}, "
+                           f"got {at[0]}")
     if dims[0] != 1:
         raise FormulaError(f"one_hot: needs a scalar formula, got dimension {dims[0]}")
     return at[0]

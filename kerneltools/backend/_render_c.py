@@ -26,7 +26,13 @@ __all__ = ["render_formulas", "Rendered", "c_literal"]
 
 
 def c_literal(value) -> str:
-    return f"((real_t){int(value)})"
+    """An exact integer constant as C: an integer literal up to 2^53 (exact in
+    a double), beyond as the nearest double, as NumPy converts it (an integer
+    literal past 64 bits is too large for any C type, and gcc truncated it)."""
+    value = int(value)
+    if abs(value) <= 1 << 53:
+        return f"((real_t){value})"
+    return f"((real_t){float(value)!r})"
 
 
 @dataclass
