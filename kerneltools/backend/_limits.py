@@ -39,16 +39,14 @@ MAX_LITERAL_CHARS = 100
 MAX_DECIMALS = 300
 
 
-def check_int(value: int, limit: int, what: str, *, signed: bool = False) -> str | None:
-    """Why ``value`` is beyond ``limit`` (None when it is not): ``0 <= value
-    <= limit``, or ``|value| <= limit`` when ``signed``."""
-    low = -limit if signed else 0
-    if low <= value <= limit:
+def check_int(value: int, low: int, high: int, what: str) -> str | None:
+    """Why ``value`` is outside ``[low, high]`` (None when it is inside), as
+    "the <what> must be at most <high>, got <value>"."""
+    if low <= value <= high:
         return None
     # str() of a huge int reaches Python's digit limit: say its size instead
     shown = (str(value) if value.bit_length() <= 100
              else f"a number of {value.bit_length()} bits")
-    if not signed and value < 0:
-        return f"the {what} must be >= 0, got {shown}"
-    bound = f"at most {limit} in absolute value" if signed else f"at most {limit}"
-    return f"the {what} must be {bound}, got {shown}"
+    if value < low:
+        return f"the {what} must be at least {low}, got {shown}"
+    return f"the {what} must be at most {high}, got {shown}"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._ir import Node, intcst, pi
-from ._limits import MAX_DIM, MAX_EXPONENT, check_int
+from ._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
 from ._make import OPS, FormulaError, OpDef, broadcast_dim, make, substitute
 from ._make import register as _register
 
@@ -137,10 +137,17 @@ def _pow_c(at, dims, ops):
 
 
 def _pow_dim(at, dims):
-    why = check_int(at[0], MAX_EXPONENT, "exponent", signed=True)
+    why = check_int(at[0], -MAX_EXPONENT, MAX_EXPONENT, "exponent")
     if why is not None:
         raise FormulaError(f"Pow: {why} (an integer power; larger ones are 0, 1 or "
                            "infinite in floating point)")
+    return dims[0]
+
+
+def _round_dim(at, dims):
+    why = check_int(at[0], -MAX_DECIMALS, MAX_DECIMALS, "number of decimals")
+    if why is not None:
+        raise FormulaError(f"round: {why} (10 ** decimals must be a finite float)")
     return dims[0]
 
 
@@ -320,7 +327,7 @@ _register(
     grad=lambda n, g: (None,), domain=((-2, 2),), doc="floor(a)",
 )
 _register(
-    name="Round", arity=1, c_vec=_round_c, dim=lambda at, dims: dims[0],
+    name="Round", arity=1, c_vec=_round_c, dim=_round_dim,
     examples=(((3,), (1,)), ((2,), (0,))),
     numpy=lambda at, a: np.round(a, at[0]),
     grad=lambda n, g: (None,), domain=((-2, 2),),

@@ -272,10 +272,11 @@ OPERATIONS: dict = {
 
 _VARIABLES = ("Var", "Vi", "Vj", "Pm")
 
-#: The integer kinds of :data:`OPERATIONS`: what the literal is, and the
-#: largest absolute value it may have (None: any literal).
-INT_KINDS = {"i": None, "n": ("exponent", MAX_EXPONENT), "d": ("dimension", MAX_DIM),
-             "k": ("index", MAX_DIM - 1), "r": ("number of decimals", MAX_DECIMALS)}
+#: The integer kinds of :data:`OPERATIONS`: what the literal is, and its
+#: smallest and largest values (None: any literal).
+INT_KINDS = {"i": None, "n": ("exponent", -MAX_EXPONENT, MAX_EXPONENT),
+             "d": ("dimension", 1, MAX_DIM), "k": ("index", -MAX_DIM, MAX_DIM - 1),
+             "r": ("number of decimals", -MAX_DECIMALS, MAX_DECIMALS)}
 
 
 def variables_of(tree, text: str) -> list[tuple]:
@@ -376,7 +377,7 @@ def _check_int_kind(kind: str, arg, func: str, text: str) -> None:
     value, limit = _int_literal(arg), INT_KINDS[kind]
     if value is None or limit is None:
         return
-    why = check_int(value, limit[1], limit[0], signed=True)
+    why = check_int(value, limit[1], limit[2], limit[0])
     if why is not None:
         raise FormulaSyntaxError(f"{why} (in {func})", text, arg.pos)
 

@@ -328,7 +328,7 @@ def variable_of(call: Call, text: str, default_index=None) -> tuple[int, int | N
                                            else (len(args) - 2, len(args) - 1))}
     for what, value, limit in (("index", index, MAX_ARGUMENTS - 1), ("dim", dim, MAX_DIM)):
         why = None if value is None else check_int(
-            value, limit, "variable index" if what == "index" else "dimension")
+            value, 0, limit, "variable index" if what == "index" else "dimension")
         if why is not None:
             raise FormulaSyntaxError(f"{why} (in {call.func})", text, pos[what])
     return cat, index, dim
