@@ -89,7 +89,7 @@ BAD_ALIASES = [
     (["= Vi(3)"], FormulaSyntaxError, "an alias starts with a name", 0),
     ([""], FormulaSyntaxError, "an alias starts with a name", 0),
     (["x = Vi(3)", "x = Vj(3)"], ValueError, "declared twice in 'aliases'", None),
-    (["x = Vi(3)", "y = Vj(2, 3)"], ValueError, "argument(s) 1;", None),
+    (["x = Vi(3)", "y = Vj(2, 3)"], ValueError, "argument(s) [1];", None),
 ]
 
 

@@ -109,9 +109,8 @@ _register(
 # Elementwise ops whose C spelling needs attributes.
 #: Integer powers up to this |n| are products (a balanced tree, whose
 #: repeated factors the compiler computes once: about 2 log2 |n| products,
-#: vectorised like the rest of the formula, each rounding once); beyond, one
-#: call of pow(), as accurate as NumPy's (C's pow to within an ulp), and
-#: code of the same size for every n.
+#: vectorised like the rest of the formula); beyond, see _pow_lines. Either
+#: way the code does not grow with n beyond a few lines.
 POW_PRODUCT_MAX = 16
 
 
@@ -127,13 +126,39 @@ def _pow_c(at, dims, ops):
     n = at[0]
     if n == 0:
         return ["(real_t)1" for _ in ops[0]]
-    if abs(n) > POW_PRODUCT_MAX:  # n is exact in real_t: |n| <= MAX_EXPONENT
-        return [f"pow({x}, (real_t){n})" for x in ops[0]]
     if abs(n) <= 3:  # x * x * x, as always
         powers = ["(" + " * ".join([x] * abs(n)) + ")" for x in ops[0]]
     else:
         powers = [_product(x, abs(n)) for x in ops[0]]
     return powers if n > 0 else [f"((real_t)1 / {p})" for p in powers]
+
+
+def _pow_lines(at, dims, ops, name):
+    """|n| > POW_PRODUCT_MAX: in float64, pow(x, n) (C's pow, within an ulp,
+    as NumPy's reference); in float32, x ** |n| by repeated squaring in
+    double, vectorised (at most 2 log2 |n| products; their rounding, |n| 2^-53
+    relative at most, 2e-9 at MAX_EXPONENT, stays far below float32's), then
+    1 / that for n < 0. The real type is known to the C compiler only: the
+    branch not taken is a constant condition, compiled away."""
+    n = at[0]
+    if abs(n) <= POW_PRODUCT_MAX:
+        return None
+    lines, exprs = [], []
+    for c, x in enumerate(ops[0]):
+        base, k, bits, factors = f"{name}_{c}_p", abs(n), 0, []
+        lines.append(f"const double {base}0 = (double){x};")
+        while True:
+            if k & 1:
+                factors.append(f"{base}{bits}")
+            k >>= 1
+            if not k:
+                break
+            lines.append(f"const double {base}{bits + 1} = {base}{bits} * {base}{bits};")
+            bits += 1
+        power = " * ".join(factors)
+        squared = f"(real_t)({power})" if n > 0 else f"(real_t)(1.0 / ({power}))"
+        exprs.append(f"(sizeof(real_t) == 4 ? {squared} : pow({x}, (real_t){n}))")
+    return lines, exprs
 
 
 def _pow_dim(at, dims):
@@ -157,7 +182,7 @@ def _round_c(at, dims, ops):
 
 
 _register(
-    name="Pow", arity=1, c_vec=_pow_c, dim=_pow_dim,
+    name="Pow", arity=1, c_vec=_pow_c, c_lines=_pow_lines, dim=_pow_dim,
     examples=(((3,), (3,)), ((2,), (-2,))),
     numpy=lambda at, a: a ** at[0],
     grad=lambda n, g: (
@@ -165,7 +190,8 @@ _register(
     ),
     domain=((0.5, 2),),
     doc="a ** n for an integer n (attribute, |n| <= MAX_EXPONENT); rendered "
-        "as products for small n, one pow() beyond: the code does not grow with n",
+        "as products for small n, squaring or pow() beyond: the code does not grow "
+        "with n",
 )
 _register(
     name="Inv", arity=1, method="inv", c="((real_t)1 / {0})",

@@ -193,8 +193,8 @@ class _Variables:
         n = max(self.by_index, default=-1) + 1
         missing = [k for k in range(n) if k not in self.by_index]  # n <= MAX_ARGUMENTS
         if missing:
-            shown = ", ".join(map(str, missing[:8])) + (
-                f", ... ({len(missing)} in all)" if len(missing) > 8 else "")
+            shown = "[" + ", ".join(map(str, missing[:8])) + (
+                f", ...] ({len(missing)} in all)" if len(missing) > 8 else "]")
             raise ValueError(f"{who}: no alias or Var(...) declares argument(s) {shown}; "
                              f"the {n} arguments must be numbered 0 to {n - 1}")
         self.count = n
