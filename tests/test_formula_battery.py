@@ -167,6 +167,12 @@ def _lazy_cases(LazyTensor):
     ]
 
 
+def test_complex_power_beyond_the_limit_names_the_exponent():
+    z = kt.ComplexLazyTensor(np.ones((3, 1, 2)) + 1j)
+    with pytest.raises(ValueError, match="exponent"):
+        z ** (2 ** 70)
+
+
 @pytest.mark.parametrize("LazyTensor", [kt.LazyTensor, kn.LazyTensor],
                          ids=["kerneltools", "keops.numpy"])
 @pytest.mark.parametrize("case", range(13))

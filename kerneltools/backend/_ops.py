@@ -20,14 +20,16 @@ attributes ``{a0}``, ``{a1}``; the scalar type is spelled ``real_t`` and the
 math functions are the type-generic ones (``<tgmath.h>`` in C, overloads in
 CUDA). Structured operations (feature sums, slices, matrix products) give a
 ``c_vec`` function that maps the operands' component names to the output's
-component expressions.
+component expressions; the rare operation that needs temporaries of its own
+(integer powers by repeated squaring) gives ``c_lines``, statements to put
+before those expressions.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._ir import Node, intcst, pi
+from ._ir import intcst, pi
 from ._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
 from ._make import OPS, FormulaError, OpDef, broadcast_dim, make, substitute
 from ._make import register as _register
@@ -605,63 +607,11 @@ _register(
 
 
 # ---------------------------------------------------------------------------
-# Composite operations: formulas over primitives, no rendering or derivative
+# Composite operations: formulas over primitives, no rendering or derivative;
+# their own modules, for size (re-exported here)
 # ---------------------------------------------------------------------------
-def sqnorm2(x: Node) -> Node:
-    """|x|^2."""
-    return make("SumFeat", make("Square", x))
-
-
-def norm2(x: Node) -> Node:
-    """|x|."""
-    return make("Sqrt", sqnorm2(x))
-
-
-def normalize(x: Node) -> Node:
-    """x / |x| (0 for x = 0)."""
-    return make("Mul", x, make("Rsqrt", sqnorm2(x)))
-
-
-def sqdist(x: Node, y: Node) -> Node:
-    """|x - y|^2."""
-    return sqnorm2(make("Sub", x, y))
-
-
-def dot(a: Node, b: Node) -> Node:
-    """(a | b) = sum_k a_k b_k."""
-    if a.dim != b.dim and 1 not in (a.dim, b.dim):
-        raise FormulaError(f"dot product: dimensions {a.dim} and {b.dim} differ")
-    return make("SumFeat", make("Mul", a, b))
-
-
-def weightedsqnorm(s: Node, x: Node) -> Node:
-    """x^T S x with S scalar (dim 1), diagonal (dim D) or full (dim D^2)."""
-    d = x.dim
-    if s.dim in (1, d):
-        return make("SumFeat", make("Mul", s, make("Square", x)))
-    if s.dim == d * d:
-        return dot(x, make("MatVecMult", s, x))
-    raise FormulaError(
-        f"weightedsqnorm: the weights have dimension {s.dim}; expected 1, {d} "
-        f"or {d * d} for a vector of dimension {d}"
-    )
-
-
-def weightedsqdist(s: Node, x: Node, y: Node) -> Node:
-    """(x - y)^T S (x - y)."""
-    return weightedsqnorm(s, make("Sub", x, y))
-
-
-def powf(x: Node, y: Node) -> Node:
-    """x ** y for a real exponent y: exp(y log x)."""
-    return make("Exp", make("Mul", y, make("Log", x)))
-
-
-def mod(x: Node, m: Node, offset: Node) -> Node:
-    """x - m floor((x - offset) / m): x wrapped into [offset, offset + m)."""
-    return make("Sub", x, make("Mul", m, make("Floor", make("Div", make("Sub", x, offset), m))))
-
-
+from ._composites import (dot, mod, norm2, normalize, powf, sqdist,  # noqa: E402,F401
+                          sqnorm2, weightedsqdist, weightedsqnorm)
 
 # Composites of pykeops' LazyTensor surface (feature-wise min/max, tensor
 # dot, Kronecker product, B-splines): their own module, for size.
