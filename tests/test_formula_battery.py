@@ -192,3 +192,15 @@ def test_every_case_is_quick():
         with pytest.raises(FormulaSyntaxError):
             kn.Genred(formula, ALIASES, axis=1)
     assert time.process_time() - start < 1.0
+
+
+def test_syntax_errors_pickle_with_their_fields():
+    """A FormulaSyntaxError crosses process boundaries (multiprocessing, joblib)
+    with its reason, string, position and argument."""
+    import pickle
+    with pytest.raises(FormulaSyntaxError) as info:
+        kn.Genred("Exp(x", ALIASES, axis=1)
+    err = pickle.loads(pickle.dumps(info.value))
+    assert (err.reason, err.text, err.pos, err.argument) == (
+        info.value.reason, "Exp(x", 5, "Genred: 'formula'")
+    assert str(err) == str(info.value)
