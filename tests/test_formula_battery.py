@@ -135,6 +135,15 @@ def test_other_entry_points_name_the_formula(make):
     assert info.value.pos == 21 and "'formula'" in str(info.value)
 
 
+def test_torch_binding_names_the_argument_and_the_position():
+    kt_torch = pytest.importorskip("kerneltools.keops.torch")
+    for formula, pos, reason in BAD_FORMULAS[::4]:
+        with pytest.raises(FormulaSyntaxError) as info:
+            kt_torch.Genred(formula, ALIASES, axis=1)
+        assert info.value.pos == pos and reason in info.value.reason
+        assert info.value.argument == "Genred: 'formula'"
+
+
 @pytest.mark.parametrize("output, exc, words", [
     ("a = Vk(1)", FormulaSyntaxError, "generic_sum: 'output'"),
     ("a = Vi(1", FormulaSyntaxError, "generic_sum: 'output'"),
