@@ -35,7 +35,7 @@ import numpy as np
 from ._lazy_keops import FeatureDim
 from ._symbolic import compose, from_parts, lift, ranges_of
 from .backend._ir import Node, intcst
-from .backend._ops import make
+from .backend._ops import OPS, make
 
 __all__ = ["COMPLEX_OPS", "ComplexMethods", "check_reduction", "check_weight",
            "is_complex_data", "planar", "real_methods", "to_complex"]
@@ -207,7 +207,14 @@ for _name, _fn in (("Add", c_add), ("Sub", c_sub), ("Mul", c_mul), ("Div", c_div
 _complex_op("Neg")(lambda at, a: pack(*c_sub((None, None), split(a)), a.dim // 2))
 _complex_op("Square")(lambda at, a: pack(*c_mul(split(a), split(a)), a.dim // 2))
 _complex_op("Inv")(lambda at, a: pack(*c_div((intcst(1), None), split(a)), a.dim // 2))
-_complex_op("Pow")(lambda at, a: pack(*c_pow(split(a), at[0]), a.dim // 2))
+
+
+@_complex_op("Pow")
+def _complex_pow(at, a):
+    OPS["Pow"].dim(at, (a.dim,))  # the exponent's limit, as for real powers
+    return pack(*c_pow(split(a), at[0]), a.dim // 2)
+
+
 _complex_op("Exp")(lambda at, a: pack(*c_exp(split(a)), a.dim // 2))
 _complex_op("Conj")(lambda at, a: pack(split(a)[0], _neg(split(a)[1]), a.dim // 2))
 _complex_op("SumFeat")(lambda at, a: pack(

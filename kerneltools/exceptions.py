@@ -7,6 +7,7 @@ from .backend._errors import (
     CacheError,
     CacheWarning,
     CompileError,
+    FormulaSyntaxError,
     KernelToolsError,
     NotPositiveDefiniteError,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "BackendUnavailableError",
     "CompileError",
     "CacheError",
+    "FormulaSyntaxError",
     "NotPositiveDefiniteError",
     "ConvergenceWarning",
     "BackendFallbackWarning",

@@ -22,6 +22,7 @@ import numpy as np
 from ._ir import topo_order
 from ._ops import OPS
 from ._plan import Plan
+from ._render_c import c_literal
 
 __all__ = ["MAX_COMPONENTS", "TEMPLATES", "template_text", "skeleton", "c_real", "title",
            "defines", "indent", "red_subs", "red_form", "width", "jonly_nodes",
@@ -175,42 +176,72 @@ def sign_conditions(node, sign: int, p_names: dict):
     rules hold in floating point too: rounding never flips a sign, and the
     cases that escape them (inf - inf, 0 * inf) give NaN. Used to pick an exp
     that needs no overflow branch, e.g. for exp(-g |x - y|^2) when g >= 0.
+
+    The rules of :func:`_sign_rule`, applied children first with an explicit
+    stack (a 1,000-term sum is as deep as it is long).
     """
+    memo: dict = {}
+    stack = [(node, sign)]
+    while stack:
+        key = stack[-1]
+        if key in memo:
+            stack.pop()
+            continue
+        kind, data = _sign_rule(key[0], key[1], p_names)
+        if kind == "done":
+            memo[key] = data
+            stack.pop()
+            continue
+        pairs = [data] if kind == "same" else [p for alt in data for p in alt]
+        todo = [p for p in pairs if p not in memo]
+        if todo:
+            stack.extend(reversed(todo))
+            continue
+        stack.pop()
+        memo[key] = memo[data] if kind == "same" else _first_all_of(data, memo)
+    return memo[(node, sign)]
+
+
+def _sign_rule(node, sign: int, p_names: dict):
+    """One step of :func:`sign_conditions`: ``("done", result)``; ``("same",
+    (child, sign))``: the child's result; ``("all", alternatives)``: the
+    conditions of every (child, sign) of the first alternative that is
+    proven (each alternative a list of pairs)."""
     op = node.op
     if op == "Int":
-        return [] if node.attrs[0] * sign >= 0 else None
+        return "done", ([] if node.attrs[0] * sign >= 0 else None)
     if op == "Pi":
-        return [] if sign > 0 else None
+        return "done", ([] if sign > 0 else None)
     if node in p_names:
-        return [f"{x} {'>=' if sign > 0 else '<='} (real_t)0" for x in p_names[node]]
+        return "done", [f"{x} {'>=' if sign > 0 else '<='} (real_t)0" for x in p_names[node]]
     if op in _NONNEG:
-        return [] if sign > 0 else None
+        return "done", ([] if sign > 0 else None)
     kids = node.children
     if op == "Neg":
-        return sign_conditions(kids[0], -sign, p_names)
+        return "same", (kids[0], -sign)
     if op in ("Add", "SumFeat"):
-        return _all_of([(c, sign) for c in kids], p_names)
+        return "all", [[(c, sign) for c in kids]]
     if op == "Sub":
-        return _all_of([(kids[0], sign), (kids[1], -sign)], p_names)
+        return "all", [[(kids[0], sign), (kids[1], -sign)]]
     if op == "IfElse":
-        return _all_of([(kids[1], sign), (kids[2], sign)], p_names)
+        return "all", [[(kids[1], sign), (kids[2], sign)]]
     if op in ("Mul", "Div"):
         a, b = kids
-        for sa, sb in ((1, sign), (sign, 1), (-1, -sign)):
-            conds = _all_of([(a, sa), (b, sb)], p_names)
-            if conds is not None:
-                return conds
+        return "all", [[(a, sa), (b, sb)] for sa, sb in ((1, sign), (sign, 1), (-1, -sign))]
+    return "done", None
+
+
+def _first_all_of(alternatives, memo):
+    for pairs in alternatives:
+        conds: list = []
+        for pair in pairs:
+            c = memo[pair]
+            if c is None:
+                break
+            conds += [x for x in c if x not in conds]
+        else:
+            return conds
     return None
-
-
-def _all_of(pairs, p_names):
-    conds: list = []
-    for node, sign in pairs:
-        c = sign_conditions(node, sign, p_names)
-        if c is None:
-            return None
-        conds += [x for x in c if x not in conds]
-    return conds
 
 
 # -- wide formulas: loops over features ---------------------------------------------
@@ -255,7 +286,7 @@ def feature_loop(node, name: str, var_expr, index_expr: dict) -> list[str]:
     names: dict = {}
     for k, n in enumerate(topo_order([inner])):
         if n.op == "Int":
-            names[n] = f"((real_t){int(n.attrs[0])})"
+            names[n] = c_literal(n.attrs[0])
             continue
         if n.op == "Pi":
             names[n] = "PI_R"

@@ -39,12 +39,19 @@ class Factored:
 
 
 def _factors(node: Node) -> list:
-    """The factors of a product tree (``Neg`` as the factor -1)."""
-    if node.op == "Mul":
-        return _factors(node.children[0]) + _factors(node.children[1])
-    if node.op == "Neg":
-        return [intcst(-1)] + _factors(node.children[0])
-    return [node]
+    """The factors of a product tree (``Neg`` as the factor -1), left to
+    right; an explicit stack (a product of 1,000 factors is 1,000 deep)."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if n.op == "Mul":
+            stack += [n.children[1], n.children[0]]
+        elif n.op == "Neg":
+            out.append(intcst(-1))
+            stack.append(n.children[0])
+        else:
+            out.append(n)
+    return out
 
 
 def _product(factors: list) -> Node:

@@ -171,23 +171,36 @@ class Launch:
 
 def _split_scale(z, levels):
     """(sign, factor, rest) with z = sign * factor * rest, factor the product of
-    z's scalar parameter-level factors (None when there are none)."""
-    if z.op == "Neg":
-        s, c, r = _split_scale(z.children[0], levels)
-        return -s, c, r
-    if z.op == "Mul":
-        a, b = z.children
-        for p, other in ((a, b), (b, a)):
-            if levels.get(p) == "p" and p.dim == 1:
-                s, c, r = _split_scale(other, levels)
-                return s, (p if c is None else make("Mul", p, c)), r
-    if z.op == "Div":
-        a, b = z.children
-        if levels.get(b) == "p" and b.dim == 1:
-            s, c, r = _split_scale(a, levels)
-            inv = make("Inv", b)
-            return s, (inv if c is None else make("Mul", c, inv)), r
-    return 1, None, z
+    z's scalar parameter-level factors (None when there are none). A loop
+    down the chain of products and quotients (no recursion limit)."""
+    sign, found = 1, []  # (kind, node): "mul" p, or "div" by p
+    while True:
+        if z.op == "Neg":
+            sign, z = -sign, z.children[0]
+            continue
+        if z.op == "Mul":
+            a, b = z.children
+            hit = next(((p, other) for p, other in ((a, b), (b, a))
+                        if levels.get(p) == "p" and p.dim == 1), None)
+            if hit is not None:
+                found.append(("mul", hit[0]))
+                z = hit[1]
+                continue
+        if z.op == "Div":
+            a, b = z.children
+            if levels.get(b) == "p" and b.dim == 1:
+                found.append(("div", b))
+                z = a
+                continue
+        break
+    factor = None
+    for kind, p in reversed(found):  # built from the innermost factor out
+        if kind == "mul":
+            factor = p if factor is None else make("Mul", p, factor)
+        else:
+            inv = make("Inv", p)
+            factor = inv if factor is None else make("Mul", factor, inv)
+    return sign, factor, z
 
 
 def _times_log2e(z, levels):

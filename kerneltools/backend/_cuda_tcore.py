@@ -97,19 +97,27 @@ class TcoreMatch:
 
 def _scale(z):
     """(sign, factor, rest), z = sign * factor * rest, factor a product of
-    scalar parameters and their inverses (None: 1)."""
-    if z.op == "Neg":
-        s, c, r = _scale(z.children[0])
-        return -s, c, r
-    if z.op in ("Mul", "Div"):
-        a, b = z.children
-        pairs = ((b, a),) if z.op == "Div" else ((a, b), (b, a))
-        for p, other in pairs:
-            if _is_param_scalar(p):
-                s, c, r = _scale(other)
-                p = ("Inv", p) if z.op == "Div" else p
-                return s, (p if c is None else ("Mul", p, c)), r
-    return 1, None, z
+    scalar parameters and their inverses (None: 1): ``("Mul", p, factor)``
+    chains, ``("Inv", p)`` for a divisor. A loop down the chain of products
+    (a formula with 1,000 factors is 1,000 deep)."""
+    sign, found = 1, []
+    while True:
+        if z.op == "Neg":
+            sign, z = -sign, z.children[0]
+            continue
+        if z.op in ("Mul", "Div"):
+            a, b = z.children
+            pairs = ((b, a),) if z.op == "Div" else ((a, b), (b, a))
+            hit = next(((p, other) for p, other in pairs if _is_param_scalar(p)), None)
+            if hit is not None:
+                found.append(("Inv", hit[0]) if z.op == "Div" else hit[0])
+                z = hit[1]
+                continue
+        break
+    factor = None
+    for p in reversed(found):  # the innermost factor last in the chain
+        factor = p if factor is None else ("Mul", p, factor)
+    return sign, factor, z
 
 
 def _is_param_scalar(n) -> bool:
@@ -164,12 +172,15 @@ def tcore_coefficient(match: TcoreMatch, args) -> float:
     """``c log2 e`` of ``K = exp(c d2)`` from the parameters' values
     (``args``: the plan's arguments, the parameters as host arrays)."""
 
-    def value(f):
-        if isinstance(f, tuple):
-            if f[0] == "Inv":
-                return 1.0 / value(f[1])
-            return value(f[1]) * value(f[2])
-        return float(_numpy_scalar(f, args))
+    def value(f):  # f: a parameter, ("Inv", f) or a chain ("Mul", f, rest)
+        out = 1.0
+        while f is not None:
+            head, f = (f[1], f[2]) if isinstance(f, tuple) and f[0] == "Mul" else (f, None)
+            if isinstance(head, tuple):  # ("Inv", p)
+                out *= 1.0 / float(_numpy_scalar(head[1], args))
+            else:
+                out *= float(_numpy_scalar(head, args))
+        return out
 
     c = match.sign * (1.0 if match.factor is None else value(match.factor))
     return c * math.log2(math.e)

@@ -14,6 +14,7 @@ __all__ = [
     "BackendUnavailableError",
     "CompileError",
     "CacheError",
+    "FormulaSyntaxError",
     "NotPositiveDefiniteError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
@@ -61,6 +62,56 @@ class KernelStoreError(BackendUnavailableError):
     private temporary folder takes it (full, read-only). The message names
     both folders, why, and how to fix it. ``backend="auto"`` then runs the
     reduction on NumPy."""
+
+
+class FormulaSyntaxError(KernelToolsError, ValueError):
+    """A formula or alias string that does not parse, or that asks for more
+    than the limits of formulas allow (:mod:`kerneltools.backend._limits`).
+
+    The message names the argument (when the entry point gave it), the
+    reason and the position, and shows the string with a caret under the
+    offending character.
+
+    Attributes
+    ----------
+    reason : str
+        What is wrong, without the position.
+    text : str
+        The string.
+    pos : int
+        The 0-based position of the offending character.
+    argument : str or None
+        The argument that held the string, as ``"Genred: 'formula'"``.
+    """
+
+    def __init__(self, message: str, text: str, pos: int, argument: str | None = None):
+        self.text, self.pos, self.reason, self.argument = text, pos, message, argument
+        where = f"{argument}: " if argument else ""
+        shown, caret = _excerpt(text, pos)
+        super().__init__(f"{where}{message} at position {pos}:\n    {shown}\n    {caret}")
+
+    def __reduce__(self):
+        return type(self), (self.reason, self.text, self.pos, self.argument)
+
+    def named(self, argument: str) -> "FormulaSyntaxError":
+        """The same error, naming the argument that held the string."""
+        return type(self)(self.reason, self.text, self.pos, argument)
+
+
+#: Characters of a string shown on each side of the position in a
+#: FormulaSyntaxError (a 10 MB formula is not printed whole).
+_EXCERPT = 60
+
+
+def _excerpt(text: str, pos: int) -> tuple[str, str]:
+    """The string (or the part of it around ``pos``) and the caret line."""
+    if len(text) <= 2 * _EXCERPT + 20:
+        return text, " " * pos + "^"
+    start = max(0, pos - _EXCERPT)
+    end = min(len(text), pos + _EXCERPT)
+    head = "..." if start else ""
+    tail = "..." if end < len(text) else ""
+    return head + text[start:end] + tail, " " * (len(head) + pos - start) + "^"
 
 
 class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):

@@ -30,6 +30,9 @@ class OpDef:
     grad: Callable | None  # (node, g) -> tuple of child adjoints (None = zero)
     c: str | None = None  # elementwise spelling over scalar operands
     c_vec: Callable | None = None  # (attrs, dims, operands) -> list of C expressions
+    # (attrs, dims, operands, name) -> (C statements declaring temporaries named
+    # <name>_..., component expressions), or None for c_vec's spelling
+    c_lines: Callable | None = None
     dim: Callable | None = None  # (attrs, dims) -> output dim; None = broadcasting
     cuda: str | None = None  # CUDA spelling where it differs from C
     domain: tuple = ()  # per operand (low, high) for the tests
@@ -206,4 +209,8 @@ def _simplify(name, ch, attrs, dim):
     elif name == "Extract":
         if attrs == (0, ch[0].dim):
             return ch[0]
+    elif name == "Concat":
+        a, b = ch  # a constant vector: made by doubling, it stays one node
+        if a.is_int and b.is_int and a.attrs == b.attrs:
+            return intcst(a.attrs[0], dim)
     return None

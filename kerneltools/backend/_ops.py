@@ -20,14 +20,17 @@ attributes ``{a0}``, ``{a1}``; the scalar type is spelled ``real_t`` and the
 math functions are the type-generic ones (``<tgmath.h>`` in C, overloads in
 CUDA). Structured operations (feature sums, slices, matrix products) give a
 ``c_vec`` function that maps the operands' component names to the output's
-component expressions.
+component expressions; the rare operation that needs temporaries of its own
+(integer powers by repeated squaring) gives ``c_lines``, statements to put
+before those expressions.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._ir import Node, intcst, pi
+from ._ir import intcst, pi
+from ._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
 from ._make import OPS, FormulaError, OpDef, broadcast_dim, make, substitute
 from ._make import register as _register
 
@@ -106,15 +109,73 @@ _register(
     domain=((-2, 2),), doc="a ** 2",
 )
 # Elementwise ops whose C spelling needs attributes.
+#: Integer powers up to this |n| are products (a balanced tree, whose
+#: repeated factors the compiler computes once: about 2 log2 |n| products,
+#: vectorised like the rest of the formula); beyond, see _pow_lines. Either
+#: way the code does not grow with n beyond a few lines.
+POW_PRODUCT_MAX = 16
+
+
+def _product(x: str, n: int) -> str:
+    """x ** n (n >= 1) as a balanced product: n factors of text at most."""
+    if n == 1:
+        return x
+    half = _product(x, n // 2)
+    return f"({half} * {half} * {x})" if n & 1 else f"({half} * {half})"
+
+
 def _pow_c(at, dims, ops):
     n = at[0]
-    out = []
-    for x in ops[0]:
-        if n >= 0:
-            out.append("(" + " * ".join([x] * n) + ")" if n else "(real_t)1")
-        else:
-            out.append("((real_t)1 / (" + " * ".join([x] * (-n)) + "))")
-    return out
+    if n == 0:
+        return ["(real_t)1" for _ in ops[0]]
+    if abs(n) <= 3:  # x * x * x, as always
+        powers = ["(" + " * ".join([x] * abs(n)) + ")" for x in ops[0]]
+    else:
+        powers = [_product(x, abs(n)) for x in ops[0]]
+    return powers if n > 0 else [f"((real_t)1 / {p})" for p in powers]
+
+
+def _pow_lines(at, dims, ops, name):
+    """|n| > POW_PRODUCT_MAX: in float64, pow(x, n) (C's pow, within an ulp,
+    as NumPy's reference); in float32, x ** |n| by repeated squaring in
+    double, vectorised (at most 2 log2 |n| products; their rounding, |n| 2^-53
+    relative at most, 2e-9 at MAX_EXPONENT, stays far below float32's), then
+    1 / that for n < 0. The real type is known to the C compiler only: the
+    branch not taken is a constant condition, compiled away."""
+    n = at[0]
+    if abs(n) <= POW_PRODUCT_MAX:
+        return None
+    lines, exprs = [], []
+    for c, x in enumerate(ops[0]):
+        base, k, bits, factors = f"{name}_{c}_p", abs(n), 0, []
+        lines.append(f"const double {base}0 = (double){x};")
+        while True:
+            if k & 1:
+                factors.append(f"{base}{bits}")
+            k >>= 1
+            if not k:
+                break
+            lines.append(f"const double {base}{bits + 1} = {base}{bits} * {base}{bits};")
+            bits += 1
+        power = " * ".join(factors)
+        squared = f"(real_t)({power})" if n > 0 else f"(real_t)(1.0 / ({power}))"
+        exprs.append(f"(sizeof(real_t) == 4 ? {squared} : pow({x}, (real_t){n}))")
+    return lines, exprs
+
+
+def _pow_dim(at, dims):
+    why = check_int(at[0], -MAX_EXPONENT, MAX_EXPONENT, "exponent")
+    if why is not None:
+        raise FormulaError(f"Pow: {why} (an integer power; larger ones are 0, 1 or "
+                           "infinite in floating point)")
+    return dims[0]
+
+
+def _round_dim(at, dims):
+    why = check_int(at[0], -MAX_DECIMALS, MAX_DECIMALS, "number of decimals")
+    if why is not None:
+        raise FormulaError(f"round: {why} (10 ** decimals must be a finite float)")
+    return dims[0]
 
 
 def _round_c(at, dims, ops):
@@ -123,13 +184,16 @@ def _round_c(at, dims, ops):
 
 
 _register(
-    name="Pow", arity=1, c_vec=_pow_c, dim=lambda at, dims: dims[0],
+    name="Pow", arity=1, c_vec=_pow_c, c_lines=_pow_lines, dim=_pow_dim,
     examples=(((3,), (3,)), ((2,), (-2,))),
     numpy=lambda at, a: a ** at[0],
     grad=lambda n, g: (
         _mul(intcst(n.attrs[0]), _mul(g, make("Pow", n.children[0], attrs=(n.attrs[0] - 1,)))),
     ),
-    domain=((0.5, 2),), doc="a ** n for an integer n (attribute)",
+    domain=((0.5, 2),),
+    doc="a ** n for an integer n (attribute, |n| <= MAX_EXPONENT); rendered "
+        "as products for small n, squaring or pow() beyond: the code does not grow "
+        "with n",
 )
 _register(
     name="Inv", arity=1, method="inv", c="((real_t)1 / {0})",
@@ -291,7 +355,7 @@ _register(
     grad=lambda n, g: (None,), domain=((-2, 2),), doc="floor(a)",
 )
 _register(
-    name="Round", arity=1, c_vec=_round_c, dim=lambda at, dims: dims[0],
+    name="Round", arity=1, c_vec=_round_c, dim=_round_dim,
     examples=(((3,), (1,)), ((2,), (0,))),
     numpy=lambda at, a: np.round(a, at[0]),
     grad=lambda n, g: (None,), domain=((-2, 2),),
@@ -392,9 +456,10 @@ _register(
 
 def _extractt_dim(at, dims):
     start, d = at
-    if start < 0 or start + dims[0] > d:
+    if start < 0 or start + dims[0] > d or d > MAX_DIM:
         raise FormulaError(
-            f"ExtractT: a vector of dimension {dims[0]} at {start} does not fit in {d}"
+            f"ExtractT: a vector of dimension {dims[0]} at {start} does not fit in {d} "
+            f"(at most {MAX_DIM})"
         )
     return d
 
@@ -517,8 +582,9 @@ _register(
 
 
 def _onehot_dim(at, dims):
-    if at[0] < 1:
-        raise FormulaError(f"one_hot: 'D' must be an integer >= 1, got {at[0]}")
+    if not 1 <= at[0] <= MAX_DIM:
+        raise FormulaError(f"one_hot: 'D' must be an integer between 1 and {MAX_DIM}, "
+                           f"got {at[0]}")
     if dims[0] != 1:
         raise FormulaError(f"one_hot: needs a scalar formula, got dimension {dims[0]}")
     return at[0]
@@ -541,63 +607,11 @@ _register(
 
 
 # ---------------------------------------------------------------------------
-# Composite operations: formulas over primitives, no rendering or derivative
+# Composite operations: formulas over primitives, no rendering or derivative;
+# their own modules, for size (re-exported here)
 # ---------------------------------------------------------------------------
-def sqnorm2(x: Node) -> Node:
-    """|x|^2."""
-    return make("SumFeat", make("Square", x))
-
-
-def norm2(x: Node) -> Node:
-    """|x|."""
-    return make("Sqrt", sqnorm2(x))
-
-
-def normalize(x: Node) -> Node:
-    """x / |x| (0 for x = 0)."""
-    return make("Mul", x, make("Rsqrt", sqnorm2(x)))
-
-
-def sqdist(x: Node, y: Node) -> Node:
-    """|x - y|^2."""
-    return sqnorm2(make("Sub", x, y))
-
-
-def dot(a: Node, b: Node) -> Node:
-    """(a | b) = sum_k a_k b_k."""
-    if a.dim != b.dim and 1 not in (a.dim, b.dim):
-        raise FormulaError(f"dot product: dimensions {a.dim} and {b.dim} differ")
-    return make("SumFeat", make("Mul", a, b))
-
-
-def weightedsqnorm(s: Node, x: Node) -> Node:
-    """x^T S x with S scalar (dim 1), diagonal (dim D) or full (dim D^2)."""
-    d = x.dim
-    if s.dim in (1, d):
-        return make("SumFeat", make("Mul", s, make("Square", x)))
-    if s.dim == d * d:
-        return dot(x, make("MatVecMult", s, x))
-    raise FormulaError(
-        f"weightedsqnorm: the weights have dimension {s.dim}; expected 1, {d} "
-        f"or {d * d} for a vector of dimension {d}"
-    )
-
-
-def weightedsqdist(s: Node, x: Node, y: Node) -> Node:
-    """(x - y)^T S (x - y)."""
-    return weightedsqnorm(s, make("Sub", x, y))
-
-
-def powf(x: Node, y: Node) -> Node:
-    """x ** y for a real exponent y: exp(y log x)."""
-    return make("Exp", make("Mul", y, make("Log", x)))
-
-
-def mod(x: Node, m: Node, offset: Node) -> Node:
-    """x - m floor((x - offset) / m): x wrapped into [offset, offset + m)."""
-    return make("Sub", x, make("Mul", m, make("Floor", make("Div", make("Sub", x, offset), m))))
-
-
+from ._composites import (dot, mod, norm2, normalize, powf, sqdist,  # noqa: E402,F401
+                          sqnorm2, weightedsqdist, weightedsqnorm)
 
 # Composites of pykeops' LazyTensor surface (feature-wise min/max, tensor
 # dot, Kronecker product, B-splines): their own module, for size.

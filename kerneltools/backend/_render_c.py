@@ -26,7 +26,13 @@ __all__ = ["render_formulas", "Rendered", "c_literal"]
 
 
 def c_literal(value) -> str:
-    return f"((real_t){int(value)})"
+    """An exact integer constant as C: an integer literal up to 2^53 (exact in
+    a double), beyond as the nearest double, as NumPy converts it (an integer
+    literal past 64 bits is too large for any C type, and gcc truncated it)."""
+    value = int(value)
+    if abs(value) <= 1 << 53:
+        return f"((real_t){value})"
+    return f"((real_t){float(value)!r})"
 
 
 @dataclass
@@ -125,7 +131,9 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
         elif node.op == "Var":
             exprs = [var_expr(node, c) for c in range(node.dim)]
         else:
-            exprs = _spell(node, [names[c] for c in node.children], target)
+            lines, exprs = _spell(node, [names[c] for c in node.children], target,
+                                  f"{prefix}{k}")
+            out.statements[level] += lines
         temps = [f"{prefix}{k}_{c}" for c in range(node.dim)]
         out.statements[level] += [
             f"const real_t {t} = {e};" for t, e in zip(temps, exprs)
@@ -136,15 +144,21 @@ def render_formulas(formulas, var_expr, index_expr, *, target: str = "c",
     return out
 
 
-def _spell(node: Node, operands: list[list[str]], target: str) -> list[str]:
+def _spell(node: Node, operands: list[list[str]], target: str, name: str):
+    """(statements, component expressions) of an operation node; the
+    statements (few operations have any) declare temporaries ``<name>_...``."""
     op = OPS[node.op]
     dims = [c.dim for c in node.children]
+    if op.c_lines is not None:
+        spelled = op.c_lines(node.attrs, dims, operands, name)
+        if spelled is not None:
+            return spelled
     if op.c_vec is not None:
-        return op.c_vec(node.attrs, dims, operands)
+        return [], op.c_vec(node.attrs, dims, operands)
     fmt = op.cuda if (target == "cuda" and op.cuda) else op.c
     attrs = {f"a{k}": a for k, a in enumerate(node.attrs)}
     exprs = []
     for c in range(node.dim):
         args = [ops[c] if len(ops) > 1 else ops[0] for ops in operands]
         exprs.append(fmt.format(*args, **attrs))
-    return exprs
+    return [], exprs

@@ -17,9 +17,11 @@ import numbers
 
 import numpy as np
 
-from ._parser import BinOp, Call, FormulaSyntaxError, ListLit, Name, Neg, Num, variable_of
+from ..backend._errors import FormulaSyntaxError
+from ..backend._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
+from ._parser import BinOp, Call, ListLit, Name, Neg, Num, variable_of
 
-__all__ = ["OPERATIONS", "check", "evaluate", "variables_of"]
+__all__ = ["OPERATIONS", "INT_KINDS", "check", "evaluate", "variables_of"]
 
 
 def _dim(x) -> int:
@@ -98,6 +100,12 @@ def _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute=None):
 
 
 def _tensordot(lib, a, b, dims_a, dims_b, cont_a, cont_b, permute=None):
+    # the shapes must give the operands' dimensions before any array of
+    # those sizes is made
+    for which, dims, x in (("first", dims_a, a), ("second", dims_b, b)):
+        if any(k < 1 for k in dims) or math.prod(dims) != _dim(x):
+            raise ValueError(f"the shape {list(dims)} of the {which} operand does not "
+                             f"give its dimension {_dim(x)}")
     return _bilinear(lib, a, b, _tensordot_weights(dims_a, dims_b, cont_a, cont_b, permute))
 
 
@@ -112,13 +120,22 @@ def _kron(lib, a, b, dims_a, dims_b):
     return _tensordot(lib, a, b, dims_a, dims_b, [], [], interleave)
 
 
+def _repeat(x, d: int):
+    """A scalar formula ``x`` repeated ``d`` times, by doubling: O(log d)
+    distinct nodes (the IR shares repeated ones, and folds constants)."""
+    out, power = None, x
+    while True:
+        if d & 1:
+            out = power if out is None else out.concat(power)
+        d >>= 1
+        if not d:
+            return out
+        power = power.concat(power)
+
+
 def _zeros(lib, d: int):
     """The constant 0 vector of dimension d."""
-    z = lib.LazyTensor(0)
-    out = z
-    for _ in range(d - 1):
-        out = out.concat(z)
-    return out
+    return _repeat(lib.LazyTensor(0), d)
 
 
 def _place(lib, x, start: int, d: int):
@@ -139,10 +156,9 @@ def _sum_t(lib, x, d: int):
     """Scalar x repeated d times (keopscore's SumT, the adjoint of Sum)."""
     if _dim(x) != 1:
         raise ValueError(f"SumT takes a scalar formula, got dimension {_dim(x)}")
-    out = x
-    for _ in range(d - 1):
-        out = out.concat(x)
-    return out
+    if d < 1:
+        raise ValueError(f"SumT needs a dimension d >= 1, got {d}")
+    return _repeat(x, d)
 
 
 def _grad_matrix(lib, F, v):
@@ -174,7 +190,11 @@ def _unary(method: str):
     return "f", lambda lib, x: getattr(x, method)()
 
 
-#: pykeops' operations: name -> (argument kinds, function(lib, *args)).
+#: pykeops' operations: name -> (argument kinds, function(lib, *args)). The
+#: kinds: ``f`` a formula, ``l`` a list of integers, and integer literals:
+#: ``i`` any, ``n`` an exponent, ``d`` a dimension, ``k`` a component index,
+#: ``r`` a number of decimals (each bounded, see :data:`INT_KINDS`); ``?``:
+#: the arguments after it are optional.
 OPERATIONS: dict = {
     # arithmetic, as functions (keopscore's class names)
     "Add": ("ff", lambda lib, a, b: a + b),
@@ -185,7 +205,7 @@ OPERATIONS: dict = {
     "Scalprod": ("ff", lambda lib, a, b: a | b),
     "IntCst": ("i", lambda lib, n: lib.LazyTensor(n)),
     "IntInv": ("i", lambda lib, n: lib.LazyTensor(1) / n),
-    "Pow": ("fi", lambda lib, x, n: x ** n),
+    "Pow": ("fn", lambda lib, x, n: x ** n),
     "Powf": ("ff", lambda lib, x, y: x ** y),
     "Square": _unary("square"),
     "Sqrt": _unary("sqrt"),
@@ -210,7 +230,7 @@ OPERATIONS: dict = {
     "ClampInt": ("fii", lambda lib, x, a, b: x.clamp(a, b)),
     "IfElse": ("fff", lambda lib, c, a, b: c.ifelse(a, b)),
     "Mod": ("fff", lambda lib, x, m, off: x.mod(m, off)),
-    "Round": ("fi", lambda lib, x, d: x.round(d)),
+    "Round": ("fr", lambda lib, x, d: x.round(d)),
     # vectors
     "Sum": _unary("sum"),
     "Min": ("f", _feature_min),
@@ -223,10 +243,10 @@ OPERATIONS: dict = {
     "SqDist": ("ff", lambda lib, x, y: x.sqdist(y)),
     "WeightedSqNorm": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
     "WeightedSqDist": ("fff", lambda lib, s, x, y: x.weightedsqdist(y, s)),
-    "Elem": ("fi", lambda lib, x, k: x.elem(k)),
-    "Extract": ("fii", lambda lib, x, start, d: x.extract(start, d)),
+    "Elem": ("fk", lambda lib, x, k: x.elem(k)),
+    "Extract": ("fkd", lambda lib, x, start, d: x.extract(start, d)),
     "Concat": ("ff", lambda lib, a, b: a.concat(b)),
-    "OneHot": ("fi", lambda lib, x, d: x.one_hot(d)),
+    "OneHot": ("fd", lambda lib, x, d: x.one_hot(d)),
     "MatVecMult": ("ff", lambda lib, A, v: A.matvecmult(v)),
     "VecMatMult": ("ff", lambda lib, v, A: v.vecmatmult(A)),
     "TensorProd": ("ff", lambda lib, a, b: a.tensorprod(b)),
@@ -240,9 +260,9 @@ OPERATIONS: dict = {
     "SqNormIso": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
     "SqNormDiag": ("ff", lambda lib, s, x: x.weightedsqnorm(s)),
     "SymSqNorm": ("ff", lambda lib, A, x: x.weightedsqnorm(A)),
-    "SumT": ("fi", _sum_t),
-    "ElemT": ("fii", lambda lib, x, n, m: _place(lib, x, m, n)),
-    "ExtractT": ("fii", lambda lib, x, start, d: _place(lib, x, start, d)),
+    "SumT": ("fd", _sum_t),
+    "ElemT": ("fdk", lambda lib, x, n, m: _place(lib, x, m, n)),
+    "ExtractT": ("fkd", lambda lib, x, start, d: _place(lib, x, start, d)),
     # calculus
     "Grad": ("fff", lambda lib, F, v, e: F.grad(v, e)),
     "GradMatrix": ("ff", _grad_matrix),
@@ -251,6 +271,12 @@ OPERATIONS: dict = {
 }
 
 _VARIABLES = ("Var", "Vi", "Vj", "Pm")
+
+#: The integer kinds of :data:`OPERATIONS`: what the literal is, and its
+#: smallest and largest values (None: any literal).
+INT_KINDS = {"i": None, "n": ("exponent", -MAX_EXPONENT, MAX_EXPONENT),
+             "d": ("dimension", 1, MAX_DIM), "k": ("index", -MAX_DIM, MAX_DIM - 1),
+             "r": ("number of decimals", -MAX_DECIMALS, MAX_DECIMALS)}
 
 
 def variables_of(tree, text: str) -> list[tuple]:
@@ -306,6 +332,8 @@ def check(tree, names, text: str) -> None:
                     f"unknown name {node.id!r} (the aliases declare: {known})",
                     text, node.pos)
         elif isinstance(node, BinOp):
+            if node.op == "**":
+                _check_int_kind("n", node.right, "**", text)
             stack.extend((node.left, node.right))
         elif isinstance(node, Neg):
             stack.append(node.operand)
@@ -326,10 +354,12 @@ def check(tree, names, text: str) -> None:
                     text, node.pos)
             for kind, arg in zip(full, node.args):
                 pos = getattr(arg, "pos", node.pos)
-                if kind == "i" and _int_literal(arg) is None:
-                    raise FormulaSyntaxError(
-                        f"this argument of {node.func} must be an integer literal",
-                        text, pos)
+                if kind in INT_KINDS:
+                    if _int_literal(arg) is None:
+                        raise FormulaSyntaxError(
+                            f"this argument of {node.func} must be an integer literal",
+                            text, pos)
+                    _check_int_kind(kind, arg, node.func, text)
                 if kind == "l" and _int_list(arg) is None:
                     raise FormulaSyntaxError(
                         f"this argument of {node.func} must be a list of integers, as "
@@ -341,38 +371,66 @@ def check(tree, names, text: str) -> None:
                     stack.append(arg)
 
 
+def _check_int_kind(kind: str, arg, func: str, text: str) -> None:
+    """A FormulaSyntaxError at ``arg``, an integer literal (or not: then
+    nothing to check) of the kind ``kind``, beyond its limit."""
+    value, limit = _int_literal(arg), INT_KINDS[kind]
+    if value is None or limit is None:
+        return
+    why = check_int(value, limit[1], limit[2], limit[0])
+    if why is not None:
+        raise FormulaSyntaxError(f"{why} (in {func})", text, arg.pos)
+
+
 def evaluate(tree, env: dict, var, lib, text: str):
     """The LazyTensor of ``tree``: ``env`` maps alias names to LazyTensors,
     ``var(index)`` gives the variable of an argument, ``lib`` is the binding
     (its ``LazyTensor``, ``minimum`` and ``maximum``). Errors of the formula's
     dimensions are ValueErrors naming the position."""
-    memo: dict = {}
+    memo: dict = {}  # id of a syntax node -> its value (the tree outlives the loop)
+    stack = [(tree, False)]
+    while stack:  # children first, with an explicit stack: no recursion limit
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(_formula_children(node)))
+            continue
+        memo[id(node)] = _value(node, memo, env, var, lib, text)
+    return _formula(memo[id(tree)], lib)
 
-    def ev(node):
-        key = id(node)
-        if key in memo:
-            return memo[key]
-        if isinstance(node, Num):
-            out = node.value
-        elif isinstance(node, Name):
-            out = env[node.id]
-        elif isinstance(node, Neg):
-            out = -ev(node.operand)
-        elif isinstance(node, BinOp):
-            a, b = ev(node.left), ev(node.right)
-            out = _positioned(_binary, text, node.pos, f"'{node.op}'", node.op, a, b, lib)
-        elif node.func in _VARIABLES:
-            out = var(variable_of(node, text)[1])
-        else:
-            kinds, fn = OPERATIONS[node.func]
-            args = [_int_literal(a) if k == "i" else _int_list(a) if k == "l"
-                    else _formula(ev(a), lib)
-                    for k, a in zip(kinds.replace("?", ""), node.args)]
-            out = _positioned(fn, text, node.pos, node.func, lib, *args)
-        memo[key] = out
-        return out
 
-    return _formula(ev(tree), lib)
+def _formula_children(node) -> tuple:
+    """The syntax nodes whose values ``node``'s value is made of."""
+    if isinstance(node, Neg):
+        return (node.operand,)
+    if isinstance(node, BinOp):
+        return (node.left, node.right)
+    if isinstance(node, Call) and node.func not in _VARIABLES:
+        kinds = OPERATIONS[node.func][0].replace("?", "")
+        return tuple(a for k, a in zip(kinds, node.args) if k == "f")
+    return ()
+
+
+def _value(node, memo, env, var, lib, text):
+    """The value of ``node``, its children's values in ``memo``."""
+    if isinstance(node, Num):
+        return node.value
+    if isinstance(node, Name):
+        return env[node.id]
+    if isinstance(node, Neg):
+        return -memo[id(node.operand)]
+    if isinstance(node, BinOp):
+        a, b = memo[id(node.left)], memo[id(node.right)]
+        return _positioned(_binary, text, node.pos, f"'{node.op}'", node.op, a, b, lib)
+    if node.func in _VARIABLES:
+        return var(variable_of(node, text)[1])
+    kinds, fn = OPERATIONS[node.func]
+    args = [_int_literal(a) if k in INT_KINDS else _int_list(a) if k == "l"
+            else _formula(memo[id(a)], lib)
+            for k, a in zip(kinds.replace("?", ""), node.args)]
+    return _positioned(fn, text, node.pos, node.func, lib, *args)
 
 
 def _formula(v, lib):

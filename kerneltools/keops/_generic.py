@@ -5,6 +5,7 @@ alias)."""
 
 from __future__ import annotations
 
+from ..backend._errors import FormulaSyntaxError
 from ._parser import parse_alias
 
 __all__ = ["generic_functions"]
@@ -14,7 +15,13 @@ def generic_functions(genred_cls) -> dict:
     """The four helpers, making instances of ``genred_cls``."""
 
     def _output(output, who):
-        a = parse_alias(output)
+        if not isinstance(output, str):
+            raise TypeError(f"{who}: 'output' must be a string such as 'a = Vi(1)', got "
+                            f"{type(output).__name__}")
+        try:
+            a = parse_alias(output)
+        except FormulaSyntaxError as exc:
+            raise exc.named(f"{who}: 'output'") from None
         if a.cat == 2:
             raise ValueError(f"{who}: the output {output!r} must be Vi(...) (reduce over "
                              "j) or Vj(...) (reduce over i), not a parameter")

@@ -191,9 +191,11 @@ class _Variables:
                 except ValueError as exc:
                     raise FormulaSyntaxError(str(exc), text, pos) from None
         n = max(self.by_index, default=-1) + 1
-        missing = [k for k in range(n) if k not in self.by_index]
+        missing = [k for k in range(n) if k not in self.by_index]  # n <= MAX_ARGUMENTS
         if missing:
-            raise ValueError(f"{who}: no alias or Var(...) declares argument(s) {missing}; "
+            shown = "[" + ", ".join(map(str, missing[:8])) + (
+                f", ...] ({len(missing)} in all)" if len(missing) > 8 else "]")
+            raise ValueError(f"{who}: no alias or Var(...) declares argument(s) {shown}; "
                              f"the {n} arguments must be numbered 0 to {n - 1}")
         self.count = n
 
@@ -205,6 +207,20 @@ class _Variables:
                 f"({old[0]}) and as {_cat_name(cat)}({dim}) ({name})")
         if old is None:
             self.by_index[index] = (name, cat, dim)
+
+
+def _argument_of(text, who, formula, formula2, aliases) -> str:
+    """The name of the argument that held ``text``, as ``"Genred: 'formula'"``."""
+    if text is formula:
+        return f"{who}: 'formula'"
+    if text is formula2:
+        return f"{who}: 'formula2'"
+    listed = [aliases] if isinstance(aliases, str) else (
+        aliases if isinstance(aliases, (list, tuple)) else [])
+    for k, alias in enumerate(listed):
+        if text is alias:
+            return f"{who}: 'aliases'[{k}]"
+    return f"{who}: 'formula'" if text == formula else f"{who}: 'aliases'"
 
 
 def _cat_name(cat: int) -> str:
@@ -221,7 +237,27 @@ class GenredBase:
                  opt_arg=None, formula2=None, cuda_type=None, dtype_acc="auto",
                  use_double_acc=False, sum_scheme="auto", enable_chunks=True,
                  rec_multVar_highdim=False, use_fast_math=True):
+        try:
+            self._read(formula, aliases, reduction_op, axis, opt_arg, formula2)
+        except FormulaSyntaxError as exc:  # say which argument held the string
+            if exc.argument is not None:
+                raise
+            raise exc.named(_argument_of(exc.text, self.who, formula, formula2,
+                                         aliases)) from None
+        self.options = _check_options(self.who, dtype_acc, use_double_acc, sum_scheme,
+                                      enable_chunks, rec_multVar_highdim, use_fast_math)
+        self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
+        self._templates = {}  # (nbatch, batched flags) -> (F, W, nodes): see _lazy
+        self._plans = {}  # (formulas, sizes, dtypes) -> (Plan, argument nodes)
+
+    def _read(self, formula, aliases, reduction_op, axis, opt_arg, formula2):
+        """Parse and check the formulas and aliases (FormulaSyntaxErrors name
+        the position; the caller names the argument)."""
         who = self.who
+        for name, text in (("formula", formula), ("formula2", formula2)):
+            if not isinstance(text, str) and (text is not None or name == "formula"):
+                raise TypeError(f"{who}: {name!r} must be a string such as "
+                                f"'Exp(-SqDist(x, y)) * b', got {type(text).__name__}")
         tree = parse_formula(formula)
         split = _split_reduction(tree, formula)
         if split is not None:
@@ -251,11 +287,6 @@ class GenredBase:
         self.variables = _Variables(aliases, texts, who)
         for text, t in texts:
             _formulas.check(t, self.variables.names, text)
-        self.options = _check_options(who, dtype_acc, use_double_acc, sum_scheme,
-                                      enable_chunks, rec_multVar_highdim, use_fast_math)
-        self.dtype, self.cuda_type = dtype, cuda_type  # pykeops 2: deprecated, unused
-        self._templates = {}  # (nbatch, batched flags) -> (F, W, nodes): see _lazy
-        self._plans = {}  # (formulas, sizes, dtypes) -> (Plan, argument nodes)
 
     def __repr__(self) -> str:
         extra = f", formula2={self.formula2!r}" if self.formula2 else ""

@@ -22,6 +22,13 @@ formulas use, with Python's precedence (lowest first)::
 
 A syntax error is a :class:`FormulaSyntaxError` (a ``ValueError``) naming
 the position, with the string and a caret under the offending character.
+
+Parsing takes time and memory linear in the string, whatever its nesting:
+the parser keeps its own stack (a 10,000-deep ``Exp(Exp(...))`` parses),
+numbers are ASCII digits only, a number literal has at most
+``MAX_LITERAL_CHARS`` characters, and variable indices and dimensions are
+bounded (``MAX_ARGUMENTS``, ``MAX_DIM``: see
+:mod:`kerneltools.backend._limits`).
 """
 
 from __future__ import annotations
@@ -29,24 +36,11 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Union
 
+from ..backend._errors import FormulaSyntaxError
+from ..backend._limits import MAX_ARGUMENTS, MAX_DIM, MAX_LITERAL_CHARS, check_int
+
 __all__ = ["Alias", "BinOp", "Call", "FormulaSyntaxError", "ListLit", "Name", "Neg", "Num",
            "parse_alias", "parse_formula"]
-
-
-class FormulaSyntaxError(ValueError):
-    """A formula or alias string that does not parse.
-
-    Attributes
-    ----------
-    text : str
-        The string.
-    pos : int
-        The 0-based position of the offending character.
-    """
-
-    def __init__(self, message: str, text: str, pos: int):
-        self.text, self.pos, self.reason = text, pos, message
-        super().__init__(f"{message} at position {pos}:\n    {text}\n    {' ' * pos}^")
 
 
 class Num(NamedTuple):
@@ -108,12 +102,14 @@ class Alias(NamedTuple):
     dim: int
 
 
+# ASCII only: Python's \d and int() also read Arabic-Indic or full-width
+# digits, which pykeops' eval refuses.
 _TOKEN = re.compile(r"""
-    (?P<space>\s+)
-  | (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+    (?P<space>[ \t\n\r\f\v]+)
+  | (?P<num>(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
   | (?P<op>\*\*|[-+*/|(),=\[\]])
-""", re.VERBOSE)
+""", re.VERBOSE | re.ASCII)
 
 
 class _Token(NamedTuple):
@@ -131,6 +127,10 @@ def tokenize(text: str) -> list[_Token]:
         m = _TOKEN.match(text, pos)
         if m is None:
             raise FormulaSyntaxError(f"unexpected character {text[pos]!r}", text, pos)
+        if m.lastgroup == "num" and m.end() - pos > MAX_LITERAL_CHARS:
+            raise FormulaSyntaxError(
+                f"a number literal of {m.end() - pos} characters; a literal has at "
+                f"most {MAX_LITERAL_CHARS}", text, pos)
         if m.lastgroup != "space":
             out.append(_Token(m.lastgroup, m.group(), pos))
         pos = m.end()
@@ -168,65 +168,104 @@ class _Parser:
             self.fail(f"expected {text!r}")
         return self.advance()
 
-    def expression(self, power: int = 0):
-        """Pratt's loop: a prefix term, then infix operators binding tighter than ``power``."""
-        left = self.prefix()
-        while self.tok.kind == "op" and _INFIX.get(self.tok.text, 0) > power:
-            op = self.advance()
-            p = _INFIX[op.text]
-            # ** is right-associative and its right side may be signed (2**-1)
-            right = self.expression(p - 1) if op.text == "**" else self.expression(p)
-            left = BinOp(op.text, left, right, op.pos)
-        return left
-
-    def prefix(self):
-        t = self.tok
-        if t.kind == "op" and t.text in "-+":
-            self.advance()
-            operand = self.expression(_PREFIX_POWER)
-            return Neg(operand, t.pos) if t.text == "-" else operand
-        if t.kind == "op" and t.text == "(":
-            self.advance()
-            inner = self.expression()
-            self.expect(")")
-            return inner
-        if t.kind == "op" and t.text == "[":
-            return self.list_literal()
-        if t.kind == "num":
-            self.advance()
-            is_int = re.fullmatch(r"\d+", t.text) is not None
-            return Num(int(t.text) if is_int else float(t.text), t.pos)
-        if t.kind == "name":
-            self.advance()
-            if self.tok.kind == "op" and self.tok.text == "(":
-                return self.call(t)
-            return Name(t.text, t.pos)
-        self.fail("expected a number, a name, '-' or '('")
-
     def at(self, text: str) -> bool:
         """Whether the current token is the operator ``text``."""
         return self.tok.kind == "op" and self.tok.text == text
 
-    def items(self, close: str, where: str) -> tuple:
-        """Comma-separated expressions up to the ``close`` token (consumed)."""
-        out = []
-        if not self.at(close):
-            out.append(self.expression())
-            while self.at(","):
+    def expression(self, stack: list | None = None):
+        """One expression, by Pratt's loop with an explicit stack of pending
+        frames instead of recursion: the nesting depth is bounded by memory
+        only, never by Python's recursion limit.
+
+        Frames: ``("expr", power)`` is an expression taking the infix
+        operators that bind tighter than ``power``; ``("bin", op, left)`` waits
+        for the right operand of ``op``; ``("sign", token)``, ``("paren",)``
+        wait for their operand; ``("items", close, what, token, items)``
+        collects the arguments of a call or the items of a list. ``stack``:
+        frames to start from (the default, one expression).
+        """
+        stack = [("expr", 0)] if stack is None else stack
+        value = None
+        while True:
+            if value is None:
+                value = self._operand(stack)
+                if value is None:
+                    continue  # a frame was opened: parse its first operand
+            if not stack:
+                return value
+            frame = stack[-1]  # hand the finished value to the frame that waits
+            kind = frame[0]
+            if kind == "expr":
+                p = _INFIX.get(self.tok.text, 0) if self.tok.kind == "op" else 0
+                if p > frame[1]:
+                    op = self.advance()
+                    # ** is right-associative and its right side may be signed (2**-1)
+                    stack += [("bin", op, value), ("expr", p - 1 if op.text == "**" else p)]
+                    value = None
+                    continue
+                stack.pop()
+            elif kind == "bin":
+                stack.pop()
+                value = BinOp(frame[1].text, frame[2], value, frame[1].pos)
+            elif kind == "sign":
+                stack.pop()
+                value = Neg(value, frame[1].pos) if frame[1].text == "-" else value
+            elif kind == "paren":
+                stack.pop()
+                self.expect(")")
+            else:  # items
+                _, close, what, start, items = frame
+                items.append(value)
+                if self.at(","):
+                    self.advance()
+                    stack.append(("expr", 0))
+                    value = None
+                    continue
+                stack.pop()
+                value = self._close_items(close, what, start, items)
+
+    def _operand(self, stack: list):
+        """A prefix term: a number, a name, or an empty call or list (returned);
+        or the frame of a sign, parenthesis, call or list, pushed on ``stack``
+        with the expression of its first operand (None returned)."""
+        t = self.tok
+        if t.kind == "op" and t.text in ("-", "+"):
+            self.advance()
+            # unary minus binds below ** (-x**2 is -(x**2)), above * and /
+            stack += [("sign", t), ("expr", _PREFIX_POWER)]
+            return None
+        if t.kind == "op" and t.text == "(":
+            self.advance()
+            stack += [("paren",), ("expr", 0)]
+            return None
+        if t.kind == "op" and t.text == "[":
+            self.advance()
+            return self._open_items(stack, "]", "in a list", t)
+        if t.kind == "num":
+            self.advance()
+            is_int = re.fullmatch(r"[0-9]+", t.text) is not None
+            return Num(int(t.text) if is_int else float(t.text), t.pos)
+        if t.kind == "name":
+            self.advance()
+            if self.at("("):
                 self.advance()
-                out.append(self.expression())
+                return self._open_items(stack, ")", f"in the arguments of {t.text}", t)
+            return Name(t.text, t.pos)
+        self.fail("expected a number, a name, '-' or '('")
+
+    def _open_items(self, stack, close, what, start):
+        if self.at(close):
+            return self._close_items(close, what, start, [])
+        stack += [("items", close, what, start, []), ("expr", 0)]
+        return None
+
+    def _close_items(self, close, what, start, items):
         if not self.at(close):
-            self.fail(f"expected ',' or {close!r} {where}")
+            self.fail(f"expected ',' or {close!r} {what}")
         self.advance()
-        return tuple(out)
-
-    def call(self, name: _Token) -> Call:
-        self.expect("(")
-        return Call(name.text, self.items(")", f"in the arguments of {name.text}"), name.pos)
-
-    def list_literal(self) -> ListLit:
-        start = self.expect("[")
-        return ListLit(self.items("]", "in a list"), start.pos)
+        if close == "]":
+            return ListLit(tuple(items), start.pos)
+        return Call(start.text, tuple(items), start.pos)
 
     def finish(self):
         if self.tok.kind != "end":
@@ -283,6 +322,15 @@ def variable_of(call: Call, text: str, default_index=None) -> tuple[int, int | N
     if dim < 1:
         raise FormulaSyntaxError(f"the dimension of {call.func} must be >= 1, got {dim}",
                                  text, call.pos)
+    # the index and the dimension are the last two arguments of Vi/Vj/Pm,
+    # the first two of Var
+    pos = {a: args[k].pos for a, k in zip(("index", "dim"), (0, 1) if call.func == "Var"
+                                           else (len(args) - 2, len(args) - 1))}
+    for what, value, limit in (("index", index, MAX_ARGUMENTS - 1), ("dim", dim, MAX_DIM)):
+        why = None if value is None else check_int(
+            value, 0, limit, "variable index" if what == "index" else "dimension")
+        if why is not None:
+            raise FormulaSyntaxError(f"{why} (in {call.func})", text, pos[what])
     return cat, index, dim
 
 
@@ -298,7 +346,11 @@ def parse_alias(text: str, default_index: int | None = None) -> Alias:
     if p.tok.kind != "name":
         p.fail("expected Vi(...), Vj(...), Pm(...) or Var(...)")
     func = p.advance()
-    call = p.call(func)
+    p.expect("(")
+    stack: list = []
+    call = p._open_items(stack, ")", f"in the arguments of {func.text}", func)
+    if call is None:  # its arguments are expressions: parse them on the stack
+        call = p.expression(stack)
     if p.tok.kind != "end":
         p.fail("expected the end of the alias")
     cat, index, dim = variable_of(call, text, default_index)
