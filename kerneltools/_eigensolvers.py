@@ -47,8 +47,12 @@ import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 from threadpoolctl import threadpool_limits
 
+from ._eigen_operators import (CenteredOperator, NormalizedAffinityOperator,
+                               OffDiagonalKernel, _working_dtype, dense_matrix)
+
 __all__ = ["block_lanczos", "lobpcg", "randomized_eigsh", "eigsh", "CenteredOperator",
-           "NormalizedAffinityOperator", "EIGEN_METHODS"]
+           "NormalizedAffinityOperator", "OffDiagonalKernel", "EIGEN_METHODS",
+           "DENSE_MAX"]
 
 #: The methods of :func:`eigsh`.
 EIGEN_METHODS = ("lanczos", "lobpcg", "randomized", "arpack")
@@ -62,6 +66,16 @@ _FAST_FLOOR = 2.0
 #: Up to this many epsilons, a fast residual that stops falling (by half in a
 #: restart) is taken for the floor.
 _FAST_STALL = 1e3
+#: Exact products in a row that may fail to halve the residual before
+#: ``A_fast`` is dropped.
+_MIXED_PATIENCE = 2
+#: Restarts with exact products in which the residual may fail to halve
+#: before the solver escalates (8 products each by default).
+_PATIENCE = 10
+#: Largest ``n`` whose eigenpairs a solver that does not converge takes from
+#: a dense eigendecomposition (72 MB in float64; about a second on 2 cores)
+#: before it gives up with :class:`~kerneltools.exceptions.ConvergenceError`.
+DENSE_MAX = 3000
 
 
 def _matmat_of(A, who):
@@ -161,7 +175,7 @@ def _tall_qr(W):
 
 def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
                   tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0,
-                  A_fast=None):
+                  A_fast=None, dense_max=None):
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
@@ -173,6 +187,16 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     ``k + b // 2`` Ritz vectors and their residuals until the ``k`` wanted
     ones have ``|A v - theta v| <= tol * |theta_max|``. Each step costs one
     product of ``A`` with ``b`` vectors (one reduction for a kernel operator).
+    Converged wanted vectors are locked: the next block grows from the
+    residuals of the others.
+
+    It never returns pairs that miss the tolerance. It escalates instead:
+    ``A_fast`` is dropped once two exact products in a row fail to halve
+    ``A``'s residual (exact products from there); with exact products, at
+    ``max_iter`` or when the residual has not halved in
+    ``_PATIENCE`` restarts, the pairs come from a dense eigendecomposition
+    of ``A`` for ``n <= dense_max``, else a
+    :class:`~kerneltools.exceptions.ConvergenceError` says what was reached.
 
     With ``A_fast`` (the same operator in lower precision, e.g. the kernel in
     float32: about half the cost per product), the Krylov blocks are products
@@ -205,8 +229,8 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         Relative residual; default ``1e-10`` (float64 operators) or ``1e-5``
         (float32).
     max_iter : int, optional
-        Products with ``A`` before a :class:`~kerneltools.ConvergenceWarning`
-        (default ``max(300, n // 10)``).
+        Products with ``A`` before the solver escalates (default
+        ``max(300, n // 10)``).
     X0 : array (n, b), optional
         Starting block; default random normal.
     random_state : int, Generator, RandomState or None
@@ -215,6 +239,8 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     A_fast : LinearOperator or array (n, n), optional
         A cheaper approximation of ``A`` (lower precision) for the Krylov
         blocks; the residuals that decide convergence are always ``A``'s.
+    dense_max : int, optional
+        Largest ``n`` for the dense fallback (default :data:`DENSE_MAX`).
 
     Returns
     -------
@@ -222,6 +248,11 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         Eigenvalues, ascending (as :func:`scipy.linalg.eigh`).
     V : array (n, k)
         Orthonormal eigenvectors, in the order of ``w``.
+
+    Raises
+    ------
+    kerneltools.exceptions.ConvergenceError
+        No convergence and ``n > dense_max``.
     """
     who = "block_lanczos"
     matmat, n, dtype = _matmat_of(A, who)
@@ -238,12 +269,10 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     if X.shape[0] != n:
         raise ValueError(f"{who}: 'X0' must have {n} rows, got shape {X.shape}")
     if n <= max(2 * (k + b), 50):  # tiny: the dense problem is cheaper and exact
-        M = matmat(np.eye(n, dtype=dtype)).astype(np.float64)
-        w, V = scipy.linalg.eigh((M + M.T) / 2)
-        sel = slice(n - k, n) if sign > 0 else slice(0, k)
-        return w[sel], V[:, sel]
+        return _dense_eigh(A, k, sign)
     fast, fast_dtype = matmat, dtype
-    if A_fast is not None:
+    mixed = A_fast is not None
+    if mixed:
         fast, n_fast, fast_dtype = _matmat_of(A_fast, who)
         if n_fast != n:
             raise ValueError(f"{who}: 'A_fast' must have the shape of 'A', ({n}, {n}); "
@@ -253,24 +282,25 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # it), or at A_fast's rounding floor for tolerances below it (from there
     # the Rayleigh-Ritz steps anchored on exact products refine it)
     eps_fast = float(np.finfo(fast_dtype).eps)
-    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if A_fast is not None else 0
+    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if mixed else 0
 
     def product(V, exact):
-        f, t = (matmat, dtype) if exact else (fast, fast_dtype)
+        f, t = (matmat, dtype) if exact or not mixed else (fast, fast_dtype)
         return sign * np.asarray(f(V.astype(t)), dtype=np.float64)
 
     start = time.perf_counter()
     limit = min(n, n_blocks * b + keep)
     basis = _Basis(n, limit + b)
     W = _orthonormalize(X, None, rng, 1.0)
-    basis.append(W, product(W, A_fast is None))
+    basis.append(W, product(W, not mixed))
     products = 1
     restart = 0
     anchored = 0
     # the residual at which the basis is good enough to try: switch for fast
     # products, tol for exact ones
-    target = switch if A_fast is not None else tol
+    target = switch if mixed else tol
     stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
+    progress = _Progress()
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation), until
@@ -280,14 +310,14 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
             P, estimate = _ritz_residual_estimate(basis, b, k)
             # anchored on exact products (refining below A_fast's rounding),
             # the estimate from fast products is no guide: the basis is filled
-            if (estimate <= target and not (anchored and A_fast is not None)) \
+            if (estimate <= target and not (anchored and mixed)) \
                     or basis.size + b > limit or products >= max_iter:
                 break
             W = _orthonormalize(P, basis.Q, rng, scale)
-            basis.append(W, product(W, A_fast is None))
+            basis.append(W, product(W, not mixed))
             products += 1
         X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored)
-        exact = A_fast is None
+        exact = not mixed
         fast_res = res[:k].max() / ref
         # A_fast's rounding floor is a guess (it grows with the operator's
         # conditioning: 1e-6 for a normalised affinity of 150 points): a fast
@@ -302,30 +332,157 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
             X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k)
             exact = True
         anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
-        done = int(np.sum(res[:k] <= tol * ref)) if exact else 0
+        converged = res[:k] <= tol * ref if exact else np.zeros(k, bool)
+        done = int(converged.sum())
         if verbose:
             note = ""
-            if A_fast is not None:
+            if mixed:
                 note = (" (fast products)" if not exact
                         else f" (fast products: {fast_res:.2e})")
             print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
                   f"residual {res[:k].max() / ref:.2e}{note}, {products} products, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
-        if done == k or (exact and products >= max_iter):
-            if done < k:
-                _warn_convergence(who, res[:k].max() / ref, tol, products)
+        if done == k:
             w, V = sign * theta[:k], X[:, :k]
             order = np.argsort(w)
             return w[order], V[:, order]
+        if exact:
+            progress.record(res[:k].max() / ref)
+            if mixed and progress.stalled(_MIXED_PATIENCE):
+                # A_fast brings A's residual down no more (its rounding, or a
+                # twin that is not A's approximation): exact products from here
+                mixed, target, stalled_at = False, tol, 0.0
+                progress = _Progress(progress.best)
+                if verbose:
+                    print(f"[{who}] A_fast stalled at {progress.best:.2e}: exact "
+                          "products from here", file=sys.stderr, flush=True)
+            elif not mixed and (products >= max_iter or progress.stalled(_PATIENCE)):
+                why = (f"relative residual {res[:k].max() / ref:.2e} > tol={tol:g} after "
+                       f"{products} products" + ("" if products >= max_iter else
+                                                 " (no longer decreasing)"))
+                return _escalate(who, A, k, sign, dense_max, why, verbose,
+                                 "raise 'max_iter' or 'tol'")
         if not exact:
             stalled_at = fast_res if fast_res <= _FAST_STALL * eps_fast else 0.0
         # thick restart: keep the best Ritz vectors (and A times them); the
-        # next block continues the Krylov space from their residuals
+        # next block continues the Krylov space from their residuals, those
+        # of the converged wanted vectors last (locked: their residuals are
+        # rounding, no direction worth a product)
         basis.reset(*_reorthonormalize(X, AX), anchored=anchored)
         restart += 1
-        W = _orthonormalize(R[:, :b], basis.Q, rng, scale)
-        basis.append(W, product(W, A_fast is None))
+        order = np.concatenate([np.flatnonzero(~converged), np.arange(k, R.shape[1]),
+                                np.flatnonzero(converged)])
+        W = _orthonormalize(R[:, order[:b]], basis.Q, rng, scale)
+        basis.append(W, product(W, not mixed))
         products += 1
+
+
+def _arpack(A, k, *, which, tol, max_iter, random_state, verbose, dense_max=None,
+            **options):
+    """ARPACK (:func:`scipy.sparse.linalg.eigsh`, implicitly restarted
+    Lanczos, one vector per product) on the operator, ascending pairs. As
+    SciPy, ``k >= n`` is a dense eigendecomposition (with SciPy's warning);
+    where ARPACK does not converge, the dense one for ``n <= dense_max``,
+    else :class:`~kerneltools.exceptions.ConvergenceError`."""
+    who = "eigsh(method='arpack')"
+    sign = _check_which(which, who)
+    matmat, n, dtype = _matmat_of(A, who)
+    k = _check_k(k, n, who)
+    if k >= n:
+        warnings.warn("k >= N for N * N square matrix. Attempting to use "
+                      "scipy.linalg.eigh instead.", RuntimeWarning, stacklevel=3)
+        return _dense_eigh(A, k, sign)
+    op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, 1).astype(dtype)),
+                        matmat=lambda V: matmat(V.astype(dtype)), dtype=dtype)
+    v0 = _rng(random_state).uniform(-1, 1, n)
+    try:
+        w, V = scipy.sparse.linalg.eigsh(op, k, which="LA" if sign > 0 else "SA",
+                                         tol=0 if tol is None else tol, maxiter=max_iter,
+                                         v0=v0, **options)
+    except scipy.sparse.linalg.ArpackNoConvergence as e:
+        why = f"ARPACK converged {len(e.eigenvalues)} of {k} eigenpairs"
+        return _escalate(who, A, k, sign, dense_max, why, verbose,
+                         "raise 'max_iter' or 'tol'")
+    if _missed_eigenvalue(matmat, dtype, w, V, sign, random_state):
+        # one start vector spans one direction of a multiple eigenvalue:
+        # ARPACK's converged pairs need not be the wanted ones (3 clusters
+        # apart: eigenvalue 1 three times, and ARPACK returned the fourth)
+        if verbose:
+            print(f"[{who}] an eigenvalue beyond the {k} found: block Lanczos",
+                  file=sys.stderr, flush=True)
+        return block_lanczos(A, k, which=which, tol=tol, max_iter=max_iter,
+                             random_state=random_state, verbose=verbose,
+                             block_size=min(n, k + 10), dense_max=dense_max)
+    order = np.argsort(w)
+    return w[order], V[:, order]
+
+
+def _missed_eigenvalue(matmat, dtype, w, V, sign, random_state) -> bool:
+    """Whether ``A`` has an eigenvalue beyond the wanted end of ``w`` outside
+    ``span V``: block Lanczos on ``A`` deflated of ``V`` (``V`` itself sent
+    to the far end), whose Ritz values bound its extreme eigenvalue from
+    inside, so that one beyond ``w`` proves a miss."""
+    n = V.shape[0]
+    ref = max(np.abs(w).max(), np.finfo(np.float64).tiny)
+
+    def deflated(U):
+        U = np.asarray(U, np.float64)
+        PU = U - V @ (V.T @ U)
+        APU = sign * np.asarray(matmat(PU.astype(dtype)), np.float64)
+        return APU - V @ (V.T @ APU) - 2 * ref * (V @ (V.T @ U))
+
+    op = LinearOperator((n, n), matvec=lambda v: deflated(v.reshape(n, 1)).ravel(),
+                        matmat=deflated, dtype=np.float64)
+    from .exceptions import ConvergenceError
+
+    try:
+        theta, _ = block_lanczos(op, 1, tol=1e-4, random_state=random_state,
+                                 max_iter=60, dense_max=0)
+    except ConvergenceError:
+        return True  # no proof either way: the block solver decides
+    return bool(theta[-1] > (sign * w).min() + 1e-8 * ref)
+
+
+class _Progress:
+    """The best exact residual so far and the restarts since it last halved."""
+
+    def __init__(self, best=np.inf):
+        self.best, self.since = best, 0
+
+    def record(self, residual):
+        if residual <= self.best / 2:
+            self.best, self.since = residual, 0
+        else:
+            self.best, self.since = min(self.best, residual), self.since + 1
+
+    def stalled(self, patience):
+        return self.since >= patience
+
+
+def _dense_eigh(A, k, sign):
+    """The ``k`` largest (``sign > 0``) or smallest eigenpairs of ``A`` by a
+    dense eigendecomposition (``n^2`` memory), ascending."""
+    M = dense_matrix(A)
+    n = len(M)
+    lo, hi = (n - k, n - 1) if sign > 0 else (0, k - 1)
+    return scipy.linalg.eigh((M + M.T) / 2, subset_by_index=(lo, hi))
+
+
+def _escalate(who, A, k, sign, dense_max, why, verbose, fix):
+    """The last step of a solver that did not converge: the dense
+    eigendecomposition for ``n <= dense_max``, else :class:`ConvergenceError`."""
+    n = A.shape[0]
+    limit = DENSE_MAX if dense_max is None else int(dense_max)
+    if n <= limit:
+        if verbose:
+            print(f"[{who}] {why}: dense eigendecomposition of the {n} x {n} operator",
+                  file=sys.stderr, flush=True)
+        return _dense_eigh(A, k, sign)
+    from .exceptions import ConvergenceError
+
+    raise ConvergenceError(f"{who} did not converge: {why}; n = {n} is above "
+                           f"dense_max={limit}, the size of a dense eigendecomposition; "
+                           f"{fix}")
 
 
 class _Basis:
@@ -432,12 +589,15 @@ def _reorthonormalize(Q, AQ):
 
 
 def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None,
-           X0=None, random_state=None, verbose: int = 0, scale=None):
+           X0=None, random_state=None, verbose: int = 0, scale=None, dense_max=None):
     """The ``k`` largest (or smallest) eigenpairs by LOBPCG.
 
     :func:`scipy.sparse.linalg.lobpcg` on the operator, each of its products
     with a block one reduction. A preconditioner ``M`` (an approximation of
-    ``A^{-1}``, for ``which="smallest"``) speeds it up.
+    ``A^{-1}``, for ``which="smallest"``) speeds it up. Where it stops short
+    of ``tol`` (``max_iter``), the pairs come from a dense eigendecomposition
+    for ``n <= dense_max``, else a
+    :class:`~kerneltools.exceptions.ConvergenceError` is raised.
 
     Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
     or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
@@ -447,12 +607,12 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     """
     who = "lobpcg"
     matmat, n, dtype = _matmat_of(A, who)
-    _check_which(which, who)
+    sign = _check_which(which, who)
     k = _check_k(k, n, who)
     tol = _default_tol(dtype, tol, who)
     rng = _rng(random_state)
     if n < 5 * k + 2:  # scipy's LOBPCG needs n >= 5 k; the dense problem is tiny
-        return block_lanczos(A, k, which=which, random_state=rng)
+        return _dense_eigh(A, k, sign)
     X = rng.standard_normal((n, k)) if X0 is None else np.asarray(X0, np.float64)
     op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, -1).astype(dtype)),
                         matmat=lambda V: np.asarray(matmat(V.astype(dtype)), np.float64),
@@ -468,8 +628,11 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     if verbose:
         print(f"[lobpcg] {len(res)} iterations, largest relative residual "
               f"{last.max():.2e}", file=sys.stderr, flush=True)
-    if last.max() > max(tol, 1e-7) * 10:
-        _warn_convergence(who, last.max(), tol, len(res))
+    if not last.max() <= max(tol, 1e-7) * 10:  # NaN included
+        why = (f"relative residual {last.max():.2e} > tol={tol:g} after {len(res)} "
+               "iterations")
+        return _escalate(who, A, k, sign, dense_max, why, verbose,
+                         "raise 'max_iter' or 'tol'")
     order = np.argsort(w)
     return w[order], V[:, order]
 
@@ -533,154 +696,9 @@ def eigsh(A, k: int, *, which: str = "largest", method: str = "lanczos", tol=Non
                                 **options)
         return w[::-1], V[:, ::-1]
     if method == "arpack":
-        _check_which(which, "eigsh")
-        matmat, n, dtype = _matmat_of(A, "eigsh")
-        op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, 1).astype(dtype)),
-                            matmat=lambda V: matmat(V.astype(dtype)), dtype=dtype)
-        v0 = _rng(random_state).uniform(-1, 1, n)
-        w, V = scipy.sparse.linalg.eigsh(op, k, which="LA" if which == "largest" else "SA",
-                                         tol=0 if tol is None else tol, maxiter=max_iter,
-                                         v0=v0, **options)
-        order = np.argsort(w)
-        return w[order], V[:, order]
+        return _arpack(A, k, which=which, tol=tol, max_iter=max_iter,
+                       random_state=random_state, verbose=verbose, **options)
     raise ValueError(f"eigsh: unknown method {method!r}; valid: {', '.join(EIGEN_METHODS)}")
-
-
-class CenteredOperator(LinearOperator):
-    """``C K C`` with ``C = I - 1 1^T / n``, applied without forming it.
-
-    For a symmetric ``K`` with row means ``m = K 1 / n`` and grand mean
-    ``mu = 1^T K 1 / n^2``::
-
-        C K C v = K v - 1 (m^T v) - m (1^T v) + mu 1 (1^T v)
-
-    so a product costs one product with ``K`` (one reduction) plus ``O(n)``;
-    the row means come from one more product, once. This is kernel PCA's
-    centring in feature space (Schoelkopf, Smola and Mueller, 1998).
-
-    Parameters
-    ----------
-    K : LinearOperator (n, n), symmetric
-    row_means : array (n,), optional
-        ``K 1 / n`` if known (say, from the same kernel in higher precision:
-        a float32 twin of a float64 operator then centres exactly as it).
-    defer : bool, default False
-        Compute the row means with the first product, ``K [V, 1]`` in one
-        reduction, instead of by a product of their own at construction
-        (one pass over the pairs fewer; reading ``row_means`` before any
-        product computes them).
-    """
-
-    def __init__(self, K, row_means=None, *, defer=False):
-        n = K.shape[0]
-        self.op = K
-        self._row_means = None
-        if row_means is not None:
-            self._set_row_means(row_means)
-        elif not defer:
-            ones = np.ones((n, 1), dtype=K.dtype)
-            self._set_row_means(np.asarray(K.matmat(ones), np.float64).ravel() / n)
-        super().__init__(dtype=_working_dtype(K), shape=K.shape)
-
-    def _set_row_means(self, row_means):
-        self._row_means = np.asarray(row_means, np.float64).reshape(self.op.shape[0])
-        self._grand_mean = float(self._row_means.mean())
-
-    @property
-    def row_means(self):
-        """``K 1 / n``, float64."""
-        if self._row_means is None:
-            self._matmat(np.zeros((self.op.shape[0], 1), self.op.dtype))
-        return self._row_means
-
-    @property
-    def grand_mean(self):
-        """``1^T K 1 / n^2``."""
-        return float(self.row_means.mean())
-
-    def _matmat(self, V):
-        V = np.asarray(V)
-        if self._row_means is None:  # deferred: the row means ride along
-            n = V.shape[0]
-            ones = np.full((n, 1), 1.0, dtype=V.dtype)
-            KV = np.asarray(self.op.matmat(np.hstack([V, ones])), np.float64)
-            self._set_row_means(KV[:, -1] / n)
-            KV = KV[:, :-1]
-        else:
-            KV = np.asarray(self.op.matmat(V), np.float64)
-        s = V.sum(axis=0, dtype=np.float64)  # 1^T v
-        mv = self._row_means @ V  # m^T v
-        out = (KV - mv[None, :] - np.outer(self._row_means, s)
-               + self._grand_mean * s[None, :])
-        return out.astype(np.result_type(V.dtype, np.float32), copy=False)
-
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
-
-
-class NormalizedAffinityOperator(LinearOperator):
-    """``D^-1/2 (W - diag W) D^-1/2``, ``D`` the degrees of ``W`` without
-    its diagonal: ``I`` minus the normalised graph Laplacian.
-
-    ``W`` is a symmetric affinity operator (a kernel matrix); its degrees
-    ``d = W 1 - diag W`` take one product, once; each product then takes one
-    more. The largest eigenvectors ``u`` of this operator are the smallest of
-    the normalised Laplacian ``L = I - D^-1/2 W D^-1/2`` (as
-    :func:`scipy.sparse.csgraph.laplacian` with ``normed=True``, which also
-    ignores ``diag W``); ``u / sqrt(d)`` is the spectral embedding (Ng,
-    Jordan and Weiss, 2001; von Luxburg, 2007). Isolated points (``d = 0``,
-    flagged in ``isolated``) count degree 1 and get ``L_ii = 1``, as in
-    scikit-learn's spectral embedding, which sets the whole diagonal of
-    ``L`` to 1 (SciPy's own Laplacian has 0 there).
-
-    Parameters
-    ----------
-    W : LinearOperator (n, n), symmetric
-    diag : float or array (n,)
-        The diagonal of ``W`` (1 for an RBF kernel).
-    degrees : array (n,), optional
-        ``W 1 - diag W`` if known (say, from the same kernel in higher
-        precision: a float32 twin then normalises exactly as it).
-    """
-
-    def __init__(self, W, diag, degrees=None):
-        n = W.shape[0]
-        self.op = W
-        self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
-        if degrees is None:
-            ones = np.ones((n, 1), dtype=W.dtype)
-            degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
-        self.degrees = np.asarray(degrees, np.float64).reshape(n)
-        self.isolated = self.degrees == 0
-        d = np.where(self.isolated, 1.0, self.degrees)
-        if np.any(d < 0):
-            raise ValueError("the affinity has negative degrees (row sums); spectral "
-                             "methods need an affinity >= 0")
-        self.sqrt_degrees = np.sqrt(d)
-        super().__init__(dtype=_working_dtype(W), shape=W.shape)
-
-    def _matmat(self, V):
-        V = np.asarray(V, np.float64)
-        U = V / self.sqrt_degrees[:, None]
-        WU = np.asarray(self.op.matmat(U.astype(self.op.dtype)), np.float64)
-        out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
-        return out
-
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
-
-
-def _working_dtype(op):
-    """The precision of an operator's products: a kernel operator's formula's
-    (its own dtype may be promoted by a float64 diagonal shift)."""
-    K = getattr(op, "K", None)
-    return np.dtype(getattr(K, "dtype", op.dtype))
 
 
 def _rng(random_state):
@@ -688,11 +706,3 @@ def _rng(random_state):
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
     return np.random.default_rng(random_state)
-
-
-def _warn_convergence(who, res, tol, products):
-    from .exceptions import ConvergenceWarning
-
-    warnings.warn(f"{who} did not converge: relative residual {res:.2e} > tol={tol:g} "
-                  f"after {products} products; raise 'max_iter' or 'tol'",
-                  ConvergenceWarning, stacklevel=3)

@@ -7,6 +7,7 @@ from .backend._errors import (
     CacheError,
     CacheWarning,
     CompileError,
+    ConvergenceError,
     KernelToolsError,
     NotPositiveDefiniteError,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "CompileError",
     "CacheError",
     "NotPositiveDefiniteError",
+    "ConvergenceError",
     "ConvergenceWarning",
     "BackendFallbackWarning",
     "CacheWarning",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
 
-from kerneltools.exceptions import ConvergenceWarning
+from kerneltools.exceptions import ConvergenceError, ConvergenceWarning
 from kerneltools.kernels import make_kernel
 from kerneltools.linalg import (
     CenteredOperator,
@@ -121,12 +123,25 @@ def test_normalized_affinity_is_scipy_laplacian(backend, dtype):
     np.testing.assert_allclose(op.sqrt_degrees, dd, rtol=VAL_TOL[dtype] * 1e3)
 
 
-def test_convergence_warning_and_verbose(capsys):
+def test_no_convergence_escalates_to_dense_or_raises(capsys):
+    """Stopped short of tol (2 products), block Lanczos returns no pairs with
+    a warning: the dense eigendecomposition's for n <= dense_max, else a
+    ConvergenceError that gives the residual and the parameter to raise."""
     X = _data(300)
     A = KernelOperator(make_kernel("rbf", gamma=0.5), X)
-    with pytest.warns(ConvergenceWarning, match="block_lanczos did not converge"):
-        block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0, verbose=1)
-    assert "[block_lanczos] restart 0" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        w, V = block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0,
+                             verbose=1)
+    err = capsys.readouterr().err
+    assert "[block_lanczos] restart 0" in err and "dense eigendecomposition" in err
+    ref_w, ref_V = scipy.linalg.eigh(_dense_rbf(X, 0.5))
+    np.testing.assert_allclose(w, ref_w[-5:], rtol=1e-12)
+    _assert_eigvecs(V, ref_V[:, -5:], 1e-8)
+    with pytest.raises(ConvergenceError, match=r"block_lanczos did not converge: "
+                       r"relative residual .* raise 'max_iter' or 'tol'"):
+        block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0,
+                      dense_max=100)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
