@@ -39,24 +39,27 @@ __all__ = ["CenteredOperator", "NormalizedAffinityOperator", "OffDiagonalKernel"
 TRANSLATION_INVARIANT = ("rbf", "laplacian")
 
 
-def translated(kernel, X):
-    """``X`` moved near the origin (minus the mean of a sample of its rows,
-    in float64, rounded to X's dtype) when ``kernel`` is translation
-    invariant and the data sit far from the origin next to their spread
-    (``|c|^2 > 3 mean |x - c|^2``); otherwise ``X`` itself.
+def translated(kernel, X, reference=None):
+    """``X`` moved near the origin (minus the mean ``c`` of a sample of the
+    rows of ``reference``, default X itself, in float64 and rounded to X's
+    dtype) when ``kernel`` is translation invariant and ``reference`` sits
+    far from the origin next to its spread (``|c|^2 > 3 mean |x - c|^2``);
+    otherwise ``X`` itself. Two arrays translated with one ``reference``
+    keep their kernel values.
 
     The kernel's values are unchanged, but their rounding then depends on
     the spread of the points only: a float32 copy of float64 data offset by
     10^8 keeps its digits (the offset alone would round them to multiples
-    of 8), and expanded squared distances ``|x|^2 + |y|^2 - 2 x.y`` stay
-    accurate."""
+    of 8), and expanded squared distances ``|x|^2 + |y|^2 - 2 x.y`` (the
+    dense BLAS kernels) stay accurate."""
     if getattr(kernel, "name", None) not in TRANSLATION_INVARIANT:
         return X
-    sample = np.asarray(X[:: max(1, len(X) // 1024)], dtype=np.float64)
+    ref = X if reference is None else reference
+    sample = np.asarray(ref[:: max(1, len(ref) // 1024)], dtype=np.float64)
     sample = sample[np.isfinite(sample).all(axis=1)]
     if len(sample) == 0:
         return X
-    c = sample.mean(axis=0).astype(X.dtype).astype(np.float64)
+    c = sample.mean(axis=0).astype(ref.dtype).astype(np.float64)
     dev = sample - c
     if float(c @ c) <= 3 * float(np.mean(np.einsum("ij,ij->i", dev, dev))):
         return X

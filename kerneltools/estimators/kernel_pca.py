@@ -14,7 +14,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
-                      landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh)
+                      landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh,
+                      translated)
 from . import _kpca_device
 from ._array_api import placement
 from ._fallback import FallbackMixin, is_sparse
@@ -241,8 +242,12 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             self.landmarks_ = info["landmarks"]
             self.approximation_error_ = info["error_bound"]
             self._landmarks = info
+            w, V = _pad_components(w, V, min(n_components, self.n_landmarks, n),
+                                   self.random_state)
         elif solver == "dense":
-            K = kernel(X)
+            # translated: the BLAS kernel's expanded distances keep their
+            # digits on data far from the origin
+            K = kernel(translated(kernel, X))
             self._row_means = K.mean(axis=0, dtype=np.float64)
             self._grand_mean = float(self._row_means.mean())
             Kc = (K - self._row_means[None, :].astype(K.dtype)
@@ -255,7 +260,10 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             w, V = self._iterative_eigs(op, n_components, solver, X)
             self._row_means, self._grand_mean = op.row_means, op.grand_mean
         self.eigen_solver_ = solver
-        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype))
+        # the eigenvalues' rounding: 100 eps tr(K) (|K|_2 <= tr K) bounds that
+        # of every product and decomposition here
+        floor = 100 * np.finfo(X.dtype).eps * float(np.abs(kernel.diag(X)).sum())
+        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype), floor)
         if solver == "nystroem":
             self._landmark_map(kernel, X)
         if self.fit_inverse_transform:
@@ -292,8 +300,11 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                                             backend=self.backend)
             if X.dtype == np.float64:
                 tol = LANCZOS_TOL if tol is None else tol
+                # the twin of the translated data: offset by 1e8, a float32
+                # copy of X itself rounds its points to multiples of 8
+                Xt = translated(self._kernel(), X)
                 args["A_fast"] = CenteredOperator(
-                    KernelOperator(self._kernel(), X.astype(np.float32),
+                    KernelOperator(self._kernel(), Xt.astype(np.float32),
                                    backend=self.backend), defer=True)
         return eigsh(op, k, method=solver, tol=tol, max_iter=self.max_iter, **args)
 
@@ -318,8 +329,13 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
         return A
 
-    def _set_components(self, w, V):
-        """scikit-learn's post-processing: PSD check, signs, order, zero removal."""
+    def _set_components(self, w, V, floor=0.0):
+        """scikit-learn's post-processing: PSD check, signs, order, zero removal;
+        eigenvalues all within ``floor`` of 0 are 0 (constant data: the
+        centred kernel is 0, its computed eigenvalues rounding of either sign)."""
+        w = np.array(w)
+        if w.size and np.abs(w).max() <= floor:
+            w[:] = 0
         w = _psd_eigenvalues(w)
         V, _ = svd_flip(V, None)
         order = w.argsort()[::-1]
@@ -421,8 +437,27 @@ def _kernel_times(kernel, X, Y, B, backend):
     """``K(X, Y) B`` in float64: one BLAS product below ``_DENSE_TRANSFORM_MAX``
     kernel entries, else one lazy reduction."""
     if len(X) * len(Y) <= _DENSE_TRANSFORM_MAX:
+        X, Y = translated(kernel, X, reference=Y), translated(kernel, Y)
         return np.asarray(kernel(X, Y) @ B, np.float64)
     return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
+
+
+def _pad_components(w, V, k, random_state):
+    """``(w, V)`` with zero eigenvalues and centred orthonormal vectors
+    orthogonal to ``V`` appended up to ``k`` columns: a Nystroem
+    approximation of lower rank (constant data: rank 1) still gives the
+    ``n_components`` that scikit-learn's KernelPCA gives, zeros beyond it."""
+    n, m = V.shape
+    if m >= k:
+        return w, V
+    rng = np.random.default_rng(random_state if isinstance(random_state, Integral)
+                                else 0)
+    R = rng.standard_normal((n, k - m))
+    R -= R.mean(axis=0)  # orthogonal to 1, as the centred kernel's eigenvectors
+    for _ in range(2):
+        R -= V @ (V.T @ R)
+        R, _ = np.linalg.qr(R)
+    return np.concatenate([w, np.zeros(k - m, dtype=np.asarray(w).dtype)]), np.hstack([V, R])
 
 
 def _psd_eigenvalues(w):
