@@ -66,6 +66,9 @@ _FAST_FLOOR = 2.0
 #: Up to this many epsilons, a fast residual that stops falling (by half in a
 #: restart) is taken for the floor.
 _FAST_STALL = 1e3
+#: Restarts on fast products whose residual may fail to halve before A
+#: measures it.
+_FAST_PATIENCE = 3
 #: Exact products in a row that may fail to halve the residual before
 #: ``A_fast`` is dropped.
 _MIXED_PATIENCE = 2
@@ -175,7 +178,7 @@ def _tall_qr(W):
 
 def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
                   tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0,
-                  A_fast=None, dense_max=None):
+                  A_fast=None, dense_max=None, floor=0.0):
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
@@ -241,6 +244,10 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         blocks; the residuals that decide convergence are always ``A``'s.
     dense_max : int, optional
         Largest ``n`` for the dense fallback (default :data:`DENSE_MAX`).
+    floor : float, default 0
+        The size of ``A``'s rounding: residuals are relative to
+        ``max(|theta_max|, floor)``, so that an operator that is 0 to
+        rounding (kernel PCA of constant data) converges at once.
 
     Returns
     -------
@@ -300,14 +307,14 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # products, tol for exact ones
     target = switch if mixed else tol
     stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
-    progress = _Progress()
+    progress, fast_progress = _Progress(), _Progress()
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation), until
         # the Ritz residuals that the basis predicts reach the target
         scale = np.linalg.norm(basis.AQ, axis=0).max()
         while True:
-            P, estimate = _ritz_residual_estimate(basis, b, k)
+            P, estimate = _ritz_residual_estimate(basis, b, k, floor)
             # anchored on exact products (refining below A_fast's rounding),
             # the estimate from fast products is no guide: the basis is filled
             if (estimate <= target and not (anchored and mixed)) \
@@ -316,20 +323,28 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
             W = _orthonormalize(P, basis.Q, rng, scale)
             basis.append(W, product(W, not mixed))
             products += 1
-        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored)
+        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored,
+                                                   floor)
         exact = not mixed
         fast_res = res[:k].max() / ref
         # A_fast's rounding floor is a guess (it grows with the operator's
         # conditioning: 1e-6 for a normalised affinity of 150 points): a fast
         # residual that stopped falling near it calls A too
         stalled = stalled_at > 0 and fast_res > stalled_at / 2
+        if not exact:
+            # at any level: a fast residual that has not halved in
+            # _FAST_PATIENCE restarts (an operator whose size is its
+            # rounding; a poor twin) is measured with A
+            fast_progress.record(fast_res)
+            if fast_progress.stalled(_FAST_PATIENCE):
+                stalled, fast_progress = True, _Progress()
         if not exact and (fast_res <= switch or stalled or products >= max_iter):
             # A on the k wanted Ritz vectors: the residuals that count, and
             # exact products under the next Rayleigh-Ritz
             X = X[:, :k]
             AX = product(X, True)
             products += 1
-            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k)
+            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k, 0, floor)
             exact = True
         anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
         converged = res[:k] <= tol * ref if exact else np.zeros(k, bool)
@@ -531,7 +546,7 @@ class _Basis:
 
 
 @_one_blas_thread
-def _ritz_residual_estimate(basis, b, k):
+def _ritz_residual_estimate(basis, b, k, floor=0.0):
     """``(P, r)``: the last block's product made orthogonal to the basis,
     ``P = (I - Q Q^T) A Q_last``, and the largest relative residual of the
     ``k`` wanted Ritz pairs that the basis predicts, without forming them.
@@ -549,12 +564,12 @@ def _ritz_residual_estimate(basis, b, k):
     T = basis.T
     theta, Y = scipy.linalg.eigh((T + T.T) / 2)
     Y = Y[:, ::-1][:, :k]
-    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    ref = max(np.abs(theta).max(), floor, np.finfo(np.float64).tiny)
     return P, float(np.linalg.norm(P @ Y[size - b:], axis=0).max() / ref)
 
 
 @_one_blas_thread
-def _rayleigh_ritz(Q, AQ, keep, exact=0):
+def _rayleigh_ritz(Q, AQ, keep, exact=0, floor=0.0):
     """The ``keep`` largest Ritz pairs of the basis ``Q`` (orthonormal
     columns, ``AQ = A Q``): ``(X, A X, theta, residuals R, their norms, the
     largest |theta|)``.
@@ -576,7 +591,7 @@ def _rayleigh_ritz(Q, AQ, keep, exact=0):
     X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
     R = AX - X * theta[:keep]
     res = np.linalg.norm(R, axis=0)
-    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    ref = max(np.abs(theta).max(), floor, np.finfo(np.float64).tiny)
     return X, AX, theta, R, res, ref
 
 

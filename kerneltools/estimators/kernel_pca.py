@@ -260,10 +260,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             w, V = self._iterative_eigs(op, n_components, solver, X)
             self._row_means, self._grand_mean = op.row_means, op.grand_mean
         self.eigen_solver_ = solver
-        # the eigenvalues' rounding: 100 eps tr(K) (|K|_2 <= tr K) bounds that
-        # of every product and decomposition here
-        floor = 100 * np.finfo(X.dtype).eps * float(np.abs(kernel.diag(X)).sum())
-        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype), floor)
+        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype),
+                             _rounding_floor(kernel, X))
         if solver == "nystroem":
             self._landmark_map(kernel, X)
         if self.fit_inverse_transform:
@@ -278,6 +276,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     def _iterative_eigs(self, op, k, solver, X):
         tol = None if self.tol == 0 else self.tol
         args = {"random_state": self.random_state, "verbose": self.verbose}
+        floor = _rounding_floor(self._kernel(), X)
         if solver == "randomized":
             n_iter = self.iterated_power
             if n_iter == "auto":
@@ -306,6 +305,10 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                 args["A_fast"] = CenteredOperator(
                     KernelOperator(self._kernel(), Xt.astype(np.float32),
                                    backend=self.backend), defer=True)
+            # residuals relative to at least the size whose tol-th part is the
+            # products' rounding: C K C of constant data is 0 to rounding, and
+            # its "eigenpairs" converge at once instead of never
+            args["floor"] = floor / (tol or 1e-5)
         return eigsh(op, k, method=solver, tol=tol, max_iter=self.max_iter, **args)
 
     def _landmark_map(self, kernel, X):
@@ -440,6 +443,12 @@ def _kernel_times(kernel, X, Y, B, backend):
         X, Y = translated(kernel, X, reference=Y), translated(kernel, Y)
         return np.asarray(kernel(X, Y) @ B, np.float64)
     return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
+
+
+def _rounding_floor(kernel, X):
+    """The eigenvalues' rounding: ``100 eps tr(K)`` (``|K|_2 <= tr K``)
+    bounds that of every product and decomposition of the fit."""
+    return 100 * float(np.finfo(X.dtype).eps) * float(np.abs(kernel.diag(X)).sum())
 
 
 def _pad_components(w, V, k, random_state):
