@@ -279,14 +279,16 @@ def test_data_far_from_the_origin(solver, offset):
 @pytest.mark.parametrize("solver", ["nystroem", "dense", "lanczos", "lobpcg", "randomized"])
 @pytest.mark.parametrize("kernel", ["linear", "rbf", "poly"])
 def test_constant_data_give_zero_components_as_sklearn(solver, kernel):
-    """The centred kernel of constant data is 0: n_components zero
-    eigenvalues and projections, as scikit-learn's dense KernelPCA gives,
-    whatever sign the rounding gave them. Before: "All eigenvalues are
-    negative" (nystroem, linear), "significant negative eigenvalues"
-    (randomized, poly), one component instead of 2 (nystroem)."""
+    """The centred kernel of constant data is 0: n_components eigenvalues
+    and projections, all 0 (scikit-learn's dense KernelPCA gives the same
+    shapes and rounding-sized values, below 1e-10 here), whatever sign the
+    rounding gave them. Before: "All eigenvalues are negative" (nystroem,
+    linear), "significant negative eigenvalues" (randomized, poly), one
+    component instead of 2 (nystroem), rounding-sized values elsewhere."""
     X = np.full((100, 5), 3.7)
     est = KernelPCA(2, kernel=kernel, eigen_solver=solver, random_state=0).fit(X)
     ref = skd.KernelPCA(2, kernel=kernel).fit(X)
     assert est.eigenvalues_.shape == ref.eigenvalues_.shape == (2,)
+    assert np.abs(ref.eigenvalues_).max() <= 1e-10
     np.testing.assert_array_equal(est.eigenvalues_, 0.0)
     np.testing.assert_array_equal(est.transform(X[:5]), 0.0)
