@@ -332,16 +332,13 @@ def robust_cholesky(A, *, lower: bool = True, what: str = "the matrix") -> np.nd
 
 
 # eigen-solvers on lazy operators (issue 26)
+from ._eigen_methods import EIGEN_METHODS, eigsh, lobpcg, randomized_eigsh  # noqa: E402
 from ._eigensolvers import (  # noqa: E402
     DENSE_MAX,
-    EIGEN_METHODS,
     CenteredOperator,
     NormalizedAffinityOperator,
     OffDiagonalKernel,
     block_lanczos,
-    eigsh,
-    lobpcg,
-    randomized_eigsh,
 )
 from ._eigen_operators import translated  # noqa: E402
 

@@ -1,10 +1,14 @@
 """Spectral embedding and spectral clustering with a lazy kernel affinity.
 
 With a kernel affinity (``affinity="rbf"`` and the other named kernels), the
-normalised Laplacian is never formed: the degrees ``d = W 1 - diag W`` take
-one reduction, and each product ``D^-1/2 (W - diag W) D^-1/2 V`` one more
-(:class:`~kerneltools.linalg.NormalizedAffinityOperator`); its top
-eigenvectors come from block Lanczos or LOBPCG. ``"nearest_neighbors"``
+normalised Laplacian is never formed beyond ``DENSE_MAX_SAMPLES`` points: the
+degrees ``d = (W - diag W) 1`` take one reduction, and each product
+``D^-1/2 (W - diag W) D^-1/2 V`` one more
+(:class:`~kerneltools.linalg.NormalizedAffinityOperator` on
+:class:`~kerneltools.linalg.OffDiagonalKernel`, which never sums the
+diagonal); its top eigenvectors come from block Lanczos, ARPACK or LOBPCG,
+each of which reaches its tolerance or escalates (see
+:func:`lazy_spectral_embedding`). ``"nearest_neighbors"``
 builds the sparse k-NN graph with kerneltools' :class:`NearestNeighbors` and
 embeds it with scikit-learn's public :func:`sklearn.manifold.spectral_embedding`
 (a sparse problem, as scikit-learn solves it). Precomputed affinities,
@@ -226,8 +230,14 @@ class SpectralEmbedding(HandOver, FallbackMixin, BaseEstimator):
         RBF parameter; None: ``1 / n_features``.
     random_state : int, RandomState or None
     eigen_solver : {"arpack", "lobpcg", "amg", "lanczos"} or None
-        On the engine, None, "arpack" and "lanczos" run block Lanczos and
-        "lobpcg" LOBPCG on the lazy operator; "amg" goes to scikit-learn.
+        On the engine: None, a dense eigendecomposition up to
+        ``DENSE_MAX_SAMPLES`` points and block Lanczos beyond; "lanczos"
+        block Lanczos, "arpack" SciPy's ARPACK and "lobpcg" LOBPCG (dense
+        below ``5 k + 1`` points, as scikit-learn), on the lazy operator;
+        "amg" goes to scikit-learn. An iterative solver that misses its
+        tolerance falls back on the dense problem up to
+        :data:`kerneltools.linalg.DENSE_MAX` points and raises
+        :class:`~kerneltools.exceptions.ConvergenceError` beyond.
     eigen_tol : float or "auto", default="auto"
         Relative residual of the eigenvectors ("auto": the solver's default).
     n_neighbors : int, optional
