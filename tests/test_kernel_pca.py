@@ -292,3 +292,16 @@ def test_constant_data_give_zero_components_as_sklearn(solver, kernel):
     assert np.abs(ref.eigenvalues_).max() <= 1e-10
     np.testing.assert_array_equal(est.eigenvalues_, 0.0)
     np.testing.assert_array_equal(est.transform(X[:5]), 0.0)
+
+
+def test_arpack_with_all_components_as_sklearn():
+    """n_components=None asks ARPACK for n eigenpairs: scikit-learn (SciPy)
+    warns and decomposes densely; kerneltools raised SciPy's TypeError
+    ("Cannot use scipy.linalg.eigh for LinearOperator A with k >= N")."""
+    X = _data(40, 3)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ours = KernelPCA(kernel="rbf", eigen_solver="arpack", random_state=0).fit(X)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ref = skd.KernelPCA(kernel="rbf", eigen_solver="arpack", random_state=0).fit(X)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9,
+                               atol=1e-12 * ref.eigenvalues_[0])
