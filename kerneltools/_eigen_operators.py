@@ -32,7 +32,7 @@ from scipy.sparse.linalg import LinearOperator
 from .lazy import LazyTensor, Vi, Vj
 
 __all__ = ["CenteredOperator", "NormalizedAffinityOperator", "OffDiagonalKernel",
-           "dense_matrix", "translated", "TRANSLATION_INVARIANT"]
+           "dense_matrix", "translated", "translation", "TRANSLATION_INVARIANT"]
 
 #: The named kernels that read the points only through ``x - y``: their
 #: values do not change when all the points move by one vector.
@@ -52,18 +52,27 @@ def translated(kernel, X, reference=None):
     10^8 keeps its digits (the offset alone would round them to multiples
     of 8), and expanded squared distances ``|x|^2 + |y|^2 - 2 x.y`` (the
     dense BLAS kernels) stay accurate."""
-    if getattr(kernel, "name", None) not in TRANSLATION_INVARIANT:
-        return X
-    ref = X if reference is None else reference
-    sample = np.asarray(ref[:: max(1, len(ref) // 1024)], dtype=np.float64)
-    sample = sample[np.isfinite(sample).all(axis=1)]
-    if len(sample) == 0:
-        return X
-    c = sample.mean(axis=0).astype(ref.dtype).astype(np.float64)
-    dev = sample - c
-    if float(c @ c) <= 3 * float(np.mean(np.einsum("ij,ij->i", dev, dev))):
+    c = translation(kernel, X if reference is None else reference)
+    if c is None:
         return X
     return (np.asarray(X, np.float64) - c).astype(X.dtype)
+
+
+def translation(kernel, X):
+    """The centre ``c`` (float64, a value of X's dtype) that :func:`translated`
+    subtracts from data translated with ``reference=X``, or None where it
+    leaves them as they are."""
+    if getattr(kernel, "name", None) not in TRANSLATION_INVARIANT:
+        return None
+    sample = np.asarray(X[:: max(1, len(X) // 1024)], dtype=np.float64)
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    if len(sample) == 0:
+        return None
+    c = sample.mean(axis=0).astype(X.dtype).astype(np.float64)
+    dev = sample - c
+    if float(c @ c) <= 3 * float(np.mean(np.einsum("ij,ij->i", dev, dev))):
+        return None
+    return c
 
 
 def dense_matrix(A) -> np.ndarray:

@@ -340,10 +340,10 @@ from ._eigensolvers import (  # noqa: E402
     OffDiagonalKernel,
     block_lanczos,
 )
-from ._eigen_operators import translated  # noqa: E402
+from ._eigen_operators import translated, translation  # noqa: E402
 
 __all__ += ["DENSE_MAX", "EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
-            "OffDiagonalKernel", "translated",
+            "OffDiagonalKernel", "translated", "translation",
             "block_lanczos", "eigsh", "lobpcg", "randomized_eigsh", "nystroem_eigh",
             "landmark_sums", "nystroem_start", "START_LANDMARKS"]
 

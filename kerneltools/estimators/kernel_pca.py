@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
                       landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh,
-                      translated)
+                      translated, translation)
 from . import _kpca_device
 from ._array_api import placement
 from ._fallback import FallbackMixin, is_sparse
@@ -235,7 +235,12 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             solver = "dense" if n <= DENSE_MAX_SAMPLES else "lanczos"
         self.__dict__.pop("_landmarks", None)
         if solver == "nystroem":
-            w, V, info = nystroem_eigh(kernel, X, min(n_components, self.n_landmarks, n),
+            # data far from the origin: the landmark kernels (dense K(Z, Z)
+            # by BLAS's expanded distances) see them translated, and so does
+            # transform (offset 1e8: eigenvalues 10x off)
+            centre = translation(kernel, X)
+            X_fit = X if centre is None else (X.astype(np.float64) - centre).astype(X.dtype)
+            w, V, info = nystroem_eigh(kernel, X_fit, min(n_components, self.n_landmarks, n),
                                        n_landmarks=self.n_landmarks,
                                        random_state=self.random_state,
                                        backend=self.backend)
@@ -263,7 +268,9 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype),
                              _rounding_floor(kernel, X))
         if solver == "nystroem":
-            self._landmark_map(kernel, X)
+            self._landmark_map(kernel, X_fit)
+            if centre is not None:
+                self._landmarks["centre"] = centre
         if self.fit_inverse_transform:
             self._fit_inverse(self.eigenvectors_ * np.sqrt(self.eigenvalues_), X)
         self.X_fit_ = X
@@ -392,7 +399,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         kernel = self._kernel()
         if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
             Z = self._landmarks["Z"]
-            out = _kernel_times(kernel, X.astype(np.float64), Z, self._landmark_coef,
+            Xq = X.astype(np.float64) - self._landmarks.get("centre", 0.0)
+            out = _kernel_times(kernel, Xq, Z, self._landmark_coef,
                                 self.backend) - self._landmark_offset
             return out.astype(self.eigenvectors_.dtype, copy=False)
         A = self._scaled_eigenvectors()
