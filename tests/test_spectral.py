@@ -225,3 +225,13 @@ def test_arpack_runs_arpack(monkeypatch):
                                 random_state=0).fit_predict(X)
     assert calls and all("LinearOperator" in c for c in calls)
     assert adjusted_rand_score(y, labels) == 1.0
+
+
+def test_disconnected_rbf_graph_warns_as_sklearn():
+    """Affinities that underflow to 0 between two blobs 40 apart: scikit-
+    learn's "Graph is not fully connected" warning (it was silent here)."""
+    X, y = make_blobs(60, centers=[[0.0, 0.0], [40.0, 0.0]], cluster_std=0.5,
+                      random_state=0)
+    with pytest.warns(UserWarning, match="Graph is not fully connected"):
+        labels = SpectralClustering(2, gamma=1.0, random_state=0).fit_predict(X)
+    assert adjusted_rand_score(y, labels) == 1.0

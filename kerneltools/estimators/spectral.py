@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.linalg
+from scipy.sparse.csgraph import connected_components
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
@@ -119,6 +120,9 @@ def _dense_top_eigenvectors(W, k):
     """``(V, sqrt(d))``: the ``k`` largest eigenvectors (ascending) of the
     dense ``D^-1/2 W D^-1/2`` (``W`` without its diagonal), isolated points
     counting degree 1 as in :class:`~kerneltools.linalg.NormalizedAffinityOperator`."""
+    if connected_components(W != 0, directed=False)[0] > 1:  # as scikit-learn
+        warnings.warn("Graph is not fully connected, spectral embedding may not "
+                      "work as expected.", stacklevel=4)
     d = W.sum(axis=1)
     if np.any(d < 0):
         raise ValueError("the affinity has negative degrees (row sums); spectral "
