@@ -64,18 +64,21 @@ def residual(X, model) -> float:
 
 
 def count_products():
-    """Count kerneltools' kernel products (calls, columns) in this process."""
+    """Count kerneltools' kernel products (calls, columns) in this process:
+    those of kernel operators and of the diagonal-free spectral affinity."""
+    from kerneltools._eigen_operators import OffDiagonalKernel
     from kerneltools._operators import KernelOperator
 
     tally = {"products": 0, "columns": 0}
-    inner = KernelOperator._matmat
+    for cls in (KernelOperator, OffDiagonalKernel):
+        inner = cls._matmat
 
-    def counted(self, V):
-        tally["products"] += 1
-        tally["columns"] += 1 if V.ndim == 1 else V.shape[1]
-        return inner(self, V)
+        def counted(self, V, _inner=inner):
+            tally["products"] += 1
+            tally["columns"] += 1 if V.ndim == 1 else V.shape[1]
+            return _inner(self, V)
 
-    KernelOperator._matmat = counted
+        cls._matmat = counted
     return tally
 
 

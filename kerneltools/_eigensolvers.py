@@ -12,21 +12,20 @@ is never stored: a product with ``b`` vectors is one reduction of
   form), the default; with ``A_fast`` (the operator in float32) its Krylov
   blocks cost half, and products of ``A`` itself anchor the Rayleigh-Ritz
   steps, so the result keeps ``A``'s accuracy;
-- :func:`lobpcg`: LOBPCG (Knyazev, SIAM J. Sci. Comput. 23, 2001) through
-  :func:`scipy.sparse.linalg.lobpcg` on the lazy operator, with an optional
-  preconditioner;
-- :func:`randomized_eigsh`: randomized subspace iteration (Halko, Martinsson
-  and Tropp, SIAM Review 53, 2011, Alg. 4.4) and Rayleigh-Ritz;
-- :func:`eigsh`: one entry point over the three and ARPACK.
+- LOBPCG, randomized subspace iteration, ARPACK and :func:`eigsh`, one
+  entry point over them all, live in :mod:`kerneltools._eigen_methods`.
+
+No solver returns pairs that it knows miss their tolerance: it escalates
+(a stalled lower-precision twin dropped for exact products; a dense
+eigendecomposition, :func:`_escalate`, for ``n <= DENSE_MAX``) and raises
+:class:`~kerneltools.exceptions.ConvergenceError` only beyond that.
 
 The small dense work (orthogonalisation by Cholesky QR, Rayleigh-Ritz) runs
 with BLAS on one thread: on blocks of tens of columns, threads only wait.
 
-Two operators built on a kernel operator serve the spectral estimators:
-:class:`CenteredOperator` (kernel PCA's doubly centred kernel as a rank-two
-correction of the lazy product) and :class:`NormalizedAffinityOperator`
-(``D^-1/2 (W - diag W) D^-1/2``, the normalised affinity whose top
-eigenvectors are the bottom ones of the normalised graph Laplacian).
+The operators built on a kernel operator for the spectral estimators
+(:class:`CenteredOperator`, :class:`NormalizedAffinityOperator`,
+:class:`OffDiagonalKernel`) live in :mod:`kerneltools._eigen_operators`.
 
 >>> import numpy as np
 >>> A = np.diag(np.arange(1.0, 101.0))
@@ -40,18 +39,17 @@ from __future__ import annotations
 import numbers
 import sys
 import time
-import warnings
 
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 from threadpoolctl import threadpool_limits
 
-__all__ = ["block_lanczos", "lobpcg", "randomized_eigsh", "eigsh", "CenteredOperator",
-           "NormalizedAffinityOperator", "EIGEN_METHODS"]
+from ._eigen_operators import (CenteredOperator, NormalizedAffinityOperator,
+                               OffDiagonalKernel, _working_dtype, dense_matrix)
 
-#: The methods of :func:`eigsh`.
-EIGEN_METHODS = ("lanczos", "lobpcg", "randomized", "arpack")
+__all__ = ["block_lanczos", "CenteredOperator", "NormalizedAffinityOperator",
+           "OffDiagonalKernel", "DENSE_MAX"]
 
 #: The rounding floor of a lower-precision operator's products, in units of
 #: its dtype's epsilon, relative to the largest eigenvalue: below it, more
@@ -62,6 +60,19 @@ _FAST_FLOOR = 2.0
 #: Up to this many epsilons, a fast residual that stops falling (by half in a
 #: restart) is taken for the floor.
 _FAST_STALL = 1e3
+#: Restarts on fast products whose residual may fail to halve before A
+#: measures it.
+_FAST_PATIENCE = 3
+#: Exact products in a row that may fail to halve the residual before
+#: ``A_fast`` is dropped.
+_MIXED_PATIENCE = 2
+#: Restarts with exact products in which the residual may fail to halve
+#: before the solver escalates (8 products each by default).
+_PATIENCE = 10
+#: Largest ``n`` whose eigenpairs a solver that does not converge takes from
+#: a dense eigendecomposition (72 MB in float64; about a second on 2 cores)
+#: before it gives up with :class:`~kerneltools.exceptions.ConvergenceError`.
+DENSE_MAX = 3000
 
 
 def _matmat_of(A, who):
@@ -161,7 +172,7 @@ def _tall_qr(W):
 
 def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_blocks=None,
                   tol=None, max_iter=None, X0=None, random_state=None, verbose: int = 0,
-                  A_fast=None):
+                  A_fast=None, dense_max=None, floor=0.0):
     """The ``k`` largest (or smallest) eigenpairs of a symmetric operator.
 
     Thick-restart block Lanczos: from a block ``X`` of ``b`` vectors it builds
@@ -173,6 +184,16 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     ``k + b // 2`` Ritz vectors and their residuals until the ``k`` wanted
     ones have ``|A v - theta v| <= tol * |theta_max|``. Each step costs one
     product of ``A`` with ``b`` vectors (one reduction for a kernel operator).
+    Converged wanted vectors are locked: the next block grows from the
+    residuals of the others.
+
+    It never returns pairs that miss the tolerance. It escalates instead:
+    ``A_fast`` is dropped once two exact products in a row fail to halve
+    ``A``'s residual (exact products from there); with exact products, at
+    ``max_iter`` or when the residual has not halved in
+    ``_PATIENCE`` restarts, the pairs come from a dense eigendecomposition
+    of ``A`` for ``n <= dense_max``, else a
+    :class:`~kerneltools.exceptions.ConvergenceError` says what was reached.
 
     With ``A_fast`` (the same operator in lower precision, e.g. the kernel in
     float32: about half the cost per product), the Krylov blocks are products
@@ -205,8 +226,8 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         Relative residual; default ``1e-10`` (float64 operators) or ``1e-5``
         (float32).
     max_iter : int, optional
-        Products with ``A`` before a :class:`~kerneltools.ConvergenceWarning`
-        (default ``max(300, n // 10)``).
+        Products with ``A`` before the solver escalates (default
+        ``max(300, n // 10)``).
     X0 : array (n, b), optional
         Starting block; default random normal.
     random_state : int, Generator, RandomState or None
@@ -215,6 +236,12 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     A_fast : LinearOperator or array (n, n), optional
         A cheaper approximation of ``A`` (lower precision) for the Krylov
         blocks; the residuals that decide convergence are always ``A``'s.
+    dense_max : int, optional
+        Largest ``n`` for the dense fallback (default :data:`DENSE_MAX`).
+    floor : float, default 0
+        The size of ``A``'s rounding: residuals are relative to
+        ``max(|theta_max|, floor)``, so that an operator that is 0 to
+        rounding (kernel PCA of constant data) converges at once.
 
     Returns
     -------
@@ -222,6 +249,11 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
         Eigenvalues, ascending (as :func:`scipy.linalg.eigh`).
     V : array (n, k)
         Orthonormal eigenvectors, in the order of ``w``.
+
+    Raises
+    ------
+    kerneltools.exceptions.ConvergenceError
+        No convergence and ``n > dense_max``.
     """
     who = "block_lanczos"
     matmat, n, dtype = _matmat_of(A, who)
@@ -238,12 +270,10 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     if X.shape[0] != n:
         raise ValueError(f"{who}: 'X0' must have {n} rows, got shape {X.shape}")
     if n <= max(2 * (k + b), 50):  # tiny: the dense problem is cheaper and exact
-        M = matmat(np.eye(n, dtype=dtype)).astype(np.float64)
-        w, V = scipy.linalg.eigh((M + M.T) / 2)
-        sel = slice(n - k, n) if sign > 0 else slice(0, k)
-        return w[sel], V[:, sel]
+        return _dense_eigh(A, k, sign)
     fast, fast_dtype = matmat, dtype
-    if A_fast is not None:
+    mixed = A_fast is not None
+    if mixed:
         fast, n_fast, fast_dtype = _matmat_of(A_fast, who)
         if n_fast != n:
             raise ValueError(f"{who}: 'A_fast' must have the shape of 'A', ({n}, {n}); "
@@ -253,79 +283,149 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     # it), or at A_fast's rounding floor for tolerances below it (from there
     # the Rayleigh-Ritz steps anchored on exact products refine it)
     eps_fast = float(np.finfo(fast_dtype).eps)
-    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if A_fast is not None else 0
+    switch = max(tol / 2, _FAST_FLOOR * eps_fast) if mixed else 0
 
     def product(V, exact):
-        f, t = (matmat, dtype) if exact else (fast, fast_dtype)
+        f, t = (matmat, dtype) if exact or not mixed else (fast, fast_dtype)
         return sign * np.asarray(f(V.astype(t)), dtype=np.float64)
 
     start = time.perf_counter()
     limit = min(n, n_blocks * b + keep)
     basis = _Basis(n, limit + b)
     W = _orthonormalize(X, None, rng, 1.0)
-    basis.append(W, product(W, A_fast is None))
+    basis.append(W, product(W, not mixed))
     products = 1
     restart = 0
     anchored = 0
     # the residual at which the basis is good enough to try: switch for fast
     # products, tol for exact ones
-    target = switch if A_fast is not None else tol
+    target = switch if mixed else tol
     stalled_at = 0.0  # the last fast residual, where near A_fast's rounding
+    progress, fast_progress = _Progress(), _Progress()
     while True:
         # extend the basis: each new block is A times the last one, made
         # orthogonal to the whole basis (full re-orthogonalisation), until
         # the Ritz residuals that the basis predicts reach the target
         scale = np.linalg.norm(basis.AQ, axis=0).max()
         while True:
-            P, estimate = _ritz_residual_estimate(basis, b, k)
+            P, estimate = _ritz_residual_estimate(basis, b, k, floor)
             # anchored on exact products (refining below A_fast's rounding),
             # the estimate from fast products is no guide: the basis is filled
-            if (estimate <= target and not (anchored and A_fast is not None)) \
+            if (estimate <= target and not (anchored and mixed)) \
                     or basis.size + b > limit or products >= max_iter:
                 break
             W = _orthonormalize(P, basis.Q, rng, scale)
-            basis.append(W, product(W, A_fast is None))
+            basis.append(W, product(W, not mixed))
             products += 1
-        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored)
-        exact = A_fast is None
+        X, AX, theta, R, res, ref = _rayleigh_ritz(basis.Q, basis.AQ, keep, anchored,
+                                                   floor)
+        exact = not mixed
         fast_res = res[:k].max() / ref
         # A_fast's rounding floor is a guess (it grows with the operator's
         # conditioning: 1e-6 for a normalised affinity of 150 points): a fast
         # residual that stopped falling near it calls A too
         stalled = stalled_at > 0 and fast_res > stalled_at / 2
+        if not exact:
+            # at any level: a fast residual that has not halved in
+            # _FAST_PATIENCE restarts (an operator whose size is its
+            # rounding; a poor twin) is measured with A
+            fast_progress.record(fast_res)
+            if fast_progress.stalled(_FAST_PATIENCE):
+                stalled, fast_progress = True, _Progress()
         if not exact and (fast_res <= switch or stalled or products >= max_iter):
             # A on the k wanted Ritz vectors: the residuals that count, and
             # exact products under the next Rayleigh-Ritz
             X = X[:, :k]
             AX = product(X, True)
             products += 1
-            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k)
+            X, AX, theta, R, res, ref = _rayleigh_ritz(X, AX, k, 0, floor)
             exact = True
         anchored = X.shape[1] if exact else 0  # leading columns with exact A Q
-        done = int(np.sum(res[:k] <= tol * ref)) if exact else 0
+        converged = res[:k] <= tol * ref if exact else np.zeros(k, bool)
+        done = int(converged.sum())
         if verbose:
             note = ""
-            if A_fast is not None:
+            if mixed:
                 note = (" (fast products)" if not exact
                         else f" (fast products: {fast_res:.2e})")
             print(f"[block_lanczos] restart {restart}: {done}/{k} converged, largest "
                   f"residual {res[:k].max() / ref:.2e}{note}, {products} products, "
                   f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
-        if done == k or (exact and products >= max_iter):
-            if done < k:
-                _warn_convergence(who, res[:k].max() / ref, tol, products)
+        if done == k:
             w, V = sign * theta[:k], X[:, :k]
             order = np.argsort(w)
             return w[order], V[:, order]
+        if exact:
+            progress.record(res[:k].max() / ref)
+            if mixed and progress.stalled(_MIXED_PATIENCE):
+                # A_fast brings A's residual down no more (its rounding, or a
+                # twin that is not A's approximation): exact products from here
+                mixed, target, stalled_at = False, tol, 0.0
+                progress = _Progress(progress.best)
+                if verbose:
+                    print(f"[{who}] A_fast stalled at {progress.best:.2e}: exact "
+                          "products from here", file=sys.stderr, flush=True)
+            elif not mixed and (products >= max_iter or progress.stalled(_PATIENCE)):
+                why = (f"relative residual {res[:k].max() / ref:.2e} > tol={tol:g} after "
+                       f"{products} products" + ("" if products >= max_iter else
+                                                 " (no longer decreasing)"))
+                return _escalate(who, A, k, sign, dense_max, why, verbose,
+                                 "raise 'max_iter' or 'tol'")
         if not exact:
             stalled_at = fast_res if fast_res <= _FAST_STALL * eps_fast else 0.0
         # thick restart: keep the best Ritz vectors (and A times them); the
-        # next block continues the Krylov space from their residuals
+        # next block continues the Krylov space from their residuals, those
+        # of the converged wanted vectors last (locked: their residuals are
+        # rounding, no direction worth a product)
         basis.reset(*_reorthonormalize(X, AX), anchored=anchored)
         restart += 1
-        W = _orthonormalize(R[:, :b], basis.Q, rng, scale)
-        basis.append(W, product(W, A_fast is None))
+        order = np.concatenate([np.flatnonzero(~converged), np.arange(k, R.shape[1]),
+                                np.flatnonzero(converged)])
+        W = _orthonormalize(R[:, order[:b]], basis.Q, rng, scale)
+        basis.append(W, product(W, not mixed))
         products += 1
+
+
+class _Progress:
+    """The best exact residual so far and the restarts since it last halved."""
+
+    def __init__(self, best=np.inf):
+        self.best, self.since = best, 0
+
+    def record(self, residual):
+        if residual <= self.best / 2:
+            self.best, self.since = residual, 0
+        else:
+            self.best, self.since = min(self.best, residual), self.since + 1
+
+    def stalled(self, patience):
+        return self.since >= patience
+
+
+def _dense_eigh(A, k, sign):
+    """The ``k`` largest (``sign > 0``) or smallest eigenpairs of ``A`` by a
+    dense eigendecomposition (``n^2`` memory), ascending."""
+    M = dense_matrix(A)
+    n = len(M)
+    lo, hi = (n - k, n - 1) if sign > 0 else (0, k - 1)
+    return scipy.linalg.eigh((M + M.T) / 2, subset_by_index=(lo, hi))
+
+
+def _escalate(who, A, k, sign, dense_max, why, verbose, fix):
+    """The last step of a solver that did not converge: the dense
+    eigendecomposition for ``n <= dense_max``, else :class:`ConvergenceError`."""
+    n = A.shape[0]
+    limit = DENSE_MAX if dense_max is None else int(dense_max)
+    if n <= limit:
+        if verbose:
+            print(f"[{who}] {why}: dense eigendecomposition of the {n} x {n} operator",
+                  file=sys.stderr, flush=True)
+        return _dense_eigh(A, k, sign)
+    from .exceptions import ConvergenceError
+
+    raise ConvergenceError(f"{who} did not converge: {why}; n = {n} is above "
+                           f"dense_max={limit}, the size of a dense eigendecomposition; "
+                           f"{fix}")
 
 
 class _Basis:
@@ -374,7 +474,7 @@ class _Basis:
 
 
 @_one_blas_thread
-def _ritz_residual_estimate(basis, b, k):
+def _ritz_residual_estimate(basis, b, k, floor=0.0):
     """``(P, r)``: the last block's product made orthogonal to the basis,
     ``P = (I - Q Q^T) A Q_last``, and the largest relative residual of the
     ``k`` wanted Ritz pairs that the basis predicts, without forming them.
@@ -392,12 +492,12 @@ def _ritz_residual_estimate(basis, b, k):
     T = basis.T
     theta, Y = scipy.linalg.eigh((T + T.T) / 2)
     Y = Y[:, ::-1][:, :k]
-    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    ref = max(np.abs(theta).max(), floor, np.finfo(np.float64).tiny)
     return P, float(np.linalg.norm(P @ Y[size - b:], axis=0).max() / ref)
 
 
 @_one_blas_thread
-def _rayleigh_ritz(Q, AQ, keep, exact=0):
+def _rayleigh_ritz(Q, AQ, keep, exact=0, floor=0.0):
     """The ``keep`` largest Ritz pairs of the basis ``Q`` (orthonormal
     columns, ``AQ = A Q``): ``(X, A X, theta, residuals R, their norms, the
     largest |theta|)``.
@@ -419,7 +519,7 @@ def _rayleigh_ritz(Q, AQ, keep, exact=0):
     X, AX = Q @ Y[:, :keep], AQ @ Y[:, :keep]
     R = AX - X * theta[:keep]
     res = np.linalg.norm(R, axis=0)
-    ref = max(np.abs(theta).max(), np.finfo(np.float64).tiny)
+    ref = max(np.abs(theta).max(), floor, np.finfo(np.float64).tiny)
     return X, AX, theta, R, res, ref
 
 
@@ -431,268 +531,8 @@ def _reorthonormalize(Q, AQ):
     return Qn, scipy.linalg.solve_triangular(R, AQ.T, trans="T").T
 
 
-def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None,
-           X0=None, random_state=None, verbose: int = 0, scale=None):
-    """The ``k`` largest (or smallest) eigenpairs by LOBPCG.
-
-    :func:`scipy.sparse.linalg.lobpcg` on the operator, each of its products
-    with a block one reduction. A preconditioner ``M`` (an approximation of
-    ``A^{-1}``, for ``which="smallest"``) speeds it up.
-
-    Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
-    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
-    ``scale``: the size of ``A`` that residuals are relative to, default the
-    largest |eigenvalue| found, which is no scale for eigenvalues near 0,
-    e.g. a Laplacian's smallest: give its norm then).
-    """
-    who = "lobpcg"
-    matmat, n, dtype = _matmat_of(A, who)
-    _check_which(which, who)
-    k = _check_k(k, n, who)
-    tol = _default_tol(dtype, tol, who)
-    rng = _rng(random_state)
-    if n < 5 * k + 2:  # scipy's LOBPCG needs n >= 5 k; the dense problem is tiny
-        return block_lanczos(A, k, which=which, random_state=rng)
-    X = rng.standard_normal((n, k)) if X0 is None else np.asarray(X0, np.float64)
-    op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, -1).astype(dtype)),
-                        matmat=lambda V: np.asarray(matmat(V.astype(dtype)), np.float64),
-                        dtype=np.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # scipy's own "not reaching" note
-        w, V, res = scipy.sparse.linalg.lobpcg(
-            op, X, M=M, tol=tol * (1.0 if scale is None else float(scale)),
-            maxiter=200 if max_iter is None else int(max_iter),
-            largest=which == "largest", verbosityLevel=0, retResidualNormsHistory=True)
-    ref = np.abs(w).max() if scale is None else float(scale)
-    last = np.asarray(res[-1]) / max(ref, np.finfo(np.float64).tiny)
-    if verbose:
-        print(f"[lobpcg] {len(res)} iterations, largest relative residual "
-              f"{last.max():.2e}", file=sys.stderr, flush=True)
-    if last.max() > max(tol, 1e-7) * 10:
-        _warn_convergence(who, last.max(), tol, len(res))
-    order = np.argsort(w)
-    return w[order], V[:, order]
-
-
-def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
-                     selection: str = "value", random_state=None, verbose: int = 0):
-    """``k`` eigenpairs of a symmetric operator by randomized subspace iteration.
-
-    Halko, Martinsson and Tropp (2011), Alg. 4.4: ``Q = orth((A^T A)^q A G)``
-    for a Gaussian block ``G`` of ``k + n_oversamples`` vectors,
-    re-orthonormalised after each product, then the Ritz pairs of
-    ``Q^T A Q``. Each of the ``n_iter = q`` iterations costs two products, as
-    in randomized SVD (scikit-learn's ``iterated_power`` counts the same). ``selection``:
-    ``"value"`` keeps the ``k`` largest eigenvalues, ``"module"`` the ``k``
-    largest in absolute value (scikit-learn's KernelPCA). Returns ``(w, V)``,
-    ``w`` in decreasing order of the selection's key.
-    """
-    who = "randomized_eigsh"
-    matmat, n, dtype = _matmat_of(A, who)
-    k = _check_k(k, n, who)
-    if selection not in ("value", "module"):
-        raise ValueError(f"{who}: 'selection' must be 'value' or 'module', got {selection!r}")
-    rng = _rng(random_state)
-    p = min(n, k + int(n_oversamples))
-    orth = _one_blas_thread(lambda M: _tall_qr(M)[0])
-    Q = orth(rng.standard_normal((n, p)))
-    start = time.perf_counter()
-    Q = orth(np.asarray(matmat(Q.astype(dtype)), np.float64))
-    for it in range(2 * int(n_iter)):
-        Q = orth(np.asarray(matmat(Q.astype(dtype)), np.float64))
-        if verbose:
-            print(f"[randomized_eigsh] product {it + 2}/{2 * n_iter + 2}, "
-                  f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
-    AQ = np.asarray(matmat(Q.astype(dtype)), np.float64)
-    T = Q.T @ AQ
-    theta, Y = scipy.linalg.eigh((T + T.T) / 2)
-    key = theta if selection == "value" else np.abs(theta)
-    order = np.argsort(key)[::-1][:k]
-    return theta[order], Q @ Y[:, order]
-
-
-def eigsh(A, k: int, *, which: str = "largest", method: str = "lanczos", tol=None,
-          max_iter=None, random_state=None, verbose: int = 0, **options):
-    """``k`` eigenpairs of a symmetric operator, by ``method``.
-
-    ``"lanczos"`` (:func:`block_lanczos`), ``"lobpcg"`` (:func:`lobpcg`),
-    ``"randomized"`` (:func:`randomized_eigsh`, largest only) or ``"arpack"``
-    (:func:`scipy.sparse.linalg.eigsh` on the operator, one vector per
-    product). Returns ``(w, V)`` with ``w`` ascending.
-    """
-    if method == "lanczos":
-        return block_lanczos(A, k, which=which, tol=tol, max_iter=max_iter,
-                             random_state=random_state, verbose=verbose, **options)
-    if method == "lobpcg":
-        return lobpcg(A, k, which=which, tol=tol, max_iter=max_iter,
-                      random_state=random_state, verbose=verbose, **options)
-    if method == "randomized":
-        if which != "largest":
-            raise ValueError("eigsh: method='randomized' finds only which='largest'")
-        w, V = randomized_eigsh(A, k, random_state=random_state, verbose=verbose,
-                                **options)
-        return w[::-1], V[:, ::-1]
-    if method == "arpack":
-        _check_which(which, "eigsh")
-        matmat, n, dtype = _matmat_of(A, "eigsh")
-        op = LinearOperator((n, n), matvec=lambda v: matmat(v.reshape(n, 1).astype(dtype)),
-                            matmat=lambda V: matmat(V.astype(dtype)), dtype=dtype)
-        v0 = _rng(random_state).uniform(-1, 1, n)
-        w, V = scipy.sparse.linalg.eigsh(op, k, which="LA" if which == "largest" else "SA",
-                                         tol=0 if tol is None else tol, maxiter=max_iter,
-                                         v0=v0, **options)
-        order = np.argsort(w)
-        return w[order], V[:, order]
-    raise ValueError(f"eigsh: unknown method {method!r}; valid: {', '.join(EIGEN_METHODS)}")
-
-
-class CenteredOperator(LinearOperator):
-    """``C K C`` with ``C = I - 1 1^T / n``, applied without forming it.
-
-    For a symmetric ``K`` with row means ``m = K 1 / n`` and grand mean
-    ``mu = 1^T K 1 / n^2``::
-
-        C K C v = K v - 1 (m^T v) - m (1^T v) + mu 1 (1^T v)
-
-    so a product costs one product with ``K`` (one reduction) plus ``O(n)``;
-    the row means come from one more product, once. This is kernel PCA's
-    centring in feature space (Schoelkopf, Smola and Mueller, 1998).
-
-    Parameters
-    ----------
-    K : LinearOperator (n, n), symmetric
-    row_means : array (n,), optional
-        ``K 1 / n`` if known (say, from the same kernel in higher precision:
-        a float32 twin of a float64 operator then centres exactly as it).
-    defer : bool, default False
-        Compute the row means with the first product, ``K [V, 1]`` in one
-        reduction, instead of by a product of their own at construction
-        (one pass over the pairs fewer; reading ``row_means`` before any
-        product computes them).
-    """
-
-    def __init__(self, K, row_means=None, *, defer=False):
-        n = K.shape[0]
-        self.op = K
-        self._row_means = None
-        if row_means is not None:
-            self._set_row_means(row_means)
-        elif not defer:
-            ones = np.ones((n, 1), dtype=K.dtype)
-            self._set_row_means(np.asarray(K.matmat(ones), np.float64).ravel() / n)
-        super().__init__(dtype=_working_dtype(K), shape=K.shape)
-
-    def _set_row_means(self, row_means):
-        self._row_means = np.asarray(row_means, np.float64).reshape(self.op.shape[0])
-        self._grand_mean = float(self._row_means.mean())
-
-    @property
-    def row_means(self):
-        """``K 1 / n``, float64."""
-        if self._row_means is None:
-            self._matmat(np.zeros((self.op.shape[0], 1), self.op.dtype))
-        return self._row_means
-
-    @property
-    def grand_mean(self):
-        """``1^T K 1 / n^2``."""
-        return float(self.row_means.mean())
-
-    def _matmat(self, V):
-        V = np.asarray(V)
-        if self._row_means is None:  # deferred: the row means ride along
-            n = V.shape[0]
-            ones = np.full((n, 1), 1.0, dtype=V.dtype)
-            KV = np.asarray(self.op.matmat(np.hstack([V, ones])), np.float64)
-            self._set_row_means(KV[:, -1] / n)
-            KV = KV[:, :-1]
-        else:
-            KV = np.asarray(self.op.matmat(V), np.float64)
-        s = V.sum(axis=0, dtype=np.float64)  # 1^T v
-        mv = self._row_means @ V  # m^T v
-        out = (KV - mv[None, :] - np.outer(self._row_means, s)
-               + self._grand_mean * s[None, :])
-        return out.astype(np.result_type(V.dtype, np.float32), copy=False)
-
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
-
-
-class NormalizedAffinityOperator(LinearOperator):
-    """``D^-1/2 (W - diag W) D^-1/2``, ``D`` the degrees of ``W`` without
-    its diagonal: ``I`` minus the normalised graph Laplacian.
-
-    ``W`` is a symmetric affinity operator (a kernel matrix); its degrees
-    ``d = W 1 - diag W`` take one product, once; each product then takes one
-    more. The largest eigenvectors ``u`` of this operator are the smallest of
-    the normalised Laplacian ``L = I - D^-1/2 W D^-1/2`` (as
-    :func:`scipy.sparse.csgraph.laplacian` with ``normed=True``, which also
-    ignores ``diag W``); ``u / sqrt(d)`` is the spectral embedding (Ng,
-    Jordan and Weiss, 2001; von Luxburg, 2007). Isolated points (``d = 0``,
-    flagged in ``isolated``) count degree 1 and get ``L_ii = 1``, as in
-    scikit-learn's spectral embedding, which sets the whole diagonal of
-    ``L`` to 1 (SciPy's own Laplacian has 0 there).
-
-    Parameters
-    ----------
-    W : LinearOperator (n, n), symmetric
-    diag : float or array (n,)
-        The diagonal of ``W`` (1 for an RBF kernel).
-    degrees : array (n,), optional
-        ``W 1 - diag W`` if known (say, from the same kernel in higher
-        precision: a float32 twin then normalises exactly as it).
-    """
-
-    def __init__(self, W, diag, degrees=None):
-        n = W.shape[0]
-        self.op = W
-        self.diag = np.broadcast_to(np.asarray(diag, np.float64), (n,))
-        if degrees is None:
-            ones = np.ones((n, 1), dtype=W.dtype)
-            degrees = np.asarray(W.matmat(ones), np.float64).ravel() - self.diag
-        self.degrees = np.asarray(degrees, np.float64).reshape(n)
-        self.isolated = self.degrees == 0
-        d = np.where(self.isolated, 1.0, self.degrees)
-        if np.any(d < 0):
-            raise ValueError("the affinity has negative degrees (row sums); spectral "
-                             "methods need an affinity >= 0")
-        self.sqrt_degrees = np.sqrt(d)
-        super().__init__(dtype=_working_dtype(W), shape=W.shape)
-
-    def _matmat(self, V):
-        V = np.asarray(V, np.float64)
-        U = V / self.sqrt_degrees[:, None]
-        WU = np.asarray(self.op.matmat(U.astype(self.op.dtype)), np.float64)
-        out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
-        return out
-
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
-
-
-def _working_dtype(op):
-    """The precision of an operator's products: a kernel operator's formula's
-    (its own dtype may be promoted by a float64 diagonal shift)."""
-    K = getattr(op, "K", None)
-    return np.dtype(getattr(K, "dtype", op.dtype))
-
-
 def _rng(random_state):
     """A NumPy Generator from an int, Generator, RandomState or None."""
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
     return np.random.default_rng(random_state)
-
-
-def _warn_convergence(who, res, tol, products):
-    from .exceptions import ConvergenceWarning
-
-    warnings.warn(f"{who} did not converge: relative residual {res:.2e} > tol={tol:g} "
-                  f"after {products} products; raise 'max_iter' or 'tol'",
-                  ConvergenceWarning, stacklevel=3)

@@ -332,17 +332,18 @@ def robust_cholesky(A, *, lower: bool = True, what: str = "the matrix") -> np.nd
 
 
 # eigen-solvers on lazy operators (issue 26)
+from ._eigen_methods import EIGEN_METHODS, eigsh, lobpcg, randomized_eigsh  # noqa: E402
 from ._eigensolvers import (  # noqa: E402
-    EIGEN_METHODS,
+    DENSE_MAX,
     CenteredOperator,
     NormalizedAffinityOperator,
+    OffDiagonalKernel,
     block_lanczos,
-    eigsh,
-    lobpcg,
-    randomized_eigsh,
 )
+from ._eigen_operators import translated, translation  # noqa: E402
 
-__all__ += ["EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
+__all__ += ["DENSE_MAX", "EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
+            "OffDiagonalKernel", "translated", "translation",
             "block_lanczos", "eigsh", "lobpcg", "randomized_eigsh", "nystroem_eigh",
             "landmark_sums", "nystroem_start", "START_LANDMARKS"]
 

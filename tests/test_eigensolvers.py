@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
 
-from kerneltools.exceptions import ConvergenceWarning
+from kerneltools.exceptions import ConvergenceError, ConvergenceWarning
 from kerneltools.kernels import make_kernel
 from kerneltools.linalg import (
     CenteredOperator,
     KernelOperator,
     LaplacianPreconditioner,
     NormalizedAffinityOperator,
+    OffDiagonalKernel,
     block_lanczos,
     eigsh,
     lobpcg,
@@ -121,12 +124,25 @@ def test_normalized_affinity_is_scipy_laplacian(backend, dtype):
     np.testing.assert_allclose(op.sqrt_degrees, dd, rtol=VAL_TOL[dtype] * 1e3)
 
 
-def test_convergence_warning_and_verbose(capsys):
+def test_no_convergence_escalates_to_dense_or_raises(capsys):
+    """Stopped short of tol (2 products), block Lanczos returns no pairs with
+    a warning: the dense eigendecomposition's for n <= dense_max, else a
+    ConvergenceError that gives the residual and the parameter to raise."""
     X = _data(300)
     A = KernelOperator(make_kernel("rbf", gamma=0.5), X)
-    with pytest.warns(ConvergenceWarning, match="block_lanczos did not converge"):
-        block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0, verbose=1)
-    assert "[block_lanczos] restart 0" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        w, V = block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0,
+                             verbose=1)
+    err = capsys.readouterr().err
+    assert "[block_lanczos] restart 0" in err and "dense eigendecomposition" in err
+    ref_w, ref_V = scipy.linalg.eigh(_dense_rbf(X, 0.5))
+    np.testing.assert_allclose(w, ref_w[-5:], rtol=1e-12)
+    _assert_eigvecs(V, ref_V[:, -5:], 1e-8)
+    with pytest.raises(ConvergenceError, match=r"block_lanczos did not converge: "
+                       r"relative residual .* raise 'max_iter' or 'tol'"):
+        block_lanczos(A, 5, n_blocks=1, max_iter=2, tol=1e-14, random_state=0,
+                      dense_max=100)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -225,3 +241,83 @@ def test_nystroem_eigh_scaled_and_uncentred_with_every_point_a_landmark():
     np.testing.assert_allclose(w, ref_w[::-1][:4], rtol=1e-8)
     _assert_eigvecs(V, ref_V[:, ::-1][:, :4], 1e-6)
     assert info["error_bound"] <= 1e-8 * ref_w[-1]
+
+
+def _planted_spectrum(n=300, seed=7):
+    """A symmetric matrix with eigenvalue 1 three times, 1 - 1e-5 next (a
+    nearly disconnected graph's normalised affinity: three components and a
+    nearly isolated point), the rest spread over [-0.5, 0.9]."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    lam = np.concatenate([[1.0, 1.0, 1.0, 1.0 - 1e-5], np.linspace(-0.5, 0.9, n - 4)])
+    return (Q * lam) @ Q.T, lam
+
+
+@pytest.mark.parametrize("method", ["lanczos", "lobpcg", "arpack"])
+def test_multiple_eigenvalue_found_by_every_method(method):
+    """The three copies of eigenvalue 1, never the 1 - 1e-5 after them
+    (ARPACK's single start vector spans one direction of the triple
+    eigenspace: it returned 1 - 1e-5 for one of them), no warning."""
+    A, lam = _planted_spectrum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w, V = eigsh(A, 3, method=method, random_state=0, tol=1e-10)
+    np.testing.assert_allclose(w, [1.0, 1.0, 1.0], atol=1e-9)
+    # the span of V is the eigenspace of 1: no component along the others
+    _, ref_V = scipy.linalg.eigh(A)
+    np.testing.assert_allclose(np.linalg.norm(ref_V[:, :-3].T @ V), 0, atol=1e-4)
+
+
+def test_a_twin_that_is_not_the_operator_is_dropped():
+    """A_fast far from A (a perturbation of 1e-2 in norm): its Krylov blocks
+    stop bringing A's residual down, block Lanczos drops it and finishes on
+    A's own products: A's eigenpairs, no warning."""
+    rng = np.random.default_rng(8)
+    A = _dense_rbf(_data(400), 0.3)
+    E = rng.normal(size=A.shape)
+    bad = A + 1e-2 * (E + E.T) / np.linalg.norm(E + E.T, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w, V = block_lanczos(A, 5, A_fast=bad, tol=1e-10, random_state=0)
+    ref_w, ref_V = scipy.linalg.eigh(A)
+    np.testing.assert_allclose(w, ref_w[-5:], rtol=1e-9)
+    assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-10 * ref_w[-1]
+
+
+def test_lobpcg_that_stops_short_escalates_or_raises():
+    A, lam = _planted_spectrum(200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w, _ = lobpcg(A, 3, max_iter=2, tol=1e-12, random_state=0)
+    np.testing.assert_allclose(w, [1.0, 1.0, 1.0], atol=1e-12)
+    with pytest.raises(ConvergenceError, match="lobpcg did not converge: relative"):
+        lobpcg(A, 3, max_iter=2, tol=1e-12, random_state=0, dense_max=100)
+
+
+def test_arpack_with_k_equal_n_is_dense_as_scipy():
+    A, _ = _planted_spectrum(12)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        w, V = eigsh(A, 12, method="arpack", random_state=0)
+    np.testing.assert_allclose(w, scipy.linalg.eigvalsh(A), atol=1e-12)
+
+
+def test_off_diagonal_kernel_keeps_the_degree_of_a_nearly_isolated_point(backend, dtype):
+    """A point 4 away from the others at gamma = 2: degree ~1e-10, below
+    float32's rounding of 1 + degree. W 1 - diag W lost it (relative error
+    1, the point looked isolated); the diagonal-free sum keeps it to the
+    kernel's precision. Duplicated rows count each other (W_ij = 1)."""
+    rng = np.random.default_rng(9)
+    X = np.vstack([rng.normal(0, 0.3, (60, 2)), [[4.0, 0.0]], rng.normal(0, 0.3, (3, 2))])
+    X[-1] = X[0]  # an exact duplicate
+    X = X.astype(dtype)
+    kernel = make_kernel("rbf", gamma=2.0)
+    W = OffDiagonalKernel(kernel, X, backend=backend)
+    S = NormalizedAffinityOperator(W, 0.0)
+    ref = _dense_rbf(X.astype(np.float64), 2.0)
+    np.fill_diagonal(ref, 0)
+    d = ref.sum(1)
+    assert d[60] < 1e-8
+    np.testing.assert_allclose(S.degrees, d, rtol=VAL_TOL[dtype] * 100)
+    V = rng.normal(size=(len(X), 3))
+    np.testing.assert_allclose(W @ V, ref @ V, rtol=0, atol=VAL_TOL[dtype] * 100)
+    np.testing.assert_allclose(W.to_dense(), ref, atol=1e-12)

@@ -248,3 +248,61 @@ def test_nystroem_start_names_a_bad_block_size():
     for b in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="'b' must be an int >= 1"):
             nystroem_start("rbf", X, b)
+
+
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "arpack", "lobpcg", "nystroem"])
+@pytest.mark.parametrize("offset", [1e6, 1e8])
+def test_data_far_from_the_origin(solver, offset):
+    """Data offset by 1e6-1e8 give the eigenvalues of the same points at the
+    origin (dense float64 reference on the exactly translated data) and
+    transform alike, with no warning. Before: lanczos ran 15 s at 1e8 to a
+    ConvergenceWarning with residual 4.9 (its float32 twin rounded the
+    points to multiples of 8), and the dense path, from BLAS's expanded
+    distances, was 2e-5 (1e6) to 0.2 (1e8) off; nystroem (every point a
+    landmark: exact) 10x off at 1e8."""
+    X = _data(300, 3) * 4
+    Xo = X + offset
+    X0 = Xo - offset  # exact (Sterbenz)
+    ref_w, ref_V = _reference(X0, 4, gamma=0.5)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelPCA(4, kernel="rbf", gamma=0.5, eigen_solver=solver,
+                        n_landmarks=300, random_state=0).fit(Xo)
+    np.testing.assert_allclose(est.eigenvalues_, ref_w, rtol=1e-7)
+    _assert_same_up_to_sign(est.eigenvectors_, ref_V, 1e-5)
+    Z = est.transform(Xo[:50])
+    np.testing.assert_allclose(np.abs(Z), np.abs(ref_V[:50] * np.sqrt(ref_w)),
+                               atol=1e-5 * np.sqrt(ref_w[0]))
+
+
+@pytest.mark.parametrize("solver", ["nystroem", "dense", "lanczos", "lobpcg", "randomized"])
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "poly"])
+def test_constant_data_give_zero_components_as_sklearn(solver, kernel):
+    """The centred kernel of constant data is 0: n_components eigenvalues
+    and projections, all 0 (scikit-learn's dense KernelPCA gives the same
+    shapes and rounding-sized values, below 1e-10 here), whatever sign the
+    rounding gave them. Before: "All eigenvalues are negative" (nystroem,
+    linear), "significant negative eigenvalues" (randomized, poly), one
+    component instead of 2 (nystroem), rounding-sized values elsewhere."""
+    X = np.full((100, 5), 3.7)
+    est = KernelPCA(2, kernel=kernel, eigen_solver=solver, random_state=0).fit(X)
+    ref = skd.KernelPCA(2, kernel=kernel).fit(X)
+    assert est.eigenvalues_.shape == ref.eigenvalues_.shape == (2,)
+    assert np.abs(ref.eigenvalues_).max() <= 1e-10
+    np.testing.assert_array_equal(est.eigenvalues_, 0.0)
+    np.testing.assert_array_equal(est.transform(X[:5]), 0.0)
+
+
+def test_arpack_with_all_components_as_sklearn():
+    """n_components=None asks ARPACK for n eigenpairs: scikit-learn (SciPy)
+    warns and decomposes densely; kerneltools raised SciPy's TypeError
+    ("Cannot use scipy.linalg.eigh for LinearOperator A with k >= N")."""
+    X = _data(40, 3)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ours = KernelPCA(kernel="rbf", eigen_solver="arpack", random_state=0).fit(X)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ref = skd.KernelPCA(kernel="rbf", eigen_solver="arpack", random_state=0).fit(X)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9,
+                               atol=1e-12 * ref.eigenvalues_[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -118,8 +119,6 @@ def test_errors_and_verbose(capsys):
         SpectralClustering(0).fit(X)
     with pytest.raises(ValueError, match="'affinity' parameter of SpectralEmbedding"):
         SpectralEmbedding(affinity="cosine").fit(X)
-    with pytest.raises(ValueError, match="n_components=40 needs more than"):
-        SpectralEmbedding(40, affinity="rbf").fit(X)
     SpectralClustering(2, random_state=0, verbose=1).fit(X)
     assert "Computing label assignment using kmeans" in capsys.readouterr().out
 
@@ -137,3 +136,102 @@ def test_doctests():
 
     failed, attempted = doctest.testmod(spectral)
     assert attempted and not failed
+
+
+def _three_far_blobs():
+    """180 points, 3 blobs 8 apart: at gamma = 10 the affinity is three
+    nearly disconnected graphs (eigenvalue 1 three times) and holds a nearly
+    isolated point (degree 4e-8: the next eigenvalue is 1 - 1.1e-5)."""
+    return make_blobs(180, centers=[[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]], random_state=0)
+
+
+@pytest.mark.parametrize("solver", [None, "lanczos", "arpack", "lobpcg"])
+@pytest.mark.parametrize("gamma", [3.0, 10.0])
+def test_separated_clusters_at_large_gamma(solver, gamma):
+    """Every eigen_solver recovers the blobs (ARI 1, as scikit-learn) without
+    a warning; before: ARI 0.57 with a ConvergenceWarning (lanczos, and the
+    default), 0.55 with no warning (ARPACK had missed one copy of the triple
+    eigenvalue), 0.56 (LOBPCG: residual 1e-6 against a gap of 1.1e-5)."""
+    X, y = _three_far_blobs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        labels = SpectralClustering(3, gamma=gamma, eigen_solver=solver,
+                                    random_state=0).fit_predict(X)
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
+@pytest.mark.parametrize("solver", [None, "lanczos"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_embedding_of_data_far_from_the_origin(solver, dtype):
+    """Points offset by 1e8 embed as the same points at the origin (dense
+    float64 reference on the exactly translated data; float32: points on a
+    grid of 8, which it holds exactly at 1e8). Before: the float32 twin of
+    the float64 data rounded every point to a multiple of 8 (block Lanczos
+    ran to a ConvergenceWarning), and the dense float32 path lost them."""
+    if dtype == np.float64:
+        X0, _ = make_blobs(150, centers=[[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]],
+                           random_state=1)
+        X = X0 + 1e8
+        X0 = X - 1e8  # exact (Sterbenz): the same points at the origin
+        gamma = 1.0
+    else:
+        X0, _ = make_blobs(150, centers=[[0.0, 0.0], [400.0, 0.0], [0.0, 400.0]],
+                           cluster_std=64.0, random_state=1)
+        X0 = 8.0 * np.round(X0 / 8.0)
+        X = (X0 + 1e8).astype(dtype)
+        assert np.array_equal(X.astype(np.float64) - 1e8, X0)
+        gamma = 1.0 / 64.0**2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emb = SpectralEmbedding(2, affinity="rbf", gamma=gamma, eigen_solver=solver,
+                                random_state=0).fit_transform(X)
+    ref = _dense_embedding(X0, gamma, 2)
+    tol = TOL[np.dtype(dtype)] if solver else 1e-7
+    _assert_columns_up_to_sign(emb, ref, tol * np.abs(ref).max())
+
+
+def test_as_many_clusters_or_components_as_points_as_sklearn():
+    """k >= n: all the eigenvectors, with scikit-learn's (SciPy's) warning,
+    where kerneltools refused."""
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        labels = SpectralClustering(3, random_state=0).fit_predict(X)
+    assert sorted(labels) == [0, 1, 2]
+    X, _ = _blobs(30)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ours = SpectralEmbedding(30, affinity="rbf", gamma=0.1).fit_transform(X)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        ref = skm.SpectralEmbedding(30, affinity="rbf", gamma=0.1).fit_transform(X)
+    assert ours.shape == ref.shape == (30, 29)
+    # the well separated leading columns (the last ones: rounding-level gaps)
+    _assert_columns_up_to_sign(ours[:, :3], ref[:, :3], 1e-6 * np.abs(ref[:, :3]).max())
+
+
+def test_arpack_runs_arpack(monkeypatch):
+    """eigen_solver="arpack" is scipy's ARPACK on the lazy operator (it ran
+    block Lanczos)."""
+    import scipy.sparse.linalg as ssl
+
+    calls = []
+    real = ssl.eigsh
+
+    def spy(A, *args, **kwargs):
+        calls.append(type(A).__name__)
+        return real(A, *args, **kwargs)
+
+    monkeypatch.setattr(ssl, "eigsh", spy)
+    X, y = _blobs(150, centers=3, std=0.5, seed=2)
+    labels = SpectralClustering(3, gamma=0.5, eigen_solver="arpack",
+                                random_state=0).fit_predict(X)
+    assert calls and all("LinearOperator" in c for c in calls)
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
+def test_disconnected_rbf_graph_warns_as_sklearn():
+    """Affinities that underflow to 0 between two blobs 40 apart: scikit-
+    learn's "Graph is not fully connected" warning (it was silent here)."""
+    X, y = make_blobs(60, centers=[[0.0, 0.0], [40.0, 0.0]], cluster_std=0.5,
+                      random_state=0)
+    with pytest.warns(UserWarning, match="Graph is not fully connected"):
+        labels = SpectralClustering(2, gamma=1.0, random_state=0).fit_predict(X)
+    assert adjusted_rand_score(y, labels) == 1.0

@@ -17,6 +17,7 @@ __all__ = [
     "FormulaSyntaxError",
     "NotPositiveDefiniteError",
     "ConvergenceWarning",
+    "ConvergenceError",
     "BackendFallbackWarning",
     "CacheWarning",
     "KernelStoreError",
@@ -118,6 +119,13 @@ class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):
     """Conjugate gradients met ``p^T A p <= 0`` beyond rounding: the operator
     is not positive definite (an indefinite kernel, a negative shift); the
     message says which diagonal shift to raise."""
+
+
+class ConvergenceError(KernelToolsError, RuntimeError):
+    """An iterative solver neither reached its tolerance nor could escalate
+    (restart, higher precision, a dense solve for small ``n``); the message
+    gives the residual reached and the parameter to change. Raised instead of
+    returning a result known to be inaccurate."""
 
 
 @functools.lru_cache(maxsize=None)

@@ -35,7 +35,10 @@ def transform(est, X, place):
     kernel = est._kernel()
     arrays = _device_arrays(est, sp)
     if "Z" in arrays:  # Nystroem: through the landmarks only
-        K = kernel.lazy(sp.engine(sp.astype(X, np.float64)), sp.engine(arrays["Z"]))
+        X = sp.astype(X, np.float64)
+        if "centre" in arrays:  # the fit's translation of data far from 0
+            X = X - arrays["centre"]
+        K = kernel.lazy(sp.engine(X), sp.engine(arrays["Z"]))
         out = sp.from_engine(K.matmul(sp.engine(arrays["coef"]), backend=place.backend))
         out = out - arrays["offset"]
     else:
@@ -60,6 +63,8 @@ def _device_arrays(est, sp) -> dict:
     if "_landmarks" in est.__dict__:
         host = {"Z": np.asarray(est._landmarks["Z"], np.float64),
                 "coef": est._landmark_coef, "offset": est._landmark_offset}
+        if "centre" in est._landmarks:
+            host["centre"] = est._landmarks["centre"]
     else:
         A = est._scaled_eigenvectors()
         n_fit = len(est.X_fit_)

@@ -14,7 +14,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
-                      landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh)
+                      landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh,
+                      translated, translation)
 from . import _kpca_device
 from ._array_api import placement
 from ._fallback import FallbackMixin, is_sparse
@@ -234,15 +235,24 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             solver = "dense" if n <= DENSE_MAX_SAMPLES else "lanczos"
         self.__dict__.pop("_landmarks", None)
         if solver == "nystroem":
-            w, V, info = nystroem_eigh(kernel, X, min(n_components, self.n_landmarks, n),
+            # data far from the origin: the landmark kernels (dense K(Z, Z)
+            # by BLAS's expanded distances) see them translated, and so does
+            # transform (offset 1e8: eigenvalues 10x off)
+            centre = translation(kernel, X)
+            X_fit = X if centre is None else (X.astype(np.float64) - centre).astype(X.dtype)
+            w, V, info = nystroem_eigh(kernel, X_fit, min(n_components, self.n_landmarks, n),
                                        n_landmarks=self.n_landmarks,
                                        random_state=self.random_state,
                                        backend=self.backend)
             self.landmarks_ = info["landmarks"]
             self.approximation_error_ = info["error_bound"]
             self._landmarks = info
+            w, V = _pad_components(w, V, min(n_components, self.n_landmarks, n),
+                                   self.random_state)
         elif solver == "dense":
-            K = kernel(X)
+            # translated: the BLAS kernel's expanded distances keep their
+            # digits on data far from the origin
+            K = kernel(translated(kernel, X))
             self._row_means = K.mean(axis=0, dtype=np.float64)
             self._grand_mean = float(self._row_means.mean())
             Kc = (K - self._row_means[None, :].astype(K.dtype)
@@ -255,9 +265,12 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             w, V = self._iterative_eigs(op, n_components, solver, X)
             self._row_means, self._grand_mean = op.row_means, op.grand_mean
         self.eigen_solver_ = solver
-        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype))
+        self._set_components(np.asarray(w, X.dtype), np.asarray(V, X.dtype),
+                             _rounding_floor(kernel, X))
         if solver == "nystroem":
-            self._landmark_map(kernel, X)
+            self._landmark_map(kernel, X_fit)
+            if centre is not None:
+                self._landmarks["centre"] = centre
         if self.fit_inverse_transform:
             self._fit_inverse(self.eigenvectors_ * np.sqrt(self.eigenvalues_), X)
         self.X_fit_ = X
@@ -270,6 +283,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     def _iterative_eigs(self, op, k, solver, X):
         tol = None if self.tol == 0 else self.tol
         args = {"random_state": self.random_state, "verbose": self.verbose}
+        floor = _rounding_floor(self._kernel(), X)
         if solver == "randomized":
             n_iter = self.iterated_power
             if n_iter == "auto":
@@ -292,9 +306,16 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
                                             backend=self.backend)
             if X.dtype == np.float64:
                 tol = LANCZOS_TOL if tol is None else tol
+                # the twin of the translated data: offset by 1e8, a float32
+                # copy of X itself rounds its points to multiples of 8
+                Xt = translated(self._kernel(), X)
                 args["A_fast"] = CenteredOperator(
-                    KernelOperator(self._kernel(), X.astype(np.float32),
+                    KernelOperator(self._kernel(), Xt.astype(np.float32),
                                    backend=self.backend), defer=True)
+            # residuals relative to at least the size whose tol-th part is the
+            # products' rounding: C K C of constant data is 0 to rounding, and
+            # its "eigenpairs" converge at once instead of never
+            args["floor"] = floor / (tol or 1e-5)
         return eigsh(op, k, method=solver, tol=tol, max_iter=self.max_iter, **args)
 
     def _landmark_map(self, kernel, X):
@@ -318,8 +339,13 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
         return A
 
-    def _set_components(self, w, V):
-        """scikit-learn's post-processing: PSD check, signs, order, zero removal."""
+    def _set_components(self, w, V, floor=0.0):
+        """scikit-learn's post-processing: PSD check, signs, order, zero removal;
+        eigenvalues all within ``floor`` of 0 are 0 (constant data: the
+        centred kernel is 0, its computed eigenvalues rounding of either sign)."""
+        w = np.array(w)
+        if w.size and np.abs(w).max() <= floor:
+            w[:] = 0
         w = _psd_eigenvalues(w)
         V, _ = svd_flip(V, None)
         order = w.argsort()[::-1]
@@ -373,7 +399,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         kernel = self._kernel()
         if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
             Z = self._landmarks["Z"]
-            out = _kernel_times(kernel, X.astype(np.float64), Z, self._landmark_coef,
+            Xq = X.astype(np.float64) - self._landmarks.get("centre", 0.0)
+            out = _kernel_times(kernel, Xq, Z, self._landmark_coef,
                                 self.backend) - self._landmark_offset
             return out.astype(self.eigenvectors_.dtype, copy=False)
         A = self._scaled_eigenvectors()
@@ -421,8 +448,33 @@ def _kernel_times(kernel, X, Y, B, backend):
     """``K(X, Y) B`` in float64: one BLAS product below ``_DENSE_TRANSFORM_MAX``
     kernel entries, else one lazy reduction."""
     if len(X) * len(Y) <= _DENSE_TRANSFORM_MAX:
+        X, Y = translated(kernel, X, reference=Y), translated(kernel, Y)
         return np.asarray(kernel(X, Y) @ B, np.float64)
     return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
+
+
+def _rounding_floor(kernel, X):
+    """The eigenvalues' rounding: ``100 eps tr(K)`` (``|K|_2 <= tr K``)
+    bounds that of every product and decomposition of the fit."""
+    return 100 * float(np.finfo(X.dtype).eps) * float(np.abs(kernel.diag(X)).sum())
+
+
+def _pad_components(w, V, k, random_state):
+    """``(w, V)`` with zero eigenvalues and centred orthonormal vectors
+    orthogonal to ``V`` appended up to ``k`` columns: a Nystroem
+    approximation of lower rank (constant data: rank 1) still gives the
+    ``n_components`` that scikit-learn's KernelPCA gives, zeros beyond it."""
+    n, m = V.shape
+    if m >= k:
+        return w, V
+    rng = np.random.default_rng(random_state if isinstance(random_state, Integral)
+                                else 0)
+    R = rng.standard_normal((n, k - m))
+    R -= R.mean(axis=0)  # orthogonal to 1, as the centred kernel's eigenvectors
+    for _ in range(2):
+        R -= V @ (V.T @ R)
+        R, _ = np.linalg.qr(R)
+    return np.concatenate([w, np.zeros(k - m, dtype=np.asarray(w).dtype)]), np.hstack([V, R])
 
 
 def _psd_eigenvalues(w):
