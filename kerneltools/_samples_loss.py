@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _sinkhorn_limit as limit
 from ._samples_loss_device import Solution, TensorPlace, finish, tensor_place
 from ._samples_loss_inputs import check_inputs, number, reconcile_masses, require_mass
 from .config import check_backend
@@ -320,21 +321,38 @@ def problem(loss, place: TensorPlace, a, x, b, y, diameter) -> sk.Problem:
 
 def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
     """GeomLoss's "online" Sinkhorn (every softmin a full LogSumExp reduction)
-    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one."""
+    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one.
+
+    Where the blur dwarfs the costs, the loop's potentials lose their
+    precision (an error ``~ eps u``): the value, and there the potentials,
+    then come from the large-eps expansion (:mod:`._sinkhorn_limit`).
+    """
     backend = place.backend(loss._engine_backend)
     # cluster_scale=0: cells of width 0, one point each: the plain Sinkhorn
     coarse = loss.backend == "multiscale" and loss.cluster_scale != 0
     pot, costs, _ = multiscale.solve(
         prob, debias=debias, backend=backend, multiscale=coarse,
         truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
+    value = None
+    regime = limit.regime(prob, backend)
+    if regime.value:
+        exp = limit.expansion(prob, debias, backend)
+        value = exp.value
+        if regime.potentials:
+            pot = pot._replace(f_ba=exp.f_ba, g_ab=exp.g_ab, f_aa=exp.f_aa, g_bb=exp.g_bb)
+        if loss.verbose:
+            print(f"SamplesLoss: blur^p is {regime.ratio:.3g} times the largest cost: "
+                  "the value from the large-blur expansion"
+                  + (", the potentials from its first term" if regime.potentials else ""))
     return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend),
-                    place)
+                    place, value)
 
 
 def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
-             place: TensorPlace) -> Solution:
+             place: TensorPlace, value=None) -> Solution:
     """The :class:`Solution` of solved potentials (arrays of ``place``'s
-    space); ``point_gradients()`` gives ``(grad_x, grad_y)``."""
+    space); ``point_gradients()`` gives ``(grad_x, grad_y)``; ``value``:
+    the loss, if not that of the potentials."""
     da, db = sk.weight_gradients(pot, debias)
     F, G = pot.f_ba, pot.g_ab
     if debias:
@@ -344,7 +362,8 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
         dx, dy = point_gradients() if need[1] or need[3] else (None, None)
         return da, dx, db, dy
 
-    value = float(sk._f64(prob.a) @ da + sk._f64(prob.b) @ db)
+    if value is None:
+        value = float(sk._f64(prob.a) @ da + sk._f64(prob.b) @ db)
     return Solution(value, gradients, (F, G),
                     why="loss='sinkhorn' (its envelope-theorem gradient holds the dual "
                     "potentials fixed; their derivatives are not computed)", place=place)

@@ -44,19 +44,19 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 def _as_float(value, name: str) -> float:
     """``value`` as a Python float: a real number or a one-element real tensor
     or array; a ``TypeError`` or ``ValueError`` naming ``name`` otherwise."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"The '{name}' parameter of {WHO} must be a number; got {value!r}")
-    if isinstance(value, torch.Tensor) or isinstance(value, np.ndarray):
-        if value.dtype in (torch.bool, np.bool_) or (
-            isinstance(value, torch.Tensor) and value.is_complex()
-        ) or (isinstance(value, np.ndarray) and value.dtype.kind not in "iuf"):
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if isinstance(value, torch.Tensor):
+            real = not (value.is_complex() or value.dtype == torch.bool)
+        else:
+            real = value.dtype.kind in "iuf"
+        if not real:
             raise TypeError(f"The '{name}' parameter of {WHO} must be a real number; "
                             f"got a tensor of dtype {value.dtype}")
-        if value.size == 1 if isinstance(value, np.ndarray) else value.numel() == 1:
-            return float(value.detach() if isinstance(value, torch.Tensor) else value)
-        raise ValueError(f"The '{name}' parameter of {WHO} must be one number (a float "
-                         f"or a 0-d tensor); got a tensor of shape {tuple(value.shape)}")
-    if not isinstance(value, Real):
+        if math.prod(value.shape) != 1:
+            raise ValueError(f"The '{name}' parameter of {WHO} must be one number (a "
+                             f"float or a 0-d tensor); got shape {tuple(value.shape)}")
+        return float(value.reshape(()).item())
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
         raise TypeError(f"The '{name}' parameter of {WHO} must be a number; "
                         f"got {type(value).__name__} {value!r}")
     return float(value)

@@ -195,3 +195,14 @@ def test_a_measure_of_mass_zero_has_a_kernel_norm():
     L = SamplesLoss("gaussian", blur=0.5)
     K_yy = torch.exp(-torch.cdist(y, y) ** 2 / (2 * 0.5**2))
     assert abs(float(L(a * 0, x, b, y)) - 0.5 * float(b @ K_yy @ b)) <= 1e-12
+
+
+def test_parameters_of_every_real_dtype():
+    args = torch_measures(torch.float64)
+    ref = float(SamplesLoss("sinkhorn", blur=0.5)(*args))
+    for blur in (torch.tensor(0.5, dtype=torch.bfloat16), torch.tensor([0.5]),
+                 np.float32(0.5), np.array(0.5), torch.tensor(0.5, requires_grad=True)):
+        assert float(SamplesLoss("sinkhorn", blur=blur)(*args)) == ref
+    for bad in (torch.tensor(0.5 + 0j), torch.tensor(True), np.array("0.5")):
+        with pytest.raises(TypeError, match="'blur' parameter of SamplesLoss"):
+            SamplesLoss("sinkhorn", blur=bad)
