@@ -90,24 +90,32 @@ class PermutationTestResult(TestResult):
 # -- inputs -----------------------------------------------------------------------
 
 
-def _check_sample(X, name: str, caller: str) -> np.ndarray:
-    X = np.asarray(X)
+def _check_sample(X, name: str, caller: str, min_samples: int = 2) -> np.ndarray:
+    try:
+        X = np.asarray(X)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(f"{caller}: '{name}' must be a 2-D array (n_samples, "
+                         f"n_features); {exc}") from None
     if X.dtype.kind not in "biuf":
         raise TypeError(f"{caller}: '{name}' must be a real numeric array; got {X.dtype}")
     if X.ndim == 1:
         X = X[:, None]
-    if X.ndim != 2 or X.shape[0] < 2:
+    if X.ndim != 2 or X.shape[0] < min_samples or X.shape[1] == 0:
+        need = "1 sample" if min_samples == 1 else f"{min_samples} samples"
+        why = ("" if min_samples == 1 else " (the unbiased U-statistic needs a pair; "
+               "unbiased=False, the V-statistic, is defined from 1)")
         raise ValueError(
             f"{caller}: '{name}' must be a 2-D array (n_samples, n_features) with at "
-            f"least 2 samples; got shape {X.shape}"
+            f"least {need} and 1 feature{why}; got shape {X.shape}"
         )
     if not np.isfinite(X).all():
         raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
     return X.astype(np.float64) if X.dtype.kind in "biu" else X
 
 
-def _check_pair(X, Y, caller, same_n=False):
-    X, Y = _check_sample(X, "X", caller), _check_sample(Y, "Y", caller)
+def _check_pair(X, Y, caller, same_n=False, min_samples=2):
+    X = _check_sample(X, "X", caller, min_samples)
+    Y = _check_sample(Y, "Y", caller, min_samples)
     if not same_n and X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"{caller}: 'X' and 'Y' must have the same number of features; got "
@@ -155,7 +163,8 @@ def _kernel(kernel, gamma, Z, kernel_params, caller) -> Kernel:
         metric = "euclidean" if kernel == "rbf" else "cityblock"
         med = median_bandwidth(Z, metric=metric)
         gamma = 1.0 / (2 * med**2) if kernel == "rbf" else 1.0 / med
-    if gamma is not None and (not isinstance(gamma, Real) or not gamma > 0):
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, Real)
+                              or not gamma > 0):
         raise ValueError(f"{caller}: 'gamma' must be a float > 0 or None; got {gamma!r}")
     try:
         return make_kernel(kernel, gamma=gamma, **(kernel_params or {}))
@@ -246,8 +255,9 @@ def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
         heuristic, ``1 / (2 med^2)`` (``1 / med``, L1 distances) on the pooled
         sample.
     unbiased : bool, default=True
-        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3)
-        or the biased V-statistic ``|mu_X - mu_Y|^2`` (Eq. 5).
+        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3;
+        needs 2 samples of each) or the biased V-statistic
+        ``|mu_X - mu_Y|^2`` (Eq. 5; defined from 1 sample of each).
     kernel_params : dict, optional
         Other parameters of ``make_kernel`` (``degree``, ``coef0``).
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
@@ -256,8 +266,12 @@ def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
     -------
     float
     """
-    caller = "mmd2"
-    X, Y = _check_pair(X, Y, caller)
+    return _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, "mmd2")
+
+
+def _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, caller) -> float:
+    """:func:`mmd2`, its errors naming ``caller`` (the function the user called)."""
+    X, Y = _check_pair(X, Y, caller, min_samples=2 if unbiased else 1)
     k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
     pooled = _Pooled(k, X, Y, backend)
     return float(pooled.statistics(_indicator(len(X), len(Y)), bool(unbiased))[0])
@@ -413,8 +427,14 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
     -------
     PermutationTestResult
     """
-    caller = "mmd_test"
-    X, Y = _check_pair(X, Y, caller)
+    return _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size,
+                     random_state, kernel_params, backend, method, verbose, "mmd_test")
+
+
+def _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size, random_state,
+              kernel_params, backend, method, verbose, caller) -> PermutationTestResult:
+    """:func:`mmd_test`, its errors naming ``caller``."""
+    X, Y = _check_pair(X, Y, caller, min_samples=2 if unbiased else 1)
     n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
     if batch_size is not None:
         batch_size = _check_count(batch_size, "batch_size", caller, 1)
@@ -432,17 +452,17 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
 
 def energy_distance(X, Y, *, backend=None) -> float:
     """The squared energy distance ``2 E|X - Y| - E|X - X'| - E|Y - Y'|``
-    (V-statistic; in 1-D the square of ``scipy.stats.energy_distance``)."""
-    return mmd2(X, Y, kernel="energy", unbiased=False, backend=backend)
+    (V-statistic, defined from 1 sample of each; in 1-D the square of
+    ``scipy.stats.energy_distance``)."""
+    return _mmd2(X, Y, "energy", None, False, None, backend, "energy_distance")
 
 
 def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None,
                 backend=None, method="auto", verbose=False) -> PermutationTestResult:
     """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
     and its permutation p-value, as :func:`mmd_test`."""
-    return mmd_test(X, Y, kernel="energy", unbiased=False, n_permutations=n_permutations,
-                    batch_size=batch_size, random_state=random_state, backend=backend,
-                    method=method, verbose=verbose)
+    return _mmd_test(X, Y, "energy", None, False, n_permutations, batch_size,
+                     random_state, None, backend, method, verbose, "energy_test")
 
 
 # -- linear-time MMD ------------------------------------------------------------------------
