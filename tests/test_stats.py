@@ -411,3 +411,25 @@ def test_bad_parameters_name_the_function_called():
             stats.mmd2(X, Y, gamma=gamma)
     with pytest.raises(ValueError, match="^hsic: 'X' and 'Y' must be paired"):
         stats.hsic(X, Y)
+
+
+@pytest.mark.parametrize("function", ["mmd2", "energy_distance", "mmd_test", "energy_test",
+                                      "linear_mmd_test", "hsic", "hsic_test"])
+def test_an_unknown_backend_is_named_with_the_function_called(function):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(ValueError, match=f"^{function}: .*'backend'.*'tpu'"):
+        getattr(stats, function)(X, Y, backend="tpu")
+
+
+def test_hsic_errors_name_each_samples_kernel_and_gamma():
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(ValueError, match="^hsic: 'gamma_y' must be a float > 0"):
+        stats.hsic(X, Y, gamma_y=-1.0)
+    with pytest.raises(ValueError, match="^hsic_test: 'kernel_x': unknown kernel"):
+        stats.hsic_test(X, Y, kernel_x="nope")
+    with pytest.raises(ValueError, match="^hsic: 'X' .* at least 2 samples and 1 feature;"):
+        stats.hsic(X[:1], Y[:1])
+    for what, args, error, match in _malformed_samples():
+        if what != "features differ":  # HSIC pairs samples of any dimensions
+            with pytest.raises(error, match=f"^hsic: .*{match}"):
+                stats.hsic(*args)
