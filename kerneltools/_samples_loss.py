@@ -248,11 +248,12 @@ default="sinkhorn"
                                            place.array(y.reshape(-1, D)), place.space)
             outs = [self._one(place, a[k], x[k], b[k], y[k], diameter)
                     for k in range(x.shape[0])]
-        # half-precision inputs were computed in float32: back to their dtype
+        # half-precision inputs were computed in float32 (and some unbalanced
+        # solves in float64): back to the input's dtype
         if self.potentials:
-            F, G = (torch.stack(t).to(inputs.dtype) for t in zip(*outs))
+            F, G = (torch.stack([v.to(inputs.dtype) for v in t]) for t in zip(*outs))
             return (F, G) if inputs.batched else (F[0], G[0])
-        values = torch.stack(outs).to(inputs.dtype)
+        values = torch.stack([v.to(inputs.dtype) for v in outs])
         return values if inputs.batched else values[0]
 
     def _one(self, place, a, x, b, y, diameter):
@@ -370,8 +371,29 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
 
 
 def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solution:
-    """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures."""
+    """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures.
+
+    Unbalanced transport at a blur that dwarfs the costs is solved in
+    float64 where the input's dtype cannot resolve it, and refused where
+    float64 cannot either (:mod:`._sinkhorn_limit`).
+    """
     prob = problem(loss, place, a, x, b, y, diameter)
+    if prob.rho is not None:
+        backend = place.backend(loss._engine_backend)
+        t, err = limit.unbalanced_rounding(prob, backend)
+        if err > limit.UNBALANCED_RTOL and x.dtype != torch.float64:
+            a, x, b, y = (v.to(torch.float64) for v in (a, x, b, y))
+            prob = problem(loss, place, a, x, b, y, diameter)
+            t, err = limit.unbalanced_rounding(prob, backend)
+            if loss.verbose:
+                print("SamplesLoss: unbalanced transport at this blur solved in float64")
+        if err > limit.UNBALANCED_RTOL:
+            raise ValueError(
+                f"SamplesLoss: blur^p = {prob.eps:.3g} is {t:.3g} times the largest cost: "
+                f"the unbalanced Sinkhorn loop (reach={loss.reach!r}) cannot resolve "
+                f"it (relative rounding ~{err:.1g} in float64); use a smaller 'blur' "
+                "(the divergence changes little once blur dwarfs the costs) or "
+                "reach=None")
     return solve(prob, loss, bool(loss.debias), place)
 
 

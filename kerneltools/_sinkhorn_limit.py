@@ -33,6 +33,12 @@ normalisation ``<a, f> = <b, g>``) where its error ``C_max / t`` is the
 smaller, ``t^2 u L >= 1``. The gradients in the points stay the loop's: they
 do not carry the factor ``eps`` (softmax weights ``b_j (1 + O(1 / t))``,
 exact to the dtype's rounding).
+
+Unbalanced transport (``reach``) has no expansion here: its value carries
+the same error ``~ t u L C_max``. Where that exceeds ``UNBALANCED_RTOL`` of
+``C_max``, :class:`SamplesLoss` solves in float64 (float32 and half inputs),
+and refuses, naming ``blur`` and ``reach``, where float64 cannot resolve it
+either (``t >~ 1e10``).
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ import numpy as np
 from .estimators import _sinkhorn as sk
 from .lazy import Vj
 
-__all__ = ["Expansion", "Regime", "expansion", "regime"]
+__all__ = ["UNBALANCED_RTOL", "Expansion", "Regime", "expansion", "regime",
+           "unbalanced_rounding"]
 
 
 class Regime(NamedTuple):
@@ -87,17 +94,38 @@ def cost_bound(prob: sk.Problem, backend) -> float:
     return worst
 
 
-def regime(prob: sk.Problem, backend) -> Regime:
-    """Where the loop's rounding exceeds the expansion's truncation
-    (module docstring). Balanced transport only."""
-    if prob.rho is not None:
-        return Regime(False, False, 0.0)
+def _ratio_and_rounding(prob: sk.Problem, backend) -> tuple[float, float]:
+    """``(t, u L)``: ``t = eps / C_max`` and the loop's relative rounding per
+    unit of ``t`` (module docstring)."""
     c_max = cost_bound(prob, backend)
     t = math.inf if not c_max > 0 else prob.eps / c_max
     xp = prob.space.xp
     u = float(np.finfo(prob.space.np_dtype(prob.x)).eps)
     L = 1.0 - math.log(min(_min_positive(prob.a, xp), _min_positive(prob.b, xp)))
-    return Regime(t**3 * u * L >= 1, t**2 * u * L >= 1, t)
+    return t, u * L
+
+
+def regime(prob: sk.Problem, backend) -> Regime:
+    """Where the loop's rounding exceeds the expansion's truncation
+    (module docstring). Balanced transport only."""
+    if prob.rho is not None:
+        return Regime(False, False, 0.0)
+    t, uL = _ratio_and_rounding(prob, backend)
+    return Regime(t**3 * uL >= 1, t**2 * uL >= 1, t)
+
+
+#: The relative error of the value above which an unbalanced solve is redone
+#: in float64, or refused if float64 cannot resolve it either.
+UNBALANCED_RTOL = 1e-5
+
+
+def unbalanced_rounding(prob: sk.Problem, backend) -> tuple[float, float]:
+    """``(t, error)``: the estimated relative rounding error ``t u L`` of the
+    value of an unbalanced solve (no expansion here: the damped updates
+    ``rho / (rho + eps)`` and the weight ``rho + eps / 2`` of the value
+    carry the balanced loop's error ``~ eps u L`` into the value)."""
+    t, uL = _ratio_and_rounding(prob, backend)
+    return t, t * uL
 
 
 def _moments(C: sk.CostMatrix, w, backend, sp):

@@ -186,3 +186,41 @@ def test_batches_at_large_blur_equal_a_loop():
     values = L(a, x, b, y)
     for k in range(3):
         assert float(values[k]) == float(L(a[k], x[k], b[k], y[k]))
+
+
+# -- unbalanced transport: float64 where float32 cannot resolve, else refused -----------
+
+
+@pytest.mark.parametrize("blur", [10.0, 100.0, 1e4])
+@pytest.mark.parametrize("reach", [0.5, 10.0])
+def test_unbalanced_float32_at_large_blur_is_solved_in_float64(blur, reach):
+    """Against GeomLoss (tensorized, the same algorithm) in float64 on the
+    same points: float32's loop would be off by ~ t u L (float32 at blur=1e4:
+    -9e-8 for 0.05)."""
+    geomloss = pytest.importorskip("geomloss")
+    a, x, b, y = (t.requires_grad_() for t in torch_measures(torch.float32))
+    value = SamplesLoss("sinkhorn", blur=blur, reach=reach)(a, x, b, y)
+    assert value.dtype == torch.float32
+    ref = geomloss.SamplesLoss("sinkhorn", blur=blur, reach=reach, backend="tensorized")(
+        *(t.detach().double() for t in (a, x, b, y)))
+    # float64 (the geomloss reference's own rounding ~ t 1e-16 L), then float32
+    assert abs(float(value.detach()) - float(ref)) <= 2e-7 * abs(float(ref)) + 1e-9
+    gx = torch.autograd.grad(value, x)[0]
+    assert gx.dtype == torch.float32 and torch.isfinite(gx).all()
+
+
+def test_unbalanced_beyond_float64_is_refused_naming_blur_and_reach():
+    a, x, b, y = torch_measures(torch.float64)
+    with pytest.raises(ValueError, match="SamplesLoss: blur.*reach=0.5.*'blur'"):
+        SamplesLoss("sinkhorn", blur=1e8, reach=0.5)(a, x, b, y)
+    # p = 1: blur^p = 1e8 is within float64's reach
+    value = SamplesLoss("sinkhorn", p=1, blur=1e8, reach=0.5)(a, x, b, y)
+    assert torch.isfinite(value) and float(value) > 0
+
+
+def test_unbalanced_batches_mixing_dtypes_of_solution():
+    """A batch whose items need float64 and others not comes back in one dtype."""
+    a, x, b, y = torch_measures(torch.float32, batch=2)
+    x = x * torch.tensor([1.0, 1e3])[:, None, None]  # item 1: costs 1e6 times larger
+    values = SamplesLoss("sinkhorn", blur=100.0, reach=10.0)(a, x, b, y)
+    assert values.dtype == torch.float32 and values.shape == (2,)
