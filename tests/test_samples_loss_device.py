@@ -56,6 +56,7 @@ CASES = [
     ("sinkhorn", {"backend": "multiscale", "cluster_scale": 0.25}),
     ("sinkhorn", {"blur": 1e8}),
     ("hausdorff", {"blur": 0.1}),
+    ("hausdorff", {"blur": 1e8}),
     ("gaussian", {"blur": 0.3}),
     ("laplacian", {"blur": 0.3}),
     ("energy", {}),

@@ -224,3 +224,33 @@ def test_unbalanced_batches_mixing_dtypes_of_solution():
     x = x * torch.tensor([1.0, 1e3])[:, None, None]  # item 1: costs 1e6 times larger
     values = SamplesLoss("sinkhorn", blur=100.0, reach=10.0)(a, x, b, y)
     assert values.dtype == torch.float32 and values.shape == (2,)
+
+
+# -- Hausdorff: its softmins lose the same precision -------------------------------------
+
+
+def dense_hausdorff(a, x, b, y, p, eps):
+    """``<a, b_x - a_x> + <b, a_y - b_y>`` with dense float64 softmins (the
+    log-sum-exp where float64 resolves it, else the cumulant expansion
+    ``<C_i, w> - Var_w(C_i) / (2 eps)``, whose error ~ C^3 / eps^2 is then
+    below 1e-12)."""
+
+    def softmin(u, v, w):
+        C = dense_cost(u, v, p)
+        if eps <= 1e4:
+            return -eps * logsumexp(np.log(w)[None] - C / eps, axis=1)
+        mean = C @ w
+        return mean - ((C * C) @ w - mean**2) / (2 * eps)
+
+    return (a @ (softmin(x, y, b) - softmin(x, x, a))
+            + b @ (softmin(y, x, a) - softmin(y, y, b)))
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("p, blur", [(2, 30.0), (2, 1e4), (2, 1e8), (1, 1e4), (1, 1e8)])
+def test_large_blur_hausdorff_equals_the_dense_float64_reference(dt, p, blur):
+    """Before: -18.2 (float32) and 0 (float64) at blur=1e8 for about 0.1."""
+    a, x, b, y = torch_measures(dt, n=40, m=30)
+    value = SamplesLoss("hausdorff", p=p, blur=blur)(a, x, b, y)
+    ref = dense_hausdorff(*as_numpy(a, x, b, y), p, blur**p)
+    assert abs(float(value) - ref) <= RTOL[dt] * ref
