@@ -57,12 +57,12 @@ from __future__ import annotations
 
 import torch
 
-from . import _sinkhorn_limit as limit
 from ._samples_loss_device import Solution, TensorPlace, finish, tensor_place
 from ._samples_loss_inputs import check_inputs, number, reconcile_masses, require_mass
 from .config import check_backend
 from .estimators import _multiscale as multiscale
 from .estimators import _sinkhorn as sk
+from .estimators import _sinkhorn_limit as limit
 from .estimators._transport_inputs import check_problem
 from .lazy import Vi, Vj
 
@@ -326,7 +326,7 @@ def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
 
     Where the blur dwarfs the costs, the loop's potentials lose their
     precision (an error ``~ eps u``): the value, and there the potentials,
-    then come from the large-eps expansion (:mod:`._sinkhorn_limit`).
+    then come from the large-eps expansion (:mod:`.estimators._sinkhorn_limit`).
     """
     backend = place.backend(loss._engine_backend)
     # cluster_scale=0: cells of width 0, one point each: the plain Sinkhorn
@@ -375,7 +375,7 @@ def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solutio
 
     Unbalanced transport at a blur that dwarfs the costs is solved in
     float64 where the input's dtype cannot resolve it, and refused where
-    float64 cannot either (:mod:`._sinkhorn_limit`).
+    float64 cannot either (:mod:`.estimators._sinkhorn_limit`).
     """
     prob = problem(loss, place, a, x, b, y, diameter)
     if prob.rho is not None:

@@ -6,7 +6,7 @@ divergence came out negative (-7.5 for a true 0.003 in float32, ``blur=1e8``)
 or 0 (float64, as GeomLoss). The references are dense float64 NumPy: the
 log-domain Sinkhorn (moderate ``eps``, where float64 resolves it) and the
 large-``eps`` expansion of the definition (see
-:mod:`kerneltools._sinkhorn_limit`), itself checked against the dense loop.
+:mod:`kerneltools.estimators._sinkhorn_limit`), itself checked against the dense loop.
 """
 
 from __future__ import annotations
@@ -254,3 +254,21 @@ def test_large_blur_hausdorff_equals_the_dense_float64_reference(dt, p, blur):
     value = SamplesLoss("hausdorff", p=p, blur=blur)(a, x, b, y)
     ref = dense_hausdorff(*as_numpy(a, x, b, y), p, blur**p)
     assert abs(float(value) - ref) <= RTOL[dt] * ref
+
+
+# -- the NumPy front end of the same divergence ---------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("blur", [1e4, 1e8])
+def test_sinkhorn_divergence_estimator_at_large_blur(dtype, blur):
+    """``kerneltools.estimators.sinkhorn_divergence`` shares the loop and the
+    expansion (before: -6.0 in float32 and 0 in float64 at blur=1e8)."""
+    from kerneltools.estimators import sinkhorn_divergence
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 3)).astype(dtype), (rng.random((30, 3)) + 0.3).astype(dtype)
+    value = sinkhorn_divergence(x, y, blur=blur)
+    A, B = np.full(40, 1 / 40), np.full(30, 1 / 30)
+    ref = divergence(dense_expansion, A, x.astype(float), B, y.astype(float), 2, blur**2)
+    assert abs(value - ref) <= 1e-7 * ref

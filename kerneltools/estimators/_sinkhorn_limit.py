@@ -52,8 +52,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .estimators import _sinkhorn as sk
-from .lazy import Vj
+from . import _sinkhorn as sk
+from ..lazy import Vj
 
 __all__ = ["UNBALANCED_RTOL", "Expansion", "Regime", "expansion", "regime",
            "softmins", "unbalanced_rounding"]
