@@ -41,7 +41,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.spatial.distance import pdist
