@@ -335,7 +335,8 @@ def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
         prob, debias=debias, backend=backend, multiscale=coarse,
         truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
     value = None
-    regime = limit.regime(prob, backend)
+    regime = limit.regime(prob, backend, limit.largest(pot.f_ba, pot.g_ab, pot.f_aa,
+                                                         pot.g_bb))
     if regime.value:
         exp = limit.expansion(prob, debias, backend)
         value = exp.value
@@ -543,12 +544,11 @@ def _hausdorff(loss, place: TensorPlace, a, x, b, y):
     la, lb = sk.log_weights(A), sk.log_weights(B)
     pairs = {"a_x": (X, X, la), "b_y": (Y, Y, lb), "b_x": (X, Y, lb), "a_y": (Y, X, la)}
     costs = {k: sk.cost_matrix(p, u, v, loss._cost, sp) for k, (u, v, _) in pairs.items()}
+    softmin = sk.lse_softmin(be, sp)
+    s = {k: sk._f64(softmin(eps, costs[k], h)) for k, (_, _, h) in pairs.items()}
     prob = sk.Problem(X, Y, A, B, p, eps, None, [eps], 0.0, loss._cost, sp)
-    if limit.regime(prob, be).value:  # blur dwarfs the costs: see _sinkhorn_limit
-        s = limit.softmins(prob, be)
-    else:
-        softmin = sk.lse_softmin(be, sp)
-        s = {k: sk._f64(softmin(eps, costs[k], h)) for k, (_, _, h) in pairs.items()}
+    if limit.regime(prob, be, limit.largest(*s.values())).value:
+        s = limit.softmins(prob, be)  # blur dwarfs the costs: see _sinkhorn_limit
     F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
     A64, B64 = sk._f64(A), sk._f64(B)
 

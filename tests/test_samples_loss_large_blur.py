@@ -272,3 +272,21 @@ def test_sinkhorn_divergence_estimator_at_large_blur(dtype, blur):
     A, B = np.full(40, 1 / 40), np.full(30, 1 / 30)
     ref = divergence(dense_expansion, A, x.astype(float), B, y.astype(float), 2, blur**2)
     assert abs(value - ref) <= 1e-7 * ref
+
+
+@pytest.mark.parametrize("loss", ["sinkhorn", "hausdorff"])
+def test_a_custom_cost_is_bounded_by_reductions_only_near_the_switch(loss, monkeypatch):
+    """The largest of a user's costs takes three Max reductions: only paid
+    where the loop's outputs put eps near the switch (not at blur=0.1)."""
+    from kerneltools.estimators import _sinkhorn_limit as limit
+
+    calls = []
+    bound = limit.cost_bound
+    monkeypatch.setattr(limit, "cost_bound", lambda *a: calls.append(1) or bound(*a))
+    args = torch_measures(torch.float64)
+    L = SamplesLoss(loss, p=1, blur=0.1, cost=lambda u, v: (u - v).abs().sum(-1))
+    L(*args)
+    assert calls == []
+    L = SamplesLoss(loss, p=1, blur=1e8, cost=lambda u, v: (u - v).abs().sum(-1))
+    L(*args)
+    assert calls

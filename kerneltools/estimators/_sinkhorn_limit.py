@@ -55,7 +55,7 @@ import numpy as np
 from . import _sinkhorn as sk
 from ..lazy import Vj
 
-__all__ = ["UNBALANCED_RTOL", "Expansion", "Regime", "expansion", "regime",
+__all__ = ["UNBALANCED_RTOL", "Expansion", "Regime", "expansion", "largest", "regime",
            "softmins", "unbalanced_rounding"]
 
 
@@ -98,24 +98,48 @@ def cost_bound(prob: sk.Problem, backend) -> float:
     return worst
 
 
-def _ratio_and_rounding(prob: sk.Problem, backend) -> tuple[float, float]:
+#: A user's cost is bounded by reductions only where the scale of the loop's
+#: outputs puts ``t`` within this factor of a switch (see :func:`regime`).
+HINT_MARGIN = 100.0
+
+
+def _ratio_and_rounding(prob: sk.Problem, backend, scale=None) -> tuple[float, float]:
     """``(t, u L)``: ``t = eps / C_max`` and the loop's relative rounding per
-    unit of ``t`` (module docstring)."""
-    c_max = cost_bound(prob, backend)
-    t = math.inf if not c_max > 0 else prob.eps / c_max
+    unit of ``t`` (module docstring). ``scale``: the largest output of the
+    loop (potentials, softmins), about ``C_max`` where the loop resolves
+    them and inflated by its rounding ``~ eps u L`` where it does not; with
+    a user's cost, ``t`` is taken from it (no reductions) where it puts ``t``
+    ``HINT_MARGIN`` times below every switch."""
     xp = prob.space.xp
     u = float(np.finfo(prob.space.np_dtype(prob.x)).eps)
     L = 1.0 - math.log(min(_min_positive(prob.a, xp), _min_positive(prob.b, xp)))
+    if prob.cost is not None and scale is not None and scale > 0:
+        t_hint = prob.eps / scale
+        first_switch = min((u * L) ** (-1 / 3), UNBALANCED_RTOL / (u * L))
+        if HINT_MARGIN * t_hint < first_switch:
+            return t_hint, u * L
+    c_max = cost_bound(prob, backend)
+    t = math.inf if not c_max > 0 else prob.eps / c_max
     return t, u * L
 
 
-def regime(prob: sk.Problem, backend) -> Regime:
+def regime(prob: sk.Problem, backend, scale=None) -> Regime:
     """Where the loop's rounding exceeds the expansion's truncation
-    (module docstring). Balanced transport only."""
+    (module docstring; ``scale``: see :func:`_ratio_and_rounding`).
+    Balanced transport only."""
     if prob.rho is not None:
         return Regime(False, False, 0.0)
-    t, uL = _ratio_and_rounding(prob, backend)
+    t, uL = _ratio_and_rounding(prob, backend, scale)
     return Regime(t**3 * uL >= 1, t**2 * uL >= 1, t)
+
+
+def largest(*arrays) -> float:
+    """The largest magnitude in ``arrays`` (None skipped): a loop's scale."""
+    out = 0.0
+    for a in arrays:
+        if a is not None:
+            out = max(out, float(sk.namespace(a).max(sk.namespace(a).abs(sk._f64(a)))))
+    return out
 
 
 #: The relative error of the value above which an unbalanced solve is redone

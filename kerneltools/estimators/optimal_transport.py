@@ -173,7 +173,8 @@ def sinkhorn_divergence(
                              cluster_scale=cluster_scale, verbose=bool(verbose),
                              callback=sk.progress(caller, prob, verbose))
     value = sk.ot_value(prob.a, prob.b, pot, debias)
-    if limit.regime(prob, backend).value:  # blur dwarfs the costs (_sinkhorn_limit)
+    scale = limit.largest(pot.f_ba, pot.g_ab, pot.f_aa, pot.g_bb)
+    if limit.regime(prob, backend, scale).value:  # blur dwarfs the costs
         value = limit.expansion(prob, debias, backend).value
     if return_grad:
         grad_x, grad_y = map(place.to_output, sk.value_gradients(prob, pot, costs,
