@@ -4,13 +4,15 @@ the function the user called (``caller``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
 
 from .config import check_backend as _config_backend
 
-__all__ = ["check_backend", "check_count", "check_pair", "check_sample"]
+__all__ = ["check_backend", "check_count", "check_kernel_params", "check_pair",
+           "check_random_state", "check_sample"]
 
 #: Why the unbiased MMD needs two samples of each (said where one is given).
 U_STATISTIC = ("the unbiased U-statistic needs a pair; unbiased=False, the "
@@ -76,3 +78,21 @@ def check_backend(backend, caller: str):
     except ValueError as exc:
         msg = str(exc)
         raise type(exc)(msg if msg.startswith(caller) else f"{caller}: {msg}") from None
+
+
+def check_random_state(random_state, caller: str) -> None:
+    """``random_state`` as ``numpy.random.default_rng`` takes it (an int >= 0,
+    a sequence of them, a SeedSequence or Generator, or None); checked
+    without drawing from it."""
+    try:
+        np.random.default_rng(random_state)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{caller}: 'random_state' must be an int >= 0, a numpy "
+                        f"Generator or None; got {random_state!r} ({exc})") from None
+
+
+def check_kernel_params(kernel_params, caller: str) -> None:
+    """``kernel_params``: None or a mapping of ``make_kernel``'s keywords."""
+    if kernel_params is not None and not isinstance(kernel_params, Mapping):
+        raise TypeError(f"{caller}: 'kernel_params' must be a dict of the kernel's "
+                        f"parameters or None; got {type(kernel_params).__name__}")

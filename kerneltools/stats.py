@@ -48,7 +48,8 @@ from scipy.spatial.distance import pdist
 from scipy.special import ndtr
 
 from . import _kernel_blocks as kb
-from ._stats_inputs import U_STATISTIC, check_backend, check_count, check_pair
+from ._stats_inputs import (U_STATISTIC, check_backend, check_count, check_kernel_params,
+                            check_pair, check_random_state)
 from .kernels import Kernel, make_kernel
 from .lazy import Vi, Vj
 
@@ -229,6 +230,7 @@ def _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, caller) -> floa
     """:func:`mmd2`, its errors naming ``caller`` (the function the user called)."""
     X, Y = check_pair(X, Y, caller, min_samples=2 if unbiased else 1, why=U_STATISTIC)
     check_backend(backend, caller)
+    check_kernel_params(kernel_params, caller)
     k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
     pooled = _Pooled(k, X, Y, backend)
     return float(pooled.statistics(_indicator(len(X), len(Y)), bool(unbiased))[0])
@@ -396,6 +398,8 @@ def _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size, random_
     n_permutations = check_count(n_permutations, "n_permutations", caller, 1)
     if batch_size is not None:
         batch_size = check_count(batch_size, "batch_size", caller, 1)
+    check_random_state(random_state, caller)
+    check_kernel_params(kernel_params, caller)
     Z = np.concatenate([X, Y])
     k = _kernel(kernel, gamma, Z, kernel_params, caller)
     blocks = _blocks_for(k, backend, method, Z, caller)
@@ -439,6 +443,7 @@ def linear_mmd_test(X, Y, *, kernel="rbf", gamma=None, kernel_params=None,
     caller = "linear_mmd_test"
     X, Y = check_pair(X, Y, caller)
     check_backend(backend, caller)
+    check_kernel_params(kernel_params, caller)
     n2 = min(len(X), len(Y)) // 2
     k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
     x1, x2, y1, y2 = X[0:2 * n2:2], X[1:2 * n2:2], Y[0:2 * n2:2], Y[1:2 * n2:2]
@@ -538,6 +543,7 @@ def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=Non
     X, Y = check_pair(X, Y, caller, same_n=True)
     n_permutations = check_count(n_permutations, "n_permutations", caller, 1)
     check_backend(backend, caller)
+    check_random_state(random_state, caller)
     kx = _kernel(kernel_x, gamma_x, X, None, caller, ("kernel_x", "gamma_x"))
     ky = _kernel(kernel_y, gamma_y, Y, None, caller, ("kernel_y", "gamma_y"))
     h = _Hsic(kx, ky, X, Y, backend)

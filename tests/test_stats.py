@@ -433,3 +433,18 @@ def test_hsic_errors_name_each_samples_kernel_and_gamma():
         if what != "features differ":  # HSIC pairs samples of any dimensions
             with pytest.raises(error, match=f"^hsic: .*{match}"):
                 stats.hsic(*args)
+
+
+@pytest.mark.parametrize("function", ["mmd_test", "energy_test", "hsic_test"])
+@pytest.mark.parametrize("seed", ["x", -1, 1.5])
+def test_bad_random_state_is_named_with_the_function_called(function, seed):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises((TypeError, ValueError), match=f"^{function}: 'random_state'"):
+        getattr(stats, function)(X, Y, random_state=seed, n_permutations=5)
+
+
+@pytest.mark.parametrize("function", ["mmd2", "mmd_test", "linear_mmd_test"])
+def test_kernel_params_must_be_a_mapping(function):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(TypeError, match=f"^{function}: 'kernel_params' must be a dict"):
+        getattr(stats, function)(X, Y, kernel_params=3)
