@@ -215,7 +215,12 @@ default="sinkhorn"
             )
         if self.backend in GEOMLOSS_BACKENDS:
             return
-        check_backend(self.backend, who)
+        try:
+            check_backend(self.backend, who)
+        except ValueError as exc:  # an unknown name: GeomLoss's are valid too
+            raise ValueError(f"The 'backend' parameter of {who} must be one of "
+                             f"{list(GEOMLOSS_BACKENDS)} (GeomLoss's) or an engine "
+                             f"backend; {exc}") from None
 
     @property
     def _engine_backend(self):

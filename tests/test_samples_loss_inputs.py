@@ -83,6 +83,9 @@ def test_cluster_scale_zero_is_the_plain_sinkhorn(backend):
     ("cluster_scale", -0.1, ValueError, "'cluster_scale' parameter.*>= 0"),
     ("cluster_scale", torch.tensor(float("nan")), ValueError, "'cluster_scale'"),
     ("blur", True, TypeError, "'blur' parameter"),
+    ("backend", 3, ValueError, "'backend' parameter of SamplesLoss.*'online'.*'cpu'"),
+    ("backend", "tpu", ValueError, "'backend' parameter of SamplesLoss.*'tpu'"),
+    ("reach", float("inf"), ValueError, "'reach' parameter.*finite"),
 ])
 def test_bad_parameter_values(name, value, error, match):
     with pytest.raises(error, match=match):
