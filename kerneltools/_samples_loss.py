@@ -384,22 +384,15 @@ def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solutio
     float64 cannot either (:mod:`.estimators._sinkhorn_limit`).
     """
     prob = problem(loss, place, a, x, b, y, diameter)
-    if prob.rho is not None:
-        backend = place.backend(loss._engine_backend)
-        t, err = limit.unbalanced_rounding(prob, backend)
-        if err > limit.UNBALANCED_RTOL and x.dtype != torch.float64:
-            a, x, b, y = (v.to(torch.float64) for v in (a, x, b, y))
-            prob = problem(loss, place, a, x, b, y, diameter)
-            t, err = limit.unbalanced_rounding(prob, backend)
-            if loss.verbose:
-                print("SamplesLoss: unbalanced transport at this blur solved in float64")
-        if err > limit.UNBALANCED_RTOL:
-            raise ValueError(
-                f"SamplesLoss: blur^p = {prob.eps:.3g} is {t:.3g} times the largest cost: "
-                f"the unbalanced Sinkhorn loop (reach={loss.reach!r}) cannot resolve "
-                f"it (relative rounding ~{err:.1g} in float64); use a smaller 'blur' "
-                "(the divergence changes little once blur dwarfs the costs) or "
-                "reach=None")
+
+    def in_float64():
+        if loss.verbose:
+            print("SamplesLoss: unbalanced transport at this blur solved in float64")
+        return problem(loss, place, *(v.to(torch.float64) for v in (a, x, b, y)),
+                       diameter)
+
+    prob = limit.resolve_unbalanced(prob, place.backend(loss._engine_backend),
+                                    in_float64, "SamplesLoss", loss.reach)
     return solve(prob, loss, bool(loss.debias), place)
 
 

@@ -290,3 +290,22 @@ def test_a_custom_cost_is_bounded_by_reductions_only_near_the_switch(loss, monke
     L = SamplesLoss(loss, p=1, blur=1e8, cost=lambda u, v: (u - v).abs().sum(-1))
     L(*args)
     assert calls
+
+
+@pytest.mark.parametrize("blur", [100.0, 1e4])
+def test_sinkhorn_divergence_unbalanced_float32_at_large_blur(blur):
+    """The estimator escalates as SamplesLoss does: float32 points solved in
+    float64 (the value against GeomLoss in float64), gradients in float32;
+    refused beyond float64."""
+    geomloss = pytest.importorskip("geomloss")
+    from kerneltools.estimators import sinkhorn_divergence
+
+    a, x, b, y = (t.numpy() for t in torch_measures(torch.float32))
+    value, gx, gy = sinkhorn_divergence(x, y, a, b, blur=blur, reach=10.0,
+                                        return_grad=True)
+    ref = geomloss.SamplesLoss("sinkhorn", blur=blur, reach=10.0, backend="tensorized")(
+        *(torch.tensor(v, dtype=torch.float64) for v in (a, x, b, y)))
+    assert abs(value - float(ref)) <= 2e-7 * abs(float(ref)) + 1e-9
+    assert gx.dtype == np.float32 and gy.dtype == np.float32
+    with pytest.raises(ValueError, match="sinkhorn_divergence: blur.*reach=10.0"):
+        sinkhorn_divergence(x, y, a, b, blur=1e8, reach=10.0)

@@ -44,8 +44,9 @@ lose the same precision, and take their cumulant expansion
 
 Unbalanced transport (``reach``) has no expansion here: its value carries
 the same error ``~ t u L C_max``. Where that exceeds ``UNBALANCED_RTOL`` of
-``C_max``, :class:`SamplesLoss` solves in float64 (float32 and half inputs),
-and refuses, naming ``blur`` and ``reach``, where float64 cannot resolve it
+``C_max``, :func:`resolve_unbalanced` has the problem solved in float64 (float32 and
+half inputs; :class:`SamplesLoss` and :func:`sinkhorn_divergence`), and
+refuses it, naming ``blur`` and ``reach``, where float64 cannot resolve it
 either (``t >~ 1e10``).
 """
 
@@ -60,7 +61,7 @@ from . import _sinkhorn as sk
 from ..lazy import Vj
 
 __all__ = ["UNBALANCED_RTOL", "Expansion", "Regime", "expansion", "largest", "regime",
-           "softmins", "unbalanced_rounding"]
+           "resolve_unbalanced", "softmins", "unbalanced_rounding"]
 
 
 class Regime(NamedTuple):
@@ -215,3 +216,24 @@ def softmins(prob: sk.Problem, backend) -> dict:
         mean = Cw / W
         out[key] = mean - (C2w / W - mean * mean) / (2.0 * prob.eps)
     return out
+
+
+def resolve_unbalanced(prob: sk.Problem, backend, in_float64, who: str,
+                       reach) -> sk.Problem:
+    """``prob``, or ``in_float64()`` (the same problem in float64) where the
+    unbalanced value needs float64 to be resolved (:func:`unbalanced_rounding`
+    above ``UNBALANCED_RTOL``); a ``ValueError`` naming ``who``, ``blur`` and
+    ``reach`` where float64 cannot resolve it either. Balanced: ``prob``."""
+    if prob.rho is None:
+        return prob
+    t, err = unbalanced_rounding(prob, backend)
+    if err > UNBALANCED_RTOL and prob.space.np_dtype(prob.x) != np.float64:
+        prob = in_float64()
+        t, err = unbalanced_rounding(prob, backend)
+    if err > UNBALANCED_RTOL:
+        raise ValueError(
+            f"{who}: blur^p = {prob.eps:.3g} is {t:.3g} times the largest cost: the "
+            f"unbalanced Sinkhorn loop (reach={reach!r}) cannot resolve it (relative "
+            f"rounding ~{err:.1g} in float64); use a smaller 'blur' (the divergence "
+            "changes little once blur dwarfs the costs) or reach=None")
+    return prob
