@@ -42,6 +42,14 @@ class DeferredReduction:
         """How many positional arrays a call takes (highest symbolic index + 1)."""
         return max(self.symbols) + 1 if self.symbols else 0
 
+    @property
+    def callfun(self):
+        """The routine a call runs (pykeops' attribute, which its examples
+        print): pykeops' compiled ``Genred``, called with every variable of
+        the formula; here this object itself, called as it is (one array
+        per symbolic index)."""
+        return self
+
     def __call__(self, *args, **kwargs):
         """Run the reduction, the k-th array bound to the symbolic variable of
         index k; ``kwargs``: reduction options overriding the stored ones."""
@@ -97,6 +105,14 @@ class DeferredSolve:
     def n_args(self) -> int:
         """How many positional arrays a call takes (highest symbolic index + 1)."""
         return max(self.symbols) + 1 if self.symbols else 0
+
+    @property
+    def callfun(self):
+        """The routine a call runs (pykeops' attribute, which its examples
+        print): pykeops' compiled ``KernelSolve``, called with every variable of
+        the formula; here this object itself, called as it is (one array
+        per symbolic index)."""
+        return self
 
     def __call__(self, *args, **kwargs):
         """Solve, the k-th array bound to the symbolic variable of index k;

@@ -55,14 +55,14 @@ the results sent back (``verbose`` says so).
 
 from __future__ import annotations
 
-from numbers import Real
-
 import torch
 
 from ._samples_loss_device import Solution, TensorPlace, finish, tensor_place
+from ._samples_loss_inputs import check_inputs, number, reconcile_masses, require_mass
 from .config import check_backend
 from .estimators import _multiscale as multiscale
 from .estimators import _sinkhorn as sk
+from .estimators import _sinkhorn_limit as limit
 from .estimators._transport_inputs import check_problem
 from .lazy import Vi, Vj
 
@@ -94,6 +94,9 @@ default="sinkhorn"
     blur : float > 0, default=0.05
         The temperature ``eps = blur^p`` (Sinkhorn, Hausdorff), or the kernel's
         standard deviation (Gaussian, Laplacian). Unused by ``"energy"``.
+        This and the other numeric parameters may be Python or NumPy numbers
+        or one-element tensors (as GeomLoss takes them), read once as
+        finite floats: no gradient flows to them.
     reach : float > 0 or None, default=None
         Unbalanced transport with marginal penalty ``rho = reach^p``
         (``"sinkhorn"`` only).
@@ -102,7 +105,7 @@ default="sinkhorn"
         schedule; None: the diagonal of the bounding box of the data.
     scaling : float in (0, 1), default=0.5
         Ratio of successive blurs in the epsilon-scaling schedule.
-    truncate : float or None, default=5
+    truncate : float > 0 or None, default=5
         With ``backend="multiscale"``: blocks of clusters whose transport
         weight is below ``exp(-truncate^2 / 2)`` are skipped (see
         :mod:`kerneltools.estimators._multiscale`). Otherwise unused.
@@ -119,9 +122,11 @@ default="sinkhorn"
     kernel : None
         GeomLoss's custom kernels are not supported: a value other than None
         raises.
-    cluster_scale : float or None, default=None
+    cluster_scale : float >= 0 or None, default=None
         The cluster width of ``backend="multiscale"``; None: chosen from the
-        diameter, the dimension and the number of points.
+        diameter, the dimension and the number of points; 0: cells of width
+        0, one point each, which is the plain Sinkhorn of the other backends.
+        Unused by the other backends (as in GeomLoss).
     debias : bool, default=True
         ``"sinkhorn"``: the Sinkhorn divergence ``S`` (True) or the entropic
         transport cost ``OT`` (False).
@@ -182,17 +187,14 @@ default="sinkhorn"
             )
         if self.p not in (1, 2) or isinstance(self.p, bool):
             raise ValueError(f"The 'p' parameter of {who} must be 1 or 2; got {self.p!r}")
-        _positive(self.blur, "blur", who)
-        for name in ("reach", "diameter", "cluster_scale"):
-            if getattr(self, name) is not None:
-                _positive(getattr(self, name), name, who)
-        if not (isinstance(self.scaling, Real) and 0 < self.scaling < 1):
-            raise ValueError(
-                f"The 'scaling' parameter of {who} must be a float in (0, 1); "
-                f"got {self.scaling!r}"
-            )
-        if self.truncate is not None:
-            _positive(self.truncate, "truncate", who)
+        # GeomLoss takes numbers or 0-d tensors: read once, as floats
+        self.blur = number(self.blur, "blur")
+        for name in ("reach", "diameter"):
+            setattr(self, name, number(getattr(self, name), name, optional=True))
+        self.cluster_scale = number(self.cluster_scale, "cluster_scale",
+                                    low_open=False, optional=True)
+        self.scaling = number(self.scaling, "scaling", high=1.0)
+        self.truncate = number(self.truncate, "truncate", optional=True)
         if self.kernel is not None:
             raise NotImplementedError(
                 f"{who}: custom 'kernel' functions or formulas are not supported; "
@@ -213,7 +215,12 @@ default="sinkhorn"
             )
         if self.backend in GEOMLOSS_BACKENDS:
             return
-        check_backend(self.backend, who)
+        try:
+            check_backend(self.backend, who)
+        except ValueError as exc:  # an unknown name: GeomLoss's are valid too
+            raise ValueError(f"The 'backend' parameter of {who} must be one of "
+                             f"{list(GEOMLOSS_BACKENDS)} (GeomLoss's) or an engine "
+                             f"backend; {exc}") from None
 
     @property
     def _engine_backend(self):
@@ -225,8 +232,17 @@ default="sinkhorn"
         ``x`` (N, D) or (B, N, D), ``y`` (M, D) or (B, M, D); ``a``, ``b``
         (N,) / (M,) or (B, N) / (B, M). Returns a scalar tensor, or (B,) with a
         batch dimension; ``potentials=True``: ``(F, G)`` shaped as ``a``, ``b``.
+
+        float32 and float64 points are computed in their dtype, float16 and
+        bfloat16 in float32 (the result returned in their dtype), integer
+        points in float64 (see :mod:`._samples_loss_inputs`).
         """
-        a, x, b, y, batched = _check_inputs(args)
+        inputs = check_inputs(args)
+        if self.loss in ("sinkhorn", "hausdorff"):
+            require_mass(inputs, self.loss)
+        if self.loss == "sinkhorn" and self.reach is None:
+            inputs = reconcile_masses(inputs)
+        a, x, b, y = inputs.a, inputs.x, inputs.b, inputs.y
         place = tensor_place(x, self.backend, self.verbose)
         with place.running((x, y)):
             diameter = self.diameter
@@ -237,11 +253,13 @@ default="sinkhorn"
                                            place.array(y.reshape(-1, D)), place.space)
             outs = [self._one(place, a[k], x[k], b[k], y[k], diameter)
                     for k in range(x.shape[0])]
+        # half-precision inputs were computed in float32 (and some unbalanced
+        # solves in float64): back to the input's dtype
         if self.potentials:
-            F, G = (torch.stack(t) for t in zip(*outs))
-            return (F, G) if batched else (F[0], G[0])
-        values = torch.stack(outs)
-        return values if batched else values[0]
+            F, G = (torch.stack([v.to(inputs.dtype) for v in t]) for t in zip(*outs))
+            return (F, G) if inputs.batched else (F[0], G[0])
+        values = torch.stack([v.to(inputs.dtype) for v in outs])
+        return values if inputs.batched else values[0]
 
     def _one(self, place, a, x, b, y, diameter):
         """The loss (or potentials) of one pair of measures, computed in
@@ -273,71 +291,6 @@ def _cost_formula(cost, who):
         raise ValueError(f"{who}: 'cost' {cost!r}: use the names X and Y, not Var(...)")
 
     return lambda x_i, y_j: evaluate(tree, {"X": x_i, "Y": y_j}, no_inline, lazy, cost)
-
-
-def _positive(value, name, who):
-    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
-        raise ValueError(f"The '{name}' parameter of {who} must be a float > 0; "
-                         f"got {value!r}")
-
-
-def _check_inputs(args):
-    """``(a, x, b, y, batched)`` with a batch dimension, validated."""
-    who = "SamplesLoss"
-    if len(args) == 2:
-        x, y = args
-        a = b = None
-    elif len(args) == 4:
-        a, x, b, y = args
-    else:
-        raise TypeError(
-            f"{who} is called as L(x, y) or L(a, x, b, y); got {len(args)} arguments"
-        )
-    for name, t in (("x", x), ("y", y)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{who}: '{name}' must be a torch tensor; got {type(t).__name__}")
-        if t.dim() not in (2, 3) or t.numel() == 0:
-            raise ValueError(
-                f"{who}: '{name}' must be a non-empty (N, D) or (B, N, D) tensor; "
-                f"got shape {tuple(t.shape)}"
-            )
-        if not t.is_floating_point():
-            raise TypeError(f"{who}: '{name}' must be float32 or float64; got {t.dtype}")
-    if x.dim() != y.dim() or x.shape[-1] != y.shape[-1] or (
-        x.dim() == 3 and x.shape[0] != y.shape[0]
-    ):
-        raise ValueError(
-            f"{who}: 'x' and 'y' must have the same batch size and number of "
-            f"features; got shapes {tuple(x.shape)} and {tuple(y.shape)}"
-        )
-    if x.dtype != y.dtype:
-        raise TypeError(f"{who}: 'x' and 'y' must have the same dtype; "
-                        f"got {x.dtype} and {y.dtype}")
-    batched = x.dim() == 3
-    if not batched:
-        x, y = x[None], y[None]
-    a = _check_weights(a, x, "a", "x", batched)
-    b = _check_weights(b, y, "b", "y", batched)
-    return a, x, b, y, batched
-
-
-def _check_weights(w, pts, name, points, batched):
-    who = "SamplesLoss"
-    B, N = pts.shape[:2]
-    if w is None:
-        return torch.full((B, N), 1.0 / N, dtype=pts.dtype, device=pts.device)
-    if not isinstance(w, torch.Tensor):
-        raise TypeError(f"{who}: '{name}' must be a torch tensor; got {type(w).__name__}")
-    want = (B, N) if batched else (N,)
-    if tuple(w.shape) not in (want, want + (1,)):
-        raise ValueError(
-            f"{who}: '{name}' must have shape {want}, one weight per point of "
-            f"'{points}'; got {tuple(w.shape)}"
-        )
-    w = w.reshape(B, N).to(pts.dtype)
-    if not torch.isfinite(w.detach()).all() or (w.detach() < 0).any():
-        raise ValueError(f"{who}: '{name}' must be finite and >= 0 (masses)")
-    return w
 
 
 # -- Sinkhorn divergence (GeomLoss's sinkhorn_samples) --------------------------------
@@ -374,19 +327,39 @@ def problem(loss, place: TensorPlace, a, x, b, y, diameter) -> sk.Problem:
 
 def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
     """GeomLoss's "online" Sinkhorn (every softmin a full LogSumExp reduction)
-    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one."""
+    or, with ``backend="multiscale"``, the block-sparse coarse-to-fine one.
+
+    Where the blur dwarfs the costs, the loop's potentials lose their
+    precision (an error ``~ eps u``): the value, and there the potentials,
+    then come from the large-eps expansion (:mod:`.estimators._sinkhorn_limit`).
+    """
     backend = place.backend(loss._engine_backend)
+    # cluster_scale=0: cells of width 0, one point each: the plain Sinkhorn
+    coarse = loss.backend == "multiscale" and loss.cluster_scale != 0
     pot, costs, _ = multiscale.solve(
-        prob, debias=debias, backend=backend, multiscale=loss.backend == "multiscale",
+        prob, debias=debias, backend=backend, multiscale=coarse,
         truncate=loss.truncate, cluster_scale=loss.cluster_scale, verbose=loss.verbose)
+    value = None
+    regime = limit.regime(prob, backend, limit.largest(pot.f_ba, pot.g_ab, pot.f_aa,
+                                                         pot.g_bb))
+    if regime.value:
+        exp = limit.expansion(prob, debias, backend)
+        value = exp.value
+        if regime.potentials:
+            pot = pot._replace(f_ba=exp.f_ba, g_ab=exp.g_ab, f_aa=exp.f_aa, g_bb=exp.g_bb)
+        if loss.verbose:
+            print(f"SamplesLoss: blur^p is {regime.ratio:.3g} times the largest cost: "
+                  "the value from the large-blur expansion"
+                  + (", the potentials from its first term" if regime.potentials else ""))
     return solution(prob, pot, debias, lambda: sk.value_gradients(prob, pot, costs, backend),
-                    place)
+                    place, value)
 
 
 def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
-             place: TensorPlace) -> Solution:
+             place: TensorPlace, value=None) -> Solution:
     """The :class:`Solution` of solved potentials (arrays of ``place``'s
-    space); ``point_gradients()`` gives ``(grad_x, grad_y)``."""
+    space); ``point_gradients()`` gives ``(grad_x, grad_y)``; ``value``:
+    the loss, if not that of the potentials."""
     da, db = sk.weight_gradients(pot, debias)
     F, G = pot.f_ba, pot.g_ab
     if debias:
@@ -396,15 +369,30 @@ def solution(prob, pot: sk.Potentials, debias: bool, point_gradients,
         dx, dy = point_gradients() if need[1] or need[3] else (None, None)
         return da, dx, db, dy
 
-    value = float(sk._f64(prob.a) @ da + sk._f64(prob.b) @ db)
+    if value is None:
+        value = float(sk._f64(prob.a) @ da + sk._f64(prob.b) @ db)
     return Solution(value, gradients, (F, G),
                     why="loss='sinkhorn' (its envelope-theorem gradient holds the dual "
                     "potentials fixed; their derivatives are not computed)", place=place)
 
 
 def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solution:
-    """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures."""
+    """The solved Sinkhorn loss of :class:`SamplesLoss` for one pair of measures.
+
+    Unbalanced transport at a blur that dwarfs the costs is solved in
+    float64 where the input's dtype cannot resolve it, and refused where
+    float64 cannot either (:mod:`.estimators._sinkhorn_limit`).
+    """
     prob = problem(loss, place, a, x, b, y, diameter)
+
+    def in_float64():
+        if loss.verbose:
+            print("SamplesLoss: unbalanced transport at this blur solved in float64")
+        return problem(loss, place, *(v.to(torch.float64) for v in (a, x, b, y)),
+                       diameter)
+
+    prob = limit.resolve_unbalanced(prob, place.backend(loss._engine_backend),
+                                    in_float64, "SamplesLoss", loss.reach)
     return solve(prob, loss, bool(loss.debias), place)
 
 
@@ -556,6 +544,9 @@ def _hausdorff(loss, place: TensorPlace, a, x, b, y):
     costs = {k: sk.cost_matrix(p, u, v, loss._cost, sp) for k, (u, v, _) in pairs.items()}
     softmin = sk.lse_softmin(be, sp)
     s = {k: sk._f64(softmin(eps, costs[k], h)) for k, (_, _, h) in pairs.items()}
+    prob = sk.Problem(X, Y, A, B, p, eps, None, [eps], 0.0, loss._cost, sp)
+    if limit.regime(prob, be, limit.largest(*s.values())).value:
+        s = limit.softmins(prob, be)  # blur dwarfs the costs: see _sinkhorn_limit
     F, G = s["b_x"] - s["a_x"], s["a_y"] - s["b_y"]
     A64, B64 = sk._f64(A), sk._f64(B)
 

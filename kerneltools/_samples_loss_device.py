@@ -24,8 +24,9 @@ call by :func:`tensor_place` from ``x``:
   it does for CuPy arrays (:mod:`.estimators._multiscale`). CuPy works on the
   tensors' device and on torch's current stream there.
 - CUDA tensors otherwise (no CuPy, CuPy without a GPU, ``backend="cpu"`` or
-  ``"numpy"``, float16): copied to the host, computed there, the results
-  sent back to the tensors' device; ``verbose`` says so.
+  ``"numpy"``): copied to the host, computed there, the results sent back
+  to the tensors' device; ``verbose`` says so. (float16 and bfloat16
+  tensors arrive here cast to float32: :mod:`._samples_loss_inputs`.)
 
 **Testing without a GPU.** Inside :func:`simulated_cuda_tensors` (tests
 only), CPU tensors take the device place's code, with an Array API namespace
@@ -53,9 +54,8 @@ __all__ = ["HOST_PLACE", "Solution", "TensorPlace", "finish", "simulated_cuda_te
 
 _local = threading.local()
 
-#: The dtypes the device place serves (float16 and bfloat16 tensors take the
-#: host round trip: NumPy has no bfloat16, and the loop's arithmetic is
-#: tested in these two).
+#: The dtypes the device place serves (the loop's arithmetic is tested in
+#: these two; half-precision tensors are cast to float32 before they come).
 _DEVICE_DTYPES = (torch.float32, torch.float64)
 
 

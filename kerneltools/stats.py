@@ -41,14 +41,15 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ndtr
 
 from . import _kernel_blocks as kb
-from .config import check_backend
+from ._stats_inputs import (U_STATISTIC, check_backend, check_count, check_kernel_params,
+                            check_pair, check_random_state)
 from .kernels import Kernel, make_kernel
 from .lazy import Vi, Vj
 
@@ -90,44 +91,6 @@ class PermutationTestResult(TestResult):
 # -- inputs -----------------------------------------------------------------------
 
 
-def _check_sample(X, name: str, caller: str) -> np.ndarray:
-    X = np.asarray(X)
-    if X.dtype.kind not in "biuf":
-        raise TypeError(f"{caller}: '{name}' must be a real numeric array; got {X.dtype}")
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] < 2:
-        raise ValueError(
-            f"{caller}: '{name}' must be a 2-D array (n_samples, n_features) with at "
-            f"least 2 samples; got shape {X.shape}"
-        )
-    if not np.isfinite(X).all():
-        raise ValueError(f"{caller}: '{name}' contains NaN or infinity")
-    return X.astype(np.float64) if X.dtype.kind in "biu" else X
-
-
-def _check_pair(X, Y, caller, same_n=False):
-    X, Y = _check_sample(X, "X", caller), _check_sample(Y, "Y", caller)
-    if not same_n and X.shape[1] != Y.shape[1]:
-        raise ValueError(
-            f"{caller}: 'X' and 'Y' must have the same number of features; got "
-            f"{X.shape[1]} and {Y.shape[1]}"
-        )
-    if same_n and len(X) != len(Y):
-        raise ValueError(
-            f"{caller}: 'X' and 'Y' must be paired samples of the same length; got "
-            f"{len(X)} and {len(Y)}"
-        )
-    dt = np.result_type(X, Y)
-    return np.ascontiguousarray(X, dtype=dt), np.ascontiguousarray(Y, dtype=dt)
-
-
-def _check_count(value, name, caller, low):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{caller}: '{name}' must be an integer >= {low}; got {value!r}")
-    return int(value)
-
-
 def median_bandwidth(Z, *, metric="euclidean", random_state=0) -> float:
     """The median of the pairwise distances of ``Z`` (on a seeded subsample of
     at most 1,000 points): the median heuristic's bandwidth."""
@@ -146,21 +109,24 @@ def _energy_kernel() -> Kernel:
     return k
 
 
-def _kernel(kernel, gamma, Z, kernel_params, caller) -> Kernel:
+def _kernel(kernel, gamma, Z, kernel_params, caller, names=("kernel", "gamma")) -> Kernel:
     """The kernel, with the median heuristic for an rbf / laplacian ``gamma=None``:
-    ``exp(-|x - y|^2 / (2 med^2))`` and ``exp(-|x - y|_1 / med)``."""
+    ``exp(-|x - y|^2 / (2 med^2))`` and ``exp(-|x - y|_1 / med)``; errors name
+    the arguments ``names`` of ``caller``."""
     if kernel == "energy":
         return _energy_kernel()
     if isinstance(kernel, str) and gamma is None and kernel in ("rbf", "laplacian"):
         metric = "euclidean" if kernel == "rbf" else "cityblock"
         med = median_bandwidth(Z, metric=metric)
         gamma = 1.0 / (2 * med**2) if kernel == "rbf" else 1.0 / med
-    if gamma is not None and (not isinstance(gamma, Real) or not gamma > 0):
-        raise ValueError(f"{caller}: 'gamma' must be a float > 0 or None; got {gamma!r}")
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, Real)
+                              or not gamma > 0):
+        raise ValueError(f"{caller}: '{names[1]}' must be a float > 0 or None; "
+                         f"got {gamma!r}")
     try:
         return make_kernel(kernel, gamma=gamma, **(kernel_params or {}))
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{caller}: 'kernel': {exc}") from None
+        raise type(exc)(f"{caller}: '{names[0]}': {exc}") from None
 
 
 def _float64(A) -> np.ndarray:
@@ -246,8 +212,9 @@ def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
         heuristic, ``1 / (2 med^2)`` (``1 / med``, L1 distances) on the pooled
         sample.
     unbiased : bool, default=True
-        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3)
-        or the biased V-statistic ``|mu_X - mu_Y|^2`` (Eq. 5).
+        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3;
+        needs 2 samples of each) or the biased V-statistic
+        ``|mu_X - mu_Y|^2`` (Eq. 5; defined from 1 sample of each).
     kernel_params : dict, optional
         Other parameters of ``make_kernel`` (``degree``, ``coef0``).
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
@@ -256,8 +223,14 @@ def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
     -------
     float
     """
-    caller = "mmd2"
-    X, Y = _check_pair(X, Y, caller)
+    return _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, "mmd2")
+
+
+def _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, caller) -> float:
+    """:func:`mmd2`, its errors naming ``caller`` (the function the user called)."""
+    X, Y = check_pair(X, Y, caller, min_samples=2 if unbiased else 1, why=U_STATISTIC)
+    check_backend(backend, caller)
+    check_kernel_params(kernel_params, caller)
     k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
     pooled = _Pooled(k, X, Y, backend)
     return float(pooled.statistics(_indicator(len(X), len(Y)), bool(unbiased))[0])
@@ -413,11 +386,20 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
     -------
     PermutationTestResult
     """
-    caller = "mmd_test"
-    X, Y = _check_pair(X, Y, caller)
-    n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
+    return _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size,
+                     random_state, kernel_params, backend, method, verbose, "mmd_test")
+
+
+def _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size, random_state,
+              kernel_params, backend, method, verbose, caller) -> PermutationTestResult:
+    """:func:`mmd_test`, its errors naming ``caller``."""
+    X, Y = check_pair(X, Y, caller, min_samples=2 if unbiased else 1, why=U_STATISTIC)
+    check_backend(backend, caller)
+    n_permutations = check_count(n_permutations, "n_permutations", caller, 1)
     if batch_size is not None:
-        batch_size = _check_count(batch_size, "batch_size", caller, 1)
+        batch_size = check_count(batch_size, "batch_size", caller, 1)
+    check_random_state(random_state, caller)
+    check_kernel_params(kernel_params, caller)
     Z = np.concatenate([X, Y])
     k = _kernel(kernel, gamma, Z, kernel_params, caller)
     blocks = _blocks_for(k, backend, method, Z, caller)
@@ -432,17 +414,17 @@ def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=10
 
 def energy_distance(X, Y, *, backend=None) -> float:
     """The squared energy distance ``2 E|X - Y| - E|X - X'| - E|Y - Y'|``
-    (V-statistic; in 1-D the square of ``scipy.stats.energy_distance``)."""
-    return mmd2(X, Y, kernel="energy", unbiased=False, backend=backend)
+    (V-statistic, defined from 1 sample of each; in 1-D the square of
+    ``scipy.stats.energy_distance``)."""
+    return _mmd2(X, Y, "energy", None, False, None, backend, "energy_distance")
 
 
 def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None,
                 backend=None, method="auto", verbose=False) -> PermutationTestResult:
     """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
     and its permutation p-value, as :func:`mmd_test`."""
-    return mmd_test(X, Y, kernel="energy", unbiased=False, n_permutations=n_permutations,
-                    batch_size=batch_size, random_state=random_state, backend=backend,
-                    method=method, verbose=verbose)
+    return _mmd_test(X, Y, "energy", None, False, n_permutations, batch_size,
+                     random_state, None, backend, method, verbose, "energy_test")
 
 
 # -- linear-time MMD ------------------------------------------------------------------------
@@ -459,7 +441,9 @@ def linear_mmd_test(X, Y, *, kernel="rbf", gamma=None, kernel_params=None,
     with ``s`` the standard deviation of the ``h_k``. O(n) time and memory.
     """
     caller = "linear_mmd_test"
-    X, Y = _check_pair(X, Y, caller)
+    X, Y = check_pair(X, Y, caller)
+    check_backend(backend, caller)
+    check_kernel_params(kernel_params, caller)
     n2 = min(len(X), len(Y)) // 2
     k = _kernel(kernel, gamma, np.concatenate([X, Y]), kernel_params, caller)
     x1, x2, y1, y2 = X[0:2 * n2:2], X[1:2 * n2:2], Y[0:2 * n2:2], Y[1:2 * n2:2]
@@ -536,9 +520,10 @@ def hsic(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
     sample). ``X`` (n, D) and ``Y`` (n, E) may have different dimensions.
     """
     caller = "hsic"
-    X, Y = _check_pair(X, Y, caller, same_n=True)
-    kx = _kernel(kernel_x, gamma_x, X, None, caller)
-    ky = _kernel(kernel_y, gamma_y, Y, None, caller)
+    X, Y = check_pair(X, Y, caller, same_n=True)
+    check_backend(backend, caller)
+    kx = _kernel(kernel_x, gamma_x, X, None, caller, ("kernel_x", "gamma_x"))
+    ky = _kernel(kernel_y, gamma_y, Y, None, caller, ("kernel_y", "gamma_y"))
     return float(_Hsic(kx, ky, X, Y, backend).statistic())
 
 
@@ -555,10 +540,12 @@ def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=Non
     row sums ``L 1`` are computed once and permuted.
     """
     caller = "hsic_test"
-    X, Y = _check_pair(X, Y, caller, same_n=True)
-    n_permutations = _check_count(n_permutations, "n_permutations", caller, 1)
-    kx = _kernel(kernel_x, gamma_x, X, None, caller)
-    ky = _kernel(kernel_y, gamma_y, Y, None, caller)
+    X, Y = check_pair(X, Y, caller, same_n=True)
+    n_permutations = check_count(n_permutations, "n_permutations", caller, 1)
+    check_backend(backend, caller)
+    check_random_state(random_state, caller)
+    kx = _kernel(kernel_x, gamma_x, X, None, caller, ("kernel_x", "gamma_x"))
+    ky = _kernel(kernel_y, gamma_y, Y, None, caller, ("kernel_y", "gamma_y"))
     h = _Hsic(kx, ky, X, Y, backend)
     observed = h.statistic()
     rng = np.random.default_rng(random_state)

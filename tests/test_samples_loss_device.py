@@ -43,7 +43,8 @@ DTYPES = pytest.mark.parametrize("dt", [torch.float32, torch.float64],
                                  ids=["float32", "float64"])
 
 #: (loss, keywords): every loss, balanced and unbalanced, debiased or not, a
-#: given diameter, p = 1, a cost formula, the multiscale Sinkhorn.
+#: given diameter, p = 1, a cost formula, the multiscale Sinkhorn, a blur
+#: that dwarfs the costs (the large-blur expansion).
 CASES = [
     ("sinkhorn", {}),
     ("sinkhorn", {"debias": False}),
@@ -53,7 +54,9 @@ CASES = [
     ("sinkhorn", {"p": 1, "blur": 0.1}),
     ("sinkhorn", {"cost": "SqDist(X,Y) / IntCst(2)", "blur": 0.1}),
     ("sinkhorn", {"backend": "multiscale", "cluster_scale": 0.25}),
+    ("sinkhorn", {"blur": 1e8}),
     ("hausdorff", {"blur": 0.1}),
+    ("hausdorff", {"blur": 1e8}),
     ("gaussian", {"blur": 0.3}),
     ("laplacian", {"blur": 0.3}),
     ("energy", {}),

@@ -335,3 +335,116 @@ def test_bad_input():
         stats.hsic(X, Y)
     with pytest.raises(TypeError, match="'Y' must be a real numeric array"):
         stats.mmd2(X, np.array([["a"] * 3] * 4))
+
+
+# -- the V-statistics at n = 1, and messages that name the function called --------------
+
+
+def dense_energy(X, Y):
+    return 2 * cdist(X, Y).mean() - cdist(X, X).mean() - cdist(Y, Y).mean()
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (1, 5), (4, 1)])
+def test_biased_statistics_are_defined_for_one_sample(n, m):
+    """The V-statistics need no pair of distinct points: against the dense
+    definitions (one sample: its kernel matrix is 1 x 1)."""
+    X, Y = samples(n=n, m=m)
+    Z = np.concatenate([X, Y])
+    gamma = 0.7
+    K = pairwise_kernels(Z, metric="rbf", gamma=gamma)
+    got = stats.mmd2(X, Y, gamma=gamma, unbiased=False)
+    assert abs(got - dense_mmd2(K, n, unbiased=False)) <= 1e-12
+    assert abs(stats.energy_distance(X, Y) - dense_energy(X, Y)) <= 1e-12
+    res = stats.energy_test(X, Y, n_permutations=20, random_state=0)
+    assert abs(res.statistic - dense_energy(X, Y)) <= 1e-12
+    assert 0 < res.pvalue <= 1
+    res = stats.mmd_test(X, Y, gamma=gamma, unbiased=False, n_permutations=20,
+                         random_state=0)
+    assert abs(res.statistic - dense_mmd2(K, n, unbiased=False)) <= 1e-12
+
+
+def test_unbiased_statistic_needs_two_samples_and_says_why():
+    X, Y = samples(n=1, m=5)
+    with pytest.raises(ValueError, match="mmd2: 'X' .* at least 2 samples.*unbiased=False"):
+        stats.mmd2(X, Y)
+    with pytest.raises(ValueError, match="mmd_test: 'X' .* at least 2 samples"):
+        stats.mmd_test(X, Y)
+
+
+def _malformed_samples():
+    X, Y = samples()
+    ragged = [[1.0, 2.0], [3.0]]
+    return [
+        ("features differ", (X, Y[:, :2]), ValueError, "'X' and 'Y' must have the same"),
+        ("3-d X", (X[None], Y), ValueError, "'X' must be a 2-D array"),
+        ("0-d Y", (X, np.float64(3.0)), ValueError, "'Y' must be a 2-D array"),
+        ("empty X", (X[:0], Y), ValueError, "'X' must be a 2-D array"),
+        ("no features", (X[:, :0], Y[:, :0]), ValueError, "'X' must be a 2-D array"),
+        ("nan", (X, np.full_like(Y, np.nan)), ValueError, "'Y' contains NaN"),
+        ("inf", (np.full_like(X, np.inf), Y), ValueError, "'X' contains NaN or infinity"),
+        ("strings", (X, np.array([["a"] * 3] * 4)), TypeError, "'Y' must be a real"),
+        ("complex", (X + 1j, Y), TypeError, "'X' must be a real"),
+        ("ragged", (ragged, Y), ValueError, "'X' must be"),
+        ("None", (None, Y), TypeError, "'X' must be a real"),
+    ]
+
+
+@pytest.mark.parametrize("function", ["mmd2", "energy_distance", "mmd_test",
+                                      "energy_test", "linear_mmd_test"])
+def test_malformed_samples_raise_errors_naming_the_function_called(function):
+    call = getattr(stats, function)
+    for what, args, error, match in _malformed_samples():
+        with pytest.raises(error, match=f"^{function}: .*{match}"):
+            call(*args)
+
+
+def test_bad_parameters_name_the_function_called():
+    X, Y = samples()
+    with pytest.raises(ValueError, match="^energy_test: 'n_permutations'"):
+        stats.energy_test(X, Y, n_permutations=0)
+    with pytest.raises(ValueError, match="^energy_test: 'batch_size'"):
+        stats.energy_test(X, Y, batch_size=-1)
+    with pytest.raises(ValueError, match="^energy_test: 'method'"):
+        stats.energy_test(X, Y, method="dense")
+    for gamma in (-1.0, np.nan, "1"):
+        with pytest.raises(ValueError, match="^mmd2: 'gamma'"):
+            stats.mmd2(X, Y, gamma=gamma)
+    with pytest.raises(ValueError, match="^hsic: 'X' and 'Y' must be paired"):
+        stats.hsic(X, Y)
+
+
+@pytest.mark.parametrize("function", ["mmd2", "energy_distance", "mmd_test", "energy_test",
+                                      "linear_mmd_test", "hsic", "hsic_test"])
+def test_an_unknown_backend_is_named_with_the_function_called(function):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(ValueError, match=f"^{function}: .*'backend'.*'tpu'"):
+        getattr(stats, function)(X, Y, backend="tpu")
+
+
+def test_hsic_errors_name_each_samples_kernel_and_gamma():
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(ValueError, match="^hsic: 'gamma_y' must be a float > 0"):
+        stats.hsic(X, Y, gamma_y=-1.0)
+    with pytest.raises(ValueError, match="^hsic_test: 'kernel_x': unknown kernel"):
+        stats.hsic_test(X, Y, kernel_x="nope")
+    with pytest.raises(ValueError, match="^hsic: 'X' .* at least 2 samples and 1 feature;"):
+        stats.hsic(X[:1], Y[:1])
+    for what, args, error, match in _malformed_samples():
+        if what != "features differ":  # HSIC pairs samples of any dimensions
+            with pytest.raises(error, match=f"^hsic: .*{match}"):
+                stats.hsic(*args)
+
+
+@pytest.mark.parametrize("function", ["mmd_test", "energy_test", "hsic_test"])
+@pytest.mark.parametrize("seed", ["x", -1, 1.5])
+def test_bad_random_state_is_named_with_the_function_called(function, seed):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises((TypeError, ValueError), match=f"^{function}: 'random_state'"):
+        getattr(stats, function)(X, Y, random_state=seed, n_permutations=5)
+
+
+@pytest.mark.parametrize("function", ["mmd2", "mmd_test", "linear_mmd_test"])
+def test_kernel_params_must_be_a_mapping(function):
+    X, Y = samples(n=10, m=10)
+    with pytest.raises(TypeError, match=f"^{function}: 'kernel_params' must be a dict"):
+        getattr(stats, function)(X, Y, kernel_params=3)

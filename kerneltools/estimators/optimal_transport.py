@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ..lazy import LazyTensor
 from . import _multiscale as ms
 from . import _sinkhorn as sk
+from . import _sinkhorn_limit as limit
 from . import _transport_solve as ts
 from ._array_api import placement
 from ._param_validation import validate_arguments
@@ -165,6 +168,11 @@ def sinkhorn_divergence(
     backend = place.backend
     prob = check_problem(*inputs_in(place, x, y, a, b), p=p, blur=blur, reach=reach,
                          scaling=scaling, caller=caller, space=place.space)
+    dtype = place.space.np_dtype(prob.x)
+    prob = limit.resolve_unbalanced(  # float64 where a large blur needs it
+        prob, backend, lambda: check_problem(
+            *inputs_in(place, x, y, a, b), p=p, blur=blur, reach=reach, scaling=scaling,
+            caller=caller, space=place.space, dtype=np.float64), caller, reach)
     debias, return_grad = bool(debias), bool(return_grad)
     start = time.perf_counter()
     pot, costs, _ = ms.solve(prob, debias=debias, backend=backend,
@@ -172,9 +180,12 @@ def sinkhorn_divergence(
                              cluster_scale=cluster_scale, verbose=bool(verbose),
                              callback=sk.progress(caller, prob, verbose))
     value = sk.ot_value(prob.a, prob.b, pot, debias)
+    scale = limit.largest(pot.f_ba, pot.g_ab, pot.f_aa, pot.g_bb)
+    if limit.regime(prob, backend, scale).value:  # blur dwarfs the costs
+        value = limit.expansion(prob, debias, backend).value
     if return_grad:
-        grad_x, grad_y = map(place.to_output, sk.value_gradients(prob, pot, costs,
-                                                                 backend))
+        grad_x, grad_y = (place.to_output(sk._cast(g, dtype)) for g in
+                          sk.value_gradients(prob, pot, costs, backend))
     if verbose:
         print(f"{caller}: {value:.6g} in {time.perf_counter() - start:.1f} s", flush=True)
     return (value, grad_x, grad_y) if return_grad else value

@@ -1,5 +1,6 @@
 """``pykeops.torch.cluster`` on kerneltools: grid clustering and block-sparsity ranges
-on torch tensors (computed on the CPU, returned on the inputs' device)."""
+on torch tensors (computed on the CPU, returned on the inputs' device);
+``grid_cluster``'s grid anchored at the points' minimum, as pykeops.torch's."""
 
 from __future__ import annotations
 
