@@ -292,8 +292,8 @@ class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
                                       reset=True, space=place.space, dtype=np.float64,
                                       y_numeric=True, who="GaussianProcessRegressor")
         else:
-            X, y = validate_numeric(self, host_array(X), host_array(y), multi_output=True,
-                                 y_numeric=True, dtype=np.float64)
+            X, y = validate_numeric(self, host_array(X), host_array(y),
+                                    multi_output=True, y_numeric=True, dtype=np.float64)
         n_seen = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_seen != self.n_targets:
             raise ValueError(f"The number of targets seen in `y` is different from the "

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
-from ..kernels import PAIRWISE_KERNELS, make_kernel
+from ..kernels import PAIRWISE_KERNELS, from_sklearn, make_kernel
 from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
@@ -31,7 +31,7 @@ from ._array_api import (
     placement,
     validate_on_device,
 )
-from ._fallback import FallbackMixin, is_sparse, kernel_refusal
+from ._fallback import FallbackMixin, gp_kernel_object, is_sparse, kernel_refusal
 from ._krr_solvers import alpha_groups, np_dtype, solve_dense, solve_falkon
 from ._param_validation import Interval, StrOptions, validate_params
 from ._validation import validate_numeric
@@ -224,6 +224,12 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         return kernel_refusal(self.kernel, X, self.kernel_params)
 
     def _kernel(self):
+        if gp_kernel_object(self.kernel):
+            # translated at the first use of its formula (fit's _engine_refuses
+            # checked it translates): small fits evaluate the object itself.
+            # scikit-learn's pairwise_kernels calls it as k(X, X): a WhiteKernel
+            # in it adds nothing to the fit (alpha regularises).
+            return from_sklearn(self.kernel, lazy=True).without_white()
         return make_kernel(self.kernel, gamma=self.gamma, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params)
 
@@ -255,8 +261,9 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
             X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
                                       reset=True, space=place.space, y_numeric=True)
         else:
-            X, y = validate_numeric(self, host_array(X), host_array(y), multi_output=True,
-                                 y_numeric=True, dtype=[np.float64, np.float32])
+            X, y = validate_numeric(self, host_array(X), host_array(y),
+                                    multi_output=True, y_numeric=True,
+                                    dtype=[np.float64, np.float32])
         return self._fit_arrays(X, y, host_array(sample_weight), alpha, place=place)
 
     def _device_serves(self) -> bool:
