@@ -48,7 +48,7 @@ class Kernel:
         with the same ``theta``. Its own (vectorised NumPy) evaluation is the
         dense one, gradient included, and :meth:`with_theta` carries it: on a
         few hundred points, building and evaluating the formula costs several
-        times scikit-learn's whole fit (issue 37). The formula remains what
+        times scikit-learn's whole fit. The formula remains what
         :meth:`lazy` reduces, for the problems too large for a dense matrix.
     """
 
@@ -249,6 +249,11 @@ class _SourceDense:
             K, G = self.kernel(X, eval_gradient=True)
             return K.astype(dtype, copy=False), G
         return np.asarray(self.kernel(X, Y), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's pairwise kernels (sklearn.metrics.pairwise conventions)
+# ---------------------------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------
