@@ -5,7 +5,8 @@ than scikit-learn's. Each case times one call (fit, or fit then predict /
 transform, as a grid search makes it) of kerneltools' estimator and of
 scikit-learn's on the same data, interleaved, warm (one untimed call first:
 compiled kernels are in the cache), and reports the medians of ``--repeat``
-timings in milliseconds and their ratio (ours / scikit-learn's; < 1 is faster).
+timings in milliseconds and the median of the repeats' ratios (ours /
+scikit-learn's, the two calls back to back; < 1 is faster).
 Medians of interleaved runs, because the machine is shared; the CPU time of
 the process (``time.process_time``) is reported beside the wall time, as a
 loaded machine inflates it less. One thread by default (``--threads``: OpenMP
@@ -123,8 +124,12 @@ def run(only, sizes, repeat):
             for i, kind in enumerate(("wall", "cpu")):
                 a = statistics.median(t[i] for t in t_ours) * 1e3
                 b = statistics.median(t[i] for t in t_theirs) * 1e3
+                # the median of each repeat's ratio (the two calls ran back to
+                # back, under the same load): steadier than a / b
+                paired = statistics.median(
+                    o[i] / max(s[i], 1e-9) for o, s in zip(t_ours, t_theirs))
                 row.update({f"kerneltools_{kind}_ms": a, f"sklearn_{kind}_ms": b,
-                            f"{kind}_ratio": a / b})
+                            f"{kind}_ratio": paired})
             rows.append(row)
             print(f"| {name} | {n} | {row['kerneltools_wall_ms']:.2f} | "
                   f"{row['sklearn_wall_ms']:.2f} | {row['wall_ratio']:.2f} | "

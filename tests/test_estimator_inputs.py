@@ -15,6 +15,7 @@ shape is scikit-learn's.
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 
 import numpy as np
@@ -38,27 +39,33 @@ ESTIMATORS = {
     "KernelRidge": ("sklearn.kernel_ridge", {"kernel": "rbf"}, Y_REG, "predict",
                     ["predict", "score"]),
     "GaussianProcessRegressor": ("sklearn.gaussian_process", {"optimizer": None},
-                                 Y_REG, "predict", ["predict", "sample_y"]),
+                                 Y_REG, "predict", ["predict", "sample_y", "score"]),
     "NearestNeighbors": ("sklearn.neighbors", {"n_neighbors": 3, "radius": 0.6},
                          None, "kneighbors",
                          ["kneighbors", "kneighbors_graph", "radius_neighbors",
                           "radius_neighbors_graph"]),
     "KNeighborsClassifier": ("sklearn.neighbors", {"n_neighbors": 3}, Y_CLS,
                              "predict_proba",
-                             ["predict", "predict_proba", "kneighbors", "score"]),
+                             ["predict", "predict_proba", "kneighbors",
+                              "kneighbors_graph", "score"]),
     "KNeighborsRegressor": ("sklearn.neighbors", {"n_neighbors": 3}, Y_REG,
-                            "predict", ["predict", "kneighbors", "score"]),
+                            "predict", ["predict", "kneighbors", "kneighbors_graph",
+                                        "score"]),
     "RadiusNeighborsClassifier": ("sklearn.neighbors",
                                   {"radius": 2.0, "outlier_label": 0}, Y_CLS,
                                   "predict_proba",
-                                  ["predict", "predict_proba", "radius_neighbors"]),
+                                  ["predict", "predict_proba", "radius_neighbors",
+                                   "radius_neighbors_graph", "score"]),
     "RadiusNeighborsRegressor": ("sklearn.neighbors", {"radius": 2.0}, Y_REG,
                                  "predict", ["predict", "radius_neighbors",
-                                             "radius_neighbors_graph"]),
+                                             "radius_neighbors_graph", "score"]),
     "KNeighborsTransformer": ("sklearn.neighbors", {"n_neighbors": 3}, None,
-                              "transform", ["transform", "fit_transform"]),
+                              "transform", ["transform", "fit_transform", "kneighbors",
+                                            "kneighbors_graph"]),
     "RadiusNeighborsTransformer": ("sklearn.neighbors", {"radius": 0.6}, None,
-                                   "transform", ["transform", "fit_transform"]),
+                                   "transform", ["transform", "fit_transform",
+                                                 "radius_neighbors",
+                                                 "radius_neighbors_graph"]),
     "Nystroem": ("sklearn.kernel_approximation",
                  {"n_components": 5, "random_state": 0}, None, "transform",
                  ["transform", "fit_transform"]),
@@ -74,11 +81,17 @@ ESTIMATORS = {
     "KernelDensity": ("sklearn.neighbors", {"bandwidth": 0.5}, None,
                       "score_samples", ["score_samples", "score"]),
     "LocalOutlierFactor": ("sklearn.neighbors", {"n_neighbors": 3}, None,
-                           "negative_outlier_factor_", ["fit_predict", "kneighbors"]),
+                           "negative_outlier_factor_",
+                           ["fit_predict", "kneighbors", "kneighbors_graph",
+                            # not available without novelty: AttributeError
+                            "predict", "score_samples", "decision_function"]),
     "LocalOutlierFactor-novelty": ("sklearn.neighbors",
                                    {"n_neighbors": 3, "novelty": True}, None,
                                    "negative_outlier_factor_",
-                                   ["predict", "score_samples", "decision_function"]),
+                                   ["predict", "score_samples", "decision_function",
+                                    "kneighbors", "kneighbors_graph",
+                                    # not available with novelty: AttributeError
+                                    "fit_predict"]),
     "MeanShift": ("sklearn.cluster", {"bandwidth": 1.0}, None, "cluster_centers_",
                   ["predict", "fit_predict"]),
 }
@@ -214,10 +227,35 @@ def _cases():
                                    id=f"{name}-{method}-{variant}")
 
 
-def test_every_exported_estimator_is_covered():
+#: Public methods taking X that scikit-learn's estimators lack.
+OURS_ONLY = {("KernelDensity", "log_density_gradient")}
+
+
+def _methods_taking_X(cls) -> set:
+    out = set()
+    for name in dir(cls):
+        f = getattr(cls, name, None)
+        if name.startswith("_") or not callable(f) or isinstance(f, type):
+            continue
+        try:
+            params = list(inspect.signature(f).parameters)
+        except (TypeError, ValueError):
+            continue
+        if params[:2] == ["self", "X"]:
+            out.add(name)
+    return out
+
+
+def test_every_exported_estimator_and_method_is_covered():
     exported = {n for n in kte.__all__ if isinstance(getattr(kte, n), type)}
     covered = {n.split("-")[0] for n in ESTIMATORS}
     assert exported - NOT_SKLEARN == covered
+    for cls_name in covered:
+        listed = {"fit"}.union(*(m for n, (*_, m) in ESTIMATORS.items()
+                                 if n.split("-")[0] == cls_name))
+        missing = {m for m in _methods_taking_X(getattr(kte, cls_name)) - listed
+                   if (cls_name, m) not in OURS_ONLY}
+        assert not missing, f"{cls_name}: methods taking X not tested: {missing}"
 
 
 def _difference(name, method, variant):
