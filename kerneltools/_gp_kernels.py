@@ -59,7 +59,8 @@ class _Translated(Kernel):
     kernel without its white noise (:meth:`Kernel.without_white`)."""
 
     def __init__(self, kernel, white: bool = True):  # noqa: D107 - no super(): lazy
-        self._kernel, self._white, self._translation = kernel, white, None
+        self._kernel, self._white = kernel, white
+        self._translation = self._free = None
         self.source = kernel if white else None  # its dense k(X) has the noise
         self.dense = _SourceDense(kernel, white=white)
         self.prepare = None
@@ -80,7 +81,10 @@ class _Translated(Kernel):
     @property
     def free(self) -> tuple:
         # scikit-learn's ``hyperparameters`` (~30-60 us): read where theta is
-        return tuple(h.name for h in self._kernel.hyperparameters if not h.fixed)
+        if self._free is None:
+            self._free = tuple(h.name for h in self._kernel.hyperparameters
+                               if not h.fixed)
+        return self._free
 
     def with_theta(self, theta) -> Kernel:
         """A copy whose free hyperparameters are ``exp(theta)`` (scikit-learn's
