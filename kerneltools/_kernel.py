@@ -43,10 +43,20 @@ class Kernel:
     dense : callable, optional
         ``dense(X, Y) -> array``, a faster dense evaluation of the same kernel
         (the named kernels use scikit-learn's BLAS-based pairwise kernels).
+    source : scikit-learn GP kernel, optional
+        The ``sklearn.gaussian_process.kernels`` object this kernel translates,
+        with the same ``theta``. Its own (vectorised NumPy) evaluation is the
+        dense one, gradient included, and :meth:`with_theta` carries it: on a
+        few hundred points, building and evaluating the formula costs several
+        times scikit-learn's whole fit. The formula remains what
+        :meth:`lazy` reduces, for the problems too large for a dense matrix.
     """
 
     def __init__(self, build, *, params=None, white=(), prepare=None, name="custom",
-                 free=None, dense=None):
+                 free=None, dense=None, source=None):
+        self.source = source
+        if dense is None and source is not None:
+            dense = _SourceDense(source)
         self.dense = dense
         self.build = build
         self.params = dict(params or {})
@@ -84,6 +94,27 @@ class Kernel:
         f = self.formula(x_i, y_j)
         return _full(f, x_i, y_j)
 
+    def without_white(self) -> Kernel:
+        """This kernel without its white-noise diagonal.
+
+        scikit-learn's pairwise kernels (``KernelRidge``, ``Nystroem``) call a
+        GP kernel object as ``k(X, Y=X)``, where ``WhiteKernel`` adds nothing:
+        ``KernelRidge(kernel=RBF() + WhiteKernel())`` regularises with
+        ``alpha`` only. The result keeps the dense evaluation (called so).
+
+        Returns
+        -------
+        Kernel
+            ``self`` where there is no white noise, else a copy without it.
+        """
+        if not self.white:
+            return self
+        dense = self.dense
+        if isinstance(dense, _SourceDense):
+            dense = _SourceDense(dense.kernel, white=False)
+        return Kernel(self.build, params=self.params, prepare=self.prepare,
+                      name=self.name, free=self.free, dense=dense)
+
     def white_level(self) -> float:
         """The diagonal that ``k(X, X)`` adds to ``k(X, Y=X)`` (white noise)."""
         return float(sum(np.prod([_scalar(self.params[h]) for h in t]) for t in self.white))
@@ -97,6 +128,8 @@ class Kernel:
             raise ValueError("eval_gradient is only supported when Y is None")
         if self.dense is not None and not eval_gradient:
             return self.dense(np.asarray(X), None if Y is None else np.asarray(Y))
+        if self.source is not None and isinstance(self.dense, _SourceDense):
+            return self.dense(np.asarray(X), None, eval_gradient=True)
         Xp = self._data(X)
         Yp = Xp if Y is None else self._data(Y)
         x_i, y_j = Vi(Xp), Vj(Yp)
@@ -160,6 +193,8 @@ class Kernel:
 
     def diag(self, X) -> np.ndarray:
         """``k(x, x)`` for every row of X, including the white-noise level."""
+        if self.source is not None:
+            return np.asarray(self.source.diag(np.asarray(X)), dtype=np.float64)
         Xp = self._data(X)
         f = self.formula(Vi(Xp), Vi(Xp))
         d = np.zeros(len(Xp))
@@ -190,8 +225,30 @@ class Kernel:
             pos += size
         if pos != theta.size:
             raise ValueError(f"theta has {theta.size} values; this kernel has {pos}")
+        if self.source is not None:  # its dense evaluation follows theta
+            return Kernel(self.build, params=params, white=self.white,
+                          prepare=self.prepare, name=self.name, free=self.free,
+                          source=self.source.clone_with_theta(theta))
         return Kernel(self.build, params=params, white=self.white, prepare=self.prepare,
                       name=self.name, free=self.free, dense=self.dense)
+
+
+class _SourceDense:
+    """The dense evaluation of a scikit-learn GP kernel object: ``k(X, Y)`` in
+    the dtype the formula would give (float32 data stay float32)."""
+
+    def __init__(self, kernel, white=True):
+        self.kernel = kernel
+        self.white = white  # False: k(X) as k(X, X), without the white noise
+
+    def __call__(self, X, Y=None, eval_gradient=False):
+        dtype = np.result_type(X.dtype, (X if Y is None else Y).dtype, np.float32)
+        if Y is None and not self.white:
+            Y = X
+        if eval_gradient:
+            K, G = self.kernel(X, eval_gradient=True)
+            return K.astype(dtype, copy=False), G
+        return np.asarray(self.kernel(X, Y), dtype=dtype)
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,13 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+from sklearn.gaussian_process.kernels import (
+    RBF,
+    ConstantKernel,
+    ExpSineSquared,
+    Matern,
+    WhiteKernel,
+)
 from sklearn.kernel_ridge import KernelRidge as SKKernelRidge
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -140,6 +146,32 @@ def test_gp_kernel_object_and_callable_kernel():
     cb = KernelRidge(kernel=gauss, kernel_params={"s": 1.5}, alpha=0.5).fit(X, y)
     ref = _sk("rbf", X, y, alpha=0.5, gamma=1 / 4.5)
     np.testing.assert_allclose(cb.predict(X), ref.predict(X), rtol=1e-8)
+
+
+@pytest.mark.parametrize("kernel", [
+    ExpSineSquared(1.0, 3.0), RBF(0.8) + WhiteKernel(0.1),
+    ConstantKernel(2.0) * Matern([0.5, 1.0], nu=1.5)], ids=repr)
+@pytest.mark.parametrize("n", [30, 300])
+def test_small_fit_with_gp_kernel_object_is_sklearns_and_the_engines(kernel, n):
+    """A GP kernel object on a few hundred points: the dense path (the
+    object's own evaluation, cheap) gives scikit-learn's predictions, and the
+    engine's (CG on the kernel's formula, tol=1e-12) the same to 1e-6. A
+    WhiteKernel adds nothing, as in scikit-learn (its pairwise kernels call the
+    object as k(X, X))."""
+    rng = np.random.default_rng(0)
+    d = 1 if isinstance(kernel, ExpSineSquared) else 2  # positive definite in 1-D
+    X, Xq = rng.uniform(-2, 2, (n, d)), rng.uniform(-2, 2, (50, d))
+    y = np.sin(2 * X[:, 0]) + X[:, -1] + 0.1 * rng.normal(size=n)
+    ours = KernelRidge(alpha=0.1, kernel=kernel).fit(X, y)
+    assert ours.solver_ == "cholesky"
+    ref = SKKernelRidge(alpha=0.1, kernel=kernel).fit(X, y)
+    pred, want = ours.predict(Xq), ref.predict(Xq)
+    scale = np.abs(want).max()
+    # the same kernel matrix; two Cholesky-type solves of a matrix of
+    # condition <= ~1e2 (alpha = 0.1) part at ~1e-14 relative
+    np.testing.assert_allclose(pred, want, rtol=1e-10, atol=1e-10 * scale)
+    engine = KernelRidge(alpha=0.1, kernel=kernel, solver="cg", tol=1e-12).fit(X, y)
+    np.testing.assert_allclose(engine.predict(Xq), want, rtol=1e-6, atol=1e-6 * scale)
 
 
 def test_auto_switches_to_cg_above_the_threshold(monkeypatch):

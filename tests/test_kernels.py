@@ -83,14 +83,23 @@ GP_KERNELS = [
 ]
 
 
+def _formula_only(k: Kernel) -> Kernel:
+    """``k`` evaluated from its formula (by the engine), without the dense
+    evaluation of the scikit-learn object it translates."""
+    return Kernel(k.build, params=k.params, white=k.white, prepare=k.prepare,
+                  name=k.name, free=k.free)
+
+
 @pytest.mark.parametrize("kernel", GP_KERNELS, ids=lambda k: repr(k)[:40])
 def test_gp_kernel_and_gradient_match_sklearn(kernel):
+    """The translation: the formula and its symbolic gradient give
+    scikit-learn's values."""
     rng = np.random.default_rng(1)
     Xg = rng.normal(size=(50, 3))
     # a random theta inside the bounds' neighbourhood
     kernel = kernel.clone_with_theta(kernel.theta + rng.uniform(-0.5, 0.5, kernel.theta.shape))
     K, G = kernel(Xg, eval_gradient=True)
-    ours = make_kernel(kernel)
+    ours = _formula_only(make_kernel(kernel))
     K2, G2 = ours(Xg, eval_gradient=True)
     np.testing.assert_allclose(K2, K, rtol=1e-10, atol=1e-10)
     assert G2.shape == G.shape
@@ -103,9 +112,32 @@ def test_gp_kernel_and_gradient_match_sklearn(kernel):
                                rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("kernel", GP_KERNELS, ids=lambda k: repr(k)[:40])
+def test_gp_kernel_dense_is_sklearns_and_follows_theta(kernel):
+    """The dense evaluation of a translated kernel is the scikit-learn object's
+    own (cheap on small problems), with_theta included; the formula gives the
+    same values to 1e-10."""
+    rng = np.random.default_rng(5)
+    Xg, Yg = rng.normal(size=(40, 3)), rng.normal(size=(9, 3))
+    ours = make_kernel(kernel)
+    theta = kernel.theta + rng.uniform(-0.5, 0.5, kernel.theta.shape)
+    moved = (ours.with_theta(theta), kernel.clone_with_theta(theta))
+    for k, ref in [(ours, kernel), moved]:
+        formula = _formula_only(k)
+        K, G = k(Xg, eval_gradient=True)
+        K_ref, G_ref = ref(Xg, eval_gradient=True)
+        np.testing.assert_array_equal(K, K_ref)
+        np.testing.assert_array_equal(G, G_ref)
+        np.testing.assert_array_equal(k(Xg, Yg), ref(Xg, Yg))
+        np.testing.assert_array_equal(k.diag(Xg), ref.diag(Xg))
+        np.testing.assert_allclose(k(Xg, Yg), formula(Xg, Yg), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(k.diag(Xg), formula.diag(Xg), rtol=1e-10, atol=1e-10)
+    assert ours(Xg.astype(np.float32)).dtype == np.float32  # as the formula's
+
+
 def test_gp_kernel_gradient_against_finite_differences():
     kernel = gk.ConstantKernel(1.5) * gk.Matern([0.8, 1.3], nu=2.5) + gk.WhiteKernel(0.1)
-    ours = make_kernel(kernel)
+    ours = _formula_only(make_kernel(kernel))
     Xg = np.random.default_rng(2).normal(size=(20, 2))
     _, G = ours(Xg, eval_gradient=True)
     h = 1e-6

@@ -135,7 +135,7 @@ def kernel_refusal(kernel, X, kernel_params=None) -> str | None:
 
     if isinstance(kernel, Kernel):
         return None
-    if _is_gp_kernel(kernel):
+    if gp_kernel_object(kernel):
         return gp_kernel_refusal(kernel)
     if callable(kernel):
         return formula_callable_refusal(kernel, _n_features(X), kernel_params)
@@ -151,7 +151,8 @@ def _n_features(X) -> int:
     return int(shape[1]) if len(shape) == 2 else 1
 
 
-def _is_gp_kernel(obj) -> bool:
+def gp_kernel_object(obj) -> bool:
+    """Whether ``obj`` is a ``sklearn.gaussian_process.kernels`` object."""
     from sklearn.gaussian_process.kernels import Kernel  # noqa: PLC0415
 
     return isinstance(obj, Kernel)

@@ -29,7 +29,7 @@ from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 from sklearn.neighbors._base import KNeighborsMixin as _SkKNeighborsMixin
 from sklearn.neighbors._base import NeighborsBase as _SkNeighborsBase
 from sklearn.neighbors._base import RadiusNeighborsMixin as _SkRadiusMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..config import get_config
 from ..dask import rows_method
@@ -48,6 +48,7 @@ from ._array_api import (
 from ._fallback import FallbackMixin, is_sparse
 from ._neighbors_targets import csr_weights, store_labels, weights_of
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
+from ._validation import validate_numeric
 
 __all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
            "csr_weights", "store_labels", "weights_of"]
@@ -171,11 +172,12 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             self._fit_is_bool = M.is_bool_data(X)
             finite = self._ensure_all_finite()
             if not supervised:
-                X = validate_data(self, X, dtype=_FLOATS, order="C",
-                                  ensure_all_finite=finite)
+                X = validate_numeric(self, X, dtype=_FLOATS, order="C",
+                                     ensure_all_finite=finite)
             else:
-                X, y = validate_data(self, X, y, multi_output=True, dtype=_FLOATS,
-                                     order="C", ensure_all_finite=finite)
+                X, y = validate_numeric(self, X, y, multi_output=True,
+                                        dtype=_FLOATS, order="C",
+                                        ensure_all_finite=finite)
         self._check_algorithm_metric()
         metric, params = M.effective_metric(self.metric, self.p, self.metric_params)
         self._check_semimetric(metric, params)
@@ -265,7 +267,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
         M.warn_boolean_conversion(
             self.effective_metric_, self._fit_is_bool, M.is_bool_data(X)
         )
-        X = validate_data(
+        X = validate_numeric(
             self, X, reset=False, dtype=_FLOATS, order="C", accept_sparse="csr",
             ensure_all_finite=self._ensure_all_finite(),
         )

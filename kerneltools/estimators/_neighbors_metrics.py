@@ -458,7 +458,9 @@ def formula_params(metric, params: dict, X: np.ndarray) -> dict:
 def is_bool_data(X) -> bool:
     """Whether ``X`` (array-like, before validation) holds booleans only."""
     if hasattr(X, "dtypes") and not hasattr(X, "dtype"):  # a DataFrame
-        return all(np.dtype(t) == bool for t in X.dtypes)
+        # pandas' extension dtypes (nullable Float64, Int64, boolean) are no
+        # NumPy dtypes: read their kind ("b" for bool and boolean)
+        return all(getattr(t, "kind", None) == "b" for t in X.dtypes)
     dtype = getattr(X, "dtype", None)
     return (dtype if dtype is not None else np.asarray(X).dtype) == bool
 

@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..dask import rows_method
 from ..kernels import make_kernel
@@ -26,6 +26,7 @@ from ._fallback import FallbackMixin, gp_kernel_refusal
 from ._gp_arrays import GPPlacement, copy_in
 from ._gp_fit import HyperparameterFit
 from ._param_validation import Interval, StrOptions, validate_params
+from ._validation import validate_numeric
 
 __all__ = ["GaussianProcessRegressor"]
 
@@ -291,8 +292,8 @@ class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
                                       reset=True, space=place.space, dtype=np.float64,
                                       y_numeric=True, who="GaussianProcessRegressor")
         else:
-            X, y = validate_data(self, host_array(X), host_array(y), multi_output=True,
-                                 y_numeric=True, dtype=np.float64)
+            X, y = validate_numeric(self, host_array(X), host_array(y),
+                                    multi_output=True, y_numeric=True, dtype=np.float64)
         n_seen = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_seen != self.n_targets:
             raise ValueError(f"The number of targets seen in `y` is different from the "
@@ -507,7 +508,7 @@ class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
             X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp,
                                       dtype=np.float64, who="GaussianProcessRegressor")
         else:
-            X = validate_data(self, host_array(X), reset=False, dtype=np.float64)
+            X = validate_numeric(self, host_array(X), reset=False, dtype=np.float64)
         if not hasattr(self, "X_train_"):  # the prior
             out = self._prior(X, return_std, return_cov)
             return tuple(map(place.to_output, out)) if isinstance(out, tuple) \

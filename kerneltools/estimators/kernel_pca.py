@@ -10,7 +10,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.extmath import svd_flip
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
@@ -22,6 +22,7 @@ from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
 from .kernel_ridge import KernelRidge
+from ._validation import validate_numeric
 
 __all__ = ["KernelPCA", "DENSE_MAX_SAMPLES", "LANCZOS_TOL"]
 
@@ -224,7 +225,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         """
         if self._hand_over(X):
             return self
-        X = validate_data(self, X, dtype=[np.float64, np.float32], copy=self.copy_X)
+        X = validate_numeric(self, X, dtype=[np.float64, np.float32], copy=self.copy_X)
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
         kernel = self._kernel()
         start = time.perf_counter()
@@ -395,7 +396,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         place = placement(X, backend=self.backend, who="KernelPCA.transform")
         if not place.trivial:  # CuPy, or an Array API array (array_api_dispatch)
             return _kpca_device.transform(self, X, place)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_numeric(self, X, reset=False, dtype=[np.float64, np.float32])
         kernel = self._kernel()
         if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
             Z = self._landmarks["Z"]
@@ -429,7 +430,8 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             raise NotFittedError("The fit_inverse_transform parameter was not set to True "
                                  "when instantiating and hence the inverse transform is "
                                  "not available.")
-        return self._inverse.predict(np.asarray(X))
+        # scikit-learn's pairwise kernel reads X as floats (strings parsed)
+        return self._inverse.predict(check_array(X, dtype=[np.float64, np.float32]))
 
     @property
     def _n_features_out(self):

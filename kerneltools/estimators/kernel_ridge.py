@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
-from ..kernels import PAIRWISE_KERNELS, make_kernel
+from ..kernels import PAIRWISE_KERNELS, from_sklearn, make_kernel
 from ..linalg import (
     KernelOperator,
     NystroemPreconditioner,
@@ -31,9 +31,10 @@ from ._array_api import (
     placement,
     validate_on_device,
 )
-from ._fallback import FallbackMixin, is_sparse, kernel_refusal
+from ._fallback import FallbackMixin, gp_kernel_object, is_sparse, kernel_refusal
 from ._krr_solvers import alpha_groups, np_dtype, solve_dense, solve_falkon
 from ._param_validation import Interval, StrOptions, validate_params
+from ._validation import validate_numeric
 
 __all__ = ["KernelRidge"]
 
@@ -223,6 +224,12 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         return kernel_refusal(self.kernel, X, self.kernel_params)
 
     def _kernel(self):
+        if gp_kernel_object(self.kernel):
+            # translated at the first use of its formula (fit's _engine_refuses
+            # checked it translates): small fits evaluate the object itself.
+            # scikit-learn's pairwise_kernels calls it as k(X, X): a WhiteKernel
+            # in it adds nothing to the fit (alpha regularises).
+            return from_sklearn(self.kernel, lazy=True).without_white()
         return make_kernel(self.kernel, gamma=self.gamma, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params)
 
@@ -254,8 +261,9 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
             X, y = validate_on_device(self, place.to_space(X), place.to_space(y),
                                       reset=True, space=place.space, y_numeric=True)
         else:
-            X, y = validate_data(self, host_array(X), host_array(y), multi_output=True,
-                                 y_numeric=True, dtype=[np.float64, np.float32])
+            X, y = validate_numeric(self, host_array(X), host_array(y),
+                                    multi_output=True, y_numeric=True,
+                                    dtype=[np.float64, np.float32])
         return self._fit_arrays(X, y, host_array(sample_weight), alpha, place=place)
 
     def _device_serves(self) -> bool:
@@ -444,7 +452,7 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         place = check_same_place(self, X, fitted, "predict")
         if place.space.on_device:
             return self._predict_device(X, place)
-        X = validate_data(self, host_array(X), reset=False,
+        X = validate_numeric(self, host_array(X), reset=False,
                           dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
         if is_sparse(X):  # a dense fit's features: scikit-learn's kernels take it
             X = X.toarray()
@@ -472,7 +480,7 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         if dask_in:
             X = check_rows(X, "X", "KernelRidge.predict", persist=False, finite=False)
         else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            X = validate_numeric(self, X, reset=False, dtype=[np.float64, np.float32])
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but KernelRidge is expecting "
                              f"{self.n_features_in_} features as input")

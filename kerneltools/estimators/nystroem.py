@@ -26,7 +26,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.utils import check_array, check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..dask import rows_method
 from ..kernels import PAIRWISE_KERNELS, make_kernel
@@ -44,6 +44,7 @@ from ._fallback import FallbackMixin, kernel_refusal
 from ._nystroem_landmarks import kmeans_plusplus, ridge_leverage_sample
 from ._xp_kernels import DEVICE_KERNELS, kernel_block
 from ._param_validation import Interval, StrOptions, validate_params
+from ._validation import validate_numeric
 
 __all__ = ["LANDMARK_METHODS", "Nystroem", "kmeans_plusplus", "ridge_leverage_sample"]
 
@@ -290,7 +291,7 @@ default="uniform"
         if sp.on_device:
             X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp)
         else:
-            X = validate_data(self, host_array(X), dtype=_FLOATS)
+            X = validate_numeric(self, host_array(X), dtype=_FLOATS)
         dtype = sp.np_dtype(X)
         kernel = self._kernel()
         start = time.perf_counter()
@@ -363,7 +364,7 @@ default="uniform"
         place = check_same_place(self, X, fitted, "transform")
         if place.space.on_device:
             return self._transform_device(X, place)
-        X = validate_data(self, host_array(X), reset=False, dtype=_FLOATS,
+        X = validate_numeric(self, host_array(X), reset=False, dtype=_FLOATS,
                           accept_sparse="csr")
         kernel = self._kernel()
         Z, N = host_array(self.components_), host_array(self.normalization_)

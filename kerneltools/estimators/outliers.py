@@ -22,12 +22,13 @@ from typing import ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _neighbors_metrics as M
 from ._fallback import FallbackMixin, is_sparse
 from ._param_validation import Dtypes, Interval, StrOptions, validate_params
 from .neighbors import NearestNeighbors
+from ._validation import validate_numeric
 
 __all__ = ["LocalOutlierFactor"]
 
@@ -208,7 +209,7 @@ class LocalOutlierFactor(FallbackMixin, OutlierMixin, BaseEstimator):
             return self._fit_fallback(reason, X)
         self._drop_fallback()
         finite = "allow-nan" if self.metric == "nan_euclidean" else True
-        X = validate_data(self, X, dtype=_FLOATS, order="C", ensure_all_finite=finite)
+        X = validate_numeric(self, X, dtype=_FLOATS, order="C", ensure_all_finite=finite)
         n_samples = X.shape[0]
         if self.n_neighbors > n_samples:
             warnings.warn(
@@ -255,7 +256,7 @@ class LocalOutlierFactor(FallbackMixin, OutlierMixin, BaseEstimator):
         if is_sparse(X):  # scikit-learn's brute force takes a sparse query
             X = X.toarray()
         finite = "allow-nan" if self.metric == "nan_euclidean" else True
-        return validate_data(self, X, reset=False, dtype=_FLOATS, order="C",
+        return validate_numeric(self, X, reset=False, dtype=_FLOATS, order="C",
                              ensure_all_finite=finite)
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):

@@ -37,6 +37,7 @@ from ..linalg import NormalizedAffinityOperator, OffDiagonalKernel, eigsh, trans
 from ._fallback import FallbackMixin, is_sparse
 from ._handover import HandOver
 from ._param_validation import Interval, StrOptions
+from ._validation import validate_numeric
 from .neighbors import NearestNeighbors
 
 __all__ = ["SpectralEmbedding", "SpectralClustering", "cluster_qr", "discretize",
@@ -329,7 +330,8 @@ class SpectralEmbedding(HandOver, FallbackMixin, BaseEstimator):
         _forget_affinity(self)
         if self._hand_over(X):
             return self
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate_numeric(self, X, dtype=[np.float64, np.float32],
+                             ensure_min_samples=2)
         rng = check_random_state(self.random_state)
         start = time.perf_counter()
         if self.affinity == "nearest_neighbors":
