@@ -197,6 +197,10 @@ class GeomLossSinkhornDivergence(_Sinkhorn):
 
     def setup(self, dtype, backend, n):
         require_module("geomloss")
+        if backend == "online":
+            # GeomLoss's online backend is pykeops (without it, geomloss fails
+            # with a NameError inside its own module)
+            require_module("pykeops")
         self._setup(lambda d: geomloss_callable(d, backend), n, dtype)
 
 
