@@ -97,7 +97,18 @@ def dense_matrix(A) -> np.ndarray:
     return np.hstack(cols)
 
 
-class OffDiagonalKernel(LinearOperator):
+class _SymmetricOperator(LinearOperator):
+    """A symmetric operator defined by its ``_matmat``: vectors as one-column
+    blocks, its own adjoint."""
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
+
+    def _adjoint(self):
+        return self
+
+
+class OffDiagonalKernel(_SymmetricOperator):
     """``W - diag W`` for the kernel affinity ``W = k(X, X)``, its diagonal
     never summed.
 
@@ -148,11 +159,6 @@ class OffDiagonalKernel(LinearOperator):
             out = out.reshape(V.shape)
         return out
 
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
 
     def to_dense(self):
         """``W - diag W`` as a float64 array, from the kernel's dense
@@ -162,7 +168,7 @@ class OffDiagonalKernel(LinearOperator):
         return W
 
 
-class CenteredOperator(LinearOperator):
+class CenteredOperator(_SymmetricOperator):
     """``C K C`` with ``C = I - 1 1^T / n``, applied without forming it.
 
     For a symmetric ``K`` with row means ``m = K 1 / n`` and grand mean
@@ -230,11 +236,6 @@ class CenteredOperator(LinearOperator):
                + self._grand_mean * s[None, :])
         return out.astype(np.result_type(V.dtype, np.float32), copy=False)
 
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
 
     def to_dense(self):
         """``C K C`` as a float64 array (n^2 memory: small n only)."""
@@ -243,7 +244,7 @@ class CenteredOperator(LinearOperator):
         return K - m[None, :] - m[:, None] + m.mean()
 
 
-class NormalizedAffinityOperator(LinearOperator):
+class NormalizedAffinityOperator(_SymmetricOperator):
     """``D^-1/2 (W - diag W) D^-1/2``, ``D`` the degrees of ``W`` without
     its diagonal: ``I`` minus the normalised graph Laplacian.
 
@@ -291,11 +292,6 @@ class NormalizedAffinityOperator(LinearOperator):
         out = (WU - self.diag[:, None] * U) / self.sqrt_degrees[:, None]
         return out
 
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).ravel()
-
-    def _adjoint(self):
-        return self
 
     def to_dense(self):
         """The operator as a float64 array (n^2 memory: small n only)."""
