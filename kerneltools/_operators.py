@@ -138,8 +138,12 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         With ``refine_with`` and ``x0``: the accurate residual ``B - A x0``,
         if known (it saves one accurate product).
     info : dict, optional
-        With ``refine_with``: receives ``"residual"`` (the last accurate
-        residual, shape (n, E)) and ``"exact_products"``.
+        Receives ``"converged"`` (whether every column reached ``tol``) and
+        ``"relative_residual"`` (the largest ``|B - A X| / |B|`` over the
+        columns; of the accurate product with ``refine_with``), whether or not
+        the warning is issued: callers that escalate read them. With
+        ``refine_with`` also ``"residual"`` (the last accurate residual, shape
+        (n, E)) and ``"exact_products"``.
     xp : Array API namespace, optional
         The namespace of ``B`` when it is not NumPy (CuPy's on a GPU): the
         iterates stay in it, on B's device, and ``A``, ``M`` and
@@ -171,7 +175,7 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     precond = None if M is None else _as_matmat(M, "M")
     if refine_with is None:
         X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
-                        precond=precond, verbose=verbose, **_cg_context(A))
+                        precond=precond, verbose=verbose, info=info, **_cg_context(A))
     else:
         context = _cg_context(A)
         # what the cheap products resolve: float32 kernel products (float64
@@ -203,7 +207,7 @@ def _conjugate_gradient_xp(A, B, xp, *, M, x0, tol, max_iter, callback, verbose,
     kw = {"tol": tol, "max_iter": max_iter, "x0": x0, "callback": callback,
           "precond": M, "verbose": verbose, "vectors": ArrayVectors(xp), **_cg_context(A)}
     if refine_with is None:
-        X, n_iter = _cg(A, B2, **kw)
+        X, n_iter = _cg(A, B2, info=info, **kw)
     else:
         floor = 4 * (kw["eps"] or float(np.finfo(np.float32).eps))
         X, n_iter = _refined_cg(A, refine_with, B2, floor=floor, r0=r0, info=info, **kw)

@@ -1,0 +1,104 @@
+"""The estimators' iterative solves never return CG's last iterate with only
+a warning: when CG stops at ``max_iter`` short of ``tol``, a small system is
+solved densely (float64 Cholesky) and a large one raises ConvergenceError
+(kerneltools/estimators/_cg_escalation.py)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.spatial
+
+from kerneltools.estimators import KernelRidge, _cg_escalation, _krr_warm
+from kerneltools.exceptions import ConvergenceError, ConvergenceWarning
+
+#: An ill-conditioned problem: rbf with a large gamma on clustered points
+#: (near-duplicate rows), a tiny alpha, and a max_iter far too small for CG.
+GAMMA, ALPHA, MAX_ITER = 0.05, 1e-6, 3
+#: The dense reference and the escalated fit both solve in float64 by
+#: Cholesky; at cond(K + alpha I) ~ 8e7 two such solves differ by up to
+#: cond * eps ~ 2e-8 of the largest coefficient (measured: 3e-9), and the
+#: predictions, sums of terms up to |c| ~ 2e5, by about 1e-9 (measured 7e-10).
+#: CG's third iterate is off by orders of magnitude more.
+COEF_RTOL, PRED_ATOL = 1e-7, 1e-8
+
+
+@pytest.fixture(autouse=True)
+def _cold_fits():
+    _krr_warm.clear()
+    yield
+    _krr_warm.clear()
+
+
+def _problem(n=200, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=3.0, size=(10, d))
+    X = centres[rng.integers(0, 10, n)] + 0.05 * rng.normal(size=(n, d))
+    y = np.sin(X).sum(1) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _rbf(X, Y):
+    return np.exp(-GAMMA * scipy.spatial.distance.cdist(X, Y, "sqeuclidean"))
+
+
+def _dense_reference(X, y, alpha, w=None):
+    """(K + alpha W^-1) c = y by NumPy/scipy, c = 0 where w = 0."""
+    keep = np.ones(len(X), bool) if w is None else w > 0
+    K = _rbf(X[keep], X[keep])
+    shift = alpha if w is None else alpha / w[keep]
+    c = np.zeros(y.shape)
+    c[keep] = scipy.linalg.solve(K + np.diag(np.broadcast_to(shift, keep.sum())),
+                                 y[keep], assume_a="pos")
+    return c
+
+
+def _fit_quietly(model, X, y, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        return model.fit(X, y, **kwargs)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_krr_cg_short_of_tol_solves_densely(backend, weighted, capsys):
+    X, y = _problem()
+    w = None
+    if weighted:
+        w = np.random.default_rng(1).uniform(0.5, 2.0, len(X))
+        w[::17] = 0.0
+    model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="cg",
+                        max_iter=MAX_ITER, n_components=5, backend=backend, verbose=1)
+    _fit_quietly(model, X, y, sample_weight=w)
+    kept = len(X) if w is None else int(np.sum(w > 0))  # zero weights: c = 0 there
+    assert f"solving the {kept} x {kept} system densely" in capsys.readouterr().out
+    ref = _dense_reference(X, y, ALPHA, w)
+    np.testing.assert_allclose(model.dual_coef_, ref, rtol=COEF_RTOL,
+                               atol=COEF_RTOL * np.abs(ref).max())
+    np.testing.assert_allclose(model.predict(X), _rbf(X, X) @ ref, atol=PRED_ATOL)
+
+
+def test_krr_cg_that_converges_does_not_escalate(backend, capsys):
+    X, y = _problem()
+    model = KernelRidge(alpha=1.0, kernel="rbf", gamma=GAMMA, solver="cg",
+                        n_components=50, backend=backend, verbose=1)
+    _fit_quietly(model, X, y)
+    assert "densely" not in capsys.readouterr().out
+    ref = _dense_reference(X, y, 1.0)
+    np.testing.assert_allclose(model.predict(X), _rbf(X, X) @ ref, atol=1e-5)
+
+
+def test_krr_cg_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
+    monkeypatch.setattr(_cg_escalation, "DENSE_SOLVE_MAX", 100)
+    X, y = _problem()
+    model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="cg",
+                        max_iter=MAX_ITER, n_components=5, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(ConvergenceError) as err:
+            model.fit(X, y)
+    message = str(err.value)
+    for part in ("KernelRidge(solver='cg')", "relative residual", "max_iter=3",
+                 "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'",
+                 "solver='falkon'", "200", "100"):
+        assert part in message, (part, message)
