@@ -22,6 +22,11 @@ GAMMA, ALPHA, MAX_ITER = 0.05, 1e-6, 3
 #: predictions, sums of terms up to |c| ~ 2e5, by about 1e-9 (measured 7e-10).
 #: CG's third iterate is off by orders of magnitude more.
 COEF_RTOL, PRED_ATOL = 1e-7, 1e-8
+#: Falkon's model on 40 landmarks drawn from 10 tight clusters: cond(K_mm) ~
+#: 2e10, so its predictions are determined to about 1e-7 (a converged CG,
+#: tol=1e-12, and the escalated dense solve both came within 3.4e-7 of the
+#: least-squares reference, and within 8e-8 of each other).
+FALKON_ATOL = 1e-6
 
 
 @pytest.fixture(autouse=True)
@@ -101,4 +106,46 @@ def test_krr_cg_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
     for part in ("KernelRidge(solver='cg')", "relative residual", "max_iter=3",
                  "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'",
                  "solver='falkon'", "200", "100"):
+        assert part in message, (part, message)
+
+
+def _falkon_reference(X, y, Z, alpha, w=None):
+    """The Falkon model on the landmarks Z: the minimiser of
+    ``|y - K_nm b|_W^2 + alpha b^T K_mm b``, by least squares on the stacked
+    system ``[sqrt(W) K_nm; sqrt(alpha) R] b = [sqrt(W) y; 0]`` (``R^T R =
+    K_mm``; no normal equations, whose condition number is squared)."""
+    sw = np.sqrt(np.ones(len(X)) if w is None else w)
+    Kmm = _rbf(Z, Z)
+    R = scipy.linalg.cholesky(Kmm + 1e-13 * np.eye(len(Z)))
+    lhs = np.vstack([sw[:, None] * _rbf(X, Z), np.sqrt(alpha) * R])
+    rhs = np.concatenate([sw * y, np.zeros(len(Z))])
+    return scipy.linalg.lstsq(lhs, rhs)[0]
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_falkon_short_of_tol_solves_densely(backend, weighted, capsys):
+    X, y = _problem()
+    w = None if not weighted else np.random.default_rng(1).uniform(0.5, 2.0, len(X))
+    model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="falkon",
+                        max_iter=MAX_ITER, n_components=40, random_state=0,
+                        backend=backend, verbose=1)
+    _fit_quietly(model, X, y, sample_weight=w)
+    assert "solving the 40 x 40 system densely" in capsys.readouterr().out
+    b = _falkon_reference(X, y, model.X_fit_, ALPHA, w)
+    np.testing.assert_allclose(model.predict(X), _rbf(X, model.X_fit_) @ b,
+                               atol=FALKON_ATOL)
+
+
+def test_falkon_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
+    monkeypatch.setattr(_cg_escalation, "DENSE_SOLVE_MAX", 20)
+    X, y = _problem()
+    model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="falkon",
+                        max_iter=MAX_ITER, n_components=40, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(ConvergenceError) as err:
+            model.fit(X, y)
+    message = str(err.value)
+    for part in ("KernelRidge(solver='falkon')", "relative residual", "'max_iter'",
+                 "'alpha'", "'tol'", "solver='cholesky'", "solver='cg'", "40"):
         assert part in message, (part, message)
