@@ -149,3 +149,77 @@ def test_falkon_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
     for part in ("KernelRidge(solver='falkon')", "relative residual", "'max_iter'",
                  "'alpha'", "'tol'", "solver='cholesky'", "solver='cg'", "40"):
         assert part in message, (part, message)
+
+
+# -- GaussianProcessRegressor(solver="iterative") ---------------------------
+GP_ALPHA = 1e-6
+#: scikit-learn's GP and the escalated one factor the same float64 matrix
+#: (cond ~ 8e7): the means agree to about cond * eps * |y| (measured 2e-9),
+#: the standard deviations, sqrt of a difference of O(1) terms that cancel
+#: to ~1e-6, to about 1e-6 absolute.
+GP_MEAN_ATOL, GP_STD_ATOL = 1e-7, 1e-5
+
+
+def _gp(backend, max_iter, **kwargs):
+    from sklearn.gaussian_process.kernels import RBF
+
+    from kerneltools.estimators import GaussianProcessRegressor
+
+    length_scale = 1 / np.sqrt(2 * GAMMA)  # exp(-gamma |x - y|^2)
+    return GaussianProcessRegressor(RBF(length_scale), alpha=GP_ALPHA, optimizer=None,
+                                    solver="iterative", max_iter=max_iter,
+                                    n_components=5, backend=backend, **kwargs)
+
+
+def test_gp_iterative_solves_short_of_tol_solve_densely(backend, capsys):
+    from sklearn.gaussian_process import GaussianProcessRegressor as SKGP
+
+    X, y = _problem()
+    Xq = _problem(n=50, seed=1)[0]
+    gp = _gp(backend, MAX_ITER, verbose=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        gp.fit(X, y)
+        mean, std = gp.predict(Xq, return_std=True)
+    assert "solving the 200 x 200 system densely" in capsys.readouterr().out
+    ref = SKGP(gp.kernel, alpha=GP_ALPHA, optimizer=None).fit(X, y)
+    ref_mean, ref_std = ref.predict(Xq, return_std=True)
+    np.testing.assert_allclose(gp.alpha_, ref.alpha_, rtol=COEF_RTOL,
+                               atol=COEF_RTOL * np.abs(ref.alpha_).max())
+    np.testing.assert_allclose(mean, ref_mean, atol=GP_MEAN_ATOL)
+    np.testing.assert_allclose(std, ref_std, atol=GP_STD_ATOL)
+
+
+def test_gp_variance_solve_short_of_tol_solves_densely(backend, monkeypatch):
+    """The fit converges (max_iter 1,000); the variance solves, by CG (no
+    dense factor pays at any size: DENSE_MAX_SAMPLES = 0), get 1 iteration."""
+    from kerneltools.estimators import _gp_iterative
+
+    monkeypatch.setattr(_gp_iterative, "DENSE_MAX_SAMPLES", 0)
+    X, y = _problem()
+    Xq = _problem(n=300, seed=1)[0]
+    gp = _gp(backend, 1000, tol=1e-3)
+    gp.fit(X, y)
+    gp.max_iter = 1
+    from sklearn.gaussian_process import GaussianProcessRegressor as SKGP
+
+    ref = SKGP(gp.kernel, alpha=GP_ALPHA, optimizer=None).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        std = gp.predict(Xq, return_std=True)[1]
+    np.testing.assert_allclose(std, ref.predict(Xq, return_std=True)[1],
+                               atol=GP_STD_ATOL)
+
+
+def test_gp_iterative_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
+    monkeypatch.setattr(_cg_escalation, "DENSE_SOLVE_MAX", 100)
+    X, y = _problem()
+    gp = _gp(backend, MAX_ITER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(ConvergenceError) as err:
+            gp.fit(X, y)
+    message = str(err.value)
+    for part in ("GaussianProcessRegressor(solver='iterative')", "relative residual",
+                 "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'", "200"):
+        assert part in message, (part, message)
