@@ -104,7 +104,14 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         exact test R^2 on the smooth problems we measured, in half the
         iterations.
     max_iter : int, optional
-        Iteration cap of the iterative solvers (default: 1,000).
+        Iteration cap of the iterative solvers (default: 1,000). Where CG
+        reaches it short of ``tol``, the system (``n`` points for "cg", the
+        ``n_components`` landmarks for "falkon") is solved densely in float64
+        with the same ``alpha`` and weights when it has at most
+        ``DENSE_SOLVE_MAX`` (5,000) unknowns (``verbose`` says so; see
+        :mod:`kerneltools.estimators._cg_escalation`), else
+        :class:`~kerneltools.exceptions.ConvergenceError` is raised: never CG's
+        last iterate with only a warning.
     landmarks : {"uniform", "rpcholesky"}, default="uniform"
         How the landmarks are drawn.
     random_state : int, Generator or None
