@@ -223,3 +223,31 @@ def test_gp_iterative_short_of_tol_above_the_dense_limit_raises(backend, monkeyp
     for part in ("GaussianProcessRegressor(solver='iterative')", "relative residual",
                  "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'", "200"):
         assert part in message, (part, message)
+
+
+def test_krr_float32_refined_cg_short_of_tol_solves_densely_in_float64():
+    """float32 data with a float64 ``tol``: float32 products refined in
+    float64 (iterative refinement), stopped at max_iter; the dense finish
+    solves in float64 (coefficients rounded to float32 at the end)."""
+    X, y = _problem()
+    X32 = X.astype(np.float32)
+    model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="cg",
+                        max_iter=MAX_ITER, n_components=5, backend="numpy")
+    _fit_quietly(model, X32, y)
+    assert model.dual_coef_.dtype == np.float32
+    ref = _dense_reference(X32.astype(np.float64), y, ALPHA)
+    np.testing.assert_allclose(model.dual_coef_, ref, rtol=1e-6,
+                               atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("solver", ["cg", "falkon"])
+def test_krr_on_dask_rows_short_of_tol_solves_densely(solver):
+    da = pytest.importorskip("dask.array")
+    X, y = _problem()
+    kwargs = {"alpha": ALPHA, "kernel": "rbf", "gamma": GAMMA, "solver": solver,
+              "max_iter": MAX_ITER, "n_components": 5 if solver == "cg" else 40,
+              "random_state": 0, "backend": "numpy"}
+    on_dask = _fit_quietly(KernelRidge(**kwargs), da.from_array(X, chunks=64), y)
+    in_memory = _fit_quietly(KernelRidge(**kwargs), X, y)
+    np.testing.assert_allclose(np.asarray(on_dask.predict(X)), in_memory.predict(X),
+                               atol=PRED_ATOL)

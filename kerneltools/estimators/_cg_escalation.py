@@ -32,7 +32,7 @@ DENSE_SOLVE_MAX = 5000
 
 def solve_or_escalate(cg: Callable[[dict], Any], dense: Callable[[], Any], *, size: int,
                       who: str, tol: float, max_iter: int, verbose: int = 0,
-                      fixes: str) -> tuple[Any, dict]:
+                      fixes: str, method: str = "Cholesky, float64") -> tuple[Any, dict]:
     """Run ``cg(info)``; where it did not converge, ``dense()`` or raise.
 
     Parameters
@@ -56,6 +56,8 @@ def solve_or_escalate(cg: Callable[[dict], Any], dense: Callable[[], Any], *, si
         Say which path ran.
     fixes : str
         The parameters to change, for the error's message.
+    method : str
+        How ``dense`` solves, for ``verbose``.
 
     Returns
     -------
@@ -76,16 +78,16 @@ def solve_or_escalate(cg: Callable[[dict], Any], dense: Callable[[], Any], *, si
         warnings.simplefilter("ignore", ConvergenceWarning)
         result = cg(info)
     info["escalated"] = False
-    if info.get("converged", True):
+    if info["converged"]:  # every CG path of kerneltools.linalg reports it
         return result, info
-    residual = info.get("relative_residual", float("nan"))
+    residual = info["relative_residual"]
     limit = DENSE_SOLVE_MAX
-    why = (f"conjugate gradient did not converge in max_iter={max_iter} iterations: "
-           f"relative residual {residual:.2e} > tol={tol}")
+    why = (f"conjugate gradient stopped short of tol={tol} (max_iter={max_iter}): "
+           f"relative residual {residual:.2e}")
     if size <= limit:
         if verbose:
             print(f"[{who}] {why}; solving the {size} x {size} system densely "
-                  f"(Cholesky, float64) instead", flush=True)
+                  f"({method}) instead", flush=True)
         info["escalated"] = True
         return dense(), info
     raise ConvergenceError(

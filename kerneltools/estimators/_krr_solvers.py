@@ -4,7 +4,10 @@ own, with its device half in :mod:`._krr_device`).
 :func:`solve_dense` is scikit-learn's Cholesky path; :func:`solve_falkon`
 restricts the model to landmarks (Falkon), on the host, on Dask rows or on a
 device (``sp``, a :class:`~._array_api.Space`): its n-sized arrays stay where
-X is, its CG runs on the ``m``-vectors, on the host.
+X is, its CG runs on the ``m``-vectors, on the host. Where that CG stops at
+``max_iter`` short of ``tol``, :func:`_dense_falkon` solves the same
+least-squares problem densely for ``m <= DENSE_SOLVE_MAX``, else the fit
+raises ConvergenceError (:mod:`._cg_escalation`).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def solve_falkon(est, kernel, X, Y, alpha, w, sp=HOST, backend=None):
                     est._iterative_args()["max_iter"])
 
         (beta[:, cols], n_iter), _ = solve_or_escalate(
-            cg, dense, size=m, verbose=est.verbose, **est._escalation_args("falkon"))
+            cg, dense, size=m, verbose=est.verbose, method="QR, float64",
+            **est._escalation_args("falkon"))
         n_iters.append(n_iter)
     return sp.astype(Z, np_dtype(sp, X)), sp.put(beta), max(n_iters)
 
