@@ -166,8 +166,6 @@ def _cg_or_dense(est, kernel, Xk, ops, b, a, wk, sp):
     CG with ``ops = (A, M, refine)``, or, where CG stops at ``max_iter``
     short of ``tol``, by the host's dense float64 solve (n <=
     ``DENSE_SOLVE_MAX``; else ConvergenceError): :mod:`._cg_escalation`."""
-    from ._krr_solvers import solve_dense  # it imports this module
-
     A, M, refine = ops
     args = est._iterative_args()
 
@@ -176,8 +174,8 @@ def _cg_or_dense(est, kernel, Xk, ops, b, a, wk, sp):
                                   **args)
 
     def dense():  # iterations: CG's, all spent
-        K = kernel(np.asarray(sp.host(Xk), dtype=np.float64))
-        return sp.put(solve_dense(K, sp.host(b), np.array([a]), wk)), args["max_iter"]
+        C = est._dense_solve(kernel, sp.host(Xk), sp.host(b), a, wk)
+        return sp.put(C), args["max_iter"]
 
     return solve_or_escalate(cg, dense, size=Xk.shape[0], verbose=est.verbose,
                              **est._escalation_args("cg"))[0]

@@ -451,8 +451,7 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
                                       refine_with=refine, **args)
 
         def dense():  # iterations: CG's, all spent
-            K = kernel(np.asarray(to_numpy(Xk), dtype=np.float64))
-            return solve_dense(K, b, np.array([a]), wk), args["max_iter"]
+            return self._dense_solve(kernel, to_numpy(Xk), b, a, wk), args["max_iter"]
 
         (sol, n_iter), info = solve_or_escalate(cg, dense, size=len(Xk),
                                                 verbose=self.verbose,
@@ -460,6 +459,13 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         if info["escalated"]:
             info.pop("residual", None)
         return sol, n_iter, info
+
+    @staticmethod
+    def _dense_solve(kernel, Xk, b, a, wk):
+        """``(K + a W^-1) c = b`` on the host rows ``Xk`` by a float64
+        Cholesky (the "cholesky" solver's): CG's escalation, host or device."""
+        K = kernel(np.asarray(Xk, dtype=np.float64))
+        return solve_dense(K, np.asarray(b, dtype=np.float64), np.array([a]), wk)
 
     def _preconditioner(self, entry, kernel, Xk, shift, reuse, backend):
         """The Nystroem preconditioner on ``entry``'s landmarks: a stored one
