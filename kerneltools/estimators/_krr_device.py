@@ -160,7 +160,6 @@ def solve_cg(est, kernel, X, Y, groups, w, sp, backend, precisions):
     return C, max(n_iters)
 
 
-
 def _cg_or_dense(est, kernel, Xk, ops, b, a, wk, sp):
     """``(solution, iterations)`` of ``(K + a W^-1) c = b`` on the device by
     CG with ``ops = (A, M, refine)``, or, where CG stops at ``max_iter``
