@@ -188,6 +188,18 @@ def test_gp_iterative_solves_short_of_tol_solve_densely(backend, capsys):
                                atol=COEF_RTOL * np.abs(ref.alpha_).max())
     np.testing.assert_allclose(mean, ref_mean, atol=GP_MEAN_ATOL)
     np.testing.assert_allclose(std, ref_std, atol=GP_STD_ATOL)
+    # the log marginal likelihood (fit's, and with its gradient): exact, as
+    # scikit-learn's, not the stochastic estimate from 3 CG iterations
+    np.testing.assert_allclose(gp.log_marginal_likelihood_value_,
+                               ref.log_marginal_likelihood_value_, rtol=1e-8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        lml, grad = gp.log_marginal_likelihood(gp.kernel_.theta, eval_gradient=True)
+    ref_lml, ref_grad = ref.log_marginal_likelihood(ref.kernel_.theta,
+                                                    eval_gradient=True)
+    np.testing.assert_allclose(lml, ref_lml, rtol=1e-8)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-6,
+                               atol=1e-6 * np.abs(ref_grad).max())
 
 
 def test_gp_variance_solve_short_of_tol_solves_densely(backend, monkeypatch):

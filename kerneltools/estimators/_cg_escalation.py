@@ -32,7 +32,8 @@ DENSE_SOLVE_MAX = 5000
 
 def solve_or_escalate(cg: Callable[[dict], Any], dense: Callable[[], Any], *, size: int,
                       who: str, tol: float, max_iter: int, verbose: int = 0,
-                      fixes: str, method: str = "Cholesky, float64") -> tuple[Any, dict]:
+                      fixes: str,
+                      method: str = "Cholesky, float64") -> tuple[Any, dict]:
     """Run ``cg(info)``; where it did not converge, ``dense()`` or raise.
 
     Parameters

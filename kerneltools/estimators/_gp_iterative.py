@@ -247,7 +247,8 @@ class IterativeGP:
             return self._dense_solve(B), est.max_iter
 
         return solve_or_escalate(lambda info: self._cg(B, tol, info), dense, size=n,
-                                 tol=tol, max_iter=est.max_iter, **self._escalation())[0]
+                                 tol=tol, max_iter=est.max_iter,
+                                 **self._escalation())[0]
 
     def _escalation(self):
         """The arguments of :func:`._cg_escalation.solve_or_escalate` that

@@ -423,8 +423,9 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
                       + ("" if exact is None else ", refined in float64"), flush=True)
             b = Y[keep][:, cols].astype(np.float64)
             x0, r0 = _warm.warm_start(entry, (y_key, tuple(cols)), a, b)
-            sol, n_iter, info = self._cg_or_dense(kernel, Xk, (A, M, refine), b, a,
-                                                  None if w is None else w[keep], x0, r0)
+            wk = None if w is None else w[keep]
+            sol, n_iter, info = self._cg_or_dense(kernel, Xk, (A, M, refine), b, a, wk,
+                                                  x0, r0)
             if key is not None:
                 R = info.get("residual")
                 R = b - (A if refine is None else refine) @ sol if R is None else R
