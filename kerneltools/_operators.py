@@ -138,8 +138,12 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         With ``refine_with`` and ``x0``: the accurate residual ``B - A x0``,
         if known (it saves one accurate product).
     info : dict, optional
-        With ``refine_with``: receives ``"residual"`` (the last accurate
-        residual, shape (n, E)) and ``"exact_products"``.
+        Receives ``"converged"`` (whether every column reached ``tol``) and
+        ``"relative_residual"`` (the largest ``|B - A X| / |B|`` over the
+        columns; of the accurate product with ``refine_with``), whether or not
+        the warning is issued: callers that escalate read them. With
+        ``refine_with`` also ``"residual"`` (the last accurate residual, shape
+        (n, E)) and ``"exact_products"``.
     xp : Array API namespace, optional
         The namespace of ``B`` when it is not NumPy (CuPy's on a GPU): the
         iterates stay in it, on B's device, and ``A``, ``M`` and
@@ -171,7 +175,7 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
     precond = None if M is None else _as_matmat(M, "M")
     if refine_with is None:
         X, n_iter = _cg(matvec, B2, tol=tol, max_iter=max_iter, x0=x0, callback=callback,
-                        precond=precond, verbose=verbose, **_cg_context(A))
+                        precond=precond, verbose=verbose, info=info, **_cg_context(A))
     else:
         context = _cg_context(A)
         # what the cheap products resolve: float32 kernel products (float64
@@ -203,7 +207,7 @@ def _conjugate_gradient_xp(A, B, xp, *, M, x0, tol, max_iter, callback, verbose,
     kw = {"tol": tol, "max_iter": max_iter, "x0": x0, "callback": callback,
           "precond": M, "verbose": verbose, "vectors": ArrayVectors(xp), **_cg_context(A)}
     if refine_with is None:
-        X, n_iter = _cg(A, B2, **kw)
+        X, n_iter = _cg(A, B2, info=info, **kw)
     else:
         floor = 4 * (kw["eps"] or float(np.finfo(np.float32).eps))
         X, n_iter = _refined_cg(A, refine_with, B2, floor=floor, r0=r0, info=info, **kw)
@@ -234,7 +238,7 @@ def _as_matmat(A, name):
 
 
 def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float = 1e-4,
-                      max_iter=None, verbose: int = 0, xp=None):
+                      max_iter=None, verbose: int = 0, xp=None, info=None):
     """Solve ``A X = B`` and estimate ``log det A`` in one batched PCG run.
 
     Stochastic Lanczos quadrature with a preconditioner (the BBMM estimator
@@ -254,11 +258,14 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
     ``M`` are then callables on such arrays, ``M`` with ``sample(n_probes,
     random_state)`` and ``logdet()``; the CG coefficients and the Lanczos
     quadrature are computed on the host (a few numbers per iteration).
+
+    ``info``, a dict, receives :func:`conjugate_gradient`'s ``"converged"``
+    and ``"relative_residual"`` (over B's columns and the probes').
     """
     if xp is not None:
         return _solve_with_logdet_xp(A, B, M, xp, n_probes=_count(n_probes, "n_probes"),
                                      random_state=random_state, tol=tol,
-                                     max_iter=max_iter, verbose=verbose)
+                                     max_iter=max_iter, verbose=verbose, info=info)
     B = np.asarray(B, dtype=np.float64)
     B2 = B.reshape(B.shape[0], -1)
     Z = M.sample(_count(n_probes, "n_probes"), random_state)
@@ -266,7 +273,7 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
     record: list = []
     sol, n_iter = _cg(_as_matmat(A, "A"), rhs, tol=tol, max_iter=max_iter,
                       precond=_as_matmat(M, "M"), verbose=verbose, record=record,
-                      who="solve_with_logdet", **_cg_context(A))
+                      who="solve_with_logdet", info=info, **_cg_context(A))
     k = B2.shape[1]
     norms = np.einsum("ij,ij->j", Z, M @ Z)  # z^T P^{-1} z, the probes' start
     quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]
@@ -275,7 +282,7 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
 
 
 def _solve_with_logdet_xp(A, B, M, xp, *, n_probes, random_state, tol, max_iter,
-                          verbose):
+                          verbose, info=None):
     """:func:`solve_with_logdet` on ``B`` of the Array API namespace ``xp``."""
     B2 = xp.astype(xp.reshape(B, (B.shape[0], -1)), xp.float64)
     Z = M.sample(n_probes, random_state)
@@ -283,7 +290,8 @@ def _solve_with_logdet_xp(A, B, M, xp, *, n_probes, random_state, tol, max_iter,
     record: list = []
     sol, n_iter = _cg(A, xp.concat([B2, Z], axis=1), tol=tol, max_iter=max_iter,
                       precond=M, verbose=verbose, record=record,
-                      who="solve_with_logdet", vectors=vectors, **_cg_context(A))
+                      who="solve_with_logdet", vectors=vectors, info=info,
+                      **_cg_context(A))
     k = B2.shape[1]
     norms = vectors.dot(Z, M(Z))  # z^T P^{-1} z, the probes' start
     quad = [_lanczos_log_quadrature(record, k + i) for i in range(n_probes)]

@@ -115,7 +115,7 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
                        precond=None, verbose=0, record=None, eps=None,
                        who="conjugate_gradient", b_name="B",
                        shift_name="the diagonal shift of 'A'", warn=True,
-                       vectors=_NumpyVectors):
+                       vectors=_NumpyVectors, info=None):
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given as ``matvec``.
 
     Each column of ``b`` (shape (n, E)) runs its own (preconditioned) CG
@@ -139,7 +139,9 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
     to rounding (A singular there) stops, with the warning. ``who`` and
     ``b_name`` name the caller and its right-hand side in errors. ``warn=False``
     leaves the warning to the caller (:func:`refined_conjugate_gradient`
-    judges the accurate residual instead).
+    judges the accurate residual instead). ``info``, a dict, receives
+    ``"converged"`` (whether every column met ``tol``) and
+    ``"relative_residual"`` (the largest ``|r| / |b|``), warning or not.
 
     Returns ``(x, n_iter)``.
     """
@@ -189,7 +191,10 @@ def conjugate_gradient(matvec, b, *, tol=1e-6, max_iter=None, x0=None, callback=
                   flush=True)
         if callback is not None:
             callback(x)
-    if warn and not np.all(rnorm <= target):
+    converged = bool(np.all(rnorm <= target))
+    if info is not None:
+        info.update(converged=converged, relative_residual=float(np.max(rnorm / scale)))
+    if warn and not converged:
         why = ("; p^T A p was 0 to rounding: the operator is singular, or not "
                "positive definite, to working precision" if singular else "")
         _warn_not_converged(it, float(np.max(rnorm / scale)), tol, why, shift_name)
@@ -234,7 +239,9 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
     given, its accurate residual ``b - A x0`` (known to a caller that reuses a
     solution of a nearby system: it saves one accurate product); ``info``, a
     dict, receives ``"residual"`` (the last accurate residual, shape of ``b``)
-    and ``"exact_products"`` (how many ``exact_matvec`` calls ran); the other
+    and ``"exact_products"`` (how many ``exact_matvec`` calls ran), and
+    :func:`conjugate_gradient`'s ``"converged"`` and ``"relative_residual"``
+    (of the accurate residual); the other
     arguments are :func:`conjugate_gradient`'s.
 
     Returns ``(x, n_iter)``, ``n_iter`` counting the CG iterations of all sweeps.
@@ -278,14 +285,17 @@ def refined_conjugate_gradient(matvec, exact_matvec, b, *, tol=1e-6, max_iter=No
             # the cheap products stall: finish with the accurate ones
             x, k = conjugate_gradient(exact, b, x0=x, tol=tol,
                                       max_iter=max_iter - it, verbose=verbose,
-                                      callback=callback, **{**kw, "warn": True})
+                                      callback=callback, info=info,
+                                      **{**kw, "warn": True})
             if info is not None:  # the accurate CG's residual, recomputed
                 info.update(residual=b - exact(x), exact_products=exact.calls)
             return x, it + k
     if np.any(rel > tol):
         _warn_not_converged(it, float(np.max(rel)), tol, "", shift_name, stacklevel=3)
     if info is not None:
-        info.update(residual=r, exact_products=exact.calls)
+        info.update(residual=r, exact_products=exact.calls,
+                    converged=bool(np.all(rel <= tol)),
+                    relative_residual=float(np.max(rel)))
     return x, it
 
 

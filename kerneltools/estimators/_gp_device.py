@@ -49,7 +49,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..exceptions import NotPositiveDefiniteError
 from ..kernels import stationary_form
 from ..lazy import Pm, Vi, Vj
-from ..linalg import conjugate_gradient, robust_cholesky, solve_with_logdet
+from ..linalg import robust_cholesky
 from . import _gp_control as control
 from . import _gp_iterative as it
 from ._xp_kernels import _broadcast_sum
@@ -204,10 +204,21 @@ class DeviceGP(it.IterativeGP):
                                 sp, lambda m, p, seed: _probes(est, sp, n, m, p, seed))
 
     def solve(self, B):
-        """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device."""
-        est = self.est
-        return conjugate_gradient(self.A, B, M=self.M, tol=min(est.tol, 1e-6),
-                                  max_iter=est.max_iter, xp=self.sp.xp)
+        """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device
+        (escalating as the host's: :meth:`IterativeGP._cg_or_dense`)."""
+        return self._cg_or_dense(B, min(self.est.tol, 1e-6))
+
+    def _namespace(self):
+        return {"xp": self.sp.xp}
+
+    def _dense_solve(self, B):
+        """``A^{-1} B`` by a dense Cholesky factor built on the host (from
+        the scikit-learn kernel, as the host's), kept for later solves."""
+        sp = self.sp
+        if getattr(self, "_host_L", None) is None:
+            self._host_L = it.dense_cholesky(self.sk_kernel, sp.host(self.est._X_fit),
+                                             self.est._alpha)
+        return sp.put(scipy.linalg.cho_solve((self._host_L, True), sp.host(B)))
 
     def lml(self, eval_gradient, objective=False):
         """The host's :meth:`IterativeGP.lml`, with device vectors."""
@@ -225,13 +236,15 @@ class DeviceGP(it.IterativeGP):
             if objective:
                 warnings.simplefilter("ignore", ConvergenceWarning)
             try:
-                alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
-                    self.A, y, self.M, n_probes=est.n_probes, random_state=it._SEED,
-                    tol=est.tol, max_iter=max_iter, xp=xp)
+                result, escalated = self._logdet_solve(y, max_iter, objective,
+                                                       eval_gradient)
             except NotPositiveDefiniteError:
                 if not objective:
                     raise
                 return failed
+        if escalated:
+            return result
+        alpha, U, Z, logdet, self.n_iter = result
         if objective and self.n_iter >= max_iter:
             return failed
         lml = float(-0.5 * float(xp.sum(y * alpha)) - 0.5 * t * logdet
@@ -297,8 +310,7 @@ class DeviceGP(it.IterativeGP):
         for b0 in range(0, nq, it._BATCH):
             b1 = min(nq, b0 + it._BATCH)
             B = kernel_block(form, self.Xs, Xs[b0:b1, :], xp)
-            Sol = conjugate_gradient(self.A, B, M=self.M, xp=xp, max_iter=est.max_iter,
-                                     tol=min(est.tol, it.VARIANCE_TOL))[0]
+            Sol = self._cg_or_dense(B, min(est.tol, it.VARIANCE_TOL))[0]
             parts.append((form.c + white) - xp.sum(B * Sol, axis=0))
         return mean, parts[0] if len(parts) == 1 else xp.concat(parts), None
 

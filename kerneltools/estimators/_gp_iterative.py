@@ -63,6 +63,7 @@ from ..linalg import (
 )
 from . import _gp_control as control
 from ._array_api import HOST
+from ._cg_escalation import solve_or_escalate
 from ._krr_device import rows
 
 _SEED = 0
@@ -231,9 +232,76 @@ class IterativeGP:
     @_one_blas_thread
     def solve(self, B):
         """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``."""
+        return self._cg_or_dense(B, min(self.est.tol, 1e-6))
+
+    def _cg_or_dense(self, B, tol):
+        """``(A^{-1} B, iterations)`` by preconditioned CG to ``tol``, or,
+        where CG stops at ``max_iter`` short of it, by a dense float64
+        Cholesky factor of ``A`` (n <= ``DENSE_SOLVE_MAX``, kept for later
+        solves), else :class:`~kerneltools.exceptions.ConvergenceError`
+        (:mod:`._cg_escalation`)."""
         est = self.est
-        return conjugate_gradient(self.A, B, M=self.M, tol=min(est.tol, 1e-6),
-                                  max_iter=est.max_iter)
+        n = est._X_fit.shape[0]
+
+        def dense():  # iterations: CG's, all spent
+            return self._dense_solve(B), est.max_iter
+
+        return solve_or_escalate(lambda info: self._cg(B, tol, info), dense, size=n,
+                                 tol=tol, max_iter=est.max_iter,
+                                 **self._escalation())[0]
+
+    def _escalation(self):
+        """The arguments of :func:`._cg_escalation.solve_or_escalate` that
+        name the estimator and its fixes."""
+        est = self.est
+        alpha = f"it is {est.alpha!r}; " if np.ndim(est.alpha) == 0 else ""
+        return {"who": "GaussianProcessRegressor(solver='iterative')",
+                "verbose": est.verbose,
+                "fixes": f"Raise 'max_iter' (it is {est.max_iter}), raise 'alpha' "
+                         f"({alpha}more noise conditions K + alpha I better), loosen "
+                         f"'tol' (it is {est.tol!r}), or use solver='cholesky' (a "
+                         f"dense solve, n x n memory)."}
+
+    def _logdet_solve(self, y, max_iter, objective, eval_gradient):
+        """``(result, escalated)``: :func:`~kerneltools.linalg.solve_with_logdet`'s
+        result and False; outside the optimizer's calls (``objective``, which
+        judge CG themselves), where its CG stops at ``max_iter`` short of
+        ``tol``, the exact log marginal likelihood (and gradient) from a dense
+        Cholesky factor and True for n <= ``DENSE_SOLVE_MAX``, else
+        :class:`~kerneltools.exceptions.ConvergenceError`."""
+        est = self.est
+
+        def run(info):
+            return solve_with_logdet(self.A, y, self.M, n_probes=est.n_probes,
+                                     random_state=_SEED, tol=est.tol, max_iter=max_iter,
+                                     info=info, **self._namespace())
+
+        if objective:
+            return run(None), False
+
+        def exact():
+            self.n_iter = max_iter
+            return est._exact_lml(self.sk_kernel, eval_gradient)
+
+        result, info = solve_or_escalate(run, exact, size=est._X_fit.shape[0],
+                                         tol=est.tol, max_iter=max_iter,
+                                         **self._escalation())
+        return result, info["escalated"]
+
+    def _namespace(self):
+        """The ``xp`` argument of the CG primitives: none on the host."""
+        return {}
+
+    def _cg(self, B, tol, info):
+        """CG's ``(A^{-1} B, iterations)`` to ``tol``; ``info`` as
+        :func:`~kerneltools.linalg.conjugate_gradient`'s."""
+        return conjugate_gradient(self.A, B, M=self.M, tol=tol,
+                                  max_iter=self.est.max_iter, info=info,
+                                  **self._namespace())
+
+    def _dense_solve(self, B):
+        """``A^{-1} B`` by the dense Cholesky factor (:meth:`_cholesky`)."""
+        return scipy.linalg.cho_solve((self._cholesky(), True), B, check_finite=False)
 
     @_one_blas_thread
     def lml(self, eval_gradient, objective=False):
@@ -256,13 +324,15 @@ class IterativeGP:
             if objective:
                 warnings.simplefilter("ignore", ConvergenceWarning)
             try:
-                alpha, U, Z, logdet, self.n_iter = solve_with_logdet(
-                    self.A, y, self.M, n_probes=est.n_probes, random_state=_SEED,
-                    tol=est.tol, max_iter=max_iter)
+                result, escalated = self._logdet_solve(y, max_iter, objective,
+                                                       eval_gradient)
             except NotPositiveDefiniteError:
                 if not objective:
                     raise
                 return failed  # as the exact path's failed Cholesky
+        if escalated:
+            return result
+        alpha, U, Z, logdet, self.n_iter = result
         if objective and self.n_iter >= max_iter:
             return failed
         lml = float(-0.5 * np.einsum("ik,ik->", y, alpha) - 0.5 * t * logdet
@@ -411,5 +481,4 @@ class IterativeGP:
 
     def _variance_solve(self, B):
         """``A^{-1} B`` to :data:`VARIANCE_TOL` (see there)."""
-        return conjugate_gradient(self.A, B, M=self.M, tol=min(self.est.tol, VARIANCE_TOL),
-                                  max_iter=self.est.max_iter)[0]
+        return self._cg_or_dense(B, min(self.est.tol, VARIANCE_TOL))[0]

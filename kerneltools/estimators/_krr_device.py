@@ -26,6 +26,7 @@ import scipy.linalg
 
 from ..lazy import Vi
 from ..linalg import conjugate_gradient, robust_cholesky, select_landmarks
+from ._cg_escalation import solve_or_escalate
 from ._xp_kernels import DEVICE_KERNELS, kernel_block
 
 __all__ = ["DEVICE_KERNELS", "kernel_params", "rows", "solve_cg"]
@@ -144,8 +145,8 @@ def solve_cg(est, kernel, X, Y, groups, w, sp, backend, precisions):
                   f"{time.perf_counter() - start:.2f} s; products in {A.dtype}"
                   + ("" if exact is None else ", refined in float64"), flush=True)
         b = sp.astype(sp.take(Yk, cols, axis=1), np.float64)
-        sol, n_iter = conjugate_gradient(A, b, M=M, refine_with=refine, xp=xp,
-                                         **est._iterative_args())
+        sol, n_iter = _cg_or_dense(est, kernel, Xk, (A, M, refine), b, a,
+                                   None if w is None else w[keep], sp)
         parts.append(sol)
         order.extend(int(c) for c in cols)
         n_iters.append(n_iter)
@@ -158,3 +159,22 @@ def solve_cg(est, kernel, X, Y, groups, w, sp, backend, precisions):
         C = sp.put(full)
     return C, max(n_iters)
 
+
+def _cg_or_dense(est, kernel, Xk, ops, b, a, wk, sp):
+    """``(solution, iterations)`` of ``(K + a W^-1) c = b`` on the device by
+    CG with ``ops = (A, M, refine)``, or, where CG stops at ``max_iter``
+    short of ``tol``, by the host's dense float64 solve (n <=
+    ``DENSE_SOLVE_MAX``; else ConvergenceError): :mod:`._cg_escalation`."""
+    A, M, refine = ops
+    args = est._iterative_args()
+
+    def cg(info):
+        return conjugate_gradient(A, b, M=M, refine_with=refine, xp=sp.xp, info=info,
+                                  **args)
+
+    def dense():  # iterations: CG's, all spent
+        C = est._dense_solve(kernel, sp.host(Xk), sp.host(b), a, wk)
+        return sp.put(C), args["max_iter"]
+
+    return solve_or_escalate(cg, dense, size=Xk.shape[0], verbose=est.verbose,
+                             **est._escalation_args("cg"))[0]

@@ -4,7 +4,10 @@ own, with its device half in :mod:`._krr_device`).
 :func:`solve_dense` is scikit-learn's Cholesky path; :func:`solve_falkon`
 restricts the model to landmarks (Falkon), on the host, on Dask rows or on a
 device (``sp``, a :class:`~._array_api.Space`): its n-sized arrays stay where
-X is, its CG runs on the ``m``-vectors, on the host.
+X is, its CG runs on the ``m``-vectors, on the host. Where that CG stops at
+``max_iter`` short of ``tol``, :func:`_dense_falkon` solves the same
+least-squares problem densely for ``m <= DENSE_SOLVE_MAX``, else the fit
+raises ConvergenceError (:mod:`._cg_escalation`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from ..dask import Rows, is_dask_array, to_numpy
 from ..linalg import conjugate_gradient, robust_cholesky, select_landmarks
 from . import _krr_device as _device
 from ._array_api import HOST
+from ._cg_escalation import solve_or_escalate
+
+#: Entries per block of Falkon's dense escalation (32 MB of float64).
+_DENSE_BLOCK = 1 << 22
 
 __all__ = ["alpha_groups", "np_dtype", "solve_dense", "solve_falkon"]
 
@@ -51,10 +58,46 @@ def solve_falkon(est, kernel, X, Y, alpha, w, sp=HOST, backend=None):
     for cols, a in alpha_groups(alpha, Y.shape[1]):
         Yc = sp.astype(sp.take(Y, cols, axis=1), np.float64)
         rhs = _rsum(Knm, wv[:, None] * Yc, backend, sp) / n
-        beta[:, cols], n_iter = _falkon_solve(Knm, T, wv, a / n, rhs, backend,
-                                              est._iterative_args(), sp)
+
+        def cg(info, a=a, rhs=rhs):
+            return _falkon_solve(Knm, T, wv, a / n, rhs, backend,
+                                 {**est._iterative_args(), "info": info}, sp)
+
+        def dense(a=a, Yc=Yc):  # iterations: CG's, all spent
+            return (_dense_falkon(kernel, X, Z, w, T, a, Yc, sp),
+                    est._iterative_args()["max_iter"])
+
+        (beta[:, cols], n_iter), _ = solve_or_escalate(
+            cg, dense, size=m, verbose=est.verbose, method="QR, float64",
+            **est._escalation_args("falkon"))
         n_iters.append(n_iter)
     return sp.astype(Z, np_dtype(sp, X)), sp.put(beta), max(n_iters)
+
+
+def _dense_falkon(kernel, X, Z, w, T, alpha, Y, sp=HOST):
+    """Falkon's coefficients solved densely in float64 (its escalation, see
+    :mod:`._cg_escalation`): the minimiser of ``|y - K_nm b|_W^2 + alpha b^T
+    T^T T b`` (``T^T T = K_mm``, as CG's), by a QR factorisation of the
+    stacked least-squares system ``[sqrt(alpha) T; sqrt(W) K_nm] b = [0;
+    sqrt(W) y]`` updated block of rows by block of rows (``K(X[rows], Z)``
+    from the kernel's dense evaluation, 32 MB at a time; ``m^2`` memory,
+    ``2 n m^2`` operations). No normal equations: their condition number is
+    the square of K_nm's, and with clustered landmarks they lost two of CG's
+    digits to rounding."""
+    n, m, t = X.shape[0], len(T), Y.shape[1]
+    Zh = np.asarray(sp.host(Z) if not is_dask_array(X) else to_numpy(Z), np.float64)
+    # the triangle R and Q^T [0; sqrt(W) y] in the last t columns: QR of [M | rhs]
+    R = np.hstack([np.sqrt(alpha) * T, np.zeros((m, t))])
+    step = max(1, _DENSE_BLOCK // m)
+    for r0 in range(0, n, step):
+        Xb = X[r0 : r0 + step]
+        Xb = to_numpy(Xb) if is_dask_array(Xb) else sp.host(Xb)
+        Yb = sp.host(Y[r0 : r0 + step])
+        sw = np.ones(len(Xb)) if w is None else np.sqrt(np.asarray(w)[r0 : r0 + step])
+        block = sw[:, None] * np.hstack([kernel(np.asarray(Xb, np.float64), Zh), Yb])
+        R = scipy.linalg.qr(np.vstack([R, block]), mode="r", overwrite_a=True,
+                            check_finite=False)[0][: m]
+    return scipy.linalg.solve_triangular(R[:, :m], R[:, m:], check_finite=False)
 
 
 def np_dtype(sp, X):

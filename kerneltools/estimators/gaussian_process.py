@@ -121,6 +121,9 @@ class GaussianProcessRegressor(GPPlacement, DeviceScore, HyperparameterFit,
         the solve for ``alpha_`` goes to ``min(tol, 1e-6)``, the predictive
         variances' to ``min(tol, 1e-5)`` (see ``solver``).
     max_iter : int, default=1000
+        CG's cap. A solve that reaches it short of ``tol`` (outside the
+        optimizer's steps) is redone by a dense Cholesky for n <= 5,000, else
+        raises ConvergenceError (:mod:`kerneltools.estimators._cg_escalation`).
     n_pretrain : int, "auto" or None, default="auto"
         Iterative solver with an optimizer: first fit the hyperparameters on
         a random subset of ``n_pretrain`` training points (by the same rule,

@@ -31,6 +31,7 @@ from ._array_api import (
     placement,
     validate_on_device,
 )
+from ._cg_escalation import solve_or_escalate
 from ._fallback import FallbackMixin, gp_kernel_object, is_sparse, kernel_refusal
 from ._krr_solvers import alpha_groups, np_dtype, solve_dense, solve_falkon
 from ._param_validation import Interval, StrOptions, validate_params
@@ -103,7 +104,14 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         exact test R^2 on the smooth problems we measured, in half the
         iterations.
     max_iter : int, optional
-        Iteration cap of the iterative solvers (default: 1,000).
+        Iteration cap of the iterative solvers (default: 1,000). Where CG
+        reaches it short of ``tol``, the system (``n`` points for "cg", the
+        ``n_components`` landmarks for "falkon") is solved densely in float64
+        with the same ``alpha`` and weights when it has at most
+        ``DENSE_SOLVE_MAX`` (5,000) unknowns (``verbose`` says so; see
+        :mod:`kerneltools.estimators._cg_escalation`), else
+        :class:`~kerneltools.exceptions.ConvergenceError` is raised: never CG's
+        last iterate with only a warning.
     landmarks : {"uniform", "rpcholesky"}, default="uniform"
         How the landmarks are drawn.
     random_state : int, Generator or None
@@ -366,6 +374,19 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         max_iter = 1000 if self.max_iter is None else self.max_iter
         return {"tol": self.tol, "max_iter": max_iter, "verbose": self.verbose}
 
+    def _escalation_args(self, solver):
+        """The arguments of :func:`._cg_escalation.solve_or_escalate` that
+        name this estimator and its fixes."""
+        args = self._iterative_args()
+        other = "'falkon'" if solver == "cg" else "'cg'"
+        return {"who": f"KernelRidge(solver={solver!r})", "tol": args["tol"],
+                "max_iter": args["max_iter"],
+                "fixes": f"Raise 'max_iter' (it is {args['max_iter']}), raise 'alpha' "
+                         f"(it is {self.alpha!r}; a larger one conditions the system "
+                         f"better), loosen 'tol' (it is {self.tol!r}), or use "
+                         f"solver='cholesky' (a dense solve, n x n memory) or "
+                         f"solver={other}."}
+
     def _solve_cg(self, kernel, X, Y, alpha, w, backend):
         # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
         # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
@@ -402,9 +423,9 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
                       + ("" if exact is None else ", refined in float64"), flush=True)
             b = Y[keep][:, cols].astype(np.float64)
             x0, r0 = _warm.warm_start(entry, (y_key, tuple(cols)), a, b)
-            info = {}
-            sol, n_iter = conjugate_gradient(A, b, M=M, x0=x0, r0=r0, info=info,
-                                             refine_with=refine, **self._iterative_args())
+            wk = None if w is None else w[keep]
+            sol, n_iter, info = self._cg_or_dense(kernel, Xk, (A, M, refine), b, a, wk,
+                                                  x0, r0)
             if key is not None:
                 R = info.get("residual")
                 R = b - (A if refine is None else refine) @ sol if R is None else R
@@ -414,6 +435,38 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         _warm.store(key, entry)
         self.n_iter_ = max(n_iters)
         return C
+
+    def _cg_or_dense(self, kernel, Xk, ops, b, a, wk, x0, r0):
+        """``(solution, iterations, info)`` of ``(K + a W^-1) c = b`` on the
+        kept rows ``Xk`` (weights ``wk``) by CG with ``ops = (A, M, refine)``,
+        or, where CG stops at ``max_iter`` short of ``tol``, by a dense
+        float64 Cholesky solve for ``len(Xk) <= DENSE_SOLVE_MAX`` (else
+        :class:`~kerneltools.exceptions.ConvergenceError`; see
+        :mod:`._cg_escalation`). ``info``: CG's, without its ``"residual"``
+        after a dense solve."""
+        A, M, refine = ops
+        args = self._iterative_args()
+
+        def cg(info):
+            return conjugate_gradient(A, b, M=M, x0=x0, r0=r0, info=info,
+                                      refine_with=refine, **args)
+
+        def dense():  # iterations: CG's, all spent
+            return self._dense_solve(kernel, to_numpy(Xk), b, a, wk), args["max_iter"]
+
+        (sol, n_iter), info = solve_or_escalate(cg, dense, size=len(Xk),
+                                                verbose=self.verbose,
+                                                **self._escalation_args("cg"))
+        if info["escalated"]:
+            info.pop("residual", None)
+        return sol, n_iter, info
+
+    @staticmethod
+    def _dense_solve(kernel, Xk, b, a, wk):
+        """``(K + a W^-1) c = b`` on the host rows ``Xk`` by a float64
+        Cholesky (the "cholesky" solver's): CG's escalation, host or device."""
+        K = kernel(np.asarray(Xk, dtype=np.float64))
+        return solve_dense(K, np.asarray(b, dtype=np.float64), np.array([a]), wk)
 
     def _preconditioner(self, entry, kernel, Xk, shift, reuse, backend):
         """The Nystroem preconditioner on ``entry``'s landmarks: a stored one
