@@ -17,7 +17,27 @@ from ._symbolic import bindings_of, symbols_of
 __all__ = ["DeferredReduction", "DeferredSolve"]
 
 
-class DeferredReduction:
+class _Deferred:
+    """What deferred reductions and solves share: their symbolic indices
+    (``self.symbols``) and pykeops' ``callfun``."""
+
+    symbols: dict
+
+    @property
+    def n_args(self) -> int:
+        """How many positional arrays a call takes (highest symbolic index + 1)."""
+        return max(self.symbols) + 1 if self.symbols else 0
+
+    @property
+    def callfun(self):
+        """The routine a call runs (pykeops' attribute, which its examples
+        print): pykeops' compiled ``Genred`` or ``KernelSolve``, called with
+        every variable of the formula; here this object itself, called as it
+        is (one array per symbolic index)."""
+        return self
+
+
+class DeferredReduction(_Deferred):
     """A reduction of a LazyTensor, run when called; see the module docstring.
 
     Parameters are those of ``LazyTensor._reduce``: the formula ``t``, the
@@ -36,19 +56,6 @@ class DeferredReduction:
                          for k, n in sorted(self.symbols.items()))
         return (f"DeferredReduction({self.name} over {over} of {self.t!r}"
                 + (f"; symbolic variables {{{syms}}}" if syms else "") + ")")
-
-    @property
-    def n_args(self) -> int:
-        """How many positional arrays a call takes (highest symbolic index + 1)."""
-        return max(self.symbols) + 1 if self.symbols else 0
-
-    @property
-    def callfun(self):
-        """The routine a call runs (pykeops' attribute, which its examples
-        print): pykeops' compiled ``Genred``, called with every variable of
-        the formula; here this object itself, called as it is (one array
-        per symbolic index)."""
-        return self
 
     def __call__(self, *args, **kwargs):
         """Run the reduction, the k-th array bound to the symbolic variable of
@@ -70,7 +77,7 @@ class DeferredReduction:
                          **options)
 
 
-class DeferredSolve:
+class DeferredSolve(_Deferred):
     """``K.solve(b, ..., call=False)``, or a solve whose formula or right-hand
     side has symbolic variables: calling it with one array per symbolic
     index (pykeops' rule; none when there is none) binds them and solves.
@@ -100,19 +107,6 @@ class DeferredSolve:
     def __repr__(self) -> str:
         return (f"DeferredSolve(solve of {self.t!r}; "
                 f"{self.n_args} positional array(s) by symbolic index)")
-
-    @property
-    def n_args(self) -> int:
-        """How many positional arrays a call takes (highest symbolic index + 1)."""
-        return max(self.symbols) + 1 if self.symbols else 0
-
-    @property
-    def callfun(self):
-        """The routine a call runs (pykeops' attribute, which its examples
-        print): pykeops' compiled ``KernelSolve``, called with every variable of
-        the formula; here this object itself, called as it is (one array
-        per symbolic index)."""
-        return self
 
     def __call__(self, *args, **kwargs):
         """Solve, the k-th array bound to the symbolic variable of index k;

@@ -98,14 +98,20 @@ def test_krr_cg_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
     X, y = _problem()
     model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="cg",
                         max_iter=MAX_ITER, n_components=5, backend=backend)
+    _assert_refused(model, X, y, (
+        "KernelRidge(solver='cg')", "relative residual", "max_iter=3", "'max_iter'",
+        "'alpha'", "'tol'", "solver='cholesky'", "solver='falkon'", "200", "100"))
+
+
+def _assert_refused(model, X, y, parts):
+    """``model.fit`` raises ConvergenceError (never a ConvergenceWarning)
+    whose message holds each of ``parts``."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         with pytest.raises(ConvergenceError) as err:
             model.fit(X, y)
     message = str(err.value)
-    for part in ("KernelRidge(solver='cg')", "relative residual", "max_iter=3",
-                 "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'",
-                 "solver='falkon'", "200", "100"):
+    for part in parts:
         assert part in message, (part, message)
 
 
@@ -141,14 +147,9 @@ def test_falkon_short_of_tol_above_the_dense_limit_raises(backend, monkeypatch):
     X, y = _problem()
     model = KernelRidge(alpha=ALPHA, kernel="rbf", gamma=GAMMA, solver="falkon",
                         max_iter=MAX_ITER, n_components=40, backend=backend)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        with pytest.raises(ConvergenceError) as err:
-            model.fit(X, y)
-    message = str(err.value)
-    for part in ("KernelRidge(solver='falkon')", "relative residual", "'max_iter'",
-                 "'alpha'", "'tol'", "solver='cholesky'", "solver='cg'", "40"):
-        assert part in message, (part, message)
+    _assert_refused(model, X, y, (
+        "KernelRidge(solver='falkon')", "relative residual", "'max_iter'", "'alpha'",
+        "'tol'", "solver='cholesky'", "solver='cg'", "40"))
 
 
 # -- GaussianProcessRegressor(solver="iterative") ---------------------------
@@ -227,14 +228,9 @@ def test_gp_iterative_short_of_tol_above_the_dense_limit_raises(backend, monkeyp
     monkeypatch.setattr(_cg_escalation, "DENSE_SOLVE_MAX", 100)
     X, y = _problem()
     gp = _gp(backend, MAX_ITER)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        with pytest.raises(ConvergenceError) as err:
-            gp.fit(X, y)
-    message = str(err.value)
-    for part in ("GaussianProcessRegressor(solver='iterative')", "relative residual",
-                 "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'", "200"):
-        assert part in message, (part, message)
+    _assert_refused(gp, X, y, (
+        "GaussianProcessRegressor(solver='iterative')", "relative residual",
+        "'max_iter'", "'alpha'", "'tol'", "solver='cholesky'", "200"))
 
 
 def test_krr_float32_refined_cg_short_of_tol_solves_densely_in_float64():
