@@ -201,7 +201,7 @@ def sweep(n, repeat):
     """Launch-shape variants of the generated kernels, at N = M = n."""
     import cupy
 
-    from kerneltools.backend import _cuda_backend as cb
+    from kerneltools.backend.cuda import _backend as cb
 
     rng = np.random.default_rng(0)
     x = cupy.asarray(rng.random((n, 3), dtype=np.float32))

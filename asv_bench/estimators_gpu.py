@@ -12,7 +12,7 @@ landmarks, 1000 by default) and each path:
   its size after the run is the most it held, the uploaded data included),
   and the time in host-device copies inside the estimator, from CUDA events
   around every copy of the device path (``Space.host`` / ``Space.put`` of
-  ``kerneltools.estimators._array_api``: landmark-sized arrays), as a share
+  ``kerneltools._utils._array_api``: landmark-sized arrays), as a share
   of the wall time (target: under 5%);
 * ``cpu``: the same calls on NumPy arrays with ``backend="cpu"`` (our C
   backend), at the sizes up to ``--cpu-max`` (10^5 by default: at 10^6 a
@@ -211,7 +211,7 @@ class _CopyClock:
         import cupy
 
         from kerneltools.backend import _cg
-        from kerneltools.estimators import _array_api
+        from kerneltools._utils import _array_api
 
         self.cupy, self.space, self.seconds, self.count = cupy, _array_api.Space, 0.0, 0
         self.depth = 0

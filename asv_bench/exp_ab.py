@@ -89,7 +89,7 @@ def ulp_errors(header: str, n: int = 2_000_000, harness: str = _HARNESS,
                dense: bool = False) -> list[float]:
     """Max error in ulp over each of RANGES (normal results only): ``n``
     uniform random points, or (``dense``) ``n`` evenly spaced ones."""
-    from kerneltools.backend._compiler import find_compiler
+    from kerneltools.backend.cpu._compiler import find_compiler
 
     comp = find_compiler()
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,7 +118,7 @@ def ab(headers: dict, tasks, n: int, rounds: int, near=None, fold=None) -> None:
     (``near``: {name: whether the expanded squared distance of _cpu_near is
     used}, default both; ``fold``: {name: _cpu_near.FOLD}, default as set)."""
     from benchmarks import reductions as R
-    from kerneltools.backend import _cpu_backend, _cpu_codegen, _cpu_near
+    from kerneltools.backend.cpu import _backend as _cpu_backend, _codegen as _cpu_codegen, _near as _cpu_near
 
     near_rows = _cpu_codegen.near_rows
 
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=8, help="calls per kernel (default 8)")
     p.add_argument("--ulp", action="store_true", help="also the max ulp errors")
     args = p.parse_args(argv)
-    from kerneltools.backend import _cpu_codegen
+    from kerneltools.backend.cpu import _codegen as _cpu_codegen
 
     current = _cpu_codegen._KT_EXP_H
     if args.near or args.fold:

@@ -169,7 +169,7 @@ def _exact_lml(model, X, y):
     import numpy as np
     import scipy.linalg
 
-    from kerneltools.estimators._gp_iterative import dense_cholesky
+    from kerneltools.estimators.gaussian_process._iterative import dense_cholesky
 
     L = dense_cholesky(model.kernel_, X, model.alpha)
     a = scipy.linalg.cho_solve((L, True), y, check_finite=False)

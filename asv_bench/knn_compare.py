@@ -80,7 +80,7 @@ DATA = ("uniform", "clustered")
 
 def kerneltools_knn(X, Y, k, fallback_rows: list):
     """kerneltools' fit + query; appends the rows that fell back per call."""
-    from kerneltools.estimators import _neighbors_search as M
+    from kerneltools.estimators.neighbors.search import _formula as M
 
     run, original = B.kerneltools_knn(X, Y, k, backend="cpu"), M.ExpandedSearch.fallback
 
@@ -101,7 +101,7 @@ def kerneltools_knn(X, Y, k, fallback_rows: list):
 
 def kerneltools_engine_knn(X, Y, k):
     """kerneltools' fit + query with the tiled and C-selection routes off."""
-    from kerneltools.estimators import _neighbors_cells, _neighbors_gemm
+    from kerneltools.estimators.neighbors.search import _cells as _neighbors_cells, _gemm as _neighbors_gemm
 
     run = B.kerneltools_knn(X, Y, k, backend="cpu")
 

@@ -66,8 +66,8 @@ def residual(X, model) -> float:
 def count_products():
     """Count kerneltools' kernel products (calls, columns) in this process:
     those of kernel operators and of the diagonal-free spectral affinity."""
-    from kerneltools._eigen_operators import OffDiagonalKernel
-    from kerneltools._operators import KernelOperator
+    from kerneltools.linalg._spectral_operators import OffDiagonalKernel
+    from kerneltools.linalg._operators import KernelOperator
 
     tally = {"products": 0, "columns": 0}
     for cls in (KernelOperator, OffDiagonalKernel):

@@ -370,7 +370,7 @@ def case_mmd_extrapolate(args, rows):
     process's own float32 GEMM rate measured just before; then extrapolated
     to the whole pass (the N^2 / 2 pairs of the symmetric K). For sizes no
     full run fits on a shared machine in a session."""
-    from kerneltools import _kernel_blocks as kb
+    from kerneltools.stats import _blocks as kb
     from kerneltools.stats import median_bandwidth
 
     n = int(args.mmd_n.split(",")[0])

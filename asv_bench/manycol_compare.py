@@ -6,7 +6,7 @@ dimension D, for each (D, dtype, E): the median seconds (wall and process
 CPU) of ``--repeats`` warm calls and the first call (compilation included,
 on this script's own empty kernel cache) of
 
-- ``after``: this tree (the GEMM form of :mod:`kerneltools.backend._cpu_gemm`);
+- ``after``: this tree (the GEMM form of :mod:`kerneltools.backend.cpu._gemm`);
 - ``before``: with ``--base DIR``, kerneltools from another source tree
   (e.g. ``git archive 906a0cb | tar -x -C DIR``), run in a child process with
   its own cache; without it, this tree with the switch
@@ -82,7 +82,7 @@ def _time(fn, repeats, budget):
 def run_cases(system, cases, repeats, budget):
     """[(first, wall, cpu, out checksum)] of ``system`` on each case."""
     if system == "before":
-        from kerneltools.backend import _cpu_gemm
+        from kerneltools.backend.cpu import _gemm as _cpu_gemm
         _cpu_gemm.MANY_COLUMNS = False
     res = []
     for d, dtype, e, n in cases:

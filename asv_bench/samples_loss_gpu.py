@@ -77,7 +77,7 @@ class _HostCopies:
     def __init__(self, d, gpu):
         import torch
 
-        from kerneltools.estimators._array_api import Space
+        from kerneltools._utils._array_api import Space
 
         self.d, self.count, self.saved = d, 0, [(Space, "host")]
         if gpu:
@@ -124,7 +124,7 @@ def check_rows(n, gpu) -> list[dict]:
                 else:
                     import array_api_strict as xps
 
-                    from kerneltools._samples_loss_device import simulated_cuda_tensors
+                    from kerneltools.torch._samples_loss._device import simulated_cuda_tensors
 
                     dev_args = args
                     where = simulated_cuda_tensors(xps, xps.Device("device1"))

@@ -5,7 +5,7 @@ float32, N = M = ``--n`` (10^5), D = 64 and 256, B with 1 and 64 columns,
 data resident on the GPU (CuPy arrays; torch CUDA tensors for pykeops).
 Systems: kerneltools' CUDA backend with its generic (SIMT) kernel, the same
 with ``KERNELTOOLS_CUDA_TENSOR_CORES=1`` (the 3xTF32 mma kernel of
-``kerneltools/backend/_cuda_tcore.py``), pykeops where it imports. Times:
+``kerneltools/backend/cuda/_tcore.py``), pykeops where it imports. Times:
 medians of ``--repeat`` synchronised calls after a warm-up call (which
 compiles). Accuracy: the largest relative error of the sums (B >= 0, so
 every sum is positive) on the first ``--check-rows`` rows against float64

@@ -14,7 +14,7 @@ scikit-learn's).
 from .config import config_context, get_config, set_config
 from ._info import info
 from ._version import __version__
-from .backend._cache import cache_dir, clear_cache
+from .backend.cpu._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import ComplexLazyTensor, LazyTensor, Pm, Vi, Vj, maximum, minimum
 

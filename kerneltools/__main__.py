@@ -27,7 +27,7 @@ def main(argv=None) -> int:
 
         info()
     else:
-        from .backend._cache import cache_dir, clear_cache
+        from .backend.cpu._cache import cache_dir, clear_cache
 
         try:
             clear_cache()

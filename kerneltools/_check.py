@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .backend._autodiff import grad
-from .backend._cuda_codegen import generate_cuda_source, ranges_unsupported
-from .backend._cuda_tcore import generate_tcore_source
+from .backend.cuda._codegen import generate_cuda_source, ranges_unsupported
+from .backend.cuda._tcore import generate_tcore_source
 from .backend._ir import topo_order, var
-from .backend._nvrtc import log_warnings, numbered, nvrtc, nvrtc_compile
+from .backend.cuda._nvrtc import log_warnings, numbered, nvrtc, nvrtc_compile
 from .backend._ops import OPS, make, sqdist
 from .backend._plan import make_plan
 from .backend.reductions import REDUCTIONS

@@ -7,14 +7,14 @@ import platform
 import numpy as np
 
 from ._version import __version__
-from .backend._cache import cache_dir, cache_size, storage_problem
+from .backend.cpu._cache import cache_dir, cache_size, storage_problem
 from .backend._dispatch import backend_status, resolve_backend
 
 
 def _compiler() -> tuple[bool, str]:
     """(whether a C compiler is usable, the report's line about it)."""
     try:
-        from .backend._compiler import find_compiler
+        from .backend.cpu._compiler import find_compiler
     except ImportError:
         return True, "not needed by this version"
     comp = find_compiler()

@@ -425,7 +425,7 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
     >>> d, i, indptr
     (array([0.25, 1.  ]), array([0, 1]), array([0, 1, 2]))
     """
-    from .backend import _radius
+    from .backend.cpu import _radius
     from .backend._dispatch import check_backend_name
     from .backend._errors import KernelStoreError
 

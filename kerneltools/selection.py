@@ -36,7 +36,7 @@ import numbers
 
 import numpy as np
 
-from .backend import _cpu_select as _sel
+from .backend.cpu import _select as _sel
 from .config import check_backend
 from .exceptions import BackendUnavailableError
 

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import settings
 
-import kerneltools  # noqa: F401  (importing the package registers its backends)
-from kerneltools.backend._dispatch import BACKENDS
+# The tests' helper modules (``_helpers``, ``_reference``, ...) live in
+# tests/_support/, the one test folder on ``sys.path``: the suite runs in
+# pytest's importlib mode, so that tests/torch/ and tests/ot/ never stand for
+# the ``torch`` and ``ot`` (POT) packages.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_support"))
+
+import kerneltools  # noqa: E402,F401  (importing the package registers its backends)
+from kerneltools.backend._dispatch import BACKENDS  # noqa: E402
 
 # No per-example deadline: the first call of a compiled backend includes the
 # compilation. `pytest --hypothesis-profile=ci` gives derandomised runs.

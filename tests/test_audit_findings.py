@@ -124,7 +124,7 @@ def test_krr_warm_start_entry_is_safe_under_concurrent_fits(monkeypatch):
     import threading
     import time
 
-    from kerneltools.estimators import _krr_warm
+    from kerneltools.estimators.kernel_ridge import _warm as _krr_warm
 
     monkeypatch.setattr(_krr_warm, "MAX_SOLUTIONS", 200)  # longer iterations
     entry, key = {}, ("audit-findings", "thread-safety")
@@ -165,7 +165,7 @@ def test_wide_translation_applies_only_to_formulas_of_differences():
     formulas read them as differences of two of them (squared distances,
     their gradients); any other read (a dot product or a norm of its own, a
     difference with a parameter) keeps the points as they are."""
-    from kerneltools.backend._cpu_codegen import centring_args
+    from kerneltools.backend.cpu._codegen import centring_args
 
     x, y, b, _ = _far_points(np.float64, offset=0.0)
     xi, yj, bj = kt.Vi(x), kt.Vj(y), kt.Vj(b)

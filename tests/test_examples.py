@@ -90,7 +90,7 @@ def check_custom_formula(out: str) -> None:
 
 
 def check_accel_kernel_ridge(out: str) -> None:
-    # plain scikit-learn here; tests/test_accel.py runs it under kerneltools.accel
+    # plain scikit-learn here; tests/accel/test_accel.py runs it under kerneltools.accel
     assert "estimator: sklearn.kernel_ridge.KernelRidge" in out
     check_kernel_ridge(out)
 

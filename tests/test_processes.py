@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import kerneltools as kt
-from kerneltools.backend import _cpu_backend, _progress
-from kerneltools.backend._compiler import find_compiler
+from kerneltools.backend.cpu import _backend as _cpu_backend
+from kerneltools.backend import _progress
+from kerneltools.backend.cpu._compiler import find_compiler
 
 pytestmark = pytest.mark.skipif(
     not find_compiler().ok or sys.platform != "linux",
@@ -131,7 +132,7 @@ def test_ctrl_c_stops_a_long_reduction_within_a_second(tmp_path):
     after = _python("""
         import numpy as np
         import kerneltools as kt
-        from kerneltools.backend import _cpu_backend
+        from kerneltools.backend.cpu import _backend as _cpu_backend
         x = np.random.default_rng(1).random((100, 3)).astype(np.float32)
         a = (-kt.Vi(x).sqdist(kt.Vj(x)) * 0.5).exp() @ np.ones((100, 1), np.float32)
         ref = np.exp(-0.5 * ((x[:, None].astype(float) - x[None]) ** 2).sum(-1)).sum(1)

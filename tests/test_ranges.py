@@ -216,7 +216,7 @@ def test_malformed_descriptions_raise_before_running():
 
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_neighbors_use_cluster_pruning_in_low_dimension(d, monkeypatch):
-    from kerneltools.estimators import _neighbors_pruned as M
+    from kerneltools.estimators.neighbors.search import _pruned as M
 
     monkeypatch.setattr(M, "PRUNE_MIN_FIT", 500)
     monkeypatch.setattr(M, "PRUNE_MIN_PAIRS", 0)
@@ -388,7 +388,7 @@ def test_pairs_with_priority_give_the_mask_result(axis, backend):
 def test_pruned_nearest_neighbors_equal_brute_force(d, kind, monkeypatch):
     """The estimators' pruned search (Z-order cells, certificate, second
     pass) returns exactly the brute-force neighbours, ties by index."""
-    from kerneltools.estimators import _neighbors_pruned as M
+    from kerneltools.estimators.neighbors.search import _pruned as M
 
     monkeypatch.setattr(M, "PRUNE_MIN_FIT", 1000)
     monkeypatch.setattr(M, "PRUNE_MIN_PAIRS", 0)

@@ -28,8 +28,8 @@ import numpy as np
 
 from . import _numpy_backend
 from ._arrays import is_cupy_array
-from ._cpu_backend import CpuBackend
-from ._cuda_backend import CudaBackend
+from .cpu._backend import CpuBackend
+from .cuda._backend import CudaBackend
 from ._errors import BackendFallbackWarning, BackendUnavailableError, KernelStoreError
 from ._numpy_backend import evaluate_dense  # re-exported for LazyTensor.to_dense
 from ._plan import Plan

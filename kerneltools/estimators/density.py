@@ -54,11 +54,11 @@ from sklearn.utils.validation import (
 
 from ..config import check_backend
 from ..lazy import LazyTensor, Pm, Vi, Vj
-from . import _neighbors_metrics as M
-from . import _compact
-from ._compact import compact_ranges, euclidean_radius
-from ._fallback import FallbackMixin, is_sparse
-from ._param_validation import Dtypes, Interval, StrOptions, validate_params
+from .neighbors import _metrics as M
+from ._shared import _compact
+from ._shared._compact import compact_ranges, euclidean_radius
+from ._shared._fallback import FallbackMixin, is_sparse
+from .._utils._param_validation import Dtypes, Interval, StrOptions, validate_params
 
 __all__ = ["KernelDensity", "log_kernel_norm", "VALID_KERNELS"]
 

@@ -30,11 +30,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..config import check_backend
 from ..lazy import Pm, Vi, Vj
-from ._compact import compact_ranges
-from ._fallback import FallbackMixin, is_sparse
-from ._neighbors_blas import BlasSearch
-from ._neighbors_metrics import make_metric
-from ._param_validation import (
+from ._shared._compact import compact_ranges
+from ._shared._fallback import FallbackMixin, is_sparse
+from .neighbors.search._blas import BlasSearch
+from .neighbors._metrics import make_metric
+from .._utils._param_validation import (
     Interval,
     StrOptions,
     validate_arguments,

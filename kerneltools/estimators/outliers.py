@@ -24,11 +24,11 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from . import _neighbors_metrics as M
-from ._fallback import FallbackMixin, is_sparse
-from ._param_validation import Dtypes, Interval, StrOptions, validate_params
+from .neighbors import _metrics as M
+from ._shared._fallback import FallbackMixin, is_sparse
+from .._utils._param_validation import Dtypes, Interval, StrOptions, validate_params
 from .neighbors import NearestNeighbors
-from ._validation import validate_numeric
+from .._utils._validation import validate_numeric
 
 __all__ = ["LocalOutlierFactor"]
 

@@ -34,10 +34,10 @@ from threadpoolctl import threadpool_limits
 
 from ..kernels import PAIRWISE_KERNELS, make_kernel
 from ..linalg import NormalizedAffinityOperator, OffDiagonalKernel, eigsh, translated
-from ._fallback import FallbackMixin, is_sparse
-from ._handover import HandOver
-from ._param_validation import Interval, StrOptions
-from ._validation import validate_numeric
+from ._shared._fallback import FallbackMixin, is_sparse
+from ._shared._handover import HandOver
+from .._utils._param_validation import Interval, StrOptions
+from .._utils._validation import validate_numeric
 from .neighbors import NearestNeighbors
 
 __all__ = ["SpectralEmbedding", "SpectralClustering", "cluster_qr", "discretize",

@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from .. import lazy as _lazy
-from .._symbolic import Binding, bindings_of, from_parts, lift, new_var
+from ..lazy._symbolic import Binding, bindings_of, from_parts, lift, new_var
 
 __all__ = ["LazyTensor", "OneDtype", "Pm", "Vi", "Vj", "check_arguments", "check_formula",
            "leaf_functions", "weak"]

@@ -19,10 +19,10 @@ import re
 
 import numpy as np
 
-from .._symbolic import Binding as _Data
-from .._lazy_solve import cg_layout
-from .._symbolic import bindings_of, from_parts
-from .. import _reducing
+from ..lazy._symbolic import Binding as _Data
+from ..lazy._solve import cg_layout
+from ..lazy._symbolic import bindings_of, from_parts
+from ..lazy import _reducing
 from ..backend._dispatch import run_plan
 from ..backend._plan import canonicalize
 from ..backend.reductions import method_variants

@@ -1,5 +1,5 @@
 /* Running selection of each row's K smallest values over tiles of columns
-   (kerneltools/backend/_cpu_select.py), and the exact re-ranking of the
+   (kerneltools/backend/cpu/_select.py), and the exact re-ranking of the
    candidates it keeps. real_t (the tiles' type) is #defined before this
    text. No OpenMP: the caller runs one row block per thread. */
 #include <stdint.h>

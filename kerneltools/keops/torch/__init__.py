@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ... import torch as _ktorch
-from ..._torch_autograd import view as _view
+from ...torch._autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
 from .._genred import Binding, GenredBase, KernelSolveBase

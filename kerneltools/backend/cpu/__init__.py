@@ -1,0 +1,1 @@
+"""kerneltools/backend/cpu."""

@@ -1,0 +1,387 @@
+"""GaussianProcessRegressor's iterative (BBMM) solver on a device.
+
+The device half of :mod:`._gp_iterative` (see :mod:`._array_api` for when it
+runs): the same algorithm, the same numbers to rounding, with every n-sized
+array in the device's namespace (CuPy on a GPU, array-api-strict's
+``device1`` in the tests) and every reduction fed device arrays. Only
+hyperparameter-sized things cross to the host: theta and its gradient, the
+CG coefficients (a few numbers per iteration), the ``m x m`` and ``r x r``
+matrices of the preconditioner (``m`` landmarks, ``r <= m``).
+
+It serves ``c * RBF`` and ``c * Matern`` kernels (plus WhiteKernel terms;
+:func:`kerneltools.kernels.stationary_form`), whose dense blocks it
+evaluates where the data are: the preconditioner's ``K(X, Z)``, the
+variances' ``K(X_train, X)`` and the control variate's ``n x m`` products
+(:mod:`._gp_control`). Other kernels are computed on the host
+(:mod:`._array_api`'s rule: one copy per call).
+
+- ``A = K + alpha I`` applies as one reduction on the rescaled points
+  ``X / l`` (as :func:`._gp_iterative.kernel_operator`).
+- ``P`` is :class:`._gp_iterative.StoredNystroem`'s preconditioner: its
+  landmarks chosen on the host (randomly pivoted Cholesky reads at most
+  ``max(20 m, 10^4)`` rows), ``K_mm`` and its factor on the host, the
+  features ``F = K_nm W`` (``n x r``) and the diagonal ``D`` on the device.
+- The probes ``z ~ N(0, P)`` are the host's draws (same seed, so the
+  objective is the NumPy path's): their ``n x n_probes`` standard normal part
+  is copied to the device once per fit and reused at every theta.
+- Predictive variances and covariances always by CG on the device (the host
+  path's dense Cholesky shortcut below 10^4 points is not taken: it would
+  copy ``K`` to the host).
+
+Memory: the features ``F`` are held whatever n (``8 n r`` bytes: 240 MB at
+n = 10^5, 2.4 GB at 10^6, rank 300). The host holds them up to
+``STORED_FEATURES_BYTES`` (n = 1.1 * 10^5 at rank 300) and above switches to
+the lazy preconditioner, without the control variate: there the two paths'
+gradient estimates differ (the same expectation; the device's with the
+smaller variance), below they agree to rounding (tested).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import numpy as np
+import scipy.linalg
+from sklearn.exceptions import ConvergenceWarning
+
+from ...exceptions import NotPositiveDefiniteError
+from ...kernels import stationary_form
+from ...lazy import Pm, Vi, Vj
+from ...linalg import robust_cholesky
+from . import _control as control
+from . import _iterative as it
+from .._shared._xp_kernels import _broadcast_sum
+
+__all__ = ["DeviceGP", "serves"]
+
+#: Rows per block of the dense ``rows x m`` kernel blocks (as the host's).
+_ROWS = 4096
+
+
+def serves(sk_kernel) -> bool:
+    """Whether the device solver serves ``sk_kernel`` (a stationary form)."""
+    return sk_kernel is not None and stationary_form(sk_kernel) is not None
+
+
+def _phi_and_weight(nu, S, xp):
+    """``(phi(s), -2 phi'(s))`` of the Matern correlations (RBF: ``nu = inf``)
+    on the scaled squared distances ``S``, in namespace ``xp`` (the host's
+    :func:`._gp_exact._phi_and_weight`, and nu = 0.5's phi)."""
+    if nu == math.inf:
+        phi = xp.exp(-0.5 * S)
+        return phi, phi
+    r = xp.sqrt(S)
+    if nu == 0.5:
+        return xp.exp(-r), None
+    if nu == 1.5:
+        r = math.sqrt(3) * r
+        e = xp.exp(-r)
+        return (1.0 + r) * e, 3.0 * e
+    r = math.sqrt(5) * r
+    e = xp.exp(-r)
+    return (1.0 + r + r * r / 3.0) * e, (5.0 / 3.0) * (1.0 + r) * e
+
+
+def _sqdist(A, B, xp):
+    """``|a - b|^2`` by differences (exact 0 on equal rows, as ``cdist``)."""
+    return _broadcast_sum(A, B, xp, lambda a, b: (a - b) ** 2)
+
+
+def kernel_block(form, A, B, xp):
+    """``c * phi(|a - b|^2)`` between rescaled rows ``A`` and ``B`` (no white noise)."""
+    return form.c * _phi_and_weight(form.nu, _sqdist(A, B, xp), xp)[0]
+
+
+class _Operator:
+    """``V -> K V + shift V`` on the rescaled device points: one reduction
+    per call; ``dtype`` tells CG the products' rounding (float64)."""
+
+    dtype = np.float64
+
+    def __init__(self, form, Xs, shift, sp, backend):
+        x = sp.engine(Xs)
+        self.K = form.phi(Vi(x).sqdist(Vj(x))) * form.c
+        self.shift, self.sp, self.backend = shift, sp, backend
+
+    def __call__(self, V):
+        sp = self.sp
+        out = sp.from_engine(self.K.matmul(sp.engine(V), backend=self.backend))
+        shift = self.shift
+        if not isinstance(shift, float) and V.ndim == 2:
+            shift = shift[:, None]
+        return out + shift * V
+
+
+class DeviceNystroem:
+    """The solver's preconditioner ``P = D + F F^T`` on device arrays: the
+    host's ``StoredNystroem(smooth=True, diag_correction=True)`` (see
+    :class:`kerneltools.linalg.NystroemPreconditioner`), its ``n``-sized
+    parts (``F``, ``D^-1``) on the device. Called on a block of residuals
+    (``P^-1 R``); ``Z``, ``_W``, ``_chol``, ``_F``, ``d_inv`` as the host's."""
+
+    def __init__(self, form, kernel, Xs, X, shift, white, landmarks, sp, probes):
+        xp = self.xp = sp.xp
+        self.sp, self.probes = sp, probes
+        self.Z = sp.host(sp.take(X, landmarks))  # m x d, float64
+        Kmm = np.asarray(kernel(self.Z), dtype=np.float64)
+        Kmm[np.diag_indices_from(Kmm)] -= white
+        d = shift + white  # a float, or an n-vector of the device
+        d_min = d if isinstance(d, float) else float(xp.min(d))
+        if not d_min > 0:
+            raise ValueError("NystroemPreconditioner: 'shift' must be > 0")
+        jitter = min(1e-8 * float(np.trace(Kmm)), 1e-3 * d_min)
+        jitter = max(jitter, 1e-14 * float(np.trace(Kmm)), np.finfo(np.float64).tiny)
+        L = robust_cholesky(Kmm + jitter * np.eye(len(Kmm)))
+        self._W = scipy.linalg.solve_triangular(L, np.eye(len(Kmm)), lower=True).T
+        W, Zs = sp.put(self._W), sp.put(self.Z / form.length_scale)
+        n, r = Xs.shape[0], self._W.shape[1]
+        F, d_inv = [], []
+        gram = xp.zeros((r, r), dtype=xp.float64, device=sp.device)
+        for i0 in range(0, n, _ROWS):
+            i1 = min(n, i0 + _ROWS)
+            Fb = kernel_block(form, Xs[i0:i1, :], Zs, xp) @ W
+            # D = shift + white + diag(K - F F^T), clipped at 0 (the FITC form)
+            resid = xp.clip(form.c - xp.sum(Fb * Fb, axis=1), 0.0, None)
+            db = 1.0 / ((d if isinstance(d, float) else d[i0:i1]) + resid)
+            Fs = xp.sqrt(db)[:, None] * Fb
+            gram = gram + xp.matrix_transpose(Fs) @ Fs
+            F.append(Fb)
+            d_inv.append(db)
+        self._F = F[0] if len(F) == 1 else xp.concat(F, axis=0)
+        self.d_inv = d_inv[0] if len(d_inv) == 1 else xp.concat(d_inv, axis=0)
+        inner = np.eye(r) + sp.host(gram)
+        self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
+
+    def __call__(self, R):
+        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R
+        sp, xp = self.sp, self.xp
+        d_inv = self.d_inv[:, None] if R.ndim == 2 else self.d_inv
+        DR = d_inv * R
+        FtDR = sp.host(xp.matrix_transpose(self._F) @ DR)
+        c = scipy.linalg.cho_solve(self._chol, FtDR)
+        return DR - d_inv * (self._F @ sp.put(c))
+
+    def logdet(self) -> float:
+        """``log det P = log det D + log det(I + F^T D^-1 F)``."""
+        return (-float(self.xp.sum(self.xp.log(self.d_inv)))
+                + 2 * float(np.log(np.diag(self._chol[0])).sum()))
+
+    def sample(self, n_samples, random_state=None):
+        """``n_samples`` columns from ``N(0, P)``: the host's draws (``probes``
+        keeps their device copies for the fit)."""
+        e1, e2 = self.probes(len(self.Z), n_samples, random_state)
+        r = self._F.shape[1]
+        return e1 / self.xp.sqrt(self.d_inv)[:, None] + self._F @ e2[:r, :]
+
+
+class DeviceGP(it.IterativeGP):
+    """:class:`._gp_iterative.IterativeGP` on arrays of the device space
+    ``sp`` (``est._X_fit``, ``est._y_fit`` and ``est._alpha_fit`` live there):
+    ``solve``, ``lml`` and ``predict`` as the host's."""
+
+    def __init__(self, est, kernel, sk_kernel, sp):
+        self.est, self.sp = est, sp
+        kernel = copy.copy(kernel)
+        kernel.dense = sk_kernel.__call__  # K_mm, the landmarks' columns: on the host
+        self.kernel, self.sk_kernel = kernel, sk_kernel
+        self.form = stationary_form(sk_kernel)
+        X = est._X_fit
+        self.Xs = X / sp.put(self.form.length_scale)
+        shift = est._alpha
+        if np.ndim(shift) == 0:
+            shift = float(shift)
+        else:  # one per point: on the device, once per fit
+            shift = _cached(est, "alpha", sp, shift)
+        white = kernel.white_level()
+        self.A = _Operator(self.form, self.Xs, shift + white, sp, it.run_backend(est))
+        landmarks = getattr(est, "_landmarks", None)
+        if landmarks is None:
+            landmarks = it.landmarks_for(est, kernel)
+        n = X.shape[0]
+        self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks,
+                                sp, lambda m, p, seed: _probes(est, sp, n, m, p, seed))
+
+    def solve(self, B):
+        """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device
+        (escalating as the host's: :meth:`IterativeGP._cg_or_dense`)."""
+        return self._cg_or_dense(B, min(self.est.tol, 1e-6))
+
+    def _namespace(self):
+        return {"xp": self.sp.xp}
+
+    def _dense_solve(self, B):
+        """``A^{-1} B`` by a dense Cholesky factor built on the host (from
+        the scikit-learn kernel, as the host's), kept for later solves."""
+        sp = self.sp
+        if getattr(self, "_host_L", None) is None:
+            self._host_L = it.dense_cholesky(self.sk_kernel, sp.host(self.est._X_fit),
+                                             self.est._alpha)
+        return sp.put(scipy.linalg.cho_solve((self._host_L, True), sp.host(B)))
+
+    def lml(self, eval_gradient, objective=False):
+        """The host's :meth:`IterativeGP.lml`, with device vectors."""
+        est, xp = self.est, self.sp.xp
+        y = est._y_fit
+        y = xp.reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
+        n, t = y.shape
+        max_iter = est.max_iter
+        if objective:
+            max_iter = min(max_iter, it.OBJECTIVE_MAX_ITER)
+        failed = -np.inf
+        if eval_gradient:
+            failed = (-np.inf, np.zeros_like(self.kernel.theta))
+        with warnings.catch_warnings():
+            if objective:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            try:
+                result, escalated = self._logdet_solve(y, max_iter, objective,
+                                                       eval_gradient)
+            except NotPositiveDefiniteError:
+                if not objective:
+                    raise
+                return failed
+        if escalated:
+            return result
+        alpha, U, Z, logdet, self.n_iter = result
+        if objective and self.n_iter >= max_iter:
+            return failed
+        lml = float(-0.5 * float(xp.sum(y * alpha)) - 0.5 * t * logdet
+                    - 0.5 * t * n * np.log(2 * np.pi))
+        if not eval_gradient:
+            return lml
+        return lml, self._gradient(alpha, U, self.M(Z), t)
+
+    def _gradient(self, alpha, U, V, t, dtype=np.float64):
+        xp, sp = self.sp.xp, self.sp
+        p = U.shape[1]
+        left = xp.concat([0.5 * alpha, (-t / (2 * p)) * U], axis=1)
+        right = xp.concat([alpha, V], axis=1)
+        grad = self._device_stationary_gradient(left, right)
+        trace_term = (0.5 * float(xp.sum(alpha * alpha))
+                      - t / (2 * p) * float(xp.sum(U * V)))
+        if control.applies(self.form, self.M):
+            kernel_part, white_part = trace_corrections(self.form, self.M, self.Xs, V,
+                                                        sp)
+            grad -= t / 2 * self._per_hyperparameter(self.form, kernel_part[0],
+                                                     kernel_part[1:])
+            trace_term -= t / 2 * white_part
+        return grad + self.kernel.white_log_gradient() * trace_term
+
+    def _device_stationary_gradient(self, left, right):
+        """:meth:`IterativeGP._stationary_gradient` on the device's rescaled points."""
+        sp, form = self.sp, self.form
+        x = sp.engine(self.Xs)
+        x_i, y_j = Vi(x), Vj(x)
+        s = Pm(np.ones(form.length_scale.size))
+        k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
+        weight = Vi(sp.engine(left)) | Vj(sp.engine(right))
+        total = sp.from_engine((k.concat(k.grad(s, 1.0)) * weight).sum(
+            axis=1, backend=it.run_backend(self.est)))
+        total = sp.host(sp.xp.sum(total, axis=0))
+        return self._per_hyperparameter(form, total[0], -total[1:])
+
+    def predict(self, X, kernel, return_std, return_cov):
+        """Mean (by ``alpha_``) and variance or covariance at the device rows
+        ``X``, by one reduction and block CG on the device (see the module)."""
+        sp, xp, est, form = self.sp, self.sp.xp, self.est, self.form
+        train, alpha = est._X_fit, est._alpha_fit
+        coef = xp.reshape(alpha, (alpha.shape[0], -1))
+        lazy = kernel.lazy(sp.engine(X), sp.engine(train))
+        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=it.run_backend(est)))
+        mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
+        if not (return_std or return_cov):
+            return mean, None, None
+        Xs = X / sp.put(form.length_scale)
+        white = self.kernel.white_level()
+        nq = X.shape[0]
+        if return_cov:
+            cov = kernel_block(form, Xs, Xs, xp) + white * xp.eye(nq, dtype=xp.float64,
+                                                                  device=sp.device)
+            cols = []
+            for b0 in range(0, nq, it._BATCH):
+                b1 = min(nq, b0 + it._BATCH)
+                W = self.solve(kernel_block(form, self.Xs, Xs[b0:b1, :], xp))[0]
+                cols.append(cov[:, b0:b1] - sp.from_engine(
+                    lazy.matmul(sp.engine(W), backend=it.run_backend(est))))
+            return mean, None, cols[0] if len(cols) == 1 else xp.concat(cols, axis=1)
+        parts = []
+        for b0 in range(0, nq, it._BATCH):
+            b1 = min(nq, b0 + it._BATCH)
+            B = kernel_block(form, self.Xs, Xs[b0:b1, :], xp)
+            Sol = self._cg_or_dense(B, min(est.tol, it.VARIANCE_TOL))[0]
+            parts.append((form.c + white) - xp.sum(B * Sol, axis=0))
+        return mean, parts[0] if len(parts) == 1 else xp.concat(parts), None
+
+
+def _cached(est, name, sp, host):
+    """A device copy of the host array ``host``, made once per fit (kept in
+    ``est._device_arrays``, never pickled)."""
+    table = est.__dict__.setdefault("_device_arrays", {})
+    if name not in table:
+        table[name] = sp.put(np.asarray(host, dtype=np.float64))
+    return table[name]
+
+
+def _probes(est, sp, n, m, p, seed):
+    """``(e1, e2)``: the standard normal draws of :meth:`StoredNystroem.sample`
+    (``e1`` n x p on the device, ``e2`` m x p), drawn once per fit."""
+    key = ("probes", n, m, p, seed)
+    table = est.__dict__.setdefault("_device_arrays", {})
+    if key not in table:
+        rng = np.random.default_rng(seed)
+        e1 = rng.standard_normal((n, p))
+        table[key] = (sp.put(e1), sp.put(rng.standard_normal((m, p))))
+    return table[key]
+
+
+def trace_corrections(form, M, Xs, V, sp):
+    """:func:`._gp_control.trace_corrections` with ``M``'s features ``F``,
+    ``D^-1``, the rescaled training points ``Xs`` and the probes' ``V`` on
+    the device (see there for the algebra); ``m x m`` and ``r x r`` on the host."""
+    xp = sp.xp
+    F, W, d_inv = M._F, M._W, M.d_inv
+    p = V.shape[1]
+    Zu = M.Z / form.length_scale
+    dK_mm, kdiag = control._derivatives(form, Zu, Zu)
+    r = F.shape[1]
+    C_inv = scipy.linalg.cho_solve(M._chol, np.eye(r))
+    Wd, Cd, Zd = sp.put(W), sp.put(C_inv), sp.put(Zu)
+    BV = Wd @ (xp.matrix_transpose(F) @ V)  # B V, (m, p)
+    inner = np.zeros(len(dK_mm))
+    core = xp.zeros((r, r), dtype=xp.float64, device=sp.device)
+    p_sum = v_sum = 0.0
+    for r0 in range(0, F.shape[0], _ROWS):
+        r1 = min(F.shape[0], r0 + _ROWS)
+        Fb, db, Vb = F[r0:r1, :], d_inv[r0:r1], V[r0:r1, :]
+        FC = Fb @ Cd
+        p_diag = db - db**2 * xp.sum(FC * Fb, axis=1)
+        v_sq = xp.sum(Vb * Vb, axis=1)
+        x = p_diag - v_sq / p
+        core = core + xp.matrix_transpose(Fb) @ (x[:, None] * Fb)
+        p_sum += float(xp.sum(p_diag))
+        v_sum += float(xp.sum(v_sq))
+        E = (db[:, None] * FC - x[:, None] * Fb) @ xp.matrix_transpose(Wd) \
+            - Vb @ xp.matrix_transpose(BV) / p
+        inner += _inner_products(form, Xs[r0:r1, :], Zd, E, sp)
+    mid = W @ (sp.host(core) - (np.eye(r) - C_inv)) @ W.T
+    BVh = sp.host(BV)
+    small = np.array([np.vdot(dK, mid) + np.vdot(BVh, dK @ BVh) / p for dK in dK_mm])
+    kernel_part = 2 * inner + small + np.asarray(kdiag) * (p_sum - v_sum / p)
+    return kernel_part, p_sum - v_sum / p
+
+
+def _inner_products(form, U, Zu, E, sp):
+    """:func:`._gp_control._inner_products` on device blocks (host result)."""
+    xp = sp.xp
+    S = _sqdist(U, Zu, xp)
+    phi, w = _phi_and_weight(form.nu, S, xp)
+    G = form.c * w * E
+    if form.length_scale.size > 1:
+        scales = xp.matrix_transpose(U * U) @ xp.sum(G, axis=1) \
+            - 2 * xp.sum(U * (G @ Zu), axis=0) + xp.sum(G, axis=0) @ (Zu * Zu)
+        scales = sp.host(scales)
+    else:
+        scales = np.array([float(xp.sum(G * S))])
+    return np.concatenate([[float(xp.sum(form.c * phi * E))], scales])

@@ -1,0 +1,1 @@
+"""kerneltools/estimators/neighbors/search."""

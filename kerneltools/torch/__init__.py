@@ -1,0 +1,409 @@
+"""LazyTensor on PyTorch tensors, differentiable by ``torch.autograd``.
+
+``kerneltools.torch.LazyTensor``, ``Vi``, ``Vj`` and ``Pm`` take torch tensors
+(CPU or CUDA) and have the methods of the NumPy ones; reductions return torch
+tensors on the inputs' device and are ``torch.autograd.Function`` s. Their
+backward builds the gradient reduction symbolically (the reduction's
+gradient rule and the formula's symbolic derivative, exactly as
+``LazyTensor.vjp``) for each input that requires a gradient (i-, j- and
+parameter variables), and computes it with the same differentiable reductions,
+so gradients of gradients work too::
+
+    import torch
+    from kerneltools.torch import Vi, Vj, Pm
+
+    x = torch.randn(10_000, 3, requires_grad=True)
+    sigma = torch.tensor([0.5], requires_grad=True)
+    K = (-Vi(x).sqdist(Vj(x)) / (2 * Pm(sigma) ** 2)).exp()
+    loss = (K @ torch.ones(10_000, 1)).sum()
+    loss.backward()                       # x.grad, sigma.grad
+
+Zero copy: CPU tensors are read through NumPy views; CUDA tensors through
+DLPack as CuPy arrays, on the current torch stream, and results come back
+the same way. Python floats are constants (not differentiated); pass a tensor
+to ``Pm`` to differentiate with respect to a parameter.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import torch
+
+from .. import lazy as _lazy
+from ..lazy._deferred import DeferredReduction, DeferredSolve
+from ..lazy._keops_options import finish, take_output_options
+from ..lazy._keops import KeopsMethods
+from ..lazy._solve import rhs_of, unknown_of, waits_for_data
+from ..lazy._methods import reduction_methods
+from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
+                        compose, from_parts, lift, ranges_of, symbols_of)
+from ..lazy._complex import check_weight, is_complex_data
+from ._complex import ComplexTorchMethods
+from ._autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
+from ..backend._autodiff import forward_reduction
+from ..backend.reductions import REDUCTIONS
+
+__all__ = ["LazyTensor", "ComplexLazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
+
+_BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+           "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
+           "__gt__", "__ge__", "__or__", "__ror__", "__eq__", "__ne__")
+_UNARY = ("__neg__", "__pos__", "__abs__")
+
+
+class LazyTensor:
+    """A symbolic ``(N, M, D)`` formula over torch tensors; see the module docstring.
+
+    Parameters are those of :class:`kerneltools.LazyTensor`, with torch tensors
+    (or NumPy arrays and numbers) as data; complex tensors make a
+    :class:`ComplexLazyTensor`.
+    """
+
+    def __new__(cls, x=None, axis=None):
+        if not issubclass(cls, ComplexLazyTensor) and is_complex_data(x):  # complex data
+            obj = object.__new__(ComplexLazyTensor)
+            if not issubclass(ComplexLazyTensor, cls):  # a subclass's call skips __init__
+                obj.__init__(x, axis)
+            return obj
+        return object.__new__(cls)
+
+    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+
+    def __init__(self, x, axis: int | None = None):
+        if isinstance(x, LazyTensor):
+            self._lt, self._tensors = x._lt, dict(x._tensors)
+            return
+        if isinstance(x, torch.Tensor):
+            self._lt = _lazy.LazyTensor(view(x), axis)
+            self._tensors = {node: x for node in bindings_of(self._lt)}
+        else:
+            self._lt = _lazy.LazyTensor(x, axis)
+            self._tensors = {}
+
+    @classmethod
+    def _wrap(cls, lt, tensors) -> LazyTensor:
+        if lt.is_complex or cls is ComplexLazyTensor:  # complex in, complex out
+            cls = ComplexLazyTensor if lt.is_complex else LazyTensor
+        obj = object.__new__(cls)
+        obj._lt = lt
+        obj._tensors = {n: t for n, t in tensors.items() if n in bindings_of(lt)}
+        return obj
+
+    @staticmethod
+    def _unwrap(x):
+        """(NumPy-level operand, its tensors) of an operand."""
+        if isinstance(x, LazyTensor):
+            return x._lt, x._tensors
+        if isinstance(x, torch.Tensor):
+            p = LazyTensor(x)
+            return p._lt, p._tensors
+        return x, {}
+
+    def _call(self, method: str, *args, **kwargs):
+        tensors = dict(self._tensors)
+        unwrapped = []
+        for a in args:
+            u, t = self._unwrap(a)
+            unwrapped.append(u)
+            tensors.update(t)
+        for k, v in list(kwargs.items()):
+            kwargs[k], t = self._unwrap(v)
+            tensors.update(t)
+        out = getattr(self._lt, method)(*unwrapped, **kwargs)
+        return self._wrap(out, tensors) if isinstance(out, _lazy.LazyTensor) else out
+
+    # Symbolic methods and properties: those of the NumPy LazyTensor.
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self._lt, name)
+        if not callable(attr):
+            return attr
+        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+
+    @property
+    def _shape(self) -> tuple:
+        return self._lt._shape
+
+    @property
+    def backend(self):
+        """See :attr:`kerneltools.LazyTensor.backend`."""
+        return self._lt.backend
+
+    @backend.setter
+    def backend(self, value):
+        lt = from_parts(type(self._lt), self._lt.formula, bindings_of(self._lt),
+                        self._lt.ni, self._lt.nj, ranges=ranges_of(self._lt))
+        lt.backend = value
+        self._lt = lt
+
+    @property
+    def ranges(self):
+        """The block-sparsity that reductions (and their gradients) use when not
+        given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
+        return ranges_of(self._lt)
+
+    @ranges.setter
+    def ranges(self, value):
+        self._lt = self._lt.with_ranges(check_ranges(value))
+
+    # ``==`` builds a formula (below), so hashing stays by identity.
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"kerneltools.torch.{self._lt!r}"
+
+    def __bool__(self):
+        raise TypeError("the truth value of a LazyTensor is undefined")
+
+    def __getitem__(self, k):
+        return self._call("__getitem__", k)
+
+    def t(self) -> LazyTensor:
+        """Swap the roles of i and j (the same tensors, so gradients flow)."""
+        out = self._lt.t()
+        # t() makes new variables bound to the same Binding objects
+        old = {id(b): n for n, b in bindings_of(self._lt).items()}
+        tensors = {new: self._tensors[old[id(b)]] for new, b in bindings_of(out).items()
+                   if old.get(id(b)) in self._tensors}
+        return self._wrap(out, tensors)
+
+    @property
+    def T(self) -> LazyTensor:
+        return self.t()
+
+    # -- reductions ------------------------------------------------------------
+    # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
+    # (``Reduction.methods``), installed below the class; they call _reduce.
+
+    def __matmul__(self, b, **options):
+        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b
+        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
+        takes the reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
+
+    def matmul(self, b, *, backend=None, **options):
+        """``K @ b`` on ``backend``, with the reductions' keywords."""
+        if self.dim != 1:
+            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
+        if not isinstance(b, torch.Tensor):
+            b = torch.as_tensor(np.asarray(b))
+        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
+            bj = b if b.ndim >= 2 else b[:, None]
+            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
+            return out[..., 0] if b.ndim == 1 else out
+        b2 = b.reshape(b.shape[0], -1)
+        cols = [
+            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1, backend=backend,
+                                                             **options)
+            for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
+        ]
+        out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
+        return out[:, 0] if b.ndim == 1 else out
+
+    def matvec(self, v):
+        """``K @ v`` (pykeops' alias)."""
+        return self @ v
+
+    def rmatvec(self, v):
+        """``K.T @ v`` (pykeops' alias)."""
+        return self.T @ v
+
+    def _apply(self, op: str) -> LazyTensor:
+        return self._wrap(apply(self._lt, op), self._tensors)
+
+    def _compose(self, fn, *others) -> LazyTensor:
+        """A composite (a function of formula nodes) of ``self`` and ``others``."""
+        tensors, parts = dict(self._tensors), []
+        for o in others:
+            u, t = self._unwrap(o)
+            parts.append(u)
+            tensors.update(t)
+        return self._wrap(compose(self._lt, fn, *parts), tensors)
+
+    def _bind_symbols(self, arrays: dict) -> LazyTensor:
+        """This formula with its symbolic variables bound to ``arrays``
+        ({pykeops index: tensor}); gradients flow to the tensors."""
+        tensors = {k: torch.as_tensor(v) for k, v in arrays.items()}
+        out = self._lt._bind_symbols({k: view(t) for k, t in tensors.items()})
+        mine = dict(self._tensors)
+        for node, b in bindings_of(self._lt).items():
+            if b.symbol is not None:
+                mine[node] = tensors[b.symbol]
+        return self._wrap(out, mine)
+
+    def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
+              backend=None, var=None, call=True, **options):
+        """Solve ``(K + alpha I) a = b`` by conjugate gradients; ``b`` a tensor
+        (N,), (N, E), batched (B..., N, E) (or an i-variable LazyTensor), the
+        result a tensor, differentiable with respect to ``b`` and to K's
+        tensors (implicit differentiation: one more solve in the backward
+        pass, the operator taken as symmetric). ``var=``, ``call=False`` and
+        symbolic variables as :meth:`kerneltools.LazyTensor.solve`."""
+        unknown = unknown_of(self, var)
+        kwargs = dict(tol=tol, max_iter=max_iter, backend=backend, **options)
+        if not call or waits_for_data(self, b, unknown):
+            return DeferredSolve(self, b, var, alpha, kwargs)
+        b, _ = rhs_of(b, LazyTensor, unknown)
+        if not isinstance(b, torch.Tensor):
+            b = torch.as_tensor(np.asarray(b))
+        spec = SolveSpec(self, alpha, kwargs, getattr(var, "_lt", None))
+        return Solve.apply(spec, b, *[self._tensors[n] for n in spec.nodes])
+
+    def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
+        """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the
+        ``options`` (``ranges=``, ...) serve its backward too. pykeops'
+        ``call=False`` (or symbolic variables) returns a callable, ``out=`` a
+        tensor to copy the result into (not while gradients are tracked),
+        ``keepdim=True`` keeps the reduced axis."""
+        axis = check_axis(axis)
+        check_weight(name, weight)
+        call = options.pop("call", True)
+        if backend is None:
+            backend = self._lt.backend
+        if not call or symbols_of(self._lt, self._unwrap(weight)[0]):
+            return DeferredReduction(self, name, axis, weight, K, backend, options)
+        options, out, keepdim = take_output_options(options)
+        W = None
+        if weight is not None:
+            u, t = self._unwrap(weight)
+            W = LazyTensor._wrap(lift(_lazy.LazyTensor, u), t)
+        tensors = dict(self._tensors)
+        if W is not None:
+            tensors.update(W._tensors)
+        nodes = list(tensors)
+        if options.get("ranges") is None:
+            options.pop("ranges", None)
+            if ranges_of(self._lt) is not None:
+                options["ranges"] = ranges_of(self._lt)
+        spec = ReduceSpec(self, W, name, axis, K, backend, nodes, options)
+        args = [tensors[n] for n in nodes]
+        red = REDUCTIONS[name]
+        grad = red.surrogate is not None and torch.is_grad_enabled() and any(
+            t.requires_grad for t in args)
+        spec.run = forward_reduction(name) if grad else name
+        outs = Reduce.apply(spec, *args)
+        res = outs[0] if red.n_outputs == 1 else outs[:red.n_outputs]
+        return _finish(res, spec, len(self.batch), out, keepdim)
+
+
+def _finish(res, spec, nbatch, out, keepdim):
+    """``keepdim`` and ``out`` applied to a reduction's tensors."""
+    if out is not None and getattr(res, "requires_grad", False):
+        raise ValueError("'out' cannot be used while gradients are tracked (the result "
+                         "would leave the autograd graph); drop 'out' or use torch.no_grad()")
+
+    def copy(o, r):
+        with torch.no_grad():
+            o.copy_(r)
+
+    return finish(res, REDUCTIONS[spec.name].uses_k, spec.axis, nbatch, out, keepdim, copy)
+
+
+for _method, _fn in reduction_methods().items():
+    setattr(LazyTensor, _method, _fn)
+# pykeops' generic reduction and the static concatenations run on this class
+# (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
+LazyTensor.reduction = KeopsMethods.reduction
+LazyTensor.__min__, LazyTensor.__max__ = KeopsMethods.__min__, KeopsMethods.__max__
+LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
+LazyTensor.cat = staticmethod(KeopsMethods.cat)
+
+
+def _forward_method(name):
+    def method(self, *args, **kwargs):
+        return self._call(name, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(_lazy.LazyTensor, name).__doc__
+    return method
+
+
+def _forward_property(name):
+    def get(self):
+        v = getattr(self._lt, name)
+        return self._wrap(v, self._tensors) if isinstance(v, _lazy.LazyTensor) else v
+    return property(get, doc=getattr(_lazy.LazyTensor, name).__doc__)
+
+
+# The other public methods and properties of the NumPy LazyTensor, on the
+# class (so that unbound calls work, as in pykeops: LazyTensor.exp(x)).
+for _name in dir(_lazy.LazyTensor):
+    if _name.startswith("_") or hasattr(LazyTensor, _name):
+        continue
+    if isinstance(inspect.getattr_static(_lazy.LazyTensor, _name), property):
+        setattr(LazyTensor, _name, _forward_property(_name))
+    elif callable(getattr(_lazy.LazyTensor, _name)):
+        setattr(LazyTensor, _name, _forward_method(_name))
+
+
+def _forward_binary(name):
+    def op(self, other):
+        return self._call(name, other)
+    op.__name__ = name
+    return op
+
+
+for _name in _BINARY + _UNARY:
+    setattr(LazyTensor, _name, _forward_binary(_name) if _name in _BINARY
+            else (lambda n: lambda self: self._call(n))(_name))
+
+
+def Vi(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by i from an (N, D) or (N,) tensor; (B..., N, D):
+    with leading batch axes. ``Vi(k, D)``: pykeops' symbolic variable of
+    index k, its tensor given when the reduction is called."""
+    return _indexed(x, dim, 0)
+
+
+def Vj(x, dim: int | None = None) -> LazyTensor:
+    """A variable indexed by j from an (M, D) or (M,) tensor; (B..., M, D):
+    with leading batch axes. ``Vj(k, D)``: a symbolic variable (see :func:`Vi`)."""
+    return _indexed(x, dim, 1)
+
+
+def _indexed(x, dim, cat: int) -> LazyTensor:
+    if dim is not None:
+        return LazyTensor((x, dim, cat))
+    x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
+    if x.ndim >= 3:  # batch axes: (B..., N, 1, D) or (B..., 1, M, D)
+        return LazyTensor(x.unsqueeze(-2 if cat == 0 else -3))
+    return LazyTensor(x.reshape(x.shape[0], -1), axis=cat)
+
+
+def Pm(p, dim: int | None = None) -> LazyTensor:
+    """A parameter (shared by every pair) from a 1-D tensor or a number;
+    ``Pm(k, D)``: a symbolic parameter (see :func:`Vi`)."""
+    if dim is not None:
+        return LazyTensor((p, dim, 2))
+    if isinstance(p, torch.Tensor):
+        return LazyTensor(p.reshape(-1))
+    return LazyTensor._wrap(_lazy.Pm(p), {})
+
+
+def minimum(a, b) -> LazyTensor:
+    """Element-wise minimum of two formulas (NaN propagates)."""
+    return _binary_fn(a, b, "minimum")
+
+
+def maximum(a, b) -> LazyTensor:
+    """Element-wise maximum of two formulas (NaN propagates)."""
+    return _binary_fn(a, b, "maximum")
+
+
+def _binary_fn(a, b, fn):
+    ua, ta = LazyTensor._unwrap(a)
+    ub, tb = LazyTensor._unwrap(b)
+    out = getattr(_lazy, fn)(ua, ub)
+    return LazyTensor._wrap(out, {**ta, **tb})
+
+
+from ._samples_loss import SamplesLoss  # noqa: E402  (GeomLoss's losses, issue 27)
+
+
+class ComplexLazyTensor(ComplexTorchMethods, LazyTensor):
+    __doc__ = ComplexTorchMethods.__doc__
+
+
+ComplexLazyTensor._real = LazyTensor  # complex numbers (issue 21)

@@ -1,0 +1,108 @@
+"""kerneltools.accel: scikit-learn's import paths give ours, its internals keep its own."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import kerneltools.accel as accel
+import kerneltools.estimators as ours
+
+NAMES = {
+    "sklearn.kernel_ridge": ["KernelRidge"],
+    "sklearn.gaussian_process": ["GaussianProcessRegressor"],
+    "sklearn.gaussian_process._gpr": ["GaussianProcessRegressor"],
+    "sklearn.neighbors": ["NearestNeighbors", "KNeighborsClassifier", "KNeighborsRegressor"],
+    "sklearn.neighbors._unsupervised": ["NearestNeighbors"],
+    "sklearn.neighbors._classification": ["KNeighborsClassifier"],
+    "sklearn.neighbors._regression": ["KNeighborsRegressor"],
+    "sklearn.kernel_approximation": ["Nystroem"],
+}
+
+
+@pytest.fixture
+def installed():
+    accel.install()
+    try:
+        yield
+    finally:
+        accel.uninstall()
+
+
+def test_install_patches_public_and_defining_modules(installed):
+    for module, names in NAMES.items():
+        for name in names:
+            assert getattr(importlib.import_module(module), name) is getattr(ours, name)
+
+
+def test_install_is_idempotent_and_uninstall_restores(caplog):
+    with caplog.at_level(logging.INFO, logger="kerneltools"):
+        accel.install()
+        accel.install()
+    try:
+        assert accel.is_installed()
+        assert sum("KernelRidge" in r.message for r in caplog.records) == 1
+        finders = [f for f in sys.meta_path if type(f).__name__ == "_InternalsFinder"]
+        assert len(finders) == 1
+    finally:
+        accel.uninstall()
+    accel.uninstall()
+    assert not accel.is_installed()
+    for module, names in NAMES.items():
+        for name in names:
+            cls = getattr(importlib.import_module(module), name)
+            assert cls.__module__.startswith("sklearn.")
+            assert accel.original(f"{module.split('._')[0]}.{name}") is cls
+
+
+def test_internals_and_originals_keep_scikit_learns(installed):
+    from sklearn.neighbors import KNeighborsTransformer, _graph
+
+    original = accel.original("sklearn.neighbors.NearestNeighbors")
+    assert original.__module__ == "sklearn.neighbors._unsupervised"
+    assert accel.originals["sklearn.neighbors.NearestNeighbors"] is original
+    assert _graph.NearestNeighbors is original  # kneighbors_graph's
+    assert not issubclass(KNeighborsTransformer, ours.NearestNeighbors)
+    with pytest.raises(ValueError, match="not a patched class"):
+        accel.original("sklearn.svm.SVC")
+
+
+def test_command_line_runs_a_script_as_main(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        from sklearn.kernel_ridge import KernelRidge
+        from sklearn.neighbors._classification import KNeighborsClassifier
+        import sklearn.manifold._isomap as isomap  # imported after install
+        print(__name__, sys.argv[1:], KernelRidge.__module__,
+              KNeighborsClassifier.__module__, isomap.NearestNeighbors.__module__)
+    """))
+    out = subprocess.run([sys.executable, "-m", "kerneltools.accel", "-v", str(script),
+                          "a", "--flag"], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [
+        "__main__", "['a',", "'--flag']", "kerneltools.estimators.kernel_ridge",
+        "kerneltools.estimators.neighbors", "sklearn.neighbors._unsupervised"]
+    assert "sklearn.kernel_ridge.KernelRidge -> kerneltools" in out.stderr
+
+
+def test_plain_scikit_learn_example_runs_under_accel(tmp_path):
+    """examples/accel_kernel_ridge.py imports scikit-learn only: under
+    ``python -m kerneltools.accel`` it fits ours, to the same R^2 as the plain
+    run (tests/test_examples.py) up to the iterative solver's tolerance."""
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "kerneltools.accel", "examples/accel_kernel_ridge.py",
+           "--quick", "--out", str(tmp_path)]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True,
+                         timeout=120, env=dict(os.environ, MPLBACKEND="Agg"))
+    assert "estimator: kerneltools.estimators.kernel_ridge.KernelRidge" in out.stdout
+    r2 = float(re.search(r"held-out R\^2 = ([-0-9.]+)", out.stdout).group(1))
+    best = float(re.search(r"noise-free curve scores ([-0-9.]+)", out.stdout).group(1))
+    assert best - 0.02 < r2 <= best + 0.02, out.stdout

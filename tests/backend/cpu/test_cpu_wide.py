@@ -1,0 +1,160 @@
+"""Wide formulas (D >= 16) and the many-column Sum against dense NumPy.
+
+At D >= 16 the C backend computes a smooth reduction's squared distances in
+the expanded form ``|x|^2 + |y|^2 - 2 <x, y>`` (products by a register-blocked
+micro-kernel, ``|y_j|^2`` once per call: ``backend/_cpu_dots.py``), clamped
+at 0, with inf and NaN kept as in the direct form; ``K @ B`` with B of E >= 8
+columns then multiplies the tile's K by B's block (``backend/_cpu_gemm.py``).
+Every test runs on every available backend and checks against a float64
+dense NumPy computation on the same (rounded) inputs. Formulas and sizes are
+shared between the tests (each distinct one is a compilation).
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kerneltools as kt
+from kerneltools.backend.cpu import _backend as _cpu_backend
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+#: (D, E): one formula each, every dtype; the micro-kernel's paths: D = 17
+#: (IB = 8 rows), 79, 300 (64 or 48 rows per block), E = 1 (fused Sum), 8 and
+#: 33 (the many-column form, with a partial vector of columns).
+CASES = [(17, 8), (79, 1), (300, 33)]
+
+#: Relative tolerance (of the largest output) against the float64 reference.
+TOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
+
+
+def _gauss(x, y, b, g):
+    """The kernel's formula and its float64 dense reference."""
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d2 = ((x64[:, None] - y64[None]) ** 2).sum(-1)
+        ref = np.exp(-g * d2) @ b.astype(np.float64)
+    return (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b), ref
+
+
+def _data(d, e, dtype, n=70, m=600, offset=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (offset + rng.random((n, d))).astype(dtype)
+    y = (offset + rng.random((m, d))).astype(dtype)
+    b = rng.standard_normal((m, e)).astype(dtype)
+    return x, y, b
+
+
+@pytest.mark.parametrize("d,e", CASES)
+def test_wide_gaussian_sum_matches_dense_numpy(d, e, backend, dtype):
+    """Two blocks of rows (the last partial), two tiles of points (the last
+    partial), bandwidth of the order of the distances."""
+    x, y, b = _data(d, e, dtype)
+    F, ref = _gauss(x, y, b, 3.0 / d)
+    got = F.sum(axis=1, backend=backend)
+    assert got.shape == (70, e) and got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=0, atol=TOL[dtype] * np.abs(ref).max())
+
+
+def test_far_from_origin_cancellation_stays_within_the_expanded_forms_bound(backend,
+                                                                             dtype):
+    """Points at distance ~1 from each other but ~90 from the origin: the
+    expanded form cancels |x|^2 + |y|^2 ~ 2 * 79 * 10^2 down to |x - y|^2 ~ 7,
+    a rounding error of a few eps * 1.6e4 in d2 (float32: ~ 4e-3, a relative
+    error of g * 4e-3 ~ 1.5e-4 on K), as in BLAS-based codes. Identical points
+    are clamped at distance 0: exp(-g * d2) never exceeds 1."""
+    d, e = 79, 1
+    x, y, b = _data(d, e, dtype, offset=10.0, seed=1)
+    g = 3.0 / d
+    F, ref = _gauss(x, y, b, g)
+    bound = 8 * np.finfo(dtype).eps * 2 * (10.5 ** 2 * d) * g  # relative, on K
+    got = F.sum(axis=1, backend=backend)
+    scale = np.exp(-g * ((x[:, None].astype(float) - y[None]) ** 2).sum(-1)) @ np.abs(b)
+    assert np.all(np.abs(got - ref) <= bound * scale + 1e-300)
+    # the same far point on both sides, repeated: the clamp keeps K at <= 1
+    p = np.repeat(x[:1], 5, axis=0)
+    K1 = (-kt.Vi(p).sqdist(kt.Vj(p[:1])) * g).exp().sum(axis=1, backend=backend)
+    assert np.all(K1 <= 1) and np.all(K1 >= 1 - bound)
+
+
+@pytest.mark.parametrize("d,e", CASES[:2])
+def test_nan_and_inf_propagate_as_in_the_fused_sum(d, e, backend, dtype):
+    """inf in x_i or y_j: distance inf, K = 0 (never inf - inf = NaN from
+    the expanded form); NaN in x_i: row i NaN only; NaN in y_j: every row."""
+    x, y, b = _data(d, e, dtype)
+    x[3, 0], x[5, d - 1], x[9, 2] = np.inf, -np.inf, np.nan
+    y[7, 1], y[500, 0] = np.inf, -np.inf
+    F, ref = _gauss(x, y, b, 3.0 / d)
+    got = F.sum(axis=1, backend=backend)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert np.isnan(ref).sum() == e  # row 9 only
+    ok = ~np.isnan(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=0,
+                               atol=TOL[dtype] * np.abs(ref[ok]).max())
+    y[11, 0] = np.nan
+    F, ref = _gauss(x, y, b, 3.0 / d)
+    assert np.isnan(ref).all() and np.isnan(F.sum(axis=1, backend=backend)).all()
+
+
+def test_float32_wide_sums_accumulate_per_tile_in_double(backend):
+    """The float32 contract of the Sum (``test_cpu_backend``'s million-term
+    test, here through the micro-kernel and the many-column form): each
+    tile's partial sums are folded into a double state, so a sum of 2 * 10^5
+    positive terms keeps a relative error far below sequential float32's."""
+    d, e = CASES[0]
+    rng = np.random.default_rng(2)
+    x = rng.random((4, d)).astype(np.float32)
+    y = rng.random((200_000, d)).astype(np.float32)
+    b = rng.random((200_000, e)).astype(np.float32)
+    F, ref = _gauss(x, y, b, 3.0 / d)
+    got = F.sum(axis=1, backend=backend).astype(np.float64)
+    assert np.max(np.abs(got - ref) / ref) <= 1e-5
+
+
+def _golden_plan():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((5, 17)), rng.random((6, 17))
+    b = rng.random((6, 8))
+    F = (-kt.Vi(x.astype(np.float32)).sqdist(kt.Vj(y.astype(np.float32))) * 0.5).exp()
+    return (F * kt.Vj(b.astype(np.float32)))._plan("Sum", 1)[0]
+
+
+def test_generated_wide_source_is_pinned():
+    """Golden file of the D = 17, E = 8 float32 kernel: the products'
+    micro-kernel, the norms read from ``yn0``, the many-column product.
+    Regenerate with KERNELTOOLS_UPDATE_GOLDEN=1 after checking the diff."""
+    source = _cpu_backend.generate_source(_golden_plan(), vector_math=True, key="golden")
+    path = GOLDEN / "wide_gauss_manycol_d17_float32.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+def test_generated_exact_distance_source_is_pinned():
+    """Golden file of exp(-|x - y|) at D = 33, float32: the squared distance
+    under the root from the micro-kernel, whose store recomputes directly the
+    pairs near 0 (_cpu_dots.exact_distance). Regenerate as above."""
+    x = np.random.default_rng(0).random((5, 33)).astype(np.float32)
+    plan = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp()._plan("Sum", 1)[0]
+    source = _cpu_backend.generate_source(plan, vector_math=True, key="golden")
+    path = GOLDEN / "wide_laplace_d33_float32.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(source)
+    assert source == path.read_text()
+
+
+@pytest.mark.parametrize("e", [40, 300])
+def test_many_columns_in_wide_blocks_match_dense_numpy(e, backend):
+    """``K @ B`` with more columns than the generic block (32): on the C
+    backend one many-column kernel of up to 128 float32 columns (widths
+    rounded up to a multiple of 32 with zero columns, so K is computed once
+    per 128 columns), elsewhere blocks of 32; the padding never shows."""
+    d, dtype = CASES[1][0], np.dtype(np.float32)
+    x, y, b = _data(d, e, dtype)
+    F, ref = _gauss(x, y, b, 3.0 / d)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * (3.0 / d)).exp()
+    got = K.matmul(b, backend=backend)
+    assert got.shape == (70, e) and got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=0, atol=TOL[dtype] * np.abs(ref).max())
