@@ -29,6 +29,7 @@ import pytest
 import kerneltools as kt
 from kerneltools import exceptions
 from kerneltools.backend.cpu import _cache, _compiler, _backend as _cpu_backend
+from kerneltools.backend.cpu import _library
 from kerneltools.backend.cpu._compiler import find_compiler
 
 pytestmark = pytest.mark.skipif(
@@ -41,7 +42,8 @@ FOREIGN_UID = 12345
 
 def _forget_process_state(monkeypatch):
     """No kernel loaded in memory, no cache folder prepared by this process."""
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     monkeypatch.setattr(_cache, "_prepared", {}, raising=False)
     monkeypatch.setattr(_cache, "_fallback", [], raising=False)
 
@@ -260,7 +262,8 @@ def test_cache_folder_removed_while_running_is_made_again(cache, monkeypatch):
     meanwhile, the next new kernel makes it again (owner-only, marked)."""
     _check_on_cpu(*_gauss())
     shutil.rmtree(cache)
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     _check_on_cpu(*_gauss())
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     assert (cache / _cache.MARKER).is_file() and list((cache / "cpu").glob("*.so"))

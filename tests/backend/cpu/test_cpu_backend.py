@@ -19,6 +19,7 @@ import pytest
 
 import kerneltools as kt
 from kerneltools.backend.cpu import _backend as _cpu_backend
+from kerneltools.backend.cpu import _library
 from kerneltools.backend.cpu._compiler import find_compiler
 from kerneltools.exceptions import BackendUnavailableError, CompileError
 
@@ -33,7 +34,8 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 def cache(tmp_path, monkeypatch):
     """A fresh, empty kernel cache and no kernels loaded in memory."""
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     return tmp_path / "cache"
 
 
