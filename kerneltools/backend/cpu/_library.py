@@ -54,14 +54,16 @@ def compile_count() -> int:
 
 def library(source: str, comp: Compiler | None = None) -> Library:
     """The loaded library of the C ``source`` built by ``comp`` (default: the
-    backend's compiler, :func:`._compiler.find_compiler`): from memory, the
-    kernel cache, or the compiler. :data:`KEY` in ``source`` becomes the key.
+    backend's compiler, :func:`._compiler.find_compiler`, which may adapt the
+    source: :meth:`~._compiler.Compiler.adapt`): from memory, the kernel
+    cache, or the compiler. :data:`KEY` in ``source`` becomes the key.
 
     Raises :class:`CompileError` where the compiler fails, and
     :class:`KernelStoreError` where neither the kernel cache nor a temporary
     folder can store a new library.
     """
     comp = find_compiler() if comp is None else comp
+    source = comp.adapt(source)
     key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
     lib = _loaded.get(key)
     if lib is not None:

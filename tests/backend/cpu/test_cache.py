@@ -410,11 +410,11 @@ def test_probe_in_one_compile_finds_what_one_by_one_finds():
     """The one-compile probe (every feature at once) and the one-by-one probe
     agree; where every feature is present (this machine's gcc, OpenMP and
     libmvec), a new cache's first process runs one probe compile, not five."""
-    path = find_compiler().path
+    command = tuple(find_compiler().argv)
     before = _compiler.probe_count()
-    fast = _compiler._probe(path)
+    fast = _compiler._probe(command)
     fast_runs = _compiler.probe_count() - before
-    assert fast == _compiler._probe_one_by_one(path)
+    assert fast == _compiler._probe_one_by_one(command)
     features, _ = fast
     if features["openmp"] and features["march_native"] and (
         features["vector_math"] or not _compiler._vector_math_platform()

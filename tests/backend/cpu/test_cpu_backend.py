@@ -300,7 +300,7 @@ def test_no_compiler(tmp_path):
         """
     )
     env = dict(os.environ, CC=str(tmp_path / "no-such-compiler"),
-               KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+               KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"), KERNELTOOLS_COMPILER="system")
     env.pop("KERNELTOOLS_BACKEND", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120)
