@@ -37,10 +37,11 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -170,7 +171,9 @@ def _env(tmpdir: str | None) -> dict | None:
 
 @functools.lru_cache(maxsize=None)
 def _cpu_flags_digest() -> str:
-    """-march=native code is only valid on the same CPU features."""
+    """-march=native code is only valid on the same CPU features: Linux's
+    flags; elsewhere the CPU's model (macOS' sysctl brand string, Windows'
+    PROCESSOR_IDENTIFIER: written for, not tested here)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -178,7 +181,15 @@ def _cpu_flags_digest() -> str:
                     return hashlib.sha256(line.encode()).hexdigest()[:12]
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    model = os.environ.get("PROCESSOR_IDENTIFIER", "") if os.name == "nt" else ""
+    if sys.platform == "darwin":
+        try:
+            model = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"],
+                                   capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            model = ""
+    model = f"{platform.processor()}|{model.strip()}"
+    return hashlib.sha256(model.encode()).hexdigest()[:12] if model != "|" else "unknown"
 
 
 #: The values of ``KERNELTOOLS_COMPILER``.
@@ -340,8 +351,8 @@ def _recorded(key: str) -> dict | None:
 
 
 _HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
-         f"xcode-select --install; conda: conda install c-compiler), or {INSTALL_HINT}, "
-         "or set $CC")
+         f"xcode-select --install; conda: conda install c-compiler), or zig cc with "
+         f"{INSTALL_HINT}, or set $CC")
 
 
 def _features(name: str, command: tuple, version: str | None) -> tuple[dict | None, str, str]:

@@ -44,6 +44,7 @@ __all__ = ["dlopen_bytes", "dlopen_file", "load_verified_library", "problem",
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation of the bytes
 #: The prefix of the temporary names in the cache (see ``_cache.py``).
 _TMP = ".tmp-"
 _loads = itertools.count()
@@ -70,7 +71,8 @@ def read_trusted(path: Path, limit: int | None = None) -> bytes | None:
     """The bytes of ``path`` if it is a regular file of ours alone (not a link,
     at most ``limit`` bytes), read through one descriptor; else None."""
     try:  # O_NONBLOCK: a FIFO planted there must not hang the open
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+                     | _O_BINARY)
     except OSError:
         return None
     try:
@@ -112,7 +114,7 @@ def dlopen_bytes(folder: Path, key: str, data: bytes) -> ctypes.CDLL:
             try:
                 copy = os.path.join(tmp, f"{key}-{next(_loads)}.so")
                 fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
-                             | _O_CLOEXEC, 0o700)
+                             | _O_CLOEXEC | _O_BINARY, 0o700)
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
                 return ctypes.CDLL(copy)
@@ -160,7 +162,8 @@ def _dlopen_elsewhere(key: str, data: bytes) -> tuple[ctypes.CDLL, str]:
     try:
         folder = _private_folder()
         copy = os.path.join(folder, f"{key}-{next(_loads)}.so")
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o700)
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC | _O_BINARY,
+                     0o700)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         lib = ctypes.CDLL(copy)

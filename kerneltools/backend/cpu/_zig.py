@@ -22,7 +22,7 @@ import sys
 
 __all__ = ["zig_binary", "INSTALL_HINT"]
 
-INSTALL_HINT = 'pip install "kerneltools[compiler]" (the ziglang package)'
+INSTALL_HINT = 'pip install "kerneltools[compiler]"'
 
 
 def zig_binary() -> tuple[str | None, str]:
@@ -33,7 +33,7 @@ def zig_binary() -> tuple[str | None, str]:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        return None, f"the ziglang package is not installed ({INSTALL_HINT})"
+        return None, f"the ziglang package is not installed ({INSTALL_HINT} installs it)"
     name = "zig.exe" if sys.platform == "win32" else "zig"
     for folder in spec.submodule_search_locations:
         path = os.path.join(folder, name)

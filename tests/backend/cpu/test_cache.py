@@ -453,3 +453,21 @@ def test_damaged_probe_file_is_ignored_and_rewritten(
     st = os.lstat(probe)
     assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
     assert json.loads(probe.read_text()) == json.loads(text)
+
+
+def test_folder_checks_without_posix_calls(tmp_path, monkeypatch):
+    """Windows' path (no O_DIRECTORY, no owner ids), run here by hiding them:
+    a folder passes, a link to one is refused unless the root's, and files
+    are not judged by owner or mode."""
+    from kerneltools.backend.cpu import _dlopen
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (tmp_path / "link").symlink_to(folder)
+    monkeypatch.delattr(os, "O_DIRECTORY")
+    monkeypatch.delattr(os, "geteuid")
+    _cache._check_folder(folder, repair=True)
+    _cache._check_folder(tmp_path / "link", repair=False, follow=True)
+    with pytest.raises(exceptions.CacheError, match="not a folder"):
+        _cache._check_folder(tmp_path / "link", repair=False)
+    assert _dlopen.problem(os.stat(folder)) is None
