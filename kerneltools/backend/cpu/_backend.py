@@ -53,8 +53,8 @@ class _Warm:
     dot_args: tuple = ()  # j-variables read through dot products (_dots)
     cost: int = 1  # the formula's width: the work per pair (chunk sizes)
     gemm: object = None  # the many-column Sum's padded columns (_gemm), or None
-    tile_free: frozenset = frozenset()  # j-variables passed as a dummy (_dots)
-    centring: object = None  # the arguments moved near the origin (_dots)
+    tile_free: tuple = ()  # j-variables passed as a dummy (_dots)
+    centring: tuple = ()  # the arguments moved near the origin (_dots)
     prefilter: bool = False  # the K-min prefilter's arrays are passed (_kmin)
 
 
@@ -77,7 +77,7 @@ def get_kernel(plan: Plan, *, ranges: bool = False, prefilter: bool | None = Non
     fn = _functions.get(built.key)
     if fn is None:
         lib = built.cdll
-        fn = getattr(lib, "kt_kernel")
+        fn = lib.kt_kernel
         fn.restype = None
         fn.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
                        + [ctypes.c_void_p] * 2 if ranges else

@@ -10,7 +10,9 @@ or none is; otherwise without it, on Python threads (:mod:`._threads`).
 
 The runtimes are found in ``/proc/self/maps`` on Linux (a file read,
 about a millisecond), elsewhere with threadpoolctl (a scikit-learn
-dependency; about 10 ms), once per process, when the compiler is chosen.
+dependency; about 10 ms), once per process, when the compiler is chosen
+(the first reduction on the C backend): a runtime that an import brings in
+after that is not seen. macOS and Windows are written for, not tested here.
 """
 
 from __future__ import annotations

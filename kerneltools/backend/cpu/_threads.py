@@ -39,7 +39,7 @@ PARALLEL_PAIRS = 1 << 20
 #: [whether an OpenMP kernel ran in this process, whether this process must
 #: run them serially (forked after one ran)]
 _omp_state = [False, False]
-_pool: list = [None, -1]  # [the executor, the pid that made it]
+_pool: list = [None, -1, 0]  # [the executor, the pid that made it, its workers]
 _pool_lock = threading.Lock()
 _local = threading.local()
 
@@ -84,11 +84,12 @@ def cores() -> int:
 
 def _executor(workers: int) -> ThreadPoolExecutor:
     with _pool_lock:
-        pool, pid = _pool
-        if pool is None or pid != os.getpid() or pool._max_workers < workers:
+        pool, pid, size = _pool
+        if pool is None or pid != os.getpid() or size < workers:
             # (a pool inherited through fork has no threads: it is dropped, not shut down)
-            _pool[:] = [ThreadPoolExecutor(max(workers, cores() - 1),
-                                           thread_name_prefix="kerneltools"), os.getpid()]
+            size = max(workers, cores() - 1)
+            _pool[:] = [ThreadPoolExecutor(size, thread_name_prefix="kerneltools"),
+                        os.getpid(), size]
         return _pool[0]
 
 
