@@ -17,6 +17,9 @@ from ._version import __version__
 from .backend.cpu._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import ComplexLazyTensor, LazyTensor, Pm, Vi, Vj, maximum, minimum
+from ._moved import install as _install_moved
+
+_install_moved()  # the old paths of moved modules (pickles of earlier releases)
 
 __all__ = [
     "__version__",
