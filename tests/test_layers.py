@@ -1,16 +1,22 @@
 """Layering, from the code's imports (module level and inside functions).
 
-DESIGN.md's layers: the engine (``kerneltools.backend``) imports nothing above
-it; the estimators use the public API only, which this test follows through
-every private module they import (an estimator's private helper may not reach
-a private module outside the estimators either); and no two modules import
-each other, directly or through others.
+DESIGN.md's layers, as the code holds them (``LAYERS``, lowest first): no
+module imports a package of its own layer or of a layer above; the engine
+(``kerneltools.backend``) imports nothing above it; the estimators use the
+public API only, which this test follows through every private module they
+import (an estimator's private helper may not reach a private module outside
+the estimators either); and no two modules import each other, directly or
+through others.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "kerneltools"
 
@@ -76,6 +82,72 @@ def _is_private(module: str) -> bool:
         return False
     parts = module.split(".")
     return any(p.startswith("_") for p in parts[1:]) or "backend" in parts
+
+
+#: The layers, lowest first, read from the code's imports: each package or
+#: root module (a unit) may import its own modules and those of the layers
+#: below it, never a unit of its own layer or above. A module belongs to the
+#: unit with the longest matching name. (DESIGN.md draws kerneltools.ot above
+#: the torch front end; the code has SamplesLoss use the transport solvers, so
+#: ot is below torch.)
+LAYERS: list[tuple[str, ...]] = [
+    ("kerneltools._version", "kerneltools._moved"),  # import nothing of ours
+    ("kerneltools.backend",),  # the engine
+    ("kerneltools.exceptions",),  # the engine's exceptions, public
+    ("kerneltools.config",),  # the backend choice
+    ("kerneltools.dask", "kerneltools.selection"),
+    ("kerneltools._utils",),  # Array API layer, parameter validation
+    ("kerneltools.lazy",),  # LazyTensor
+    ("kerneltools.kernels", "kerneltools.ranges"),
+    ("kerneltools.linalg", "kerneltools.stats"),
+    ("kerneltools.ot",),  # transport solvers: the estimator and SamplesLoss
+    ("kerneltools.torch",),  # the torch front end
+    ("kerneltools.estimators",),  # scikit-learn estimators, one package a family
+    ("kerneltools.accel", "kerneltools.keops"),  # scikit-learn and pykeops drop-ins
+    ("kerneltools._info", "kerneltools._check"),  # the command line's reports
+    ("kerneltools.__main__", "kerneltools"),  # the command line, the public surface
+]
+LAYER_OF = {unit: level for level, units in enumerate(LAYERS) for unit in units}
+
+
+def unit_of(module: str) -> str:
+    """The unit of ``LAYERS`` that ``module`` belongs to."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYER_OF:
+            return ".".join(parts[:end])
+    raise AssertionError(f"{module} is in no layer: add its package to LAYERS")
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        unit_of(module)
+    assert len(LAYER_OF) == sum(map(len, LAYERS)), "a unit is listed twice"
+
+
+def test_no_import_runs_back_up_the_layers():
+    """Every import goes to the importer's own unit or to a lower layer. The
+    root package is left out as a target (it loads the estimators lazily, by
+    name); what imports it is checked in test_estimators_..."""
+    upward = []
+    for module, targets in sorted(GRAPH.items()):
+        unit = unit_of(module)
+        for target in sorted(targets - {"kerneltools"}):
+            other = unit_of(target)
+            if other != unit and LAYER_OF[other] >= LAYER_OF[unit]:
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports that run back up the layers:\n" + "\n".join(upward)
+
+
+def test_import_kerneltools_torch_loads_no_estimator():
+    """``import kerneltools.torch`` (SamplesLoss included) imports no module of
+    kerneltools.estimators, at any depth, in a fresh interpreter."""
+    pytest.importorskip("torch", reason="kerneltools.torch needs torch")
+    code = ("import sys, kerneltools.torch; "
+            "print([m for m in sys.modules if m.startswith('kerneltools.estimators')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_the_engine_imports_nothing_above_it():

@@ -76,6 +76,22 @@ def k_neighbors_regressor():
     return est.fit(X, y), "predict", (Z,)
 
 
+def radius_neighbors_classifier():
+    from kerneltools.estimators import RadiusNeighborsClassifier
+
+    X, y, Z = _data()
+    est = RadiusNeighborsClassifier(2.0, outlier_label="most_frequent", backend="numpy")
+    return est.fit(X, y > 0), "predict_proba", (Z,)
+
+
+def k_neighbors_transformer():
+    from kerneltools.estimators import KNeighborsTransformer
+
+    X, _, Z = _data()
+    est = KNeighborsTransformer(n_neighbors=4, mode="distance", backend="numpy")
+    return est.fit(X), "transform", (Z,)
+
+
 def nearest_neighbors():
     from kerneltools.estimators import NearestNeighbors
 
@@ -151,7 +167,8 @@ def lazy_formula():
 
 CASES = {f.__name__: f for f in (
     kernel_ridge_cg, kernel_ridge_falkon, gaussian_process, k_neighbors_classifier,
-    k_neighbors_regressor, nearest_neighbors, kernel_density, local_outlier_factor,
+    k_neighbors_regressor, radius_neighbors_classifier, k_neighbors_transformer,
+    nearest_neighbors, kernel_density, local_outlier_factor,
     mean_shift, kernel_pca, spectral_embedding, nystroem, sinkhorn_transport,
     lazy_formula)}
 
