@@ -9,6 +9,13 @@ first use); the modules :mod:`kerneltools.kernels` (kernels as formulas) and
 :func:`config_context`, :func:`set_config` and :func:`get_config`, which choose
 the backend of every reduction whose ``backend`` is None (thread-local, as
 scikit-learn's).
+
+What lives here besides this surface: :mod:`.config`, :mod:`.exceptions`,
+the command line (:mod:`.__main__`, :mod:`._info`, :mod:`._check`), the
+public helpers :mod:`.dask`, :mod:`.ranges` and :mod:`.selection`, and
+:mod:`._moved` (old paths of moved modules, for old pickles); everything
+else is a package. What it may import: anything below it; the estimators
+only lazily, by name.
 """
 
 from .config import config_context, get_config, set_config
