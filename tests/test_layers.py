@@ -125,18 +125,35 @@ def test_every_module_has_a_layer():
     assert len(LAYER_OF) == sum(map(len, LAYERS)), "a unit is listed twice"
 
 
+#: Imports that run back up the layers today, each with its reason; the test
+#: fails on any other and on any of these once it is gone (remove it here).
+KNOWN_UPWARD = {
+    "kerneltools.estimators._shared._fallback -> kerneltools.accel":
+        "sklearn_class() asks accel.original() for scikit-learn's own class "
+        "(inside the function); the record of originals belongs below the "
+        "estimators",
+    "kerneltools.torch._samples_loss -> kerneltools.keops._formulas":
+        "SamplesLoss(formula=...) reads pykeops formula strings (inside the "
+        "function); the parser belongs below the front ends",
+    "kerneltools.torch._samples_loss -> kerneltools.keops._parser":
+        "the same parser",
+}
+
+
 def test_no_import_runs_back_up_the_layers():
     """Every import goes to the importer's own unit or to a lower layer. The
     root package is left out as a target (it loads the estimators lazily, by
     name); what imports it is checked in test_estimators_..."""
-    upward = []
+    upward = set()
     for module, targets in sorted(GRAPH.items()):
         unit = unit_of(module)
         for target in sorted(targets - {"kerneltools"}):
             other = unit_of(target)
             if other != unit and LAYER_OF[other] >= LAYER_OF[unit]:
-                upward.append(f"{module} -> {target}")
-    assert not upward, "imports that run back up the layers:\n" + "\n".join(upward)
+                upward.add(f"{module} -> {target}")
+    new, gone = sorted(upward - set(KNOWN_UPWARD)), sorted(set(KNOWN_UPWARD) - upward)
+    assert not new, "imports that run back up the layers:\n" + "\n".join(new)
+    assert not gone, "no longer imported (remove from KNOWN_UPWARD):\n" + "\n".join(gone)
 
 
 def test_import_kerneltools_torch_loads_no_estimator():
