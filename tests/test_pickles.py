@@ -108,6 +108,9 @@ def test_old_pickle_loads_and_gives_what_a_new_fit_gives(name):
         old = pickle.load(f)
     new, method, args = CASES[name]()
     assert type(old) is type(new)
+    if hasattr(new, "kernel_"):  # the fitted kernel objects came back too
+        assert type(old.kernel_) is type(new.kernel_)
+        np.testing.assert_allclose(old.kernel_.theta, new.kernel_.theta, rtol=1e-6)
     for got, want in zip(_outputs(old, method, args), _outputs(new, method, args)):
         if name in SIGN_FREE:
             got = _aligned(got, want)
