@@ -28,10 +28,9 @@ def main(path):
     in_wheel = wheel_record(path)
     tracked = set(subprocess.run(["git", "ls-files", "kerneltools"], check=True,
                                  capture_output=True, text=True).stdout.split())
-    problems = [f"missing from the wheel: {sorted(tracked - set(in_wheel))}"] * bool(
-        tracked - set(in_wheel))
-    problems += [f"in the wheel, not tracked: {sorted(set(in_wheel) - tracked)}"] * bool(
-        set(in_wheel) - tracked)
+    missing, extra = sorted(tracked - set(in_wheel)), sorted(set(in_wheel) - tracked)
+    problems = [f"missing from the wheel: {missing}"] * bool(missing)
+    problems += [f"in the wheel, not tracked: {extra}"] * bool(extra)
     installed = {f.as_posix(): f.hash and f"{f.hash.mode}={f.hash.value}"
                  for f in importlib.metadata.files("kerneltools") or ()
                  if f.as_posix().startswith("kerneltools/")

@@ -149,7 +149,8 @@ def test_no_import_runs_back_up_the_layers():
                 upward.add(f"{module} -> {target}")
     new, gone = sorted(upward - set(KNOWN_UPWARD)), sorted(set(KNOWN_UPWARD) - upward)
     assert not new, "imports that run back up the layers:\n" + "\n".join(new)
-    assert not gone, "no longer imported (remove from KNOWN_UPWARD):\n" + "\n".join(gone)
+    assert not gone, ("no longer imported (remove from KNOWN_UPWARD):\n"
+                      + "\n".join(gone))
 
 
 def test_the_engine_imports_nothing_above_it():
@@ -214,10 +215,12 @@ def test_the_import_graph_is_read():
     """The checks above see real edges (a parser that found none would pass)."""
     assert "kerneltools.backend._ir" in GRAPH["kerneltools.backend._ops"]
     assert "kerneltools.lazy" in GRAPH["kerneltools.kernels"]
-    assert any(t.startswith("kerneltools.estimators") for t in GRAPH["kerneltools.estimators"])
+    assert any(t.startswith("kerneltools.estimators")
+               for t in GRAPH["kerneltools.estimators"])
 
 
-SPECIFIC_BACKENDS = {"kerneltools.backend.cpu._backend", "kerneltools.backend.cuda._backend",
+SPECIFIC_BACKENDS = {"kerneltools.backend.cpu._backend",
+                     "kerneltools.backend.cuda._backend",
                      "kerneltools.backend._numpy_backend"}
 BINDINGS = ("kerneltools.lazy", "kerneltools.torch")
 
@@ -277,12 +280,14 @@ def test_torch_uses_only_public_names_of_lazy():
                     module_aliases.add(local)
                 elif source == lazy:  # from .lazy import name
                     assert alias.name in public, (
-                        f"kerneltools.torch imports {alias.name!r} from kerneltools.lazy, "
+                        f"kerneltools.torch imports {alias.name!r} from "
+                        "kerneltools.lazy, "
                         f"which is not in its __all__ {sorted(public)}"
                     )
                     name_aliases.add(local)
         elif isinstance(node, ast.Import):
-            module_aliases.update(a.asname for a in node.names if a.name == lazy and a.asname)
+            module_aliases.update(a.asname for a in node.names
+                                  if a.name == lazy and a.asname)
     assert module_aliases or name_aliases, "kerneltools.torch no longer imports lazy?"
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute):
@@ -297,7 +302,8 @@ def test_torch_uses_only_public_names_of_lazy():
         used = ".".join([base.id] + chain)
         if base.id in module_aliases:
             assert chain[0] in public, (
-                f"kerneltools.torch uses {used}: {chain[0]!r} is not in kerneltools.lazy's "
+                f"kerneltools.torch uses {used}: {chain[0]!r} is not in "
+                "kerneltools.lazy's "
                 f"__all__ {sorted(public)}"
             )
             chain = chain[1:]

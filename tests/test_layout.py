@@ -34,7 +34,8 @@ def prefix(name: str) -> str:
 def _modules_of(folder: Path) -> list[str]:
     """The modules of a folder: its .py files and its packages, but the
     package's own ``__init__`` and ``__main__``."""
-    files = [p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    files = [p.stem for p in folder.glob("*.py")
+             if p.stem not in ("__init__", "__main__")]
     packages = [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()]
     return files + packages
 
@@ -54,7 +55,8 @@ def test_no_folder_has_three_modules_sharing_a_prefix():
         for word, n in counts.items():
             if n > MAX_SHARING_A_PREFIX:
                 names = sorted(m for m in _modules_of(folder) if prefix(m) == word)
-                crowded[f"{folder.relative_to(ROOT.parent).as_posix()}/{word}_*"] = names
+                where = folder.relative_to(ROOT.parent).as_posix()
+                crowded[f"{where}/{word}_*"] = names
     assert not crowded, f"prefixed siblings (make them a package): {crowded}"
 
 

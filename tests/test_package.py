@@ -103,8 +103,9 @@ def test_the_imported_package_holds_every_file_of_the_source():
 
 
 @pytest.mark.skipif(not os.environ.get("KERNELTOOLS_TEST_INSTALLED"),
-                    reason="only where .ci/run asks for it (KERNELTOOLS_TEST_INSTALLED=1): "
-                           "the README's test command installs kerneltools from a wheel")
+                    reason="only where .ci/run asks for it "
+                    "(KERNELTOOLS_TEST_INSTALLED=1): the README's test command "
+                    "installs kerneltools from a wheel")
 def test_the_suite_imports_kerneltools_from_the_installed_wheel():
     """This process (an xdist worker under the README's command) and a
     subprocess started in the checkout, as the tests start theirs, import the

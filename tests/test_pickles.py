@@ -164,10 +164,10 @@ def test_every_old_name_is_the_new_module():
         try:
             target = importlib.import_module(f"kerneltools.{new}")
         except ModuleNotFoundError:
-            pytest.fail(f"kerneltools.{new}, the new home of kerneltools.{old}, is gone: "
-                        "point the entry of kerneltools._moved.MOVED at the module that "
-                        "now defines what old pickles name there (PICKLED_NAMES), or "
-                        "drop it if they name nothing there")
+            pytest.fail(f"kerneltools.{new}, the new home of kerneltools.{old}, is "
+                        "gone: point the entry of kerneltools._moved.MOVED at the "
+                        "module that now defines what old pickles name there "
+                        "(PICKLED_NAMES), or drop it if they name nothing there")
         assert importlib.import_module(f"kerneltools.{old}") is target, old
         assert target.__name__ == target.__spec__.name == f"kerneltools.{new}"
 

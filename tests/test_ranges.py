@@ -476,7 +476,8 @@ def test_block_sparsity_rejects_a_mask_larger_than_the_clusters():
 
 
 def test_block_sparsity_with_the_right_mask_matches_dense():
-    x, y, b = RNG.normal(size=(30, 2)), RNG.normal(size=(20, 2)), RNG.normal(size=(20, 1))
+    x, y = RNG.normal(size=(30, 2)), RNG.normal(size=(20, 2))
+    b = RNG.normal(size=(20, 1))
     lab_x, lab_y = kr.grid_cluster(x, 1.0), kr.grid_cluster(y, 1.0)
     keep = RNG.random((lab_x.max() + 1, lab_y.max() + 1)) < 0.6
     bs = kr.block_sparsity(lab_x, lab_y, keep)
@@ -514,8 +515,10 @@ _c2, _r2, _n2 = np.zeros((2, 2)), np.ones(2), np.array([2, 2])
 @pytest.mark.parametrize(
     "call,match",
     [
-        (lambda: kr.kmeans_cluster(_x, 2.5), r"'n_clusters' must be an integer, got 2.5"),
-        (lambda: kr.kmeans_cluster(_x, True), r"'n_clusters' must be an integer, got True"),
+        (lambda: kr.kmeans_cluster(_x, 2.5),
+         r"'n_clusters' must be an integer, got 2.5"),
+        (lambda: kr.kmeans_cluster(_x, True),
+         r"'n_clusters' must be an integer, got True"),
         (lambda: kr.kmeans_cluster(_x, 2, n_iter=1.5), r"'n_iter' must be an integer"),
         (lambda: kr.knn_mask(_c2, _r2, _c2, _r2, _n2, 1.5), r"'K' must be an integer"),
     ],

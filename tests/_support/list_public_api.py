@@ -16,7 +16,7 @@ KernelRidge``) are listed as groups, which must stay one object.
 
 import importlib
 import pkgutil
-import pprint
+import textwrap
 import types
 
 import kerneltools
@@ -55,8 +55,26 @@ def main():
             if isinstance(obj, (type, types.FunctionType, types.ModuleType)):
                 holders.setdefault(id(obj), []).append(f"{module}:{name}")
     groups = sorted(sorted(g) for g in holders.values() if len(g) > 1)
-    print("PUBLIC =", pprint.pformat(names, width=84, compact=True))
-    print("SAME_OBJECT =", pprint.pformat(groups, width=84, compact=True))
+    print("PUBLIC: dict[str, list[str]] = {")
+    for module, public in names.items():
+        print(f'    "{module}": [')
+        print(_strings(public, 8))
+        print("    ],")
+    print("}")
+    print("SAME_OBJECT: list[list[str]] = [")
+    for group in groups:
+        one = "    [" + ", ".join(f'"{x}"' for x in group) + "],"
+        print(one if len(one) <= 88 else "\n".join(
+            ["    [", *(f'        "{x}",' for x in group), "    ],"]))
+    print("]")
+
+
+def _strings(items, indent):
+    """Quoted names, filled to 88 columns."""
+    text = ", ".join(f'"{x}"' for x in items) + ","
+    return textwrap.fill(text, 88 - indent, initial_indent=" " * indent,
+                         subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 if __name__ == "__main__":

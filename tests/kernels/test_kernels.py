@@ -214,7 +214,8 @@ def test_grid_over_gamma_compiles_once(tmp_path, monkeypatch):
         ("rbf", {"gamma": True}, "gamma", "a float >= 0", "True"),
     ],
 )
-def test_make_kernel_validates_named_kernel_parameters(kernel, kwargs, param, expected, got):
+def test_make_kernel_validates_named_kernel_parameters(kernel, kwargs, param, expected,
+                                                       got):
     msg = (f"The '{param}' parameter of make_kernel('{kernel}') must be {expected}. "
            f"Got {got} instead.")
     with pytest.raises(ValueError, match="^" + _escape(msg) + "$"):
@@ -232,8 +233,10 @@ def test_make_kernel_accepts_valid_parameters():
     from sklearn.metrics.pairwise import pairwise_kernels
 
     # gamma = 0 is scikit-learn's constant kernel (KernelRidge's gamma is >= 0)
-    for name, kw in [("rbf", {"gamma": 0.3}), ("rbf", {"gamma": 0.0}), ("laplacian", {"gamma": 0}), ("poly", {"degree": 0, "coef0": -1.0}),
-                     ("sigmoid", {"gamma": 0.1, "coef0": -2.0}), ("chi2", {"gamma": 2.0})]:
+    cases = [("rbf", {"gamma": 0.3}), ("rbf", {"gamma": 0.0}),
+             ("laplacian", {"gamma": 0}), ("poly", {"degree": 0, "coef0": -1.0}),
+             ("sigmoid", {"gamma": 0.1, "coef0": -2.0}), ("chi2", {"gamma": 2.0})]
+    for name, kw in cases:
         k = make_kernel(name, **kw)
         np.testing.assert_allclose(k.lazy(X).to_dense()[..., 0],
                                    pairwise_kernels(X, metric=name, **kw), rtol=1e-12)

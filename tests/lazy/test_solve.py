@@ -18,7 +18,6 @@ import kerneltools as kt
 from kerneltools.exceptions import ConvergenceWarning, NotPositiveDefiniteError
 from kerneltools.linalg import conjugate_gradient
 
-
 RNG = np.random.default_rng(19)
 
 

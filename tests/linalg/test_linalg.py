@@ -199,5 +199,6 @@ def test_one_conjugate_gradient_implementation():
 def test_landmark_counts_must_be_integers(n_components):
     # int() used to truncate them (2.5 -> 2, True -> 1) without a word
     x = np.random.default_rng(19).normal(size=(4, 2))
-    with pytest.raises((TypeError, ValueError), match=r"'n_components' must be an int >= 1"):
+    match = r"'n_components' must be an int >= 1"
+    with pytest.raises((TypeError, ValueError), match=match):
         select_landmarks("rbf", x, n_components)

@@ -25,7 +25,6 @@ from scipy.special import logsumexp
 
 import kerneltools as kt
 
-
 #: The shape of test_cpu_wide's first case (its compiled kernel is reused).
 WIDE_D, WIDE_E = 17, 8
 #: Relative tolerance on a sum, against the sum of the absolute terms.
