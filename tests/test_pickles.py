@@ -42,12 +42,13 @@ CASES = _writer().CASES
 SIGN_FREE = {"kernel_pca", "spectral_embedding"}
 
 #: Every ``module:name`` of ours that a pickle of the release before names,
-#: found with ``pickletools`` on pickles of every estimator (each family, the
-#: radius and graph variants, the iterative GP, every Nystroem landmark
-#: method) and of formulas: the estimator classes, where they were defined
-#: (five in private modules), and what the ``__reduce__`` methods of the
-#: release return (``_unflatten`` for formula nodes, ``FeatureDim``, read from
-#: the code). The files here hold most of them.
+#: found with ``pickletools`` on pickles of fitted estimators (every class;
+#: the iterative GP; KernelRidge's three solvers with three kernels; every
+#: Nystroem landmark method; KDE's kernels; k-NN metrics) and of formulas:
+#: the estimator classes, where they were defined (five in private modules),
+#: and what the ``__reduce__`` methods of the release return (``_unflatten``
+#: for formula nodes, ``FeatureDim``, read from the code). Fitted estimators
+#: hold no other object of ours. The files here hold most of them.
 PICKLED_NAMES = [
     "kerneltools._lazy_keops:FeatureDim",
     "kerneltools._symbolic:Binding",
