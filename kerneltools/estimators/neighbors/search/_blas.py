@@ -71,6 +71,21 @@ def _gpu_visible() -> bool:
         return False
 
 
+def blas_serves(metric: Metric, n_features: int, backend) -> bool:
+    """Whether BLAS tiles serve a metric of ``n_features`` on ``backend``."""
+    return (metric.squared_l2  # rdist |x - y|^2: the tiles' expanded form
+            # fewer features: the products do not pay for the tiles
+            and n_features >= BLAS_MIN_DIM
+            and _reductions_on_cpu(backend))
+
+
+def _reductions_on_cpu(backend) -> bool:
+    """Whether the reductions of ``backend`` would run on this host's CPU:
+    the engine on a GPU is faster than this host's BLAS."""
+    name = check_backend(backend, "NearestNeighbors")
+    return name in ("cpu", "numpy") or (name == "auto" and not _gpu_visible())
+
+
 class BlasSearch(ExpandedSearch):
     """:class:`ExpandedSearch` with its radius sets from BLAS tiles (see the
     module's docstring).
@@ -100,13 +115,10 @@ class BlasSearch(ExpandedSearch):
 
     @staticmethod
     def is_usable_for(metric: Metric, Y: np.ndarray, backend=None) -> bool:
-        """Squared euclidean rdist, at least :data:`BLAS_MIN_DIM` features,
-        and the reductions would run on the CPU (the engine on a GPU is
-        faster than this host's BLAS)."""
-        if not (metric.squared_l2 and Y.shape[1] >= BLAS_MIN_DIM):
-            return False
-        name = check_backend(backend, "NearestNeighbors")
-        return name in ("cpu", "numpy") or (name == "auto" and not _gpu_visible())
+        """:func:`blas_serves` for the points ``Y`` (MeanShift's radius sums;
+        not a k-NN strategy of :data:`~.STRATEGIES`, which holds its
+        subclass :class:`~._gemm.GemmSearch`)."""
+        return blas_serves(metric, Y.shape[1], backend)
 
     def _tile_columns(self) -> int:
         return max(1, TILE_BYTES // (TILE_ROWS * self._Ya.itemsize))

@@ -24,6 +24,7 @@ import numbers
 import numpy as np
 
 from ....lazy import LazyTensor, Vi, Vj
+from ...._utils._array_api import compat
 
 from .._metrics import Metric
 
@@ -41,6 +42,17 @@ class FormulaSearch:
         self.metric, self.backend = metric, backend
         self.Y = metric.prepare(Y)
         self._y_j = Vj(self.Y)
+
+    @staticmethod
+    def is_usable_for(case) -> bool:
+        """Every case: any metric's formula, any number of features, on any
+        backend (the last strategy of :data:`~.STRATEGIES`)."""
+        return True
+
+    @classmethod
+    def build(cls, case):
+        """The search over ``case``'s fitted points, on the host."""
+        return cls(case.metric, case.host_points(), case.backend)
 
     def rdist(self, X: np.ndarray) -> LazyTensor:
         return self.metric.rdist(Vi(X), self._y_j)
@@ -237,9 +249,13 @@ class ExpandedSearch(FormulaSearch):
         self._y2_max = float(y2.max())
 
     @staticmethod
-    def is_usable_for(metric: Metric, Y: np.ndarray) -> bool:
-        """Squared euclidean rdist, and enough features for the micro-kernel."""
-        return metric.squared_l2 and Y.shape[1] >= EXPANDED_MIN_DIM
+    def is_usable_for(case) -> bool:
+        """Euclidean, from :data:`EXPANDED_MIN_DIM` features, on the host."""
+        return (case.metric.squared_l2  # rdist |x - y|^2: the expanded form's
+                # fewer features: the direct form costs as little as the
+                # micro-kernel, and needs no re-ranking
+                and case.n_features >= EXPANDED_MIN_DIM
+                and not case.on_device)  # the re-ranking reads NumPy points
 
     def expanded(self, X: np.ndarray) -> LazyTensor:
         return self._y2_j - 2 * (Vi(X) | self._y_j)
@@ -441,9 +457,11 @@ def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
     return vals, inds, indptr
 
 
-def split_rows(a: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """The object array of the rows ``a[indptr[r]:indptr[r + 1]]`` (views)."""
-    bounds = indptr.tolist()
+def split_rows(a, indptr: np.ndarray) -> np.ndarray:
+    """The NumPy object array of the rows ``a[indptr[r]:indptr[r + 1]]``
+    (views) of a flat array of any namespace (the Array API has no ragged
+    arrays; scikit-learn returns object arrays)."""
+    bounds = np.asarray(indptr).tolist()
     return object_array([a[s:e] for s, e in zip(bounds[:-1], bounds[1:])])
 
 
@@ -458,8 +476,9 @@ def _k_bucket(need: np.ndarray) -> np.ndarray:
 # -- results -------------------------------------------------------------------
 
 
-def drop_self(vals, ind):
-    """Remove each fitted point from its own neighbours (scikit-learn's rule).
+def drop_self(vals, ind, xp=None):
+    """Remove each fitted point from its own neighbours (scikit-learn's rule),
+    in the namespace ``xp`` of the (n, K) arrays (that of ``ind`` for None).
 
     When more duplicates than neighbours hide the point itself, the first
     neighbour (a duplicate) is dropped instead. When the point is missing
@@ -468,23 +487,30 @@ def drop_self(vals, ind):
     others are then the K nearest, as in scikit-learn, whose brute force
     takes a point's distance to itself as 0.
     """
+    xp = compat().array_namespace(ind) if xp is None else xp
     n, k = ind.shape
-    keep = ind != np.arange(n)[:, None]
-    missing = keep.all(axis=1)
-    at_zero = vals[:, 0] <= 0  # False for NaN
-    keep[missing & at_zero, 0] = False
-    keep[missing & ~at_zero, -1] = False
-    return vals[keep].reshape(n, k - 1), ind[keep].reshape(n, k - 1)
+    dev = compat().device(ind)
+    own = xp.reshape(xp.arange(n, dtype=ind.dtype, device=dev), (n, 1))
+    col = xp.reshape(xp.arange(k, device=dev), (1, k))
+    keep = ind != own
+    missing = xp.reshape(xp.all(keep, axis=1), (n, 1))
+    at_zero = xp.reshape(vals[:, 0] <= 0, (n, 1))  # False for NaN
+    first, last = missing & at_zero & (col == 0), missing & ~at_zero & (col == k - 1)
+    keep = keep & ~first & ~last
+    return xp.reshape(vals[keep], (n, k - 1)), xp.reshape(ind[keep], (n, k - 1))
 
 
-def own_distances(metric, vals: np.ndarray) -> np.ndarray:
-    """``metric.to_dist(vals)``, written over ``vals`` for the euclidean
-    metric: ``vals`` must be the caller's own (a search's fresh output). One
+def own_distances(metric, vals, xp=None):
+    """``metric.to_dist(vals)`` for (n, K) rdist values of the namespace
+    ``xp`` (NumPy for None). A NumPy array of the euclidean metric is written
+    over: ``vals`` must be the caller's own (a search's fresh output). One
     (n, K) array less: at 10^5 x 92, 74 MB and its page faults, ~0.01-0.2
     CPU s."""
-    if metric.to_dist is np.sqrt and vals.dtype.kind == "f" and vals.flags.writeable:
+    if metric.to_dist is not np.sqrt:  # the others' conversions are operators
+        return metric.to_dist(vals)
+    if isinstance(vals, np.ndarray) and vals.dtype.kind == "f" and vals.flags.writeable:
         return np.sqrt(vals, out=vals)
-    return metric.to_dist(vals)
+    return np.sqrt(vals) if xp is None else xp.sqrt(vals)
 
 
 def csr(data, indices, indptr, shape):

@@ -314,6 +314,18 @@ def _near_pairs(lo, hi, radius, g: Grid):
     return np.repeat(np.arange(len(lo)), np.diff(first)), b
 
 
+def prunes(metric: Metric, X: np.ndarray, params: dict, algorithm: str) -> bool:
+    """Whether a fit on ``X`` enables pruning (scikit-learn's ``_fit_method``
+    is then ``"block_sparse"``): the searches of its queries visit cells."""
+    return (algorithm != "brute"  # the user asked for every pair
+            and metric.squared_l2  # the cells' bounds are euclidean
+            and params.get("w") is None  # (a weighted minkowski's are not)
+            # in more dimensions the cells near a query hold most points
+            and X.shape[1] <= PRUNE_MAX_DIM
+            # fewer fitted points: brute force is as fast, the cells cost
+            and X.shape[0] >= PRUNE_MIN_FIT)
+
+
 class PrunedSearch(FormulaSearch):
     """Exact K-smallest searches that visit only the nearby cells.
 
@@ -339,9 +351,15 @@ class PrunedSearch(FormulaSearch):
         self.grid = grid
 
     @staticmethod
-    def is_usable_for(metric: Metric, Y: np.ndarray, params: dict) -> bool:
-        return (metric.squared_l2 and params.get("w") is None
-                and Y.shape[1] <= PRUNE_MAX_DIM and Y.shape[0] >= PRUNE_MIN_FIT)
+    def is_usable_for(case) -> bool:
+        """The fit enabled pruning (:func:`prunes`), queries on the host."""
+        return case.pruned and not case.on_device  # (device: HostSearch)
+
+    @classmethod
+    def build(cls, case):
+        """The search over ``case``'s fitted points and the fit's cells."""
+        Y = case.host_points()
+        return cls(case.metric, Y, case.backend, case.cells(Y))
 
     def _centre_kth(self, c: np.ndarray, k: int) -> np.ndarray:
         """The K-th neighbour distance of points ``c`` among the points of

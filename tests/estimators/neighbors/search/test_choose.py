@@ -15,7 +15,16 @@ import pytest
 import sklearn
 
 from kerneltools.estimators import KNeighborsClassifier, NearestNeighbors
-from kerneltools.estimators.neighbors.search import _blas
+from kerneltools.estimators.neighbors._metrics import make_metric
+from kerneltools.estimators.neighbors.search import (
+    STRATEGIES,
+    ExpandedSearch,
+    FormulaSearch,
+    GemmSearch,
+    SearchCase,
+    _blas,
+    choose,
+)
 
 from _array_api_helpers import as_way, way_context
 
@@ -118,3 +127,25 @@ def test_classifier_chooses_as_nearest_neighbors():
     clf = KNeighborsClassifier(n_neighbors=3).fit(X, y)
     clf.predict(X[:4])
     assert _built(clf) == "GemmSearch"
+
+
+def test_every_strategy_is_chosen_by_a_case():
+    """Each strategy of the list is the choice of some case above (none is
+    shadowed by the ones before it)."""
+    assert {s.__name__ for s in STRATEGIES} <= {c[-1] for c in CASES}
+
+
+def test_choose_takes_the_first_usable_strategy():
+    """Euclidean in 32 features on the CPU: the GEMM tiles, the expanded
+    form and the formula all apply; the first of the list wins, and the
+    formula search serves what no other does."""
+    metric = make_metric("euclidean", {})
+    Y = _points(10, 32, np.float64)
+    case = SearchCase(metric=metric, points=Y, dtype=Y.dtype, backend="cpu")
+    usable = [s for s in STRATEGIES if s.is_usable_for(case)]
+    assert usable == [GemmSearch, ExpandedSearch, FormulaSearch]
+    assert choose(case) is GemmSearch
+    other = SearchCase(metric=make_metric("manhattan", {}), points=Y,
+                       dtype=Y.dtype, backend="cpu")
+    assert [s for s in STRATEGIES if s.is_usable_for(other)] == [FormulaSearch]
+    assert STRATEGIES[-1] is FormulaSearch
