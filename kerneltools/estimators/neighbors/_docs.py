@@ -25,7 +25,7 @@ _COMMON_DOC = """
         'russellrao', 'sokalsneath', 'yule' (data converted to bool, nonzero
         True, with scikit-learn's DataConversionWarning). Each is a formula
         reduced by the engine; their definitions and 0/0 conventions, those of
-        scikit-learn's brute force, are in ``_neighbors_metrics``. A callable
+        scikit-learn's brute force, are in ``neighbors._metrics``. A callable
         is first called with LazyTensors ``(x_i, y_j,
         **metric_params)``: if it returns a scalar LazyTensor formula, that
         formula is the distance, reduced at full speed. What the engine does
@@ -79,7 +79,7 @@ _ARRAY_API_DOC = """
     Notes
     -----
     Array API and device arrays (``kerneltools._utils._array_api`` and
-    ``_neighbors_device``): CuPy arrays always, and with
+    ``neighbors._device``): CuPy arrays always, and with
     ``sklearn.set_config(array_api_dispatch=True)`` CPU torch tensors,
     array-api-strict arrays and CUDA torch tensors are served where they
     are. Host arrays are searched through a zero-copy NumPy view; on a GPU

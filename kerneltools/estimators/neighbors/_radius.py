@@ -3,7 +3,7 @@
 Each query's neighbours come from :meth:`RadiusQueries.radius_neighbors`
 as CSR rows (on the CPU in up to 3 features the radius kernel of
 :func:`kerneltools.ranges.radius_csr` over nearby cells, in 16 or more the
-BLAS tiles of :mod:`._neighbors_blas`; else a radius-test count, then a
+BLAS tiles of :mod:`.search._blas`; else a radius-test count, then a
 K-min of that size, on the engine); the votes and means follow
 scikit-learn's rules in a few vectorised passes over those rows:
 ``weights``, ``outlier_label`` for queries with no neighbour, NaN

@@ -32,7 +32,7 @@ sort of the kept ones) measured slower (CPU seconds, 3,000 x 3 * 10^4 blobs,
 D = 32, tiles / engine / scikit-learn: float64 K = 21 0.42 / 0.42 / 0.41,
 K = 91 0.79 / 0.71 / 0.50; float32 K = 21 0.30 / 0.23 / 0.40, K = 91
 0.59 / 0.38 / 0.47). The estimators' k-NN queries in 16 or more features
-run on its subclass :class:`~._neighbors_gemm.GemmSearch` instead (the same
+run on its subclass :class:`~._gemm.GemmSearch` instead (the same
 float32 tiles with a running selection in C and a float64 re-ranking).
 """
 
@@ -165,7 +165,7 @@ class BlasSearch(ExpandedSearch):
 
     def radius_csr(self, X: np.ndarray, thr: np.ndarray, *, exclude_self: bool,
                    by_index: bool):
-        """:func:`~._neighbors_search.radius_search` by tiles: ``(values,
+        """:func:`~._formula.radius_search` by tiles: ``(values,
         indices, indptr)`` of the points within rdist ``thr`` (one per
         query), or None where the norms come near overflow (the caller
         then takes the general route)."""

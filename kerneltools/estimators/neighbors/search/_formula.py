@@ -1,19 +1,19 @@
 """Brute-force searches behind the k-NN estimators, in linear memory.
 
 :class:`FormulaSearch` keeps the K smallest ``rdist`` (see
-:mod:`._neighbors_metrics`) of each query with a ``Kmin_argKmin``
+:mod:`.._metrics`) of each query with a ``Kmin_argKmin``
 reduction; queries go through the reduction in blocks, so memory stays
 linear in the number of points whatever their number.
 
 Euclidean searches in 20 or more features take a faster exact route,
 :class:`ExpandedSearch` (on the CPU from 16 features, the float32 BLAS
-tiles of :mod:`._neighbors_gemm` come first): candidates from the expanded form
+tiles of :mod:`._gemm` come first): candidates from the expanded form
 ``|y|^2 - 2 <x, y>`` (which the backends reduce with a matrix-product
 micro-kernel), re-ranked by their exact distances, each row certified by a
 rounding-error bound or else searched again in the direct form.
 
 :func:`radius_search` runs on any of them (and on the pruned search of
-:mod:`._neighbors_pruned`); the helpers at the end check the query methods'
+:mod:`._pruned`); the helpers at the end check the query methods'
 arguments and shape their results as scikit-learn's.
 """
 

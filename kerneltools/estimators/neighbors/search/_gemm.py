@@ -31,7 +31,7 @@ smallest e lie within it), so every such point is a candidate, ties
 included; a skipped group holds no value below the threshold. A query
 whose band of values within the slack overflows its slots (many equal
 distances, or data too fine for float32) is searched again on the
-engine's route (:class:`~._neighbors_blas.BlasSearch`).
+engine's route (:class:`~._blas.BlasSearch`).
 
 Float32 tiles for float64 data too: twice the products per second of a
 float64 GEMM, and the float64 re-ranking makes the result exact. Measured

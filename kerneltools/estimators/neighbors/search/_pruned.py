@@ -424,7 +424,7 @@ class PrunedSearch(FormulaSearch):
         """The block sparsity of the pairs of query cells (of ``per_cell``
         queries) and fitted cells within the (rdist) thresholds ``thr`` of
         the queries, box to box; with ``sentinels``, over that many points
-        before the fitted ones (:func:`~._neighbors_search.with_sentinels`),
+        before the fitted ones (:func:`~._formula.with_sentinels`),
         one cell that every query cell visits first."""
         qc = Cells.cut(X, per_cell, self.grid.frame)
         cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
@@ -480,7 +480,7 @@ class PrunedSearch(FormulaSearch):
 
     def radius_csr(self, X: np.ndarray, thr: np.ndarray, *, exclude_self: bool,
                    by_index: bool):
-        """:func:`~._neighbors_search.radius_search` in one pass on the host:
+        """:func:`~._formula.radius_search` in one pass on the host:
         ``(rdist, indices, indptr)`` of the points within ``thr`` (one per
         query), from :func:`kerneltools.ranges.radius_csr` over the cells
         within the thresholds (or, below :data:`RADIUS_MIN_PAIRS` pairs,
