@@ -124,7 +124,8 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
             return False
         if probe.ndim != 2 or probe.size == 0:
             return False
-        return _metrics.is_lazy_callable(self.metric, dict(self.metric_params or {}), probe)
+        params = dict(self.metric_params or {})
+        return _metrics.is_lazy_callable(self.metric, params, probe)
 
     def __getattr__(self, name):
         # only for the private attributes of a delegating fit
@@ -173,7 +174,8 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
                                         dtype=_FLOATS, order="C",
                                         ensure_all_finite=finite)
         self._check_algorithm_metric()
-        metric, params = _metrics.effective_metric(self.metric, self.p, self.metric_params)
+        metric, params = _metrics.effective_metric(self.metric, self.p,
+                                                   self.metric_params)
         self._check_semimetric(metric, params)
         _metrics.check_metric_params(metric, params, X.shape[1])
         if self.dtype is not None:
@@ -318,9 +320,9 @@ class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
         searches = self._searches  # updated in place: a query leaves __dict__ as it was
         search = searches.get(key)
         if search is None:
+            metric = _metrics.make_metric(self.effective_metric_, self._metric_params)
             search = new_search(SearchCase(
-                metric=_metrics.make_metric(self.effective_metric_, self._metric_params),
-                points=self._fit_X, dtype=dtype, backend=backend,
+                metric=metric, points=self._fit_X, dtype=dtype, backend=backend,
                 pruned=self._fit_method == "block_sparse", grid=self._grid,
                 place=place))
             searches.clear()

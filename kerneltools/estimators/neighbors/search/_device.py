@@ -54,6 +54,10 @@ class DeviceSearch:
 
     def kmin(self, X, k: int):
         """(rdist, indices), both (n, k), increasing; ties by index."""
+        # A twin of FormulaSearch._kmin, kept: the blocks go to the engine as
+        # its arrays (sp.engine) and come back as the space's
+        # (sp.from_engine), and are concatenated, where the host writes them
+        # into preallocated NumPy outputs (the Array API has no out=).
         sp, xp = self.sp, self.sp.xp
         n = X.shape[0]
         rows = max(1, QUERY_BLOCK_ENTRIES // k)

@@ -440,7 +440,8 @@ def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
         if by_index:  # kept entries first, by index (one vectorised sort)
             big = np.iinfo(np.int32 if i.size and i.max() < 2**31 - 1 else np.int64)
             order = np.argsort(np.where(keep, i, big.max).astype(big.dtype), axis=1)
-            v, i = np.take_along_axis(v, order, axis=1), np.take_along_axis(i, order, axis=1)
+            v = np.take_along_axis(v, order, axis=1)
+            i = np.take_along_axis(i, order, axis=1)
             c = keep.sum(axis=1)
             keep = np.arange(keep.shape[1]) < c[:, None]
         else:

@@ -550,6 +550,6 @@ class PrunedSearch(FormulaSearch):
             again = again[np.argsort(rank[again])]
             P = Xd[again]
             one = np.arange(len(again))
-            v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
-                                              P, P, dk[again], k)
+            ranges = np.stack([one, one + 1], 1)
+            v[again], i[again] = self._pruned(X[again], one, ranges, P, P, dk[again], k)
         return v, i
