@@ -3,15 +3,15 @@
 _COMMON_DOC = """
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
         'brute' compares every pair, in linear memory. A metric that
-        scikit-learn's chosen tree lacks raises its ValueError (e.g.
-        'kd_tree' with 'cosine'), as does Minkowski with p < 1 and a tree. Otherwise, for the
-        Euclidean metrics in at most 3 features and at least 1,000 fitted
+        scikit-learn's chosen tree lacks raises its ValueError (e.g. 'kd_tree'
+        with 'cosine'), as does Minkowski with p < 1 and a tree. Otherwise, for
+        the Euclidean metrics in at most 3 features and at least 1,000 fitted
         points, pruning is enabled (``_fit_method == 'block_sparse'``): a
-        K-nearest search of at least 2^24 query x fitted pairs cuts the
-        points into cells along a Z-order curve and visits only the cells
-        that can hold a neighbour (one block-sparse reduction, exact; smaller
-        searches run brute force); elsewhere every search is brute force
-        (``_fit_method == 'brute'``).
+        K-nearest search of at least 2^24 query x fitted pairs cuts the points
+        into cells along a Z-order curve and visits only the cells that can hold
+        a neighbour (one block-sparse reduction, exact; smaller searches run
+        brute force); elsewhere every search is brute force (``_fit_method ==
+        'brute'``).
     leaf_size : int, default=30
         Accepted for compatibility, unused (there is no tree).
     metric : str, callable or DistanceMetric, default='minkowski'

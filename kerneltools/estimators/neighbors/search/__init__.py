@@ -21,7 +21,10 @@ objects: :func:`._formula.radius_search`). The strategies differ in how:
 depends on: the metric, the number of features, the backend, whether the
 fit enabled pruning, where the queries live); ``FormulaSearch``, last,
 serves every case. An estimator asks :func:`new_search`, never a strategy by
-name.
+name. Pruning itself is decided once, at fit (:func:`._pruned.prunes`, which
+sets scikit-learn's ``_fit_method``); a strategy may still run its parent's
+brute force for a query too small to pay for its set-up (the ``MIN_PAIRS``
+and ``MIN_K`` thresholds of its module, measured there).
 
 To add a strategy: write its class (in a module of this package) with
 
@@ -37,6 +40,11 @@ then insert it in :data:`STRATEGIES` before the strategies it must take
 precedence over (the faster and narrower first), and add a case that picks
 it to ``tests/estimators/neighbors/search/test_choose.py`` (which checks
 that every listed strategy is reachable).
+
+This package imports the engine through its public surface only (LazyTensor,
+:mod:`kerneltools.ranges`, :mod:`kerneltools.selection`, the configuration),
+the array layer of :mod:`kerneltools._utils` and the family's
+:mod:`.._metrics`; nothing of the estimators above it.
 """
 
 from __future__ import annotations

@@ -352,8 +352,11 @@ class PrunedSearch(FormulaSearch):
 
     @staticmethod
     def is_usable_for(case) -> bool:
-        """The fit enabled pruning (:func:`prunes`), queries on the host."""
-        return case.pruned and not case.on_device  # (device: HostSearch)
+        """The fit enabled pruning (:func:`prunes`), queries on the host (a
+        device's: :class:`~._device.HostSearch`). Where the reductions run
+        on a GPU, :class:`~._cells.CellSearch` reduces the cell pairs with
+        the engine's block-sparse K-min instead of its C K-min."""
+        return case.pruned and not case.on_device
 
     @classmethod
     def build(cls, case):
