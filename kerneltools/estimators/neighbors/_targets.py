@@ -32,7 +32,7 @@ def weights_of(dist, weights, xp=None):
     xp = compat().array_namespace(dist) if xp is None else xp
     if not isinstance(weights, str):
         return xp.astype(xp.asarray(weights(dist)), xp.float64)
-    with np.errstate(divide="ignore"):  # 1/d in the distances' dtype
+    with np.errstate(divide="ignore", over="ignore"):  # 1/d, in their dtype
         inverse = 1.0 / dist
     inf = xp.isinf(inverse)
     inf_row = xp.reshape(xp.any(inf, axis=1), (-1, 1))

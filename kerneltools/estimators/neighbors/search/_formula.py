@@ -492,12 +492,13 @@ def drop_self(vals, ind, xp=None):
     n, k = ind.shape
     dev = compat().device(ind)
     own = xp.reshape(xp.arange(n, dtype=ind.dtype, device=dev), (n, 1))
-    col = xp.reshape(xp.arange(k, device=dev), (1, k))
     keep = ind != own
     missing = xp.reshape(xp.all(keep, axis=1), (n, 1))
     at_zero = xp.reshape(vals[:, 0] <= 0, (n, 1))  # False for NaN
-    first, last = missing & at_zero & (col == 0), missing & ~at_zero & (col == k - 1)
-    keep = keep & ~first & ~last
+    # the first column without the rows that drop it, the last likewise
+    # (k >= 2: the point and at least one neighbour)
+    keep = xp.concat([keep[:, :1] & ~(missing & at_zero), keep[:, 1:k - 1],
+                      keep[:, k - 1:] & ~(missing & ~at_zero)], axis=1)
     return xp.reshape(vals[keep], (n, k - 1)), xp.reshape(ind[keep], (n, k - 1))
 
 
