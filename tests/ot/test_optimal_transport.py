@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 from sklearn.base import clone
@@ -20,12 +20,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools as kt
-from kerneltools.estimators.optimal_transport import (
-    SinkhornTransport,
-    sinkhorn_divergence,
-    sinkhorn_potentials,
-    transport_plan,
-)
+from kerneltools.estimators.optimal_transport import SinkhornTransport
+from kerneltools.ot import sinkhorn_divergence, sinkhorn_potentials, transport_plan
 
 #: Values and gradients against GeomLoss: the same algorithm, so only
 #: rounding differs.
@@ -254,12 +250,17 @@ def test_verbose_reports_progress_and_changes_nothing(capsys, multiscale):
 
 @settings(max_examples=6, deadline=None)
 @given(problems, st.sampled_from([None, 1.0]))
+@example(problem=(7633769, 4, 4, 1), reach=None)
 def test_a_gradient_step_decreases_the_divergence(problem, reach):
+    """The gradients are exact at convergence only (envelope theorem): the
+    schedule runs at scaling=0.9, as at 0.5 a small problem can end far from
+    it (the example: marginal error 0.98, and a step up the divergence)."""
     x, y, a, b = random_problem(*problem)
-    value, gx, gy = sinkhorn_divergence(x, y, a, b, reach=reach, return_grad=True)
+    kwargs = dict(reach=reach, scaling=0.9)
+    value, gx, gy = sinkhorn_divergence(x, y, a, b, return_grad=True, **kwargs)
     step = 1e-3
     lower = sinkhorn_divergence(
-        x - step * gx / a[:, None], y - step * gy / b[:, None], a, b, reach=reach
+        x - step * gx / a[:, None], y - step * gy / b[:, None], a, b, **kwargs
     )
     assert lower < value
 
@@ -406,6 +407,21 @@ def test_transport_warns_when_not_converged():
     with pytest.warns(kt.ConvergenceWarning, match="did not converge"):
         ot = SinkhornTransport(blur=0.05, max_iter=3).fit(Xs, Xt=Xt)
     assert ot.n_iter_ == 3 and not ot.converged_ and ot.marginal_error_ > 1e-6
+
+
+@pytest.mark.parametrize("name", ["sinkhorn_divergence", "sinkhorn_potentials",
+                                  "transport_plan"])
+def test_the_functions_are_kerneltools_ots_under_every_import_path(name):
+    """Defined in kerneltools.ot; the estimators' paths give the same objects."""
+    import kerneltools.estimators
+    import kerneltools.estimators.optimal_transport
+    import kerneltools.ot
+
+    function = getattr(kerneltools.ot, name)
+    assert function.__module__.startswith("kerneltools.ot.")
+    assert name in kerneltools.ot.__all__
+    for module in (kerneltools.estimators.optimal_transport, kerneltools.estimators, kt):
+        assert getattr(module, name) is function, module.__name__
 
 
 # -- bad input -------------------------------------------------------------------------------
