@@ -24,12 +24,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 
 
 class KernelSolveBase(GenredBase):
-    """pykeops' ``KernelSolve``: see the subclasses in ``kerneltools.keops.numpy`` / ``.torch``."""
+    """pykeops' ``KernelSolve``: see the subclasses in
+    ``kerneltools.keops.numpy`` / ``.torch``."""
 
     who = "KernelSolve"
 
-    def __init__(self, formula, aliases, varinvalias, axis=0, dtype=None, opt_arg=None,
-                 cuda_type=None, dtype_acc="auto", use_double_acc=False,
+    def __init__(self, formula, aliases, varinvalias, axis=0, dtype=None,
+                 opt_arg=None, cuda_type=None, dtype_acc="auto", use_double_acc=False,
                  sum_scheme="auto", enable_chunks=True, rec_multVar_highdim=False,
                  use_fast_math=True):
         super().__init__(formula, aliases, "Sum", axis, dtype=dtype, opt_arg=opt_arg,
@@ -43,14 +44,14 @@ class KernelSolveBase(GenredBase):
                             f"got {varinvalias!r}")
         alias = self.variables.names.get(varinvalias)
         if alias is None:
-            raise ValueError(f"KernelSolve: 'varinvalias' {varinvalias!r} is not one of "
-                             f"the aliases ({', '.join(self.variables.names)})")
+            raise ValueError(f"KernelSolve: 'varinvalias' {varinvalias!r} is not one "
+                             f"of the aliases ({', '.join(self.variables.names)})")
         reduced = 1 if self.axis == 1 else 0  # category of the reduced index
         if alias.cat != reduced:
             raise ValueError(
-                f"KernelSolve: the unknown {varinvalias!r} is {_cat_name(alias.cat)}; with "
-                f"axis={self.axis} it must be {_cat_name(reduced)} (a variable of the "
-                "reduced index)")
+                f"KernelSolve: the unknown {varinvalias!r} is {_cat_name(alias.cat)}; "
+                f"with axis={self.axis} it must be {_cat_name(reduced)} (a variable of "
+                "the reduced index)")
         self.varinv = alias.index
         self.varinvalias = varinvalias
 

@@ -130,7 +130,8 @@ def test_without_a_target_transform_is_the_self_transport_smoothing():
     for _ in range(5000):  # symmetric self-transport: f = softmin(f), averaged
         f = 0.5 * (f - eps * logsumexp(np.log(1 / 60) + (f[None] - C) / eps, axis=1))
     P = np.exp((f[:, None] + f[None] - C) / eps) / 60**2
-    np.testing.assert_allclose(ot.transform(Xs), (P @ Xs) / P.sum(1)[:, None], atol=1e-6)
+    want = (P @ Xs) / P.sum(1)[:, None]
+    np.testing.assert_allclose(ot.transform(Xs), want, atol=1e-6)
 
 
 @parametrize_with_checks([SinkhornTransport(blur=0.5, max_iter=100)])
