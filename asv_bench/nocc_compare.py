@@ -49,9 +49,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ROADS = ("gcc", "zig")
-CASES = [(task, d, dtype) for task, dims in
-         (("matvec", (3, 64)), ("lse", (3,)), ("argkmin", (3,)), ("grad", (3,)))
-         for d in dims for dtype in ("float32", "float64")]
+CASES = [
+    (task, d, dtype)
+    for task, dims in (
+        ("matvec", (3, 64)),
+        ("lse", (3,)),
+        ("argkmin", (3,)),
+        ("grad", (3,)),
+    )
+    for d in dims
+    for dtype in ("float32", "float64")
+]
 
 
 def _cpu() -> float:
@@ -74,8 +82,11 @@ def worker(n: int) -> None:
         cmd, *rest = line.split()
         if cmd == "info":
             comp = find_compiler()
-            answer = {"compiler": comp.description, "threads": comp.threads,
-                      "load": os.getloadavg()}
+            answer = {
+                "compiler": comp.description,
+                "threads": comp.threads,
+                "load": os.getloadavg(),
+            }
         else:  # "first i" or "time i": one call of case i
             task, d, dtype = CASES[int(rest[0])]
             if int(rest[0]) not in calls:
@@ -100,13 +111,16 @@ t0 = time.perf_counter(); fn(); print(json.dumps(time.perf_counter() - t0))
 """
 
 
-# -- the driver -------------------------------------------------------------------------
+# -- the driver -----------------------------------------------------------------
 
 
 def _env(road: str, cache: str, args, tmp: str) -> dict:
-    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=cache,
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               KERNELTOOLS_COMPILER="system" if road == "gcc" else "zig")
+    env = dict(
+        os.environ,
+        KERNELTOOLS_CACHE_DIR=cache,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        KERNELTOOLS_COMPILER="system" if road == "gcc" else "zig",
+    )
     env.pop("KERNELTOOLS_BACKEND", None)
     if road == "zig":
         env.pop("CC", None)
@@ -120,7 +134,11 @@ class Worker:
         self.road = road
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", "--n", str(n)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
 
     def ask(self, line: str) -> dict:
         self.proc.stdin.write(line + "\n")
@@ -143,11 +161,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--n", type=float, default=3e4, help="N = M (default 3e4)")
-    p.add_argument("--rounds", type=int, default=5, help="timed calls per road and case")
-    p.add_argument("--loads", type=int, default=5,
-                   help="new processes per road timing a cached kernel's first call")
-    p.add_argument("--cold-zig", action="store_true",
-                   help="the zig road starts with an empty zig library cache")
+    p.add_argument(
+        "--rounds", type=int, default=5, help="timed calls per road and case"
+    )
+    p.add_argument(
+        "--loads",
+        type=int,
+        default=5,
+        help="new processes per road timing a cached kernel's first call",
+    )
+    p.add_argument(
+        "--cold-zig",
+        action="store_true",
+        help="the zig road starts with an empty zig library cache",
+    )
     p.add_argument("--cases", default="", help="indices of CASES to run (default all)")
     p.add_argument("--out", help="also write the report to this file")
     args = p.parse_args()
@@ -178,30 +205,46 @@ def main() -> None:
     for _ in range(args.loads):  # a cached kernel's first call in a new process
         for r in ROADS:
             code = _LOAD_CODE.format(here=HERE, case=list(CASES[picked[0]]))
-            out = subprocess.run([sys.executable, "-c", code], env=envs[r], text=True,
-                                 capture_output=True, check=True)
-            loads.setdefault(r, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                env=envs[r],
+                text=True,
+                capture_output=True,
+                check=True,
+            )
+            loads.setdefault(r, []).append(
+                json.loads(out.stdout.strip().splitlines()[-1])
+            )
     load1 = os.getloadavg()
-    lines = [f"# zig cc (no system compiler) against gcc + OpenMP, N = M = {n:.0e}", "",
-             f"- gcc road: {info['gcc']['compiler']}; threads: {info['gcc']['threads']}",
-             f"- zig road: {info['zig']['compiler']}; threads: {info['zig']['threads']}",
-             f"- {os.cpu_count()} CPUs; load average at start "
-             f"{' '.join(f'{v:.2f}' for v in load0)}, at the end "
-             f"{' '.join(f'{v:.2f}' for v in load1)} (1, 5, 15 min)",
-             f"- {args.rounds} warm calls per road and case, alternating roads", "",
-             "| case | gcc median | zig median | zig / gcc | CPU s per call gcc, zig "
-             "| first call gcc | first call zig | zig / gcc |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# zig cc (no system compiler) against gcc + OpenMP, N = M = {n:.0e}",
+        "",
+        f"- gcc road: {info['gcc']['compiler']}; threads: {info['gcc']['threads']}",
+        f"- zig road: {info['zig']['compiler']}; threads: {info['zig']['threads']}",
+        f"- {os.cpu_count()} CPUs; load average at start "
+        f"{' '.join(f'{v:.2f}' for v in load0)}, at the end "
+        f"{' '.join(f'{v:.2f}' for v in load1)} (1, 5, 15 min)",
+        f"- {args.rounds} warm calls per road and case, alternating roads",
+        "",
+        "| case | gcc median | zig median | zig / gcc | CPU s per call gcc, zig "
+        "| first call gcc | first call zig | zig / gcc |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for i in picked:
         task, d, dtype = CASES[i]
         g, z = (statistics.median(times[r, i]) for r in ROADS)
         cg, cz = (statistics.median(cpus[r, i]) for r in ROADS)
         fg, fz = first["gcc", i], first["zig", i]
-        lines.append(f"| {task} D={d} {dtype} | {_fmt(g)} | {_fmt(z)} | {z / g:.2f} | "
-                     f"{cg:.3g}, {cz:.3g} | {_fmt(fg)} | {_fmt(fz)} | {fz / fg:.2f} |")
-    lines += ["", f"A cached kernel's first call in a new process ({CASES[picked[0]]}, "
-              f"N = 2000, median of {args.loads}): gcc {_fmt(statistics.median(loads['gcc']))}, "
-              f"zig {_fmt(statistics.median(loads['zig']))}"]
+        lines.append(
+            f"| {task} D={d} {dtype} | {_fmt(g)} | {_fmt(z)} | {z / g:.2f} | "
+            f"{cg:.3g}, {cz:.3g} | {_fmt(fg)} | {_fmt(fz)} | {fz / fg:.2f} |"
+        )
+    lg, lz = (_fmt(statistics.median(loads[r])) for r in ROADS)
+    lines += [
+        "",
+        f"A cached kernel's first call in a new process ({CASES[picked[0]]}, "
+        f"N = 2000, median of {args.loads}): gcc {lg}, zig {lz}",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.out:

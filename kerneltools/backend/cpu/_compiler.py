@@ -87,8 +87,9 @@ static inline float kt_probe_abs(float x) {
 float kt_probe_simd(float x) { return kt_probe_abs(x); }
 """
 #: The ``declare simd`` pragma before a definition (``static inline``).
-_SIMD_BEFORE_DEFINITION = re.compile(r"^#pragma omp declare simd[^\n]*\n(?=static inline )",
-                                     re.M)
+_SIMD_BEFORE_DEFINITION = re.compile(
+    r"^#pragma omp declare simd[^\n]*\n(?=static inline )", re.M
+)
 
 #: ``#pragma omp declare simd`` declarations of the libmvec functions (glibc >= 2.22).
 VECMATH_DECL = "\n".join(
@@ -130,7 +131,8 @@ class Compiler:
 
     @property
     def description(self) -> str:
-        extras = [x for x, on in (("OpenMP", self.openmp), ("libmvec", self.vector_math)) if on]
+        extras = [x for x, on in (("OpenMP", self.openmp),
+                                  ("libmvec", self.vector_math)) if on]
         name = " ".join(self.argv)
         return f"{name} ({self.version}){', ' + ', '.join(extras) if extras else ''}"
 
@@ -138,13 +140,15 @@ class Compiler:
     def identity(self) -> str:
         """Part of every kernel's cache key: compiler, version, flags and CPU."""
         cpu = platform.machine() + ":" + _cpu_flags_digest()
-        return "|".join([" ".join(self.argv), self.version, " ".join(self.flags + self.libs),
-                         cpu])
+        flags = " ".join(self.flags + self.libs)
+        return "|".join([" ".join(self.argv), self.version, flags, cpu])
 
     def adapt(self, source: str) -> str:
         """``source`` as this compiler takes it: without the ``declare simd``
         pragmas before definitions where it rejects them (the same code)."""
-        return source if self.simd_definitions else _SIMD_BEFORE_DEFINITION.sub("", source)
+        if self.simd_definitions:
+            return source
+        return _SIMD_BEFORE_DEFINITION.sub("", source)
 
     def without_openmp(self, note: str) -> Compiler:
         """This compiler with ``-fopenmp-simd`` for ``-fopenmp`` (``note``: why)."""
@@ -189,7 +193,9 @@ def _cpu_flags_digest() -> str:
         except (OSError, subprocess.SubprocessError):
             model = ""
     model = f"{platform.processor()}|{model.strip()}"
-    return hashlib.sha256(model.encode()).hexdigest()[:12] if model != "|" else "unknown"
+    if model == "|":
+        return "unknown"
+    return hashlib.sha256(model.encode()).hexdigest()[:12]
 
 
 #: The values of ``KERNELTOOLS_COMPILER``.
@@ -201,7 +207,8 @@ def _candidates() -> tuple[list, list]:
     not]); the version of a system compiler comes from running it, later."""
     choice = os.environ.get("KERNELTOOLS_COMPILER", "auto").strip().lower() or "auto"
     if choice not in CHOICES:
-        return [], [f"KERNELTOOLS_COMPILER={choice!r} is not one of {', '.join(CHOICES)}"]
+        return [], [f"KERNELTOOLS_COMPILER={choice!r} is not one of "
+                    f"{', '.join(CHOICES)}"]
     tries, skipped = [], []
     if choice in ("auto", "system"):
         env = os.environ.get("CC")
@@ -239,7 +246,8 @@ def _try(command: tuple, flags: list, libs: list, source: str,
         fh.write(source)
     try:
         proc = subprocess.run([*command, *flags, src, "-o", out, *libs],
-                              capture_output=True, text=True, timeout=300, env=_env(tmp))
+                              capture_output=True, text=True, timeout=300,
+                              env=_env(tmp))
     except (OSError, subprocess.SubprocessError) as exc:
         return False, str(exc)
     if proc.returncode != 0:
@@ -273,8 +281,9 @@ def _flags(features: dict) -> tuple[list, list]:
 
 def _source(found: dict) -> str:
     """The probe's source for the features ``found`` (vector math, simd definitions)."""
-    return (_PROBE.replace("VECMATH_DECL", VECMATH_DECL if found["vector_math"] else "")
-            .replace("SIMD_DEFINITION", SIMD_DEFINITION if found["simd_definitions"] else ""))
+    vecmath = VECMATH_DECL if found["vector_math"] else ""
+    simd = SIMD_DEFINITION if found["simd_definitions"] else ""
+    return _PROBE.replace("VECMATH_DECL", vecmath).replace("SIMD_DEFINITION", simd)
 
 
 def _probe(command: tuple) -> tuple[dict | None, str]:
@@ -355,7 +364,7 @@ _HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
          f"{INSTALL_HINT}, or set $CC")
 
 
-def _features(name: str, command: tuple, version: str | None) -> tuple[dict | None, str, str]:
+def _features(command: tuple, version: str | None) -> tuple[dict | None, str, str]:
     """(the recorded or probed features of a candidate, or None and why not,
     its version); OSError from running it."""
     if version is None:
@@ -384,7 +393,7 @@ def find_compiler() -> Compiler:
     hint = _HINT
     for name, command, version in tries:
         try:
-            found, why, version = _features(name, command, version)
+            found, why, version = _features(command, version)
         except (OSError, subprocess.SubprocessError, IndexError) as exc:
             reasons.append(f"{name}: {exc}")
             continue

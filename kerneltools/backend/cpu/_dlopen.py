@@ -1,4 +1,4 @@
-"""Loading a compiled kernel: exactly the bytes that were verified, with no write needed.
+"""Loading a compiled kernel: exactly the bytes that were verified, with no write.
 
 A cached library is code that ``dlopen`` runs (its constructors at once).
 :func:`read_trusted` reads a file of ours alone (a regular file owned by the
@@ -162,8 +162,8 @@ def _dlopen_elsewhere(key: str, data: bytes) -> tuple[ctypes.CDLL, str]:
     try:
         folder = _private_folder()
         copy = os.path.join(folder, f"{key}-{next(_loads)}.so")
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC | _O_BINARY,
-                     0o700)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC | _O_BINARY
+        fd = os.open(copy, flags, 0o700)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         lib = ctypes.CDLL(copy)

@@ -1,4 +1,4 @@
-"""Compiled C libraries: :func:`library` gives the verified, loaded library of a C source.
+"""Compiled C libraries: :func:`library`, the verified, loaded library of a C source.
 
 Every C library of the CPU backend (the generated reductions, the K-min
 tile selection, the radius search) comes from :func:`library`: the source's
@@ -24,7 +24,13 @@ from pathlib import Path
 
 from .._errors import CompileError, is_storage_error, storage_errno
 from .._progress import compiling
-from ._cache import atomic_write, cannot_store, kernel_folders, store_folder, store_library
+from ._cache import (
+    atomic_write,
+    cannot_store,
+    kernel_folders,
+    store_folder,
+    store_library,
+)
 from ._compiler import Compiler, find_compiler
 from ._dlopen import load_verified_library
 
@@ -140,7 +146,9 @@ def _build(source: str, comp: Compiler, folder: Path, key: str) -> ctypes.CDLL:
             log = (proc.stderr or proc.stdout).strip()
             code = storage_errno(log)
             if code is not None:
-                raise OSError(code, f"{os.strerror(code)} (the C compiler: {log[-300:]})")
+                raise OSError(
+                    code, f"{os.strerror(code)} (the C compiler: {log[-300:]})"
+                )
             raise CompileError(
                 f"the C compiler failed on the generated kernel {src}:\n{log[-4000:]}",
                 log=log,
@@ -153,8 +161,11 @@ def _build(source: str, comp: Compiler, folder: Path, key: str) -> ctypes.CDLL:
                 raise
             lib, why = None, str(exc)
         if lib is None or not _carries(lib, key):
-            raise CompileError(f"the compiled kernel {folder / key}.so does not load"
-                               f"{': ' + why if lib is None else ''}", source_path=str(src))
+            raise CompileError(
+                f"the compiled kernel {folder / key}.so does not load"
+                f"{': ' + why if lib is None else ''}",
+                source_path=str(src),
+            )
         return lib
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -25,9 +25,13 @@ __all__ = ["runtime_family", "loaded_families", "conflict"]
 
 #: A runtime's file name: its family ("libgomp-e985bcbb.so.1.0.0" is GNU's).
 _FAMILY = re.compile(r"^(libgomp|libomp|libiomp5?|vcomp)[-.\d]")
-_NAMES = {"libgomp": "GNU OpenMP (libgomp)", "libomp": "LLVM OpenMP (libomp)",
-          "libiomp": "Intel OpenMP (libiomp5)", "libiomp5": "Intel OpenMP (libiomp5)",
-          "vcomp": "Microsoft OpenMP (vcomp)"}
+_NAMES = {
+    "libgomp": "GNU OpenMP (libgomp)",
+    "libomp": "LLVM OpenMP (libomp)",
+    "libiomp": "Intel OpenMP (libiomp5)",
+    "libiomp5": "Intel OpenMP (libiomp5)",
+    "vcomp": "Microsoft OpenMP (vcomp)",
+}
 
 
 def runtime_family(version: str) -> str:
@@ -59,8 +63,11 @@ def loaded_families() -> dict[str, str]:
         try:
             from threadpoolctl import threadpool_info
 
-            paths = [i.get("filepath", "") for i in threadpool_info()
-                     if i.get("internal_api") == "openmp"]
+            paths = [
+                i.get("filepath", "")
+                for i in threadpool_info()
+                if i.get("internal_api") == "openmp"
+            ]
         except Exception:  # noqa: BLE001 (an optional look: nothing found)
             paths = []
     found: dict[str, str] = {}
@@ -79,5 +86,7 @@ def conflict(version: str) -> str | None:
     if not others:
         return None
     names = ", ".join(f"{_NAMES[f]} from {p}" for f, p in sorted(others.items()))
-    return (f"this process already has {names}: loading {_NAMES[mine]} beside it "
-            "can crash it, so the kernels are built without OpenMP")
+    return (
+        f"this process already has {names}: loading {_NAMES[mine]} beside it "
+        "can crash it, so the kernels are built without OpenMP"
+    )

@@ -29,8 +29,15 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
-__all__ = ["PARALLEL_PAIRS", "cores", "before_call", "openmp_ran", "run_pieces",
-           "split_rows", "split_weighted"]
+__all__ = [
+    "PARALLEL_PAIRS",
+    "cores",
+    "before_call",
+    "openmp_ran",
+    "run_pieces",
+    "split_rows",
+    "split_weighted",
+]
 
 #: Below this many pairs one thread does a call (the kernels' KT_PARALLEL_PAIRS,
 #: about a millisecond of work: waking a team costs more on a busy machine).
@@ -86,10 +93,13 @@ def _executor(workers: int) -> ThreadPoolExecutor:
     with _pool_lock:
         pool, pid, size = _pool
         if pool is None or pid != os.getpid() or size < workers:
-            # (a pool inherited through fork has no threads: it is dropped, not shut down)
+            # (a pool inherited through fork has no threads: dropped, not shut down)
             size = max(workers, cores() - 1)
-            _pool[:] = [ThreadPoolExecutor(size, thread_name_prefix="kerneltools"),
-                        os.getpid(), size]
+            _pool[:] = [
+                ThreadPoolExecutor(size, thread_name_prefix="kerneltools"),
+                os.getpid(),
+                size,
+            ]
         return _pool[0]
 
 

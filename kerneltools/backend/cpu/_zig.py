@@ -33,7 +33,10 @@ def zig_binary() -> tuple[str | None, str]:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        return None, f"the ziglang package is not installed ({INSTALL_HINT} installs it)"
+        return (
+            None,
+            f"the ziglang package is not installed ({INSTALL_HINT} installs it)",
+        )
     name = "zig.exe" if sys.platform == "win32" else "zig"
     for folder in spec.submodule_search_locations:
         path = os.path.join(folder, name)
@@ -43,4 +46,7 @@ def zig_binary() -> tuple[str | None, str]:
             except importlib.metadata.PackageNotFoundError:
                 version = "?"
             return path, f"zig {version} (ziglang package)"
-    return None, f"the ziglang package has no {name} binary (reinstall it: {INSTALL_HINT})"
+    return (
+        None,
+        f"the ziglang package has no {name} binary (reinstall it: {INSTALL_HINT})",
+    )

@@ -34,13 +34,17 @@ def fresh(monkeypatch, tmp_path):
 
 
 def test_adapt_drops_the_pragmas_before_definitions_only():
-    source = ("#pragma omp declare simd notinbranch\ndouble (exp)(double);\n"
-              "#pragma omp declare simd notinbranch\nstatic inline float f(float x) {\n"
-              "  return x;\n}\n")
+    source = (
+        "#pragma omp declare simd notinbranch\ndouble (exp)(double);\n"
+        "#pragma omp declare simd notinbranch\nstatic inline float f(float x) {\n"
+        "  return x;\n}\n"
+    )
     clang = _compiler.Compiler(ok=True, simd_definitions=False)
-    assert clang.adapt(source) == ("#pragma omp declare simd notinbranch\n"
-                                   "double (exp)(double);\nstatic inline float f(float x) {\n"
-                                   "  return x;\n}\n")
+    assert clang.adapt(source) == (
+        "#pragma omp declare simd notinbranch\n"
+        "double (exp)(double);\nstatic inline float f(float x) {\n"
+        "  return x;\n}\n"
+    )
     gcc = _compiler.Compiler(ok=True, simd_definitions=True)
     assert gcc.adapt(source) is source  # gcc's sources are the golden ones
 
@@ -52,12 +56,17 @@ def test_an_unknown_choice_is_refused_naming_the_choices(fresh, monkeypatch):
     assert "KERNELTOOLS_COMPILER" in comp.reason and "zig" in comp.reason
 
 
-@pytest.mark.parametrize("name, family", [
-    ("/x/scikit_learn.libs/libgomp-e985bcbb.so.1.0.0", "libgomp"),
-    ("/usr/lib/libgomp.so.1", "libgomp"), ("/opt/lib/libomp.dylib", "libomp"),
-    ("/opt/intel/libiomp5.so", "libiomp5"), ("/usr/lib/libgompx.so", None),
-    ("/usr/lib/libm.so.6", None),
-])
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("/x/scikit_learn.libs/libgomp-e985bcbb.so.1.0.0", "libgomp"),
+        ("/usr/lib/libgomp.so.1", "libgomp"),
+        ("/opt/lib/libomp.dylib", "libomp"),
+        ("/opt/intel/libiomp5.so", "libiomp5"),
+        ("/usr/lib/libgompx.so", None),
+        ("/usr/lib/libm.so.6", None),
+    ],
+)
 def test_openmp_runtimes_are_told_by_file_name(name, family):
     assert _openmp._family(name) == family
 
@@ -78,14 +87,20 @@ def test_no_second_family_of_openmp_runtime_is_loaded(fresh, monkeypatch):
     monkeypatch.setattr(_openmp, "loaded_families", lambda: {other: f"/x/{other}.so"})
     find_compiler.cache_clear()
     comp = find_compiler()
-    assert not comp.openmp and "-fopenmp" not in comp.flags and "-fopenmp-simd" in comp.flags
+    assert (
+        not comp.openmp
+        and "-fopenmp" not in comp.flags
+        and "-fopenmp-simd" in comp.flags
+    )
     assert f"/x/{other}.so" in comp.openmp_note and comp.threads.startswith("Python")
     monkeypatch.setattr(_openmp, "loaded_families", lambda: {mine: f"/x/{mine}.so"})
     find_compiler.cache_clear()
     assert find_compiler().openmp
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc/self/maps"
+)
 def test_the_loaded_runtime_is_found_after_an_openmp_kernel_ran(tmp_path, monkeypatch):
     import kerneltools as kt
 
@@ -124,8 +139,13 @@ _CHILD = textwrap.dedent(
 
 
 def _run(code_args, env, timeout=600):
-    out = subprocess.run([sys.executable, "-c", _CHILD, *code_args], env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, *code_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out
 
@@ -133,8 +153,11 @@ def _run(code_args, env, timeout=600):
 def _hidden_env(tmp_path) -> dict:
     """The environment of a machine without a C compiler: PATH holds only
     Python's folder, CC is unset."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CC", "KERNELTOOLS_COMPILER", "KERNELTOOLS_BACKEND")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CC", "KERNELTOOLS_COMPILER", "KERNELTOOLS_BACKEND")
+    }
     env["PATH"] = str(Path(sys.executable).parent)
     env["KERNELTOOLS_CACHE_DIR"] = str(tmp_path / "zig-cache")
     return env
@@ -149,14 +172,23 @@ def test_without_a_system_compiler_zig_builds_the_kernels(tmp_path):
     out = _run([str(tmp_path / "zig.npz")], env)
     name, openmp, compiled = out.stdout.split()
     assert name == "cc" and openmp == "False" and int(compiled) > 0
-    info = subprocess.run([sys.executable, "-m", "kerneltools", "info"], env=env,
-                          capture_output=True, text=True, timeout=120).stdout
+    info = subprocess.run(
+        [sys.executable, "-m", "kerneltools", "info"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert "zig cc" in info and "cc: not found" in info and "gcc: not found" in info
     assert "Python threads" in info and "default backend: cpu" in info
     if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
         return  # (.ci/nocc: no system compiler to compare with)
-    sysenv = dict(env, PATH=os.environ["PATH"], KERNELTOOLS_COMPILER="system",
-                  KERNELTOOLS_CACHE_DIR=str(tmp_path / "system-cache"))
+    sysenv = dict(
+        env,
+        PATH=os.environ["PATH"],
+        KERNELTOOLS_COMPILER="system",
+        KERNELTOOLS_CACHE_DIR=str(tmp_path / "system-cache"),
+    )
     assert int(_run([str(tmp_path / "system.npz")], sysenv).stdout.split()[-1]) > 0
     zig, system = np.load(tmp_path / "zig.npz"), np.load(tmp_path / "system.npz")
     for key in system.files:
@@ -174,8 +206,11 @@ def test_zig_takes_the_sources_without_simd_definitions(fresh, monkeypatch):
     comp = find_compiler()
     assert comp.ok and comp.command == (ZIG, "cc") and not comp.openmp
     assert not comp.simd_definitions  # (clang rejects them: see _compiler.py)
-    record = json.loads(next(Path(os.environ["KERNELTOOLS_CACHE_DIR"])
-                             .glob("compiler-*.json")).read_text())
+    record = json.loads(
+        next(
+            Path(os.environ["KERNELTOOLS_CACHE_DIR"]).glob("compiler-*.json")
+        ).read_text()
+    )
     assert record["path"] == ZIG and record["simd_definitions"] is False
     import kerneltools as kt
 

@@ -31,9 +31,13 @@ def noexec_cache(tmp_path, monkeypatch):
     """A fresh cache whose folder the loader refuses, as on a noexec mount."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(cache))
-    for module, name, empty in ((_library, "_loaded", {}), (_backend, "_functions", {}),
-                                (_backend, "_by_signature", {}),
-                                (_dlopen, "_no_copy", set()), (_dlopen, "_private", [])):
+    for module, name, empty in (
+        (_library, "_loaded", {}),
+        (_backend, "_functions", {}),
+        (_backend, "_by_signature", {}),
+        (_dlopen, "_no_copy", set()),
+        (_dlopen, "_private", []),
+    ):
         monkeypatch.setattr(module, name, empty)
     real = ctypes.CDLL
 
@@ -58,7 +62,9 @@ def _gauss(d: int, n=300):
 
 def _noexec_warnings(caught, cache):
     found = [w for w in caught if issubclass(w.category, CacheWarning)]
-    assert all(str(cache) in str(w.message) and "noexec" in str(w.message) for w in found)
+    assert all(
+        str(cache) in str(w.message) and "noexec" in str(w.message) for w in found
+    )
     return found
 
 
@@ -71,7 +77,9 @@ def test_noexec_cache_loads_from_memory_with_one_warning(noexec_cache):
             got, ref = _gauss(d)
             np.testing.assert_allclose(got, ref, rtol=1e-12)
     (warning,) = _noexec_warnings(caught, noexec_cache)
-    assert "memory" in str(warning.message) and "KERNELTOOLS_CACHE_DIR" in str(warning.message)
+    assert "memory" in str(warning.message) and "KERNELTOOLS_CACHE_DIR" in str(
+        warning.message
+    )
     compiles = _library.compile_count()
     _library._loaded.clear()
     _backend._functions.clear()  # the warm cache, loaded again: no compile, no warning
@@ -79,11 +87,14 @@ def test_noexec_cache_loads_from_memory_with_one_warning(noexec_cache):
         warnings.simplefilter("always")
         got, ref = _gauss(3)
     np.testing.assert_allclose(got, ref, rtol=1e-12)
-    assert _library.compile_count() == compiles and not _noexec_warnings(caught, noexec_cache)
+    assert _library.compile_count() == compiles and not _noexec_warnings(
+        caught, noexec_cache
+    )
 
 
 def test_noexec_cache_without_memory_files_loads_from_a_temporary_folder(
-        noexec_cache, monkeypatch):
+    noexec_cache, monkeypatch
+):
     monkeypatch.delattr(os, "memfd_create", raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -109,7 +120,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mounts a tmpfs (Linux)")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="mounts a tmpfs (Linux)"
+)
 def test_noexec_mount_for_real(tmp_path):
     """The cache and the temporary folder on a tmpfs mounted noexec: the
     probe and the kernels load from memory; one warning per process."""
@@ -117,17 +130,30 @@ def test_noexec_mount_for_real(tmp_path):
         pytest.skip("mounting a tmpfs needs root and mount(8)")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=64m,mode=0700",
-                          "tmpfs", str(mnt)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "noexec,size=64m,mode=0700", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         pytest.skip(f"mount is not permitted here: {out.stderr.strip()}")
     try:
         (mnt / "tmp").mkdir(mode=0o700)
-        env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(mnt / "cache"),
-                   TMPDIR=str(mnt / "tmp"), KERNELTOOLS_BACKEND="cpu")
+        env = dict(
+            os.environ,
+            KERNELTOOLS_CACHE_DIR=str(mnt / "cache"),
+            TMPDIR=str(mnt / "tmp"),
+            KERNELTOOLS_BACKEND="cpu",
+        )
         for compiled in (True, False):  # a cold cache, then the warm one
-            run = subprocess.run([sys.executable, "-W", "always", "-c", _CHILD], env=env,
-                                 capture_output=True, text=True, timeout=300)
+            run = subprocess.run(
+                [sys.executable, "-W", "always", "-c", _CHILD],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert run.returncode == 0, run.stderr[-3000:]
             assert run.stdout.startswith("ok")
             assert ("compiled=0" not in run.stdout) == compiled

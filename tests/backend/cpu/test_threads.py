@@ -24,9 +24,16 @@ needs_compiler = pytest.mark.skipif(
 # -- the splits and the pool ------------------------------------------------------
 
 
-@pytest.mark.parametrize("r0, r1, parts, align", [
-    (0, 1000, 2, 16), (5, 1000, 3, 16), (0, 10, 4, 16), (0, 33, 8, 1), (7, 8, 2, 16),
-])
+@pytest.mark.parametrize(
+    "r0, r1, parts, align",
+    [
+        (0, 1000, 2, 16),
+        (5, 1000, 3, 16),
+        (0, 10, 4, 16),
+        (0, 33, 8, 1),
+        (7, 8, 2, 16),
+    ],
+)
 def test_split_rows_covers_the_range_in_aligned_pieces(r0, r1, parts, align):
     pieces = _threads.split_rows(r0, r1, parts, align)
     assert pieces[0][0] == r0 and pieces[-1][1] == r1
@@ -76,8 +83,9 @@ def test_a_pool_worker_runs_its_own_pieces_whole():
     inner = []
 
     def outer(k):
-        _threads.run_pieces(lambda j: inner.append((k, threading.get_ident())),
-                            [(j,) for j in range(3)])
+        _threads.run_pieces(
+            lambda j: inner.append((k, threading.get_ident())), [(j,) for j in range(3)]
+        )
 
     _threads.run_pieces(outer, [(k,) for k in range(2)])
     assert len(inner) == 6
@@ -125,9 +133,13 @@ def no_openmp(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
     for module in (_backend, _library, _radius, _select):
         monkeypatch.setattr(module, "find_compiler", lambda: plain)
-    for module, name in ((_library, "_loaded"), (_backend, "_functions"),
-                         (_backend, "_by_signature"), (_radius, "_loaded"),
-                         (_select, "_libs")):
+    for module, name in (
+        (_library, "_loaded"),
+        (_backend, "_functions"),
+        (_backend, "_by_signature"),
+        (_radius, "_loaded"),
+        (_select, "_libs"),
+    ):
         monkeypatch.setattr(module, name, {})
     seen = set()
 
@@ -135,6 +147,7 @@ def no_openmp(tmp_path, monkeypatch):
         def traced(*piece):
             seen.add(threading.get_ident())
             call(*piece)
+
         _threads.run_pieces(traced, pieces)
 
     monkeypatch.setattr(_backend, "run_pieces", spy)
@@ -160,14 +173,20 @@ def _results():
     D = kt.Vi(y).sqdist(kt.Vj(y))
     bs = _blocks(y, y, 0.3)
     r2 = np.full(len(y), 0.003)
-    return [K.sum(axis=1, backend="cpu"), K.argKmin(5, axis=1, backend="cpu"),
-            K.logsumexp(axis=0, backend="cpu"), D.argKmin(7, axis=1, backend="cpu"),
-            (-D * 3.0).exp().sum(axis=1, ranges=bs, backend="cpu"),
-            *kr.radius_csr(y, y, r2, _blocks(y, y, np.sqrt(0.003)), sort="distance")]
+    return [
+        K.sum(axis=1, backend="cpu"),
+        K.argKmin(5, axis=1, backend="cpu"),
+        K.logsumexp(axis=0, backend="cpu"),
+        D.argKmin(7, axis=1, backend="cpu"),
+        (-D * 3.0).exp().sum(axis=1, ranges=bs, backend="cpu"),
+        *kr.radius_csr(y, y, r2, _blocks(y, y, np.sqrt(0.003)), sort="distance"),
+    ]
 
 
 @needs_compiler
-def test_kernels_without_openmp_match_the_openmp_build_bit_for_bit(no_openmp, monkeypatch):
+def test_kernels_without_openmp_match_the_openmp_build_bit_for_bit(
+    no_openmp, monkeypatch
+):
     monkeypatch.setattr(_radius, "PARALLEL_PAIRS", 0)  # the radius search split too
     plain = _results()
     assert len(no_openmp) >= 2, "the calls were not split across threads"
