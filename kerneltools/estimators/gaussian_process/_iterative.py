@@ -64,7 +64,7 @@ from ...linalg import (
 from . import _control as control
 from ..._utils._array_api import HOST
 from .._shared._cg_escalation import solve_or_escalate
-from ..kernel_ridge._device import rows
+from ..kernel_ridge._cg import rows
 
 _SEED = 0
 #: Most CG iterations per evaluation of the optimizer's objective.
