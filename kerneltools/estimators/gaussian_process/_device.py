@@ -40,15 +40,12 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 
 import numpy as np
 import scipy.linalg
-from sklearn.exceptions import ConvergenceWarning
 
-from ...exceptions import NotPositiveDefiniteError
 from ...kernels import stationary_form
-from ...lazy import Pm, Vi, Vj
+from ...lazy import Vi, Vj
 from ...linalg import robust_cholesky
 from . import _control as control
 from . import _iterative as it
@@ -121,10 +118,10 @@ class DeviceNystroem:
     parts (``F``, ``D^-1``) on the device. Called on a block of residuals
     (``P^-1 R``); ``Z``, ``_W``, ``_chol``, ``_F``, ``d_inv`` as the host's."""
 
-    def __init__(self, form, kernel, Xs, X, shift, white, landmarks, sp, probes):
+    def __init__(self, form, kernel, Xs, landmark_rows, shift, white, sp, probes):
         xp = self.xp = sp.xp
         self.sp, self.probes = sp, probes
-        self.Z = sp.host(sp.take(X, landmarks))  # m x d, float64
+        self.Z = landmark_rows  # m x d, float64, on the host
         Kmm = np.asarray(kernel(self.Z), dtype=np.float64)
         Kmm[np.diag_indices_from(Kmm)] -= white
         d = shift + white  # a float, or an n-vector of the device
@@ -155,7 +152,12 @@ class DeviceNystroem:
         self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
 
     def __call__(self, R):
-        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R
+        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R.
+        # The r x k system F^T D^-1 R is solved on the host by the Cholesky
+        # factor, as the host's StoredNystroem does (the Array API has no
+        # triangular solve): with the explicit inverse on the device instead,
+        # CG's iterates, hence the variances, moved by 2e-7 (relative) from
+        # the host path's, which they equal to rounding this way.
         sp, xp = self.sp, self.xp
         d_inv = self.d_inv[:, None] if R.ndim == 2 else self.d_inv
         DR = d_inv * R
@@ -200,8 +202,9 @@ class DeviceGP(it.IterativeGP):
         if landmarks is None:
             landmarks = it.landmarks_for(est, kernel)
         n = X.shape[0]
-        self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks,
-                                sp, lambda m, p, seed: _probes(est, sp, n, m, p, seed))
+        Z = _landmark_rows(est, sp, landmarks)
+        self.M = DeviceNystroem(self.form, kernel, self.Xs, Z, shift, white, sp,
+                                lambda m, p, seed: _probes(est, sp, n, m, p, seed))
 
     def solve(self, B):
         """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device
@@ -220,67 +223,16 @@ class DeviceGP(it.IterativeGP):
                                              self.est._alpha)
         return sp.put(scipy.linalg.cho_solve((self._host_L, True), sp.host(B)))
 
-    def lml(self, eval_gradient, objective=False):
-        """The host's :meth:`IterativeGP.lml`, with device vectors."""
-        est, xp = self.est, self.sp.xp
-        y = est._y_fit
-        y = xp.reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
-        n, t = y.shape
-        max_iter = est.max_iter
-        if objective:
-            max_iter = min(max_iter, it.OBJECTIVE_MAX_ITER)
-        failed = -np.inf
-        if eval_gradient:
-            failed = (-np.inf, np.zeros_like(self.kernel.theta))
-        with warnings.catch_warnings():
-            if objective:
-                warnings.simplefilter("ignore", ConvergenceWarning)
-            try:
-                result, escalated = self._logdet_solve(y, max_iter, objective,
-                                                       eval_gradient)
-            except NotPositiveDefiniteError:
-                if not objective:
-                    raise
-                return failed
-        if escalated:
-            return result
-        alpha, U, Z, logdet, self.n_iter = result
-        if objective and self.n_iter >= max_iter:
-            return failed
-        lml = float(-0.5 * float(xp.sum(y * alpha)) - 0.5 * t * logdet
-                    - 0.5 * t * n * np.log(2 * np.pi))
-        if not eval_gradient:
-            return lml
-        return lml, self._gradient(alpha, U, self.M(Z), t)
+    def _kernel_gradient(self, left, right, dtype):
+        """The kernel part of the gradient: the device serves ``c * phi``
+        kernels only (:meth:`IterativeGP._stationary_gradient`)."""
+        return self._stationary_gradient(self.form, left, right, dtype)
 
-    def _gradient(self, alpha, U, V, t, dtype=np.float64):
-        xp, sp = self.sp.xp, self.sp
-        p = U.shape[1]
-        left = xp.concat([0.5 * alpha, (-t / (2 * p)) * U], axis=1)
-        right = xp.concat([alpha, V], axis=1)
-        grad = self._device_stationary_gradient(left, right)
-        trace_term = (0.5 * float(xp.sum(alpha * alpha))
-                      - t / (2 * p) * float(xp.sum(U * V)))
-        if control.applies(self.form, self.M):
-            kernel_part, white_part = trace_corrections(self.form, self.M, self.Xs, V,
-                                                        sp)
-            grad -= t / 2 * self._per_hyperparameter(self.form, kernel_part[0],
-                                                     kernel_part[1:])
-            trace_term -= t / 2 * white_part
-        return grad + self.kernel.white_log_gradient() * trace_term
+    def _rescaled(self, form, dtype):
+        return self.Xs  # float64: the device's products are
 
-    def _device_stationary_gradient(self, left, right):
-        """:meth:`IterativeGP._stationary_gradient` on the device's rescaled points."""
-        sp, form = self.sp, self.form
-        x = sp.engine(self.Xs)
-        x_i, y_j = Vi(x), Vj(x)
-        s = Pm(np.ones(form.length_scale.size))
-        k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
-        weight = Vi(sp.engine(left)) | Vj(sp.engine(right))
-        total = sp.from_engine((k.concat(k.grad(s, 1.0)) * weight).sum(
-            axis=1, backend=it.run_backend(self.est)))
-        total = sp.host(sp.xp.sum(total, axis=0))
-        return self._per_hyperparameter(form, total[0], -total[1:])
+    def _trace_corrections(self, form, V):
+        return trace_corrections(form, self.M, self.Xs, V, self.sp)
 
     def predict(self, X, kernel, return_std, return_cov):
         """Mean (by ``alpha_``) and variance or covariance at the device rows
@@ -322,6 +274,17 @@ def _cached(est, name, sp, host):
     if name not in table:
         table[name] = sp.put(np.asarray(host, dtype=np.float64))
     return table[name]
+
+
+def _landmark_rows(est, sp, landmarks):
+    """The landmarks' rows of the training points on the host (float64),
+    copied once per set of landmarks (kept in ``est._device_arrays``)."""
+    landmarks = np.asarray(landmarks)
+    key = ("landmark rows", landmarks.tobytes())
+    table = est.__dict__.setdefault("_device_arrays", {})
+    if key not in table:
+        table[key] = sp.host(sp.take(est._X_fit, landmarks))
+    return table[key]
 
 
 def _probes(est, sp, n, m, p, seed):
