@@ -21,7 +21,8 @@ With ``A = K + alpha I`` (plus any white noise):
   0.1-0.5 at n = 10^4, D = 8 (its exact value 10 to 30 per component).
 
 On a device (CuPy arrays, :mod:`._array_api`) the same algorithm runs with
-its n-sized arrays there: :mod:`._gp_device`.
+its n-sized arrays there, through the same code: :mod:`._device` holds
+what differs.
 
 The probes and landmarks have fixed seeds, so the objective the optimizer
 sees is a deterministic function of theta. ``P`` is rebuilt at every theta
@@ -292,8 +293,9 @@ class IterativeGP:
         return result, info["escalated"]
 
     def _namespace(self):
-        """The ``xp`` argument of the CG primitives: none on the host."""
-        return {}
+        """The ``xp`` argument of the CG primitives: none on the host (linalg's
+        NumPy recurrences)."""
+        return {"xp": self.sp.xp} if self.sp.on_device else {}
 
     def _cg(self, B, tol, info):
         """CG's ``(A^{-1} B, iterations)`` to ``tol``; ``info`` as
@@ -375,7 +377,8 @@ class IterativeGP:
 
     def _trace_corrections(self, form, V):
         """:func:`._gp_control.trace_corrections` with this solver's ``M``."""
-        return control.trace_corrections(form, self.M, self.est._X_fit, V)
+        return control.trace_corrections(form, self.M,
+                                         self._rescaled(form, np.float64), V, self.sp)
 
     def _sizes(self):
         return [int(np.size(self.kernel.params[h])) for h in self.kernel.hyperparameter_names]
