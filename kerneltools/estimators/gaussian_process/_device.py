@@ -201,37 +201,22 @@ class DeviceGP(it.IterativeGP):
         device's products are)."""
         return self.Xs
 
-    def predict(self, X, kernel, return_std, return_cov):
-        """Mean (by ``alpha_``) and variance or covariance at the device rows
-        ``X``, by one reduction and block CG on the device (see the module)."""
-        sp, xp, est, form = self.sp, self.sp.xp, self.est, self.form
-        train, alpha = est._X_fit, est._alpha_fit
-        coef = xp.reshape(alpha, (alpha.shape[0], -1))
-        lazy = kernel.lazy(sp.engine(X), sp.engine(train))
-        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=it.run_backend(est)))
-        mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
-        if not (return_std or return_cov):
-            return mean, None, None
+    def _dense_pays(self, n_query):
+        """Never on the device: a dense factor would copy ``K`` to the host."""
+        return False
+
+    def _query_blocks(self, X, kernel, cov):
+        """:meth:`IterativeGP._query_blocks` from dense blocks evaluated on the
+        device (:func:`._control.kernel_block`, white noise on the diagonal)."""
+        sp, xp, form = self.sp, self.sp.xp, self.form
         Xs = X / sp.put(form.length_scale)
-        white = self.kernel.white_level()
-        nq = X.shape[0]
-        if return_cov:
-            cov = kernel_block(form, Xs, Xs, xp) + white * xp.eye(nq, dtype=xp.float64,
-                                                                  device=sp.device)
-            cols = []
-            for b0 in range(0, nq, it._BATCH):
-                b1 = min(nq, b0 + it._BATCH)
-                W = self.solve(kernel_block(form, self.Xs, Xs[b0:b1, :], xp))[0]
-                cols.append(cov[:, b0:b1] - sp.from_engine(
-                    lazy.matmul(sp.engine(W), backend=it.run_backend(est))))
-            return mean, None, cols[0] if len(cols) == 1 else xp.concat(cols, axis=1)
-        parts = []
-        for b0 in range(0, nq, it._BATCH):
-            b1 = min(nq, b0 + it._BATCH)
-            B = kernel_block(form, self.Xs, Xs[b0:b1, :], xp)
-            Sol = self._cg_or_dense(B, min(est.tol, it.VARIANCE_TOL))[0]
-            parts.append((form.c + white) - xp.sum(B * Sol, axis=0))
-        return mean, parts[0] if len(parts) == 1 else xp.concat(parts), None
+        white, nq = self.kernel.white_level(), X.shape[0]
+        if cov:
+            eye = xp.eye(nq, dtype=xp.float64, device=sp.device)
+            prior = kernel_block(form, Xs, Xs, xp) + white * eye
+        else:
+            prior = xp.full((nq,), form.c + white, dtype=xp.float64, device=sp.device)
+        return (lambda b0, b1: kernel_block(form, self.Xs, Xs[b0:b1, :], xp)), prior
 
 
 def _cached(est, name, sp, host):

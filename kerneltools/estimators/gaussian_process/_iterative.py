@@ -464,43 +464,55 @@ class IterativeGP:
 
     @_one_blas_thread
     def predict(self, X, kernel, return_std, return_cov):
-        """Mean (by ``alpha_``) and variance or covariance at ``X``.
+        """Mean (by ``alpha_``) and variance or covariance at ``X`` (rows of
+        the fit's space).
 
         The variance ``k(x, x) - k_x^T A^{-1} k_x`` by one block CG over all
         query columns (batches of :data:`_BATCH`) to :data:`VARIANCE_TOL` (the
         covariance to ``min(tol, 1e-6)``), or,
         where that costs more (:meth:`_dense_pays`), by a dense Cholesky
         factor kept for later calls."""
+        sp, xp = self.sp, self.sp.xp
         if self.sk_kernel is not None:
             kernel = self.kernel  # dense blocks K(train, X) by scikit-learn
         train = self.est._X_fit
         alpha = self.est._alpha_fit
-        coef = alpha.reshape(len(alpha), -1)
+        coef = xp.reshape(alpha, (alpha.shape[0], -1))
         backend = run_backend(self.est)
-        mean = kernel.lazy(X, train).matmul(coef, backend=backend)
-        mean = mean.reshape((len(X),) + alpha.shape[1:])
+        lazy = kernel.lazy(sp.engine(X), sp.engine(train))
+        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=backend))
+        mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
         if not (return_std or return_cov):
             return mean, None, None
-        if self._dense_pays(len(X)):
+        if self._dense_pays(X.shape[0]):
             V = scipy.linalg.solve_triangular(self._cholesky(), kernel(train, X),
                                               lower=True, check_finite=False)
             if return_cov:
                 return mean, None, kernel(X) - V.T @ V
             return mean, kernel.diag(X) - np.einsum("ij,ij->j", V, V), None
-        if return_cov:
-            cov = kernel(X)
-            lazy = kernel.lazy(X, train)
-            for b0 in range(0, len(X), _BATCH):
+        cross, prior = self._query_blocks(X, kernel, return_cov)
+        parts = []
+        for b0 in range(0, X.shape[0], _BATCH):
+            b1 = min(X.shape[0], b0 + _BATCH)
+            B = cross(b0, b1)  # K(train, X[b0:b1])
+            if return_cov:
                 # off the diagonal k_x^T A^{-1} k_y: a bilinear form, whose
                 # error is first order in the solve's, so to min(tol, 1e-6)
-                W = self.solve(kernel(train, X[b0 : b0 + _BATCH]))[0]
-                cov[:, b0 : b0 + _BATCH] -= lazy.matmul(W, backend=backend)
-            return mean, None, cov
-        var = kernel.diag(X)
-        for b0 in range(0, len(X), _BATCH):
-            B = kernel(train, X[b0 : b0 + _BATCH])
-            var[b0 : b0 + _BATCH] -= np.einsum("ij,ij->j", B, self._variance_solve(B))
-        return mean, var, None
+                W = sp.engine(self.solve(B)[0])
+                parts.append(prior[:, b0:b1]
+                             - sp.from_engine(lazy.matmul(W, backend=backend)))
+            else:
+                parts.append(prior[b0:b1] - xp.sum(B * self._variance_solve(B), axis=0))
+        out = parts[0] if len(parts) == 1 else xp.concat(parts, axis=int(return_cov))
+        return (mean, None, out) if return_cov else (mean, out, None)
+
+    def _query_blocks(self, X, kernel, cov):
+        """``(cross, prior)``: ``cross(b0, b1)`` the block ``K(train,
+        X[b0:b1])`` and ``prior`` ``K(X, X)`` (``cov``) or its diagonal, by
+        the (scikit-learn) kernel's dense evaluation."""
+        train = self.est._X_fit
+        prior = kernel(X) if cov else kernel.diag(X)
+        return (lambda b0, b1: kernel(train, X[b0:b1])), prior
 
     def _variance_solve(self, B):
         """``A^{-1} B`` to :data:`VARIANCE_TOL` (see there)."""

@@ -76,7 +76,8 @@ def _times(kernel, X, Y, B, sp, backend):
     if len(X) * len(Y) <= _DENSE_TRANSFORM_MAX:
         X, Y = translated(kernel, X, reference=Y), translated(kernel, Y)
         return np.asarray(kernel(X, Y) @ B, np.float64)
-    return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
+    K = KernelOperator(kernel, X, Y, backend=backend)
+    return np.asarray(K.matmat(B), np.float64)
 
 
 def fitted_arrays(est) -> dict:
