@@ -174,7 +174,7 @@ def trace_corrections(form, M, Xs, V, sp=HOST):
     BV = Wd @ (xp.matrix_transpose(F) @ V)  # B V, (m, p)
     inner = xp.zeros(len(dK_mm), dtype=xp.float64, device=sp.device)
     core = xp.zeros((r, r), dtype=xp.float64, device=sp.device)
-    p_sum = v_sum = 0.0
+    sums = xp.zeros(2, dtype=xp.float64, device=sp.device)  # of p_diag, of v_sq
     for r0 in range(0, F.shape[0], _ROWS):
         r1 = min(F.shape[0], r0 + _ROWS)
         Fb, db, Vb = F[r0:r1, :], d_inv[r0:r1], V[r0:r1, :]
@@ -183,16 +183,29 @@ def trace_corrections(form, M, Xs, V, sp=HOST):
         v_sq = xp.sum(Vb * Vb, axis=1)
         x = p_diag - v_sq / p
         core = core + xp.matrix_transpose(Fb) @ (x[:, None] * Fb)  # F^T diag(x) F
-        p_sum += float(xp.sum(p_diag))
-        v_sum += float(xp.sum(v_sq))
+        sums = sums + xp.stack([xp.sum(p_diag), xp.sum(v_sq)])
         # E = Y - x o B^T - V (B V)^T / p, with Y = D^-1 F C^-1 W^T, B^T = F W^T
         E = (db[:, None] * FC - x[:, None] * Fb) @ xp.matrix_transpose(Wd) \
             - Vb @ xp.matrix_transpose(BV) / p
         inner = inner + _inner_products(form, Xs[r0:r1, :], Zd, E, xp)
     # the m x m terms: <dK_mm, -B P^-1 B^T + B diag(x) B^T> + <B V, dK_mm B V> / p
-    core, BV, inner = (sp.host(a) for a in (core, BV, inner)) if sp.on_device \
-        else (core, BV, inner)
+    parts = (core, BV, inner, sums)
+    if sp.on_device:  # one copy to the host, not four
+        flat = sp.host(xp.concat([xp.reshape(a, (-1,)) for a in parts]))
+        parts = _split(flat, [tuple(a.shape) for a in parts])
+    core, BV, inner, sums = parts
+    p_sum, v_sum = float(sums[0]), float(sums[1])
     mid = W @ (core - (np.eye(r) - C_inv)) @ W.T
     small = np.array([np.vdot(dK, mid) + np.vdot(BV, dK @ BV) / p for dK in dK_mm])
     kernel_part = 2 * inner + small + np.asarray(kdiag) * (p_sum - v_sum / p)
     return kernel_part, p_sum - v_sum / p
+
+
+def _split(flat, shapes):
+    """The host vector ``flat`` cut into arrays of ``shapes``, in order."""
+    out, i = [], 0
+    for shape in shapes:
+        k = math.prod(shape)
+        out.append(flat[i : i + k].reshape(shape))
+        i += k
+    return out
