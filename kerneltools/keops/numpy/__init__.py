@@ -7,6 +7,9 @@ pykeops' formula strings (read by a parser, never ``eval``), the
 ``Vi``, ``Vj`` and ``Pm`` with pykeops' dtype rule (one dtype per formula,
 :mod:`kerneltools.keops._dtypes`). Where kerneltools differs from pykeops,
 the README's table of pykeops features says how.
+
+What it may import: :mod:`kerneltools.keops`' private modules and the
+public API.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import numpy as np
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per formula
-from .._genred import Binding, GenredBase, KernelSolveBase
+from .._genred import Binding, GenredBase
+from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 

@@ -7,6 +7,9 @@ binding), results are tensors on the inputs' device. ``KernelSolve`` is
 differentiable with respect to every input (implicit differentiation: one
 more solve in the backward pass, the operator taken as symmetric, as in
 pykeops).
+
+What it may import: :mod:`kerneltools.keops`' private modules,
+:mod:`kerneltools.torch` and the public API.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from ... import torch as _ktorch
 from ...torch._autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
-from .._genred import Binding, GenredBase, KernelSolveBase
+from .._genred import Binding, GenredBase
+from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 
