@@ -12,13 +12,25 @@ from .backend._dispatch import backend_status, resolve_backend
 
 
 def _compiler() -> tuple[bool, str]:
-    """(whether a C compiler is usable, the report's line about it)."""
+    """(whether a C compiler is usable, the report's lines about it: the
+    compiler, how its kernels use the cores, why the others are not used)."""
     try:
         from .backend.cpu._compiler import find_compiler
+        from .backend.cpu._zig import zig_binary
     except ImportError:
         return True, "not needed by this version"
     comp = find_compiler()
-    return comp.ok, comp.description if comp.ok else f"none usable: {comp.reason}"
+    if not comp.ok:
+        return False, f"none usable: {comp.reason}"
+    lines = [comp.description, f"  threads: {comp.threads}"
+             + (f" ({comp.openmp_note})" if comp.openmp_note else "")]
+    others = list(comp.skipped)
+    zig, version = zig_binary()
+    if zig is not None and comp.command[:1] != (zig,):
+        others.append(f"zig: {version}, installed; the system compiler comes first "
+                      "(KERNELTOOLS_COMPILER=zig chooses zig)")
+    lines += [f"  not used: {why}" for why in others]
+    return True, "\n".join(lines)
 
 
 def info(file=None) -> str:

@@ -32,7 +32,8 @@ def test_info_without_a_compiler_prints_its_report_only(tmp_path):
     """No warning (with its source line) around the report; the missing
     compiler and its fix are said once, in the report."""
     env = {**__import__("os").environ, "CC": str(tmp_path / "no-such-cc"),
-           "KERNELTOOLS_CACHE_DIR": str(tmp_path / "cache")}
+           "KERNELTOOLS_CACHE_DIR": str(tmp_path / "cache"),
+           "KERNELTOOLS_COMPILER": "system"}  # (not zig cc, where ziglang is installed)
     out = subprocess.run([sys.executable, "-m", "kerneltools", "info"], capture_output=True,
                          text=True, timeout=120, env=env, check=False)
     assert out.returncode == 0, out.stderr

@@ -17,6 +17,7 @@ import pytest
 
 import kerneltools as kt
 from kerneltools.backend.cpu import _backend as _cpu_backend
+from kerneltools.backend.cpu import _library
 from kerneltools.backend import _progress
 from kerneltools.backend.cpu._compiler import find_compiler
 
@@ -286,7 +287,8 @@ def test_a_slow_first_compile_says_so(tmp_path, monkeypatch, caplog):
     here) says what it compiles, then how long it took; a cached kernel
     says nothing."""
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     monkeypatch.setattr(_cpu_backend, "_by_signature", {})
     monkeypatch.setattr(_progress, "COMPILE_NOTICE_SECONDS", 0.0)
     caplog.set_level(logging.INFO, logger="kerneltools")
@@ -297,7 +299,8 @@ def test_a_slow_first_compile_says_so(tmp_path, monkeypatch, caplog):
     assert len(lines) == 2 and lines[0].startswith("compiling the C kernel "), lines
     assert lines[1].startswith("done in ")
     caplog.clear()
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     monkeypatch.setattr(_cpu_backend, "_by_signature", {})
     K.sum(axis=1, backend="cpu")  # from the disk cache: no compile, no line
     assert not [r for r in caplog.records if r.name == "kerneltools"]

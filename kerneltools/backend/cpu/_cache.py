@@ -297,7 +297,14 @@ def cannot_store(folder: Path, exc: OSError) -> bool:
 def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
     """Raise CacheError unless ``path`` is a folder of ours alone (``repair``:
     chmod 700 one that is ours). The root may be reached through a link
-    (``follow``), as in a home on another disk; a subfolder may not."""
+    (``follow``), as in a home on another disk; a subfolder may not.
+
+    Windows (written for, not tested here) opens no folder and has no owner
+    ids: a folder, not a link unless ``follow``, is all it checks (its ACLs
+    keep the per-user cache private)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        _check_folder_windows(path, follow)
+        return
     flags = os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -327,6 +334,21 @@ def _check_folder(path: Path, *, repair: bool, follow: bool = False) -> None:
             f"code there that kerneltools would run, so it is not used. To fix: {fix}, "
             "or set KERNELTOOLS_CACHE_DIR to a private folder"
         )
+
+
+def _check_folder_windows(path: Path, follow: bool) -> None:
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+        junction = getattr(path, "is_junction", lambda: False)()  # (Python >= 3.12)
+        link = not follow and (stat.S_ISLNK(st.st_mode) or junction)
+    except OSError as exc:
+        raise CacheError(f"the kernel cache folder {path} cannot be read "
+                         f"({exc.strerror}). To fix: set KERNELTOOLS_CACHE_DIR to a "
+                         "private folder") from None
+    if link or not stat.S_ISDIR(st.st_mode):
+        raise CacheError(f"the kernel cache folder {path} is not a folder (a link?). "
+                         "To fix: remove it, or set KERNELTOOLS_CACHE_DIR to a private "
+                         "folder")
 
 
 def store_library(folder: Path, key: str, built: str) -> ctypes.CDLL:

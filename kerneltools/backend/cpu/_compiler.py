@@ -1,15 +1,27 @@
-"""Finding and probing the system C compiler.
+"""Finding and probing the C compiler: the system's, else ``zig cc``.
 
-The compiler is ``$CC`` if set, else the first of ``cc``, ``gcc``, ``clang``
-that compiles and loads a tiny OpenMP shared library. The probe also decides
-the flags: OpenMP when it links, ``-march=native`` when accepted, and the
-glibc vector math library (``libmvec``) when it links, so that ``exp`` and
-``log`` vectorise. ``-ffast-math`` is never used: it would break NaN and inf
+The compiler is the first that compiles and loads a tiny shared library,
+among ``$CC`` if set (else ``cc``, ``gcc``, ``clang``), then ``zig cc`` of
+the ``ziglang`` package (``pip install "kerneltools[compiler]"``, see
+:mod:`._zig`): a machine without a system compiler still runs compiled
+kernels. ``KERNELTOOLS_COMPILER=system`` or ``=zig`` tries only those. The
+chosen :class:`Compiler` says why the others were not used (``skipped``,
+printed by ``python -m kerneltools info``).
+
+The probe also decides the flags: OpenMP when it links (and when no other
+family of OpenMP runtime is in the process, :mod:`._openmp`; else the
+kernels run on Python threads, :mod:`._threads`), ``-march=native`` when
+accepted, and the glibc vector math library (``libmvec``) when it links, so
+that ``exp`` and ``log`` vectorise. It finds out too whether ``#pragma omp
+declare simd`` may stand before a function *definition* that declares a
+local union (clang, zig's included, rejects that C: such a compiler gets the
+sources with those pragmas removed, :meth:`Compiler.adapt`; the inlined
+functions vectorise the same). ``-ffast-math`` is never used: it would break NaN and inf
 propagation and the reductions' semantics; only ``-fno-math-errno`` (pure math
 functions, so they can be hoisted and vectorised) and ``-fno-trapping-math``.
 
-The probe (one compiler run with every feature on, else four or five, one
-feature at a time; 0.1 s, else 0.2-0.5 s) records its findings in the
+The probe (one compiler run with every feature on, else five or six, one
+feature at a time; 0.1 s, else 0.5-3 s) records its findings in the
 kernel cache (``compiler-<hash>.json``, read with the kernels' ownership and
 no-link checks), keyed by the compiler's path, ``--version``, the binary's
 size and mtime, ``$CC``, the probe itself and the CPU, so a new process with a
@@ -25,13 +37,19 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from ._cache import read_record, write_record
 from .._errors import storage_errno
+from . import _openmp
+from ._cache import read_record, write_record
+from ._dlopen import dlopen_file
+from ._zig import INSTALL_HINT, zig_binary
 
 __all__ = ["Compiler", "find_compiler", "probe_count"]
 
@@ -54,7 +72,24 @@ double kt_probe_exp(double *x, int n) {
   for (int i = 0; i < n; i++) s += exp(x[i]);
   return s;
 }
+SIMD_DEFINITION
 """
+
+#: A ``declare simd`` definition that declares a local union, as ``kt_exp.h`` has.
+SIMD_DEFINITION = """
+#pragma omp declare simd notinbranch
+static inline float kt_probe_abs(float x) {
+  union { float f; unsigned u; } b;
+  b.f = x;
+  b.u &= 0x7fffffffu;
+  return b.f;
+}
+float kt_probe_simd(float x) { return kt_probe_abs(x); }
+"""
+#: The ``declare simd`` pragma before a definition (``static inline``).
+_SIMD_BEFORE_DEFINITION = re.compile(
+    r"^#pragma omp declare simd[^\n]*\n(?=static inline )", re.M
+)
 
 #: ``#pragma omp declare simd`` declarations of the libmvec functions (glibc >= 2.22).
 VECMATH_DECL = "\n".join(
@@ -66,6 +101,8 @@ VECMATH_DECL = "\n".join(
 
 @dataclass
 class Compiler:
+    """A working C compiler with its flags (``ok=False``: none; ``reason`` says why)."""
+
     ok: bool
     path: str = ""
     version: str = ""
@@ -74,31 +111,73 @@ class Compiler:
     openmp: bool = False
     vector_math: bool = False
     reason: str = ""
+    #: What is run before the flags: the path, or zig's path and ``cc``.
+    command: tuple = ()
+    #: Whether ``declare simd`` may stand before a definition (see :meth:`adapt`).
+    simd_definitions: bool = True
+    #: Why each compiler tried before it, or not tried, is not the one used.
+    skipped: tuple = ()
+    #: Why OpenMP is not used though it links ("": it is, or it does not link).
+    openmp_note: str = ""
+
+    @property
+    def argv(self) -> list:
+        return list(self.command or (self.path,))
+
+    @property
+    def threads(self) -> str:
+        """How the kernels use the cores."""
+        return "OpenMP" if self.openmp else "Python threads (no OpenMP)"
 
     @property
     def description(self) -> str:
-        extras = [x for x, on in (("OpenMP", self.openmp), ("libmvec", self.vector_math)) if on]
-        return f"{self.path} ({self.version}){', ' + ', '.join(extras) if extras else ''}"
+        extras = [x for x, on in (("OpenMP", self.openmp),
+                                  ("libmvec", self.vector_math)) if on]
+        name = " ".join(self.argv)
+        return f"{name} ({self.version}){', ' + ', '.join(extras) if extras else ''}"
 
     @property
     def identity(self) -> str:
         """Part of every kernel's cache key: compiler, version, flags and CPU."""
         cpu = platform.machine() + ":" + _cpu_flags_digest()
-        return "|".join([self.path, self.version, " ".join(self.flags + self.libs), cpu])
+        flags = " ".join(self.flags + self.libs)
+        return "|".join([" ".join(self.argv), self.version, flags, cpu])
+
+    def adapt(self, source: str) -> str:
+        """``source`` as this compiler takes it: without the ``declare simd``
+        pragmas before definitions where it rejects them (the same code)."""
+        if self.simd_definitions:
+            return source
+        return _SIMD_BEFORE_DEFINITION.sub("", source)
+
+    def without_openmp(self, note: str) -> Compiler:
+        """This compiler with ``-fopenmp-simd`` for ``-fopenmp`` (``note``: why)."""
+        flags = ["-fopenmp-simd" if f == "-fopenmp" else f for f in self.flags]
+        return replace(self, flags=flags, openmp=False, openmp_note=note)
 
     def compile(self, source_path: str, output_path: str, *,
                 tmpdir: str | None = None) -> subprocess.CompletedProcess:
         """Compile ``source_path`` into the shared library ``output_path``
         (``tmpdir``: the folder for the compiler's own temporary files)."""
-        cmd = [self.path, *self.flags, source_path, "-o", output_path, *self.libs]
-        env = None if tmpdir is None else {**os.environ, "TMPDIR": tmpdir}
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
-                              check=False)
+        cmd = [*self.argv, *self.flags, source_path, "-o", output_path, *self.libs]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env=_env(tmpdir), check=False)
+
+
+def _env(tmpdir: str | None) -> dict | None:
+    """The compiler's environment: its temporary files, and zig's cache of
+    the build (not its library cache), in ``tmpdir``."""
+    if tmpdir is None:
+        return None
+    return {**os.environ, "TMPDIR": tmpdir, "TEMP": tmpdir, "TMP": tmpdir,
+            "ZIG_LOCAL_CACHE_DIR": tmpdir}
 
 
 @functools.lru_cache(maxsize=None)
 def _cpu_flags_digest() -> str:
-    """-march=native code is only valid on the same CPU features."""
+    """-march=native code is only valid on the same CPU features: Linux's
+    flags; elsewhere the CPU's model (macOS' sysctl brand string, Windows'
+    PROCESSOR_IDENTIFIER: written for, not tested here)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -106,14 +185,48 @@ def _cpu_flags_digest() -> str:
                     return hashlib.sha256(line.encode()).hexdigest()[:12]
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    model = os.environ.get("PROCESSOR_IDENTIFIER", "") if os.name == "nt" else ""
+    if sys.platform == "darwin":
+        try:
+            model = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"],
+                                   capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            model = ""
+    model = f"{platform.processor()}|{model.strip()}"
+    if model == "|":
+        return "unknown"
+    return hashlib.sha256(model.encode()).hexdigest()[:12]
 
 
-def _candidates() -> list[str]:
-    env = os.environ.get("CC")
-    if env:
-        return [env]
-    return ["cc", "gcc", "clang"]
+#: The values of ``KERNELTOOLS_COMPILER``.
+CHOICES = ("auto", "system", "zig")
+
+
+def _candidates() -> tuple[list, list]:
+    """([(name, command, version or None)] to try in order, [why others are
+    not]); the version of a system compiler comes from running it, later."""
+    choice = os.environ.get("KERNELTOOLS_COMPILER", "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        return [], [f"KERNELTOOLS_COMPILER={choice!r} is not one of "
+                    f"{', '.join(CHOICES)}"]
+    tries, skipped = [], []
+    if choice in ("auto", "system"):
+        env = os.environ.get("CC")
+        for name in [env] if env else ["cc", "gcc", "clang"]:
+            path = shutil.which(name)
+            if path is None:
+                skipped.append(f"{name}: not found")
+            else:
+                tries.append((name, (path,), None))
+    if choice in ("auto", "zig"):
+        path, version = zig_binary()
+        if path is None:
+            skipped.append(f"zig: {version}")
+        else:
+            tries.append(("zig", (path, "cc"), version))
+    else:
+        skipped.append("zig: not tried (KERNELTOOLS_COMPILER=system)")
+    return tries, skipped
 
 
 _probe_runs = [0]
@@ -124,22 +237,23 @@ def probe_count() -> int:
     return _probe_runs[0]
 
 
-def _try(path: str, flags: list, libs: list, source: str, tmp: str) -> tuple[bool, str]:
+def _try(command: tuple, flags: list, libs: list, source: str,
+         tmp: str) -> tuple[bool, str]:
     _probe_runs[0] += 1
     src = os.path.join(tmp, "probe.c")
-    out = os.path.join(tmp, f"probe{abs(hash((tuple(flags), tuple(libs))))}.so")
+    out = os.path.join(tmp, f"probe{abs(hash((tuple(flags), tuple(libs), source)))}.so")
     with open(src, "w") as fh:
         fh.write(source)
     try:
-        proc = subprocess.run(
-            [path, *flags, src, "-o", out, *libs], capture_output=True, text=True, timeout=120
-        )
+        proc = subprocess.run([*command, *flags, src, "-o", out, *libs],
+                              capture_output=True, text=True, timeout=300,
+                              env=_env(tmp))
     except (OSError, subprocess.SubprocessError) as exc:
         return False, str(exc)
     if proc.returncode != 0:
         return False, (proc.stderr or proc.stdout).strip()[-500:]
-    try:
-        lib = ctypes.CDLL(out)
+    try:  # (from memory where the temporary folder is mounted noexec)
+        lib = dlopen_file(Path(out))
         lib.kt_probe.restype = ctypes.c_int
         lib.kt_probe()
     except OSError as exc:
@@ -151,7 +265,7 @@ def _try(path: str, flags: list, libs: list, source: str, tmp: str) -> tuple[boo
 _BASE_FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
                "-fno-trapping-math", "-ffp-contract=fast")
 #: What the probe finds out; the flags follow from it (``_flags``).
-_FEATURES = ("march_native", "openmp", "openmp_simd", "vector_math")
+_FEATURES = ("march_native", "openmp", "openmp_simd", "vector_math", "simd_definitions")
 
 
 def _flags(features: dict) -> tuple[list, list]:
@@ -165,22 +279,29 @@ def _flags(features: dict) -> tuple[list, list]:
     return flags, ["-lmvec", "-lm"] if features["vector_math"] else ["-lm"]
 
 
-def _probe(path: str) -> tuple[dict | None, str]:
-    """(the features of the compiler at ``path``, or None and why it is unusable).
+def _source(found: dict) -> str:
+    """The probe's source for the features ``found`` (vector math, simd definitions)."""
+    vecmath = VECMATH_DECL if found["vector_math"] else ""
+    simd = SIMD_DEFINITION if found["simd_definitions"] else ""
+    return _PROBE.replace("VECMATH_DECL", vecmath).replace("SIMD_DEFINITION", simd)
 
-    The usual compiler (gcc or clang on x86-64 Linux with glibc) has every
-    feature: one compile with all of them settles it. Otherwise
-    :func:`_probe_one_by_one` finds the same features in four or five compiles,
-    since a compile that works with a set of flags works with any part of it.
+
+def _probe(command: tuple) -> tuple[dict | None, str]:
+    """(the features of the compiler run as ``command``, or None and why it
+    is unusable).
+
+    The usual compiler (gcc on x86-64 Linux with glibc) has every feature:
+    one compile with all of them settles it. Otherwise
+    :func:`_probe_one_by_one` finds the same features in five or six
+    compiles, since a compile that works with a set of flags works with any
+    part of it.
     """
     every = {**dict.fromkeys(_FEATURES, False), "march_native": True, "openmp": True,
-             "vector_math": _vector_math_platform()}
-    decl = VECMATH_DECL if every["vector_math"] else ""
-    source = _PROBE.replace("VECMATH_DECL", decl)
+             "vector_math": _vector_math_platform(), "simd_definitions": True}
     with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
-        if _try(path, *_flags(every), source, tmp)[0]:
+        if _try(command, *_flags(every), _source(every), tmp)[0]:
             return every, ""
-    return _probe_one_by_one(path)
+    return _probe_one_by_one(command)
 
 
 def _vector_math_platform() -> bool:
@@ -188,35 +309,38 @@ def _vector_math_platform() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
-def _probe_one_by_one(path: str) -> tuple[dict | None, str]:
+def _probe_one_by_one(command: tuple) -> tuple[dict | None, str]:
     """:func:`_probe` one feature at a time, each on top of those found so far."""
     found = dict.fromkeys(_FEATURES, False)
     with tempfile.TemporaryDirectory(prefix="kerneltools-probe-") as tmp:
-        plain = _PROBE.replace("VECMATH_DECL", "")
 
-        def works(source: str = plain, **extra) -> bool:
+        def works(**extra) -> bool:
             flags, libs = _flags({**found, **extra})
-            return _try(path, flags, libs, source, tmp)[0]
+            return _try(command, flags, libs, _source({**found, **extra}), tmp)[0]
 
-        ok, why = _try(path, list(_BASE_FLAGS), ["-lm"], plain, tmp)
+        ok, why = _try(command, list(_BASE_FLAGS), ["-lm"], _source(found), tmp)
         if not ok:
             return None, why
         found["march_native"] = works(march_native=True)
         found["openmp"] = works(openmp=True)
         if not found["openmp"]:
             found["openmp_simd"] = works(openmp_simd=True)
+        if found["openmp"] or found["openmp_simd"]:
+            found["simd_definitions"] = works(simd_definitions=True)
+        else:  # the pragmas are ignored: nothing to reject
+            found["simd_definitions"] = True
         if _vector_math_platform():
-            vec_src = _PROBE.replace("VECMATH_DECL", VECMATH_DECL)
-            found["vector_math"] = works(vec_src, vector_math=True)
+            found["vector_math"] = works(vector_math=True)
     return found, ""
 
 
-def _record_key(path: str, version: str) -> str:
+def _record_key(command: tuple, version: str) -> str:
     """What the probe's findings depend on, hashed: the compiler binary, $CC,
     the probe's source and flags, the platform and CPU."""
+    path = command[0]
     st = os.stat(path)
-    probe = _PROBE + VECMATH_DECL + repr(_BASE_FLAGS)
-    parts = [path, os.path.realpath(path), version, str(st.st_size),
+    probe = _PROBE + VECMATH_DECL + SIMD_DEFINITION + repr(_BASE_FLAGS)
+    parts = [" ".join(command), os.path.realpath(path), version, str(st.st_size),
              str(st.st_mtime_ns), os.environ.get("CC", ""), probe, platform.system(),
              platform.machine(), _cpu_flags_digest(), "-".join(platform.libc_ver())]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
@@ -235,48 +359,61 @@ def _recorded(key: str) -> dict | None:
     return found if all(isinstance(v, bool) for v in found.values()) else None
 
 
+_HINT = ("install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
+         f"xcode-select --install; conda: conda install c-compiler), or zig cc with "
+         f"{INSTALL_HINT}, or set $CC")
+
+
+def _features(command: tuple, version: str | None) -> tuple[dict | None, str, str]:
+    """(the recorded or probed features of a candidate, or None and why not,
+    its version); OSError from running it."""
+    if version is None:
+        ver = subprocess.run([*command, "--version"], capture_output=True, text=True,
+                             timeout=30)
+        version = (ver.stdout or ver.stderr).splitlines()[0].strip()
+    key = _record_key(command, version)
+    found = _recorded(key)
+    if found is not None:
+        return found, "", version
+    try:
+        found, why = _probe(command)
+    except OSError as exc:  # its files: a full or read-only temporary folder
+        found, why = None, exc.strerror or str(exc)
+    if found is not None:
+        write_record(f"compiler-{key}.json",
+                     json.dumps({"key": key, "path": command[0], **found}).encode())
+    return found, why, version
+
+
 @functools.lru_cache(maxsize=None)
 def find_compiler() -> Compiler:
     """Probe once per process (or read the probe's record); a Compiler with
     ok=False says why none works."""
-    reasons = []
-    hint = (
-        "install a C compiler (Debian/Ubuntu: apt-get install gcc; macOS: "
-        "xcode-select --install; conda: conda install c-compiler) or set $CC"
-    )
-    for name in _candidates():
-        path = shutil.which(name)
-        if path is None:
-            reasons.append(f"{name}: not found")
-            continue
+    tries, reasons = _candidates()
+    hint = _HINT
+    for name, command, version in tries:
         try:
-            ver = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-            version = (ver.stdout or ver.stderr).splitlines()[0].strip()
-            key = _record_key(path, version)
+            found, why, version = _features(command, version)
         except (OSError, subprocess.SubprocessError, IndexError) as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        found = _recorded(key)
+        if found is None and storage_errno(why) is not None:
+            tmp = tempfile.gettempdir()
+            reasons.append(f"{name}: its probe cannot write in the temporary folder "
+                           f"{tmp} ({why[-300:]})")
+            hint = (f"free space in {tmp} or set TMPDIR to a folder you can "
+                    "write (no probe runs where the kernel cache holds its record)")
+            continue
         if found is None:
-            try:
-                found, why = _probe(path)
-            except OSError as exc:  # its files: a full or read-only temporary folder
-                found, why = None, exc.strerror or str(exc)
-            if found is None and storage_errno(why) is not None:
-                tmp = tempfile.gettempdir()
-                reasons.append(f"{name}: its probe cannot write in the temporary folder "
-                               f"{tmp} ({why[-300:]})")
-                hint = (f"free space in {tmp} or set TMPDIR to a folder you can "
-                        "write (no probe runs where the kernel cache holds its record)")
-                continue
-            if found is None:
-                reasons.append(f"{name}: cannot build a shared library: {why}")
-                continue
-            write_record(f"compiler-{key}.json",
-                         json.dumps({"key": key, "path": path, **found}).encode())
+            reasons.append(f"{name}: cannot build a shared library: {why}")
+            continue
         flags, libs = _flags(found)
-        return Compiler(
-            ok=True, path=path, version=version, flags=flags, libs=libs,
-            openmp=found["openmp"], vector_math=found["vector_math"],
+        comp = Compiler(
+            ok=True, path=command[0], version=version, flags=flags, libs=libs,
+            openmp=found["openmp"], vector_math=found["vector_math"], command=command,
+            simd_definitions=found["simd_definitions"], skipped=tuple(reasons),
         )
-    return Compiler(ok=False, reason="; ".join(reasons) + f". To fix: {hint}")
+        note = _openmp.conflict(version) if comp.openmp else None
+        return comp if note is None else comp.without_openmp(note)
+    return Compiler(ok=False, reason="; ".join(reasons) + f". To fix: {hint}",
+                    skipped=tuple(reasons))

@@ -28,17 +28,17 @@ Two implementations, the same results:
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import threading
 from dataclasses import replace
 from string import Template
 
 import numpy as np
 
-from . import _backend as cpu
 from .._codegen import TEMPLATES
-from ._compiler import find_compiler
 from .._progress import chunks
+from ._compiler import find_compiler
+from ._library import KEY, library
+from ._threads import cores, openmp_ran, run_pieces, split_weighted
 
 __all__ = ["radius_blocks", "radius_native", "native_available"]
 
@@ -79,10 +79,7 @@ def _library(dim: int):
             return lib
         comp = _compiler()
         text = Template((TEMPLATES / "radius_csr.h").read_text())
-        source = text.substitute(dim=dim, key="KT_KEY_PLACEHOLDER")
-        key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
-        source = source.replace("KT_KEY_PLACEHOLDER", key)
-        so = cpu.load_or_build(source, comp, key)
+        so = library(text.substitute(dim=dim, key=KEY), comp).cdll
         count, fill = so.kt_radius_count, so.kt_radius_fill
         count.restype, count.argtypes = None, [*_COMMON, _P]
         fill.restype, fill.argtypes = _I64, [*_COMMON, _P, ctypes.c_int, _P, _P]
@@ -90,10 +87,24 @@ def _library(dim: int):
         return lib
 
 
-def _threads() -> int:
-    """OpenMP threads (one in a process forked after OpenMP ran)."""
-    cpu._omp_state[0] = True  # (what the C backend's fork handler checks)
-    return cpu._threads()
+def _over_blocks(fn, blk, b0: int, b1: int, weights, common: list, tail: list) -> int:
+    """``fn`` (count or fill) over the blocks [b0, b1) of ``blk``, the sum of
+    what it returns: on OpenMP's threads (``common``'s last item, the
+    thread count), or, for a library built without OpenMP, on pieces of
+    about equal ``weights`` (pairs) run on Python threads (``_threads``)."""
+    threads = common[-1]
+    if threads <= 1 or find_compiler().openmp:
+        return fn(b1 - b0, blk[b0:b1].ctypes.data, *common, *tail)
+    results = []
+
+    def piece(a: int, b: int) -> None:
+        sub = blk[b0 + a:b0 + b]
+        results.append(fn(b - a, sub.ctypes.data, *common[:-1], 1, *tail))
+
+    run_pieces(piece, split_weighted(weights[b0:b1], threads))
+    if None in results:  # (count returns nothing)
+        return None
+    return min(results) if min(results) < 0 else sum(results)
 
 
 def radius_native(x, y, sq_radius, side, *, exclude, by_distance: bool):
@@ -119,21 +130,25 @@ def radius_native(x, y, sq_radius, side, *, exclude, by_distance: bool):
     blk, red, pairs = side.native()
     blk = np.ascontiguousarray(blk, dtype=np.int64)
     red = np.ascontiguousarray(red, dtype=np.int64).reshape(-1, 2)
-    threads = _threads() if pairs > PARALLEL_PAIRS else 1
+    threads = cores() if pairs > PARALLEL_PAIRS else 1
+    if threads > 1 and find_compiler().openmp:
+        openmp_ran()
     common = [red.ctypes.data, xs.ctypes.data, yt.ctypes.data, ys, thr.ctypes.data,
               jmap.ctypes.data, imap.ctypes.data, skip.ctypes.data, threads]
+    cum = np.concatenate([[0], np.cumsum(red[:, 1] - red[:, 0])])
+    weights = (blk[:, 1] - blk[:, 0]) * (cum[blk[:, 3]] - cum[blk[:, 2]])  # pairs
     counts = np.zeros(n, dtype=np.int64)
     per_block = max(1, pairs // max(1, len(blk))) * dim
     what = f"the radius search over {pairs:,} pairs (cpu)"
-    for b0, b1 in chunks(len(blk), per_block, what=what, min_items=common[-1]):
-        count(b1 - b0, blk[b0:b1].ctypes.data, *common, counts.ctypes.data)
+    for b0, b1 in chunks(len(blk), per_block, what=what, min_items=threads):
+        _over_blocks(count, blk, b0, b1, weights, common, [counts.ctypes.data])
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     dist = np.empty(indptr[-1])
     ind = np.empty(indptr[-1], dtype=np.int64)
-    for b0, b1 in chunks(len(blk), per_block, what=what, min_items=common[-1]):
-        bad = fill(b1 - b0, blk[b0:b1].ctypes.data, *common, indptr.ctypes.data,
-                   int(by_distance), dist.ctypes.data, ind.ctypes.data)
+    tail = [indptr.ctypes.data, int(by_distance), dist.ctypes.data, ind.ctypes.data]
+    for b0, b1 in chunks(len(blk), per_block, what=what, min_items=threads):
+        bad = _over_blocks(fill, blk, b0, b1, weights, common, tail)
         if bad < 0:
             raise MemoryError("the radius search could not allocate a row's sort "
                               "buffer")

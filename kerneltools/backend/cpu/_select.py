@@ -23,16 +23,15 @@ seen. :func:`rerank` then ranks the candidates by exact squared distances.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import threading
 
 import numpy as np
 
-from ._compiler import find_compiler
-from ._backend import load_or_build
-from .._errors import KernelStoreError
 from .._codegen import TEMPLATES
+from .._errors import KernelStoreError
+from ._compiler import find_compiler
+from ._library import KEY, library
 
 __all__ = ["TileState", "select_tile", "rerank", "compiled", "cells_kmin", "box_pairs"]
 
@@ -75,9 +74,7 @@ def compiled(dtype):
 def _load(dtype, comp):
     source = (f"typedef {_C_TYPES[dtype]} real_t;\n"
               f"#define KT_TILE_DOUBLE {int(dtype == np.float64)}\n" + _SOURCE)
-    key = hashlib.sha256((source + "\n" + comp.identity).encode()).hexdigest()[:40]
-    source = source.replace("${key}", key)
-    lib = load_or_build(source, comp, key)
+    lib = library(source.replace("${key}", KEY), comp).cdll
     double_only = {"kt_cells_kmin": _CELLS, "kt_box_pairs": _BOX_PAIRS}
     signatures = dict(_SIGNATURES, **(double_only if dtype == np.float64 else {}))
     for name, argtypes in signatures.items():

@@ -29,6 +29,7 @@ import pytest
 import kerneltools as kt
 from kerneltools import exceptions
 from kerneltools.backend.cpu import _cache, _compiler, _backend as _cpu_backend
+from kerneltools.backend.cpu import _library
 from kerneltools.backend.cpu._compiler import find_compiler
 
 pytestmark = pytest.mark.skipif(
@@ -41,7 +42,8 @@ FOREIGN_UID = 12345
 
 def _forget_process_state(monkeypatch):
     """No kernel loaded in memory, no cache folder prepared by this process."""
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     monkeypatch.setattr(_cache, "_prepared", {}, raising=False)
     monkeypatch.setattr(_cache, "_fallback", [], raising=False)
 
@@ -260,7 +262,8 @@ def test_cache_folder_removed_while_running_is_made_again(cache, monkeypatch):
     meanwhile, the next new kernel makes it again (owner-only, marked)."""
     _check_on_cpu(*_gauss())
     shutil.rmtree(cache)
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     _check_on_cpu(*_gauss())
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     assert (cache / _cache.MARKER).is_file() and list((cache / "cpu").glob("*.so"))
@@ -407,11 +410,11 @@ def test_probe_in_one_compile_finds_what_one_by_one_finds():
     """The one-compile probe (every feature at once) and the one-by-one probe
     agree; where every feature is present (this machine's gcc, OpenMP and
     libmvec), a new cache's first process runs one probe compile, not five."""
-    path = find_compiler().path
+    command = tuple(find_compiler().argv)
     before = _compiler.probe_count()
-    fast = _compiler._probe(path)
+    fast = _compiler._probe(command)
     fast_runs = _compiler.probe_count() - before
-    assert fast == _compiler._probe_one_by_one(path)
+    assert fast == _compiler._probe_one_by_one(command)
     features, _ = fast
     if features["openmp"] and features["march_native"] and (
         features["vector_math"] or not _compiler._vector_math_platform()
@@ -450,3 +453,21 @@ def test_damaged_probe_file_is_ignored_and_rewritten(
     st = os.lstat(probe)
     assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
     assert json.loads(probe.read_text()) == json.loads(text)
+
+
+def test_folder_checks_without_posix_calls(tmp_path, monkeypatch):
+    """Windows' path (no O_DIRECTORY, no owner ids), run here by hiding them:
+    a folder passes, a link to one is refused unless the root's, and files
+    are not judged by owner or mode."""
+    from kerneltools.backend.cpu import _dlopen
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (tmp_path / "link").symlink_to(folder)
+    monkeypatch.delattr(os, "O_DIRECTORY")
+    monkeypatch.delattr(os, "geteuid")
+    _cache._check_folder(folder, repair=True)
+    _cache._check_folder(tmp_path / "link", repair=False, follow=True)
+    with pytest.raises(exceptions.CacheError, match="not a folder"):
+        _cache._check_folder(tmp_path / "link", repair=False)
+    assert _dlopen.problem(os.stat(folder)) is None

@@ -32,6 +32,7 @@ import pytest
 import kerneltools as kt
 from kerneltools import exceptions
 from kerneltools.backend.cpu import _cache, _compiler, _backend as _cpu_backend, _dlopen
+from kerneltools.backend.cpu import _library
 from kerneltools.backend import _dispatch
 from kerneltools.backend.cpu._compiler import find_compiler
 
@@ -67,7 +68,8 @@ def _gauss(d=3):
 def _forget_process_state(monkeypatch):
     """No kernel in memory, no cache folder prepared, no plan declined or
     dispatched yet (restored after the test)."""
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     monkeypatch.setattr(_cpu_backend, "_by_signature", {})
     monkeypatch.setattr(_cpu_backend, "_unstorable", {}, raising=False)
     monkeypatch.setattr(_dispatch, "_resolved", {})

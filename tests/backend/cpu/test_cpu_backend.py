@@ -19,6 +19,7 @@ import pytest
 
 import kerneltools as kt
 from kerneltools.backend.cpu import _backend as _cpu_backend
+from kerneltools.backend.cpu import _library
 from kerneltools.backend.cpu._compiler import find_compiler
 from kerneltools.exceptions import BackendUnavailableError, CompileError
 
@@ -33,7 +34,8 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 def cache(tmp_path, monkeypatch):
     """A fresh, empty kernel cache and no kernels loaded in memory."""
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     return tmp_path / "cache"
 
 
@@ -298,7 +300,7 @@ def test_no_compiler(tmp_path):
         """
     )
     env = dict(os.environ, CC=str(tmp_path / "no-such-compiler"),
-               KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"))
+               KERNELTOOLS_CACHE_DIR=str(tmp_path / "c"), KERNELTOOLS_COMPILER="system")
     env.pop("KERNELTOOLS_BACKEND", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kerneltools import ranges as kr
+from kerneltools.backend.cpu import _radius
 
 
 def _problem(d=3, n=300, m=400, seed=0):
@@ -49,7 +50,6 @@ def test_radius_csr_equals_dense_distances(sort, backend, monkeypatch):
         with pytest.raises(ValueError, match="'backend'"):
             kr.radius_csr(x, y, 0.1, _blocks(x, y, 0.1), backend="cuda")
         return
-    from kerneltools.backend.cpu import _backend as _cpu_backend
 
     x, y = _problem()
     for every_pair in (False, True):
@@ -68,7 +68,7 @@ def test_radius_csr_equals_dense_distances(sort, backend, monkeypatch):
             assert got[0].dtype == np.float64 and got[1].dtype == np.int64
             assert ref[2][-1] > 5 * len(x)
         if backend == "cpu":  # one thread: the same arrays
-            monkeypatch.setattr(_cpu_backend, "_threads", lambda: 1)
+            monkeypatch.setattr(_radius, "cores", lambda: 1)
             one = kr.radius_csr(x, y, r2, bs, exclude=exclude, sort=sort)
             monkeypatch.undo()
             for a, b in zip(one, got):
