@@ -20,14 +20,8 @@ from .._codegen import MAX_COMPONENTS, unsupported, width
 from .._errors import KernelStoreError
 from .._plan import Plan
 from .._progress import chunks
-from ._codegen import (
-    IB,
-    centring_args,
-    dot_products,
-    generate_source,
-    tile_free_args,
-    tile_size,
-)
+from ._codegen import generate_source
+from ._layout import IB, centring_args, dot_products, tile_free_args, tile_size
 from ._compiler import find_compiler
 from ._dots import centred, row_sqnorms
 from ._gemm import many_columns, pack_rows, padded_columns

@@ -2,7 +2,7 @@
 
 A squared distance ``|x_i - y_j|^2`` of dimension >= ``DOT_MIN_DIM`` is
 computed in the expanded form ``|x_i|^2 + |y_j|^2 - 2 <x_i, y_j>`` (see
-:func:`._cpu_codegen._rewrite_dots`), the products by the register-blocked
+:func:`._layout._rewrite_dots`), the products by the register-blocked
 micro-kernel. Left to the generic code, ``|y_j|^2`` is a j-only node: every
 block of rows recomputes it for every tile, a loop over the D features whose
 one accumulator chains each FMA to the previous one (about a third of the

@@ -6,7 +6,7 @@ kernel cancels ~ ``|x|^2`` down to ``|x - y|^2``, so its rounding error
 (``eps |x|^2``) swamped the distances of points far from the origin (at D =
 15, direct differences, the same data were exact to float32's rounding);
 the fix translates the points where the formulas read them as differences
-(:func:`kerneltools.backend.cpu._codegen.centring_args`). Near distance 0, a
+(:func:`kerneltools.backend.cpu._layout.centring_args`). Near distance 0, a
 point's squared distance to itself came out as ~ ``eps |x|^2``, and a square
 root makes that absolute error a relative one of ``sqrt(eps)``: fixed below
 ``WIDE_MIN_DIM`` = 32 features by the direct form, from 32 on by the
@@ -91,7 +91,7 @@ def test_wide_translation_applies_only_to_formulas_of_differences():
     formulas read them as differences of two of them (squared distances,
     their gradients); any other read (a dot product or a norm of its own, a
     difference with a parameter) keeps the points as they are."""
-    from kerneltools.backend.cpu._codegen import centring_args
+    from kerneltools.backend.cpu._layout import centring_args
 
     x, y, b, _ = _far_points(np.float64, offset=0.0)
     xi, yj, bj = kt.Vi(x), kt.Vj(y), kt.Vj(b)
