@@ -10,6 +10,10 @@ makes the scikit-learn estimators that kerneltools replaces import as ours::
 What is patched (:data:`PATCHES`): each class's public module
 (``sklearn.neighbors``) and the private module where scikit-learn defines it
 (``sklearn.neighbors._unsupervised``), so code importing from either gets ours.
+The list is derived from the estimators (:func:`_derive_patches`): a public
+class of :mod:`kerneltools.estimators` declares the scikit-learn class it
+replaces in its ``_sklearn_class`` attribute (which its fallback to
+scikit-learn reads too), so a new estimator is patched with no change here.
 Install before importing the script's scikit-learn names: a name bound by
 ``from sklearn... import`` before :func:`install` stays scikit-learn's.
 
@@ -55,40 +59,73 @@ class Patch(NamedTuple):
     ours: str
 
 
-PATCHES: tuple[Patch, ...] = (
-    Patch("sklearn.kernel_ridge", "sklearn.kernel_ridge", "KernelRidge",
-          "kerneltools.estimators.kernel_ridge"),
-    Patch("sklearn.gaussian_process", "sklearn.gaussian_process._gpr",
-          "GaussianProcessRegressor", "kerneltools.estimators.gaussian_process"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._unsupervised", "NearestNeighbors",
-          "kerneltools.estimators.neighbors"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._classification",
-          "KNeighborsClassifier", "kerneltools.estimators.neighbors"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._regression", "KNeighborsRegressor",
-          "kerneltools.estimators.neighbors"),
-    Patch("sklearn.kernel_approximation", "sklearn.kernel_approximation", "Nystroem",
-          "kerneltools.estimators.nystroem"),
-    Patch("sklearn.decomposition", "sklearn.decomposition._kernel_pca", "KernelPCA",
-          "kerneltools.estimators.kernel_pca"),
-    Patch("sklearn.manifold", "sklearn.manifold._spectral_embedding", "SpectralEmbedding",
-          "kerneltools.estimators.spectral"),
-    Patch("sklearn.cluster", "sklearn.cluster._spectral", "SpectralClustering",
-          "kerneltools.estimators.spectral"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._kde", "KernelDensity",
-          "kerneltools.estimators.density"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._lof", "LocalOutlierFactor",
-          "kerneltools.estimators.outliers"),
-    Patch("sklearn.cluster", "sklearn.cluster._mean_shift", "MeanShift",
-          "kerneltools.estimators.mean_shift"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._classification",
-          "RadiusNeighborsClassifier", "kerneltools.estimators.neighbors"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._regression",
-          "RadiusNeighborsRegressor", "kerneltools.estimators.neighbors"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._graph", "KNeighborsTransformer",
-          "kerneltools.estimators.neighbors"),
-    Patch("sklearn.neighbors", "sklearn.neighbors._graph",
-          "RadiusNeighborsTransformer", "kerneltools.estimators.neighbors"),
-)
+def _public_module(module: str) -> str:
+    """The public module of a dotted module path: its parts up to the first
+    private one (``sklearn.neighbors._graph`` -> ``sklearn.neighbors``), the
+    convention of scikit-learn and of kerneltools."""
+    parts = module.split(".")
+    private = [i for i, part in enumerate(parts) if part.startswith("_")]
+    return ".".join(parts[: private[0]]) if private else module
+
+
+def _patch_of(ours: type, path: str) -> Patch:
+    """The patch of our class ``ours``, which declares the scikit-learn class
+    it replaces by its public path (``_sklearn_class``)."""
+    public, _, name = path.rpartition(".")
+    if name != ours.__name__:
+        raise TypeError(f"kerneltools.accel: {ours.__module__}.{ours.__qualname__} "
+                        f"declares that it replaces {path!r}; a replacement must "
+                        "have the name of the class it replaces")
+    theirs = getattr(importlib.import_module(public), name)
+    defining = theirs.__module__
+    if (_public_module(defining) != public
+            or getattr(importlib.import_module(defining), name, None) is not theirs):
+        raise RuntimeError(f"kerneltools.accel: {path} is {defining}.{name}, not "
+                           "scikit-learn's own class; was it patched by another "
+                           "library before kerneltools.accel?")
+    home = _public_module(ours.__module__)
+    if getattr(importlib.import_module(home), name, None) is not ours:
+        raise TypeError(f"kerneltools.accel: {ours.__module__}.{name} is not "
+                        f"exported by its public module {home}")
+    return Patch(public, defining, name, home)
+
+
+def _derive_patches(estimators=None) -> tuple[Patch, ...]:
+    """The patches declared by the estimators (default :mod:`kerneltools.estimators`).
+
+    Each public class of ``estimators`` (its ``__all__``) that holds
+    ``_sklearn_class`` itself, not by inheritance (the public dotted path of
+    the scikit-learn class it replaces, which its fallback to scikit-learn
+    also reads), gives one :class:`Patch`: scikit-learn's public module and
+    name from that path, the defining module from scikit-learn's class, ours
+    the public module that exports our class. In the order of ``__all__``.
+    """
+    if estimators is None:
+        estimators = importlib.import_module("kerneltools.estimators")
+    patches = []
+    for attr in estimators.__all__:
+        ours = getattr(estimators, attr)
+        path = vars(ours).get("_sklearn_class") if isinstance(ours, type) else None
+        if path:
+            patches.append(_patch_of(ours, path))
+    return tuple(patches)
+
+
+def _patches() -> tuple[Patch, ...]:
+    """:data:`PATCHES`, derived once (this imports the estimators and the
+    scikit-learn modules they replace)."""
+    with _lock:
+        if "patches" not in _state:
+            _state["patches"] = _derive_patches()
+        return _state["patches"]
+
+
+def __getattr__(name: str):
+    if name == "PATCHES":  # derived on first use: importing accel stays light
+        return _patches()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),
 #: filled by :func:`install`.
@@ -113,7 +150,7 @@ def original(path: str) -> type:
     if path in originals:
         return originals[path]
     module, _, name = path.rpartition(".")
-    known = {f"{p.public}.{p.name}" for p in PATCHES}
+    known = {f"{p.public}.{p.name}" for p in _patches()}
     if path not in known:
         raise ValueError(f"kerneltools.accel.original: {path!r} is not a patched class; "
                          f"expected one of {sorted(known)}")
@@ -126,7 +163,7 @@ def _modules(patch: Patch):
 
 def _set(which: str) -> None:
     """Point every patched module attribute at ours or at scikit-learn's."""
-    for patch in PATCHES:
+    for patch in _patches():
         key = f"{patch.public}.{patch.name}"
         cls = replacements[key] if which == "ours" else originals[key]
         for module in _modules(patch):
@@ -142,7 +179,7 @@ def install(verbose: bool = False) -> None:
     with _lock:
         if _state["installed"]:
             return
-        for patch in PATCHES:
+        for patch in _patches():
             key = f"{patch.public}.{patch.name}"
             # the defining module holds the class even if a public one was
             # patched by someone else before us
@@ -152,7 +189,7 @@ def install(verbose: bool = False) -> None:
         finder = _InternalsFinder()
         sys.meta_path.insert(0, finder)
         _state.update(installed=True, finder=finder)
-    for patch in PATCHES:
+    for patch in _patches():
         modules = sorted({patch.public, patch.defining})
         msg = (f"kerneltools.accel: {' and '.join(modules)}.{patch.name} -> "
                f"{patch.ours}.{patch.name}")

@@ -1,13 +1,13 @@
 """Inputs of the optimal-transport functions and estimator (private).
 
 :data:`TRANSPORT_CONSTRAINTS` holds the constraints of their parameters
-(checked by :func:`._param_validation.validate_arguments` and
-``validate_params``, with scikit-learn's wording); the functions below check
-the data, the point clouds and their masses, and build the
+(checked by :func:`kerneltools._utils._param_validation.validate_arguments`
+and ``validate_params``, with scikit-learn's wording); the functions below
+check the data, the point clouds and their masses, and build the
 :class:`._sinkhorn.Problem` that the solver takes. :func:`inputs_in` puts the
-data where a call computes them (:mod:`._array_api`): arrays of a device's
-namespace are checked there, with the host's messages, by Array API
-functions (only booleans and scalars cross to the host).
+data where a call computes them (:mod:`kerneltools._utils._array_api`): arrays
+of a device's namespace are checked there, with the host's messages, by Array
+API functions (only booleans and scalars cross to the host).
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ gives the kerneltools one, a LogSumExp reduction that never stores the
 the whole schedule runs one compiled kernel.
 
 Where the arrays live: a :class:`Problem` carries the
-:class:`~._array_api.Space` of its arrays. On the host (NumPy, Dask points)
-every n-vector is NumPy; on a device (CuPy, or the simulated device of the
-tests) the points, masses and potentials are arrays of that namespace, each
-softmin a reduction fed and returning device arrays, and the loop's vector
-arithmetic (log-weights, averages, marginal errors, values, gradients) is
-written to the Array API standard, so that it runs there unchanged. Only
-scalars (the temperatures, the marginal errors, the value) reach the host.
+:class:`~kerneltools._utils._array_api.Space` of its arrays. On the host
+(NumPy, Dask points) every n-vector is NumPy; on a device (CuPy, or the
+simulated device of the tests) the points, masses and potentials are arrays of
+that namespace, each softmin a reduction fed and returning device arrays, and
+the loop's vector arithmetic (log-weights, averages, marginal errors, values,
+gradients) is written to the Array API standard, so that it runs there
+unchanged. Only scalars (the temperatures, the marginal errors, the value)
+reach the host.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ __all__ = [
 LOG_ZERO = -100000.0
 
 
-# -- the problem (checked and built by _transport_inputs.check_problem) ---------
+# -- the problem (checked and built by _inputs.check_problem) --------------------
 
 
 def _compute(*arrays):

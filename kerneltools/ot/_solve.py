@@ -2,10 +2,12 @@
 (private): potentials (annealing, then refinement to a tolerance), the plan
 as a LazyTensor, and the check of given potentials.
 
-Every array here is one of the problem's :class:`~._array_api.Space` (NumPy
-on the host, the device's namespace for device inputs; see
-:mod:`._sinkhorn`); the LazyTensors are built on the arrays the reductions
-read (:meth:`~._array_api.Space.engine`: CuPy arrays for CuPy inputs).
+Every array here is one of the problem's
+:class:`~kerneltools._utils._array_api.Space` (NumPy on the host, the device's
+namespace for device inputs; see :mod:`._sinkhorn`); the LazyTensors are built
+on the arrays the reductions read
+(:meth:`~kerneltools._utils._array_api.Space.engine`: CuPy arrays for CuPy
+inputs).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,93 @@ NAMES = {
     "sklearn.neighbors._regression": ["KNeighborsRegressor"],
     "sklearn.kernel_approximation": ["Nystroem"],
 }
+
+
+#: The hand-written list that accel held before each estimator declared the
+#: class it replaces (issue 38): the derived list must stay this one.
+PATCHES_BEFORE_DERIVATION = {
+    ("sklearn.kernel_ridge", "sklearn.kernel_ridge", "KernelRidge",
+     "kerneltools.estimators.kernel_ridge"),
+    ("sklearn.gaussian_process", "sklearn.gaussian_process._gpr",
+     "GaussianProcessRegressor", "kerneltools.estimators.gaussian_process"),
+    ("sklearn.neighbors", "sklearn.neighbors._unsupervised", "NearestNeighbors",
+     "kerneltools.estimators.neighbors"),
+    ("sklearn.neighbors", "sklearn.neighbors._classification", "KNeighborsClassifier",
+     "kerneltools.estimators.neighbors"),
+    ("sklearn.neighbors", "sklearn.neighbors._regression", "KNeighborsRegressor",
+     "kerneltools.estimators.neighbors"),
+    ("sklearn.kernel_approximation", "sklearn.kernel_approximation", "Nystroem",
+     "kerneltools.estimators.nystroem"),
+    ("sklearn.decomposition", "sklearn.decomposition._kernel_pca", "KernelPCA",
+     "kerneltools.estimators.kernel_pca"),
+    ("sklearn.manifold", "sklearn.manifold._spectral_embedding", "SpectralEmbedding",
+     "kerneltools.estimators.spectral"),
+    ("sklearn.cluster", "sklearn.cluster._spectral", "SpectralClustering",
+     "kerneltools.estimators.spectral"),
+    ("sklearn.neighbors", "sklearn.neighbors._kde", "KernelDensity",
+     "kerneltools.estimators.density"),
+    ("sklearn.neighbors", "sklearn.neighbors._lof", "LocalOutlierFactor",
+     "kerneltools.estimators.outliers"),
+    ("sklearn.cluster", "sklearn.cluster._mean_shift", "MeanShift",
+     "kerneltools.estimators.mean_shift"),
+    ("sklearn.neighbors", "sklearn.neighbors._classification",
+     "RadiusNeighborsClassifier", "kerneltools.estimators.neighbors"),
+    ("sklearn.neighbors", "sklearn.neighbors._regression", "RadiusNeighborsRegressor",
+     "kerneltools.estimators.neighbors"),
+    ("sklearn.neighbors", "sklearn.neighbors._graph", "KNeighborsTransformer",
+     "kerneltools.estimators.neighbors"),
+    ("sklearn.neighbors", "sklearn.neighbors._graph", "RadiusNeighborsTransformer",
+     "kerneltools.estimators.neighbors"),
+}
+
+
+def test_the_derived_patch_list_is_the_hand_written_one():
+    patches = accel.PATCHES
+    assert all(isinstance(p, accel.Patch) for p in patches)
+    assert len(patches) == len(set(patches))
+    assert set(patches) == PATCHES_BEFORE_DERIVATION
+    assert accel._derive_patches() == patches  # derived again: the same, in order
+
+
+def _estimators_with(*classes):
+    """A stand-in for kerneltools.estimators that exports ``classes`` too."""
+    names = list(ours.__all__)
+    module = types.ModuleType("fake_estimators")
+    for name in names:
+        setattr(module, name, getattr(ours, name))
+    for cls in classes:
+        setattr(module, cls.__name__, cls)
+    module.__all__ = names + [cls.__name__ for cls in classes]
+    return module
+
+
+def test_a_new_estimator_is_patched_from_its_declaration_alone():
+    """What a new family adds (a public class that names the scikit-learn
+    class it replaces) is all accel needs; a subclass that declares nothing
+    replaces nothing."""
+    from sklearn.svm import _classes
+
+    svc = type("SVC", (), {"_sklearn_class": "sklearn.svm.SVC",
+                           "__module__": "kerneltools.estimators.kernel_ridge"})
+    undeclared = type("KernelRidgeCV", (ours.KernelRidge,), {})
+    import kerneltools.estimators.kernel_ridge as home
+
+    home.SVC = svc  # exported by its public module, as a family's class is
+    try:
+        patches = accel._derive_patches(_estimators_with(svc, undeclared))
+    finally:
+        del home.SVC
+    assert patches[: len(accel.PATCHES)] == accel.PATCHES
+    added = accel.Patch("sklearn.svm", _classes.__name__, "SVC",
+                        "kerneltools.estimators.kernel_ridge")
+    assert patches[len(accel.PATCHES):] == (added,)
+
+
+def test_a_declaration_that_names_another_class_is_refused():
+    wrong = type("KernelRidge2", (),
+                 {"_sklearn_class": "sklearn.kernel_ridge.KernelRidge"})
+    with pytest.raises(TypeError, match="must have the name of the class it replaces"):
+        accel._derive_patches(_estimators_with(wrong))
 
 
 @pytest.fixture

@@ -38,12 +38,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 from kerneltools._utils._array_api import simulated_device
-from kerneltools.estimators.optimal_transport import (
-    SinkhornTransport,
-    sinkhorn_divergence,
-    sinkhorn_potentials,
-    transport_plan,
-)
+from kerneltools.estimators.optimal_transport import SinkhornTransport
+from kerneltools.ot import sinkhorn_divergence, sinkhorn_potentials, transport_plan
 
 xps = pytest.importorskip("array_api_strict")
 torch = pytest.importorskip("torch")

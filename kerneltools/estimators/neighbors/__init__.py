@@ -7,18 +7,24 @@
 and methods, so that swapping the import keeps user code working. The search
 is always brute force, but in linear memory: each query's K nearest points
 come from a ``Kmin_argKmin`` reduction of the metric's formula over the
-fitted points (metrics in :mod:`._neighbors_metrics`, searches in
-:mod:`._neighbors_search`), queries taken in blocks; in low dimension a
-pruned search visits only the nearby cells (:mod:`._neighbors_pruned`,
-its K-min in C on the CPU: :mod:`._neighbors_cells`); euclidean searches
-in 16 or more features on the CPU multiply float32 BLAS tiles, skip the
-groups of fitted points too far to matter and re-rank the candidates
-exactly (:mod:`._neighbors_gemm`). A
-radius query counts each query's neighbours with a radius-test reduction,
-then finds them with a K-min of that size. Fitting, the hand-over to
-scikit-learn for what the engine does not serve, and the queries are in
-:mod:`._neighbors_base`; the radius estimators in :mod:`._neighbors_radius`,
-the transformers in :mod:`._neighbors_graph`.
+fitted points (metrics in :mod:`._metrics`), queries taken in blocks. The
+search strategies are in the :mod:`.search` package, whose ``choose()``
+picks one from one ordered list: in low dimension a pruned search visits
+only the nearby cells; euclidean searches in 16 or more features on the
+CPU multiply float32 BLAS tiles, skip the groups of fitted points too far
+to matter and re-rank the candidates exactly; queries on a device search
+there. A radius query counts each query's neighbours with a radius-test
+reduction, then finds them with a K-min of that size.
+
+Layout: fitting, the hand-over to scikit-learn for what the engine does not
+serve and where the inputs live in :mod:`._base`; the queries in
+:mod:`._queries`; the neighbours' weights, votes and means in
+:mod:`._targets`; what only a device needs in :mod:`._device`; the radius
+estimators in :mod:`._radius`, the transformers in :mod:`._graph`, shared
+docstring parts in :mod:`._docs`. This package imports the engine only
+through the public API (LazyTensor, :mod:`kerneltools.ranges`,
+:mod:`kerneltools.selection`), the array layer of :mod:`kerneltools._utils`
+and :mod:`.._shared`.
 
 Beyond scikit-learn: ``metric`` may be a callable that builds a formula from
 LazyTensors ``(x_i, y_j)`` (a custom metric at full speed); ``backend``
@@ -34,7 +40,6 @@ import sklearn
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from ...dask import rows_method
-from . import _device as Dv
 from ..._utils._array_api import (
     DeviceCopies,
     Placement,
@@ -43,14 +48,8 @@ from ..._utils._array_api import (
     r2_score_xp,
     to_cupy,
 )
-from ._base import (
-    KNeighborsQueries,
-    NeighborsBase,
-    RadiusQueries,
-    SupervisedFit,
-    store_labels,
-    weights_of,
-)
+from ._base import NeighborsBase
+from ._device import accuracy_xp, encode_labels
 from ._docs import (
     _ARRAY_API_DOC,
     _ATTRIBUTES_DOC,
@@ -59,7 +58,15 @@ from ._docs import (
 )
 from ._graph import KNeighborsTransformer, RadiusNeighborsTransformer
 from ._radius import RadiusNeighborsClassifier, RadiusNeighborsRegressor
-from ._targets import warn_column_vector
+from ._queries import KNeighborsQueries, RadiusQueries
+from ._targets import (
+    gather_rows,
+    store_labels,
+    votes,
+    warn_column_vector,
+    weighted_mean,
+    weights_of,
+)
 from ..._utils._param_validation import StrOptions
 
 __all__ = [
@@ -155,8 +162,7 @@ class NearestNeighbors(KNeighborsQueries, RadiusQueries, NeighborsBase):
         return self
 
 
-class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries,
-                           NeighborsBase):
+class _SupervisedNeighbors(DeviceCopies, KNeighborsQueries, NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **KNeighborsQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
@@ -188,6 +194,23 @@ class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries,
         self.backend = backend
         self.dtype = dtype
 
+    def fit(self, X, y):
+        """Store the training points and their targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training points.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Their targets (labels for a classifier).
+
+        Returns
+        -------
+        self : estimator
+            The fitted estimator.
+        """
+        return self._fit_supervised(X, y)
+
     def _neighbors_and_weights(self, X, place: Placement):
         """(neighbour indices, weights or None) of each query, arrays of the
         space where ``place`` computes."""
@@ -196,10 +219,7 @@ class _SupervisedNeighbors(DeviceCopies, SupervisedFit, KNeighborsQueries,
         if uniform:
             return ind, None
         xp = place.space.xp
-        if place.space.on_device:
-            w = Dv.weights_of(dist, self.weights, xp)
-        else:
-            w = weights_of(dist, self.weights)
+        w = weights_of(dist, self.weights, xp)
         if w is not None and bool(xp.any(xp.all(w == 0, axis=1))):
             raise ValueError(
                 "All neighbors of some sample is getting zero weights. Please modify "
@@ -228,14 +248,18 @@ _SUPERVISED_DOC = """
         distances to weights of the same shape."""
 
 
-class _ScoreWhereX:
+def _score(est, X, y, sample_weight, mixin):
     """``score`` of CuPy arrays computed on the GPU, also without
     ``array_api_dispatch`` (where scikit-learn's would convert them with
-    ``np.asarray``, and fail); scikit-learn's ``score`` otherwise."""
+    ``np.asarray``, and fail); scikit-learn's ``mixin.score`` otherwise."""
+    if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
+        pred = est.predict(X)
+        return est._score_xp(to_cupy(y), pred, host_array(sample_weight))
+    return mixin.score(est, X, y, sample_weight=sample_weight)
 
-    def score(self, X, y, sample_weight=None):
-        """The mean accuracy (a classifier) or R^2 (a regressor) of
-        :meth:`predict` on ``X`` against ``y``, as scikit-learn's.
+
+_SCORE_DOC = """{what} of :meth:`predict` on ``X`` against ``y``, as
+        scikit-learn's (CuPy arrays: computed on the GPU).
 
         Parameters
         ----------
@@ -250,13 +274,9 @@ class _ScoreWhereX:
         -------
         score : float
         """
-        if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
-            pred = self.predict(X)
-            return self._score_xp(to_cupy(y), pred, host_array(sample_weight))
-        return super().score(X, y, sample_weight=sample_weight)
 
 
-class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
+class KNeighborsClassifier(ClassifierMixin, _SupervisedNeighbors):
     __doc__ = (
         """Classifier voting among the K nearest neighbours."""
         + _SUPERVISED_DOC
@@ -284,7 +304,12 @@ class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
     """
     )
 
-    _score_xp = staticmethod(Dv.accuracy_xp)
+    _score_xp = staticmethod(accuracy_xp)
+
+    def score(self, X, y, sample_weight=None):
+        return _score(self, X, y, sample_weight, ClassifierMixin)
+
+    score.__doc__ = _SCORE_DOC.format(what="The mean accuracy")
 
     def _store_targets(self, y) -> None:
         place = self._query_place(None, "fit")
@@ -304,7 +329,7 @@ class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
         xp = place.space.xp
         warn_column_vector(y, stacklevel=5)
         self.outputs_2d_ = y.ndim == 2 and y.shape[1] != 1
-        classes, codes = Dv.encode_labels(xp.reshape(y, (y.shape[0], -1)), xp)
+        classes, codes = encode_labels(xp.reshape(y, (y.shape[0], -1)), xp)
         self.classes_ = [place.to_output(c) for c in classes]
         self._y = self._kept(codes)
         if not self.outputs_2d_:
@@ -312,17 +337,11 @@ class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
 
     def _proba_in(self, X, place: Placement) -> list:
         """The class probabilities of each output, arrays of the compute space."""
-        sp = place.space
+        xp = place.space.xp
         ind, w = self._neighbors_and_weights(X, place)
         classes = self.classes_ if self.outputs_2d_ else [self.classes_]
-        codes = self._targets_on(place)
-        if sp.on_device:
-            labels = Dv.gather_rows(codes, ind, sp.xp)  # (n, K, n_outputs)
-            return [Dv.votes(labels[:, :, k], w, int(c.shape[0]), sp.xp)
-                    for k, c in enumerate(classes)]
-        w = np.ones(ind.shape) if w is None else w
-        labels = codes[ind]  # (n, K, n_outputs)
-        return [_votes(labels[..., k], w, int(c.shape[0]))
+        labels = gather_rows(self._targets_on(place), ind, xp)  # (n, K, n_outputs)
+        return [votes(labels[:, :, k], w, int(c.shape[0]), xp)
                 for k, c in enumerate(classes)]
 
     @rows_method
@@ -383,16 +402,7 @@ class KNeighborsClassifier(_ScoreWhereX, ClassifierMixin, _SupervisedNeighbors):
         return tags
 
 
-def _votes(labels, weights, n_classes):
-    """Per-query sums of the weights of each class, normalised: (n, n_classes)."""
-    n = labels.shape[0]
-    flat = (np.arange(n)[:, None] * n_classes + labels).ravel()
-    votes = np.bincount(flat, weights=np.ravel(weights), minlength=n * n_classes)
-    votes = votes.reshape(n, n_classes)
-    return votes / votes.sum(axis=1, keepdims=True)
-
-
-class KNeighborsRegressor(_ScoreWhereX, RegressorMixin, _SupervisedNeighbors):
+class KNeighborsRegressor(RegressorMixin, _SupervisedNeighbors):
     __doc__ = (
         """Regression by the (weighted) mean of the K nearest neighbours' targets."""
         + _SUPERVISED_DOC
@@ -416,6 +426,11 @@ class KNeighborsRegressor(_ScoreWhereX, RegressorMixin, _SupervisedNeighbors):
 
     _score_xp = staticmethod(r2_score_xp)
 
+    def score(self, X, y, sample_weight=None):
+        return _score(self, X, y, sample_weight, RegressorMixin)
+
+    score.__doc__ = _SCORE_DOC.format(what="The coefficient of determination R^2")
+
     @rows_method
     def predict(self, X):
         """The (weighted) mean target of the K nearest neighbours.
@@ -434,17 +449,10 @@ class KNeighborsRegressor(_ScoreWhereX, RegressorMixin, _SupervisedNeighbors):
         if self._delegating():
             return self.fallback_.predict(X)
         place = self._query_place(X, "predict")
-        sp = place.space
+        xp = place.space.xp
         ind, w = self._neighbors_and_weights(X, place)
-        y = self._targets_on(place)
-        if sp.on_device:
-            pred = Dv.weighted_mean(Dv.gather_rows(y, ind, sp.xp), w, sp.xp)
-        elif w is None:
-            pred = np.mean(y[ind], axis=1)
-        else:
-            w = np.asarray(w, dtype=np.float64)
-            pred = np.einsum("nk,nko->no", w, y[ind]) / w.sum(axis=1)[:, None]
+        pred = weighted_mean(gather_rows(self._targets_on(place), ind, xp), w, xp)
         if self._y.ndim == 1:
-            pred = sp.xp.reshape(pred, (-1,))
+            pred = xp.reshape(pred, (-1,))
         return place.to_output(pred)
 

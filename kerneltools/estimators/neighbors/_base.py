@@ -1,16 +1,15 @@
 """What every k-NN estimator of :mod:`.neighbors` shares: fitting, the
-hand-over to scikit-learn, query validation and the K-nearest and radius
-queries.
+hand-over to scikit-learn, where inputs live, query validation and the
+search over the fitted points.
 
 :class:`NeighborsBase` fits (or hands the fit to scikit-learn's class of the
-same name, :mod:`._fallback`, for what the engine does not serve: sparse
-input, ``metric="precomputed"``, ``DistanceMetric`` objects, callables of two
-1-D arrays, metric names without a formula, trees and scikit-learn
-estimators as ``X``). :class:`KNeighborsQueries` and :class:`RadiusQueries`
-hold the queries; they derive from scikit-learn's ``KNeighborsMixin`` and
-``RadiusNeighborsMixin`` only so that ``issubclass`` / ``isinstance``
-checks against them (scikit-learn's ``kneighbors_graph(estimator)``, its
-tests) hold for ours, and override every public method of them.
+same name, :mod:`.._shared._fallback`, for what the engine does not serve:
+sparse input, ``metric="precomputed"``, ``DistanceMetric`` objects, callables
+of two 1-D arrays, metric names without a formula, trees and scikit-learn
+estimators as ``X``), keeps the fitted arrays where the inputs live
+(:mod:`._device` says how), and builds the search of a query
+(:func:`.search.new_search`, which picks the strategy). The queries
+themselves are in :mod:`._queries`.
 """
 
 from __future__ import annotations
@@ -26,32 +25,28 @@ from sklearn.neighbors import VALID_METRICS, BallTree, KDTree
 
 # scikit-learn's query mixins are private; they are base classes here for
 # the isinstance / issubclass checks that user code and scikit-learn make.
-from sklearn.neighbors._base import KNeighborsMixin as _SkKNeighborsMixin
+from sklearn.base import is_classifier
 from sklearn.neighbors._base import NeighborsBase as _SkNeighborsBase
-from sklearn.neighbors._base import RadiusNeighborsMixin as _SkRadiusMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ...config import get_config
-from ...dask import rows_method
-from .search import _cells as Cl
-from . import _device as Dv
-from .search import _gemm as G
-from . import _metrics as M
-from .search import _pruned as P
-from .search import _formula as S
 from ..._utils._array_api import (
     Placement,
+    check_same_place,
+    fitted_placement,
     host_array,
     placement,
     validate_on_device,
 )
-from .._shared._fallback import FallbackMixin, is_sparse
-from ._targets import csr_weights, store_labels, weights_of
 from ..._utils._param_validation import Dtypes, Interval, StrOptions, validate_params
 from ..._utils._validation import validate_numeric
+from .._shared._fallback import FallbackMixin, is_sparse
+from . import _metrics
+from ._device import check_targets, device_serves
+from .search import SearchCase, new_search
+from .search._pruned import Grid, prunes
 
-__all__ = ["KNeighborsQueries", "NeighborsBase", "RadiusQueries", "SupervisedFit",
-           "csr_weights", "store_labels", "weights_of"]
+__all__ = ["NeighborsBase"]
 
 _FLOATS = [np.float64, np.float32]
 
@@ -72,14 +67,13 @@ def _unwrap(X):
     return X
 
 
-class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
-                    BaseEstimator):
-    """Fitting and the search over the fitted points, shared by the estimators."""
+class NeighborsBase(FallbackMixin, MultiOutputMixin, BaseEstimator):
+    """Fitting, where the inputs live and the search over the fitted points,
+    shared by the estimators."""
 
     #: Whether the estimator keeps its fitted arrays and returns every output
     #: in the namespace and on the device of its inputs, and searches device
-    #: arrays on the device (:mod:`._neighbors_device`); the others compute
-    #: on the host.
+    #: arrays on the device (:mod:`._device`); the others compute on the host.
     _ARRAY_API = False
 
     _parameter_constraints: ClassVar[dict] = {
@@ -88,7 +82,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
         "algorithm": [StrOptions({"auto", "ball_tree", "kd_tree", "brute"})],
         "leaf_size": [Interval(Integral, 1, None, closed="left")],
         "p": [Interval(Real, 0, None, closed="right"), None],
-        "metric": [StrOptions(M.VALID_METRICS), callable],
+        "metric": [StrOptions(_metrics.VALID_METRICS), callable],
         "metric_params": [dict, None],
         "n_jobs": [Integral, None],
         # ours
@@ -113,7 +107,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             return "metric='precomputed'"
         if isinstance(metric, DistanceMetric):
             return "a DistanceMetric object as metric"
-        if isinstance(metric, str) and metric not in M.VALID_METRICS:
+        if isinstance(metric, str) and metric not in _metrics.VALID_METRICS:
             return f"metric={metric!r}"
         if is_sparse(X):
             return "sparse X"
@@ -130,7 +124,8 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             return False
         if probe.ndim != 2 or probe.size == 0:
             return False
-        return M.is_lazy_callable(self.metric, dict(self.metric_params or {}), probe)
+        params = dict(self.metric_params or {})
+        return _metrics.is_lazy_callable(self.metric, params, probe)
 
     def __getattr__(self, name):
         # only for the private attributes of a delegating fit
@@ -160,7 +155,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
         validate_params(self)
         # where X lives and is computed (the backend checked, as check_backend does)
         place = placement(X, backend=self.backend, who=f"{type(self).__name__}.fit",
-                          device_ok=Dv.device_serves(self))
+                          device_ok=device_serves(self))
         sp = place.space
         # device arrays are validated there; NumPy ones (backend="cuda" too) on
         # the host, their fitted points copied to the device at the first query
@@ -169,7 +164,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             X, y = self._validate_on_device(X, y, place, supervised)
         else:
             X, y = host_array(X), host_array(y)
-            self._fit_is_bool = M.is_bool_data(X)
+            self._fit_is_bool = _metrics.is_bool_data(X)
             finite = self._ensure_all_finite()
             if not supervised:
                 X = validate_numeric(self, X, dtype=_FLOATS, order="C",
@@ -179,9 +174,10 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
                                         dtype=_FLOATS, order="C",
                                         ensure_all_finite=finite)
         self._check_algorithm_metric()
-        metric, params = M.effective_metric(self.metric, self.p, self.metric_params)
+        metric, params = _metrics.effective_metric(self.metric, self.p,
+                                                   self.metric_params)
         self._check_semimetric(metric, params)
-        M.check_metric_params(metric, params, X.shape[1])
+        _metrics.check_metric_params(metric, params, X.shape[1])
         if self.dtype is not None:
             X = (sp.astype(X, np.dtype(self.dtype)) if on_device else
                  np.ascontiguousarray(X, dtype=np.dtype(self.dtype)))
@@ -191,19 +187,18 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             sp.put(np.zeros(0, sp.np_dtype(X))) if on_device else np.zeros(0, X.dtype))
         self.effective_metric_, self.effective_metric_params_ = metric, params
         # with the defaults that depend on X (seuclidean's V, mahalanobis' VI)
-        self._metric_params = M.formula_params(metric, params, X)
+        self._metric_params = _metrics.formula_params(metric, params, X)
         self._fit_X = self._kept(X)
         self._searches = {}  # {(dtype, backends): search}, built at a query
         # scikit-learn's attribute: "block_sparse" where pruning is enabled
-        # (low dimension, >= PRUNE_MIN_FIT points; a search of fewer than
+        # (:func:`.search._pruned.prunes`; a search of fewer than
         # PRUNE_MIN_PAIRS query x fitted pairs still runs brute force), else
         # "brute" (every pair, in linear memory).
-        usable = P.PrunedSearch.is_usable_for(
-            M.make_metric(metric, self._metric_params), X, params)
-        self._fit_method = "block_sparse" if usable and self.algorithm != "brute" else "brute"
+        pruned = prunes(_metrics.make_metric(metric, self._metric_params), X, params,
+                        self.algorithm)
+        self._fit_method = "block_sparse" if pruned else "brute"
         # (on a device: built from a host copy at the first pruned query)
-        self._grid = (P.Grid.fit(X) if self._fit_method == "block_sparse"
-                      and not on_device else None)
+        self._grid = Grid.fit(X) if pruned and not on_device else None
         self.n_samples_fit_ = X.shape[0]
         return False, y
 
@@ -262,10 +257,10 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
         """(queries, is_train): X validated, or the fitted points for X=None."""
         check_is_fitted(self)
         if X is None:
-            M.warn_boolean_conversion(self.effective_metric_, self._fit_is_bool)
+            _metrics.warn_boolean_conversion(self.effective_metric_, self._fit_is_bool)
             return host_array(self._fit_X), True
-        M.warn_boolean_conversion(
-            self.effective_metric_, self._fit_is_bool, M.is_bool_data(X)
+        _metrics.warn_boolean_conversion(
+            self.effective_metric_, self._fit_is_bool, _metrics.is_bool_data(X)
         )
         X = validate_numeric(
             self, X, reset=False, dtype=_FLOATS, order="C", accept_sparse="csr",
@@ -291,7 +286,7 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             self.metric == "precomputed")
         tags.input_tags.positive_only = tags.input_tags.pairwise
         tags.input_tags.allow_nan = self.metric == "nan_euclidean"
-        # NumPy, CuPy and Array API arrays (:mod:`._neighbors_device`); what
+        # NumPy, CuPy and Array API arrays (:mod:`._device`); what
         # scikit-learn's estimator serves (precomputed, ...) takes NumPy only
         tags.array_api_support = self._ARRAY_API and not tags.input_tags.pairwise
         return tags
@@ -302,59 +297,91 @@ class NeighborsBase(Dv.DevicePlacement, FallbackMixin, MultiOutputMixin,
             state["_searches"] = {}
         return state
 
-    def _search(self, X, backend="estimator's"):
+    def _search(self, X, backend="estimator's", place: Placement | None = None):
         """(search, X): the search over the fitted points, X in its dtype.
 
-        The search (the fitted points in that dtype, their norms, their
-        symbolic variable) is kept for the next queries of the same dtype
-        and backend: a query of a few points pays only for its own work.
+        ``place``: where queries on a device are computed (None: X is a
+        NumPy array). The search (the fitted points in that dtype, their
+        norms, their symbolic variable) is kept for the next queries of the
+        same dtype, backend and device: a query of a few points pays only
+        for its own work.
         """
-        dtype = self._query_dtype(X.dtype)
-        X = np.ascontiguousarray(X, dtype=dtype)
-        M.check_query_features(self.effective_metric_, X.shape[1])
         backend = self.backend if backend == "estimator's" else backend
-        key = (dtype, backend, get_config()["backend"])
+        if place is None:
+            dtype = self._query_dtype(X.dtype)
+            X = np.ascontiguousarray(X, dtype=dtype)
+            _metrics.check_query_features(self.effective_metric_, X.shape[1])
+            where = ()
+        else:
+            sp = place.space
+            dtype = self._query_dtype(sp.np_dtype(X))
+            X, where = sp.astype(X, dtype), (sp.kind, repr(sp.device))
+        key = (dtype, backend, get_config()["backend"], *where)
         searches = self._searches  # updated in place: a query leaves __dict__ as it was
         search = searches.get(key)
         if search is None:
-            search = self._new_search(dtype, backend)
+            metric = _metrics.make_metric(self.effective_metric_, self._metric_params)
+            search = new_search(SearchCase(
+                metric=metric, points=self._fit_X, dtype=dtype, backend=backend,
+                pruned=self._fit_method == "block_sparse", grid=self._grid,
+                place=place))
             searches.clear()
             searches[key] = search
         return search, X
 
-    def _new_search(self, dtype, backend="estimator's"):
-        Y = np.ascontiguousarray(host_array(self._fit_X), dtype=dtype)
-        backend = self.backend if backend == "estimator's" else backend
-        formula = M.make_metric(self.effective_metric_, self._metric_params)
-        if self._fit_method == "block_sparse":  # pruned where it was enabled at fit
-            grid = self._grid if self._grid is not None else P.Grid.fit(Y)
-            return Cl.CellSearch(formula, Y, backend, grid)
-        if G.GemmSearch.is_usable_for(formula, Y, backend):
-            return G.GemmSearch(formula, Y, backend)
-        expanded = S.ExpandedSearch.is_usable_for(formula, Y)
-        search = S.ExpandedSearch if expanded else S.FormulaSearch
-        return search(formula, Y, backend)
+    # -- where the inputs live (:mod:`._device`) ------------------------------
+    def _validate_on_device(self, X, y, place: Placement, supervised: bool):
+        """``(X, y)`` validated in the device space of ``place`` (y, which
+        follows X, moved there): X float32 or float64, y in its dtype."""
+        sp, who = place.space, f"{type(self).__name__}.fit"
+        self._fit_is_bool = False  # the device's metrics are not boolean ones
+        X, _ = validate_on_device(self, place.to_space(X), reset=True, space=sp,
+                                  who=who)
+        if supervised:
+            y = check_targets(place.to_space(y), X.shape[0], sp, who,
+                              labels=is_classifier(self))
+        if sp.np_dtype(X) not in (np.float32, np.float64):
+            X = sp.astype(X, np.float64)
+        return X, y
 
+    def _kept(self, a):
+        """A fitted array (of the fit's compute space) as it is kept: in the
+        namespace and on the device of the fit's inputs (NumPy ones: as is),
+        as scikit-learn keeps the fitted arrays of array API inputs."""
+        like = self.__dict__.get("_fit_like")
+        if not self._ARRAY_API or like is None or isinstance(like, np.ndarray):
+            return a
+        return self._query_place(None, "fit").to_output(a)
 
-class SupervisedFit:
-    """``fit(X, y)`` of the classifiers and regressors: the points on the
-    engine (or the fit handed over), then :meth:`_store_targets`."""
+    def _query_place(self, X, method: str) -> Placement:
+        """Where the query ``X`` of ``method`` is computed: the fit's place
+        (:func:`~._array_api.check_same_place`: X in the fit's namespace and
+        on its device, else ValueError)."""
+        check_is_fitted(self)
+        like = self.__dict__.get("_fit_like")
+        who = f"{type(self).__name__}.{method}"
+        fitted = (Placement(backend=self.backend) if like is None else
+                  fitted_placement(self, "_fit_like", who=who,
+                                   device_ok=device_serves(self)))
+        if (fitted.xp is None and fitted.space.on_device
+                and self.__dict__.get("_fit_method") == "block_sparse"):
+            # NumPy in, pruned (cells on the host): no round trip through the device
+            fitted = fitted.on_host()
+        return fitted if X is None else check_same_place(self, X, fitted, method)
 
-    def fit(self, X, y):
-        """Store the training points and their targets.
+    def _query_dtype(self, dtype) -> np.dtype:
+        """The dtype of a search of queries of ``dtype`` (a NumPy dtype)."""
+        if self.dtype is not None:
+            return np.dtype(self.dtype)
+        fit = self._fit_X.dtype  # a NumPy dtype, or a device namespace's
+        if not isinstance(fit, np.dtype):
+            fit = np.dtype(str(fit).rsplit(".", 1)[-1])
+        return np.result_type(dtype, fit)
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training points.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Their targets (labels for a classifier).
-
-        Returns
-        -------
-        self : estimator
-            The fitted estimator.
-        """
+    # -- supervised fits ------------------------------------------------------
+    def _fit_supervised(self, X, y):
+        """``fit(X, y)`` of the classifiers and regressors: the points on the
+        engine (or the fit handed over), then :meth:`_store_targets`."""
         self.__dict__.pop("_device_copies", None)  # DeviceCopies' (a previous fit's)
         delegated, y = self._fit(X, y)
         if not delegated:
@@ -364,222 +391,3 @@ class SupervisedFit:
     def _store_targets(self, y) -> None:
         """A regressor's: the targets as validated (kept as the fitted points)."""
         self._y = self._kept(y)
-
-
-class KNeighborsQueries(_SkKNeighborsMixin):
-    """:meth:`kneighbors` and :meth:`kneighbors_graph` on the engine."""
-
-    _parameter_constraints: ClassVar[dict] = {
-        **NeighborsBase._parameter_constraints,
-        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
-    }
-
-    @rows_method
-    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
-        """The K nearest fitted points of each query.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features), default=None
-            The queries. None: the fitted points, each excluded from its own
-            neighbours (a duplicate of it is not excluded).
-        n_neighbors : int, default=None
-            K; the constructor's ``n_neighbors`` by default.
-        return_distance : bool, default=True
-            Whether to return the distances too.
-
-        Returns
-        -------
-        neigh_dist : array of shape (n_queries, n_neighbors)
-            The distances, increasing (only if ``return_distance``); in the
-            namespace and on the device of X (of the fit's X for X=None).
-        neigh_ind : array of shape (n_queries, n_neighbors)
-            Indices of the neighbours in the fitted data; equal distances
-            come in index order (as scikit-learn's brute force).
-        """
-        if self._delegating():
-            return self.fallback_.kneighbors(X, n_neighbors, return_distance)
-        check_is_fitted(self)
-        place = self._query_place(X, "kneighbors")
-        dist, ind = self._kneighbors_in(place, X, n_neighbors, return_distance)
-        if not return_distance:
-            return place.to_output(ind)
-        return place.to_output(dist), place.to_output(ind)
-
-    def _kneighbors_in(self, place: Placement, X, n_neighbors, return_distance: bool):
-        """(distances or None, indices) of :meth:`kneighbors`, arrays of the
-        space where ``place`` computes (NumPy on the host)."""
-        n_neighbors = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        sp = place.space
-        if not sp.on_device:
-            X, is_train = self._query(host_array(X))
-        elif X is None:
-            X, is_train = place.to_space(self._fit_X), True
-        else:
-            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
-            is_train = False
-        k = n_neighbors + is_train
-        if k > self.n_samples_fit_:
-            rel = "n_neighbors < n_samples_fit" if is_train else (
-                "n_neighbors <= n_samples_fit")
-            raise ValueError(
-                f"Expected {rel}, but n_neighbors = {n_neighbors}, n_samples_fit = "
-                f"{self.n_samples_fit_}, n_samples = {X.shape[0]}"
-            )
-        if sp.on_device:
-            search, X = self._device_search(X, place)
-            vals, ind = search.kmin(X, k)
-            if is_train:
-                vals, ind = Dv.drop_self(vals, ind, sp.xp)
-            return (Dv.to_dist(self, vals, sp.xp) if return_distance else None), ind
-        search, X = self._search(X, place.backend)
-        vals, ind = search.kmin(X, k)
-        if is_train:
-            vals, ind = S.drop_self(vals, ind)
-        return (S.own_distances(search.metric, vals) if return_distance else None), ind
-
-    def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
-        """The graph of the K nearest neighbours, a sparse CSR matrix.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features), default=None
-            The queries (None: the fitted points, excluding themselves).
-        n_neighbors : int, default=None
-            K; the constructor's by default.
-        mode : {'connectivity', 'distance'}, default='connectivity'
-            Ones, or the distances, as the entries.
-
-        Returns
-        -------
-        A : sparse matrix of shape (n_queries, n_samples_fit)
-            ``A[i, j]``: the edge from query i to fitted point j; each row's
-            entries in increasing distance (explicit zeros kept).
-        """
-        if self._delegating():
-            return self.fallback_.kneighbors_graph(X, n_neighbors, mode)
-        check_is_fitted(self)
-        S.check_mode(mode)
-        k = S.check_n_neighbors(n_neighbors, self.n_neighbors)
-        place = self._query_place(X, "kneighbors_graph")  # a SciPy matrix: on the host
-        dist, ind = self._kneighbors_in(place, X, k, mode == "distance")
-        ind = place.space.host(ind)
-        data = np.ones(ind.size) if dist is None else place.space.host(dist).ravel()
-        indptr = np.arange(0, ind.size + 1, k)
-        return S.csr(data, ind.ravel(), indptr, (ind.shape[0], self.n_samples_fit_))
-
-
-class RadiusQueries(_SkRadiusMixin):
-    """:meth:`radius_neighbors` and :meth:`radius_neighbors_graph` on the engine."""
-
-    _parameter_constraints: ClassVar[dict] = {
-        **NeighborsBase._parameter_constraints,
-        "radius": [Interval(Real, 0, None, closed="both"), None],
-    }
-
-    def radius_neighbors(
-        self, X=None, radius=None, return_distance=True, sort_results=False
-    ):
-        """The fitted points within ``radius`` of each query.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features), default=None
-            The queries (None: the fitted points, each excluding itself).
-        radius : float or array-like of shape (n_queries,), default=None
-            The radius (distance <= radius), one for all queries or one per
-            query; the constructor's by default.
-        return_distance : bool, default=True
-            Whether to return the distances too.
-        sort_results : bool, default=False
-            True: each query's neighbours by increasing distance (equal
-            distances in index order); False: in index order. True needs
-            ``return_distance=True``.
-
-        Returns
-        -------
-        neigh_dist : ndarray of shape (n_queries,) of arrays
-            Distances of each query's neighbours (only if ``return_distance``).
-        neigh_ind : ndarray of shape (n_queries,) of arrays
-            Their indices in the fitted data.
-        """
-        if self._delegating():
-            return self.fallback_.radius_neighbors(X, radius, return_distance,
-                                                   sort_results)
-        check_is_fitted(self)
-        if sort_results and not return_distance:
-            raise ValueError("return_distance must be True if sort_results is True.")
-        place = self._query_place(X, "radius_neighbors")
-        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
-                                             sort_results, place.backend)
-        split = S.split_rows if place.trivial else (
-            lambda a, ptr: Dv.split_rows(_host_to_output(place, a), ptr))
-        ind_out = split(ind, indptr)
-        if not return_distance:
-            return ind_out
-        return split(dist, indptr), ind_out
-
-    def _radius_csr(self, X, radius, sort_results: bool, backend="estimator's"):
-        """(distances, indices, indptr) of the neighbours within ``radius``,
-        CSR rows by increasing distance (``sort_results``) or by index."""
-        X, is_train = self._query(X)
-        radius = self.radius if radius is None else radius
-        search, X = self._search(X, backend)
-        threshold = _thresholds(search.metric, radius, X.shape[0])
-        vals, ind, indptr = S.radius_search(
-            search, X, threshold, self.n_samples_fit_, exclude_self=is_train,
-            by_index=not sort_results)  # scikit-learn's brute force: index order
-        return search.metric.to_dist(vals), ind, indptr
-
-    def radius_neighbors_graph(
-        self, X=None, radius=None, mode="connectivity", sort_results=False
-    ):
-        """The graph of the neighbours within ``radius``, a sparse CSR matrix.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features), default=None
-            The queries (None: the fitted points, excluding themselves).
-        radius : float or array-like of shape (n_queries,), default=None
-            The radius; the constructor's by default.
-        mode : {'connectivity', 'distance'}, default='connectivity'
-            Ones, or the distances, as the entries.
-        sort_results : bool, default=False
-            With ``mode='distance'``: each row's entries by increasing
-            distance (else in index order).
-
-        Returns
-        -------
-        A : sparse matrix of shape (n_queries, n_samples_fit)
-            ``A[i, j]``: the edge from query i to fitted point j.
-        """
-        if self._delegating():
-            return self.fallback_.radius_neighbors_graph(X, radius, mode, sort_results)
-        check_is_fitted(self)
-        S.check_mode(mode)
-        place = self._query_place(X, "radius_neighbors_graph")  # SciPy's: on the host
-        dist, ind, indptr = self._radius_csr(host_array(X), host_array(radius),
-                                             sort_results and mode == "distance",
-                                             place.backend)
-        data = dist if mode == "distance" else np.ones(len(ind))
-        return S.csr(data, ind, indptr, (len(indptr) - 1, self.n_samples_fit_))
-
-
-def _host_to_output(place: Placement, a: np.ndarray):
-    """A host result in the namespace and on the device of ``place``'s input."""
-    return place.to_output(place.space.put(a) if place.space.on_device else a)
-
-
-def _thresholds(metric, radius, n_queries: int):
-    """The rdist threshold(s) of a radius: a float, or one per query."""
-    if np.ndim(radius) == 0:
-        if not Interval(Real, 0, None, closed="both").is_satisfied_by(radius):
-            raise ValueError(f"radius must be a float >= 0; got {radius!r}")
-        return metric.to_rdist(float(radius))
-    r = np.asarray(radius, dtype=np.float64)
-    if r.shape != (n_queries,) or not np.all(r >= 0):
-        raise ValueError(
-            "radius must be a float >= 0 or an array of one such per query "
-            f"({n_queries}); got an array of shape {r.shape}"
-        )
-    return np.array([metric.to_rdist(float(v)) for v in r])

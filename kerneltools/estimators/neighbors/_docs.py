@@ -3,15 +3,15 @@
 _COMMON_DOC = """
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
         'brute' compares every pair, in linear memory. A metric that
-        scikit-learn's chosen tree lacks raises its ValueError (e.g.
-        'kd_tree' with 'cosine'), as does Minkowski with p < 1 and a tree. Otherwise, for the
-        Euclidean metrics in at most 3 features and at least 1,000 fitted
+        scikit-learn's chosen tree lacks raises its ValueError (e.g. 'kd_tree'
+        with 'cosine'), as does Minkowski with p < 1 and a tree. Otherwise, for
+        the Euclidean metrics in at most 3 features and at least 1,000 fitted
         points, pruning is enabled (``_fit_method == 'block_sparse'``): a
-        K-nearest search of at least 2^24 query x fitted pairs cuts the
-        points into cells along a Z-order curve and visits only the cells
-        that can hold a neighbour (one block-sparse reduction, exact; smaller
-        searches run brute force); elsewhere every search is brute force
-        (``_fit_method == 'brute'``).
+        K-nearest search of at least 2^24 query x fitted pairs cuts the points
+        into cells along a Z-order curve and visits only the cells that can hold
+        a neighbour (one block-sparse reduction, exact; smaller searches run
+        brute force); elsewhere every search is brute force (``_fit_method ==
+        'brute'``).
     leaf_size : int, default=30
         Accepted for compatibility, unused (there is no tree).
     metric : str, callable or DistanceMetric, default='minkowski'
@@ -25,7 +25,7 @@ _COMMON_DOC = """
         'russellrao', 'sokalsneath', 'yule' (data converted to bool, nonzero
         True, with scikit-learn's DataConversionWarning). Each is a formula
         reduced by the engine; their definitions and 0/0 conventions, those of
-        scikit-learn's brute force, are in ``_neighbors_metrics``. A callable
+        scikit-learn's brute force, are in ``neighbors._metrics``. A callable
         is first called with LazyTensors ``(x_i, y_j,
         **metric_params)``: if it returns a scalar LazyTensor formula, that
         formula is the distance, reduced at full speed. What the engine does
@@ -79,7 +79,7 @@ _ARRAY_API_DOC = """
     Notes
     -----
     Array API and device arrays (``kerneltools._utils._array_api`` and
-    ``_neighbors_device``): CuPy arrays always, and with
+    ``neighbors._device``): CuPy arrays always, and with
     ``sklearn.set_config(array_api_dispatch=True)`` CPU torch tensors,
     array-api-strict arrays and CUDA torch tensors are served where they
     are. Host arrays are searched through a zero-copy NumPy view; on a GPU

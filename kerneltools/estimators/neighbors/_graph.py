@@ -17,9 +17,10 @@ from typing import ClassVar
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import KNeighborsQueries, NeighborsBase, RadiusQueries
-from ._docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
 from ..._utils._param_validation import StrOptions
+from ._base import NeighborsBase
+from ._docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
+from ._queries import KNeighborsQueries, RadiusQueries
 
 __all__ = ["KNeighborsTransformer", "RadiusNeighborsTransformer"]
 

@@ -3,7 +3,7 @@
 A metric is reduced in its *reduced distance* form (``rdist``): a formula
 that orders the points as the distance does and is cheaper to compute, such
 as the squared distance for ``euclidean``; the searches
-(:mod:`._neighbors_search`, :mod:`._neighbors_pruned`) keep the K smallest
+(:mod:`.search._formula`, :mod:`.search._pruned`) keep the K smallest
 ``rdist`` of each query and convert only those to distances. A metric may
 first ``prepare`` the points (once for the fitted ones, per block for the
 queries): scaled, centred, bits and their counts, values and masks, so that
@@ -15,7 +15,7 @@ formula from one of two 1-D arrays (:func:`is_lazy_callable`).
 
 Every metric of scikit-learn's brute force is a formula here, with its
 conventions in degenerate cases (checked against scikit-learn and scipy in
-tests/estimators/neighbors/test_neighbors_metrics.py):
+tests/estimators/neighbors/test_metrics.py):
 
 - ``braycurtis`` ``sum|x-y| / (sum|x| + sum|y|)``, 0 for two zero rows;
   ``canberra`` ``sum |x-y| / (|x|+|y|)``, a 0/0 term counting 0: scikit-learn's

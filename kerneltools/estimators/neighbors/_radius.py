@@ -3,7 +3,7 @@
 Each query's neighbours come from :meth:`RadiusQueries.radius_neighbors`
 as CSR rows (on the CPU in up to 3 features the radius kernel of
 :func:`kerneltools.ranges.radius_csr` over nearby cells, in 16 or more the
-BLAS tiles of :mod:`._neighbors_blas`; else a radius-test count, then a
+BLAS tiles of :mod:`.search._blas`; else a radius-test count, then a
 K-min of that size, on the engine); the votes and means follow
 scikit-learn's rules in a few vectorised passes over those rows:
 ``weights``, ``outlier_label`` for queries with no neighbour, NaN
@@ -19,15 +19,11 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import (
-    NeighborsBase,
-    RadiusQueries,
-    SupervisedFit,
-    csr_weights,
-    store_labels,
-)
-from ._docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
 from ..._utils._param_validation import StrOptions
+from ._base import NeighborsBase
+from ._docs import _ATTRIBUTES_DOC, _COMMON_DOC, _FALLBACK_DOC
+from ._queries import RadiusQueries
+from ._targets import csr_weights, store_labels
 
 __all__ = ["RadiusNeighborsClassifier", "RadiusNeighborsRegressor"]
 
@@ -76,7 +72,7 @@ def _is_arraylike(v) -> bool:
         hasattr(v, "__len__") or hasattr(v, "shape") or hasattr(v, "__array__"))
 
 
-class _RadiusSupervised(SupervisedFit, RadiusQueries, NeighborsBase):
+class _RadiusSupervised(RadiusQueries, NeighborsBase):
     _parameter_constraints: ClassVar[dict] = {
         **RadiusQueries._parameter_constraints,
         "weights": [StrOptions({"uniform", "distance"}), callable, None],
@@ -106,6 +102,23 @@ class _RadiusSupervised(SupervisedFit, RadiusQueries, NeighborsBase):
         self.n_jobs = n_jobs
         self.backend = backend
         self.dtype = dtype
+
+    def fit(self, X, y):
+        """Store the training points and their targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training points.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Their targets (labels for a classifier).
+
+        Returns
+        -------
+        self : estimator
+            The fitted estimator.
+        """
+        return self._fit_supervised(X, y)
 
     def _neighbor_rows(self, X):
         """(distances, indices, indptr): the CSR rows of the queries'

@@ -1,6 +1,10 @@
 """Targets of the k-NN estimators: the neighbours' weights (scikit-learn's
-``weights`` rules, per query and per CSR entry) and a classifier's labels
-(``classes_`` and their codes)."""
+``weights`` rules, per query and per CSR entry), their votes and means, and
+a classifier's labels (``classes_`` and their codes).
+
+The per-query functions take arrays of any namespace (``xp``: NumPy on the
+host, the device's namespace on a device; scikit-learn's ``get_namespace``
+pattern); :func:`votes` keeps a NumPy twin (its docstring says why)."""
 
 from __future__ import annotations
 
@@ -10,21 +14,72 @@ import numpy as np
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 
-from .search import _formula as S
+from ..._utils._array_api import compat
+from .search._formula import split_rows
 
-__all__ = ["csr_weights", "store_labels", "warn_column_vector", "weights_of"]
+__all__ = ["csr_weights", "gather_rows", "store_labels", "votes",
+           "warn_column_vector", "weighted_mean", "weights_of"]
 
 
-def weights_of(dist, weights):
-    """Neighbour weights from an (n, K) array of distances (scikit-learn's
-    ``weights`` rules): None for 'uniform'; 'distance': 1/d, and a query at
-    distance 0 of some fitted points takes their votes only; a callable maps
-    ``dist`` to weights."""
+def weights_of(dist, weights, xp=None):
+    """Neighbour weights from an (n, K) array of distances of the namespace
+    ``xp`` (scikit-learn's ``weights`` rules), float64, or None for
+    'uniform': 'distance' gives 1/d, and a query at distance 0 of some
+    fitted points (1/d infinite) takes their votes only; a callable maps
+    ``dist`` to weights of its shape."""
     if weights is None or (isinstance(weights, str) and weights == "uniform"):
         return None
+    xp = compat().array_namespace(dist) if xp is None else xp
     if not isinstance(weights, str):
-        return weights(dist)
-    return _inverse(dist)
+        return xp.astype(xp.asarray(weights(dist)), xp.float64)
+    with np.errstate(divide="ignore", over="ignore"):  # 1/d, in their dtype
+        inverse = 1.0 / dist
+    inf = xp.isinf(inverse)
+    inf_row = xp.reshape(xp.any(inf, axis=1), (-1, 1))
+    return xp.astype(xp.where(inf_row, xp.astype(inf, inverse.dtype), inverse),
+                     xp.float64)
+
+
+def votes(codes, w, n_classes: int, xp):
+    """(n, n_classes) float64: per query, the weights ``w`` (n, K, or None:
+    ones) of each class among its neighbours' label ``codes`` (n, K),
+    normalised."""
+    if isinstance(codes, np.ndarray):
+        # NumPy's one bincount; the Array API has none, hence the loop over
+        # the classes below (n_classes passes over the (n, K) codes)
+        return _votes_numpy(codes, w, n_classes)
+    if w is None:
+        w = xp.ones(codes.shape, dtype=xp.float64, device=compat().device(codes))
+    cols = [xp.sum(w * xp.astype(codes == c, xp.float64), axis=1)
+            for c in range(n_classes)]
+    out = xp.stack(cols, axis=1)
+    return out / xp.sum(out, axis=1, keepdims=True)
+
+
+def _votes_numpy(codes, w, n_classes: int):
+    n = codes.shape[0]
+    w = np.ones(codes.shape) if w is None else w
+    flat = (np.arange(n)[:, None] * n_classes + codes).ravel()
+    out = np.bincount(flat, weights=np.ravel(w), minlength=n * n_classes)
+    out = out.reshape(n, n_classes)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def weighted_mean(Yk, w, xp):
+    """(n, n_outputs): the mean of the neighbours' targets ``Yk`` (n, K,
+    n_outputs), weighted by ``w`` (n, K, float64) unless None (then in
+    ``Yk``'s dtype; integer targets: float64, as NumPy's mean)."""
+    if w is None:
+        floating = xp.isdtype(Yk.dtype, "real floating")
+        return xp.mean(Yk if floating else xp.astype(Yk, xp.float64), axis=1)
+    num = xp.sum(xp.reshape(w, w.shape + (1,)) * xp.astype(Yk, xp.float64), axis=1)
+    return num / xp.reshape(xp.sum(w, axis=1), (-1, 1))
+
+
+def gather_rows(a, ind, xp):
+    """``a[ind]`` for a 1-D or 2-D ``a`` and (n, K) indices: (n, K) or (n, K, E)."""
+    flat = xp.take(a, xp.reshape(ind, (-1,)), axis=0)
+    return xp.reshape(flat, tuple(ind.shape) + tuple(a.shape[1:]))
 
 
 def csr_weights(dist, indptr, weights):
@@ -48,7 +103,7 @@ def csr_weights(dist, indptr, weights):
         at = has_zero[rows]
         w[at] = zero[at]
         return w
-    rows = weights(S.split_rows(dist, indptr))
+    rows = weights(split_rows(dist, indptr))
     counts = np.diff(indptr)
     if len(rows) != len(counts) or any(
             np.shape(r) != (c,) for r, c in zip(rows, counts.tolist())):
@@ -84,11 +139,3 @@ def store_labels(est, y) -> None:
     if not est.outputs_2d_:
         est.classes_, est._y = est.classes_[0], est._y[:, 0]
 
-
-def _inverse(dist):
-    with np.errstate(divide="ignore"):
-        w = 1.0 / dist
-    inf_mask = np.isinf(w)
-    inf_row = inf_mask.any(axis=1)
-    w[inf_row] = inf_mask[inf_row]
-    return w

@@ -1,6 +1,7 @@
 """SinkhornTransport: entropic optimal transport as a scikit-learn transformer
-(private; public in :mod:`kerneltools.estimators.optimal_transport`, whose
-docstring holds the conventions and the placement of device arrays)."""
+(private; public in :mod:`kerneltools.estimators.optimal_transport`; the
+solvers' conventions and the placement of device arrays are described in
+:mod:`kerneltools.ot`)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,7 @@ class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
 
     CuPy arrays (and, under scikit-learn's ``array_api_dispatch``, Array API
     arrays such as torch tensors) are fitted and transformed in their
-    namespace, on their device (see
-    :mod:`~kerneltools.estimators.optimal_transport`); the fitted arrays are
+    namespace, on their device (see :mod:`kerneltools.ot`); the fitted arrays are
     there too, and :meth:`transform` takes data in the namespace and on the
     device of the fit (``ValueError`` otherwise).
 
@@ -89,10 +89,10 @@ class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
     multiscale : bool, default=False
         Coarse-to-fine Sinkhorn on block-sparse reductions (D <= 3); the
         refinement at the final temperature then runs on the kept blocks. As
-        in :func:`sinkhorn_divergence`.
+        in :func:`~kerneltools.ot.sinkhorn_divergence`.
     truncate : float > 0 or None, default=5.0
         Multiscale: the truncation of
-        :func:`~kerneltools.estimators.optimal_transport.sinkhorn_divergence`.
+        :func:`~kerneltools.ot.sinkhorn_divergence`.
     cluster_scale : float > 0 or None, default=None
         Multiscale: the side of the grid cells.
 

@@ -16,7 +16,8 @@ import numpy as np
 from ... import lazy as _lazy
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per formula
-from .._genred import Binding, GenredBase, KernelSolveBase
+from .._genred import Binding, GenredBase
+from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 

@@ -18,7 +18,8 @@ from ... import torch as _ktorch
 from ...torch._autograd import view as _view
 from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
-from .._genred import Binding, GenredBase, KernelSolveBase
+from .._genred import Binding, GenredBase
+from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
 from .._parser import FormulaSyntaxError
 

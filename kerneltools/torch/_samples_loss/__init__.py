@@ -5,14 +5,14 @@ GeomLoss 0.3.1's (``geomloss.SamplesLoss``), so that values and gradients can
 be compared term by term:
 
 - ``"sinkhorn"``: the (debiased) Sinkhorn divergence of
-  :func:`kerneltools.estimators.optimal_transport.sinkhorn_divergence`
+  :func:`kerneltools.ot.sinkhorn_divergence`
   (Feydy et al., AISTATS 2019), solved by the same symmetric log-domain loop
   with epsilon-scaling. The loop runs outside autograd; the backward pass is
   the envelope-theorem gradient of its last extrapolation step (one
   SumSoftMaxWeight reduction per potential), as GeomLoss's autograd computes
   it.
 
-Every loss is one autograd node (:class:`._samples_loss_device._LossValue`)
+Every loss is one autograd node (:class:`._device._LossValue`)
 whose forward runs the engine's reductions on the tensors' data (see "Where
 it runs" below) and whose backward runs the gradient reductions, written out
 below. Under ``create_graph=True`` (a gradient penalty, say) the kernel
@@ -41,7 +41,7 @@ second derivative that is not the loss's.)
 
 The ``N x M`` matrices are never stored: every step is a reduction.
 
-Where it runs (:mod:`._samples_loss_device`): CPU tensors are read through
+Where it runs (:mod:`._device`): CPU tensors are read through
 zero-copy NumPy views. CUDA tensors, with CuPy seeing a GPU, stay on their
 device: they become CuPy arrays through DLPack (no copy), the Sinkhorn loop
 and every reduction run there (the solvers' vector arithmetic is written to
@@ -235,7 +235,7 @@ default="sinkhorn"
 
         float32 and float64 points are computed in their dtype, float16 and
         bfloat16 in float32 (the result returned in their dtype), integer
-        points in float64 (see :mod:`._samples_loss_inputs`).
+        points in float64 (see :mod:`._inputs`).
         """
         inputs = check_inputs(args)
         if self.loss in ("sinkhorn", "hausdorff"):
@@ -331,7 +331,7 @@ def solve(prob: sk.Problem, loss, debias: bool, place: TensorPlace) -> Solution:
 
     Where the blur dwarfs the costs, the loop's potentials lose their
     precision (an error ``~ eps u``): the value, and there the potentials,
-    then come from the large-eps expansion (:mod:`.estimators._sinkhorn_limit`).
+    then come from the large-eps expansion (:mod:`kerneltools.ot._large_blur`).
     """
     backend = place.backend(loss._engine_backend)
     # cluster_scale=0: cells of width 0, one point each: the plain Sinkhorn
@@ -381,7 +381,7 @@ def sinkhorn_solution(loss, place: TensorPlace, a, x, b, y, diameter) -> Solutio
 
     Unbalanced transport at a blur that dwarfs the costs is solved in
     float64 where the input's dtype cannot resolve it, and refused where
-    float64 cannot either (:mod:`.estimators._sinkhorn_limit`).
+    float64 cannot either (:mod:`kerneltools.ot._large_blur`).
     """
     prob = problem(loss, place, a, x, b, y, diameter)
 

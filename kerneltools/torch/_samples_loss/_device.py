@@ -12,26 +12,26 @@ call by :func:`tensor_place` from ``x``:
   tensors made from NumPy arrays. This is the path of before.
 - CUDA tensors (float32, float64) with CuPy importable and seeing a GPU, and
   a ``backend`` that may run there (GeomLoss's names, ``"auto"``,
-  ``"cuda"``): the device place, whose :class:`~.estimators._array_api.Space`
+  ``"cuda"``): the device place, whose :class:`~kerneltools._utils._array_api.Space`
   is CuPy's. Each tensor becomes a CuPy array through DLPack
   (``cupy.from_dlpack``, zero copy), the Sinkhorn loop and the reductions
   run on those (the loop's vector arithmetic in CuPy, written to the Array
-  API standard: :mod:`.estimators._sinkhorn`), and the gradients and
+  API standard: :mod:`kerneltools.ot._sinkhorn`), and the gradients and
   potentials become tensors on the input's device through DLPack
   (``torch.from_dlpack``). Only scalars (temperatures, marginal errors,
   values, the bounding box's corners) cross to the host; the multiscale
   Sinkhorn also copies the points once for its cells and block choice, as
-  it does for CuPy arrays (:mod:`.estimators._multiscale`). CuPy works on the
+  it does for CuPy arrays (:mod:`kerneltools.ot._multiscale`). CuPy works on the
   tensors' device and on torch's current stream there.
 - CUDA tensors otherwise (no CuPy, CuPy without a GPU, ``backend="cpu"`` or
   ``"numpy"``): copied to the host, computed there, the results sent back
   to the tensors' device; ``verbose`` says so. (float16 and bfloat16
-  tensors arrive here cast to float32: :mod:`._samples_loss_inputs`.)
+  tensors arrive here cast to float32: :mod:`._inputs`.)
 
 **Testing without a GPU.** Inside :func:`simulated_cuda_tensors` (tests
 only), CPU tensors take the device place's code, with an Array API namespace
 and device (array-api-strict's ``device1`` in the tests) standing for CuPy's,
-as :func:`~.estimators._array_api.simulated_device` makes it stand for CuPy
+as :func:`~kerneltools._utils._array_api.simulated_device` makes it stand for CuPy
 arrays in the estimators: tensors enter it with that namespace's
 ``from_dlpack`` and leave through ``torch.from_dlpack``, the solvers'
 arithmetic runs on its arrays (which reject NumPy arrays: a host array

@@ -33,7 +33,7 @@ from sklearn.utils.estimator_checks import (
 
 from kerneltools.estimators import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from kerneltools.estimators.neighbors.search import _pruned as _neighbors_pruned
-from kerneltools.estimators.neighbors import _device as Dv
+from kerneltools.estimators.neighbors.search import HostSearch
 from kerneltools._utils._array_api import simulated_device
 
 from _array_api_helpers import NamespaceAndDevice as _NS
@@ -207,7 +207,7 @@ def test_pruned_route_in_the_inputs_namespace(data, way, monkeypatch):
             est = NearestNeighbors(n_neighbors=K, backend="cuda").fit(X)
             dist, ind = est.kneighbors(Q)
         assert type(ind) is np.ndarray and type(next(iter(est._searches.values()))) \
-            is not Dv.HostSearch
+            is not HostSearch
         np.testing.assert_array_equal(ind, ri)
 
 

@@ -24,6 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators.neighbors import _metrics as _neighbors_metrics
+from kerneltools.estimators.neighbors.search import SearchCase
 from kerneltools.estimators.neighbors.search import _formula as _neighbors_search
 from kerneltools.estimators import neighbors
 from kerneltools.estimators.neighbors import (
@@ -412,8 +413,12 @@ def test_expanded_search_breaks_ties_by_index(copies, dtype, fallback_rows):
 def test_expanded_search_declines(monkeypatch):
     """Few features, other metrics and K' above the cap keep the direct form."""
     X = np.random.default_rng(5).standard_normal((300, 64))
-    usable = _neighbors_search.ExpandedSearch.is_usable_for
     make = _neighbors_metrics.make_metric
+
+    def usable(metric, Y):
+        case = SearchCase(metric=metric, points=Y, dtype=Y.dtype, backend=None)
+        return _neighbors_search.ExpandedSearch.is_usable_for(case)
+
     assert usable(make("euclidean", {}), X) and usable(make("sqeuclidean", {}), X)
     assert not usable(make("euclidean", {}), X[:, :19])
     assert not usable(make("manhattan", {}), X)

@@ -32,7 +32,7 @@ sort of the kept ones) measured slower (CPU seconds, 3,000 x 3 * 10^4 blobs,
 D = 32, tiles / engine / scikit-learn: float64 K = 21 0.42 / 0.42 / 0.41,
 K = 91 0.79 / 0.71 / 0.50; float32 K = 21 0.30 / 0.23 / 0.40, K = 91
 0.59 / 0.38 / 0.47). The estimators' k-NN queries in 16 or more features
-run on its subclass :class:`~._neighbors_gemm.GemmSearch` instead (the same
+run on its subclass :class:`~._gemm.GemmSearch` instead (the same
 float32 tiles with a running selection in C and a float64 re-ranking).
 """
 
@@ -71,6 +71,21 @@ def _gpu_visible() -> bool:
         return False
 
 
+def blas_serves(metric: Metric, n_features: int, backend) -> bool:
+    """Whether BLAS tiles serve a metric of ``n_features`` on ``backend``."""
+    return (metric.squared_l2  # rdist |x - y|^2: the tiles' expanded form
+            # fewer features: the products do not pay for the tiles
+            and n_features >= BLAS_MIN_DIM
+            and _reductions_on_cpu(backend))
+
+
+def _reductions_on_cpu(backend) -> bool:
+    """Whether the reductions of ``backend`` would run on this host's CPU:
+    the engine on a GPU is faster than this host's BLAS."""
+    name = check_backend(backend, "NearestNeighbors")
+    return name in ("cpu", "numpy") or (name == "auto" and not _gpu_visible())
+
+
 class BlasSearch(ExpandedSearch):
     """:class:`ExpandedSearch` with its radius sets from BLAS tiles (see the
     module's docstring).
@@ -100,13 +115,10 @@ class BlasSearch(ExpandedSearch):
 
     @staticmethod
     def is_usable_for(metric: Metric, Y: np.ndarray, backend=None) -> bool:
-        """Squared euclidean rdist, at least :data:`BLAS_MIN_DIM` features,
-        and the reductions would run on the CPU (the engine on a GPU is
-        faster than this host's BLAS)."""
-        if not (metric.squared_l2 and Y.shape[1] >= BLAS_MIN_DIM):
-            return False
-        name = check_backend(backend, "NearestNeighbors")
-        return name in ("cpu", "numpy") or (name == "auto" and not _gpu_visible())
+        """:func:`blas_serves` for the points ``Y`` (MeanShift's radius sums;
+        not a k-NN strategy of :data:`~.STRATEGIES`, which holds its
+        subclass :class:`~._gemm.GemmSearch`)."""
+        return blas_serves(metric, Y.shape[1], backend)
 
     def _tile_columns(self) -> int:
         return max(1, TILE_BYTES // (TILE_ROWS * self._Ya.itemsize))
@@ -153,7 +165,7 @@ class BlasSearch(ExpandedSearch):
 
     def radius_csr(self, X: np.ndarray, thr: np.ndarray, *, exclude_self: bool,
                    by_index: bool):
-        """:func:`~._neighbors_search.radius_search` by tiles: ``(values,
+        """:func:`~._formula.radius_search` by tiles: ``(values,
         indices, indptr)`` of the points within rdist ``thr`` (one per
         query), or None where the norms come near overflow (the caller
         then takes the general route)."""

@@ -1,6 +1,6 @@
 """The pruned k-NN of low dimensions with its block-sparse K-min in C.
 
-:class:`~._neighbors_pruned.PrunedSearch` pairs each cell of queries with
+:class:`~._pruned.PrunedSearch` pairs each cell of queries with
 the fitted cells within its bound, nearest first, and reduces the pairs
 with the engine's block-sparse ``Kmin_argKmin``. In 3 dimensions a
 distance costs a few operations and the engine's sorted insertion (about K

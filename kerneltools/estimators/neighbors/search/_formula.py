@@ -1,19 +1,19 @@
 """Brute-force searches behind the k-NN estimators, in linear memory.
 
 :class:`FormulaSearch` keeps the K smallest ``rdist`` (see
-:mod:`._neighbors_metrics`) of each query with a ``Kmin_argKmin``
+:mod:`.._metrics`) of each query with a ``Kmin_argKmin``
 reduction; queries go through the reduction in blocks, so memory stays
 linear in the number of points whatever their number.
 
 Euclidean searches in 20 or more features take a faster exact route,
 :class:`ExpandedSearch` (on the CPU from 16 features, the float32 BLAS
-tiles of :mod:`._neighbors_gemm` come first): candidates from the expanded form
+tiles of :mod:`._gemm` come first): candidates from the expanded form
 ``|y|^2 - 2 <x, y>`` (which the backends reduce with a matrix-product
 micro-kernel), re-ranked by their exact distances, each row certified by a
 rounding-error bound or else searched again in the direct form.
 
 :func:`radius_search` runs on any of them (and on the pruned search of
-:mod:`._neighbors_pruned`); the helpers at the end check the query methods'
+:mod:`._pruned`); the helpers at the end check the query methods'
 arguments and shape their results as scikit-learn's.
 """
 
@@ -24,6 +24,7 @@ import numbers
 import numpy as np
 
 from ....lazy import LazyTensor, Vi, Vj
+from ...._utils._array_api import compat
 
 from .._metrics import Metric
 
@@ -41,6 +42,17 @@ class FormulaSearch:
         self.metric, self.backend = metric, backend
         self.Y = metric.prepare(Y)
         self._y_j = Vj(self.Y)
+
+    @staticmethod
+    def is_usable_for(case) -> bool:
+        """Every case: any metric's formula, any number of features, on any
+        backend (the last strategy of :data:`~.STRATEGIES`)."""
+        return True
+
+    @classmethod
+    def build(cls, case):
+        """The search over ``case``'s fitted points, on the host."""
+        return cls(case.metric, case.host_points(), case.backend)
 
     def rdist(self, X: np.ndarray) -> LazyTensor:
         return self.metric.rdist(Vi(X), self._y_j)
@@ -237,9 +249,13 @@ class ExpandedSearch(FormulaSearch):
         self._y2_max = float(y2.max())
 
     @staticmethod
-    def is_usable_for(metric: Metric, Y: np.ndarray) -> bool:
-        """Squared euclidean rdist, and enough features for the micro-kernel."""
-        return metric.squared_l2 and Y.shape[1] >= EXPANDED_MIN_DIM
+    def is_usable_for(case) -> bool:
+        """Euclidean, from :data:`EXPANDED_MIN_DIM` features, on the host."""
+        return (case.metric.squared_l2  # rdist |x - y|^2: the expanded form's
+                # fewer features: the direct form costs as little as the
+                # micro-kernel, and needs no re-ranking
+                and case.n_features >= EXPANDED_MIN_DIM
+                and not case.on_device)  # the re-ranking reads NumPy points
 
     def expanded(self, X: np.ndarray) -> LazyTensor:
         return self._y2_j - 2 * (Vi(X) | self._y_j)
@@ -424,7 +440,8 @@ def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
         if by_index:  # kept entries first, by index (one vectorised sort)
             big = np.iinfo(np.int32 if i.size and i.max() < 2**31 - 1 else np.int64)
             order = np.argsort(np.where(keep, i, big.max).astype(big.dtype), axis=1)
-            v, i = np.take_along_axis(v, order, axis=1), np.take_along_axis(i, order, axis=1)
+            v = np.take_along_axis(v, order, axis=1)
+            i = np.take_along_axis(i, order, axis=1)
             c = keep.sum(axis=1)
             keep = np.arange(keep.shape[1]) < c[:, None]
         else:
@@ -441,9 +458,11 @@ def _rows_to_csr(pieces, n: int, dtype, exclude_self: bool, by_index: bool):
     return vals, inds, indptr
 
 
-def split_rows(a: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """The object array of the rows ``a[indptr[r]:indptr[r + 1]]`` (views)."""
-    bounds = indptr.tolist()
+def split_rows(a, indptr: np.ndarray) -> np.ndarray:
+    """The NumPy object array of the rows ``a[indptr[r]:indptr[r + 1]]``
+    (views) of a flat array of any namespace (the Array API has no ragged
+    arrays; scikit-learn returns object arrays)."""
+    bounds = np.asarray(indptr).tolist()
     return object_array([a[s:e] for s, e in zip(bounds[:-1], bounds[1:])])
 
 
@@ -458,8 +477,9 @@ def _k_bucket(need: np.ndarray) -> np.ndarray:
 # -- results -------------------------------------------------------------------
 
 
-def drop_self(vals, ind):
-    """Remove each fitted point from its own neighbours (scikit-learn's rule).
+def drop_self(vals, ind, xp=None):
+    """Remove each fitted point from its own neighbours (scikit-learn's rule),
+    in the namespace ``xp`` of the (n, K) arrays (that of ``ind`` for None).
 
     When more duplicates than neighbours hide the point itself, the first
     neighbour (a duplicate) is dropped instead. When the point is missing
@@ -468,23 +488,31 @@ def drop_self(vals, ind):
     others are then the K nearest, as in scikit-learn, whose brute force
     takes a point's distance to itself as 0.
     """
+    xp = compat().array_namespace(ind) if xp is None else xp
     n, k = ind.shape
-    keep = ind != np.arange(n)[:, None]
-    missing = keep.all(axis=1)
-    at_zero = vals[:, 0] <= 0  # False for NaN
-    keep[missing & at_zero, 0] = False
-    keep[missing & ~at_zero, -1] = False
-    return vals[keep].reshape(n, k - 1), ind[keep].reshape(n, k - 1)
+    dev = compat().device(ind)
+    own = xp.reshape(xp.arange(n, dtype=ind.dtype, device=dev), (n, 1))
+    keep = ind != own
+    missing = xp.reshape(xp.all(keep, axis=1), (n, 1))
+    at_zero = xp.reshape(vals[:, 0] <= 0, (n, 1))  # False for NaN
+    # the first column without the rows that drop it, the last likewise
+    # (k >= 2: the point and at least one neighbour)
+    keep = xp.concat([keep[:, :1] & ~(missing & at_zero), keep[:, 1:k - 1],
+                      keep[:, k - 1:] & ~(missing & ~at_zero)], axis=1)
+    return xp.reshape(vals[keep], (n, k - 1)), xp.reshape(ind[keep], (n, k - 1))
 
 
-def own_distances(metric, vals: np.ndarray) -> np.ndarray:
-    """``metric.to_dist(vals)``, written over ``vals`` for the euclidean
-    metric: ``vals`` must be the caller's own (a search's fresh output). One
+def own_distances(metric, vals, xp=None):
+    """``metric.to_dist(vals)`` for (n, K) rdist values of the namespace
+    ``xp`` (NumPy for None). A NumPy array of the euclidean metric is written
+    over: ``vals`` must be the caller's own (a search's fresh output). One
     (n, K) array less: at 10^5 x 92, 74 MB and its page faults, ~0.01-0.2
     CPU s."""
-    if metric.to_dist is np.sqrt and vals.dtype.kind == "f" and vals.flags.writeable:
+    if metric.to_dist is not np.sqrt:  # the others' conversions are operators
+        return metric.to_dist(vals)
+    if isinstance(vals, np.ndarray) and vals.dtype.kind == "f" and vals.flags.writeable:
         return np.sqrt(vals, out=vals)
-    return metric.to_dist(vals)
+    return np.sqrt(vals) if xp is None else xp.sqrt(vals)
 
 
 def csr(data, indices, indptr, shape):

@@ -31,7 +31,7 @@ smallest e lie within it), so every such point is a candidate, ties
 included; a skipped group holds no value below the threshold. A query
 whose band of values within the slack overflows its slots (many equal
 distances, or data too fine for float32) is searched again on the
-engine's route (:class:`~._neighbors_blas.BlasSearch`).
+engine's route (:class:`~._blas.BlasSearch`).
 
 Float32 tiles for float64 data too: twice the products per second of a
 float64 GEMM, and the float64 re-ranking makes the result exact. Measured
@@ -50,7 +50,7 @@ import numpy as np
 from ....config import check_backend
 from ....selection import TileSelection
 
-from ._blas import BLAS_MIN_DIM, BlasSearch, _over_blocks
+from ._blas import BlasSearch, _over_blocks, blas_serves
 from ._formula import _sqnorms
 
 #: Queries x fitted points of one float32 tile (1.5 MB). Measured, CPU ns
@@ -186,11 +186,11 @@ class GemmSearch(BlasSearch):
         return vals, ind
 
     @staticmethod
-    def is_usable_for(metric, Y: np.ndarray, backend=None) -> bool:
-        """As :meth:`BlasSearch.is_usable_for` (from :data:`BLAS_MIN_DIM`
-        features, reductions on the CPU)."""
-        return (Y.shape[1] >= BLAS_MIN_DIM
-                and BlasSearch.is_usable_for(metric, Y, backend))
+    def is_usable_for(case) -> bool:
+        """Euclidean, from :data:`BLAS_MIN_DIM` features, reductions on the
+        CPU, queries on the host (:func:`~._blas.blas_serves`)."""
+        return (not case.on_device  # the tiles are NumPy's (BLAS) products
+                and blas_serves(case.metric, case.n_features, case.backend))
 
 
 #: Groups whose bounds are tested at a time against the current thresholds.

@@ -314,6 +314,18 @@ def _near_pairs(lo, hi, radius, g: Grid):
     return np.repeat(np.arange(len(lo)), np.diff(first)), b
 
 
+def prunes(metric: Metric, X: np.ndarray, params: dict, algorithm: str) -> bool:
+    """Whether a fit on ``X`` enables pruning (scikit-learn's ``_fit_method``
+    is then ``"block_sparse"``): the searches of its queries visit cells."""
+    return (algorithm != "brute"  # the user asked for every pair
+            and metric.squared_l2  # the cells' bounds are euclidean
+            and params.get("w") is None  # (a weighted minkowski's are not)
+            # in more dimensions the cells near a query hold most points
+            and X.shape[1] <= PRUNE_MAX_DIM
+            # fewer fitted points: brute force is as fast, the cells cost
+            and X.shape[0] >= PRUNE_MIN_FIT)
+
+
 class PrunedSearch(FormulaSearch):
     """Exact K-smallest searches that visit only the nearby cells.
 
@@ -339,9 +351,18 @@ class PrunedSearch(FormulaSearch):
         self.grid = grid
 
     @staticmethod
-    def is_usable_for(metric: Metric, Y: np.ndarray, params: dict) -> bool:
-        return (metric.squared_l2 and params.get("w") is None
-                and Y.shape[1] <= PRUNE_MAX_DIM and Y.shape[0] >= PRUNE_MIN_FIT)
+    def is_usable_for(case) -> bool:
+        """The fit enabled pruning (:func:`prunes`), queries on the host (a
+        device's: :class:`~._device.HostSearch`). Where the reductions run
+        on a GPU, :class:`~._cells.CellSearch` reduces the cell pairs with
+        the engine's block-sparse K-min instead of its C K-min."""
+        return case.pruned and not case.on_device
+
+    @classmethod
+    def build(cls, case):
+        """The search over ``case``'s fitted points and the fit's cells."""
+        Y = case.host_points()
+        return cls(case.metric, Y, case.backend, case.cells(Y))
 
     def _centre_kth(self, c: np.ndarray, k: int) -> np.ndarray:
         """The K-th neighbour distance of points ``c`` among the points of
@@ -406,7 +427,7 @@ class PrunedSearch(FormulaSearch):
         """The block sparsity of the pairs of query cells (of ``per_cell``
         queries) and fitted cells within the (rdist) thresholds ``thr`` of
         the queries, box to box; with ``sentinels``, over that many points
-        before the fitted ones (:func:`~._neighbors_search.with_sentinels`),
+        before the fitted ones (:func:`~._formula.with_sentinels`),
         one cell that every query cell visits first."""
         qc = Cells.cut(X, per_cell, self.grid.frame)
         cell_thr = np.maximum.reduceat(thr[qc.order], qc.ranges[:, 0])
@@ -462,7 +483,7 @@ class PrunedSearch(FormulaSearch):
 
     def radius_csr(self, X: np.ndarray, thr: np.ndarray, *, exclude_self: bool,
                    by_index: bool):
-        """:func:`~._neighbors_search.radius_search` in one pass on the host:
+        """:func:`~._formula.radius_search` in one pass on the host:
         ``(rdist, indices, indptr)`` of the points within ``thr`` (one per
         query), from :func:`kerneltools.ranges.radius_csr` over the cells
         within the thresholds (or, below :data:`RADIUS_MIN_PAIRS` pairs,
@@ -532,6 +553,6 @@ class PrunedSearch(FormulaSearch):
             again = again[np.argsort(rank[again])]
             P = Xd[again]
             one = np.arange(len(again))
-            v[again], i[again] = self._pruned(X[again], one, np.stack([one, one + 1], 1),
-                                              P, P, dk[again], k)
+            ranges = np.stack([one, one + 1], 1)
+            v[again], i[again] = self._pruned(X[again], one, ranges, P, P, dk[again], k)
         return v, i

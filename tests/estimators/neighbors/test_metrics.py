@@ -16,7 +16,6 @@ on the queries whose K nearest points are not tied with the next one.
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import numpy as np
