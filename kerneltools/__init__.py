@@ -9,6 +9,13 @@ first use); the modules :mod:`kerneltools.kernels` (kernels as formulas) and
 :func:`config_context`, :func:`set_config` and :func:`get_config`, which choose
 the backend of every reduction whose ``backend`` is None (thread-local, as
 scikit-learn's).
+
+What lives here besides this surface: :mod:`.config`, :mod:`.exceptions`,
+the command line (:mod:`.__main__`, :mod:`._info`, :mod:`._check`), the
+public helpers :mod:`.dask`, :mod:`.ranges` and :mod:`.selection`, and
+:mod:`._moved` (old paths of moved modules, for old pickles); everything
+else is a package. What it may import: anything below it; the estimators
+only lazily, by name.
 """
 
 from .config import config_context, get_config, set_config
@@ -17,6 +24,9 @@ from ._version import __version__
 from .backend.cpu._cache import cache_dir, clear_cache
 from .exceptions import BackendUnavailableError, CompileError, KernelToolsError
 from .lazy import ComplexLazyTensor, LazyTensor, Pm, Vi, Vj, maximum, minimum
+from ._moved import install as _install_moved
+
+_install_moved()  # the old paths of moved modules (pickles of earlier releases)
 
 __all__ = [
     "__version__",

@@ -1,12 +1,18 @@
 """The package surface: command line, layering, public names, docs."""
 
+import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+
+import pytest
 
 import kerneltools as kt
 
 ROOT = Path(kt.__file__).parent
+#: The checkout the tests come from (the suite may test an installed copy).
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_info_command_reports_backends_compiler_and_cache(tmp_path):
@@ -74,3 +80,43 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _package_files(root: Path) -> set[str]:
+    """The modules and data files under ``root``, as relative paths."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+            and p.suffix not in (".pyc", ".so")}
+
+
+def test_the_imported_package_holds_every_file_of_the_source():
+    """Installed from a wheel (as .ci/run tests it), kerneltools holds every
+    module and data file of the checkout: the C and CUDA templates, every
+    subpackage. (Imported from the checkout itself, the check is trivially
+    true; it matters where the package was installed.)"""
+    source = REPO / "kerneltools"
+    missing = _package_files(source) - _package_files(ROOT)
+    assert not missing, f"{ROOT} lacks {sorted(missing)}"
+    templates = {p for p in _package_files(ROOT) if p.startswith("backend/templates/")}
+    assert {"backend/templates/cpu_kernel.h",
+            "backend/templates/cuda_kernel.cu"} <= templates
+
+
+@pytest.mark.skipif(not os.environ.get("KERNELTOOLS_TEST_INSTALLED"),
+                    reason="only where .ci/run asks for it "
+                    "(KERNELTOOLS_TEST_INSTALLED=1): the README's test command "
+                    "installs kerneltools from a wheel")
+def test_the_suite_imports_kerneltools_from_the_installed_wheel():
+    """This process (an xdist worker under the README's command) and a
+    subprocess started in the checkout, as the tests start theirs, import the
+    kerneltools installed in site-packages, not the checkout's, and not
+    through an editable install's path hook."""
+    purelib = Path(sysconfig.get_paths()["purelib"]).resolve()
+    assert ROOT.resolve().parent == purelib, f"kerneltools imported from {ROOT}"
+    assert REPO not in ROOT.resolve().parents
+    code = "import kerneltools; print(kerneltools.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, check=True)
+    assert Path(out.stdout.strip()).resolve().parent.parent == purelib, out.stdout
+    editable = [p.name for p in purelib.glob("__editable__*kerneltools*")]
+    assert not editable, f"an editable install of kerneltools is left: {editable}"

@@ -453,3 +453,77 @@ def test_distance_pairs_through_trees_keep_every_close_pair(monkeypatch):
     d = np.sqrt(((ci[:, None] - cj[None]) ** 2).sum(-1))
     ref = np.nonzero(d - ri[:, None] - rj[None] <= 0.1 * (1 + 1e-9))
     np.testing.assert_array_equal(np.stack([a, b]), np.stack(ref))
+
+
+# ---------------------------------------------------------------------------
+# Bad descriptions get an exception that names them (they used to give a
+# wrong answer, or an overflowed cell index, without a word).
+# ---------------------------------------------------------------------------
+RNG = np.random.default_rng(19)
+_x = RNG.normal(size=(4, 2))
+
+
+def test_block_sparsity_rejects_a_mask_larger_than_the_clusters():
+    lab_x, lab_y = np.array([0, 1, 1, 2]), np.array([0, 0, 1])
+    with pytest.raises(ValueError, match=r"'keep' must be a \(3, 2\) boolean mask"):
+        kr.block_sparsity(lab_x, lab_y, np.ones((4, 2), bool))
+    with pytest.raises(ValueError, match=r"'keep' must be a \(3, 2\) boolean mask"):
+        kr.block_sparsity(lab_x, lab_y, np.ones((3, 5), bool))
+    with pytest.raises(ValueError, match=r"'keep' pairs .* labels_j has 2 clusters"):
+        kr.block_sparsity(lab_x, lab_y, (np.array([0, 1]), np.array([0, 2])))
+    with pytest.raises(ValueError, match=r"'keep' pairs .* labels_i has 3 clusters"):
+        kr.block_sparsity(lab_x, lab_y, (np.array([3, 1]), np.array([0, 1])))
+
+
+def test_block_sparsity_with_the_right_mask_matches_dense():
+    x, y = RNG.normal(size=(30, 2)), RNG.normal(size=(20, 2))
+    b = RNG.normal(size=(20, 1))
+    lab_x, lab_y = kr.grid_cluster(x, 1.0), kr.grid_cluster(y, 1.0)
+    keep = RNG.random((lab_x.max() + 1, lab_y.max() + 1)) < 0.6
+    bs = kr.block_sparsity(lab_x, lab_y, keep)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y))).exp()
+    out = (K * kt.Vj(b)).sum(axis=1, ranges=bs, backend="numpy")
+    Kd = np.exp(-((x[:, None] - y[None]) ** 2).sum(-1)) * keep[lab_x][:, lab_y]
+    np.testing.assert_allclose(out, Kd @ b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("size", [1e-30, 1e-300, [1.0, 1e-25]])
+def test_grid_cluster_detects_cell_index_overflow(size):
+    x = RNG.normal(size=(10, 2))
+    with pytest.raises(ValueError, match=r"'size'.*overflow"):
+        kr.grid_cluster(x, size)
+
+
+@pytest.mark.parametrize("size", [0.0, -1.0, float("inf"), float("nan")])
+def test_grid_cluster_needs_a_finite_positive_size(size):
+    with pytest.raises(ValueError, match=r"'size' must be finite and > 0"):
+        kr.grid_cluster(RNG.normal(size=(10, 2)), size)
+
+
+def test_grid_cluster_small_cells_still_work():
+    x = RNG.normal(size=(50, 3))
+    lab = kr.grid_cluster(x, 1e-6)  # every point in its own cell: no overflow
+    assert len(np.unique(lab)) == 50
+    cells = np.floor((x - x.min(0)) / 1e-6)
+    _, ref = np.unique(cells, axis=0, return_inverse=True)
+    np.testing.assert_array_equal(lab, ref.ravel())
+
+
+_c2, _r2, _n2 = np.zeros((2, 2)), np.ones(2), np.array([2, 2])
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: kr.kmeans_cluster(_x, 2.5),
+         r"'n_clusters' must be an integer, got 2.5"),
+        (lambda: kr.kmeans_cluster(_x, True),
+         r"'n_clusters' must be an integer, got True"),
+        (lambda: kr.kmeans_cluster(_x, 2, n_iter=1.5), r"'n_iter' must be an integer"),
+        (lambda: kr.knn_mask(_c2, _r2, _c2, _r2, _n2, 1.5), r"'K' must be an integer"),
+    ],
+)
+def test_counts_must_be_integers(call, match):
+    # int() used to truncate them (2.5 -> 2, True -> 1) without a word
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()

@@ -31,6 +31,11 @@ conformance run (``tests/conformance/``). A lookup at call time, such as
 
 Each patch is logged at INFO on the ``"kerneltools"`` logger
 (``install(verbose=True)`` also prints them).
+
+What lives here: :func:`install` and the patch list; :mod:`.__main__` runs a
+script with it. What it may import: :mod:`kerneltools.estimators` (the top
+of the layers) and scikit-learn; nothing imports it but the fallback's
+lookup of scikit-learn's own classes.
 """
 
 from __future__ import annotations

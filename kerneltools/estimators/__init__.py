@@ -1,4 +1,17 @@
-"""scikit-learn-compatible estimators built on kerneltools' reductions."""
+"""scikit-learn-compatible estimators built on kerneltools' reductions.
+
+What lives here: one package per family (:mod:`.neighbors`,
+:mod:`.gaussian_process`, :mod:`.kernel_ridge`, :mod:`.kernel_pca`,
+:mod:`.nystroem`, :mod:`.optimal_transport`, ...), one module for a family
+that fits in one (:mod:`.density`, :mod:`.outliers`, :mod:`.mean_shift`),
+and the helpers several families share (:mod:`._shared`). A new estimator
+goes in its family's package and is exported here. What it may import: the
+public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
+:mod:`kerneltools.linalg`, :mod:`kerneltools.ranges`,
+:mod:`kerneltools.dask`, :mod:`kerneltools.config`,
+:mod:`kerneltools.exceptions`), :mod:`kerneltools._utils` and
+:mod:`kerneltools.ot`; never the engine (:mod:`kerneltools.backend`).
+"""
 
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor

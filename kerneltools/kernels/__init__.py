@@ -15,6 +15,10 @@ small problems and exact solvers) and lazily (:meth:`Kernel.lazy`, a
 >>> a = k.lazy(X) @ np.ones(100)    # sum_j exp(-0.5 |x_i - x_j|^2)
 >>> bool(np.allclose(a, k(X).sum(1)))
 True
+
+What lives here: the :class:`Kernel` type (:mod:`._kernel`) and
+scikit-learn's Gaussian-process kernel objects as formulas (:mod:`._gp`).
+What it may import: :mod:`kerneltools.lazy` and the engine's IR.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ unchanged::
 
 Errors in building a formula (mismatched sizes or dimensions, non-numeric
 data) are raised when the expression is built, naming the operands' shapes.
+
+Here: LazyTensor and its helpers; :mod:`._symbolic` is the contract shared with
+:mod:`kerneltools.torch`. It may import the engine, config and dask, no more.
 """
 
 from __future__ import annotations
@@ -24,15 +27,12 @@ import numbers
 
 import numpy as np
 
-from . import _complex, _reducing
+from . import _complex, _reducing, _solve as _lazy_solve
 from ._keops_options import finish, take_output_options
-from ._leaves import batched as _batched
-from ._leaves import check_array as _check_array
-from ._leaves import leaf as _leaf
-from ._leaves import symbolic as _symbolic
+from ._leaves import batched as _batched, check_array as _check_array
+from ._leaves import leaf as _leaf, symbolic as _symbolic
 from ._keops import KeopsMethods
 from ._math import MathMethods
-from . import _solve as _lazy_solve
 from ._deferred import DeferredReduction, DeferredSolve
 from ._methods import reduction_methods
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,

@@ -17,6 +17,9 @@ eigenpairs).
 >>> x, n_iter = conjugate_gradient(A, b, M=P, tol=1e-8)
 >>> bool(np.linalg.norm(A @ x - b) <= 1e-7 * np.linalg.norm(b))
 True
+
+What it may import: :mod:`kerneltools.kernels`, :mod:`kerneltools.lazy`,
+:mod:`kerneltools.dask`, the engine's CG.
 """
 
 from __future__ import annotations

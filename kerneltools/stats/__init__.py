@@ -36,6 +36,10 @@ The results are scipy.stats-style objects: ``statistic`` and ``pvalue``
 >>> res = stats.mmd_test(X, Y, n_permutations=200, random_state=0)
 >>> bool(res.pvalue < 0.01)
 True
+
+What lives here: the tests, their inputs' checks (:mod:`._inputs`) and the
+dense blocks path (:mod:`._blocks`). What it may import:
+:mod:`kerneltools.kernels`, :mod:`kerneltools.lazy`, :mod:`kerneltools.config`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,14 @@ Zero copy: CPU tensors are read through NumPy views; CUDA tensors through
 DLPack as CuPy arrays, on the current torch stream, and results come back
 the same way. Python floats are constants (not differentiated); pass a tensor
 to ``Pm`` to differentiate with respect to a parameter.
+
+What lives here: the torch LazyTensor, its autograd functions
+(:mod:`._autograd`), complex numbers (:mod:`._complex`) and GeomLoss's
+:class:`SamplesLoss` (:mod:`._samples_loss`). What it may import: the engine
+(through its dispatch), :mod:`kerneltools.lazy` (its ``__all__`` and
+:mod:`kerneltools.lazy._symbolic`), :mod:`kerneltools.ot`,
+:mod:`kerneltools._utils` and the formula parser of :mod:`kerneltools.keops`;
+never :mod:`kerneltools.estimators`.
 """
 
 from __future__ import annotations

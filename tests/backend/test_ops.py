@@ -629,3 +629,15 @@ def test_second_derivative_of_gaussian_kernel(backend):
     assert_close(got, fd, 1e-5, scale=np.abs(fd) + 1e-3 * np.abs(fd).max())
     # Shared subexpressions keep the second derivative small (31 nodes today).
     assert G2.formula.size() < 40, G2.formula.size()
+
+
+# ---------------------------------------------------------------------------
+# OneHot's dimension is checked where the node is made.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("D", [0, -3])
+def test_one_hot_needs_a_positive_dimension(D):
+    match = rf"one_hot: 'D' must be an integer between 1 and \d+, got {D}\b"
+    with pytest.raises(ValueError, match=match):
+        kt.Vi(np.arange(4.0)[:, None]).one_hot(D)

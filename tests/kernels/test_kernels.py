@@ -189,3 +189,74 @@ def test_grid_over_gamma_compiles_once(tmp_path, monkeypatch):
         out = k.lazy(X7) @ np.ones(40)
         np.testing.assert_allclose(out, k(X7).sum(1), rtol=1e-12)
     assert _cpu_backend.compile_count() == before + 1
+
+
+# ---------------------------------------------------------------------------
+# make_kernel validates the named kernels' parameters and the GP kernels'
+# hyperparameters with scikit-learn's wording (a negative gamma used to give
+# a growing "Gaussian" without a word).
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kernel,kwargs,param,expected,got",
+    [
+        ("rbf", {"gamma": -1}, "gamma", "a float >= 0", "-1"),
+        ("laplacian", {"gamma": -0.5}, "gamma", "a float >= 0", "-0.5"),
+        ("chi2", {"gamma": float("nan")}, "gamma", "a float >= 0", "nan"),
+        ("poly", {"gamma": -2.0}, "gamma", "a float >= 0", "-2.0"),
+        ("polynomial", {"degree": -1}, "degree", "a float >= 0", "-1"),
+        ("poly", {"degree": float("inf")}, "degree", "a float >= 0", "inf"),
+        ("poly", {"coef0": float("nan")}, "coef0", "a finite float", "nan"),
+        ("sigmoid", {"gamma": -1.0}, "gamma", "a float >= 0", "-1.0"),
+        ("sigmoid", {"coef0": float("inf")}, "coef0", "a finite float", "inf"),
+        ("rbf", {"gamma": "big"}, "gamma", "a float >= 0", "'big'"),
+        ("rbf", {"gamma": True}, "gamma", "a float >= 0", "True"),
+    ],
+)
+def test_make_kernel_validates_named_kernel_parameters(kernel, kwargs, param, expected,
+                                                       got):
+    msg = (f"The '{param}' parameter of make_kernel('{kernel}') must be {expected}. "
+           f"Got {got} instead.")
+    with pytest.raises(ValueError, match="^" + _escape(msg) + "$"):
+        make_kernel(kernel, **kwargs)
+
+
+def _escape(s):
+    import re
+
+    return re.escape(s)
+
+
+def test_make_kernel_accepts_valid_parameters():
+    X = RNG.random((6, 3))
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    # gamma = 0 is scikit-learn's constant kernel (KernelRidge's gamma is >= 0)
+    cases = [("rbf", {"gamma": 0.3}), ("rbf", {"gamma": 0.0}),
+             ("laplacian", {"gamma": 0}), ("poly", {"degree": 0, "coef0": -1.0}),
+             ("sigmoid", {"gamma": 0.1, "coef0": -2.0}), ("chi2", {"gamma": 2.0})]
+    for name, kw in cases:
+        k = make_kernel(name, **kw)
+        np.testing.assert_allclose(k.lazy(X).to_dense()[..., 0],
+                                   pairwise_kernels(X, metric=name, **kw), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "make,param",
+    [
+        (lambda gk: gk.RBF(length_scale=-1.0), "length_scale"),
+        (lambda gk: gk.RBF(length_scale=[1.0, 0.0]), "length_scale"),
+        (lambda gk: gk.Matern(length_scale=-2.0, nu=1.5), "length_scale"),
+        (lambda gk: gk.ConstantKernel(-1.0) * gk.RBF(), "constant_value"),
+        (lambda gk: gk.RBF() + gk.WhiteKernel(noise_level=-1e-3), "noise_level"),
+        (lambda gk: gk.RationalQuadratic(alpha=-1.0), "alpha"),
+        (lambda gk: gk.ExpSineSquared(periodicity=0.0), "periodicity"),
+        (lambda gk: gk.DotProduct(sigma_0=float("nan")), "sigma_0"),
+    ],
+)
+def test_make_kernel_validates_gaussian_process_hyperparameters(make, param):
+    from sklearn.gaussian_process import kernels as gk
+
+    with pytest.raises(ValueError, match=rf"The '{param}' parameter of .* must be"):
+        make_kernel(make(gk))

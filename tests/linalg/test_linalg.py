@@ -6,6 +6,7 @@ import pytest
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 import kerneltools as kt
+from kerneltools.exceptions import NotPositiveDefiniteError
 from kerneltools.kernels import make_kernel
 from kerneltools.linalg import (
     KernelOperator,
@@ -149,3 +150,55 @@ def test_preconditioner_against_its_dense_definition(diag_correction, smooth):
     Z = M.sample(20000, random_state=0)
     cov = Z @ Z.T / Z.shape[1]
     assert np.abs(cov - P).max() <= 0.05 * np.abs(P).max()
+
+
+# ---------------------------------------------------------------------------
+# Conjugate gradients never stop wrong: an indefinite operator raises (a
+# LinAlgError), x0 is checked, and there is one implementation (the one
+# LazyTensor.solve uses); counts are integers, never truncated.
+# ---------------------------------------------------------------------------
+
+
+def test_not_positive_definite_is_a_linalg_error():
+    assert issubclass(NotPositiveDefiniteError, np.linalg.LinAlgError)
+    assert issubclass(NotPositiveDefiniteError, kt.exceptions.KernelToolsError)
+
+
+def test_conjugate_gradient_of_an_indefinite_matrix_raises():
+    A = np.diag([1.0, 2.0, -3.0, 4.0])
+    with pytest.raises(NotPositiveDefiniteError, match=r"not positive definite"):
+        conjugate_gradient(A, np.ones(4))
+
+
+def test_conjugate_gradient_of_a_negative_shift_kernel_operator_raises():
+    X = RNG.normal(size=(25, 2))
+    A = KernelOperator(make_kernel("rbf", gamma=0.5), X, shift=-30.0, backend="numpy")
+    with pytest.raises(NotPositiveDefiniteError, match=r"'shift'"):
+        conjugate_gradient(A, np.ones(25))
+
+
+def test_conjugate_gradient_checks_x0():
+    A = np.eye(4) * 2
+    with pytest.raises(ValueError, match=r"conjugate_gradient: 'x0' must have shape"):
+        conjugate_gradient(A, np.ones(4), x0=np.ones(3))
+    with pytest.raises(ValueError, match=r"conjugate_gradient: 'x0' contains NaN"):
+        conjugate_gradient(A, np.ones(4), x0=np.array([0, np.nan, 0, 0]))
+
+
+def test_one_conjugate_gradient_implementation():
+    import kerneltools.lazy as lazy
+    import kerneltools.linalg as linalg
+    from kerneltools.backend import _cg
+
+    assert not hasattr(lazy, "conjugate_gradient") or (
+        lazy.conjugate_gradient is _cg.conjugate_gradient)
+    assert linalg._cg is _cg.conjugate_gradient
+
+
+@pytest.mark.parametrize("n_components", [2.5, True])
+def test_landmark_counts_must_be_integers(n_components):
+    # int() used to truncate them (2.5 -> 2, True -> 1) without a word
+    x = np.random.default_rng(19).normal(size=(4, 2))
+    match = r"'n_components' must be an int >= 1"
+    with pytest.raises((TypeError, ValueError), match=match):
+        select_landmarks("rbf", x, n_components)

@@ -6,6 +6,9 @@ a definition; :func:`register` checks each one, and :func:`check_registry`
 the references between them once every family is loaded. To add a
 reduction, add one ``register(...)`` block to a family module (or a new
 module imported here) and its reference to ``tests/_reference.py``.
+
+What it may import: the rest of :mod:`kerneltools.backend` (the IR, the
+operations); nothing above the engine.
 """
 
 # isort: off  (the families register in this order)

@@ -1,5 +1,12 @@
 """Gaussian-process regression: scikit-learn's results at small n, and a
-linear-memory iterative solver (BBMM) at large n."""
+linear-memory iterative solver (BBMM) at large n.
+
+What lives here: the estimator; its exact (:mod:`._exact`) and iterative
+(:mod:`._iterative`, :mod:`._control`) solvers, the hyperparameter fit
+(:mod:`._fit`, :mod:`._optimize`) and device arrays (:mod:`._arrays`,
+:mod:`._device`). What it may import: the public API, :mod:`.._shared` and
+:mod:`kerneltools._utils`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Kernel PCA whose large fits never store the kernel matrix."""
+"""Kernel PCA whose large fits never store the kernel matrix.
+
+What lives here: :class:`KernelPCA`, and its transform of device arrays in
+:mod:`._device`. What it may import: the public API (the kernels, the
+eigen-solvers of :mod:`kerneltools.linalg`), :mod:`.._shared` and
+:mod:`kerneltools._utils`.
+"""
 
 from __future__ import annotations
 

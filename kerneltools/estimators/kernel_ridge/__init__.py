@@ -1,4 +1,9 @@
-"""Kernel ridge regression that scales past scikit-learn's dense solver."""
+"""Kernel ridge regression that scales past scikit-learn's dense solver.
+
+Here: KernelRidge and its CG; other solvers in :mod:`._solvers`, warm starts in
+:mod:`._warm`, the device CG in :mod:`._device`. It may import the public API,
+:mod:`.._shared` and :mod:`kerneltools._utils`.
+"""
 
 from __future__ import annotations
 

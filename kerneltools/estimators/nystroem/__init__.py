@@ -10,6 +10,10 @@ kernel's feature space, approximate ridge leverage scores, randomly pivoted
 Cholesky), or take the user's own landmarks; :meth:`Nystroem.transform`
 works block of rows by block of rows, so that it never holds more of
 ``K(X, Z)`` than one block besides its output.
+
+What lives here: :class:`Nystroem` and, in :mod:`._landmarks`, its dense
+kernel blocks and landmark strategies. What it may import: the public API,
+:mod:`.._shared` and :mod:`kerneltools._utils`.
 """
 
 from __future__ import annotations

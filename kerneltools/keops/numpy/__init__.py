@@ -7,6 +7,9 @@ pykeops' formula strings (read by a parser, never ``eval``), the
 ``Vi``, ``Vj`` and ``Pm`` with pykeops' dtype rule (one dtype per formula,
 :mod:`kerneltools.keops._dtypes`). Where kerneltools differs from pykeops,
 the README's table of pykeops features says how.
+
+What it may import: :mod:`kerneltools.keops`' private modules and the
+public API.
 """
 
 from __future__ import annotations

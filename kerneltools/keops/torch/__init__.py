@@ -7,6 +7,9 @@ binding), results are tensors on the inputs' device. ``KernelSolve`` is
 differentiable with respect to every input (implicit differentiation: one
 more solve in the backward pass, the operator taken as symmetric, as in
 pykeops).
+
+What it may import: :mod:`kerneltools.keops`' private modules,
+:mod:`kerneltools.torch` and the public API.
 """
 
 from __future__ import annotations

@@ -51,6 +51,10 @@ the host (and, with ``backend="multiscale"``, one copy of the points for
 the cells and the block choice). Without CuPy or a GPU, or with
 ``backend="cpu"`` or ``"numpy"``, CUDA tensors are copied to the host and
 the results sent back (``verbose`` says so).
+
+What lives here: the loss, its inputs (:mod:`._inputs`) and where it computes
+(:mod:`._device`). What it may import: :mod:`kerneltools.ot`'s solvers,
+:mod:`kerneltools.lazy`, the torch binding; never the estimators.
 """
 
 from __future__ import annotations

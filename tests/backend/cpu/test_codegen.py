@@ -1,10 +1,18 @@
-"""Silent wrong results found by an outside review of recent additions.
+"""The C backend's wide kernels (D >= 16 features): distances far from the
+origin and near zero.
 
-Each test reproduces one finding against an independent reference (dense
-NumPy in float64 on the same rounded inputs, SciPy, scikit-learn) and failed
-before its fix; the commit that adds a test says what was wrong. Sizes and
-formulas are those of the neighbouring test files where possible (each
-distinct formula is a compilation on a cold kernel cache).
+The expanded squared distance ``|x|^2 + |y|^2 - 2 <x, y>`` of the dense C
+kernel cancels ~ ``|x|^2`` down to ``|x - y|^2``, so its rounding error
+(``eps |x|^2``) swamped the distances of points far from the origin (at D =
+15, direct differences, the same data were exact to float32's rounding);
+the fix translates the points where the formulas read them as differences
+(:func:`kerneltools.backend.cpu._codegen.centring_args`). Near distance 0, a
+point's squared distance to itself came out as ~ ``eps |x|^2``, and a square
+root makes that absolute error a relative one of ``sqrt(eps)``: fixed below
+``WIDE_MIN_DIM`` = 32 features by the direct form, from 32 on by the
+micro-kernel, which recomputes directly the pairs whose expanded value is
+within its own rounding error of 0. Each test compares against dense NumPy
+in float64 on the same rounded inputs (or SciPy).
 """
 
 from __future__ import annotations
@@ -16,13 +24,6 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 import kerneltools as kt
-
-# ---------------------------------------------------------------------------
-# The expanded squared distance of the C backend (D >= 16) on points far from
-# the origin: |x|^2 + |y|^2 - 2 <x, y> cancels ~ |x|^2 down to |x - y|^2, so
-# its rounding error (eps |x|^2) swamped the distances. At D = 15 (direct
-# differences) the same data were exact to float32's rounding.
-# ---------------------------------------------------------------------------
 
 #: The shape of test_cpu_wide's first case (its compiled kernel is reused).
 WIDE_D, WIDE_E = 17, 8
@@ -85,81 +86,6 @@ def test_wide_log_sum_exp_far_from_the_origin_matches_scipy(backend, dtype):
     assert np.max(np.abs(got - ref)) <= atol
 
 
-# ---------------------------------------------------------------------------
-# The same expanded form near distance 0: a point's squared distance to
-# itself came out as ~eps |x|^2, not 0, and a square root makes that
-# absolute error a relative one of sqrt(eps): exp(-|x_i - x_j|) (the
-# Laplacian / Matern 1/2 kernel) on x = y was 7e-10 off in float64 and
-# 1.4e-5 in float32 at D = 16, against 6e-16 / 2e-7 at D = 15. Fixed below
-# WIDE_MIN_DIM = 32 features by the direct form (straight-line code there);
-# from 32 on (where the direct form's loop over the features measured 20x
-# slower) by the micro-kernel, which recomputes directly the pairs whose
-# expanded value is within its own rounding error of 0 (the tests below).
-# ---------------------------------------------------------------------------
-
-
-def test_wide_exponential_kernel_on_coinciding_points_matches_numpy(backend, dtype):
-    x, _, b, _ = _far_points(dtype, offset=0.0)
-    X = x.astype(np.float64)
-    K = np.exp(-np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)))
-    ref = K @ b[:70].astype(np.float64)
-    scale = K @ np.abs(b[:70].astype(np.float64))
-    F = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp() * kt.Vj(b[:70])
-    got = F.sum(axis=1, backend=backend)
-    err = np.max(np.abs(got - ref) / scale)
-    assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
-        f"relative error {err:.2e}")
-
-
-# ---------------------------------------------------------------------------
-# KernelRidge's warm-start table (estimators/_krr_warm.py) is process-wide:
-# fits in threads (a grid search under joblib's threading backend) share an
-# entry, and one fit's new solution was written while another iterated over
-# the entry's solutions ("OrderedDict mutated during iteration").
-# ---------------------------------------------------------------------------
-
-
-def test_krr_warm_start_entry_is_safe_under_concurrent_fits(monkeypatch):
-    import sys
-    import threading
-    import time
-
-    from kerneltools.estimators.kernel_ridge import _warm as _krr_warm
-
-    monkeypatch.setattr(_krr_warm, "MAX_SOLUTIONS", 200)  # longer iterations
-    entry, key = {}, ("audit-findings", "thread-safety")
-    Y = np.ones((50, 1))
-    sol, res = np.ones((50, 1)), np.zeros((50, 1))
-    stop, errors = threading.Event(), []
-
-    def fit_solutions():  # what each fit's remember_solution does, repeatedly
-        k = 0
-        while not stop.is_set():
-            _krr_warm.remember_solution(entry, ("y", (0,)), 0.1 + (k % 500) / 100, sol,
-                                        res)
-            k += 1
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    writer = threading.Thread(target=fit_solutions)
-    writer.start()
-    try:
-        end = time.perf_counter() + 0.5
-        while time.perf_counter() < end and not errors:
-            try:
-                x0, r0 = _krr_warm.warm_start(entry, ("y", (0,)), 0.5, Y)
-                _krr_warm.store(key, entry)  # sizes the entry, under the lock
-            except RuntimeError as e:  # pragma: no cover - the bug
-                errors.append(e)
-    finally:
-        stop.set()
-        writer.join()
-        sys.setswitchinterval(interval)
-        _krr_warm.clear()
-    assert not errors, errors[0]
-    assert np.all(np.isfinite(x0)) and np.all(np.isfinite(r0))
-
-
 def test_wide_translation_applies_only_to_formulas_of_differences():
     """The fix of the test above translates the points only where the
     formulas read them as differences of two of them (squared distances,
@@ -181,6 +107,19 @@ def test_wide_translation_applies_only_to_formulas_of_differences():
     assert positions(gauss * (xi | yj) * bj) == ()
     assert positions(gauss * xi.sqnorm2() * bj) == ()
     assert positions(gauss * (xi - p).sum(-1) * bj) == ()
+
+
+def test_wide_exponential_kernel_on_coinciding_points_matches_numpy(backend, dtype):
+    x, _, b, _ = _far_points(dtype, offset=0.0)
+    X = x.astype(np.float64)
+    K = np.exp(-np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)))
+    ref = K @ b[:70].astype(np.float64)
+    scale = K @ np.abs(b[:70].astype(np.float64))
+    F = (-(kt.Vi(x) - kt.Vj(x)).norm2()).exp() * kt.Vj(b[:70])
+    got = F.sum(axis=1, backend=backend)
+    err = np.max(np.abs(got - ref) / scale)
+    assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
+        f"relative error {err:.2e}")
 
 
 def test_wide_coincidence_tests_on_squared_distances_are_exact(backend, dtype):
@@ -206,7 +145,8 @@ def _wide_duplicates(dtype, d, offset=0.0, n=70, dup=20):
 
 
 @pytest.mark.parametrize("offset", [0.0, 100.0])
-def test_wide_exponential_kernel_on_coinciding_points_from_32_dims(backend, dtype, offset):
+def test_wide_exponential_kernel_on_coinciding_points_from_32_dims(backend, dtype,
+                                                                   offset):
     """From WIDE_MIN_DIM features the C backend computed this square root's
     argument in expanded form: a point's squared distance to itself came out
     as ~eps |x|^2, sqrt(eps) after the root (2.5e-4 off in float32, 1e-8 in
@@ -238,7 +178,8 @@ def test_wide_log_of_the_distance_from_32_dims(backend, dtype):
     was an error of the order of a nat per pair in float32."""
     x, d2 = _wide_duplicates(dtype, 33)
     ref = np.log(np.sqrt(d2) + 1e-3).sum(1)
-    got = ((kt.Vi(x) - kt.Vj(x)).norm2() + 1e-3).log().sum(axis=1, backend=backend).ravel()
+    F = ((kt.Vi(x) - kt.Vj(x)).norm2() + 1e-3).log()
+    got = F.sum(axis=1, backend=backend).ravel()
     scale = np.abs(np.log(np.sqrt(d2) + 1e-3)).sum(1)
     err = np.max(np.abs(got - ref) / scale)
     assert err <= {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}[dtype], (
