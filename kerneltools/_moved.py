@@ -81,8 +81,9 @@ MOVED: dict[str, str] = {
     "estimators._gp_iterative": "estimators.gaussian_process._iterative",
     "estimators._gp_optimize": "estimators.gaussian_process._optimize",
     "estimators._handover": "estimators._shared._handover",
-    "estimators._kpca_device": "estimators.kernel_pca._device",
-    "estimators._krr_device": "estimators.kernel_ridge._device",
+    # the device twins merged into one path: the modules that hold their code
+    "estimators._kpca_device": "estimators.kernel_pca._transform",
+    "estimators._krr_device": "estimators.kernel_ridge._cg",
     "estimators._krr_solvers": "estimators.kernel_ridge._solvers",
     "estimators._krr_warm": "estimators.kernel_ridge._warm",
     "estimators._multiscale": "ot._multiscale",

@@ -33,9 +33,9 @@ Array API library exposes alike.
   "cuda": the engine serves them directly. The data stay on the device for
   the whole fit: reductions get CuPy arrays, the solvers' n-sized vector
   arithmetic runs in the array's namespace (CuPy), dense kernel blocks are
-  computed there (:mod:`._xp_kernels`); only landmark-sized things (an
-  ``m x m`` Cholesky or SVD, CG coefficients, Falkon's ``m``-vectors) are
-  copied to the host and back.
+  computed there (:mod:`kerneltools.estimators._shared._xp_kernels`); only
+  landmark-sized things (an ``m x m`` Cholesky or SVD, CG coefficients,
+  Falkon's ``m``-vectors) are copied to the host and back.
 - A host array with ``backend="cuda"``: copied to the device once per fit
   (not per reduction); predictions reuse device copies of the fitted arrays,
   cached on the estimator (never pickled), and outputs come back as NumPy.
@@ -46,6 +46,17 @@ Array API library exposes alike.
 - What the engine does not serve at all (sparse input, ``"precomputed"``,
   callables of arrays) still goes to scikit-learn's estimator
   (:mod:`._fallback`), in the input's namespace when scikit-learn supports it.
+
+**Converted once, at the edge.** An estimator converts its inputs once
+where they enter (:meth:`Placement.to_space` and validation in ``fit``,
+``predict``, ``transform``) and its outputs once where they leave
+(:meth:`Placement.to_output`); in between, its solver is one code path
+written with ``sp.xp`` (NumPy's module on the host), whatever the
+namespace. :meth:`Space.host` and :meth:`Space.put` are for what must cross
+on a device (``m x m`` factorisations on the host, hyperparameter-sized
+results); a solver calls them per fit or per hyperparameter value, not per
+iteration, except where a host-only tool sits inside the iteration (a
+triangular solve, which the Array API lacks; each such place says so).
 
 **Mixed inputs.** ``y`` and ``sample_weight`` follow ``X`` (scikit-learn's
 rule, which its ``check_array_api_mixed_inputs`` checks): they are moved to

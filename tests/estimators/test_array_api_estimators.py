@@ -108,6 +108,46 @@ def test_kernel_ridge_weights_and_targets_follow_x(data, way):
         _close(pred, ref.predict(X), np.float64)
 
 
+def _count_crossings(monkeypatch):
+    """A counter of the calls to Space.host and Space.put (host <-> device
+    copies on a device), installed with ``monkeypatch``."""
+    from kerneltools._utils._array_api import Space
+
+    counts = {"host": 0, "put": 0}
+    for name in counts:
+        original = getattr(Space, name)
+
+        def counted(self, *args, _name=name, _original=original, **kwargs):
+            counts[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Space, name, counted)
+    return counts
+
+
+def test_kernel_ridge_cg_on_a_device_copies_per_fit_not_per_iteration(data,
+                                                                      monkeypatch):
+    """The device CG works in the device's namespace throughout: its copies
+    between host and device (landmark-sized, per fit) are as many for a fit
+    of many iterations as for one of few, and its coefficients are the NumPy
+    path's."""
+    X, y = data
+    counts = _count_crossings(monkeypatch)
+    seen = {}
+    for tol in (1e-2, 1e-10):
+        kw = dict(KRR, tol=tol, n_components=5)  # a weak preconditioner: iterations
+        ref = KernelRidge(solver="cg", **kw).fit(X, y[:, 0])
+        counts.update(host=0, put=0)
+        with _way("device"):
+            est = KernelRidge(solver="cg", **kw).fit(_as("device", X),
+                                                     _as("device", y[:, 0]))
+        seen[tol] = (est.n_iter_, dict(counts))
+        _close(est.dual_coef_, ref.dual_coef_, np.float64)
+    (few, copies_few), (many, copies_many) = seen[1e-2], seen[1e-10]
+    assert many > few + 5, seen  # the tight fit iterates more
+    assert copies_many == copies_few, seen
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("way", WAYS)
 def test_nystroem_transforms_as_numpy_in_the_inputs_namespace(data, way, dtype):

@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools.estimators.kernel_pca as kpca_module
 from kerneltools.estimators import KernelPCA
+from kerneltools.estimators.kernel_pca import _transform as kpca_transform
 from kerneltools.linalg import nystroem_start
 
 TOL = {np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-7}
@@ -111,7 +112,7 @@ def test_lazy_transform_of_many_points(monkeypatch, backend):
     X, Xnew = _data(80), _data(40, seed=2)
     model = KernelPCA(3, kernel="rbf", eigen_solver="dense", backend=backend).fit(X)
     dense = model.transform(Xnew)
-    monkeypatch.setattr(kpca_module, "_DENSE_TRANSFORM_MAX", 0)
+    monkeypatch.setattr(kpca_transform, "_DENSE_TRANSFORM_MAX", 0)
     np.testing.assert_allclose(model.transform(Xnew), dense, atol=1e-10)
 
 

@@ -93,7 +93,7 @@ class GPPlacement:
 
     def _solver_at(self, kernel):
         """The iterative solver at the scikit-learn kernel ``kernel``, on the host
-        or on the device (:mod:`._gp_device`)."""
+        or on the device (:mod:`._device`)."""
         sp = self._compute_space()
         if sp.on_device:
             return device.DeviceGP(self, make_kernel(kernel), kernel, sp)

@@ -1,7 +1,16 @@
-"""GaussianProcessRegressor's iterative (BBMM) solver on a device.
+"""GaussianProcessRegressor's iterative (BBMM) solver on a device: what differs.
 
-The device half of :mod:`._gp_iterative` (see :mod:`._array_api` for when it
-runs): the same algorithm, the same numbers to rounding, with every n-sized
+:class:`._iterative.IterativeGP` is written once with the namespace of the
+fit's space: its solves, log marginal likelihood, gradient reductions and
+control variate (:mod:`._control`) run on device arrays as on NumPy ones.
+:class:`DeviceGP` overrides only what the host does with host-only tools
+(see :mod:`._array_api` for when it runs): the operator and preconditioner
+(the host's are :class:`kerneltools.linalg.KernelOperator` and
+:class:`~kerneltools.linalg.NystroemPreconditioner` subclasses, NumPy
+only, whose ``K(X, Z)`` comes from scikit-learn's kernel; here dense blocks
+evaluated on the device, :func:`._control.kernel_block`), the dense
+escalation (a host Cholesky of the host's copy) and the predictions (no
+dense-factor shortcut). The same numbers to rounding, with every n-sized
 array in the device's namespace (CuPy on a GPU, array-api-strict's
 ``device1`` in the tests) and every reduction fed device arrays. Only
 hyperparameter-sized things cross to the host: theta and its gradient, the
@@ -12,12 +21,12 @@ It serves ``c * RBF`` and ``c * Matern`` kernels (plus WhiteKernel terms;
 :func:`kerneltools.kernels.stationary_form`), whose dense blocks it
 evaluates where the data are: the preconditioner's ``K(X, Z)``, the
 variances' ``K(X_train, X)`` and the control variate's ``n x m`` products
-(:mod:`._gp_control`). Other kernels are computed on the host
+(:mod:`._control`). Other kernels are computed on the host
 (:mod:`._array_api`'s rule: one copy per call).
 
 - ``A = K + alpha I`` applies as one reduction on the rescaled points
-  ``X / l`` (as :func:`._gp_iterative.kernel_operator`).
-- ``P`` is :class:`._gp_iterative.StoredNystroem`'s preconditioner: its
+  ``X / l`` (as :func:`._iterative.kernel_operator`).
+- ``P`` is :class:`._iterative.StoredNystroem`'s preconditioner: its
   landmarks chosen on the host (randomly pivoted Cholesky reads at most
   ``max(20 m, 10^4)`` rows), ``K_mm`` and its factor on the host, the
   features ``F = K_nm W`` (``n x r``) and the diagonal ``D`` on the device.
@@ -39,20 +48,15 @@ smaller variance), below they agree to rounding (tested).
 from __future__ import annotations
 
 import copy
-import math
-import warnings
 
 import numpy as np
 import scipy.linalg
-from sklearn.exceptions import ConvergenceWarning
 
-from ...exceptions import NotPositiveDefiniteError
 from ...kernels import stationary_form
-from ...lazy import Pm, Vi, Vj
+from ...lazy import Vi, Vj
 from ...linalg import robust_cholesky
-from . import _control as control
 from . import _iterative as it
-from .._shared._xp_kernels import _broadcast_sum
+from ._control import kernel_block
 
 __all__ = ["DeviceGP", "serves"]
 
@@ -63,35 +67,6 @@ _ROWS = 4096
 def serves(sk_kernel) -> bool:
     """Whether the device solver serves ``sk_kernel`` (a stationary form)."""
     return sk_kernel is not None and stationary_form(sk_kernel) is not None
-
-
-def _phi_and_weight(nu, S, xp):
-    """``(phi(s), -2 phi'(s))`` of the Matern correlations (RBF: ``nu = inf``)
-    on the scaled squared distances ``S``, in namespace ``xp`` (the host's
-    :func:`._gp_exact._phi_and_weight`, and nu = 0.5's phi)."""
-    if nu == math.inf:
-        phi = xp.exp(-0.5 * S)
-        return phi, phi
-    r = xp.sqrt(S)
-    if nu == 0.5:
-        return xp.exp(-r), None
-    if nu == 1.5:
-        r = math.sqrt(3) * r
-        e = xp.exp(-r)
-        return (1.0 + r) * e, 3.0 * e
-    r = math.sqrt(5) * r
-    e = xp.exp(-r)
-    return (1.0 + r + r * r / 3.0) * e, (5.0 / 3.0) * (1.0 + r) * e
-
-
-def _sqdist(A, B, xp):
-    """``|a - b|^2`` by differences (exact 0 on equal rows, as ``cdist``)."""
-    return _broadcast_sum(A, B, xp, lambda a, b: (a - b) ** 2)
-
-
-def kernel_block(form, A, B, xp):
-    """``c * phi(|a - b|^2)`` between rescaled rows ``A`` and ``B`` (no white noise)."""
-    return form.c * _phi_and_weight(form.nu, _sqdist(A, B, xp), xp)[0]
 
 
 class _Operator:
@@ -121,10 +96,12 @@ class DeviceNystroem:
     parts (``F``, ``D^-1``) on the device. Called on a block of residuals
     (``P^-1 R``); ``Z``, ``_W``, ``_chol``, ``_F``, ``d_inv`` as the host's."""
 
-    def __init__(self, form, kernel, Xs, X, shift, white, landmarks, sp, probes):
+    def __init__(self, form, kernel, Xs, landmarks, shift, white, sp, probes):
         xp = self.xp = sp.xp
         self.sp, self.probes = sp, probes
-        self.Z = sp.host(sp.take(X, landmarks))  # m x d, float64
+        # the landmarks' rows on the host (m x d, float64) and their indices
+        # on the device: both copied once per fit (:func:`_landmarks`)
+        self.Z, index = landmarks
         Kmm = np.asarray(kernel(self.Z), dtype=np.float64)
         Kmm[np.diag_indices_from(Kmm)] -= white
         d = shift + white  # a float, or an n-vector of the device
@@ -135,7 +112,8 @@ class DeviceNystroem:
         jitter = max(jitter, 1e-14 * float(np.trace(Kmm)), np.finfo(np.float64).tiny)
         L = robust_cholesky(Kmm + jitter * np.eye(len(Kmm)))
         self._W = scipy.linalg.solve_triangular(L, np.eye(len(Kmm)), lower=True).T
-        W, Zs = sp.put(self._W), sp.put(self.Z / form.length_scale)
+        W = self._Wd = sp.put(self._W)
+        Zs = self.Zs = xp.take(Xs, index, axis=0)  # the rescaled landmarks
         n, r = Xs.shape[0], self._W.shape[1]
         F, d_inv = [], []
         gram = xp.zeros((r, r), dtype=xp.float64, device=sp.device)
@@ -155,7 +133,12 @@ class DeviceNystroem:
         self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
 
     def __call__(self, R):
-        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R
+        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R.
+        # The r x k system F^T D^-1 R is solved on the host by the Cholesky
+        # factor, as the host's StoredNystroem does (the Array API has no
+        # triangular solve): with the explicit inverse on the device instead,
+        # CG's iterates, hence the variances, moved by 2e-7 (relative) from
+        # the host path's, which they equal to rounding this way.
         sp, xp = self.sp, self.xp
         d_inv = self.d_inv[:, None] if R.ndim == 2 else self.d_inv
         DR = d_inv * R
@@ -177,7 +160,7 @@ class DeviceNystroem:
 
 
 class DeviceGP(it.IterativeGP):
-    """:class:`._gp_iterative.IterativeGP` on arrays of the device space
+    """:class:`._iterative.IterativeGP` on arrays of the device space
     ``sp`` (``est._X_fit``, ``est._y_fit`` and ``est._alpha_fit`` live there):
     ``solve``, ``lml`` and ``predict`` as the host's."""
 
@@ -200,16 +183,9 @@ class DeviceGP(it.IterativeGP):
         if landmarks is None:
             landmarks = it.landmarks_for(est, kernel)
         n = X.shape[0]
-        self.M = DeviceNystroem(self.form, kernel, self.Xs, X, shift, white, landmarks,
-                                sp, lambda m, p, seed: _probes(est, sp, n, m, p, seed))
-
-    def solve(self, B):
-        """``(A^{-1} B, iterations)`` to ``min(tol, 1e-6)``, on the device
-        (escalating as the host's: :meth:`IterativeGP._cg_or_dense`)."""
-        return self._cg_or_dense(B, min(self.est.tol, 1e-6))
-
-    def _namespace(self):
-        return {"xp": self.sp.xp}
+        self.M = DeviceNystroem(self.form, kernel, self.Xs,
+                                _landmarks(est, sp, landmarks), shift, white, sp,
+                                lambda m, p, seed: _probes(est, sp, n, m, p, seed))
 
     def _dense_solve(self, B):
         """``A^{-1} B`` by a dense Cholesky factor built on the host (from
@@ -220,99 +196,27 @@ class DeviceGP(it.IterativeGP):
                                              self.est._alpha)
         return sp.put(scipy.linalg.cho_solve((self._host_L, True), sp.host(B)))
 
-    def lml(self, eval_gradient, objective=False):
-        """The host's :meth:`IterativeGP.lml`, with device vectors."""
-        est, xp = self.est, self.sp.xp
-        y = est._y_fit
-        y = xp.reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
-        n, t = y.shape
-        max_iter = est.max_iter
-        if objective:
-            max_iter = min(max_iter, it.OBJECTIVE_MAX_ITER)
-        failed = -np.inf
-        if eval_gradient:
-            failed = (-np.inf, np.zeros_like(self.kernel.theta))
-        with warnings.catch_warnings():
-            if objective:
-                warnings.simplefilter("ignore", ConvergenceWarning)
-            try:
-                result, escalated = self._logdet_solve(y, max_iter, objective,
-                                                       eval_gradient)
-            except NotPositiveDefiniteError:
-                if not objective:
-                    raise
-                return failed
-        if escalated:
-            return result
-        alpha, U, Z, logdet, self.n_iter = result
-        if objective and self.n_iter >= max_iter:
-            return failed
-        lml = float(-0.5 * float(xp.sum(y * alpha)) - 0.5 * t * logdet
-                    - 0.5 * t * n * np.log(2 * np.pi))
-        if not eval_gradient:
-            return lml
-        return lml, self._gradient(alpha, U, self.M(Z), t)
+    def _rescaled(self, form, dtype):
+        """The rescaled points, computed once per theta (float64, as the
+        device's products are)."""
+        return self.Xs
 
-    def _gradient(self, alpha, U, V, t, dtype=np.float64):
-        xp, sp = self.sp.xp, self.sp
-        p = U.shape[1]
-        left = xp.concat([0.5 * alpha, (-t / (2 * p)) * U], axis=1)
-        right = xp.concat([alpha, V], axis=1)
-        grad = self._device_stationary_gradient(left, right)
-        trace_term = (0.5 * float(xp.sum(alpha * alpha))
-                      - t / (2 * p) * float(xp.sum(U * V)))
-        if control.applies(self.form, self.M):
-            kernel_part, white_part = trace_corrections(self.form, self.M, self.Xs, V,
-                                                        sp)
-            grad -= t / 2 * self._per_hyperparameter(self.form, kernel_part[0],
-                                                     kernel_part[1:])
-            trace_term -= t / 2 * white_part
-        return grad + self.kernel.white_log_gradient() * trace_term
+    def _dense_pays(self, n_query):
+        """Never on the device: a dense factor would copy ``K`` to the host."""
+        return False
 
-    def _device_stationary_gradient(self, left, right):
-        """:meth:`IterativeGP._stationary_gradient` on the device's rescaled points."""
-        sp, form = self.sp, self.form
-        x = sp.engine(self.Xs)
-        x_i, y_j = Vi(x), Vj(x)
-        s = Pm(np.ones(form.length_scale.size))
-        k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
-        weight = Vi(sp.engine(left)) | Vj(sp.engine(right))
-        total = sp.from_engine((k.concat(k.grad(s, 1.0)) * weight).sum(
-            axis=1, backend=it.run_backend(self.est)))
-        total = sp.host(sp.xp.sum(total, axis=0))
-        return self._per_hyperparameter(form, total[0], -total[1:])
-
-    def predict(self, X, kernel, return_std, return_cov):
-        """Mean (by ``alpha_``) and variance or covariance at the device rows
-        ``X``, by one reduction and block CG on the device (see the module)."""
-        sp, xp, est, form = self.sp, self.sp.xp, self.est, self.form
-        train, alpha = est._X_fit, est._alpha_fit
-        coef = xp.reshape(alpha, (alpha.shape[0], -1))
-        lazy = kernel.lazy(sp.engine(X), sp.engine(train))
-        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=it.run_backend(est)))
-        mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
-        if not (return_std or return_cov):
-            return mean, None, None
+    def _query_blocks(self, X, kernel, cov):
+        """:meth:`IterativeGP._query_blocks` from dense blocks evaluated on the
+        device (:func:`._control.kernel_block`, white noise on the diagonal)."""
+        sp, xp, form = self.sp, self.sp.xp, self.form
         Xs = X / sp.put(form.length_scale)
-        white = self.kernel.white_level()
-        nq = X.shape[0]
-        if return_cov:
-            cov = kernel_block(form, Xs, Xs, xp) + white * xp.eye(nq, dtype=xp.float64,
-                                                                  device=sp.device)
-            cols = []
-            for b0 in range(0, nq, it._BATCH):
-                b1 = min(nq, b0 + it._BATCH)
-                W = self.solve(kernel_block(form, self.Xs, Xs[b0:b1, :], xp))[0]
-                cols.append(cov[:, b0:b1] - sp.from_engine(
-                    lazy.matmul(sp.engine(W), backend=it.run_backend(est))))
-            return mean, None, cols[0] if len(cols) == 1 else xp.concat(cols, axis=1)
-        parts = []
-        for b0 in range(0, nq, it._BATCH):
-            b1 = min(nq, b0 + it._BATCH)
-            B = kernel_block(form, self.Xs, Xs[b0:b1, :], xp)
-            Sol = self._cg_or_dense(B, min(est.tol, it.VARIANCE_TOL))[0]
-            parts.append((form.c + white) - xp.sum(B * Sol, axis=0))
-        return mean, parts[0] if len(parts) == 1 else xp.concat(parts), None
+        white, nq = self.kernel.white_level(), X.shape[0]
+        if cov:
+            eye = xp.eye(nq, dtype=xp.float64, device=sp.device)
+            prior = kernel_block(form, Xs, Xs, xp) + white * eye
+        else:
+            prior = xp.full((nq,), form.c + white, dtype=xp.float64, device=sp.device)
+        return (lambda b0, b1: kernel_block(form, self.Xs, Xs[b0:b1, :], xp)), prior
 
 
 def _cached(est, name, sp, host):
@@ -322,6 +226,19 @@ def _cached(est, name, sp, host):
     if name not in table:
         table[name] = sp.put(np.asarray(host, dtype=np.float64))
     return table[name]
+
+
+def _landmarks(est, sp, landmarks):
+    """``(rows, index)``: the landmarks' rows of the training points on the
+    host (float64) and their indices on the device, made once per set of
+    landmarks (kept in ``est._device_arrays``, never pickled)."""
+    landmarks = np.asarray(landmarks, dtype=np.int64)
+    key = ("landmarks", landmarks.tobytes())
+    table = est.__dict__.setdefault("_device_arrays", {})
+    if key not in table:
+        index = sp.put(landmarks)
+        table[key] = (sp.host(sp.xp.take(est._X_fit, index, axis=0)), index)
+    return table[key]
 
 
 def _probes(est, sp, n, m, p, seed):
@@ -334,54 +251,3 @@ def _probes(est, sp, n, m, p, seed):
         e1 = rng.standard_normal((n, p))
         table[key] = (sp.put(e1), sp.put(rng.standard_normal((m, p))))
     return table[key]
-
-
-def trace_corrections(form, M, Xs, V, sp):
-    """:func:`._gp_control.trace_corrections` with ``M``'s features ``F``,
-    ``D^-1``, the rescaled training points ``Xs`` and the probes' ``V`` on
-    the device (see there for the algebra); ``m x m`` and ``r x r`` on the host."""
-    xp = sp.xp
-    F, W, d_inv = M._F, M._W, M.d_inv
-    p = V.shape[1]
-    Zu = M.Z / form.length_scale
-    dK_mm, kdiag = control._derivatives(form, Zu, Zu)
-    r = F.shape[1]
-    C_inv = scipy.linalg.cho_solve(M._chol, np.eye(r))
-    Wd, Cd, Zd = sp.put(W), sp.put(C_inv), sp.put(Zu)
-    BV = Wd @ (xp.matrix_transpose(F) @ V)  # B V, (m, p)
-    inner = np.zeros(len(dK_mm))
-    core = xp.zeros((r, r), dtype=xp.float64, device=sp.device)
-    p_sum = v_sum = 0.0
-    for r0 in range(0, F.shape[0], _ROWS):
-        r1 = min(F.shape[0], r0 + _ROWS)
-        Fb, db, Vb = F[r0:r1, :], d_inv[r0:r1], V[r0:r1, :]
-        FC = Fb @ Cd
-        p_diag = db - db**2 * xp.sum(FC * Fb, axis=1)
-        v_sq = xp.sum(Vb * Vb, axis=1)
-        x = p_diag - v_sq / p
-        core = core + xp.matrix_transpose(Fb) @ (x[:, None] * Fb)
-        p_sum += float(xp.sum(p_diag))
-        v_sum += float(xp.sum(v_sq))
-        E = (db[:, None] * FC - x[:, None] * Fb) @ xp.matrix_transpose(Wd) \
-            - Vb @ xp.matrix_transpose(BV) / p
-        inner += _inner_products(form, Xs[r0:r1, :], Zd, E, sp)
-    mid = W @ (sp.host(core) - (np.eye(r) - C_inv)) @ W.T
-    BVh = sp.host(BV)
-    small = np.array([np.vdot(dK, mid) + np.vdot(BVh, dK @ BVh) / p for dK in dK_mm])
-    kernel_part = 2 * inner + small + np.asarray(kdiag) * (p_sum - v_sum / p)
-    return kernel_part, p_sum - v_sum / p
-
-
-def _inner_products(form, U, Zu, E, sp):
-    """:func:`._gp_control._inner_products` on device blocks (host result)."""
-    xp = sp.xp
-    S = _sqdist(U, Zu, xp)
-    phi, w = _phi_and_weight(form.nu, S, xp)
-    G = form.c * w * E
-    if form.length_scale.size > 1:
-        scales = xp.matrix_transpose(U * U) @ xp.sum(G, axis=1) \
-            - 2 * xp.sum(U * (G @ Zu), axis=0) + xp.sum(G, axis=0) @ (Zu * Zu)
-        scales = sp.host(scales)
-    else:
-        scales = np.array([float(xp.sum(G * S))])
-    return np.concatenate([[float(xp.sum(form.c * phi * E))], scales])

@@ -21,7 +21,8 @@ With ``A = K + alpha I`` (plus any white noise):
   0.1-0.5 at n = 10^4, D = 8 (its exact value 10 to 30 per component).
 
 On a device (CuPy arrays, :mod:`._array_api`) the same algorithm runs with
-its n-sized arrays there: :mod:`._gp_device`.
+its n-sized arrays there, through the same code: :mod:`._device` holds
+what differs.
 
 The probes and landmarks have fixed seeds, so the objective the optimizer
 sees is a deterministic function of theta. ``P`` is rebuilt at every theta
@@ -64,7 +65,7 @@ from ...linalg import (
 from . import _control as control
 from ..._utils._array_api import HOST
 from .._shared._cg_escalation import solve_or_escalate
-from ..kernel_ridge._device import rows
+from ..kernel_ridge._cg import rows
 
 _SEED = 0
 #: Most CG iterations per evaluation of the optimizer's objective.
@@ -212,7 +213,10 @@ class IterativeGP:
     ``sk_kernel`` the scikit-learn kernel object it comes from (optional):
     with it, dense blocks (the preconditioner's ``K(X, landmarks)``) come
     from scikit-learn, and ``c * RBF`` / ``c * Matern`` kernels take the
-    rescaled fast path (:func:`kernel_operator`)."""
+    rescaled fast path (:func:`kernel_operator`). ``sp``: the space of the
+    fit's arrays (NumPy here; :class:`._device.DeviceGP` on a device)."""
+
+    sp = HOST
 
     @_one_blas_thread
     def __init__(self, est, kernel, sk_kernel=None):
@@ -289,8 +293,9 @@ class IterativeGP:
         return result, info["escalated"]
 
     def _namespace(self):
-        """The ``xp`` argument of the CG primitives: none on the host."""
-        return {}
+        """The ``xp`` argument of the CG primitives: none on the host (linalg's
+        NumPy recurrences)."""
+        return {"xp": self.sp.xp} if self.sp.on_device else {}
 
     def _cg(self, B, tol, info):
         """CG's ``(A^{-1} B, iterations)`` to ``tol``; ``info`` as
@@ -314,8 +319,9 @@ class IterativeGP:
         steps back from it as from a kernel that is not positive definite on
         the exact path, instead of spending up to ``max_iter`` iterations on
         a trial point far from the optimum."""
-        est = self.est
-        y = est._y_fit[:, None] if est._y_fit.ndim == 1 else est._y_fit
+        est, xp = self.est, self.sp.xp
+        y = est._y_fit
+        y = xp.reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
         n, t = y.shape
         max_iter = min(est.max_iter, OBJECTIVE_MAX_ITER) if objective else est.max_iter
         theta = self.kernel.theta
@@ -335,34 +341,44 @@ class IterativeGP:
         alpha, U, Z, logdet, self.n_iter = result
         if objective and self.n_iter >= max_iter:
             return failed
-        lml = float(-0.5 * np.einsum("ik,ik->", y, alpha) - 0.5 * t * logdet
+        lml = float(-0.5 * float(xp.sum(y * alpha)) - 0.5 * t * logdet
                     - 0.5 * t * n * np.log(2 * np.pi))
         if not eval_gradient:
             return lml
-        return lml, self._gradient(alpha, U, self.M @ Z, t)
+        return lml, self._gradient(alpha, U, self.M(Z), t)
 
     def _gradient(self, alpha, U, V, t, dtype=np.float64):
         """1/2 sum_t a_t^T dK a_t - t/2 mean_p (A^-1 z_p)^T dK (P^-1 z_p), for
         all theta; for ``c * phi`` kernels with the preconditioner as a
         control variate of the trace (:mod:`._gp_control`)."""
+        xp = self.sp.xp
         p = U.shape[1]
-        left = np.hstack([0.5 * alpha, -t / (2 * p) * U])
-        right = np.hstack([alpha, V])
-        form = None if self.sk_kernel is None else stationary_form(self.sk_kernel)
-        if form is None:
-            grad = self._formula_gradient(left, right)
-        else:
-            grad = self._stationary_gradient(form, left, right, dtype)
+        left = xp.concat([0.5 * alpha, (-t / (2 * p)) * U], axis=1)
+        right = xp.concat([alpha, V], axis=1)
+        grad = self._kernel_gradient(left, right, dtype)
         # white noise: dA / d log h = level * I
-        trace_term = 0.5 * np.einsum("ik,ik->", alpha, alpha) \
-            - t / (2 * p) * np.einsum("ik,ik->", U, V)
+        trace_term = (0.5 * float(xp.sum(alpha * alpha))
+                      - t / (2 * p) * float(xp.sum(U * V)))
+        form = None if self.sk_kernel is None else stationary_form(self.sk_kernel)
         if control.applies(form, self.M):
-            kernel_part, white_part = control.trace_corrections(form, self.M,
-                                                                self.est._X_fit, V)
+            kernel_part, white_part = self._trace_corrections(form, V)
             grad -= t / 2 * self._per_hyperparameter(form, kernel_part[0],
                                                      kernel_part[1:])
             trace_term -= t / 2 * white_part
         return grad + self.kernel.white_log_gradient() * trace_term
+
+    def _kernel_gradient(self, left, right, dtype):
+        """``sum_ij left_i . right_j d k_ij / d theta``: on the rescaled
+        points for ``c * phi`` kernels, else from the symbolic derivatives."""
+        form = None if self.sk_kernel is None else stationary_form(self.sk_kernel)
+        if form is None:
+            return self._formula_gradient(left, right)
+        return self._stationary_gradient(form, left, right, dtype)
+
+    def _trace_corrections(self, form, V):
+        """:func:`._gp_control.trace_corrections` with this solver's ``M``."""
+        return control.trace_corrections(form, self.M,
+                                         self._rescaled(form, np.float64), V, self.sp)
 
     def _sizes(self):
         return [int(np.size(self.kernel.params[h])) for h in self.kernel.hyperparameter_names]
@@ -395,14 +411,21 @@ class IterativeGP:
         ``dtype`` (accumulated in float64): ``d k / d log c = k`` for every
         constant factor, and ``d k / d log l = -d k / d s`` at ``s = 1`` for
         ``k = c * phi(|(x/l - y/l) * s|^2)``, one reduction."""
-        Xs = np.ascontiguousarray(self.est._X_fit / form.length_scale, dtype=dtype)
-        x_i, y_j = Vi(Xs), Vj(Xs)
-        s = Pm(np.ones(form.length_scale.size, dtype=dtype))
+        sp, xp = self.sp, self.sp.xp
+        Xs = self._rescaled(form, dtype)
+        x_i, y_j = Vi(sp.engine(Xs)), Vj(sp.engine(Xs))
+        s = Pm(np.ones(form.length_scale.size, dtype=sp.np_dtype(Xs)))
         k = form.phi(((x_i - y_j) * s).square().sum(-1)) * form.c
-        weight = Vi(left.astype(dtype)) | Vj(right.astype(dtype))
-        total = (k.concat(k.grad(s, 1.0)) * weight).sum(axis=1, backend=run_backend(self.est))
-        total = total.astype(np.float64).sum(0)
+        weight = Vi(sp.engine(xp.astype(left, Xs.dtype, copy=False))) \
+            | Vj(sp.engine(xp.astype(right, Xs.dtype, copy=False)))
+        total = sp.from_engine((k.concat(k.grad(s, 1.0)) * weight).sum(
+            axis=1, backend=run_backend(self.est)))
+        total = sp.host(xp.sum(xp.astype(total, xp.float64), axis=0))
         return self._per_hyperparameter(form, total[0], -total[1:])
+
+    def _rescaled(self, form, dtype):
+        """The training points over the length scales, in ``dtype``."""
+        return np.ascontiguousarray(self.est._X_fit / form.length_scale, dtype=dtype)
 
     def _per_hyperparameter(self, form, amplitude, length_scales):
         """A vector over ``theta`` with ``amplitude`` at every constant factor
@@ -441,43 +464,55 @@ class IterativeGP:
 
     @_one_blas_thread
     def predict(self, X, kernel, return_std, return_cov):
-        """Mean (by ``alpha_``) and variance or covariance at ``X``.
+        """Mean (by ``alpha_``) and variance or covariance at ``X`` (rows of
+        the fit's space).
 
         The variance ``k(x, x) - k_x^T A^{-1} k_x`` by one block CG over all
         query columns (batches of :data:`_BATCH`) to :data:`VARIANCE_TOL` (the
         covariance to ``min(tol, 1e-6)``), or,
         where that costs more (:meth:`_dense_pays`), by a dense Cholesky
         factor kept for later calls."""
+        sp, xp = self.sp, self.sp.xp
         if self.sk_kernel is not None:
             kernel = self.kernel  # dense blocks K(train, X) by scikit-learn
         train = self.est._X_fit
         alpha = self.est._alpha_fit
-        coef = alpha.reshape(len(alpha), -1)
+        coef = xp.reshape(alpha, (alpha.shape[0], -1))
         backend = run_backend(self.est)
-        mean = kernel.lazy(X, train).matmul(coef, backend=backend)
-        mean = mean.reshape((len(X),) + alpha.shape[1:])
+        lazy = kernel.lazy(sp.engine(X), sp.engine(train))
+        mean = sp.from_engine(lazy.matmul(sp.engine(coef), backend=backend))
+        mean = xp.reshape(mean, (X.shape[0],) + tuple(alpha.shape[1:]))
         if not (return_std or return_cov):
             return mean, None, None
-        if self._dense_pays(len(X)):
+        if self._dense_pays(X.shape[0]):
             V = scipy.linalg.solve_triangular(self._cholesky(), kernel(train, X),
                                               lower=True, check_finite=False)
             if return_cov:
                 return mean, None, kernel(X) - V.T @ V
             return mean, kernel.diag(X) - np.einsum("ij,ij->j", V, V), None
-        if return_cov:
-            cov = kernel(X)
-            lazy = kernel.lazy(X, train)
-            for b0 in range(0, len(X), _BATCH):
+        cross, prior = self._query_blocks(X, kernel, return_cov)
+        parts = []
+        for b0 in range(0, X.shape[0], _BATCH):
+            b1 = min(X.shape[0], b0 + _BATCH)
+            B = cross(b0, b1)  # K(train, X[b0:b1])
+            if return_cov:
                 # off the diagonal k_x^T A^{-1} k_y: a bilinear form, whose
                 # error is first order in the solve's, so to min(tol, 1e-6)
-                W = self.solve(kernel(train, X[b0 : b0 + _BATCH]))[0]
-                cov[:, b0 : b0 + _BATCH] -= lazy.matmul(W, backend=backend)
-            return mean, None, cov
-        var = kernel.diag(X)
-        for b0 in range(0, len(X), _BATCH):
-            B = kernel(train, X[b0 : b0 + _BATCH])
-            var[b0 : b0 + _BATCH] -= np.einsum("ij,ij->j", B, self._variance_solve(B))
-        return mean, var, None
+                W = sp.engine(self.solve(B)[0])
+                parts.append(prior[:, b0:b1]
+                             - sp.from_engine(lazy.matmul(W, backend=backend)))
+            else:
+                parts.append(prior[b0:b1] - xp.sum(B * self._variance_solve(B), axis=0))
+        out = parts[0] if len(parts) == 1 else xp.concat(parts, axis=int(return_cov))
+        return (mean, None, out) if return_cov else (mean, out, None)
+
+    def _query_blocks(self, X, kernel, cov):
+        """``(cross, prior)``: ``cross(b0, b1)`` the block ``K(train,
+        X[b0:b1])`` and ``prior`` ``K(X, X)`` (``cov``) or its diagonal, by
+        the (scikit-learn) kernel's dense evaluation."""
+        train = self.est._X_fit
+        prior = kernel(X) if cov else kernel.diag(X)
+        return (lambda b0, b1: kernel(train, X[b0:b1])), prior
 
     def _variance_solve(self, B):
         """``A^{-1} B`` to :data:`VARIANCE_TOL` (see there)."""

@@ -22,7 +22,7 @@ from ...kernels import PAIRWISE_KERNELS, make_kernel
 from ...linalg import (START_LANDMARKS, CenteredOperator, KernelOperator, eigsh,
                       landmark_sums, nystroem_eigh, nystroem_start, randomized_eigsh,
                       translated, translation)
-from . import _device as _kpca_device
+from . import _transform
 from ..._utils._array_api import placement
 from .._shared._fallback import FallbackMixin, is_sparse
 from .._shared._handover import HandOver
@@ -44,8 +44,6 @@ DENSE_MAX_SAMPLES = 2000
 #: (about 1e-12 relative: ARPACK's eigenvalues to their printed digits),
 #: the eigenvectors' of 1e-6 over the relative gap.
 LANCZOS_TOL = 1e-6
-#: Dense transform (one BLAS product) below this many kernel entries.
-_DENSE_TRANSFORM_MAX = 4_000_000
 
 
 class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
@@ -390,7 +388,7 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         where X is (on a GPU: one reduction on device arrays, with device
         copies of the fitted arrays made on the first such call) and
         returns X's namespace and device (see
-        :mod:`kerneltools.estimators.kernel_pca._device`).
+        :mod:`kerneltools.estimators.kernel_pca._transform`).
 
         Returns
         -------
@@ -401,25 +399,10 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
             return self.fallback_.transform(X)
         place = placement(X, backend=self.backend, who="KernelPCA.transform")
         if not place.trivial:  # CuPy, or an Array API array (array_api_dispatch)
-            return _kpca_device.transform(self, X, place)
+            return _transform.transform(self, X, place)
         X = validate_numeric(self, X, reset=False, dtype=[np.float64, np.float32])
-        kernel = self._kernel()
-        if "_landmarks" in self.__dict__:  # Nystroem: through the landmarks only
-            Z = self._landmarks["Z"]
-            Xq = X.astype(np.float64) - self._landmarks.get("centre", 0.0)
-            out = _kernel_times(kernel, Xq, Z, self._landmark_coef,
-                                self.backend) - self._landmark_offset
-            return out.astype(self.eigenvectors_.dtype, copy=False)
-        A = self._scaled_eigenvectors()
-        n_fit = len(self.X_fit_)
-        # one product K [A, 1/n]: the projections and the new rows' means
-        B = np.hstack([A.astype(np.float64), np.full((n_fit, 1), 1.0 / n_fit)])
-        KB = _kernel_times(kernel, X.astype(self.X_fit_.dtype, copy=False), self.X_fit_,
-                           B, self.backend)
-        KA, means = KB[:, :-1], KB[:, -1:]
-        colsum = A.sum(axis=0, dtype=np.float64)
-        out = KA - (self._row_means @ A)[None, :] - (means - self._grand_mean) * colsum
-        return out.astype(self.eigenvectors_.dtype, copy=False)
+        return _transform.project(self, X, _transform.fitted_arrays(self),
+                                  backend=self.backend)
 
     def inverse_transform(self, X):
         """Map projections back to the input space (a kernel ridge pre-image).
@@ -450,15 +433,6 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
-
-
-def _kernel_times(kernel, X, Y, B, backend):
-    """``K(X, Y) B`` in float64: one BLAS product below ``_DENSE_TRANSFORM_MAX``
-    kernel entries, else one lazy reduction."""
-    if len(X) * len(Y) <= _DENSE_TRANSFORM_MAX:
-        X, Y = translated(kernel, X, reference=Y), translated(kernel, Y)
-        return np.asarray(kernel(X, Y) @ B, np.float64)
-    return np.asarray(KernelOperator(kernel, X, Y, backend=backend).matmat(B), np.float64)
 
 
 def _rounding_floor(kernel, X):

@@ -15,16 +15,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ...dask import Rows, check_rows, is_dask_array, rows_method, to_numpy
+from ...dask import check_rows, is_dask_array, rows_method, to_numpy
 from ...kernels import PAIRWISE_KERNELS, from_sklearn, make_kernel
-from ...linalg import (
-    KernelOperator,
-    NystroemPreconditioner,
-    conjugate_gradient,
-    select_landmarks,
-)
-from . import _device
-from . import _warm
+from . import _cg
 from ..._utils._array_api import (
     HOST,
     DeviceCopies,
@@ -36,7 +29,6 @@ from ..._utils._array_api import (
     placement,
     validate_on_device,
 )
-from .._shared._cg_escalation import solve_or_escalate
 from .._shared._fallback import FallbackMixin, gp_kernel_object, is_sparse, kernel_refusal
 from ._solvers import alpha_groups, np_dtype, solve_dense, solve_falkon
 from ..._utils._param_validation import Interval, StrOptions, validate_params
@@ -282,7 +274,7 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
     def _device_serves(self) -> bool:
         """Whether the device path serves this configuration (the named
         kernels, whose dense blocks it evaluates; see _array_api)."""
-        return isinstance(self.kernel, str) and self.kernel in _device.DEVICE_KERNELS
+        return isinstance(self.kernel, str) and self.kernel in _cg.DEVICE_KERNELS
 
     def _fit_arrays(self, X, y, sample_weight, alpha, solver=None,
                     place: Placement | None = None):
@@ -311,12 +303,10 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         fit_X = X
         if solver == "cholesky":
             coef = solve_dense(kernel(X), Y, alpha, w)
-        elif solver == "cg" and sp.on_device:
-            coef, self.n_iter_ = _device.solve_cg(
-                self, kernel, X, Y, alpha_groups(alpha, Y.shape[1]), w, sp, backend,
-                lambda Xk: self._cg_precisions(Xk, sp))
         elif solver == "cg":
-            coef = self._solve_cg(kernel, X, Y, alpha, w, backend)
+            coef, self.n_iter_ = _cg.solve_cg(self, kernel, X, Y,
+                                              alpha_groups(alpha, Y.shape[1]), w, sp,
+                                              backend)
         else:
             fit_X, coef, self.n_iter_ = solve_falkon(self, kernel, X, Y, alpha, w, sp,
                                                      backend)
@@ -392,98 +382,12 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
                          f"solver='cholesky' (a dense solve, n x n memory) or "
                          f"solver={other}."}
 
-    def _solve_cg(self, kernel, X, Y, alpha, w, backend):
-        # (sqrt(W) K sqrt(W) + alpha I) c' = sqrt(W) y with c = sqrt(W) c' is
-        # (K + alpha W^-1) c = y on the points of positive weight (c = 0 on the
-        # others): an SPD system with a diagonal shift.
-        keep = np.ones(len(X), bool) if w is None else w > 0
-        Xk = X if keep.all() else X[keep]
-        fast, exact = self._cg_precisions(Xk)
-        m = min(self.n_components, len(Xk))
-        C = np.zeros((len(X), Y.shape[1]))
-        n_iters = []
-        # refits on the same data (a grid search over alpha) reuse the landmarks,
-        # the preconditioner's Gram matrix and the last solutions (_krr_warm)
-        key = None if w is not None or is_dask_array(Xk) else _warm.data_key(self, Xk,
-                                                                              backend)
-        entry = _warm.lookup(key)
-        if entry is None:
-            idx = select_landmarks(kernel, Rows(Xk) if is_dask_array(Xk) else Xk, m,
-                                   method=self.landmarks, random_state=self.random_state)
-            entry = {"landmarks": idx}
-        elif self.verbose:
-            print("[KernelRidge] same data and kernel as an earlier fit: its landmarks, "
-                  "preconditioner and solutions are reused", flush=True)
-        y_key = None if key is None else _warm.fingerprint(Y)
-        for cols, a in alpha_groups(alpha, Y.shape[1]):
-            shift = a if w is None else a / w[keep]
-            A = KernelOperator(kernel, fast, shift=shift, backend=backend)
-            refine = None if exact is None else KernelOperator(kernel, exact, shift=shift,
-                                                               backend=backend)
-            start = time.perf_counter()
-            M = self._preconditioner(entry, kernel, Xk, shift, key is not None, backend)
-            if self.verbose:
-                print(f"[KernelRidge] Nystroem preconditioner, {m} landmarks: "
-                      f"{time.perf_counter() - start:.2f} s; products in {fast.dtype}"
-                      + ("" if exact is None else ", refined in float64"), flush=True)
-            b = Y[keep][:, cols].astype(np.float64)
-            x0, r0 = _warm.warm_start(entry, (y_key, tuple(cols)), a, b)
-            wk = None if w is None else w[keep]
-            sol, n_iter, info = self._cg_or_dense(kernel, Xk, (A, M, refine), b, a, wk,
-                                                  x0, r0)
-            if key is not None:
-                R = info.get("residual")
-                R = b - (A if refine is None else refine) @ sol if R is None else R
-                _warm.remember_solution(entry, (y_key, tuple(cols)), a, sol, R)
-            C[np.flatnonzero(keep)[:, None], cols] = sol
-            n_iters.append(n_iter)
-        _warm.store(key, entry)
-        self.n_iter_ = max(n_iters)
-        return C
-
-    def _cg_or_dense(self, kernel, Xk, ops, b, a, wk, x0, r0):
-        """``(solution, iterations, info)`` of ``(K + a W^-1) c = b`` on the
-        kept rows ``Xk`` (weights ``wk``) by CG with ``ops = (A, M, refine)``,
-        or, where CG stops at ``max_iter`` short of ``tol``, by a dense
-        float64 Cholesky solve for ``len(Xk) <= DENSE_SOLVE_MAX`` (else
-        :class:`~kerneltools.exceptions.ConvergenceError`; see
-        :mod:`._cg_escalation`). ``info``: CG's, without its ``"residual"``
-        after a dense solve."""
-        A, M, refine = ops
-        args = self._iterative_args()
-
-        def cg(info):
-            return conjugate_gradient(A, b, M=M, x0=x0, r0=r0, info=info,
-                                      refine_with=refine, **args)
-
-        def dense():  # iterations: CG's, all spent
-            return self._dense_solve(kernel, to_numpy(Xk), b, a, wk), args["max_iter"]
-
-        (sol, n_iter), info = solve_or_escalate(cg, dense, size=len(Xk),
-                                                verbose=self.verbose,
-                                                **self._escalation_args("cg"))
-        if info["escalated"]:
-            info.pop("residual", None)
-        return sol, n_iter, info
-
     @staticmethod
     def _dense_solve(kernel, Xk, b, a, wk):
         """``(K + a W^-1) c = b`` on the host rows ``Xk`` by a float64
         Cholesky (the "cholesky" solver's): CG's escalation, host or device."""
         K = kernel(np.asarray(Xk, dtype=np.float64))
         return solve_dense(K, np.asarray(b, dtype=np.float64), np.array([a]), wk)
-
-    def _preconditioner(self, entry, kernel, Xk, shift, reuse, backend):
-        """The Nystroem preconditioner on ``entry``'s landmarks: a stored one
-        with its shift changed (one m x m Cholesky) when ``reuse``, else built."""
-        stored = entry.get("preconditioner")
-        if reuse and stored is not None:
-            return stored.with_shift(shift)
-        M = NystroemPreconditioner(kernel, Xk, shift=shift, landmarks=entry["landmarks"],
-                                   backend=backend)
-        if reuse and np.ndim(shift) == 0:
-            entry["preconditioner"] = M
-        return M
 
     @rows_method
     def predict(self, X):

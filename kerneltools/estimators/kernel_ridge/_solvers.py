@@ -1,5 +1,5 @@
 """KernelRidge's direct and Falkon solvers (the CG solver is the estimator's
-own, with its device half in :mod:`._krr_device`).
+own: :mod:`._cg`).
 
 :func:`solve_dense` is scikit-learn's Cholesky path; :func:`solve_falkon`
 restricts the model to landmarks (Falkon), on the host, on Dask rows or on a
@@ -17,9 +17,9 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from ...dask import Rows, is_dask_array, to_numpy
+from ...dask import is_dask_array, to_numpy
 from ...linalg import conjugate_gradient, robust_cholesky, select_landmarks
-from . import _device
+from ._cg import rows as landmark_rows
 from ..._utils._array_api import HOST
 from .._shared._cg_escalation import solve_or_escalate
 
@@ -43,7 +43,7 @@ def solve_falkon(est, kernel, X, Y, alpha, w, sp=HOST, backend=None):
     Xw = est._working_data(X, sp)
     n = X.shape[0]
     m = min(est.n_components, n)
-    rows = Rows(Xw) if is_dask_array(Xw) else _device.rows(Xw, sp)
+    rows = landmark_rows(Xw, sp)
     idx = select_landmarks(kernel, rows, m, method=est.landmarks,
                            random_state=est.random_state)
     Z = rows[idx] if is_dask_array(Xw) else sp.take(Xw, idx)

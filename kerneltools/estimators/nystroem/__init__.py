@@ -366,37 +366,38 @@ default="uniform"
         fitted = fitted_placement(self, "components_", who="Nystroem.transform",
                                   device_ok=self._device_serves())
         place = check_same_place(self, X, fitted, "transform")
-        if place.space.on_device:
-            return self._transform_device(X, place)
-        X = validate_numeric(self, host_array(X), reset=False, dtype=_FLOATS,
-                          accept_sparse="csr")
-        kernel = self._kernel()
-        Z, N = host_array(self.components_), host_array(self.normalization_)
-        dtype = np.result_type(X.dtype, Z.dtype)
-        out = np.empty((X.shape[0], len(Z)), dtype=dtype)
-        NT = N.T.astype(dtype, copy=False)
-        for i0, i1, Kb in _blocks.kernel_blocks(kernel, X, Z):
-            np.matmul(Kb.astype(dtype, copy=False), NT, out=out[i0:i1])
-        return place.to_output(out)
-
-    def _transform_device(self, X, place):
-        """:meth:`transform` on the device: blocks of ``K(X, Z)`` evaluated
-        there (:func:`._xp_kernels.kernel_block`), each times ``N^T``."""
         sp = place.space
         xp = sp.xp
-        X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
-        Z, N = self._fitted_on(place, "components_", "normalization_")
-        dtype = np.result_type(sp.np_dtype(X), sp.np_dtype(Z))
-        X, Z = sp.astype(X, dtype), sp.astype(Z, dtype)
-        NT = sp.astype(xp.matrix_transpose(N), dtype)
+        if sp.on_device:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+            Z, N = self._fitted_on(place, "components_", "normalization_")
+        else:
+            X = validate_numeric(self, host_array(X), reset=False, dtype=_FLOATS,
+                                 accept_sparse="csr")
+            Z, N = host_array(self.components_), host_array(self.normalization_)
+        dtype = sp.dtype(np.result_type(sp.np_dtype(X), sp.np_dtype(Z)))
+        NT = xp.astype(xp.matrix_transpose(N), dtype, copy=False)
+        out = xp.empty((X.shape[0], Z.shape[0]), dtype=dtype, device=sp.device)
+        for i0, i1, Kb in self._kernel_blocks(X, Z, dtype, sp):
+            out[i0:i1, :] = xp.astype(Kb, dtype, copy=False) @ NT
+        return place.to_output(out)
+
+    def _kernel_blocks(self, X, Z, dtype, sp):
+        """``(i0, i1, K(X[i0:i1], Z))`` over blocks of rows, in ``sp``: on
+        the host by :func:`kerneltools.stats._blocks.kernel_blocks` (every
+        kernel, sparse X), on a device by :func:`._xp_kernels.kernel_block`
+        (the named kernels, whose blocks it evaluates there)."""
+        if not sp.on_device:
+            yield from _blocks.kernel_blocks(self._kernel(), X, Z)
+            return
+        xp = sp.xp
+        X, Z = xp.astype(X, dtype, copy=False), xp.astype(Z, dtype, copy=False)
         n, m = X.shape[0], Z.shape[0]
-        out = xp.empty((n, m), dtype=sp.dtype(dtype), device=sp.device)
         rows = max(1, _blocks._BLOCK_ENTRIES // max(1, m))
         for i0 in range(0, n, rows):
             i1 = min(n, i0 + rows)
-            out[i0:i1, :] = kernel_block(self.kernel, self._named_params(),
-                                         X[i0:i1, :], Z, xp) @ NT
-        return place.to_output(out)
+            yield i0, i1, kernel_block(self.kernel, self._named_params(), X[i0:i1, :],
+                                       Z, xp)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

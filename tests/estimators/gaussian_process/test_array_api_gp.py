@@ -157,11 +157,13 @@ def test_device_gradient_and_control_variate_equal_the_hosts(data, monkeypatch):
     the log marginal likelihood, control variate included, the solve and the
     predictive std and covariance; blocks of rows, broadcasts and query
     batches made small, so that every blocked loop runs several blocks."""
-    from kerneltools.estimators.gaussian_process import _iterative as it
     from kerneltools.estimators._shared import _xp_kernels
+    from kerneltools.estimators.gaussian_process import _control
+    from kerneltools.estimators.gaussian_process import _iterative as it
     from kerneltools.kernels import make_kernel
 
     monkeypatch.setattr(device, "_ROWS", 32)
+    monkeypatch.setattr(_control, "_ROWS", 32)
     monkeypatch.setattr(_xp_kernels, "_BROADCAST_ENTRIES", 500)
     monkeypatch.setattr(it, "_BATCH", 16)
     X, y = data
