@@ -59,18 +59,3 @@ def dtype(request) -> np.dtype:
 def rtol(dtype) -> float:
     """Relative tolerance for results computed in ``dtype``."""
     return RTOL[dtype]
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n 2 --dist loadgroup`` (pytest-xdist), the tests of a
-    module that use a module-scoped fixture of their own (one Dask cluster per
-    module, the CUDA shim's build folder) run in one worker, so that the
-    fixture is set up once; every other test goes to whichever worker is free.
-    Without xdist the mark does nothing."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        module = item.nodeid.split("::")[0]
-        for defs in (info.name2fixturedefs.values() if info else ()):
-            if defs and defs[-1].scope == "module" and defs[-1].baseid == module:
-                item.add_marker(pytest.mark.xdist_group(module))
-                break

@@ -31,7 +31,7 @@ def test_the_first_lines_hold_the_two_set_up_commands():
     first = _blocks("bash")[0].splitlines()
     assert first == [
         "pip install . && python examples/quickstart.py",
-        'pip install ".[test]" && pytest -q -n 2 --dist loadgroup tests',
+        'pip install ".[test]" && pytest -q -n 2 --dist loadfile tests',
     ]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "README.md" in ci and "venv" in ci

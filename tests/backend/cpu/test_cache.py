@@ -77,16 +77,19 @@ def _check_on_cpu(F, ref):
     np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
 
 
-def _genuine_entry(tmp_path, monkeypatch):
-    """Build the kernel of ``_gauss()`` in a first cache folder; its key and folder.
+@pytest.fixture(scope="module")
+def genuine(tmp_path_factory):
+    """The kernel of ``_gauss()`` built in a first cache folder: its key and folder.
 
-    The key path under a *second* folder is then new to this process, so the
-    dynamic loader has no handle for it: what a fresh process would load.
+    Built once for the module; tests copy its files into a *second* folder,
+    whose key path is new to this process, so the dynamic loader has no
+    handle for it: what a fresh process would load.
     """
-    first = tmp_path / "first"
-    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(first))
-    _forget_process_state(monkeypatch)
-    _check_on_cpu(*_gauss())
+    first = tmp_path_factory.mktemp("genuine") / "first"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNELTOOLS_CACHE_DIR", str(first))
+        _forget_process_state(mp)
+        _check_on_cpu(*_gauss())
     (so,) = (first / "cpu").glob("*.so")
     return so.stem, first / "cpu"
 
@@ -125,10 +128,11 @@ def _foreign_library(tmp_path, key, marker):
 
 # -- 1. nothing foreign is ever loaded ----------------------------------------
 @pytest.mark.parametrize("planted", ["symlink", "file"])
-def test_foreign_library_at_the_key_path_never_runs(tmp_path, monkeypatch, planted):
+def test_foreign_library_at_the_key_path_never_runs(tmp_path, monkeypatch, planted,
+                                                    genuine):
     """A library planted under the kernel's name (a link to it, or a copy with
     the genuine digest file beside it) is rebuilt: its constructor never runs."""
-    key, genuine = _genuine_entry(tmp_path, monkeypatch)
+    key, genuine = genuine
     marker = tmp_path / "constructor-ran"
     foreign = _foreign_library(tmp_path, key, marker)
     folder = _second_cache(tmp_path, monkeypatch, genuine, key)
@@ -148,10 +152,10 @@ def test_foreign_library_at_the_key_path_never_runs(tmp_path, monkeypatch, plant
 @pytest.mark.parametrize(
     "damage", ["so_owner", "so_mode", "digest_owner", "digest_missing"]
 )
-def test_untrusted_entry_is_rebuilt(tmp_path, monkeypatch, damage):
+def test_untrusted_entry_is_rebuilt(tmp_path, monkeypatch, damage, genuine):
     """Genuine bytes but another owner, group-writable, or no trusted digest:
     not loaded, rebuilt (and then loaded)."""
-    key, genuine = _genuine_entry(tmp_path, monkeypatch)
+    key, genuine = genuine
     folder = _second_cache(tmp_path, monkeypatch, genuine, key)
     so, digest = folder / f"{key}.so", folder / f"{key}.sha256"
     if damage == "so_owner":

@@ -178,18 +178,35 @@ def _simulate(monkeypatch, root: Path, code: int):
 WARM = (3, 5)
 
 
-@pytest.fixture
-def warm(tmp_path, monkeypatch):
-    """A cache folder holding the kernels of ``_gauss(d)`` for d in WARM (and
-    the compiler's record), and a process that has not seen it yet."""
-    root = tmp_path / "warm"
-    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(root))
-    _forget_process_state(monkeypatch)
-    find_compiler.cache_clear()  # its record too
-    for d in WARM:
-        F, ref = _gauss(d)
-        np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref, rtol=1e-12)
+@pytest.fixture(scope="module")
+def warm_template(tmp_path_factory):
+    """A cache folder holding the kernels of ``_gauss(d)`` for d in WARM and
+    the compiler's record, built once for the module (each test gets a copy)."""
+    root = tmp_path_factory.mktemp("warm-template") / "warm"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KERNELTOOLS_CACHE_DIR", str(root))
+        _forget_process_state(mp)
+        find_compiler.cache_clear()  # its record too
+        try:
+            for d in WARM:
+                F, ref = _gauss(d)
+                np.testing.assert_allclose(F.sum(axis=1, backend="cpu"), ref,
+                                           rtol=1e-12)
+        finally:
+            find_compiler.cache_clear()
+    assert len(list((root / "cpu").glob("*.so"))) == len(WARM)
     assert list(root.glob("compiler-*.json"))
+    return root
+
+
+@pytest.fixture
+def warm(warm_template, tmp_path, monkeypatch):
+    """A copy of ``warm_template`` (folders and files with their modes, the
+    same owner: a cache as its process left it), and a process that has not
+    seen it yet."""
+    root = tmp_path / "warm"
+    shutil.copytree(warm_template, root)
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(root))
     _forget_process_state(monkeypatch)
     find_compiler.cache_clear()
     yield root

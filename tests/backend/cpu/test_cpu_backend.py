@@ -39,6 +39,21 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture(scope="module")
+def _module_cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("module-cache") / "cache"
+
+
+@pytest.fixture
+def shared_cache(_module_cache_dir, monkeypatch):
+    """A kernel cache of this module's own, kept from test to test (so that
+    parametrizations that differ only in a run-time parameter compile their
+    kernel once), and no kernels loaded in memory."""
+    monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(_module_cache_dir))
+    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    return _module_cache_dir
+
+
 def _gauss(n=50, m=40, d=3, dtype=np.float64, gamma=0.5, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.random((n, d)).astype(dtype)
@@ -217,13 +232,24 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("damage", ["truncate", "half", "garbage", "foreign"])
-def test_damaged_cache_entry_is_rebuilt(cache, damage):
-    """A later process finds a damaged entry, rebuilds it and computes right."""
-    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(cache))
+@pytest.fixture(scope="module")
+def built_by_a_process(tmp_path_factory):
+    """A cache folder in which a first process built the kernel of ``_CHILD``
+    (once for the module: each test damages a copy)."""
+    folder = tmp_path_factory.mktemp("built") / "cache"
+    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(folder))
     first = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
                            text=True, timeout=120)
     assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["ok", "compiled=1"]
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["truncate", "half", "garbage", "foreign"])
+def test_damaged_cache_entry_is_rebuilt(cache, damage, built_by_a_process):
+    """A later process finds a damaged entry, rebuilds it and computes right."""
+    env = dict(os.environ, KERNELTOOLS_CACHE_DIR=str(cache))
+    shutil.copytree(built_by_a_process, cache)  # modes kept: a trusted entry
     (so,) = (cache / "cpu").glob("*.so")
     if damage == "truncate":
         data = so.read_bytes()[:100]
@@ -490,7 +516,7 @@ def test_wide_formula_source_does_not_grow_with_the_dimension(kind):
 
 
 @pytest.mark.parametrize("g", [0.7, 0.0, -0.3, np.nan])
-def test_exp_range_facts_hold_for_any_parameter(g, backend, dtype, cache):
+def test_exp_range_facts_hold_for_any_parameter(g, backend, dtype, shared_cache):
     """exp(-g |x - y|^2) runs the exp without overflow branch (2^(d * -g log2 e))
     only when g >= 0 is tested true at run time: a negative g (arguments > 0)
     or a NaN g still gives NumPy's results; inf and NaN inputs propagate as in
@@ -511,7 +537,7 @@ def test_exp_range_facts_hold_for_any_parameter(g, backend, dtype, cache):
 
 
 @pytest.mark.parametrize("g", [3.0, -0.3])
-def test_sums_of_outer_times_inner_factors(g, backend, dtype, cache):
+def test_sums_of_outer_times_inner_factors(g, backend, dtype, shared_cache):
     """Sums of a product whose factors split into ones that depend on j and
     ones that do not (the dense C kernel sums the former and multiplies by
     the latter, ``_cpu_factor``): the gradient of e . (K b) (outer -2 g e_i),
