@@ -50,7 +50,8 @@ def shared_cache(_module_cache_dir, monkeypatch):
     parametrizations that differ only in a run-time parameter compile their
     kernel once), and no kernels loaded in memory."""
     monkeypatch.setenv("KERNELTOOLS_CACHE_DIR", str(_module_cache_dir))
-    monkeypatch.setattr(_cpu_backend, "_loaded", {})
+    monkeypatch.setattr(_library, "_loaded", {})
+    monkeypatch.setattr(_cpu_backend, "_functions", {})
     return _module_cache_dir
 
 
