@@ -67,7 +67,12 @@ def sinkhorn_divergence(
         Unbalanced transport with marginal penalty ``rho = reach^p``.
     scaling : float in (0, 1), default=0.5
         Ratio of successive blurs in the epsilon-scaling schedule, which runs
-        from the diameter of the data down to ``blur``.
+        from the diameter of the data down to ``blur``. As in GeomLoss, the
+        schedule is not run to convergence: at 0.5 the value is typically
+        within 2-5% of the converged divergence (measured on Gaussian clouds
+        of 50-2,000 points), and further on small problems (up to a factor 2
+        on 4 + 4 points in 1-D). Use 0.9-0.99 for the converged value, or
+        :func:`sinkhorn_potentials` with ``tol`` to converge to a tolerance.
     debias : bool, default=True
         Subtract the self-transport terms (a divergence: 0 for equal measures).
     return_grad : bool, default=False
