@@ -109,15 +109,31 @@ def test_keops_tuple_on_sorted_data_matches_block_sparsity(backend):
         np.testing.assert_allclose(a, b[order], rtol=1e-12)
 
 
+def _same_sums(backend):
+    """How the block-sparse kernel's sums compare with the dense one's: bit
+    for bit with gcc's code (the two loops reduce in the same order); clang
+    (``zig cc``, no system compiler) vectorises the two reductions apart,
+    which moves the last bit: within 8 eps."""
+    if backend == "cpu":
+        from kerneltools.backend.cpu._compiler import find_compiler
+
+        comp = find_compiler()
+        if "clang" in comp.version.lower() or "zig" in comp.version.lower():
+            eps = np.finfo(np.float64).eps
+            return lambda a, b: np.testing.assert_allclose(a, b, rtol=8 * eps, atol=0)
+    return np.testing.assert_array_equal
+
+
 def test_full_description_gives_exactly_the_dense_result(backend):
     rng = np.random.default_rng(2)
     x, y = rng.random((40, 3)), rng.random((30, 3))
     full = (np.array([[0, 40]]), np.array([1]), np.array([[0, 30]]),
             np.array([[0, 30]]), np.array([1]), np.array([[0, 40]]))
     F = -kt.Vi(x).sqdist(kt.Vj(y))
+    same = _same_sums(backend)
     for axis in (0, 1):
-        np.testing.assert_array_equal(F.exp().sum(axis=axis, ranges=full, backend=backend),
-                                      F.exp().sum(axis=axis, backend=backend))
+        same(F.exp().sum(axis=axis, ranges=full, backend=backend),
+             F.exp().sum(axis=axis, backend=backend))
         np.testing.assert_array_equal(F.argKmin(4, axis=axis, ranges=full, backend=backend),
                                       F.argKmin(4, axis=axis, backend=backend))
 

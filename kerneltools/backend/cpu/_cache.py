@@ -98,6 +98,9 @@ class _State:
 
 
 def _platform_cache_root() -> Path:
+    """The user's cache folder: ``%LOCALAPPDATA%`` on Windows, ``~/Library/Caches``
+    on macOS (both written for, not tested here), ``$XDG_CACHE_HOME`` or
+    ``~/.cache`` elsewhere."""
     if sys.platform == "win32":
         return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
     if sys.platform == "darwin":

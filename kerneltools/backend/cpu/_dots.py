@@ -67,6 +67,7 @@ for (int64_t jc = 0; jc < nj; jc += 2 * VL) {
     for (int r = 0; r < MR; r++) for (int l = 0; l < 2 * VL; l++) acc[r][l] = 0;
     const real_t *xr = xs${q} + r8 * ${d};
     for (int c = 0; c < ${d}; c++) {
+      KT_ROWS_LOOP
       for (int r = 0; r < MR; r++) {
         const real_t xv = xr[r * ${d} + c];
         #pragma omp simd

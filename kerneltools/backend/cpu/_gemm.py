@@ -55,6 +55,7 @@ _GEMM = Template(
             const real_t *restrict k0 = kb + r4 * TJ;
             for (int64_t jj = 0; jj < nj; jj++) {
               const real_t *restrict bv = bt + jj * ${ep} + e0;
+              KT_ROWS_LOOP
               for (int r = 0; r < GR; r++) {
                 const real_t kv = k0[r * TJ + jj];
                 #pragma omp simd

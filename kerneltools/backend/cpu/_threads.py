@@ -16,7 +16,8 @@ deadlock, and a call made from a pool worker runs whole on it. An
 interrupted caller still waits for its pieces before it returns (they write
 into its arrays). The pool is made on first use, and again in a child made
 by ``fork``, where the parent's threads do not exist. Pure Python: the same
-on Linux, macOS and Windows.
+on Linux, macOS and Windows, but tested on Linux only (macOS and Windows
+have no ``sched_getaffinity``: :func:`cores` counts every CPU there).
 
 GNU OpenMP's team does not survive ``fork`` either: a child that enters a
 parallel region after its parent used one waits forever. Such a child runs

@@ -121,8 +121,8 @@ def _foreign_library(tmp_path, key, marker):
         void kt_kernel(void) {{}}
     """))
     out = tmp_path / "foreign.so"
-    subprocess.run([find_compiler().path, "-shared", "-fPIC", str(src), "-o", str(out)],
-                   check=True, capture_output=True)
+    cmd = [*find_compiler().argv, "-shared", "-fPIC", str(src), "-o", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True)
     return out
 
 

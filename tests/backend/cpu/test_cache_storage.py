@@ -17,6 +17,7 @@ Compiler runs are counted by a ``$CC`` wrapper that logs its arguments.
 import errno
 import io
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -87,22 +88,27 @@ def _listing(root: Path) -> dict:
 
 def _cc_wrapper(tmp_path: Path, *, pause_on_kernels: bool = False) -> tuple[Path, Path]:
     """A ``$CC`` that logs each run's arguments (and, with ``pause_on_kernels``,
-    touches ``started`` and sleeps before compiling a kernel): (wrapper, log)."""
+    touches ``started`` and sleeps before compiling a kernel), then runs the
+    compiler in use (``zig cc`` where there is no system one): (wrapper, log)."""
     log, started = tmp_path / "cc.log", tmp_path / "started"
     pause = (f'case "$*" in *"/cpu/"*) touch {started}; sleep 60;; esac\n'
              if pause_on_kernels else "")
     wrapper = tmp_path / "cc-logging"
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\n{pause}'
-                       f'exec {shutil.which(find_compiler().path)} "$@"\n')
+                       f'exec {shlex.join(find_compiler().argv)} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper, log
 
 
 def _compiles(log: Path) -> list[str]:
-    """The logged compiler runs other than ``--version`` (probes and kernels)."""
+    """The logged compiler runs other than ``--version`` (probes and kernels).
+    Not counted either: ``zig cc`` asking ``$CC`` (this wrapper) for the
+    system's include folders, ``-E -Wp,-v -xc /dev/null``, as it does on its
+    own when run."""
     if not log.exists():
         return []
-    return [line for line in log.read_text().splitlines() if line != "--version"]
+    own = ("--version", "-E -Wp,-v -xc /dev/null")
+    return [line for line in log.read_text().splitlines() if line not in own]
 
 
 def _run(code_args, env, timeout=180):
@@ -489,7 +495,7 @@ def test_interrupted_compile_leaves_the_cache_usable(tmp_path, how):
     assert not [n for n in final if n.endswith((".so", ".sha256"))], names
     if how == "Ctrl-C":
         assert not [n for n in names if n.startswith(".tmp-")], names
-    env["CC"] = shutil.which(find_compiler().path)
+    env["CC"] = str(_cc_wrapper(tmp_path)[0])  # (the same, without the pause)
     again = _run([3], env)
     assert again.stdout.split() == ["ok", "compiled=1"], again.stderr
 
