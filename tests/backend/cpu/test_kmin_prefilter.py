@@ -117,7 +117,8 @@ def test_the_identical_cases_cover_every_pair():
 
 
 @pytest.mark.parametrize(("dtype", "d", "K"), [
-    pytest.param(t, d, K, id=f"{np.dtype(t).name}-{d}-{K}") for t, d, K in _identical_cases()])
+    pytest.param(t, d, K, id=f"{np.dtype(t).name}-{d}-{K}")
+    for t, d, K in _identical_cases()])
 def test_identical_without_prefilter(dtype, d, K):
     """Uniform points, N and M not multiples of any tile, both axes."""
     n, m = (301, 1111) if d < 33 else (133, 577)
