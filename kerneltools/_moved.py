@@ -108,6 +108,9 @@ MOVED: dict[str, str] = {
     "estimators._transport_solve": "ot._solve",
     "estimators._validation": "_utils._validation",
     "estimators._xp_kernels": "estimators._shared._xp_kernels",
+    # below both front ends that read formula strings (keops and torch)
+    "keops._formulas": "lazy._formula_strings._operations",
+    "keops._parser": "lazy._formula_strings._parser",
 }
 
 

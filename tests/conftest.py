@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,26 @@ settings.load_profile("default")
 # scikit-learn's own tests under kerneltools.accel: not in the default run
 # (python tests/conformance/run.py runs them).
 collect_ignore = ["conformance"]
+
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, BLAS gets the cores per worker (scikit-learn's
+    conftest does the same): with ``-n 2`` on two cores, each worker's
+    OpenBLAS ran two threads that spin while the other worker computes; the
+    dense factorisations of the GP and KernelRidge tests then took 4 times
+    the CPU time (a 569 x 569 solve: 1.5 s instead of 8 ms). Only BLAS: the
+    generated kernels' OpenMP threads are what several tests exercise."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    import scipy.linalg  # noqa: F401, PLC0415 - load SciPy's own OpenBLAS too
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
+    threadpool_limits(max(1, cores // int(workers)), user_api="blas")
+
 
 BACKEND_NAMES = ["numpy", "cpu", "cuda"]
 

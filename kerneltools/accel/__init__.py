@@ -34,8 +34,9 @@ Each patch is logged at INFO on the ``"kerneltools"`` logger
 
 What lives here: :func:`install` and the patch list; :mod:`.__main__` runs a
 script with it. What it may import: :mod:`kerneltools.estimators` (the top
-of the layers) and scikit-learn; nothing imports it but the fallback's
-lookup of scikit-learn's own classes.
+of the layers), :mod:`kerneltools._utils` (where it records scikit-learn's
+classes for the estimators' fallback) and scikit-learn; nothing of
+kerneltools imports it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ import sys
 import threading
 from contextlib import contextmanager
 from typing import NamedTuple
+
+from .._utils._originals import originals as _originals
 
 __all__ = ["PATCHES", "install", "uninstall", "is_installed", "original", "originals",
            "replacements"]
@@ -133,8 +136,9 @@ def __getattr__(name: str):
 
 
 #: scikit-learn's classes, by public path (``"sklearn.neighbors.NearestNeighbors"``),
-#: filled by :func:`install`.
-originals: dict[str, type] = {}
+#: filled by :func:`install`; the record is kept below the estimators
+#: (:mod:`kerneltools._utils._originals`), whose fallback reads it.
+originals: dict[str, type] = _originals
 
 _lock = threading.RLock()
 _state = {"installed": False, "finder": None, "restored_depth": 0}

@@ -6,7 +6,7 @@ alias)."""
 from __future__ import annotations
 
 from ..backend._errors import FormulaSyntaxError
-from ._parser import parse_alias
+from ..lazy._formula_strings._parser import parse_alias
 
 __all__ = ["generic_functions"]
 

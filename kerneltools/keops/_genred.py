@@ -1,7 +1,8 @@
 """``Genred`` and ``KernelSolve`` as pykeops spells them, for either binding.
 
 A :class:`GenredBase` reads the formula strings and aliases once (the parser
-of :mod:`._parser`, the operations of :mod:`._formulas`: every name,
+of :mod:`kerneltools.lazy._formula_strings`, the operations of its
+:mod:`._operations`: every name,
 operation and argument is checked when it is made) and, when called,
 validates the arrays against the aliases, builds the LazyTensor formula on
 them and runs the reduction through the binding's LazyTensor methods (its
@@ -24,9 +25,10 @@ from ..lazy import _reducing
 from ..backend._dispatch import run_plan
 from ..backend._plan import canonicalize
 from ..backend.reductions import method_variants
-from . import _formulas
+from ..lazy._formula_strings import _operations as _formulas
 from ._dtypes import check_arguments
-from ._parser import Alias, FormulaSyntaxError, parse_alias, parse_formula
+from ..lazy._formula_strings._parser import (Alias, FormulaSyntaxError, parse_alias,
+                                             parse_formula)
 
 __all__ = ["GenredBase", "Binding", "BACKENDS", "REDUCTIONS"]
 

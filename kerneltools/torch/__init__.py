@@ -28,7 +28,8 @@ What lives here: the torch LazyTensor, its autograd functions
 :class:`SamplesLoss` (:mod:`._samples_loss`). What it may import: the engine
 (through its dispatch), :mod:`kerneltools.lazy` (its ``__all__`` and
 :mod:`kerneltools.lazy._symbolic`), :mod:`kerneltools.ot`,
-:mod:`kerneltools._utils` and the formula parser of :mod:`kerneltools.keops`;
+:mod:`kerneltools._utils` and the formula-string parser
+(:mod:`kerneltools.lazy._formula_strings`);
 never :mod:`kerneltools.estimators`.
 """
 

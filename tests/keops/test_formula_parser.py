@@ -20,8 +20,8 @@ import kerneltools as kt
 from kerneltools.backend.cuda import _backend as _cuda_backend
 from kerneltools.backend._dispatch import run_plan
 from kerneltools.keops import FormulaSyntaxError, parse_alias, parse_formula
-from kerneltools.keops._formulas import OPERATIONS
-from kerneltools.keops._parser import BinOp, Call, ListLit, Name, Neg, Num
+from kerneltools.lazy._formula_strings._operations import OPERATIONS
+from kerneltools.lazy._formula_strings._parser import BinOp, Call, ListLit, Name, Neg, Num
 from kerneltools.keops.numpy import Genred
 
 import _cuda_shim

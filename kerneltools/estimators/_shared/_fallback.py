@@ -49,6 +49,8 @@ import sys
 import numpy as np
 import scipy.sparse
 
+from ..._utils._originals import original
+
 __all__ = ["FallbackMixin", "gp_kernel_refusal", "is_sparse", "kernel_refusal"]
 
 logger = logging.getLogger("kerneltools")
@@ -161,9 +163,7 @@ def gp_kernel_object(obj) -> bool:
 def sklearn_class(path: str) -> type:
     """scikit-learn's own class at ``path``, whether ``kerneltools.accel`` is
     installed or not."""
-    from ... import accel  # noqa: PLC0415 - accel imports the estimators on install
-
-    return accel.original(path)
+    return original(path)
 
 
 class FallbackMixin:
@@ -219,7 +219,7 @@ class FallbackMixin:
     # Pickling: ``fallback_`` is an instance of scikit-learn's own class; while
     # kerneltools.accel is installed, that class's import path names ours, so
     # pickle cannot find it by name. It is stored as (tag, public path, state)
-    # and rebuilt from kerneltools.accel.original on load.
+    # and rebuilt from scikit-learn's class (sklearn_class) on load.
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -94,7 +94,16 @@ class DeviceNystroem:
     host's ``StoredNystroem(smooth=True, diag_correction=True)`` (see
     :class:`kerneltools.linalg.NystroemPreconditioner`), its ``n``-sized
     parts (``F``, ``D^-1``) on the device. Called on a block of residuals
-    (``P^-1 R``); ``Z``, ``_W``, ``_chol``, ``_F``, ``d_inv`` as the host's."""
+    (``P^-1 R``); ``Z``, ``_W``, ``_chol``, ``_F``, ``d_inv`` as the host's.
+
+    Its application and draws are the host's functions
+    (:func:`._iterative.woodbury_solve`, :func:`._iterative.woodbury_sample`).
+    Its construction stays a twin of the host's: there
+    :class:`kerneltools.linalg.NystroemPreconditioner` (public, NumPy only,
+    any kernel: ``K(X, Z)`` from scikit-learn's kernel object, ``D`` by
+    lazy reductions) builds ``W``, ``D`` and the factor; here the stationary
+    form's dense blocks are evaluated on the device (:func:`._control.kernel_block`)
+    so that ``K(X, Z)`` never crosses to the host."""
 
     def __init__(self, form, kernel, Xs, landmarks, shift, white, sp, probes):
         xp = self.xp = sp.xp
@@ -133,18 +142,8 @@ class DeviceNystroem:
         self._chol = (robust_cholesky(inner, what="the Nystroem matrix"), True)
 
     def __call__(self, R):
-        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R.
-        # The r x k system F^T D^-1 R is solved on the host by the Cholesky
-        # factor, as the host's StoredNystroem does (the Array API has no
-        # triangular solve): with the explicit inverse on the device instead,
-        # CG's iterates, hence the variances, moved by 2e-7 (relative) from
-        # the host path's, which they equal to rounding this way.
-        sp, xp = self.sp, self.xp
-        d_inv = self.d_inv[:, None] if R.ndim == 2 else self.d_inv
-        DR = d_inv * R
-        FtDR = sp.host(xp.matrix_transpose(self._F) @ DR)
-        c = scipy.linalg.cho_solve(self._chol, FtDR)
-        return DR - d_inv * (self._F @ sp.put(c))
+        """``P^-1 R`` (:func:`._iterative.woodbury_solve`, as the host's)."""
+        return it.woodbury_solve(self._F, self.d_inv, self._chol, R, self.sp)
 
     def logdet(self) -> float:
         """``log det P = log det D + log det(I + F^T D^-1 F)``."""
@@ -155,8 +154,7 @@ class DeviceNystroem:
         """``n_samples`` columns from ``N(0, P)``: the host's draws (``probes``
         keeps their device copies for the fit)."""
         e1, e2 = self.probes(len(self.Z), n_samples, random_state)
-        r = self._F.shape[1]
-        return e1 / self.xp.sqrt(self.d_inv)[:, None] + self._F @ e2[:r, :]
+        return it.woodbury_sample(self._F, self.d_inv, e1, e2, self.xp)
 
 
 class DeviceGP(it.IterativeGP):

@@ -165,18 +165,39 @@ class StoredNystroem(NystroemPreconditioner):
             self._F[rows] = K @ W
 
     def _matmat(self, R):
-        # Woodbury: P^-1 R = D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R
         R2 = np.asarray(R, dtype=np.float64).reshape(len(self.X), -1)
-        DR = self.d_inv[:, None] * R2
-        c = scipy.linalg.cho_solve(self._chol, self._F.T @ DR)
-        return (DR - self.d_inv[:, None] * (self._F @ c)).reshape(np.shape(R))
+        return woodbury_solve(self._F, self.d_inv, self._chol, R2).reshape(np.shape(R))
 
     def sample(self, n_samples, random_state=None):
         """``n_samples`` columns from ``N(0, P)``: the parent's draws."""
         rng = np.random.default_rng(random_state)
         e1 = rng.standard_normal((len(self.X), n_samples))
         e2 = rng.standard_normal((len(self.Z), n_samples))
-        return e1 / np.sqrt(self.d_inv)[:, None] + self._F @ e2[: self._F.shape[1]]
+        return woodbury_sample(self._F, self.d_inv, e1, e2, np)
+
+
+def woodbury_solve(F, d_inv, chol, R, sp=HOST):
+    """``P^-1 R`` for ``P = D + F F^T`` (``d_inv = 1 / diag(D)``, ``chol`` the
+    Cholesky factor of ``I + F^T D^-1 F``, on the host) by Woodbury:
+    ``D^-1 R - D^-1 F (I + F^T D^-1 F)^-1 F^T D^-1 R``, in the namespace of
+    the space ``sp`` (NumPy on the host, the device's for :mod:`._device`).
+
+    The ``r x k`` system is solved on the host by the Cholesky factor (the
+    Array API has no triangular solve): with an explicit inverse on the
+    device instead, CG's iterates, hence the variances, moved by 2e-7
+    (relative) from the host path's, which they equal to rounding this way.
+    """
+    d = d_inv[:, None] if R.ndim == 2 else d_inv
+    DR = d * R
+    c = scipy.linalg.cho_solve(chol, sp.host(sp.xp.matrix_transpose(F) @ DR))
+    return DR - d * (F @ sp.put(c))
+
+
+def woodbury_sample(F, d_inv, e1, e2, xp):
+    """Columns from ``N(0, D + F F^T)`` made of the standard normal draws
+    ``e1`` (``n x p``) and ``e2`` (``m x p``, ``m >= r`` rows; its first
+    ``r`` used), in namespace ``xp``."""
+    return e1 / xp.sqrt(d_inv)[:, None] + F @ e2[: F.shape[1], :]
 
 
 def preconditioner(kernel, X, shift, landmarks, backend=None):

@@ -412,30 +412,29 @@ class KernelRidge(DeviceCopies, DeviceScore, FallbackMixin, MultiOutputMixin,
         fitted = fitted_placement(self, "X_fit_", who="KernelRidge.predict",
                                   device_ok=self._device_serves())
         place = check_same_place(self, X, fitted, "predict")
-        if place.space.on_device:
-            return self._predict_device(X, place)
+        sp = place.space
+        if sp.on_device:
+            X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
+            Xf, coef = self._fitted_on(place, "X_fit_", "dual_coef_")
+            return place.to_output(self._predict_reduction(X, Xf, coef, place))
         X = validate_numeric(self, host_array(X), reset=False,
                           dtype=[np.float64, np.float32], accept_sparse=("csr", "csc"))
         if is_sparse(X):  # a dense fit's features: scikit-learn's kernels take it
             X = X.toarray()
-        kernel = self._kernel()
         Xf, coef = host_array(self.X_fit_), host_array(self.dual_coef_)
         if len(X) * len(Xf) <= _DENSE_PREDICT_MAX:
-            return place.to_output(kernel(X, Xf) @ coef)
-        K = kernel.lazy(X.astype(Xf.dtype, copy=False), Xf)
-        out = K.matmul(coef.reshape(len(coef), -1), backend=place.backend)
-        return place.to_output(out.reshape((len(X),) + coef.shape[1:]))
+            return place.to_output(self._kernel()(X, Xf) @ coef)
+        return place.to_output(self._predict_reduction(X, Xf, coef, place))
 
-    def _predict_device(self, X, place):
-        """:meth:`predict` where the fit computed: one reduction on the device."""
+    def _predict_reduction(self, X, Xf, coef, place):
+        """``K(X, X_fit) @ dual_coef`` as one reduction, in the namespace of
+        ``place``'s space: NumPy on the host, the device's on a device (the
+        arrays already there: one path for both)."""
         sp = place.space
-        X, _ = validate_on_device(self, place.to_space(X), reset=False, space=sp)
-        Xf, coef = self._fitted_on(place, "X_fit_", "dual_coef_")
         K = self._kernel().lazy(sp.engine(sp.astype(X, sp.np_dtype(Xf))), sp.engine(Xf))
         C = coef if coef.ndim == 2 else sp.xp.reshape(coef, (coef.shape[0], 1))
         out = sp.from_engine(K.matmul(sp.engine(C), backend=place.backend))
-        shape = (X.shape[0],) + tuple(coef.shape[1:])
-        return place.to_output(sp.xp.reshape(out, shape))
+        return sp.xp.reshape(out, (X.shape[0],) + tuple(coef.shape[1:]))
 
     def _predict_dask_fit(self, X):
         dask_in = is_dask_array(X)

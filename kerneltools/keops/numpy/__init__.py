@@ -22,7 +22,7 @@ from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per for
 from .._genred import Binding, GenredBase
 from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
-from .._parser import FormulaSyntaxError
+from ...lazy._formula_strings._parser import FormulaSyntaxError
 
 ComplexLazyTensor = _lazy.ComplexLazyTensor
 

@@ -24,7 +24,7 @@ from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
 from .._genred import Binding, GenredBase
 from .._kernel_solve import KernelSolveBase
 from .._generic import generic_functions
-from .._parser import FormulaSyntaxError
+from ...lazy._formula_strings._parser import FormulaSyntaxError
 
 ComplexLazyTensor = _ktorch.ComplexLazyTensor
 

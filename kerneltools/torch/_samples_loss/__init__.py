@@ -288,8 +288,7 @@ def _cost_formula(cost, who):
         raise TypeError(f"{who}: 'cost' must be a KeOps formula string in X and Y, a "
                         f"callable of LazyTensors, or None; got {type(cost).__name__}")
     from ... import lazy
-    from ...keops._formulas import check, evaluate
-    from ...keops._parser import parse_formula
+    from ...lazy._formula_strings import check, evaluate, parse_formula
 
     tree = parse_formula(cost)
     check(tree, {"X", "Y"}, cost)

@@ -158,3 +158,142 @@ def test_many_columns_in_wide_blocks_match_dense_numpy(e, backend):
     got = K.matmul(b, backend=backend)
     assert got.shape == (70, e) and got.dtype == dtype
     np.testing.assert_allclose(got, ref, rtol=0, atol=TOL[dtype] * np.abs(ref).max())
+
+
+# Moved from test_cpu_backend.py (issue 38): wide formulas of every kind, with
+# ranges, and many-column sums, over the backends
+def _wide_case(kind: str, d: int, dtype, n: int = 30, m: int = 45, ranges=None, mask=None):
+    """A formula over d features and its float64 NumPy reference (``ranges``:
+    a block-sparse description, whose pairs ``mask`` gives the reference)."""
+    rng = np.random.default_rng(d)
+    x, y = rng.random((n, d)).astype(dtype), rng.random((m, d)).astype(dtype)
+    b = rng.standard_normal((m, 2)).astype(dtype)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    d2 = ((x64[:, None] - y64[None]) ** 2).sum(-1)
+    keep = np.ones((n, m), bool) if mask is None else mask
+    if kind == "gauss":  # smooth: the dot-product micro-kernel and wide norms
+        g = 4.0 / d
+        F = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp() * kt.Vj(b)
+        return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), \
+            (keep * np.exp(-g * d2)) @ b
+    if kind == "argkmin":  # direct form: a feature loop inside the pair loop
+        return (lambda be: kt.Vi(x).sqdist(kt.Vj(y)).argKmin(3, axis=1, backend=be,
+                                                            ranges=ranges),
+                np.argsort(np.where(keep, d2, np.inf), axis=1, kind="stable")[:, :3])
+    # a parameter vector of weights, a j-only and an i-only wide sum
+    w = rng.random(d).astype(dtype)
+    F = (-((kt.Pm(w) * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)) / d).exp() \
+        * (kt.Vj(y) ** 2).sum(-1) * (kt.Vi(x) ** 2).sum(-1)
+    ref = np.exp(-((w.astype(np.float64) * (x64[:, None] - y64[None]) ** 2).sum(-1)) / d)
+    ref = (keep * ref) @ (y64 ** 2).sum(-1)[:, None] * (x64 ** 2).sum(-1)[:, None]
+    return (lambda be: F.sum(axis=1, backend=be, ranges=ranges)), ref
+
+
+def _check_wide(kind: str, got, ref, dtype) -> None:
+    if kind == "argkmin":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        rtol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kind, d", [("gauss", 784), ("gauss", 2000), ("argkmin", 784),
+                                     ("argkmin", 2000), ("weighted", 784)])
+def test_wide_formulas_match_numpy(kind, d, backend, dtype, shared_cache):
+    """MNIST-sized and wider variables (rendered as loops over the features on
+    the CPU, so that they compile in about a second) give NumPy's results."""
+    run, ref = _wide_case(kind, d, dtype)
+    _check_wide(kind, run(backend), ref, dtype)
+
+
+@pytest.mark.parametrize("kind", ["argkmin", "weighted"])
+def test_wide_formulas_with_ranges_match_numpy(kind, backend, dtype, shared_cache):
+    """The block-sparse kernel loops over wide features too (parameter-, i-,
+    j- and pair-level sums): D = 784 over two row blocks with overlapping
+    intervals gives the masked dense result."""
+    n, m = 30, 45
+    ranges = (np.array([[0, 15], [15, 30]]), np.array([1, 2]),
+              np.array([[0, 20], [10, 45]]),
+              np.array([[0, 10], [10, 20], [20, 45]]), np.array([1, 2, 3]),
+              np.array([[0, 15], [0, 30], [15, 30]]))
+    mask = np.zeros((n, m), bool)
+    mask[:15, :20] = mask[15:, 10:] = True
+    run, ref = _wide_case(kind, 784, dtype, n, m, ranges=ranges, mask=mask)
+    _check_wide(kind, run(backend), ref, dtype)
+
+
+@pytest.mark.parametrize("kind", ["gauss", "argkmin", "weighted"])
+def test_wide_formula_source_does_not_grow_with_the_dimension(kind):
+    """Features are looped over, not unrolled: the generated C is about as long
+    at D = 2000 as at D = 64 (the compile time follows the source's size)."""
+    lengths = []
+    for d in (64, 2000):
+        rng = np.random.default_rng(0)
+        x, y = rng.random((4, d)), rng.random((5, d))
+        f = kt.Vi(x).sqdist(kt.Vj(y))
+        w = kt.Pm(rng.random(d))
+        formula, red = {
+            "gauss": ((-f * 0.5).exp() * kt.Vj(y[:, :1]), "Sum"),
+            "argkmin": (f, "ArgKMin"),
+            "weighted": ((-(w * (kt.Vi(x) - kt.Vj(y)) ** 2).sum(-1)).exp()
+                         * (kt.Vj(y) ** 2).sum(-1), "Sum"),
+        }[kind]
+        plan = formula._plan(red, 1, K=3)[0] if red == "ArgKMin" else formula._plan(red, 1)[0]
+        lengths.append([len(_cpu_backend.generate_source(plan, key="k", ranges=r))
+                        for r in (False, True)])
+    for dense_or_ranges in (0, 1):  # the block-sparse variant too
+        assert lengths[1][dense_or_ranges] < lengths[0][dense_or_ranges] + 200, lengths
+
+
+@pytest.mark.parametrize("e, d, axis", [(8, 3, 1), (33, 3, 1), (33, 20, 0), (128, 20, 1)])
+def test_many_column_sums_match_numpy(e, d, axis, backend, dtype, shared_cache):
+    """``K @ B`` with B of 8 to 128 columns (on the CPU the GEMM form of
+    ``_cpu_gemm``: K by blocks, then a micro-kernel over the columns; D = 20
+    also takes the dot-product micro-kernel) gives dense NumPy's result over
+    a partial row block and a partial tile, NaN and inf propagating into the
+    outputs they touch only, over either axis."""
+    rng = np.random.default_rng(e)
+    n, m = 21, 700  # not a multiple of the row block; more than one tile
+    x, y = rng.random((n, d)), rng.random((m, d))
+    b = rng.standard_normal((m if axis == 1 else n, e))
+    b[3, 5], b[10, 2] = np.nan, np.inf
+    (x if axis == 1 else y)[4, 0] = np.nan  # a NaN output row
+    x, y, b = x.astype(dtype), y.astype(dtype), b.astype(dtype)
+    g = 3.0 / d
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp()
+    B = kt.Vj(b) if axis == 1 else kt.Vi(b)
+    got = (K * B).sum(axis=axis, backend=backend)
+    dense = np.exp(-g * ((x[:, None].astype(float) - y[None]) ** 2).sum(-1))
+    dense = dense if axis == 1 else dense.T
+    with np.errstate(invalid="ignore"):
+        ref = dense @ b.astype(float)
+        scale = np.nanmax(np.where(np.isfinite(ref), np.abs(dense) @ np.abs(
+            np.nan_to_num(b.astype(float), nan=0, posinf=0)), 0))
+    assert got.shape == ref.shape and got.dtype == dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
+
+
+def test_many_column_sum_whose_columns_also_enter_the_kernel(backend):
+    """``K(x_i, y_j) @ [y_j, 1]`` (MeanShift's weighted means: B's variable is
+    also read by K) compiles and equals dense NumPy (it failed to compile)."""
+    rng = np.random.default_rng(1)
+    x, y = rng.random((21, 10)), rng.random((300, 10))
+    yb = np.hstack([y, np.ones((300, 1))])
+    Y = kt.Vj(yb)
+    K = (-kt.Vi(x).sqdist(Y.extract(0, 10)) * 0.3).exp()
+    got = (K * Y).sum(axis=1, backend=backend)
+    ref = np.exp(-0.3 * ((x[:, None] - y[None]) ** 2).sum(-1)) @ yb
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_many_column_sum_source_does_not_grow_with_the_columns():
+    """The GEMM form loops over B's columns: its C source (so its compile
+    time) is the same size for 8 and 256 columns."""
+    x = np.random.default_rng(0).random((5, 3))
+    K = (-kt.Vi(x).sqdist(kt.Vj(x))).exp()
+    a, b = (_cpu_backend.generate_source((K * kt.Vj(np.ones((5, e))))._plan("Sum", 1)[0],
+                                         key="k") for e in (8, 256))
+    assert a.count("\n") == b.count("\n") and abs(len(a) - len(b)) < 100

@@ -83,9 +83,42 @@ def _cloud(kind: str, n: int, d: int, dtype, seed=0):
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("d", [1, 2, 3, 8, 33])
-@pytest.mark.parametrize("K", [1, 5, 10, 16, 17, 40])
+DTYPES = (np.float32, np.float64)
+IDENTICAL_D, IDENTICAL_K = (1, 2, 3, 8, 33), (1, 5, 10, 16, 17, 40)
+#: The (D, K) of test_adversarial_clouds, which compiles their kernels in
+#: both dtypes anyway (the kernel cache shares them within the module).
+ADVERSARIAL_DK = {(d, K) for d in (1, 3, 8) for K in (1, 10, 17)}
+
+
+def _identical_cases() -> list[tuple]:
+    """Every (D, K) of ``IDENTICAL_D x IDENTICAL_K`` in one dtype, alternating,
+    so that every dtype meets every D and every K; the (D, K) of
+    :data:`ADVERSARIAL_DK` in both dtypes (their kernels are built there
+    anyway). Each case compiles two kernels (with and without the
+    prefilter; both axes share them): the full cross of the three compiled
+    120 for this test, these 39 cases 78, 36 of them reused by the
+    adversarial clouds."""
+    cases = []
+    for a, d in enumerate(IDENTICAL_D):
+        for b, K in enumerate(IDENTICAL_K):
+            both = (d, K) in ADVERSARIAL_DK
+            cases += [(t, d, K) for t in (DTYPES if both else DTYPES[(a + b) % 2:][:1])]
+    return cases
+
+
+def test_the_identical_cases_cover_every_pair():
+    cases = _identical_cases()
+    assert {(d, K) for _, d, K in cases} == {(d, K) for d in IDENTICAL_D
+                                             for K in IDENTICAL_K}
+    for t in DTYPES:
+        assert {d for u, d, _ in cases if u is t} == set(IDENTICAL_D)
+        assert {K for u, _, K in cases if u is t} == set(IDENTICAL_K)
+    assert {(t, d, K) for t in DTYPES for d, K in ADVERSARIAL_DK} <= set(cases)
+
+
+@pytest.mark.parametrize(("dtype", "d", "K"), [
+    pytest.param(t, d, K, id=f"{np.dtype(t).name}-{d}-{K}")
+    for t, d, K in _identical_cases()])
 def test_identical_without_prefilter(dtype, d, K):
     """Uniform points, N and M not multiples of any tile, both axes."""
     n, m = (301, 1111) if d < 33 else (133, 577)

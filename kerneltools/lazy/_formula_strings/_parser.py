@@ -6,7 +6,7 @@ with its variables declared by aliases, ``"x = Vi(3)"``, ``"y = Vj(1, 3)"``,
 such strings to Python's ``eval``; here they are read by a tokenizer and a
 precedence-climbing (Pratt) parser into a small syntax tree of
 :class:`Num`, :class:`Name`, :class:`Call`, :class:`BinOp` and
-:class:`Neg` nodes, which :mod:`kerneltools.keops._formulas` turns into
+:class:`Neg` nodes, which :mod:`._operations` turns into
 LazyTensor formulas. Nothing in a formula string is ever executed.
 
 The grammar is the part of Python's expression grammar that pykeops'
@@ -36,8 +36,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Union
 
-from ..backend._errors import FormulaSyntaxError
-from ..backend._limits import MAX_ARGUMENTS, MAX_DIM, MAX_LITERAL_CHARS, check_int
+from ...backend._errors import FormulaSyntaxError
+from ...backend._limits import MAX_ARGUMENTS, MAX_DIM, MAX_LITERAL_CHARS, check_int
 
 __all__ = ["Alias", "BinOp", "Call", "FormulaSyntaxError", "ListLit", "Name", "Neg", "Num",
            "parse_alias", "parse_formula"]

@@ -17,8 +17,8 @@ import numbers
 
 import numpy as np
 
-from ..backend._errors import FormulaSyntaxError
-from ..backend._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
+from ...backend._errors import FormulaSyntaxError
+from ...backend._limits import MAX_DECIMALS, MAX_DIM, MAX_EXPONENT, check_int
 from ._parser import BinOp, Call, ListLit, Name, Neg, Num, variable_of
 
 __all__ = ["OPERATIONS", "INT_KINDS", "check", "evaluate", "variables_of"]
