@@ -24,7 +24,7 @@ from .._shared._fallback import FallbackMixin, is_sparse
 from ..._utils._param_validation import Interval, StrOptions, validate_params
 from ..._utils._validation import validate_numeric
 from ._kernel_ops import DataKernel, cross_apply, svm_kernel
-from ._solver import WORKING_SET
+from . import _solver
 
 __all__ = ["BaseSVM"]
 
@@ -155,7 +155,7 @@ class BaseSVM(FallbackMixin, BaseEstimator):
 
     def _solver_options(self) -> dict:
         return {"eps": float(self.tol), "max_iter": int(self.max_iter),
-                "q": WORKING_SET, "verbose": max(int(self.verbose) - 1, 0)}
+                "q": _solver.WORKING_SET, "verbose": max(int(self.verbose) - 1, 0)}
 
     def _data_kernel(self, X):
         kernel = svm_kernel(self.kernel, gamma=self._gamma, degree=self.degree,

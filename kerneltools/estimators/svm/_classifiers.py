@@ -11,8 +11,12 @@ row ``i``. Decision values of every pair come from one product
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -117,6 +121,8 @@ class BaseSVC(ClassifierMixin, BaseSVM):
         return W
 
     def _linear_coef(self):
+        if len(self.classes_) == 2:  # the public (flipped) sign, as scikit-learn
+            return self.dual_coef_ @ self.support_vectors_
         return self._coef_columns().T @ self.support_vectors_
 
     # -- prediction ---------------------------------------------------------
@@ -185,28 +191,59 @@ class BaseSVC(ClassifierMixin, BaseSVM):
                                  "probability=False")
         return True
 
-    @property
-    def predict_proba(self):
-        """Class probabilities (``probability=True``: scikit-learn's Platt
-        scaling, fitted by the hand-over)."""
-        self._check_proba()
-        return self.fallback_.predict_proba
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Class probabilities: ``probability=True`` fits are scikit-learn's
+        (Platt scaling on internal cross-validation), handed over.
 
-    @property
-    def predict_log_proba(self):
-        """Log of :attr:`predict_proba`."""
-        self._check_proba()
-        return self.fallback_.predict_log_proba
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        return self._proba_fit().predict_proba(X)
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        return self._proba_fit().predict_log_proba(X)
+
+    def _proba_fit(self):
+        check_is_fitted(self)
+        if not self._delegating():
+            raise NotFittedError("predict_proba is not available when fitted with "
+                                 "probability=False")
+        return self.fallback_
 
     @property
     def probA_(self):
-        """Platt scaling's first parameter (scikit-learn's, deprecated in 1.9)."""
-        return self.fallback_.probA_ if self._delegating() else self._probA
+        """Platt scaling's first parameter (deprecated in scikit-learn 1.9)."""
+        warnings.warn(_PROB_DEPRECATION.format("probA_"), FutureWarning)
+        return self._probA
 
     @property
     def probB_(self):
-        """Platt scaling's second parameter (scikit-learn's, deprecated in 1.9)."""
-        return self.fallback_.probB_ if self._delegating() else self._probB
+        """Platt scaling's second parameter (deprecated in scikit-learn 1.9)."""
+        warnings.warn(_PROB_DEPRECATION.format("probB_"), FutureWarning)
+        return self._probB
+
+
+_PROB_DEPRECATION = (
+    "Attribute `{}` was deprecated in version 1.9 and will be removed in 1.11 as the "
+    "`probability=True` option for SVC and NuSVC was deprecated and will be removed "
+    "in 1.11.")
 
 
 def ovr_decision_function(predictions, confidences, n_classes):

@@ -187,7 +187,12 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     kdiag = kernel.diag()
     G = problem.p.astype(np.float64).copy()
     nz = np.flatnonzero(alpha)
-    if nz.size:
+    whole = None
+    if len(y) <= q:  # one block: libsvm's own float32 columns and sums
+        whole = kernel.block(point, point).astype(np.float32).astype(np.float64)
+        for i in nz:  # libsvm's order: G += alpha_i Q_i, one column at a time
+            G += alpha[i] * (y * y[i] * whole[:, i])
+    elif nz.size:
         G += y * _apply(kernel, point, nz, y[nz] * alpha[nz])
     n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
     q = max(int(q), 2)
@@ -208,7 +213,8 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         budget = -1 if max_iter == -1 else max_iter - n_iter
         inner_eps = eps if B.size == len(y) else max(eps, INNER_FRACTION * gap)
         # libsvm caches float32 kernel values (Qfloat); its diagonal is float64
-        K = kernel.block(point[B], point[B]).astype(np.float32).astype(np.float64)
+        K = whole if B.size == len(y) and whole is not None else (
+            kernel.block(point[B], point[B]).astype(np.float32).astype(np.float64))
         a_new, v_B, its = smo_block(alpha[B], G[B], y[B], C[B], K, kdiag[point[B]],
                                eps=inner_eps, groups=[g[B] for g in groups],
                                max_iter=budget)
