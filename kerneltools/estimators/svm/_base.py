@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._shared._fallback import FallbackMixin, is_sparse
 from ..._utils._param_validation import Interval, StrOptions, validate_params
-from ..._utils._validation import validate_numeric
+from sklearn.utils.validation import validate_data
 from ._kernel_ops import DataKernel, cross_apply, svm_kernel
 from . import _solver
 
@@ -115,9 +115,9 @@ class BaseSVM(FallbackMixin, BaseEstimator):
                 return self._fit_fallback(reason, X, y, sample_weight=sample_weight)
         self._drop_fallback()
         if self._impl == "one_class":
-            X = validate_numeric(self, X, dtype=np.float64, order="C")
+            X = validate_data(self, X, dtype=np.float64, order="C")
         else:
-            X, y = validate_numeric(self, X, y, dtype=np.float64, order="C",
+            X, y = validate_data(self, X, y, dtype=np.float64, order="C",
                                     y_numeric=self._impl in ("epsilon_svr", "nu_svr"))
         y = self._validate_targets(y, len(X))
         W = _sample_weight(sample_weight, len(X))
@@ -186,7 +186,7 @@ class BaseSVM(FallbackMixin, BaseEstimator):
         if is_sparse(X):
             raise ValueError(f"cannot use sparse input in {type(self).__name__!r} "
                              "trained on dense data")
-        X = validate_numeric(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
         sv = self.support_vectors_
         if sv.size > 0 and self.n_support_.sum() != sv.shape[0]:
             raise ValueError(f"The internal representation of {type(self).__name__} "
