@@ -44,7 +44,7 @@ __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 #: libsvm's TAU: the curvature used for a pair whose kernel curvature is <= 0.
 TAU = 1e-12
 #: Default working-set size (points per outer step).
-WORKING_SET = 1024
+WORKING_SET = 2048
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.1
 
@@ -120,21 +120,26 @@ def violation(v, up, low, groups) -> float:
 
 
 def _working_set(v, up, low, groups, q, keep):
-    """The ``q`` most violating variables: per group, the largest ``v`` free to go
-    up and the smallest free to go down, half each; then ``keep`` (the last
-    set's free variables) up to ``q``."""
+    """The next working set, of at most ``q`` variables: per group, the most
+    violating ones (largest ``v`` free to go up, smallest free to go down),
+    a quarter of ``q`` each side; then the last set's free variables
+    (``keep``), whose kernel rows are known; then more violators up to ``q``
+    (ThunderSVM's policy, Wen et al. 2018)."""
     per = max(q // (2 * len(groups)), 1)
-    chosen = []
+    ranked = []  # per side, the top ``per`` violators, most violating first
     for g in groups:
         for mask, sign in ((up & g, -1.0), (low & g, 1.0)):
             idx = np.flatnonzero(mask)
             if idx.size > per:
                 idx = idx[np.argpartition(sign * v[idx], per - 1)[:per]]
-            chosen.append(idx)
-    B = np.unique(np.concatenate(chosen))
-    if keep is not None and B.size < q:
-        extra = np.setdiff1d(keep, B, assume_unique=False)[: q - B.size]
-        B = np.union1d(B, extra)
+            ranked.append(idx[np.argsort(sign * v[idx], kind="stable")])
+    half = max(per // 2, 1)
+    B = np.unique(np.concatenate([r[:half] for r in ranked]))
+    if keep is not None and keep.size:
+        B = np.union1d(B, np.setdiff1d(keep, B)[: max(q - B.size, 0)])
+    if B.size < q:
+        rest = np.setdiff1d(np.concatenate([r[half:] for r in ranked]), B)
+        B = np.union1d(B, rest[: q - B.size])
     return B
 
 
@@ -195,6 +200,7 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     elif nz.size:
         G += y * _apply(kernel, point, nz, y[nz] * alpha[nz])
     n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
+    cache = _BlockCache(kernel, point)
     q = max(int(q), 2)
     while True:
         up, low = _up_low(y, alpha, C)
@@ -213,8 +219,7 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         budget = -1 if max_iter == -1 else max_iter - n_iter
         inner_eps = eps if B.size == len(y) else max(eps, INNER_FRACTION * gap)
         # libsvm caches float32 kernel values (Qfloat); its diagonal is float64
-        K = whole if B.size == len(y) and whole is not None else (
-            kernel.block(point[B], point[B]).astype(np.float32).astype(np.float64))
+        K = whole if B.size == len(y) and whole is not None else cache.block(B)
         a_new, v_B, its = smo_block(alpha[B], G[B], y[B], C[B], K, kdiag[point[B]],
                                eps=inner_eps, groups=[g[B] for g in groups],
                                max_iter=budget)
@@ -241,6 +246,35 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
                     timed_out=timed_out, gap=gap)
 
 
+class _BlockCache:
+    """The last working set's kernel block: the next block computes only the
+    rows of its new variables (half of a set is typically kept)."""
+
+    def __init__(self, kernel, point):
+        self.kernel, self.point = kernel, point
+        self.B = self.K = None
+
+    def _rows(self, rows, cols):
+        K = self.kernel.block(self.point[rows], self.point[cols])
+        return K.astype(np.float32).astype(np.float64)  # libsvm's Qfloat values
+
+    def block(self, B):
+        if self.B is None:
+            K = self._rows(B, B)
+        else:
+            pos = np.minimum(np.searchsorted(self.B, B), len(self.B) - 1)
+            hit = self.B[pos] == B
+            old, new = np.flatnonzero(hit), np.flatnonzero(~hit)
+            K = np.empty((B.size, B.size))
+            K[np.ix_(old, old)] = self.K[np.ix_(pos[old], pos[old])]
+            if new.size:
+                R = self._rows(B[new], B)
+                K[new, :] = R
+                K[:, new] = R.T
+        self.B, self.K = B, K
+        return K
+
+
 def _apply(kernel, point, t, w):
     """``sum_{k} K(x_{point[s]}, x_{point[t_k]}) w_k`` for every variable ``s``."""
     return kernel.apply(point[t], w)[point]
@@ -252,21 +286,24 @@ def _apply(kernel, point, t, w):
 def smo_block(alpha, G, y, C, K, kd, *, eps, groups, max_iter=-1):
     """libsvm's SMO on a block: WSS2, the clipped two-variable update, until
     the block's maximal violation is below ``eps``. ``K`` is the block's
-    kernel, ``kd`` its diagonal. Returns (alpha, iterations)."""
+    kernel (libsvm's float32 values), ``kd`` its diagonal (float64).
+    Returns (alpha, -y G on the block, iterations)."""
     alpha = alpha.copy()
     v = -y * G  # -y G, updated in place
     up, low = _up_low(y, alpha, C)
+    quad = _Curvature(K, kd)
+    groups = None if len(groups) == 1 else groups
     its = 0
     while max_iter == -1 or its < max_iter:
-        pair = _select_pair(v, up, low, K, kd, groups, eps)
+        pair = _select_pair(v, up, low, quad, groups, eps)
         if pair is None:
             break
         i, j = pair
         ai, aj = _update_pair(alpha[i], alpha[j], -y[i] * v[i], -y[j] * v[j], y[i],
-                              y[j], C[i], C[j], kd[i] + kd[j] - 2 * K[i, j])
+                              y[j], C[i], C[j], quad.pair(i, j))
         di, dj = ai - alpha[i], aj - alpha[j]
         alpha[i], alpha[j] = ai, aj
-        v -= K[:, i] * (y[i] * di) + K[:, j] * (y[j] * dj)
+        v -= K[i] * (y[i] * di) + K[j] * (y[j] * dj)  # K symmetric: rows
         for t in (i, j):
             up[t] = alpha[t] < C[t] if y[t] > 0 else alpha[t] > 0
             low[t] = alpha[t] > 0 if y[t] > 0 else alpha[t] < C[t]
@@ -274,31 +311,60 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, groups, max_iter=-1):
     return alpha, v, its
 
 
-def _select_pair(v, up, low, K, kd, groups, eps):
+class _Curvature:
+    """libsvm's curvature ``K_ii + K_jj - 2 K_ij`` of a pair (TAU where <= 0),
+    a row at a time: a step uses far fewer rows than the block has."""
+
+    def __init__(self, K, kd):
+        self.K, self.kd = K, kd
+
+    def __getitem__(self, i):
+        q = self.kd[i] + self.kd - 2 * self.K[i]
+        return np.where(q > 0, q, TAU)
+
+    def pair(self, i, j):
+        q = self.kd[i] + self.kd[j] - 2 * self.K[i, j]
+        return q if q > 0 else TAU
+
+
+def _last(a, fn):
+    """The last index where ``fn`` (argmax or argmin) is reached (libsvm's ties)."""
+    return len(a) - 1 - int(fn(a[::-1]))
+
+
+def _select_pair(v, up, low, quad, groups, eps):
     """WSS2 (libsvm's ``select_working_set``; per sign for ``Solver_NU``): ``i``
-    maximal ``v`` in ``up``; ``j`` in ``low`` minimising ``-(v_i - v_j)^2 /
-    curvature``; ties go to the last index, as libsvm's ``>=`` and ``<=``.
-    None when the violation is below ``eps`` or no pair can move."""
-    gap, obj, first = -np.inf, None, np.empty(len(v), dtype=np.intp)
+    maximal ``v`` in ``up``; ``j`` in ``low`` maximising ``(v_i - v_j)^2 /
+    quad_ij`` (libsvm minimises its negative); ties go to the last index, as
+    libsvm's ``>=`` and ``<=``. None when the violation is below ``eps`` or
+    no pair can move."""
+    if groups is None:
+        vu = np.where(up, v, -np.inf)
+        i = _last(vu, np.argmax)
+        vl = np.where(low, v, np.inf)
+        gap = vu[i] - vl.min()
+        if not gap >= eps:  # also NaN: nothing free on one side
+            return None
+        diff = vu[i] - vl  # -inf off the low set
+        gain = np.where(diff > 0, diff * diff / quad[i], -np.inf)
+        j = _last(gain, np.argmax)
+        return (i, j) if gain[j] > -np.inf else None
+    gap, gain, first = -np.inf, None, np.empty(len(v), dtype=np.intp)
     for g in groups:
-        vi = np.where(up & g, v, -np.inf)
-        i = len(v) - 1 - int(np.argmax(vi[::-1]))
-        lowg = low & g
-        if vi[i] == -np.inf or not lowg.any():
+        vu = np.where(up & g, v, -np.inf)
+        i = _last(vu, np.argmax)
+        vl = np.where(low & g, v, np.inf)
+        if vu[i] == -np.inf or vl.min() == np.inf:
             continue
-        gap = max(gap, vi[i] - float(v[lowg].min()))
-        diff = vi[i] - v
-        quad = kd[i] + kd - 2 * K[i]
-        quad = np.where(quad > 0, quad, TAU)
-        o = np.where(lowg & (diff > 0), -(diff * diff) / quad, np.inf)
-        obj = o if obj is None else np.where(g, o, obj)
+        gap = max(gap, vu[i] - vl.min())
+        diff = vu[i] - vl
+        o = np.where(diff > 0, diff * diff / quad[i], -np.inf)
+        gain = o if gain is None else np.where(g, o, gain)
         first[g] = i
-    if gap < eps or obj is None:
+    if gap < eps or gain is None:
         return None
-    j = len(v) - 1 - int(np.argmin(obj[::-1]))
-    if obj[j] == np.inf:
-        return None
-    return int(first[j]), j
+    j = _last(gain, np.argmax)
+    return (int(first[j]), j) if gain[j] > -np.inf else None
 
 
 def _update_pair(ai, aj, Gi, Gj, yi, yj, Ci, Cj, quad):
