@@ -155,7 +155,7 @@ class BaseSVM(FallbackMixin, BaseEstimator):
 
     def _solver_options(self) -> dict:
         return {"eps": float(self.tol), "max_iter": int(self.max_iter),
-                "q": _solver.WORKING_SET, "verbose": max(int(self.verbose) - 1, 0)}
+                "q": _solver.WORKING_SET, "verbose": int(self.verbose)}
 
     def _data_kernel(self, X):
         kernel = svm_kernel(self.kernel, gamma=self._gamma, degree=self.degree,

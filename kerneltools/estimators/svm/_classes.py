@@ -20,7 +20,8 @@ _COMMON_DOC = """
         libsvm's stopping rule: the maximal violating pair's gap below ``tol``.
     shrinking, cache_size : accepted for compatibility (the solver keeps no cache)
     verbose : bool or int
-        Outer steps of the solver (violation, support vectors) at 2 and above.
+        Progress of the solver: each outer step, the maximal violation, the
+        support vectors so far (and the pairs of a multiclass fit).
     max_iter : int, default=-1
         Cap on SMO iterations (-1: none); reaching it warns as scikit-learn.
 """

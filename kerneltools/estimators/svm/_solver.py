@@ -299,8 +299,11 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, groups, max_iter=-1):
         if pair is None:
             break
         i, j = pair
-        ai, aj = _update_pair(alpha[i], alpha[j], -y[i] * v[i], -y[j] * v[j], y[i],
-                              y[j], C[i], C[j], quad.pair(i, j))
+        # Python floats: C = inf (a hard margin) gives inf - inf = nan in the
+        # clipping tests, as in libsvm's C, without NumPy's warning
+        ai, aj = _update_pair(float(alpha[i]), float(alpha[j]), float(-y[i] * v[i]),
+                              float(-y[j] * v[j]), y[i], y[j], float(C[i]),
+                              float(C[j]), float(quad.pair(i, j)))
         di, dj = ai - alpha[i], aj - alpha[j]
         alpha[i], alpha[j] = ai, aj
         v -= K[i] * (y[i] * di) + K[j] * (y[j] * dj)  # K symmetric: rows
