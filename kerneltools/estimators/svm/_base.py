@@ -132,6 +132,13 @@ class BaseSVM(FallbackMixin, BaseEstimator):
         self._fit_kept(X[keep], None if y is None else y[keep], W[keep],
                        removed=keep.size < len(X))
         self.shape_fit_ = X.shape
+        self._public_state()
+        self._warn_from_fit_status()
+        return self
+
+    def _public_state(self):
+        """The public attributes from libsvm's (scikit-learn's sign flip for
+        binary classifiers), checked finite as scikit-learn does."""
         self._intercept_ = np.asarray(self._intercept_, dtype=np.float64)
         self.dual_coef_ = self._dual_coef_
         self.intercept_ = self._intercept_.copy()
@@ -144,8 +151,6 @@ class BaseSVM(FallbackMixin, BaseEstimator):
                              "preprocessed.")
         self.n_iter_ = (self._num_iter if self._impl in ("c_svc", "nu_svc")
                         else int(self._num_iter[0]))
-        self._warn_from_fit_status()
-        return self
 
     def _validate_targets(self, y, n):
         """Regression and one-class targets: float64 (overridden by the classifiers)."""

@@ -190,15 +190,7 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     point = problem.point
     groups = _groups(y, nu)
     kdiag = kernel.diag()
-    G = problem.p.astype(np.float64).copy()
-    nz = np.flatnonzero(alpha)
-    whole = None
-    if len(y) <= q:  # one block: libsvm's own float32 columns and sums
-        whole = kernel.block(point, point).astype(np.float32).astype(np.float64)
-        for i in nz:  # libsvm's order: G += alpha_i Q_i, one column at a time
-            G += alpha[i] * (y * y[i] * whole[:, i])
-    elif nz.size:
-        G += y * _apply(kernel, point, nz, y[nz] * alpha[nz])
+    G, whole = _initial_gradient(problem, kernel, y, alpha, q)
     n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
     cache = _BlockCache(kernel, point)
     q = max(int(q), 2)
@@ -207,9 +199,7 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         v = -y * G
         gap = violation(v, up, low, groups)
         if verbose:
-            print(f"[svm] step {step}: violation {gap:.3g}, support vectors "
-                  f"{np.count_nonzero(alpha)}, iterations {n_iter}, "
-                  f"{time.perf_counter() - t0:.2f} s", flush=True)
+            _report(step, gap, alpha, n_iter, t0)
         if gap < eps:
             break
         if max_iter != -1 and n_iter >= max_iter:
@@ -244,6 +234,28 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     obj = float(alpha @ (G + problem.p)) / 2
     return Solution(alpha=alpha, G=G, rho=rho, r=r, obj=obj, n_iter=n_iter,
                     timed_out=timed_out, gap=gap)
+
+
+def _initial_gradient(problem, kernel, y, alpha, q):
+    """``G = Q alpha + p`` at the start, and the whole kernel block when the
+    problem fits in one (``l <= q``: then libsvm's own float32 columns, summed
+    in libsvm's order, so that small problems follow libsvm's path)."""
+    G = problem.p.astype(np.float64).copy()
+    point, nz = problem.point, np.flatnonzero(alpha)
+    whole = None
+    if len(y) <= q:
+        whole = kernel.block(point, point).astype(np.float32).astype(np.float64)
+        for i in nz:  # libsvm: G += alpha_i Q_i, one column at a time
+            G += alpha[i] * (y * y[i] * whole[:, i])
+    elif nz.size:
+        G += y * _apply(kernel, point, nz, y[nz] * alpha[nz])
+    return G, whole
+
+
+def _report(step, gap, alpha, n_iter, t0):
+    print(f"[svm] step {step}: violation {gap:.3g}, support vectors "
+          f"{np.count_nonzero(alpha)}, iterations {n_iter}, "
+          f"{time.perf_counter() - t0:.2f} s", flush=True)
 
 
 class _BlockCache:
