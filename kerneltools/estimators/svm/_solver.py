@@ -46,7 +46,7 @@ TAU = 1e-12
 #: Default working-set size (points per outer step).
 WORKING_SET = 2048
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
-INNER_FRACTION = 0.1
+INNER_FRACTION = 0.03
 
 
 class KernelOps(Protocol):
