@@ -213,3 +213,21 @@ def test_max_iter_warns_as_scikit_learn():
     with pytest.warns(ConvergenceWarning, match="max_iter=3"):
         est = kte.SVC(max_iter=3).fit(X, y)
     assert est.fit_status_ == 1
+
+
+@pytest.mark.parametrize("Est", ["SVC", "SVR", "OneClassSVM"])
+def test_prediction_by_reduction_is_the_dense_product(Est, monkeypatch):
+    """Above ``DENSE_MAX`` entries, ``K(X, SV) @ dual_coef`` is one LazyTensor
+    reduction (every pair at once): the same values as the dense product."""
+    from kerneltools.estimators.svm import _kernel_ops
+
+    X, y = _classes(150, 3, 3)
+    if Est == "SVR":
+        y = X[:, 0] - X[:, 1]
+    est = getattr(kte, Est)().fit(X, y)
+    f = "predict" if Est == "SVR" else "decision_function"
+    dense = getattr(est, f)(X)
+    monkeypatch.setattr(_kernel_ops, "DENSE_MAX", 0)
+    np.testing.assert_allclose(getattr(est, f)(X), dense, rtol=1e-10, atol=1e-10)
+    if Est == "SVC":
+        np.testing.assert_array_equal(est.predict(X), sk.SVC().fit(X, y).predict(X))
