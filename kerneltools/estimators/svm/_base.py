@@ -248,6 +248,8 @@ def _sample_weight(sample_weight, n):
     W = np.asarray([] if sample_weight is None else sample_weight, dtype=np.float64)
     if W.ndim == 0:
         W = np.full(n, float(W))
+    if W.ndim != 1:
+        raise ValueError("Sample weights must be 1D array or scalar")
     if W.shape[0] > 0 and W.shape[0] != n:
         raise ValueError("sample_weight and X have incompatible shapes: %r vs %r\n"
                          "Note: Sparse matrices cannot be indexed w/boolean masks "

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 import sklearn.svm as sk
 from sklearn.datasets import make_classification, make_regression
 from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kerneltools.estimators as kte
 from kerneltools.estimators.svm import _solver
@@ -231,3 +232,32 @@ def test_prediction_by_reduction_is_the_dense_product(Est, monkeypatch):
     np.testing.assert_allclose(getattr(est, f)(X), dense, rtol=1e-10, atol=1e-10)
     if Est == "SVC":
         np.testing.assert_array_equal(est.predict(X), sk.SVC().fit(X, y).predict(X))
+
+
+#: The checks scikit-learn's own SVMs fail too (its PER_ESTIMATOR_XFAIL_CHECKS).
+_SAME_AS_SCIKIT_LEARN = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "a weight rescales C where repetition adds variables: libsvm's two "
+        "solutions agree to tol (test_sample_weight_is_repetition), not to 1e-7"),
+    "check_sample_weight_equivalence_on_sparse_data": (
+        "as the dense case (sparse input is scikit-learn's own fit)"),
+}
+_NUSVC_AS_SCIKIT_LEARN = {
+    "check_classifiers_one_label_sample_weights": (
+        "libsvm says 'specified nu is infeasible', as scikit-learn's NuSVC"),
+    "check_class_weight_classifiers": "nu ignores C, hence class_weight's scale",
+}
+
+
+def _expected_failures(est):
+    out = dict(_SAME_AS_SCIKIT_LEARN)
+    if isinstance(est, kte.NuSVC):
+        out.update(_NUSVC_AS_SCIKIT_LEARN)
+    return out
+
+
+@parametrize_with_checks([kte.SVC(), kte.NuSVC(), kte.SVR(), kte.NuSVR(),
+                          kte.OneClassSVM()],
+                         expected_failed_checks=_expected_failures)
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
