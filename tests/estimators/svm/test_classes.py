@@ -92,7 +92,7 @@ def test_nusvc_is_libsvms_solution(seed, n_classes, working_set):
 @pytest.mark.parametrize("kernel", ["rbf", "linear"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_regressors_are_libsvms_solution(Est, kernel, seed, working_set):
-    X, y = make_regression(200, 5, noise=10, random_state=seed)
+    X, y = make_regression(150, 5, noise=10, random_state=seed)
     y = y / y.std()
     ours = getattr(kte, Est)(kernel=kernel, C=2.0).fit(X, y)
     ref = getattr(sk, Est)(kernel=kernel, C=2.0).fit(X, y)
