@@ -93,6 +93,9 @@ PUBLIC: dict[str, list[str]] = {
         "DENSE_MAX_SAMPLES", "SpectralClustering", "SpectralEmbedding",
         "cluster_qr", "discretize",
     ],
+    "kerneltools.estimators.svm": [
+        "NuSVC", "NuSVR", "OneClassSVM", "SVC", "SVR",
+    ],
     "kerneltools.exceptions": [
         "BackendFallbackWarning", "BackendUnavailableError", "CacheError",
         "CacheWarning", "CompileError", "ConvergenceError",

@@ -36,6 +36,7 @@ from .optimal_transport import (
 )
 from .outliers import LocalOutlierFactor
 from .spectral import SpectralClustering, SpectralEmbedding
+from .svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
 
 __all__ = [
     "KernelRidge",
@@ -59,4 +60,9 @@ __all__ = [
     "LocalOutlierFactor",
     "MeanShift",
     "estimate_bandwidth",
+    "SVC",
+    "NuSVC",
+    "SVR",
+    "NuSVR",
+    "OneClassSVM",
 ]

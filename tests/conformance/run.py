@@ -37,6 +37,9 @@ MODULES = [
     "sklearn.neighbors.tests.test_kde",
     "sklearn.neighbors.tests.test_lof",
     "sklearn.cluster.tests.test_mean_shift",
+    "sklearn.svm.tests.test_svm",
+    "sklearn.svm.tests.test_sparse",
+    "sklearn.svm.tests.test_bounds",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

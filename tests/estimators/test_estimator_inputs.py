@@ -95,6 +95,18 @@ ESTIMATORS = {
                                     "fit_predict"]),
     "MeanShift": ("sklearn.cluster", {"bandwidth": 1.0}, None, "cluster_centers_",
                   ["predict", "fit_predict"]),
+    "SVC": ("sklearn.svm", {}, Y_CLS, "decision_function",
+            ["predict", "decision_function", "score"]),
+    "NuSVC": ("sklearn.svm", {"nu": 0.3}, Y_CLS, "decision_function",
+              ["predict", "decision_function", "score"]),
+    "SVC-proba": ("sklearn.svm", {"probability": True, "random_state": 0}, Y_CLS,
+                  "predict_proba", ["predict_proba", "predict_log_proba"]),
+    "NuSVC-proba": ("sklearn.svm", {"probability": True, "random_state": 0, "nu": 0.3},
+                    Y_CLS, "predict_proba", ["predict_proba", "predict_log_proba"]),
+    "SVR": ("sklearn.svm", {}, Y_REG, "predict", ["predict", "score"]),
+    "NuSVR": ("sklearn.svm", {}, Y_REG, "predict", ["predict", "score"]),
+    "OneClassSVM": ("sklearn.svm", {}, None, "decision_function",
+                    ["predict", "decision_function", "score_samples", "fit_predict"]),
 }
 
 #: Where our outcome differs from scikit-learn's on purpose:

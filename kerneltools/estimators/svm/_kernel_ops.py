@@ -1,0 +1,72 @@
+"""The kernel as the dual solver uses it: dense blocks and one reduction.
+
+:class:`DataKernel` serves :class:`~._solver.KernelOps` for a
+:class:`kerneltools.kernels.Kernel` on the training points: the working set's
+``q x q`` block densely (scikit-learn's pairwise kernels, BLAS), and the
+gradient update ``sum_k K(x_i, x_k) w_k`` over all ``n`` points as one
+``Sum`` reduction of a :class:`~kerneltools.LazyTensor` formula, so that the
+``n x q`` kernel tile is never stored. Small products (at most
+``DENSE_MAX`` kernel entries) are dense: a reduction's launch costs more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DENSE_MAX", "DataKernel", "svm_kernel"]
+
+#: Largest ``n x m`` product computed densely rather than by a reduction.
+DENSE_MAX = 2_000_000
+
+
+def svm_kernel(name: str, *, gamma: float, degree: float, coef0: float):
+    """The :class:`~kerneltools.kernels.Kernel` of libsvm's kernel ``name``
+    (``linear``, ``poly``, ``rbf``, ``sigmoid``) with resolved ``gamma``."""
+    from ...kernels import make_kernel  # noqa: PLC0415 - imports scikit-learn's
+
+    if name == "poly" and float(degree) == int(degree):
+        degree = int(degree)
+    return make_kernel(name, gamma=float(gamma), degree=degree, coef0=float(coef0))
+
+
+class DataKernel:
+    """``K(x_s, x_t)`` on the rows of ``X`` (float64), as the solver asks.
+
+    Parameters
+    ----------
+    kernel : kerneltools.kernels.Kernel
+    X : ndarray of shape (n, d), float64
+    backend : str or None
+        The backend of the reductions (None: the configured one).
+    """
+
+    def __init__(self, kernel, X, *, backend=None):
+        self.kernel = kernel
+        self.X = X
+        self.backend = backend
+        self._diag = None
+
+    def block(self, rows, cols):
+        """Dense ``K(X[rows], X[cols])``, float64."""
+        return np.asarray(self.kernel(self.X[rows], self.X[cols]), dtype=np.float64)
+
+    def diag(self):
+        """``K(x_i, x_i)`` for every row (computed once)."""
+        if self._diag is None:
+            self._diag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
+        return self._diag
+
+    def apply(self, cols, w):
+        """``sum_k K(x_i, X[cols[k]]) w_k`` for every row ``i``."""
+        return cross_apply(self.kernel, self.X, self.X[cols], w, backend=self.backend)
+
+
+def cross_apply(kernel, X, Y, w, *, backend=None):
+    """``K(X, Y) @ w`` (w of shape (m,) or (m, e)): dense when small, else one
+    reduction that never stores ``K(X, Y)``."""
+    w = np.asarray(w, dtype=np.float64)
+    if len(X) * len(Y) <= DENSE_MAX:
+        return np.asarray(kernel(X, Y), dtype=np.float64) @ w
+    out = kernel.lazy(X, Y).matmul(w if w.ndim == 2 else w[:, None], backend=backend)
+    out = np.asarray(out, dtype=np.float64)
+    return out if w.ndim == 2 else out[:, 0]
