@@ -2,8 +2,8 @@
 
 What lives here: one package per family (:mod:`.neighbors`,
 :mod:`.gaussian_process`, :mod:`.kernel_ridge`, :mod:`.kernel_pca`,
-:mod:`.nystroem`, :mod:`.optimal_transport`, ...), one module for a family
-that fits in one (:mod:`.density`, :mod:`.outliers`, :mod:`.mean_shift`),
+:mod:`.nystroem`, :mod:`.optimal_transport`, :mod:`.cluster`, ...), one
+module for a family that fits in one (:mod:`.density`, :mod:`.outliers`, :mod:`.mean_shift`),
 and the helpers several families share (:mod:`._shared`). A new estimator
 goes in its family's package and is exported here. What it may import: the
 public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
@@ -13,6 +13,7 @@ public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
 :mod:`kerneltools.ot`; never the engine (:mod:`kerneltools.backend`).
 """
 
+from .cluster import DBSCAN
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor
 from .kernel_pca import KernelPCA
@@ -59,4 +60,5 @@ __all__ = [
     "LocalOutlierFactor",
     "MeanShift",
     "estimate_bandwidth",
+    "DBSCAN",
 ]
