@@ -25,7 +25,7 @@ PUBLIC: dict[str, list[str]] = {
     "kerneltools": [
         "BackendUnavailableError", "CompileError", "ComplexLazyTensor",
         "ConvergenceWarning", "GaussianProcessRegressor",
-        "DBSCAN",
+        "DBSCAN", "KNNImputer",
         "KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer",
         "KernelDensity", "KernelPCA", "KernelRidge", "KernelToolsError",
         "LazyTensor", "LocalOutlierFactor", "MeanShift", "NearestNeighbors",
@@ -50,7 +50,7 @@ PUBLIC: dict[str, list[str]] = {
         "to_numpy",
     ],
     "kerneltools.estimators": [
-        "DBSCAN",
+        "DBSCAN", "KNNImputer",
         "GaussianProcessRegressor", "KNeighborsClassifier",
         "KNeighborsRegressor", "KNeighborsTransformer", "KernelDensity",
         "KernelPCA", "KernelRidge", "LocalOutlierFactor", "MeanShift",
@@ -62,6 +62,9 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "kerneltools.estimators.cluster": [
         "DBSCAN",
+    ],
+    "kerneltools.estimators.impute": [
+        "KNNImputer",
     ],
     "kerneltools.estimators.density": [
         "KernelDensity", "VALID_KERNELS", "log_kernel_norm",
@@ -205,6 +208,11 @@ SAME_OBJECT: list[list[str]] = [
         "kerneltools.estimators.cluster:DBSCAN",
         "kerneltools.estimators:DBSCAN",
         "kerneltools:DBSCAN",
+    ],
+    [
+        "kerneltools.estimators.impute:KNNImputer",
+        "kerneltools.estimators:KNNImputer",
+        "kerneltools:KNNImputer",
     ],
     [
         "kerneltools.estimators.mean_shift:estimate_bandwidth",

@@ -2,8 +2,8 @@
 
 What lives here: one package per family (:mod:`.neighbors`,
 :mod:`.gaussian_process`, :mod:`.kernel_ridge`, :mod:`.kernel_pca`,
-:mod:`.nystroem`, :mod:`.optimal_transport`, :mod:`.cluster`, ...), one
-module for a family that fits in one (:mod:`.density`, :mod:`.outliers`, :mod:`.mean_shift`),
+:mod:`.nystroem`, :mod:`.optimal_transport`, ...), one module for a family
+that fits in one (:mod:`.density`, :mod:`.outliers`, :mod:`.mean_shift`),
 and the helpers several families share (:mod:`._shared`). A new estimator
 goes in its family's package and is exported here. What it may import: the
 public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
@@ -16,6 +16,7 @@ public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
 from .cluster import DBSCAN
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor
+from .impute import KNNImputer
 from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .mean_shift import MeanShift, estimate_bandwidth
@@ -61,4 +62,5 @@ __all__ = [
     "MeanShift",
     "estimate_bandwidth",
     "DBSCAN",
+    "KNNImputer",
 ]

@@ -38,6 +38,7 @@ MODULES = [
     "sklearn.neighbors.tests.test_lof",
     "sklearn.cluster.tests.test_mean_shift",
     "sklearn.cluster.tests.test_dbscan",
+    "sklearn.impute.tests.test_knn",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.
