@@ -25,7 +25,7 @@ PUBLIC: dict[str, list[str]] = {
     "kerneltools": [
         "BackendUnavailableError", "CompileError", "ComplexLazyTensor",
         "ConvergenceWarning", "GaussianProcessRegressor",
-        "DBSCAN", "KNNImputer",
+        "DBSCAN", "HDBSCAN", "KNNImputer",
         "KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer",
         "KernelDensity", "KernelPCA", "KernelRidge", "KernelToolsError",
         "LazyTensor", "LocalOutlierFactor", "MeanShift", "NearestNeighbors",
@@ -50,7 +50,7 @@ PUBLIC: dict[str, list[str]] = {
         "to_numpy",
     ],
     "kerneltools.estimators": [
-        "DBSCAN", "KNNImputer",
+        "DBSCAN", "HDBSCAN", "KNNImputer",
         "GaussianProcessRegressor", "KNeighborsClassifier",
         "KNeighborsRegressor", "KNeighborsTransformer", "KernelDensity",
         "KernelPCA", "KernelRidge", "LocalOutlierFactor", "MeanShift",
@@ -61,7 +61,7 @@ PUBLIC: dict[str, list[str]] = {
         "transport_plan",
     ],
     "kerneltools.estimators.cluster": [
-        "DBSCAN",
+        "DBSCAN", "HDBSCAN",
     ],
     "kerneltools.estimators.impute": [
         "KNNImputer",
@@ -208,6 +208,11 @@ SAME_OBJECT: list[list[str]] = [
         "kerneltools.estimators.cluster:DBSCAN",
         "kerneltools.estimators:DBSCAN",
         "kerneltools:DBSCAN",
+    ],
+    [
+        "kerneltools.estimators.cluster:HDBSCAN",
+        "kerneltools.estimators:HDBSCAN",
+        "kerneltools:HDBSCAN",
     ],
     [
         "kerneltools.estimators.impute:KNNImputer",

@@ -13,7 +13,7 @@ public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
 :mod:`kerneltools.ot`; never the engine (:mod:`kerneltools.backend`).
 """
 
-from .cluster import DBSCAN
+from .cluster import DBSCAN, HDBSCAN
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor
 from .impute import KNNImputer
@@ -63,4 +63,5 @@ __all__ = [
     "estimate_bandwidth",
     "DBSCAN",
     "KNNImputer",
+    "HDBSCAN",
 ]

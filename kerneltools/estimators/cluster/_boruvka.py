@@ -32,6 +32,12 @@ from ._components import MinLabels
 
 __all__ = ["MSTProblem", "boruvka_mst"]
 
+#: Late rounds (few components, many points to search): each such
+#: component's points first get candidates from a k-NN search among the
+#: points outside it, whose K-th distance bounds the rest.
+OUTSIDE_MIN_ROWS = 2048
+OUTSIDE_MAX_COMPONENTS = 64
+OUTSIDE_NEIGHBORS = 8
 #: Added to the formula's value for a pair in one component (never chosen).
 _SAME = 1e300
 
@@ -49,6 +55,9 @@ class MSTProblem:
     dist: Callable  # (a, b) index arrays -> float64 distances of the pairs
     alpha: float
     backend: object
+    #: ``knn(rows, among, k)``: (distances, indices into ``among``) of the k
+    #: nearest points of ``among`` to each point of ``rows`` (the k-NN search)
+    knn: Callable
 
 
 def _weights(pb: MSTProblem, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -76,6 +85,28 @@ def _exact(pb: MSTProblem, rows: np.ndarray, comp: np.ndarray) -> np.ndarray:
     return j.ravel().astype(np.int64)
 
 
+def _outside(pb: MSTProblem, comp, need, w, j, bound) -> None:
+    """For the points ``need``, candidates and bounds from their K nearest
+    points outside their component (one k-NN search per component), in
+    place: a point's K-th distance there bounds all its other edges."""
+    for c in np.unique(comp[need]):
+        rows = need[comp[need] == c]
+        among = np.flatnonzero(comp != c)
+        k = min(OUTSIDE_NEIGHBORS, len(among))
+        d, i = pb.knn(rows, among, k)
+        i = among[i]
+        m = np.maximum(np.maximum(pb.core[rows, None], pb.core[i]), d / pb.alpha)
+        best = np.argmin(m, axis=1)
+        r = np.arange(len(rows))
+        better = m[r, best] < w[rows]
+        w[rows[better]], j[rows[better]] = m[r, best][better], i[r, best][better]
+        if k == len(among):  # every outside point seen: exact
+            bound[rows] = np.inf
+        else:
+            bound[rows] = np.maximum(bound[rows], np.maximum(pb.core[rows],
+                                                             d[:, -1] / pb.alpha))
+
+
 def _round(pb: MSTProblem, comp: np.ndarray):
     """One Boruvka round: each component's lightest outgoing edge (a, b)."""
     n = len(comp)
@@ -84,7 +115,13 @@ def _round(pb: MSTProblem, comp: np.ndarray):
     np.minimum.at(best, comp, w)
     bound = np.maximum(pb.core, pb.nbr_dist[:, -1] / pb.alpha)
     if pb.nbr_dist.shape[1] < n:  # else every point is a neighbour: exact
-        need = np.flatnonzero(bound <= best[comp])
+        need = np.flatnonzero(bound < best[comp])
+        if len(need) > OUTSIDE_MIN_ROWS and len(np.unique(comp[need])) <= (
+                OUTSIDE_MAX_COMPONENTS):
+            _outside(pb, comp, need, w, j, bound)
+            best = np.full(n, np.inf)
+            np.minimum.at(best, comp, w)
+            need = np.flatnonzero(bound < best[comp])
         if len(need):
             j[need] = _exact(pb, need, comp)
             w[need] = _weights(pb, need, j[need])

@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.cluster import HDBSCAN as _SkHDBSCAN
 from sklearn.cluster._hdbscan._linkage import MST_edge_dtype, make_single_linkage
 from sklearn.cluster._hdbscan._tree import tree_to_labels
+from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import validate_data
 
@@ -41,11 +42,15 @@ EXTRA_NEIGHBORS = 16
 #: The metrics whose pair distances are written here (:func:`_pair_dist`).
 _ENGINE_METRICS = {"euclidean", "l2", "manhattan", "cityblock", "l1",
                    "chebyshev", "infinity", "minkowski"}
+_ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
+            "infinity": "chebyshev"}
 _OUTLIER = {"infinite": (-2, 0.0), "missing": (-3, np.nan)}
 
 
 def _pair_dist(name: str, p, X: np.ndarray):
     """``dist(a, b)``: float64 distances of the pairs of rows ``(a[e], b[e])``."""
+    name = _ALIASES.get(name, name)
+
     def dist(a, b):
         diff = np.abs(X[a] - X[b])
         if name == "euclidean":
@@ -81,7 +86,7 @@ class HDBSCAN(_SkHDBSCAN):
     >>> from kerneltools.estimators import HDBSCAN
     >>> X = np.array([[1, 2], [1.1, 2], [1, 2.1], [5, 5], [5.1, 5], [5, 5.2]])
     >>> HDBSCAN(min_cluster_size=3, copy=True).fit(X).labels_
-    array([1, 1, 1, 0, 0, 0])
+    array([0, 0, 0, 1, 1, 1])
 
     scikit-learn's documentation:
     """ + (_SkHDBSCAN.__doc__ or "").split("Examples\n    --------")[0])
@@ -116,8 +121,6 @@ class HDBSCAN(_SkHDBSCAN):
             return "a callable metric"
         if self.metric not in _ENGINE_METRICS:
             return f"metric={self.metric!r}"
-        if self.algorithm in ("brute",):
-            return None
         return None
 
     def fit(self, X, y=None):
@@ -157,6 +160,12 @@ class HDBSCAN(_SkHDBSCAN):
                  "1.10. Explicitly set a value for `copy` to silence this warning.",
                  FutureWarning)
         self._metric_params = self.metric_params or {}
+        for algo, tree in (("kd_tree", KDTree), ("ball_tree", BallTree)):
+            if self.algorithm == algo and self.metric not in tree.valid_metrics:
+                raise ValueError(
+                    f"{self.metric} is not a valid metric for a "
+                    f"{tree.__name__}-based algorithm. Please select a different "
+                    "metric.")
         X = validate_data(self, X, ensure_all_finite=False, dtype=np.float64)
         self._raw_data = X
         finite = np.flatnonzero(np.isfinite(X.sum(axis=1)))
@@ -207,6 +216,15 @@ class HDBSCAN(_SkHDBSCAN):
                            (missing, _OUTLIER["missing"])):
             self.labels_[rows], self.probabilities_[rows] = code
 
+    def _knn(self, X: np.ndarray):
+        def knn(rows, among, k):
+            nn = NearestNeighbors(n_neighbors=k, metric=self.metric, p=None,
+                                  metric_params=self._metric_params,
+                                  backend=self.backend).fit(X[among])
+            d, i = nn.kneighbors(X[rows], k)
+            return d.astype(np.float64), i
+        return knn
+
     def _mst(self, X: np.ndarray):
         """The MST of mutual reachability of the finite rows ``X``."""
         t0 = time.perf_counter()
@@ -222,7 +240,7 @@ class HDBSCAN(_SkHDBSCAN):
             P=np.ascontiguousarray(metric.prepare(X)), core=dist[:, k - 1].copy(),
             nbr_dist=dist.astype(np.float64), nbr_ind=ind, rdist=metric.rdist,
             to_rdist=metric.to_rdist, alpha=float(self.alpha), backend=self.backend,
-            dist=_pair_dist(name, params.get("p"), X))
+            dist=_pair_dist(name, params.get("p"), X), knn=self._knn(X))
 
         def say(what):
             if self.verbose:
