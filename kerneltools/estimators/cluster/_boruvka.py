@@ -58,6 +58,10 @@ class MSTProblem:
     #: ``knn(rows, among, k)``: (distances, indices into ``among``) of the k
     #: nearest points of ``among`` to each point of ``rows`` (the k-NN search)
     knn: Callable
+    #: a lower bound of each point's mutual reachability to every point
+    #: outside its component, kept across rounds (components only grow, so
+    #: a bound found in one round holds in the next ones)
+    lower: np.ndarray | None = None
 
 
 def _weights(pb: MSTProblem, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -102,9 +106,12 @@ def _outside(pb: MSTProblem, comp, need, w, j, bound) -> None:
         w[rows[better]], j[rows[better]] = m[r, best][better], i[r, best][better]
         if k == len(among):  # every outside point seen: exact
             bound[rows] = np.inf
+            pb.lower[rows] = m[r, best]
         else:
-            bound[rows] = np.maximum(bound[rows], np.maximum(pb.core[rows],
-                                                             d[:, -1] / pb.alpha))
+            rest = np.maximum(pb.core[rows], d[:, -1] / pb.alpha)
+            bound[rows] = np.maximum(bound[rows], rest)
+            pb.lower[rows] = np.maximum(pb.lower[rows],
+                                        np.minimum(m[r, best], rest))
 
 
 def _round(pb: MSTProblem, comp: np.ndarray):
@@ -113,7 +120,9 @@ def _round(pb: MSTProblem, comp: np.ndarray):
     w, j = _candidates(pb, comp)
     best = np.full(n, np.inf)
     np.minimum.at(best, comp, w)
-    bound = np.maximum(pb.core, pb.nbr_dist[:, -1] / pb.alpha)
+    if pb.lower is None:
+        pb.lower = np.zeros(n)
+    bound = np.maximum(np.maximum(pb.core, pb.nbr_dist[:, -1] / pb.alpha), pb.lower)
     if pb.nbr_dist.shape[1] < n:  # else every point is a neighbour: exact
         need = np.flatnonzero(bound < best[comp])
         if len(need) > OUTSIDE_MIN_ROWS and len(np.unique(comp[need])) <= (
@@ -125,6 +134,7 @@ def _round(pb: MSTProblem, comp: np.ndarray):
         if len(need):
             j[need] = _exact(pb, need, comp)
             w[need] = _weights(pb, need, j[need])
+            pb.lower[need] = w[need]
     order = np.lexsort((np.arange(n), w))  # lightest first, ties by index
     _, first = np.unique(comp[order], return_index=True)
     a = order[first]
