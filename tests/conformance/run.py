@@ -39,6 +39,7 @@ MODULES = [
     "sklearn.cluster.tests.test_mean_shift",
     "sklearn.cluster.tests.test_dbscan",
     "sklearn.impute.tests.test_knn",
+    "sklearn.impute.tests.test_common",
     "sklearn.cluster.tests.test_hdbscan",
 ]
 

@@ -45,9 +45,8 @@ from ..._utils._validation import validate_numeric
 
 __all__ = ["DBSCAN"]
 
-#: The metric names scikit-learn's DBSCAN accepts (those the k-NN estimators
-#: lack go to it).
-#: (scikit-learn's DBSCAN constrains ``metric`` with this list of its own)
+#: The metric names scikit-learn's DBSCAN accepts (its own constraint's list;
+#: those the k-NN estimators lack go to it).
 _SKLEARN_METRICS = set(sklearn.metrics.pairwise._VALID_METRICS)
 
 
