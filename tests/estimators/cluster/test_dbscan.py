@@ -18,7 +18,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import DBSCAN
-from kerneltools.estimators.cluster import _dbscan
+from kerneltools.estimators.cluster import _dbscan, _near
 
 
 def _data(shape: str, seed: int, n: int = 300) -> np.ndarray:
@@ -95,6 +95,28 @@ def test_metrics_match_sklearn(metric, kw):
     eps = {"cosine": 0.02, "canberra": 0.3}.get(metric, 0.7)
     args = dict(eps=eps, min_samples=5, metric=metric, **kw)
     _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+
+
+@pytest.mark.parametrize("shape", ["blobs", "duplicates", "noise"])
+def test_float32_bracket_of_the_counts(shape, monkeypatch):
+    # the counts on the float32 bracket (from 4,096 points by default), with
+    # points at exactly eps (integer grids) and near it
+    monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
+    calls = []
+    real = _near.Near.bracket
+
+    def spy(self, *args):
+        out = real(self, *args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_near.Near, "bracket", spy)
+    for seed in range(3):
+        X = _data(shape, seed, n=500)
+        for min_samples in (3, 12, 40):
+            kw = dict(eps=EPS[shape], min_samples=min_samples)
+            _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert any(calls)
 
 
 def test_hooking_rounds_on_a_long_chain():
