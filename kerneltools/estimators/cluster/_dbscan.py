@@ -242,8 +242,8 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         if reason:
             return self._fit_fallback(reason, X, y, sample_weight=sample_weight)
         self._drop_fallback()
-        finite = "allow-nan" if self.metric == "nan_euclidean" else True
-        X = validate_numeric(self, X, dtype="numeric", ensure_all_finite=finite)
+        # (scikit-learn's DBSCAN refuses NaN, nan_euclidean or not)
+        X = validate_numeric(self, X, dtype="numeric")
         w = _check_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
         near = self._near(X)
@@ -346,5 +346,4 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.metric == "precomputed"
         tags.input_tags.sparse = True
-        tags.input_tags.allow_nan = self.metric == "nan_euclidean"
         return tags

@@ -119,6 +119,18 @@ def test_float32_bracket_of_the_counts(shape, monkeypatch):
     assert any(calls)
 
 
+@pytest.mark.parametrize("metric, params", [
+    ("seuclidean", lambda X: {"V": X.var(0)}),
+    ("mahalanobis", lambda X: {"VI": np.linalg.inv(np.cov(X.T))}),
+    ("minkowski", lambda X: {"p": 1.5}),
+    ("braycurtis", lambda X: {})])
+def test_metric_params_match_sklearn(metric, params):
+    X = np.abs(np.random.default_rng(1).normal(size=(300, 5)))
+    eps = 0.2 if metric == "braycurtis" else 1.0
+    args = dict(eps=eps, min_samples=4, metric=metric, metric_params=params(X))
+    _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+
+
 def test_hooking_rounds_on_a_long_chain():
     # a chain of 400 points whose smallest index sits in the middle: the
     # labels must travel both ways along it
@@ -170,6 +182,9 @@ def test_errors():
         DBSCAN().fit(X, sample_weight=np.ones(3))
     with pytest.raises(ValueError, match="metric"):
         DBSCAN(metric="nope").fit(X)
+    X[0, 0] = np.nan  # as scikit-learn, whatever the metric
+    with pytest.raises(ValueError, match="NaN"):
+        DBSCAN(metric="nan_euclidean").fit(X)
 
 
 @parametrize_with_checks([DBSCAN(), DBSCAN(eps=0.2, min_samples=2)])
