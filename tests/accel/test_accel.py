@@ -64,6 +64,12 @@ PATCHES_BEFORE_DERIVATION = {
      "kerneltools.estimators.neighbors"),
     ("sklearn.neighbors", "sklearn.neighbors._graph", "RadiusNeighborsTransformer",
      "kerneltools.estimators.neighbors"),
+    ("sklearn.cluster", "sklearn.cluster._dbscan", "DBSCAN",
+     "kerneltools.estimators.cluster"),
+    ("sklearn.impute", "sklearn.impute._knn", "KNNImputer",
+     "kerneltools.estimators.impute"),
+    ("sklearn.cluster", "sklearn.cluster._hdbscan.hdbscan", "HDBSCAN",
+     "kerneltools.estimators.cluster"),
 }
 
 
