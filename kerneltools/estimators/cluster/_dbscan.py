@@ -21,7 +21,9 @@ here from reductions over all pairs, none of which stores a pair:
 The metric is the k-NN family's formula (:mod:`..neighbors._metrics`: every
 metric it has, resolved as scikit-learn does), its ``rdist`` tested against
 ``eps`` converted once, in float64 by default (float32 data too, as
-scikit-learn's trees test them). Memory is O(n) at any ``eps``.
+scikit-learn's trees test them); euclidean counts of 4,096 points or more
+run on a float32 bracket of that test and count again in float64 only the
+points it leaves undecided (:mod:`._near`). Memory is O(n) at any ``eps``.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
     metric_params : dict, default=None
         Parameters of the metric.
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
-        Accepted for compatibility ('brute' forbids the cell pruning).
+        Accepted for compatibility (every pass is a reduction over all
+        pairs).
     leaf_size : int, default=30
         Accepted for compatibility.
     p : float, default=None
