@@ -25,6 +25,7 @@ PUBLIC: dict[str, list[str]] = {
     "kerneltools": [
         "BackendUnavailableError", "CompileError", "ComplexLazyTensor",
         "ConvergenceWarning", "GaussianProcessRegressor",
+        "DBSCAN", "HDBSCAN", "KNNImputer",
         "KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer",
         "KernelDensity", "KernelPCA", "KernelRidge", "KernelToolsError",
         "LazyTensor", "LocalOutlierFactor", "MeanShift", "NearestNeighbors",
@@ -49,6 +50,7 @@ PUBLIC: dict[str, list[str]] = {
         "to_numpy",
     ],
     "kerneltools.estimators": [
+        "DBSCAN", "HDBSCAN", "KNNImputer",
         "GaussianProcessRegressor", "KNeighborsClassifier",
         "KNeighborsRegressor", "KNeighborsTransformer", "KernelDensity",
         "KernelPCA", "KernelRidge", "LocalOutlierFactor", "MeanShift",
@@ -57,6 +59,12 @@ PUBLIC: dict[str, list[str]] = {
         "SinkhornTransport", "SpectralClustering", "SpectralEmbedding",
         "estimate_bandwidth", "sinkhorn_divergence", "sinkhorn_potentials",
         "transport_plan",
+    ],
+    "kerneltools.estimators.cluster": [
+        "DBSCAN", "HDBSCAN",
+    ],
+    "kerneltools.estimators.impute": [
+        "KNNImputer",
     ],
     "kerneltools.estimators.density": [
         "KernelDensity", "VALID_KERNELS", "log_kernel_norm",
@@ -198,6 +206,21 @@ SAME_OBJECT: list[list[str]] = [
         "kerneltools.estimators.mean_shift:MeanShift",
         "kerneltools.estimators:MeanShift",
         "kerneltools:MeanShift",
+    ],
+    [
+        "kerneltools.estimators.cluster:DBSCAN",
+        "kerneltools.estimators:DBSCAN",
+        "kerneltools:DBSCAN",
+    ],
+    [
+        "kerneltools.estimators.cluster:HDBSCAN",
+        "kerneltools.estimators:HDBSCAN",
+        "kerneltools:HDBSCAN",
+    ],
+    [
+        "kerneltools.estimators.impute:KNNImputer",
+        "kerneltools.estimators:KNNImputer",
+        "kerneltools:KNNImputer",
     ],
     [
         "kerneltools.estimators.mean_shift:estimate_bandwidth",

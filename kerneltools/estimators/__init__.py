@@ -13,8 +13,10 @@ public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
 :mod:`kerneltools.ot`; never the engine (:mod:`kerneltools.backend`).
 """
 
+from .cluster import DBSCAN, HDBSCAN
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor
+from .impute import KNNImputer
 from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .mean_shift import MeanShift, estimate_bandwidth
@@ -65,4 +67,7 @@ __all__ = [
     "SVR",
     "NuSVR",
     "OneClassSVM",
+    "DBSCAN",
+    "KNNImputer",
+    "HDBSCAN",
 ]

@@ -71,6 +71,13 @@ PATCHES_BEFORE_DERIVATION = {
 PATCHES_ADDED = {
     ("sklearn.svm", "sklearn.svm._classes", name, "kerneltools.estimators.svm")
     for name in ("SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM")
+} | {
+    ("sklearn.cluster", "sklearn.cluster._dbscan", "DBSCAN",
+     "kerneltools.estimators.cluster"),
+    ("sklearn.impute", "sklearn.impute._knn", "KNNImputer",
+     "kerneltools.estimators.impute"),
+    ("sklearn.cluster", "sklearn.cluster._hdbscan.hdbscan", "HDBSCAN",
+     "kerneltools.estimators.cluster"),
 }
 
 

@@ -40,6 +40,10 @@ MODULES = [
     "sklearn.svm.tests.test_svm",
     "sklearn.svm.tests.test_sparse",
     "sklearn.svm.tests.test_bounds",
+    "sklearn.cluster.tests.test_dbscan",
+    "sklearn.impute.tests.test_knn",
+    "sklearn.impute.tests.test_common",
+    "sklearn.cluster.tests.test_hdbscan",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

@@ -107,6 +107,12 @@ ESTIMATORS = {
     "NuSVR": ("sklearn.svm", {}, Y_REG, "predict", ["predict", "score"]),
     "OneClassSVM": ("sklearn.svm", {}, None, "decision_function",
                     ["predict", "decision_function", "score_samples", "fit_predict"]),
+    "DBSCAN": ("sklearn.cluster", {"eps": 0.5, "min_samples": 3}, None, "labels_",
+               ["fit_predict"]),
+    "HDBSCAN": ("sklearn.cluster", {"min_cluster_size": 3, "copy": True}, None,
+                "labels_", ["fit_predict"]),
+    "KNNImputer": ("sklearn.impute", {"n_neighbors": 3}, None, "transform",
+                   ["transform", "fit_transform"]),
 }
 
 #: Where our outcome differs from scikit-learn's on purpose:

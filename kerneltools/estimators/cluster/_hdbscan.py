@@ -1,0 +1,251 @@
+"""HDBSCAN (Campello et al. 2013) with the MST built on the engine.
+
+scikit-learn's HDBSCAN computes the core distances with a tree and the
+minimum spanning tree of mutual reachability with Prim's algorithm over
+every pair (O(n^2) distance evaluations on one core). Here the core
+distances and K nearest neighbours come from one K-min search of the k-NN
+family, and the MST from Boruvka rounds pruned by those neighbours
+(:mod:`._boruvka`). The n - 1 edges then go through scikit-learn's own
+single-linkage, condensed-tree, stability and selection routines
+(``eom``/``leaf``, ``cluster_selection_epsilon``, ``allow_single_cluster``,
+``max_cluster_size``, ``probabilities_``), so that the labels are
+scikit-learn's whenever the MST is (unique but for exactly tied weights).
+Everything after ``fit`` (``dbscan_clustering``, centres) is scikit-learn's
+class's, which this one extends.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import ClassVar
+from warnings import warn
+
+import numpy as np
+from sklearn.cluster import HDBSCAN as _SkHDBSCAN
+from sklearn.cluster._hdbscan._linkage import MST_edge_dtype, make_single_linkage
+from sklearn.cluster._hdbscan._tree import tree_to_labels
+from sklearn.neighbors import BallTree, KDTree
+from sklearn.utils._param_validation import validate_parameter_constraints
+from sklearn.utils.validation import validate_data
+
+from .._shared._fallback import is_sparse
+from ..neighbors import NearestNeighbors
+from ..neighbors import _metrics as M
+from ..._utils._param_validation import validate_arguments
+from ._boruvka import MSTProblem, boruvka_mst
+
+__all__ = ["HDBSCAN"]
+
+#: Neighbours kept per point beyond ``min_samples`` to prune the rounds.
+EXTRA_NEIGHBORS = 16
+#: The metrics whose pair distances are written here (:func:`_pair_dist`).
+_ENGINE_METRICS = {"euclidean", "l2", "manhattan", "cityblock", "l1",
+                   "chebyshev", "infinity", "minkowski"}
+_ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
+            "infinity": "chebyshev"}
+_OUTLIER = {"infinite": (-2, 0.0), "missing": (-3, np.nan)}
+
+
+def _pair_dist(name: str, p, X: np.ndarray):
+    """``dist(a, b)``: float64 distances of the pairs of rows ``(a[e], b[e])``."""
+    name = _ALIASES.get(name, name)
+
+    def dist(a, b):
+        diff = np.abs(X[a] - X[b])
+        if name == "euclidean":
+            return np.sqrt((diff * diff).sum(1))
+        if name == "manhattan":
+            return diff.sum(1)
+        if name == "chebyshev":
+            return diff.max(1) if diff.shape[1] else np.zeros(len(a))
+        return (diff**p).sum(1) ** (1.0 / p)
+    return dist
+
+
+class HDBSCAN(_SkHDBSCAN):
+    __doc__ = ("""Hierarchical density-based clustering, the MST on the engine.
+
+    scikit-learn's :class:`sklearn.cluster.HDBSCAN` (constructor, attributes,
+    methods, labels), whose minimum spanning tree of mutual reachability is
+    computed here by Boruvka rounds of masked ``min_argmin`` reductions,
+    pruned by each point's nearest neighbours, in linear memory; the tree's
+    processing is scikit-learn's. Two more parameters:
+
+    backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
+        Where the reductions run; None: the configured backend.
+    verbose : int, default=0
+        Print the Boruvka rounds (components left) and when a fit goes to
+        scikit-learn's own HDBSCAN: sparse X, ``metric='precomputed'``,
+        callables and metrics other than euclidean, manhattan, chebyshev and
+        minkowski.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators import HDBSCAN
+    >>> X = np.array([[1, 2], [1.1, 2], [1, 2.1], [5, 5], [5.1, 5], [5, 5.2]])
+    >>> HDBSCAN(min_cluster_size=3, copy=True).fit(X).labels_
+    array([0, 0, 0, 1, 1, 1])
+
+    scikit-learn's documentation:
+    """ + (_SkHDBSCAN.__doc__ or "").split("Examples\n    --------")[0])
+
+    _sklearn_class = "sklearn.cluster.HDBSCAN"
+    _parameter_constraints: ClassVar[dict] = {
+        **_SkHDBSCAN._parameter_constraints}
+    _OWN: ClassVar[dict] = {"backend": ["backend"], "verbose": ["verbose"]}
+
+    def __init__(self, min_cluster_size=5, min_samples=None,
+                 cluster_selection_epsilon=0.0, max_cluster_size=None,
+                 metric="euclidean", metric_params=None, alpha=1.0,
+                 algorithm="auto", leaf_size=40, n_jobs=None,
+                 cluster_selection_method="eom", allow_single_cluster=False,
+                 store_centers=None, copy="warn", backend=None, verbose=0):
+        super().__init__(
+            min_cluster_size=min_cluster_size, min_samples=min_samples,
+            cluster_selection_epsilon=cluster_selection_epsilon,
+            max_cluster_size=max_cluster_size, metric=metric,
+            metric_params=metric_params, alpha=alpha, algorithm=algorithm,
+            leaf_size=leaf_size, n_jobs=n_jobs,
+            cluster_selection_method=cluster_selection_method,
+            allow_single_cluster=allow_single_cluster,
+            store_centers=store_centers, copy=copy)
+        self.backend = backend
+        self.verbose = verbose
+
+    def _engine_refuses(self, X):
+        if is_sparse(X):
+            return "sparse X"
+        if not isinstance(self.metric, str):
+            return "a callable metric"
+        if self.metric not in _ENGINE_METRICS:
+            return f"metric={self.metric!r}"
+        return None
+
+    def fit(self, X, y=None):
+        """Find the clusters (scikit-learn's ``fit``, the MST on the engine).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The points (sparse X or distances with ``metric='precomputed'``:
+            scikit-learn's HDBSCAN fits).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : HDBSCAN
+            The fitted estimator.
+        """
+        params = self.get_params(deep=False)
+        validate_arguments(self._OWN, "HDBSCAN", backend=self.backend,
+                           verbose=self.verbose)
+        reason = self._engine_refuses(X)
+        if reason:
+            if self.verbose:
+                print(f"kerneltools: HDBSCAN: {reason} is not served by the "
+                      "engine; fitting scikit-learn's HDBSCAN", file=sys.stderr)
+            return super().fit(X, y)
+        validate_parameter_constraints(
+            _SkHDBSCAN._parameter_constraints,
+            {k: v for k, v in params.items() if k not in self._OWN},
+            caller_name="HDBSCAN")
+        return self._fit_engine(X)
+
+    def _fit_engine(self, X):
+        if self.copy == "warn":
+            warn("The default value of `copy` will change from False to True in "
+                 "1.10. Explicitly set a value for `copy` to silence this warning.",
+                 FutureWarning)
+        self._metric_params = self.metric_params or {}
+        for algo, tree in (("kd_tree", KDTree), ("ball_tree", BallTree)):
+            if self.algorithm == algo and self.metric not in tree.valid_metrics:
+                raise ValueError(
+                    f"{self.metric} is not a valid metric for a "
+                    f"{tree.__name__}-based algorithm. Please select a different "
+                    "metric.")
+        X = validate_data(self, X, ensure_all_finite=False, dtype=np.float64)
+        self._raw_data = X
+        finite = np.flatnonzero(np.isfinite(X.sum(axis=1)))
+        Xf = X[finite] if len(finite) < len(X) else X
+        if Xf.shape[0] == 1 or X.shape[0] == 1:
+            raise ValueError("n_samples=1 while HDBSCAN requires more than one sample")
+        self._min_samples = (self.min_cluster_size if self.min_samples is None
+                             else self.min_samples)
+        if self._min_samples > X.shape[0]:
+            raise ValueError(
+                f"min_samples ({self._min_samples}) must be at most the number of"
+                f" samples in X ({X.shape[0]})")
+        a, b, w = self._mst(Xf)
+        mst = np.empty(len(a), dtype=MST_edge_dtype)
+        order = np.argsort(w, kind="stable")
+        mst["current_node"], mst["next_node"] = a[order], b[order]
+        mst["distance"] = w[order]
+        self._single_linkage_tree_ = make_single_linkage(mst)
+        labels, probs = tree_to_labels(
+            self._single_linkage_tree_, self.min_cluster_size,
+            self.cluster_selection_method, self.allow_single_cluster,
+            self.cluster_selection_epsilon, self.max_cluster_size)
+        self._place_non_finite(X, finite, labels, probs)
+        if self.store_centers:
+            self._weighted_cluster_center(Xf)
+        return self
+
+    def _place_non_finite(self, X, finite, labels, probs) -> None:
+        """labels_ and probabilities_ of every row (scikit-learn's codes for
+        rows with inf, -2, or NaN, -3), and the tree in the raw indices."""
+        if len(finite) == len(X):
+            self.labels_, self.probabilities_ = labels, probs
+            return
+        from sklearn.cluster._hdbscan.hdbscan import (  # noqa: PLC0415
+            remap_single_linkage_tree,
+        )
+
+        s = X.sum(axis=1)
+        missing, infinite = np.flatnonzero(np.isnan(s)), np.flatnonzero(np.isinf(s))
+        self._single_linkage_tree_ = remap_single_linkage_tree(
+            self._single_linkage_tree_, dict(enumerate(finite)),
+            non_finite=set(np.hstack([infinite, missing])))
+        self.labels_ = np.empty(len(X), dtype=np.int32)
+        self.labels_[finite] = labels
+        self.probabilities_ = np.zeros(len(X), dtype=np.float64)
+        self.probabilities_[finite] = probs
+        for rows, code in ((infinite, _OUTLIER["infinite"]),
+                           (missing, _OUTLIER["missing"])):
+            self.labels_[rows], self.probabilities_[rows] = code
+
+    def _knn(self, X: np.ndarray):
+        def knn(rows, among, k):
+            nn = NearestNeighbors(n_neighbors=k, metric=self.metric, p=None,
+                                  metric_params=self._metric_params,
+                                  backend=self.backend).fit(X[among])
+            d, i = nn.kneighbors(X[rows], k)
+            return d.astype(np.float64), i
+        return knn
+
+    def _mst(self, X: np.ndarray):
+        """The MST of mutual reachability of the finite rows ``X``."""
+        t0 = time.perf_counter()
+        n, k = X.shape[0], self._min_samples
+        K = min(n, k + EXTRA_NEIGHBORS)
+        nn = NearestNeighbors(n_neighbors=K, metric=self.metric, p=None,
+                              metric_params=self._metric_params,
+                              backend=self.backend).fit(X)
+        dist, ind = nn.kneighbors(X, K)
+        name, params = nn.effective_metric_, nn.effective_metric_params_
+        metric = M.make_metric(name, M.formula_params(name, params, X))
+        pb = MSTProblem(
+            P=np.ascontiguousarray(metric.prepare(X)), core=dist[:, k - 1].copy(),
+            nbr_dist=dist.astype(np.float64), nbr_ind=ind, rdist=metric.rdist,
+            to_rdist=metric.to_rdist, alpha=float(self.alpha), backend=self.backend,
+            dist=_pair_dist(name, params.get("p"), X), knn=self._knn(X))
+
+        def say(what):
+            if self.verbose:
+                print(f"HDBSCAN: {what} ({time.perf_counter() - t0:.2f} s)",
+                      file=sys.stderr, flush=True)
+
+        say(f"core distances of {n} points")
+        return boruvka_mst(pb, say)
