@@ -26,6 +26,7 @@ PUBLIC: dict[str, list[str]] = {
         "BackendUnavailableError", "CompileError", "ComplexLazyTensor",
         "ConvergenceWarning", "GaussianProcessRegressor",
         "DBSCAN", "HDBSCAN", "KNNImputer",
+        "SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM",
         "KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer",
         "KernelDensity", "KernelPCA", "KernelRidge", "KernelToolsError",
         "LazyTensor", "LocalOutlierFactor", "MeanShift", "NearestNeighbors",
@@ -51,6 +52,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "kerneltools.estimators": [
         "DBSCAN", "HDBSCAN", "KNNImputer",
+        "SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM",
         "GaussianProcessRegressor", "KNeighborsClassifier",
         "KNeighborsRegressor", "KNeighborsTransformer", "KernelDensity",
         "KernelPCA", "KernelRidge", "LocalOutlierFactor", "MeanShift",
@@ -206,6 +208,11 @@ SAME_OBJECT: list[list[str]] = [
         "kerneltools.estimators.mean_shift:MeanShift",
         "kerneltools.estimators:MeanShift",
         "kerneltools:MeanShift",
+    ],
+    *[
+        [f"kerneltools.estimators.svm:{name}", f"kerneltools.estimators:{name}",
+         f"kerneltools:{name}"]
+        for name in ("SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM")
     ],
     [
         "kerneltools.estimators.cluster:DBSCAN",
