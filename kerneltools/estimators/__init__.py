@@ -35,6 +35,7 @@ from .optimal_transport import (
     transport_plan,
 )
 from .outliers import LocalOutlierFactor
+from .semi_supervised import LabelPropagation, LabelSpreading
 from .spectral import SpectralClustering, SpectralEmbedding
 
 __all__ = [
@@ -59,4 +60,6 @@ __all__ = [
     "LocalOutlierFactor",
     "MeanShift",
     "estimate_bandwidth",
+    "LabelSpreading",
+    "LabelPropagation",
 ]
