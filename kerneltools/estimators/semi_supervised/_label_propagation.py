@@ -52,17 +52,26 @@ class _BaseLabelPropagation(HandOver, FallbackMixin, ClassifierMixin, BaseEstima
         """The normalised graph of the fitted points ``X``."""
         if self.kernel == "knn":
             graph = SparseGraph(X, self.n_neighbors, self._variant, n_jobs=self.n_jobs)
-            self.nn_fit = graph.nn
+            self._nn_fit = graph.nn
             return graph
-        self.nn_fit = None
+        self._nn_fit = None
         return RbfGraph(X, self.gamma, self._variant, backend=self.backend)
+
+    @property
+    def nn_fit(self):
+        """The fitted k-NN search of ``kernel="knn"`` (None for "rbf"), as
+        scikit-learn's attribute of that name."""
+        if self._delegating():
+            return self.fallback_.nn_fit
+        return getattr(self, "_nn_fit", None)
 
     def _build_graph(self):
         """The graph matrix of the fitted points, as scikit-learn's (dense for
         ``kernel="rbf"``: n^2 memory; sparse for ``"knn"``)."""
         if self._delegating():
             return self.fallback_._build_graph()
-        return self._graph(self.X_).to_dense()
+        graph = self._graph(self.X_)
+        return graph.graph if self.kernel == "knn" else graph.to_dense()
 
     def fit(self, X, y):
         """Fit a semi-supervised label propagation model to X.
@@ -158,7 +167,7 @@ class _BaseLabelPropagation(HandOver, FallbackMixin, ClassifierMixin, BaseEstima
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         F = self.label_distributions_
         if self.kernel == "knn":
-            neighbors = self.nn_fit.kneighbors(X, return_distance=False)
+            neighbors = self._nn_fit.kneighbors(X, return_distance=False)
             probabilities = F[neighbors].sum(axis=1)
         else:
             probabilities = rbf_weights(self.X_, X, self.gamma, F,
