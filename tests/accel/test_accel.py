@@ -64,6 +64,11 @@ PATCHES_BEFORE_DERIVATION = {
      "kerneltools.estimators.neighbors"),
     ("sklearn.neighbors", "sklearn.neighbors._graph", "RadiusNeighborsTransformer",
      "kerneltools.estimators.neighbors"),
+    # added since
+    ("sklearn.semi_supervised", "sklearn.semi_supervised._label_propagation",
+     "LabelSpreading", "kerneltools.estimators.semi_supervised"),
+    ("sklearn.semi_supervised", "sklearn.semi_supervised._label_propagation",
+     "LabelPropagation", "kerneltools.estimators.semi_supervised"),
 }
 
 

@@ -37,6 +37,7 @@ MODULES = [
     "sklearn.neighbors.tests.test_kde",
     "sklearn.neighbors.tests.test_lof",
     "sklearn.cluster.tests.test_mean_shift",
+    "sklearn.semi_supervised.tests.test_label_propagation",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

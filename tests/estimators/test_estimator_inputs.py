@@ -95,6 +95,10 @@ ESTIMATORS = {
                                     "fit_predict"]),
     "MeanShift": ("sklearn.cluster", {"bandwidth": 1.0}, None, "cluster_centers_",
                   ["predict", "fit_predict"]),
+    "LabelSpreading": ("sklearn.semi_supervised", {"gamma": 2.0}, Y_CLS,
+                       "predict_proba", ["predict", "predict_proba", "score"]),
+    "LabelPropagation": ("sklearn.semi_supervised", {"gamma": 2.0}, Y_CLS,
+                         "predict_proba", ["predict", "predict_proba", "score"]),
 }
 
 #: Where our outcome differs from scikit-learn's on purpose:

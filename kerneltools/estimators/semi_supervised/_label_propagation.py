@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..._utils._param_validation import Interval, StrOptions
 from ..._utils._validation import validate_numeric
@@ -66,12 +66,15 @@ class _BaseLabelPropagation(HandOver, FallbackMixin, ClassifierMixin, BaseEstima
         return getattr(self, "_nn_fit", None)
 
     def _build_graph(self):
-        """The graph matrix of the fitted points, as scikit-learn's (dense for
-        ``kernel="rbf"``: n^2 memory; sparse for ``"knn"``)."""
+        """The graph matrix of the fitted points, as scikit-learn's (dense, of
+        the dtype of ``X_``, for ``kernel="rbf"``: n^2 memory; sparse for
+        ``"knn"``)."""
         if self._delegating():
             return self.fallback_._build_graph()
         graph = self._graph(self.X_)
-        return graph.graph if self.kernel == "knn" else graph.to_dense()
+        if self.kernel == "knn":
+            return graph.graph
+        return graph.to_dense().astype(self.X_.dtype, copy=False)
 
     def fit(self, X, y):
         """Fit a semi-supervised label propagation model to X.
@@ -164,7 +167,7 @@ class _BaseLabelPropagation(HandOver, FallbackMixin, ClassifierMixin, BaseEstima
         check_is_fitted(self)
         if is_sparse(X):
             X = X.toarray()
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_numeric(self, X, reset=False)
         F = self.label_distributions_
         if self.kernel == "knn":
             neighbors = self._nn_fit.kneighbors(X, return_distance=False)
