@@ -14,7 +14,7 @@ public API (:mod:`kerneltools.lazy`, :mod:`kerneltools.kernels`,
 """
 
 from .density import KernelDensity
-from .gaussian_process import GaussianProcessRegressor
+from .gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .mean_shift import MeanShift, estimate_bandwidth
@@ -62,4 +62,5 @@ __all__ = [
     "estimate_bandwidth",
     "LabelSpreading",
     "LabelPropagation",
+    "GaussianProcessClassifier",
 ]
