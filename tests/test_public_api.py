@@ -89,6 +89,9 @@ PUBLIC: dict[str, list[str]] = {
     "kerneltools.estimators.outliers": [
         "LocalOutlierFactor",
     ],
+    "kerneltools.estimators.gaussian_process._classifier": [
+        "GaussianProcessClassifier",
+    ],
     "kerneltools.estimators.semi_supervised": [
         "LabelPropagation", "LabelSpreading",
     ],
@@ -324,6 +327,11 @@ SAME_OBJECT: list[list[str]] = [
         "kerneltools.estimators.semi_supervised:LabelPropagation",
         "kerneltools.estimators:LabelPropagation",
         "kerneltools:LabelPropagation",
+    ],
+    [
+        "kerneltools.estimators.gaussian_process:GaussianProcessClassifier",
+        "kerneltools.estimators:GaussianProcessClassifier",
+        "kerneltools:GaussianProcessClassifier",
     ],
 ]
 

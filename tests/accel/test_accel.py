@@ -69,6 +69,8 @@ PATCHES_BEFORE_DERIVATION = {
      "LabelSpreading", "kerneltools.estimators.semi_supervised"),
     ("sklearn.semi_supervised", "sklearn.semi_supervised._label_propagation",
      "LabelPropagation", "kerneltools.estimators.semi_supervised"),
+    ("sklearn.gaussian_process", "sklearn.gaussian_process._gpc",
+     "GaussianProcessClassifier", "kerneltools.estimators.gaussian_process"),
 }
 
 

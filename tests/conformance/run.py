@@ -38,6 +38,7 @@ MODULES = [
     "sklearn.neighbors.tests.test_lof",
     "sklearn.cluster.tests.test_mean_shift",
     "sklearn.semi_supervised.tests.test_label_propagation",
+    "sklearn.gaussian_process.tests.test_gpc",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

@@ -99,6 +99,10 @@ ESTIMATORS = {
                        "predict_proba", ["predict", "predict_proba", "score"]),
     "LabelPropagation": ("sklearn.semi_supervised", {"gamma": 2.0}, Y_CLS,
                          "predict_proba", ["predict", "predict_proba", "score"]),
+    "GaussianProcessClassifier": ("sklearn.gaussian_process", {"optimizer": None},
+                                  Y_CLS, "predict_proba",
+                                  ["predict", "predict_proba", "score",
+                                   "latent_mean_and_variance"]),
 }
 
 #: Where our outcome differs from scikit-learn's on purpose:

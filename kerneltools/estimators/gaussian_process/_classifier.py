@@ -77,8 +77,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
     >>> X = rng.normal(size=(60, 2))
     >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)
     >>> gpc = GaussianProcessClassifier(1.0 * RBF(1.0), random_state=0).fit(X, y)
-    >>> gpc.predict_proba(X[:2]).shape, gpc.score(X, y) > 0.9
-    ((2, 2), np.True_)
+    >>> gpc.predict_proba(X[:2]).shape, bool(gpc.score(X, y) > 0.9)
+    ((2, 2), True)
     """
 
     _sklearn_class = "sklearn.gaussian_process.GaussianProcessClassifier"
@@ -175,7 +175,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         """Classes of the samples of X, shape (n_samples,)."""
         if self._delegating():
             return self.fallback_.predict(X)
-        return self.base_estimator_.predict(self._checked(X))
+        X = self._checked(X)
+        return self.base_estimator_.predict(X)
 
     def predict_proba(self, X):
         """Class probabilities of the samples of X, shape (n_samples, n_classes)."""
@@ -200,6 +201,7 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         """Mean and variance of the latent function at X (binary problems)."""
         if self._delegating():
             return self.fallback_.latent_mean_and_variance(X)
+        check_is_fitted(self)
         if self.n_classes_ > 2:
             raise ValueError("Returning the mean and variance of the latent function f "
                              "is only supported for binary classification, received "
