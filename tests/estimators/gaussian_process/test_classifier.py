@@ -159,7 +159,7 @@ def test_pickle_round_trip():
 # (one_vs_one is left out: its predict_proba raises for three classes, by design)
 # (the optimiser is tested above; the checks' many small fits keep it off)
 @parametrize_with_checks([GaussianProcessClassifier(),
-                          GaussianProcessClassifier(C(1.0) * Matern([1.0], nu=1.5),
+                          GaussianProcessClassifier(C(1.0) * Matern(1.0, nu=1.5),
                                                     optimizer=None)])
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
