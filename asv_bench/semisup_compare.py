@@ -17,7 +17,8 @@ average before and after.
   compared where both ran (max |difference|).
 - ``gpc``: binary GaussianProcessClassifier, ``C * RBF`` with one length
   scale per feature (8 features), the L-BFGS-B fit; the fitted log marginal
-  likelihoods of both are compared.
+  likelihoods of both are compared. Ours runs BLAS on one thread; with
+  ``--sklearn-one-thread`` scikit-learn runs once more that way too.
 
     python asv_bench/semisup_compare.py                      # the defaults below
     python asv_bench/semisup_compare.py --only gpc --sizes 1000
@@ -87,8 +88,11 @@ def child(workload, n, impl, out):
     import warnings
 
     warnings.simplefilter("ignore")
+    from threadpoolctl import threadpool_limits
+
     cpu0, t0 = time.process_time(), time.perf_counter()
-    model.fit(X, y)
+    with threadpool_limits(1 if impl == "sklearn1" else None, user_api="blas"):
+        model.fit(X, y)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = {"cpu": cpu, "wall": wall, "peak_mb": peak}
@@ -120,6 +124,9 @@ def main():
     parser.add_argument("--only", default="spreading,propagation,gpc")
     parser.add_argument("--sizes", default=None)
     parser.add_argument("--sklearn-max", type=int, default=8000)
+    parser.add_argument("--sklearn-one-thread", action="store_true",
+                        help="gpc: also scikit-learn with BLAS on one thread (ours "
+                             "runs its BLAS on one thread)")
     args = parser.parse_args()
     if args.child:
         workload, n, impl, out = args.child
@@ -137,6 +144,11 @@ def main():
                        if n <= args.sklearn_max else {})
                 rows.append(_row(workload, n, ours, ref, np))
                 print(rows[-1], flush=True)
+                if workload == "gpc" and args.sklearn_one_thread:
+                    ref1 = run_one(workload, n, "sklearn1", tmp)
+                    rows.append(_row(workload + " (sklearn 1 BLAS thread)", n, ours,
+                                     ref1, np))
+                    print(rows[-1], flush=True)
     print(f"load average after: {os.getloadavg()}")
     print("\n".join(rows))
 

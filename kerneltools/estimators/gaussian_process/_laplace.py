@@ -21,6 +21,13 @@ Rasmussen and Williams, "Gaussian Processes for Machine Learning" (2006):
   ``c * Matern``, blocks of symbolic derivatives otherwise), so no
   ``(n, n, n_theta)`` tensor is formed. LAPACK factors in place: ``dpotrf``
   for ``B``, ``dpotri`` for ``B^-1``, ``dtrtrs`` for ``L^-1 W^1/2 K``.
+
+BLAS runs on one thread (:func:`_one_blas_thread`): each Newton step
+alternates an ``n^3 / 3`` factorisation with ``n^2`` products and NumPy work,
+and a multi-threaded BLAS spins between them. At n = 1,000 (8 features, ARD
+RBF, on the shared 2-core machine at load 10) one likelihood-and-gradient
+evaluation took 0.15 CPU s (1.2 s wall) on one thread against 2.7 CPU s
+(11.9 s wall) with BLAS's own threads; scikit-learn's took 0.58 and 3.2 CPU s.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from sklearn.utils.validation import check_is_fitted
 from ...kernels import make_kernel, stationary_form
 from ._exact import _formula_gradient, _mirror_lower, _phi_and_weight
 from ._exact import _stationary_gradient
+from ._iterative import _one_blas_thread
 
 __all__ = ["BinaryLaplaceGPC", "Gram", "posterior_mode"]
 
@@ -166,6 +174,7 @@ class BinaryLaplaceGPC(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    @_one_blas_thread
     def fit(self, X, y):
         """Fit on validated float64 ``X`` and two classes in ``y``."""
         if self.kernel is None:  # scikit-learn's default: fixed C(1) * RBF(1)
@@ -244,6 +253,7 @@ class BinaryLaplaceGPC(BaseEstimator):
         self.f_cached = mode.f
         return mode
 
+    @_one_blas_thread
     def log_marginal_likelihood(self, theta=None, eval_gradient=False,
                                 clone_kernel=True):
         """The Laplace approximation of the log marginal likelihood at
