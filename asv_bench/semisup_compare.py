@@ -108,7 +108,10 @@ def child(workload, n, impl, out):
 def run_one(workload, n, impl, tmp):
     out = os.path.join(tmp, f"{workload}-{n}-{impl}.json")
     cmd = [sys.executable, __file__, "--child", workload, str(n), impl, out]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"error": "over 900 s wall"}
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:]}
     return json.loads(Path(out).read_text()) | {"out": out}
@@ -146,16 +149,17 @@ def main():
                 print(rows[-1], flush=True)
                 if workload == "gpc" and args.sklearn_one_thread:
                     ref1 = run_one(workload, n, "sklearn1", tmp)
-                    rows.append(_row(workload + " (sklearn 1 BLAS thread)", n, ours,
-                                     ref1, np))
+                    rows.append(_row(workload, n, ours, ref1, np,
+                                     label="gpc (sklearn 1 BLAS thread)"))
                     print(rows[-1], flush=True)
     print(f"load average after: {os.getloadavg()}")
     print("\n".join(rows))
 
 
-def _row(workload, n, ours, ref, np):
+def _row(workload, n, ours, ref, np, label=None):
     if "error" in ours or "error" in ref:
         return f"| {workload} | {n} | error: {ours.get('error') or ref.get('error')} |"
+    name = label or workload
     ratio = f"{ref['cpu'] / ours['cpu']:.1f}x" if ref else "-"
     agree = "-"
     if ref and workload == "gpc":
@@ -164,7 +168,7 @@ def _row(workload, n, ours, ref, np):
         a, b = np.load(ours["out"] + ".npy"), np.load(ref["out"] + ".npy")
         agree = f"max diff {np.abs(a - b).max():.1e}"
     iters = f"{ours.get('n_iter', '-')}" + (f" / {ref.get('n_iter')}" if ref else "")
-    return (f"| {workload} | {n} | {ours['cpu']:.1f} | "
+    return (f"| {name} | {n} | {ours['cpu']:.1f} | "
             f"{ref['cpu']:.1f} | {ratio} | {ours['peak_mb']:.0f} | "
             f"{ref['peak_mb']:.0f} | {iters} | {agree} |" if ref else
             f"| {workload} | {n} | {ours['cpu']:.1f} | - | - | {ours['peak_mb']:.0f} | "
