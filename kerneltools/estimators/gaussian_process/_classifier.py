@@ -96,7 +96,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, kernel=None, *, optimizer="fmin_l_bfgs_b", n_restarts_optimizer=0,
+    def __init__(self, kernel=None, *, optimizer="fmin_l_bfgs_b",
+                 n_restarts_optimizer=0,
                  max_iter_predict=100, warm_start=False, copy_X_train=True,
                  random_state=None, multi_class="one_vs_rest", n_jobs=None, verbose=0):
         self.kernel = kernel
@@ -246,7 +247,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         if theta.shape[0] == n_dims:
             thetas = [theta] * len(estimators)
         elif theta.shape[0] == n_dims * self.classes_.shape[0]:
-            thetas = [theta[n_dims * i: n_dims * (i + 1)] for i in range(len(estimators))]
+            thetas = [theta[n_dims * i: n_dims * (i + 1)]
+                      for i in range(len(estimators))]
         else:
             raise ValueError(f"Shape of theta must be either {n_dims} or "
                              f"{n_dims * self.classes_.shape[0]}. Obtained theta with "

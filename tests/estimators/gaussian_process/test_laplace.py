@@ -75,12 +75,16 @@ def test_no_kernel_gradient_tensor(monkeypatch):
     for kernel in (C(2.0) * RBF([1.0] * 4), RationalQuadratic() + DotProduct()):
         model = BinaryLaplaceGPC(kernel, optimizer=None).fit(X, y)
         for cls in {type(k) for k in _parts(kernel)}:
-            original = cls.__call__
-            monkeypatch.setattr(cls, "__call__", lambda self, X, Y=None,
-                                eval_gradient=False, _o=original: (
-                                    refuse(self, X) if eval_gradient else _o(self, X, Y)))
+            monkeypatch.setattr(cls, "__call__", _refusing(cls.__call__, refuse))
         model.log_marginal_likelihood(kernel.theta, eval_gradient=True)
         monkeypatch.undo()
+
+
+def _refusing(original, refuse):
+    def call(self, X, Y=None, eval_gradient=False):
+        return refuse(self, X) if eval_gradient else original(self, X, Y)
+
+    return call
 
 
 def _parts(kernel):

@@ -176,10 +176,12 @@ def test_pickle_round_trip():
     X, y = _data(120, 11)
     model = LabelSpreading(gamma=0.5).fit(X, y)
     again = pickle.loads(pickle.dumps(model))
-    np.testing.assert_array_equal(again.predict_proba(X[:10]), model.predict_proba(X[:10]))
+    np.testing.assert_array_equal(again.predict_proba(X[:10]),
+                                  model.predict_proba(X[:10]))
 
 
-@parametrize_with_checks([LabelSpreading(), LabelPropagation(kernel="knn", n_neighbors=3),
+@parametrize_with_checks([LabelSpreading(),
+                          LabelPropagation(kernel="knn", n_neighbors=3),
                           LabelPropagation(max_iter=100)])
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
