@@ -99,6 +99,12 @@ PUBLIC: dict[str, list[str]] = {
     "kerneltools.estimators.outliers": [
         "LocalOutlierFactor",
     ],
+    "kerneltools.estimators.gaussian_process._classifier": [
+        "GaussianProcessClassifier",
+    ],
+    "kerneltools.estimators.semi_supervised": [
+        "LabelPropagation", "LabelSpreading",
+    ],
     "kerneltools.estimators.spectral": [
         "DENSE_MAX_SAMPLES", "SpectralClustering", "SpectralEmbedding",
         "cluster_qr", "discretize",
@@ -345,6 +351,21 @@ SAME_OBJECT: list[list[str]] = [
     ["kerneltools.lazy:Vj", "kerneltools:Vj"],
     ["kerneltools.lazy:maximum", "kerneltools:maximum"],
     ["kerneltools.lazy:minimum", "kerneltools:minimum"],
+    [
+        "kerneltools.estimators.semi_supervised:LabelSpreading",
+        "kerneltools.estimators:LabelSpreading",
+        "kerneltools:LabelSpreading",
+    ],
+    [
+        "kerneltools.estimators.semi_supervised:LabelPropagation",
+        "kerneltools.estimators:LabelPropagation",
+        "kerneltools:LabelPropagation",
+    ],
+    [
+        "kerneltools.estimators.gaussian_process:GaussianProcessClassifier",
+        "kerneltools.estimators:GaussianProcessClassifier",
+        "kerneltools:GaussianProcessClassifier",
+    ],
 ]
 
 

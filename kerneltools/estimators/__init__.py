@@ -17,6 +17,7 @@ from .cluster import DBSCAN, HDBSCAN
 from .density import KernelDensity
 from .gaussian_process import GaussianProcessRegressor
 from .impute import KNNImputer
+from .gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
 from .kernel_pca import KernelPCA
 from .kernel_ridge import KernelRidge
 from .mean_shift import MeanShift, estimate_bandwidth
@@ -37,6 +38,7 @@ from .optimal_transport import (
     transport_plan,
 )
 from .outliers import LocalOutlierFactor
+from .semi_supervised import LabelPropagation, LabelSpreading
 from .spectral import SpectralClustering, SpectralEmbedding
 from .svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
 
@@ -70,4 +72,7 @@ __all__ = [
     "DBSCAN",
     "KNNImputer",
     "HDBSCAN",
+    "LabelSpreading",
+    "LabelPropagation",
+    "GaussianProcessClassifier",
 ]

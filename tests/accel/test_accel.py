@@ -78,6 +78,12 @@ PATCHES_ADDED = {
      "kerneltools.estimators.impute"),
     ("sklearn.cluster", "sklearn.cluster._hdbscan.hdbscan", "HDBSCAN",
      "kerneltools.estimators.cluster"),
+    ("sklearn.semi_supervised", "sklearn.semi_supervised._label_propagation",
+     "LabelSpreading", "kerneltools.estimators.semi_supervised"),
+    ("sklearn.semi_supervised", "sklearn.semi_supervised._label_propagation",
+     "LabelPropagation", "kerneltools.estimators.semi_supervised"),
+    ("sklearn.gaussian_process", "sklearn.gaussian_process._gpc",
+     "GaussianProcessClassifier", "kerneltools.estimators.gaussian_process"),
 }
 
 

@@ -44,6 +44,8 @@ MODULES = [
     "sklearn.impute.tests.test_knn",
     "sklearn.impute.tests.test_common",
     "sklearn.cluster.tests.test_hdbscan",
+    "sklearn.semi_supervised.tests.test_label_propagation",
+    "sklearn.gaussian_process.tests.test_gpc",
 ]
 
 #: Known causes: (label, regular expression on "ExceptionType: message"), first match.

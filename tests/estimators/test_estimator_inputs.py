@@ -113,6 +113,14 @@ ESTIMATORS = {
                 "labels_", ["fit_predict"]),
     "KNNImputer": ("sklearn.impute", {"n_neighbors": 3}, None, "transform",
                    ["transform", "fit_transform"]),
+    "LabelSpreading": ("sklearn.semi_supervised", {"gamma": 2.0}, Y_CLS,
+                       "predict_proba", ["predict", "predict_proba", "score"]),
+    "LabelPropagation": ("sklearn.semi_supervised", {"gamma": 2.0}, Y_CLS,
+                         "predict_proba", ["predict", "predict_proba", "score"]),
+    "GaussianProcessClassifier": ("sklearn.gaussian_process", {"optimizer": None},
+                                  Y_CLS, "predict_proba",
+                                  ["predict", "predict_proba", "score",
+                                   "latent_mean_and_variance"]),
 }
 
 #: Where our outcome differs from scikit-learn's on purpose:

@@ -1,8 +1,10 @@
 """Gaussian-process regression: scikit-learn's results at small n, and a
-linear-memory iterative solver (BBMM) at large n.
+linear-memory iterative solver (BBMM) at large n; Laplace classification.
 
-What lives here: the estimator; its exact (:mod:`._exact`) and iterative
-(:mod:`._iterative`, :mod:`._control`) solvers, the hyperparameter fit
+What lives here: the regressor; the classifier (:mod:`._classifier`, its
+binary Laplace approximation in :mod:`._laplace`, exact); the regressor's
+exact (:mod:`._exact`) and iterative (:mod:`._iterative`, :mod:`._control`)
+solvers, the hyperparameter fit
 (:mod:`._fit`, :mod:`._optimize`) and device arrays (:mod:`._arrays`,
 :mod:`._device`). What it may import: the public API, :mod:`.._shared` and
 :mod:`kerneltools._utils`.
@@ -29,12 +31,13 @@ from ..._utils._array_api import (HOST, DeviceScore, host_array, placement,
                          validate_on_device)
 from .._shared._fallback import FallbackMixin, gp_kernel_refusal
 from ._arrays import GPPlacement, copy_in
+from ._classifier import GaussianProcessClassifier
 from ._fit import HyperparameterFit
 from ._predict import GPPrediction
 from ..._utils._param_validation import Interval, StrOptions, validate_params
 from ..._utils._validation import validate_numeric
 
-__all__ = ["GaussianProcessRegressor"]
+__all__ = ["GaussianProcessRegressor", "GaussianProcessClassifier"]
 
 #: Largest n that ``solver='auto'`` handles exactly (Cholesky) when it fits
 #: hyperparameters: each evaluation of the objective factors and inverts

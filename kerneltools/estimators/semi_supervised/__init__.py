@@ -1,0 +1,24 @@
+"""Semi-supervised label spreading and propagation on lazy kernel graphs.
+
+:class:`LabelSpreading` and :class:`LabelPropagation` take scikit-learn's
+arguments and give its attributes and label distributions. With the default
+``kernel="rbf"`` the n x n affinity is never stored: each iteration is one
+reduction of the RBF formula against the label matrix, and the row sums
+(degrees) take one reduction, once (the off-diagonal kernel and normalised
+affinity operators of :mod:`kerneltools.linalg`, the ones spectral
+clustering uses). ``kernel="knn"`` builds the sparse k-NN graph with the
+neighbours family's :class:`~kerneltools.estimators.NearestNeighbors`.
+Callable kernels and sparse input go to scikit-learn's classes
+(``fallback_``).
+
+What lives here: the estimators in :mod:`._label_propagation`, the graphs
+(lazy RBF, sparse k-NN) in :mod:`._graphs`, the label iteration (written
+against an injected graph product) in :mod:`._iteration`. What it may
+import: the public API (:mod:`kerneltools.kernels`,
+:mod:`kerneltools.linalg`), :mod:`kerneltools._utils`, the estimators'
+shared helpers (:mod:`.._shared`) and the neighbours family.
+"""
+
+from ._label_propagation import LabelPropagation, LabelSpreading
+
+__all__ = ["LabelPropagation", "LabelSpreading"]
