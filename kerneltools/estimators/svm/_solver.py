@@ -15,7 +15,8 @@ variables free to go up, the bottom among those free to go down; per sign of
 ``y`` for ``Solver_NU``), solves the sub-problem on ``B`` with libsvm's own
 SMO (second-order working-set selection WSS2, Fan, Chen and Lin, JMLR 2005,
 and libsvm's two-variable update with clipping) on the dense ``|B| x |B|``
-kernel block, vectorised over the block, and then updates ``G`` for all
+kernel block (float32, libsvm's values; :func:`kerneltools.linalg.smo_block`,
+compiled), and then updates ``G`` for all
 ``l`` with one kernel reduction over the changed variables::
 
     G_s += y_s sum_{t changed} K(x_s, x_t) y_t (a_t - a_t^old).
@@ -44,7 +45,7 @@ from ...linalg import smo_block
 __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 
 #: Default working-set size (points per outer step).
-WORKING_SET = 2048
+WORKING_SET = 3072
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.03
 
