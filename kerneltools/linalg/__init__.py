@@ -19,7 +19,8 @@ eigenpairs).
 True
 
 What it may import: :mod:`kerneltools.kernels`, :mod:`kerneltools.lazy`,
-:mod:`kerneltools.dask`, the engine's CG.
+:mod:`kerneltools.dask`, the engine's CG, and the CPU backend's C loader
+(:func:`smo_block`, the SVMs' inner solver).
 """
 
 from __future__ import annotations

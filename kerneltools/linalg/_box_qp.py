@@ -17,6 +17,8 @@ the configured backend is ``"numpy"``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 __all__ = ["smo_block", "smo_block_numpy", "smo_native_available"]
@@ -150,6 +152,12 @@ def _native():
 
     from ..backend.cpu._compiler import find_compiler  # noqa: PLC0415
     from ..backend.cpu._library import KEY, library  # noqa: PLC0415
+    from ..exceptions import (  # noqa: PLC0415
+        BackendFallbackWarning,
+        BackendUnavailableError,
+        CacheError,
+        CompileError,
+    )
 
     comp = find_compiler()
     fn = None
@@ -157,10 +165,16 @@ def _native():
         flags = [f for f in comp.flags if not f.startswith("-ffp-contract")
                  and f != "-fopenmp"]
         comp = replace(comp, flags=[*flags, "-ffp-contract=off"])
-        fn = library(Template(_SOURCE).substitute(key=KEY), comp).cdll.kt_smo_block
-        P, I64 = ctypes.c_void_p, ctypes.c_int64
-        fn.restype = I64
-        fn.argtypes = [I64, P, P, P, P, P, P, ctypes.c_double, ctypes.c_int, I64]
+        try:
+            lib = library(Template(_SOURCE).substitute(key=KEY), comp).cdll
+        except (BackendUnavailableError, CacheError, CompileError) as exc:
+            warnings.warn(f"smo_block: no compiled loop ({exc}); the NumPy loop "
+                          "runs", BackendFallbackWarning, stacklevel=3)
+        else:
+            fn, P, I64 = lib.kt_smo_block, ctypes.c_void_p, ctypes.c_int64
+            fn.restype = I64
+            fn.argtypes = [I64, P, P, P, P, P, P, ctypes.c_double, ctypes.c_int,
+                           I64]
     _loaded.append(fn)
     return fn
 
@@ -196,6 +210,17 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None
     alpha : ndarray, the block's new dual variables
     v : ndarray, ``-y G`` on the block at the end
     n_iter : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.linalg import smo_block
+    >>> K = np.array([[1, .2, .1], [.2, 1, .3], [.1, .3, 1]], dtype=np.float32)
+    >>> y, C = np.array([1., -1., 1.]), np.ones(3)
+    >>> alpha, v, n_iter = smo_block(np.zeros(3), -np.ones(3), y, C, K,
+    ...                              np.ones(3), eps=1e-3)
+    >>> bool(abs(y @ alpha) < 1e-12 and np.all((alpha >= 0) & (alpha <= 1)))
+    True
     """
     from ..config import get_config  # noqa: PLC0415
 

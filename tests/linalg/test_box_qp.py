@@ -78,3 +78,16 @@ def test_block_is_solved_to_eps(backend, nu):
     np.testing.assert_allclose(-y * v, Gd, rtol=0, atol=1e-9)
     assert _violation(a, Gd, y, C, nu) < 1e-3 + 1e-9
     assert _violation(alpha, G, y, C, nu) > 1e-3  # the start was not optimal
+
+
+def test_without_a_compiler_the_numpy_loop_runs(monkeypatch):
+    from kerneltools.linalg import _box_qp
+
+    monkeypatch.setattr(_box_qp, "_loaded", [None])  # as when no compiler works
+    assert not smo_native_available()
+    args = _block(3, 90, False)
+    a1, v1, i1 = smo_block(*args, eps=1e-3)
+    a2, v2, i2 = smo_block_numpy(*args, eps=1e-3)
+    assert i1 == i2 > 0
+    np.testing.assert_array_equal(a1, a2)
+    np.testing.assert_array_equal(v1, v2)
