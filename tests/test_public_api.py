@@ -162,8 +162,8 @@ PUBLIC: dict[str, list[str]] = {
         "NystroemPreconditioner", "OffDiagonalKernel", "START_LANDMARKS",
         "block_lanczos", "conjugate_gradient", "eigsh", "landmark_sums",
         "lobpcg", "nystroem_eigh", "nystroem_start", "randomized_eigsh",
-        "robust_cholesky", "select_landmarks", "solve_with_logdet",
-        "translated", "translation",
+        "robust_cholesky", "select_landmarks", "smo_block", "smo_block_numpy",
+        "smo_native_available", "solve_with_logdet", "translated", "translation",
     ],
     "kerneltools.ranges": [
         "BlockSparsity", "block_sparsity", "cluster_centroids",

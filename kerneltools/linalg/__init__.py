@@ -19,7 +19,8 @@ eigenpairs).
 True
 
 What it may import: :mod:`kerneltools.kernels`, :mod:`kerneltools.lazy`,
-:mod:`kerneltools.dask`, the engine's CG.
+:mod:`kerneltools.dask`, the engine's CG, and the CPU backend's C loader
+(:func:`smo_block`, the SVMs' inner solver).
 """
 
 from __future__ import annotations
@@ -344,11 +345,13 @@ from ._lanczos import (  # noqa: E402
     block_lanczos,
 )
 from ._spectral_operators import translated, translation  # noqa: E402
+from ._box_qp import smo_block, smo_block_numpy, smo_native_available  # noqa: E402
 
 __all__ += ["DENSE_MAX", "EIGEN_METHODS", "CenteredOperator", "NormalizedAffinityOperator",
             "OffDiagonalKernel", "translated", "translation",
             "block_lanczos", "eigsh", "lobpcg", "randomized_eigsh", "nystroem_eigh",
-            "landmark_sums", "nystroem_start", "START_LANDMARKS"]
+            "landmark_sums", "nystroem_start", "START_LANDMARKS",
+            "smo_block", "smo_block_numpy", "smo_native_available"]
 
 
 def landmark_sums(kernel, X, Z, A, *, block: int = 4096) -> np.ndarray:

@@ -165,7 +165,8 @@ class BaseSVM(FallbackMixin, BaseEstimator):
     def _data_kernel(self, X):
         kernel = svm_kernel(self.kernel, gamma=self._gamma, degree=self.degree,
                             coef0=self.coef0)
-        return DataKernel(kernel, X)
+        rbf = isinstance(self.kernel, str) and self.kernel == "rbf"
+        return DataKernel(kernel, X, rbf_gamma=self._gamma if rbf else None)
 
     def _set_single(self, X, dual, removed_rows):
         """Fitted state of a regression or one-class problem (one ``Dual``)."""

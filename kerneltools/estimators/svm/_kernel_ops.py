@@ -38,17 +38,35 @@ class DataKernel:
     X : ndarray of shape (n, d), float64
     backend : str or None
         The backend of the reductions (None: the configured one).
+    rbf_gamma : float or None
+        The kernel is ``exp(-gamma |x - y|^2)``: blocks computed here, with
+        the squared norms computed once, in scikit-learn's ``rbf_kernel``'s
+        operations and order (the same values, without its checks and
+        copies).
     """
 
-    def __init__(self, kernel, X, *, backend=None):
+    def __init__(self, kernel, X, *, backend=None, rbf_gamma=None):
         self.kernel = kernel
         self.X = X
         self.backend = backend
         self._diag = None
+        self._rbf = rbf_gamma if X.dtype == np.float64 else None
+        self._sq = None
 
     def block(self, rows, cols):
         """Dense ``K(X[rows], X[cols])``, float64."""
-        return np.asarray(self.kernel(self.X[rows], self.X[cols]), dtype=np.float64)
+        if self._rbf is None:
+            return np.asarray(self.kernel(self.X[rows], self.X[cols]),
+                              dtype=np.float64)
+        if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
+            self._sq = np.einsum("ij,ij->i", self.X, self.X)
+        D = self.X[rows] @ self.X[cols].T
+        D *= -2.0
+        D += self._sq[rows][:, None]
+        D += self._sq[cols][None, :]
+        np.maximum(D, 0, out=D)
+        D *= -self._rbf
+        return np.exp(D, out=D)
 
     def diag(self):
         """``K(x_i, x_i)`` for every row (computed once)."""

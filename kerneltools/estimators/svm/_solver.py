@@ -15,7 +15,8 @@ variables free to go up, the bottom among those free to go down; per sign of
 ``y`` for ``Solver_NU``), solves the sub-problem on ``B`` with libsvm's own
 SMO (second-order working-set selection WSS2, Fan, Chen and Lin, JMLR 2005,
 and libsvm's two-variable update with clipping) on the dense ``|B| x |B|``
-kernel block, vectorised over the block, and then updates ``G`` for all
+kernel block (float32, libsvm's values; :func:`kerneltools.linalg.smo_block`,
+compiled), and then updates ``G`` for all
 ``l`` with one kernel reduction over the changed variables::
 
     G_s += y_s sum_{t changed} K(x_s, x_t) y_t (a_t - a_t^old).
@@ -39,12 +40,12 @@ from typing import Protocol
 
 import numpy as np
 
+from ...linalg import smo_block
+
 __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 
-#: libsvm's TAU: the curvature used for a pair whose kernel curvature is <= 0.
-TAU = 1e-12
 #: Default working-set size (points per outer step).
-WORKING_SET = 2048
+WORKING_SET = 3072
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.03
 
@@ -208,11 +209,12 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         B = _working_set(v, up, low, groups, q, keep)
         budget = -1 if max_iter == -1 else max_iter - n_iter
         inner_eps = eps if B.size == len(y) else max(eps, INNER_FRACTION * gap)
-        # libsvm caches float32 kernel values (Qfloat); its diagonal is float64
+        # libsvm caches float32 kernel values (Qfloat), kept as float32 here;
+        # its diagonal is float64
         K = whole if B.size == len(y) and whole is not None else cache.block(B)
         a_new, v_B, its = smo_block(alpha[B], G[B], y[B], C[B], K, kdiag[point[B]],
-                               eps=inner_eps, groups=[g[B] for g in groups],
-                               max_iter=budget)
+                                    eps=inner_eps, nu=nu, max_iter=budget,
+                                    backend=getattr(kernel, "backend", None))
         n_iter += its
         delta = a_new - alpha[B]
         changed = np.flatnonzero(delta)
@@ -244,9 +246,9 @@ def _initial_gradient(problem, kernel, y, alpha, q):
     point, nz = problem.point, np.flatnonzero(alpha)
     whole = None
     if len(y) <= q:
-        whole = kernel.block(point, point).astype(np.float32).astype(np.float64)
+        whole = kernel.block(point, point).astype(np.float32)
         for i in nz:  # libsvm: G += alpha_i Q_i, one column at a time
-            G += alpha[i] * (y * y[i] * whole[:, i])
+            G += alpha[i] * (y * y[i] * whole[:, i].astype(np.float64))
     elif nz.size:
         G += y * _apply(kernel, point, nz, y[nz] * alpha[nz])
     return G, whole
@@ -259,8 +261,9 @@ def _report(step, gap, alpha, n_iter, t0):
 
 
 class _BlockCache:
-    """The last working set's kernel block: the next block computes only the
-    rows of its new variables (half of a set is typically kept)."""
+    """The last working set's kernel block (float32, libsvm's ``Qfloat``
+    values): the next block computes only the rows of its new variables
+    (half of a set is typically kept) and copies the kept ones."""
 
     def __init__(self, kernel, point):
         self.kernel, self.point = kernel, point
@@ -268,7 +271,7 @@ class _BlockCache:
 
     def _rows(self, rows, cols):
         K = self.kernel.block(self.point[rows], self.point[cols])
-        return K.astype(np.float32).astype(np.float64)  # libsvm's Qfloat values
+        return K.astype(np.float32)  # libsvm's Qfloat values
 
     def block(self, B):
         if self.B is None:
@@ -277,12 +280,13 @@ class _BlockCache:
             pos = np.minimum(np.searchsorted(self.B, B), len(self.B) - 1)
             hit = self.B[pos] == B
             old, new = np.flatnonzero(hit), np.flatnonzero(~hit)
-            K = np.empty((B.size, B.size))
-            K[np.ix_(old, old)] = self.K[np.ix_(pos[old], pos[old])]
-            if new.size:
-                R = self._rows(B[new], B)
+            K = np.empty((B.size, B.size), dtype=np.float32)
+            if old.size:
+                K[np.ix_(old, old)] = self.K[np.ix_(pos[old], pos[old])]
+            if new.size:  # rows, then their transpose (K symmetric) as a copy:
+                R = self._rows(B[new], B)  # a strided column write is slower
                 K[new, :] = R
-                K[:, new] = R.T
+                K[np.ix_(old, new)] = np.ascontiguousarray(R[:, old].T)
         self.B, self.K = B, K
         return K
 
@@ -290,128 +294,3 @@ class _BlockCache:
 def _apply(kernel, point, t, w):
     """``sum_{k} K(x_{point[s]}, x_{point[t_k]}) w_k`` for every variable ``s``."""
     return kernel.apply(point[t], w)[point]
-
-
-# -- the inner SMO, libsvm's Solver on one block -----------------------------
-
-
-def smo_block(alpha, G, y, C, K, kd, *, eps, groups, max_iter=-1):
-    """libsvm's SMO on a block: WSS2, the clipped two-variable update, until
-    the block's maximal violation is below ``eps``. ``K`` is the block's
-    kernel (libsvm's float32 values), ``kd`` its diagonal (float64).
-    Returns (alpha, -y G on the block, iterations)."""
-    alpha = alpha.copy()
-    v = -y * G  # -y G, updated in place
-    up, low = _up_low(y, alpha, C)
-    quad = _Curvature(K, kd)
-    groups = None if len(groups) == 1 else groups
-    its = 0
-    while max_iter == -1 or its < max_iter:
-        pair = _select_pair(v, up, low, quad, groups, eps)
-        if pair is None:
-            break
-        i, j = pair
-        # Python floats: C = inf (a hard margin) gives inf - inf = nan in the
-        # clipping tests, as in libsvm's C, without NumPy's warning
-        ai, aj = _update_pair(float(alpha[i]), float(alpha[j]), float(-y[i] * v[i]),
-                              float(-y[j] * v[j]), y[i], y[j], float(C[i]),
-                              float(C[j]), float(quad.pair(i, j)))
-        di, dj = ai - alpha[i], aj - alpha[j]
-        alpha[i], alpha[j] = ai, aj
-        v -= K[i] * (y[i] * di) + K[j] * (y[j] * dj)  # K symmetric: rows
-        for t in (i, j):
-            up[t] = alpha[t] < C[t] if y[t] > 0 else alpha[t] > 0
-            low[t] = alpha[t] > 0 if y[t] > 0 else alpha[t] < C[t]
-        its += 1
-    return alpha, v, its
-
-
-class _Curvature:
-    """libsvm's curvature ``K_ii + K_jj - 2 K_ij`` of a pair (TAU where <= 0),
-    a row at a time: a step uses far fewer rows than the block has."""
-
-    def __init__(self, K, kd):
-        self.K, self.kd = K, kd
-
-    def __getitem__(self, i):
-        q = self.kd[i] + self.kd - 2 * self.K[i]
-        return np.where(q > 0, q, TAU)
-
-    def pair(self, i, j):
-        q = self.kd[i] + self.kd[j] - 2 * self.K[i, j]
-        return q if q > 0 else TAU
-
-
-def _last(a, fn):
-    """The last index where ``fn`` (argmax or argmin) is reached (libsvm's ties)."""
-    return len(a) - 1 - int(fn(a[::-1]))
-
-
-def _select_pair(v, up, low, quad, groups, eps):
-    """WSS2 (libsvm's ``select_working_set``; per sign for ``Solver_NU``): ``i``
-    maximal ``v`` in ``up``; ``j`` in ``low`` maximising ``(v_i - v_j)^2 /
-    quad_ij`` (libsvm minimises its negative); ties go to the last index, as
-    libsvm's ``>=`` and ``<=``. None when the violation is below ``eps`` or
-    no pair can move."""
-    if groups is None:
-        vu = np.where(up, v, -np.inf)
-        i = _last(vu, np.argmax)
-        vl = np.where(low, v, np.inf)
-        gap = vu[i] - vl.min()
-        if not gap >= eps:  # also NaN: nothing free on one side
-            return None
-        diff = vu[i] - vl  # -inf off the low set
-        gain = np.where(diff > 0, diff * diff / quad[i], -np.inf)
-        j = _last(gain, np.argmax)
-        return (i, j) if gain[j] > -np.inf else None
-    gap, gain, first = -np.inf, None, np.empty(len(v), dtype=np.intp)
-    for g in groups:
-        vu = np.where(up & g, v, -np.inf)
-        i = _last(vu, np.argmax)
-        vl = np.where(low & g, v, np.inf)
-        if vu[i] == -np.inf or vl.min() == np.inf:
-            continue
-        gap = max(gap, vu[i] - vl.min())
-        diff = vu[i] - vl
-        o = np.where(diff > 0, diff * diff / quad[i], -np.inf)
-        gain = o if gain is None else np.where(g, o, gain)
-        first[g] = i
-    if gap < eps or gain is None:
-        return None
-    j = _last(gain, np.argmax)
-    return (int(first[j]), j) if gain[j] > -np.inf else None
-
-
-def _update_pair(ai, aj, Gi, Gj, yi, yj, Ci, Cj, quad):
-    """libsvm's two-variable update of ``Solver::Solve``, with its clipping to
-    the box; ``quad = K_ii + K_jj - 2 K_ij``."""
-    quad = quad if quad > 0 else TAU
-    if yi != yj:
-        delta = (-Gi - Gj) / quad
-        diff = ai - aj
-        ai, aj = ai + delta, aj + delta
-        if diff > 0:
-            if aj < 0:
-                aj, ai = 0.0, diff
-        elif ai < 0:
-            ai, aj = 0.0, -diff
-        if diff > Ci - Cj:
-            if ai > Ci:
-                ai, aj = Ci, Ci - diff
-        elif aj > Cj:
-            aj, ai = Cj, Cj + diff
-    else:
-        delta = (Gi - Gj) / quad
-        total = ai + aj
-        ai, aj = ai - delta, aj + delta
-        if total > Ci:
-            if ai > Ci:
-                ai, aj = Ci, total - Ci
-        elif aj < 0:
-            aj, ai = 0.0, total
-        if total > Cj:
-            if aj > Cj:
-                aj, ai = Cj, total - Cj
-        elif ai < 0:
-            ai, aj = 0.0, total
-    return ai, aj

@@ -14,6 +14,7 @@ from kerneltools.estimators.svm import _kernel_ops, _solver
 from kerneltools.estimators.svm._kernel_ops import DataKernel, svm_kernel
 from kerneltools.estimators.svm._problems import nu_svc
 from kerneltools.estimators.svm._solver import DualProblem, solve
+from kerneltools.linalg._box_qp import update_pair
 
 TOL = 1e-3
 
@@ -122,6 +123,6 @@ def test_update_pair_keeps_the_box_and_the_equality():
         Ci, Cj = rng.uniform(0.5, 2, 2)
         ai, aj = rng.uniform(0, Ci), rng.uniform(0, Cj)
         Gi, Gj, quad = rng.normal(size=3)
-        ni, nj = _solver._update_pair(ai, aj, Gi, Gj, yi, yj, Ci, Cj, quad)
+        ni, nj = update_pair(ai, aj, Gi, Gj, yi, yj, Ci, Cj, quad)
         assert -1e-12 <= ni <= Ci + 1e-12 and -1e-12 <= nj <= Cj + 1e-12
         assert yi * ni + yj * nj == pytest.approx(yi * ai + yj * aj, abs=1e-12)
