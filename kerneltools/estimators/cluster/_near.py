@@ -39,6 +39,7 @@ class Near:
     def __init__(self, X: np.ndarray, metric, thr: float, *, name: str, eps: float,
                  dtype=None):
         self.metric, self.thr = metric, float(thr)
+        self.name = name
         self.dtype = np.dtype(dtype or np.float64)
         if len(X) > 2**24:  # labels are exact in the formula's floats
             self.dtype = np.dtype(np.float64)

@@ -18,7 +18,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import DBSCAN
-from kerneltools.estimators.cluster import _dbscan, _near
+from kerneltools.estimators.cluster import _cells, _dbscan, _near
 
 
 def _data(shape: str, seed: int, n: int = 300) -> np.ndarray:
@@ -119,6 +119,63 @@ def test_float32_bracket_of_the_counts(shape, monkeypatch):
     assert any(calls)
 
 
+def _use_cells(monkeypatch, per_cell=16):
+    """Cells from any size, ``per_cell`` points each; a list of the kept
+    fractions of the fits that made them."""
+    monkeypatch.setattr(_cells, "MIN_POINTS", 0)
+    monkeypatch.setattr(_cells, "CELL_POINTS", per_cell)
+    made = []
+    real = _cells.Cells.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        made.append(self.kept)
+
+    monkeypatch.setattr(_cells.Cells, "__init__", spy)
+    return made
+
+
+@pytest.mark.parametrize("shape", sorted(EPS))
+@pytest.mark.parametrize("bracket", [False, True])
+def test_cells_keep_every_pair_within_eps(shape, bracket, monkeypatch):
+    # the passes over the kept cell pairs only: the same labels, at eps and
+    # near it (integer grids, duplicates), with and without the float32
+    # bracket, in float32 and float64
+    made = _use_cells(monkeypatch)
+    if bracket:
+        monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
+    for seed in range(3):
+        for dtype in (np.float64, np.float32):
+            X = _data(shape, seed, n=600).astype(dtype)
+            for min_samples in (1, 4, 12):
+                kw = dict(eps=EPS[shape], min_samples=min_samples)
+                _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert made and min(made) < 0.9  # pruned, not all pairs
+
+
+def test_cells_with_weights_dtype_and_chain(monkeypatch):
+    made = _use_cells(monkeypatch, per_cell=8)
+    X = _data("blobs", 2, n=600)
+    w = np.random.default_rng(2).choice([-1.0, 0.5, 1.0, 2.5, 6.0], len(X))
+    kw = dict(eps=0.5, min_samples=5)
+    _assert_same(DBSCAN(**kw).fit(X, sample_weight=w),
+                 skc.DBSCAN(**kw).fit(X, sample_weight=w))
+    _assert_same(DBSCAN(dtype="float32", **kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    x = np.arange(400.0)  # labels travel along a chain through many cells
+    X = x[np.random.default_rng(0).permutation(400)][:, None]
+    kw = dict(eps=1.0, min_samples=2)
+    _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert len(made) == 3 and max(made) < 0.5
+
+
+def test_no_cells_for_other_metrics(monkeypatch):
+    made = _use_cells(monkeypatch)
+    X = np.abs(_data("blobs", 1)) + 0.1
+    args = dict(eps=0.7, min_samples=5, metric="manhattan")
+    _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+    assert not made
+
+
 @pytest.mark.parametrize("metric, params", [
     ("seuclidean", lambda X: {"V": X.var(0)}),
     ("mahalanobis", lambda X: {"VI": np.linalg.inv(np.cov(X.T))}),
@@ -146,8 +203,8 @@ def test_memory_holds_no_pairs(monkeypatch):
     seen = []
     real = _dbscan._min_label
 
-    def spy(near, rows, cols, values, backend):
-        out = real(near, rows, cols, values, backend)
+    def spy(near, rows, cols, values, backend, ranges=None):
+        out = real(near, rows, cols, values, backend, ranges)
         seen.append(out.shape)
         return out
 
