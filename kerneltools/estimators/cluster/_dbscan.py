@@ -28,7 +28,6 @@ points it leaves undecided (:mod:`._near`). Memory is O(n) at any ``eps``.
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 from numbers import Integral, Real
@@ -45,6 +44,7 @@ from ..neighbors import _metrics as M
 from ..._utils._param_validation import Dtypes, Interval, StrOptions, validate_params
 from ..._utils._validation import validate_numeric
 from . import _cells
+from ._hooking import components, min_label
 from ._near import Near
 
 __all__ = ["DBSCAN"]
@@ -52,6 +52,10 @@ __all__ = ["DBSCAN"]
 #: The metric names scikit-learn's DBSCAN accepts (its own constraint's list;
 #: those the k-NN estimators lack go to it).
 _SKLEARN_METRICS = set(sklearn.metrics.pairwise._VALID_METRICS)
+#: The first hooking rounds read every stride-th core point, the stride
+#: giving about this many neighbours to the median point
+#: (:func:`._hooking.components`).
+HOOK_NEIGHBOURS = 32
 
 
 def _check_weight(sample_weight, n: int) -> np.ndarray | None:
@@ -70,69 +74,6 @@ def _check_weight(sample_weight, n: int) -> np.ndarray | None:
     if not np.any(w):
         raise ValueError("Sample weights must contain at least one non-zero number.")
     return w
-
-
-def _min_label(near, rows, cols, values, backend, ranges=None) -> np.ndarray:
-    """For each point of ``rows``, the smallest ``values[c]`` over the points
-    ``c`` of ``cols`` within ``eps`` (``len(cols)`` or more where none is),
-    over the pairs ``ranges`` keeps (None: all of them).
-    (Always in float64: on the float32 bracket the two ``Min`` outputs cost
-    as much as one float64 ``Min``, measured at 3e4 x 9.)"""
-    big = float(len(cols) + 1)
-    v = Vj(values.astype(near.dtype)[:, None])
-    F = (1 - near(rows, cols)) * big + v
-    m = F.min(axis=1, backend=backend, ranges=ranges).ravel()
-    return np.rint(np.minimum(m, big)).astype(np.int64)  # (no pair kept: inf)
-
-
-def _skipped(cells, core_idx, lab):
-    """For each kept cell pair, whether both cells' core points all carry one
-    and the same label (their pairs can lower no label); None: no cells."""
-    if cells is None:
-        return None
-    cl = cells.labels[core_idx]
-    lo = np.full(cells.n_cells, np.iinfo(np.int64).max)
-    hi = np.full(cells.n_cells, -1)
-    np.minimum.at(lo, cl, lab)
-    np.maximum.at(hi, cl, lab)
-    same = (lo == hi)
-    return same[cells.a] & same[cells.b] & (lo[cells.a] == lo[cells.b])
-
-
-def _components(near, core_idx: np.ndarray, backend, say, t0,
-                cells=None) -> np.ndarray:
-    """The connected components of the core points (joined within ``eps``),
-    each labelled by its smallest (local) index.
-
-    Hooking and pointer jumping (Shiloach and Vishkin, J. Algorithms 1982):
-    each round, one min reduction gives every core point the smallest label
-    among its neighbours; each component's root hooks onto the smallest of
-    its members', and pointer jumping flattens the trees. A component not
-    yet whole merges with a neighbour each round, so their number at least
-    halves: O(log n) rounds. Labels only decrease and stay in the
-    component, so the last ones are each component's smallest point. With
-    ``cells`` (:class:`._cells.Cells`) a round reduces over the kept cell
-    pairs only, less those whose core points all carry one label already.
-    """
-    lab = np.arange(len(core_idx))
-    for n_round in itertools.count(1):
-        skip = _skipped(cells, core_idx, lab)
-        if skip is not None and skip.all():
-            return lab
-        rng = None if cells is None else cells.ranges(core_idx, core_idx, skip)
-        m = np.minimum(_min_label(near, core_idx, core_idx, lab, backend, rng), lab)
-        if not np.any(m < lab):
-            return lab
-        parent = np.arange(len(lab))
-        np.minimum.at(parent, lab, m)  # each root hooks to its smallest neighbour
-        while True:  # pointer jumping: every node to its root
-            up = parent[parent]
-            if np.array_equal(up, parent):
-                break
-            parent = up
-        lab = parent[lab]
-        say(f"round {n_round}: {len(np.unique(lab))} components", t0)
-    return lab
 
 
 class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
@@ -273,6 +214,7 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         X = validate_numeric(self, X, dtype="numeric")
         w = _check_weight(sample_weight, X.shape[0])
         t0 = self._t0 = time.perf_counter()
+        self._typical = 0.0
         near = self._near(X)
         self._cells = self._make_cells(X, near)
         core = self._core_mask(near, X.shape[0], w)
@@ -280,7 +222,7 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         self._say(f"{len(self.core_sample_indices_)} core points of "
                   f"{X.shape[0]}", t0)
         self.labels_ = self._labels(near, core, t0)
-        del self._cells
+        del self._cells, self._typical
         if len(self.core_sample_indices_):
             self.components_ = X[self.core_sample_indices_].copy()
         else:
@@ -350,6 +292,7 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
                        ranges=self._ranges(every, every)).ravel()
         if w is None:
             counts = np.rint(counts)
+            self._typical = float(np.median(counts))
         return counts >= self.min_samples
 
     def _core_mask_bracketed(self, near: Near, n: int) -> np.ndarray:
@@ -358,6 +301,7 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         lo, hi = near.bracket(every, every).sum(
             axis=1, backend=self.backend, ranges=self._ranges(every, every)).T
         core = np.rint(hi) >= self.min_samples
+        self._typical = float(np.median(hi))
         again = np.flatnonzero((np.rint(lo) >= self.min_samples) != core)
         if len(again):
             exact = near(again, every).sum(
@@ -373,14 +317,15 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         core_idx = np.flatnonzero(core)
         if not len(core_idx):
             return labels
-        lab = _components(near, core_idx, self.backend, self._say, t0,
-                          self._cells)
+        stride = max(1, int(self._typical) // HOOK_NEIGHBOURS)
+        lab = components(near, core_idx, self.backend, self._say, t0,
+                          self._cells, stride)
         roots, cluster = np.unique(lab, return_inverse=True)
         labels[core_idx] = cluster  # numbered by their smallest core point
         self._say(f"{len(roots)} clusters", t0)
         other = np.flatnonzero(~core)
         if len(other):
-            first = _min_label(near, other, core_idx, cluster, self.backend,
+            first = min_label(near, other, core_idx, cluster, self.backend,
                                self._ranges(other, core_idx))
             has = first < len(roots)
             labels[other[has]] = first[has].astype(np.intp)

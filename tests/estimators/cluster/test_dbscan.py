@@ -18,7 +18,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import DBSCAN
-from kerneltools.estimators.cluster import _cells, _dbscan, _near
+from kerneltools.estimators.cluster import _cells, _dbscan, _hooking, _near
 
 
 def _data(shape: str, seed: int, n: int = 300) -> np.ndarray:
@@ -137,14 +137,17 @@ def _use_cells(monkeypatch, per_cell=16):
 
 @pytest.mark.parametrize("shape", sorted(EPS))
 @pytest.mark.parametrize("bracket", [False, True])
-def test_cells_keep_every_pair_within_eps(shape, bracket, monkeypatch):
+@pytest.mark.parametrize("hook", [2, 10**9])
+def test_cells_keep_every_pair_within_eps(shape, bracket, hook, monkeypatch):
     # the passes over the kept cell pairs only: the same labels, at eps and
     # near it (integer grids, duplicates), with and without the float32
-    # bracket, in float32 and float64
+    # bracket, in float32 and float64; with the first rounds over a sample
+    # of the columns (hook=2) or not
     made = _use_cells(monkeypatch)
+    monkeypatch.setattr(_dbscan, "HOOK_NEIGHBOURS", hook)
     if bracket:
         monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
-    for seed in range(3):
+    for seed in range(2):
         for dtype in (np.float64, np.float32):
             X = _data(shape, seed, n=600).astype(dtype)
             for min_samples in (1, 4, 12):
@@ -166,6 +169,26 @@ def test_cells_with_weights_dtype_and_chain(monkeypatch):
     kw = dict(eps=1.0, min_samples=2)
     _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
     assert len(made) == 3 and max(made) < 0.5
+
+
+@pytest.mark.parametrize("metric", ["manhattan", "euclidean"])
+def test_sampled_rounds_without_cells(metric, monkeypatch):
+    # the first rounds over every 2nd to 10th core point, over all pairs
+    monkeypatch.setattr(_dbscan, "HOOK_NEIGHBOURS", 2)
+    strides = []
+    real = _hooking.components
+
+    def spy(*args):
+        strides.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(_dbscan, "components", spy)
+    for seed in range(3):
+        for shape in ("blobs", "moons", "duplicates"):
+            X = _data(shape, seed, n=500)
+            args = dict(eps=EPS[shape], min_samples=4, metric=metric)
+            _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+    assert max(strides) > 1
 
 
 def test_no_cells_for_other_metrics(monkeypatch):
@@ -199,16 +222,17 @@ def test_hooking_rounds_on_a_long_chain():
 
 
 def test_memory_holds_no_pairs(monkeypatch):
-    # every reduction is over all pairs; none returns more than a vector
+    # every reduction is over pairs of points; none returns more than a vector
     seen = []
-    real = _dbscan._min_label
+    real = _hooking.min_label
 
-    def spy(near, rows, cols, values, backend, ranges=None):
-        out = real(near, rows, cols, values, backend, ranges)
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
         seen.append(out.shape)
         return out
 
-    monkeypatch.setattr(_dbscan, "_min_label", spy)
+    monkeypatch.setattr(_hooking, "min_label", spy)
+    monkeypatch.setattr(_dbscan, "min_label", spy)
     X = _data("moons", 0, n=500)
     DBSCAN(eps=0.12, min_samples=4).fit(X)
     assert seen and all(len(s) == 1 for s in seen)
