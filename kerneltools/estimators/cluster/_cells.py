@@ -32,9 +32,12 @@ __all__ = ["Cells", "MIN_POINTS"]
 MIN_POINTS = 4096
 #: Points per cell, on average.
 CELL_POINTS = 256
-#: Most cells; and the sample the centres are fitted on.
+#: Most cells.
 MAX_CELLS = 1024
-SAMPLE = 20_000
+#: The centres are fitted on a sample of this many points per cell
+#: (measured at 3e4 x 9, 117 cells: a sample of 20,000 points took 0.19 CPU
+#: s, of 8,000 0.07 s, keeping the same pairs).
+SAMPLE_PER_CELL = 32
 
 
 class Cells:
@@ -45,7 +48,8 @@ class Cells:
         n, d = X.shape
         C = int(np.clip(n // CELL_POINTS, 1, MAX_CELLS))
         rng = np.random.default_rng(0)
-        sample = X if n <= SAMPLE else X[rng.choice(n, SAMPLE, replace=False)]
+        k = SAMPLE_PER_CELL * C
+        sample = X if n <= k else X[rng.choice(n, k, replace=False)]
         _, centres = kr.kmeans_cluster(sample, C, random_state=0, backend=backend)
         lab = Vi(X).sqdist(Vj(centres)).argmin(axis=1, backend=backend)
         used, self.labels = np.unique(np.asarray(lab).ravel(), return_inverse=True)

@@ -134,7 +134,8 @@ def _rounds(near, core_idx, lab, backend, say, t0, cells, test, cols) -> np.ndar
         if not np.any(found):
             return lab
         lab = _merge(lab, lab[found], m[found])
-        part = f" (1/{len(lab) // len(cols)} of the columns)" if len(cols) < len(lab) else ""
+        part = (f" (1/{len(lab) // len(cols)} of the columns)"
+                if len(cols) < len(lab) else "")
         say(f"round {n_round}{' (float32)' if test else ''}{part}: "
             f"{len(np.unique(lab))} components", t0)
     return lab
