@@ -191,6 +191,30 @@ def test_sampled_rounds_without_cells(metric, monkeypatch):
     assert max(strides) > 1
 
 
+@pytest.mark.parametrize("cells", [False, True])
+def test_counts_over_a_sample_first(cells, monkeypatch):
+    # many neighbours per point: the counts first over every stride-th point
+    # (or cell), a lower bound; then the undecided points over all of them
+    monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
+    if cells:
+        _use_cells(monkeypatch)
+    strides = []
+    real = _dbscan.DBSCAN._sample_columns
+
+    def spy(self, n, stride):
+        strides.append(stride)
+        return real(self, n, stride)
+
+    monkeypatch.setattr(_dbscan.DBSCAN, "_sample_columns", spy)
+    for seed in range(3):
+        for shape, eps in (("blobs", 1.5), ("duplicates", 2.0), ("noise", 0.4)):
+            X = _data(shape, seed, n=800)
+            for min_samples in (3, 12, 40, 120):
+                kw = dict(eps=eps, min_samples=min_samples)
+                _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert strides and max(strides) > 2
+
+
 def test_no_cells_for_other_metrics(monkeypatch):
     made = _use_cells(monkeypatch)
     X = np.abs(_data("blobs", 1)) + 0.1
