@@ -13,7 +13,8 @@ the distances (the float32 bracket's bound of :mod:`._near`, or float64's),
 so no pair that the exact test keeps is ever left out: the results are
 those of the reductions over all pairs.
 
-Euclidean only (other metrics reduce over all pairs); in 9 features on
+Euclidean only, reductions on the CPU (other metrics and GPUs reduce over
+all pairs); in 9 features on
 clustered data the cells separate the clusters (measured, 3e4 points in 10
 blobs: the kept cell pairs hold 10% of the pairs).
 """
@@ -23,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ranges as kr
+from ...config import check_backend
 from ...lazy import Vi, Vj
 
-__all__ = ["Cells", "MIN_POINTS"]
+__all__ = ["Cells", "MIN_POINTS", "on_cpu"]
 
 #: Fewest points for which the cells are made (below, every pass over all
 #: pairs takes milliseconds).
@@ -38,6 +40,23 @@ MAX_CELLS = 1024
 #: (measured at 3e4 x 9, 117 cells: a sample of 20,000 points took 0.19 CPU
 #: s, of 8,000 0.07 s, keeping the same pairs).
 SAMPLE_PER_CELL = 32
+
+
+def on_cpu(backend) -> bool:
+    """Whether the reductions of ``backend`` run on this host (on a GPU the
+    engine reduces one block per call: the cells would cost more than they
+    save)."""
+    name = check_backend(backend, "DBSCAN")
+    if name in ("cpu", "numpy"):
+        return True
+    if name != "auto":
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() == 0
+    except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)
+        return True
 
 
 class Cells:

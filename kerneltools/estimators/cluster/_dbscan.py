@@ -286,8 +286,10 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
 
     def _make_cells(self, X: np.ndarray, near: Near):
         """The kept cell pairs (:class:`._cells.Cells`) of euclidean fits of
-        ``MIN_POINTS`` points or more; None (every pair) otherwise."""
-        if near.name != "euclidean" or len(X) < _cells.MIN_POINTS:
+        ``MIN_POINTS`` points or more on the CPU; None (every pair)
+        otherwise."""
+        if (near.name != "euclidean" or len(X) < _cells.MIN_POINTS
+                or not _cells.on_cpu(self.backend)):
             return None
         cells = _cells.Cells(X, float(self.eps), near.dtype, self.backend)
         self._say(f"{cells.n_cells} cells, {100 * cells.kept:.1f}% of the pairs "

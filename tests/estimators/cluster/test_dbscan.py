@@ -215,6 +215,17 @@ def test_counts_over_a_sample_first(cells, monkeypatch):
     assert strides and max(strides) > 2
 
 
+def test_no_cells_off_the_cpu(monkeypatch):
+    # on a GPU (one reduction per block there) every pass is over all pairs
+    assert _cells.on_cpu("cpu") and _cells.on_cpu("numpy")
+    made = _use_cells(monkeypatch)
+    monkeypatch.setattr(_cells, "on_cpu", lambda backend: False)
+    X = _data("blobs", 1)
+    kw = dict(eps=0.6, min_samples=5)
+    _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert not made
+
+
 def test_no_cells_for_other_metrics(monkeypatch):
     made = _use_cells(monkeypatch)
     X = np.abs(_data("blobs", 1)) + 0.1
