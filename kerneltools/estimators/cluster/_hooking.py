@@ -97,7 +97,7 @@ def components(near, core_idx: np.ndarray, backend, say, t0, cells=None,
         test = "certain"
     if stride > 1:
         lab = _rounds(near, core_idx, lab, backend, say, t0, cells, test,
-                      every[::stride])
+                      every[::stride], until_slow=True)
         lab = _lonely(near, core_idx, lab, backend, cells, test)
         say(f"the points left alone: {len(np.unique(lab))} components", t0)
     if test is not None:
@@ -119,10 +119,15 @@ def _lonely(near, core_idx, lab, backend, cells, test) -> np.ndarray:
     return _merge(lab, lab[rows][found], m[found])
 
 
-def _rounds(near, core_idx, lab, backend, say, t0, cells, test, cols) -> np.ndarray:
+def _rounds(near, core_idx, lab, backend, say, t0, cells, test, cols,
+            until_slow=False) -> np.ndarray:
     """Rounds from the labels ``lab`` until none changes, each point joined
     to the smallest label other than its own among its neighbours in
-    ``cols`` (local)."""
+    ``cols`` (local); ``until_slow``: or until a round fails to halve the
+    components (measured, 1.8e5 x 9 blobs over 1/22 of the columns: 2,681,
+    2,455, then 2,444 components, 0.5 CPU s a round; the later passes join
+    the rest)."""
+    n_comp = len(np.unique(lab))
     for n_round in itertools.count(1):
         skip = _skipped(cells, core_idx, lab)
         if skip is not None and skip.all():
@@ -134,8 +139,11 @@ def _rounds(near, core_idx, lab, backend, say, t0, cells, test, cols) -> np.ndar
         if not np.any(found):
             return lab
         lab = _merge(lab, lab[found], m[found])
+        before, n_comp = n_comp, len(np.unique(lab))
         part = (f" (1/{len(lab) // len(cols)} of the columns)"
                 if len(cols) < len(lab) else "")
         say(f"round {n_round}{' (float32)' if test else ''}{part}: "
-            f"{len(np.unique(lab))} components", t0)
+            f"{n_comp} components", t0)
+        if until_slow and 2 * n_comp > before:
+            return lab
     return lab
