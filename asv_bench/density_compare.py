@@ -25,6 +25,8 @@ temporary folder and compared in the parent:
 
     PYTHONPATH=. /work/benchvenv/bin/python asv_bench/density_compare.py
     ... --only hdbscan --systems kerneltools,sklearn
+    ... --only dbscan,dbscan100k,dbscan180k   # the last two: ours alone
+    ... --only dbscan100k --systems kerneltools,sklearn
 """
 
 from __future__ import annotations
@@ -42,17 +44,24 @@ from pathlib import Path
 import numpy as np
 
 CASES = ("dbscan", "knn10", "knn30", "knn60", "hdbscan")
+#: Larger DBSCAN cases, ours alone unless ``--systems`` names scikit-learn
+#: (it stores 10^8 and more neighbour indices): (points, eps giving ~1,000 neighbours
+#: per point, measured with scikit-learn on 500 points: 1e5 x 9 eps 2.9
+#: between 821 and 1,229; 1.8e5 x 9 eps 2.6: 963).
+DBSCAN_LARGE = {"dbscan100k": (100_000, 2.9), "dbscan180k": (180_000, 2.6)}
 SYSTEMS = {"dbscan": ("kerneltools", "sklearn"),
+           "dbscan100k": ("kerneltools", "sklearn"),
+           "dbscan180k": ("kerneltools", "sklearn"),
            "hdbscan": ("kerneltools", "sklearn", "fast_hdbscan", "hdbscan")}
 for _c in ("knn10", "knn30", "knn60"):
     SYSTEMS[_c] = ("kerneltools", "sklearn")
 DBSCAN_EPS = 3.8
 
 
-def dbscan_data():
+def dbscan_data(n=30_000):
     from sklearn.datasets import make_blobs
 
-    return make_blobs(30_000, 9, centers=10, cluster_std=1.0,
+    return make_blobs(n, 9, centers=10, cluster_std=1.0,
                       center_box=(-10, 10), random_state=0)[0]
 
 
@@ -73,13 +82,14 @@ def hdbscan_data():
 
 
 def _estimator(case, system):
-    if case == "dbscan":
+    if case.startswith("dbscan"):
         if system == "kerneltools":
             from kerneltools.estimators import DBSCAN
         else:
             from sklearn.cluster import DBSCAN
-        return dbscan_data(), lambda X: DBSCAN(eps=DBSCAN_EPS, min_samples=10
-                                               ).fit(X).labels_
+        n, eps = DBSCAN_LARGE.get(case, (30_000, DBSCAN_EPS))
+        return dbscan_data(n), lambda X: DBSCAN(eps=eps, min_samples=10
+                                                ).fit(X).labels_
     if case.startswith("knn"):
         if system == "kerneltools":
             from kerneltools.estimators import KNNImputer
@@ -158,6 +168,8 @@ def main(argv):
         for case in args.only.split(","):
             systems = [s for s in SYSTEMS[case]
                        if not args.systems or s in args.systems.split(",")]
+            if case in DBSCAN_LARGE and not args.systems:
+                systems = ["kerneltools"]  # scikit-learn only when named
             runs = {s: _run(case, s, tmp) for s in systems}
             ref = runs.get("sklearn", (None, None))[1]
             ours = runs.get("kerneltools", ({}, None))[0].get("cpu_s")

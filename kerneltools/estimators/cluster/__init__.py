@@ -1,14 +1,17 @@
 """Density clustering: scikit-learn's DBSCAN and HDBSCAN on neighbour reductions.
 
 What lives here: :class:`DBSCAN` (:mod:`._dbscan`): neighbour counts, the
-components of the core points and the border points' clusters, each a
-reduction over all pairs of a metric's formula (the k-NN family's metrics,
-:mod:`..neighbors._metrics`), so that no neighbour list and no n x n array
+components of the core points (:mod:`._hooking`) and the border points'
+clusters, each a reduction over pairs of a metric's formula (the k-NN
+family's metrics, :mod:`..neighbors._metrics`; euclidean fits over the
+nearby k-means cells of :mod:`._cells` only, with
+:mod:`kerneltools.ranges`), so that no neighbour list and no n x n array
 is ever held; :class:`HDBSCAN` (:mod:`._hdbscan`), whose minimum spanning
 tree of mutual reachability comes from Boruvka rounds (:mod:`._boruvka`,
 with the union-find of :mod:`._components`) on the k-NN family's searches
 and masked ``min_argmin`` reductions. What it may import: the public API
-(LazyTensor), :mod:`kerneltools._utils`, :mod:`.._shared`, the k-NN family
+(LazyTensor, :mod:`kerneltools.ranges`), :mod:`kerneltools._utils`,
+:mod:`.._shared`, the k-NN family
 (:class:`..neighbors.NearestNeighbors`, its metrics) and scikit-learn's
 HDBSCAN tree routines; never the engine.
 """

@@ -7,14 +7,15 @@ when within ``eps``), clusters are numbered in the order of their first
 (smallest-index) core point, and a border point (not core, within ``eps`` of
 a core point) joins the first cluster that reaches it, which is the
 smallest-numbered cluster among its core neighbours. The same results come
-here from reductions over all pairs, none of which stores a pair:
+here from reductions over pairs of points, none of which stores a pair:
 
 1. the weighted neighbour count ``sum_j w_j [d(x_i, x_j) <= eps]`` (the
    point itself included) of every point, a ``Sum``: core points have at
    least ``min_samples``;
-2. the components of the core points, by rounds of hooking and pointer
-   jumping (:func:`_components`), each round one ``Min`` reduction of the
-   neighbours' labels; they end labelled by their smallest core point;
+2. the components of the core points, by rounds of hooking
+   (:mod:`._hooking`), each round one ``Min`` reduction of the neighbours'
+   labels (the first ones over a sample of the columns); they end labelled
+   by their smallest core point;
 3. each other point's smallest cluster among its core neighbours, one
    ``Min`` reduction (none: noise).
 
@@ -23,12 +24,19 @@ metric it has, resolved as scikit-learn does), its ``rdist`` tested against
 ``eps`` converted once, in float64 by default (float32 data too, as
 scikit-learn's trees test them); euclidean counts of 4,096 points or more
 run on a float32 bracket of that test and count again in float64 only the
-points it leaves undecided (:mod:`._near`). Memory is O(n) at any ``eps``.
+points it leaves undecided (:mod:`._near`). Euclidean fits of 4,096 points
+or more cut the points into k-means cells and every pass reduces over the
+pairs of cells within ``eps`` only (:mod:`._cells`; the bound is widened by
+the rounding, so the results are those over all pairs). Memory is O(n) at
+any ``eps`` (the cell pairs: O(cells^2), at most 1,024 cells).
+
+Measured (``asv_bench/density_compare_results.md``), 3e4 x 9 blobs, ~1,100
+neighbours per point: 5.4 CPU s over all pairs (4 passes), 0.3 s over the
+cells (the counts, then rounds over 1/35 of the columns).
 """
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 from numbers import Integral, Real
@@ -44,6 +52,8 @@ from ...lazy import Vi, Vj
 from ..neighbors import _metrics as M
 from ..._utils._param_validation import Dtypes, Interval, StrOptions, validate_params
 from ..._utils._validation import validate_numeric
+from . import _cells
+from ._hooking import components, min_label
 from ._near import Near
 
 __all__ = ["DBSCAN"]
@@ -51,6 +61,18 @@ __all__ = ["DBSCAN"]
 #: The metric names scikit-learn's DBSCAN accepts (its own constraint's list;
 #: those the k-NN estimators lack go to it).
 _SKLEARN_METRICS = set(sklearn.metrics.pairwise._VALID_METRICS)
+#: The first hooking rounds read every stride-th core point, the stride
+#: giving about this many neighbours to the median point
+#: (:func:`._hooking.components`).
+HOOK_NEIGHBOURS = 32
+#: The counts first read the points of every stride-th cell, the stride
+#: giving the median point about ``COUNT_MARGIN * min_samples`` neighbours
+#: there (its median from ``PILOT_ROWS`` points). Measured, 1.8e5 x 9 blobs,
+#: ~1,000 neighbours, min_samples=10, CPU s of the counts: all pairs 2.0;
+#: every stride-th point, margin 4: 1.0; every stride-th cell, margin 4:
+#: 0.94, 8: 0.75, 16: 0.74 (small blocks cost more per pair).
+COUNT_MARGIN = 8
+PILOT_ROWS = 1000
 
 
 def _check_weight(sample_weight, n: int) -> np.ndarray | None:
@@ -71,53 +93,14 @@ def _check_weight(sample_weight, n: int) -> np.ndarray | None:
     return w
 
 
-def _min_label(near, rows, cols, values, backend) -> np.ndarray:
-    """For each point of ``rows``, the smallest ``values[c]`` over the points
-    ``c`` of ``cols`` within ``eps`` (``len(cols)`` or more where none is).
-    (Always in float64: on the float32 bracket the two ``Min`` outputs cost
-    as much as one float64 ``Min``, measured at 3e4 x 9.)"""
-    big = float(len(cols) + 1)
-    v = Vj(values.astype(near.dtype)[:, None])
-    F = (1 - near(rows, cols)) * big + v
-    return np.rint(F.min(axis=1, backend=backend).ravel()).astype(np.int64)
-
-
-def _components(near, core_idx: np.ndarray, backend, say, t0) -> np.ndarray:
-    """The connected components of the core points (joined within ``eps``),
-    each labelled by its smallest (local) index.
-
-    Hooking and pointer jumping (Shiloach and Vishkin, J. Algorithms 1982):
-    each round, one min reduction gives every core point the smallest label
-    among its neighbours; each component's root hooks onto the smallest of
-    its members', and pointer jumping flattens the trees. A component not
-    yet whole merges with a neighbour each round, so their number at least
-    halves: O(log n) rounds. Labels only decrease and stay in the
-    component, so the last ones are each component's smallest point.
-    """
-    lab = np.arange(len(core_idx))
-    for n_round in itertools.count(1):
-        m = _min_label(near, core_idx, core_idx, lab, backend)
-        if not np.any(m < lab):
-            return lab
-        parent = np.arange(len(lab))
-        np.minimum.at(parent, lab, m)  # each root hooks to its smallest neighbour
-        while True:  # pointer jumping: every node to its root
-            up = parent[parent]
-            if np.array_equal(up, parent):
-                break
-            parent = up
-        lab = parent[lab]
-        say(f"round {n_round}: {len(np.unique(lab))} components", t0)
-    return lab
-
-
 class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
     """Density-based clustering (DBSCAN) without storing neighbourhoods.
 
     The constructor, attributes and labels are scikit-learn's
     :class:`sklearn.cluster.DBSCAN`'s (the same ``labels_``, border points
-    included); the eps-neighbourhoods are found by radius searches, one
-    block of points at a time, and never stored whole, so memory stays
+    included); the eps-neighbourhoods are reduced over, one block of pairs
+    at a time (nearby k-means cells only, for the euclidean metric), and
+    never stored, so memory stays
     linear in the number of points at any ``eps``.
 
     Parameters
@@ -134,7 +117,7 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
     metric_params : dict, default=None
         Parameters of the metric.
     algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
-        Accepted for compatibility (every pass is a reduction over all
+        Accepted for compatibility (every pass is a reduction over the
         pairs).
     leaf_size : int, default=30
         Accepted for compatibility.
@@ -248,13 +231,16 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         # (scikit-learn's DBSCAN refuses NaN, nan_euclidean or not)
         X = validate_numeric(self, X, dtype="numeric")
         w = _check_weight(sample_weight, X.shape[0])
-        t0 = time.perf_counter()
+        t0 = self._t0 = time.perf_counter()
+        self._typical = 0.0
         near = self._near(X)
+        self._cells = self._make_cells(X, near)
         core = self._core_mask(near, X.shape[0], w)
         self.core_sample_indices_ = np.flatnonzero(core)
         self._say(f"{len(self.core_sample_indices_)} core points of "
                   f"{X.shape[0]}", t0)
         self.labels_ = self._labels(near, core, t0)
+        del self._cells, self._typical
         if len(self.core_sample_indices_):
             self.components_ = X[self.core_sample_indices_].copy()
         else:
@@ -298,29 +284,84 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         name, _ = M.effective_metric(self.metric, self.p, self.metric_params)
         return Near(X, metric, thr, name=name, eps=float(self.eps), dtype=self.dtype)
 
+    def _make_cells(self, X: np.ndarray, near: Near):
+        """The kept cell pairs (:class:`._cells.Cells`) of euclidean fits of
+        ``MIN_POINTS`` points or more on the CPU; None (every pair)
+        otherwise."""
+        if (near.name != "euclidean" or len(X) < _cells.MIN_POINTS
+                or not _cells.on_cpu(self.backend)):
+            return None
+        cells = _cells.Cells(X, float(self.eps), near.dtype, self.backend)
+        self._say(f"{cells.n_cells} cells, {100 * cells.kept:.1f}% of the pairs "
+                  "kept", self._t0)
+        return cells
+
+    def _ranges(self, rows, cols):
+        return None if self._cells is None else self._cells.ranges(rows, cols)
+
     def _core_mask(self, near, n: int, w) -> np.ndarray:
         """Pass 1: whether each point's weighted neighbour count,
         ``sum_j w_j [rdist_ij <= thr]``, reaches ``min_samples``."""
         if w is None and near.bracket(slice(0, 1), slice(0, 1)) is not None:
             return self._core_mask_bracketed(near, n)
-        F = near(slice(None), slice(None))
+        every = np.arange(n)
+        F = near(every, every)
         if w is not None:
             F = F * Vj(w[:, None].astype(near.dtype))
-        counts = F.sum(axis=1, backend=self.backend).ravel()
+        counts = F.sum(axis=1, backend=self.backend,
+                       ranges=self._ranges(every, every)).ravel()
         if w is None:
             counts = np.rint(counts)
+            self._typical = float(np.median(counts))
         return counts >= self.min_samples
 
     def _core_mask_bracketed(self, near: Near, n: int) -> np.ndarray:
-        """Pass 1 on the float32 bracket; the undecided points in float64."""
-        every = slice(None)
-        lo, hi = near.bracket(every, every).sum(axis=1, backend=self.backend).T
-        core = np.rint(hi) >= self.min_samples
-        again = np.flatnonzero((np.rint(lo) >= self.min_samples) != core)
+        """Pass 1 on the float32 bracket; the undecided points in float64.
+
+        Where points have many neighbours (a pilot count of every
+        ``n // PILOT_ROWS``-th point), first a count over every
+        ``stride``-th point with the bracket's ``eps - m`` test: a lower
+        bound of the count, so the points it gives ``min_samples`` are core;
+        only the others are counted over all points."""
+        every = np.arange(n)
+        ms = self.min_samples
+        self._typical = self._pilot_count(near, n)
+        core = np.zeros(n, bool)
+        stride = max(1, int(self._typical) // (COUNT_MARGIN * ms))
+        if stride > 1:
+            cols = self._sample_columns(n, stride)
+            lo = near.certain(every, cols).sum(
+                axis=1, backend=self.backend, ranges=self._ranges(every, cols))
+            core = np.rint(lo.ravel()) >= ms
+        rest = np.flatnonzero(~core)
+        if not len(rest):
+            return core
+        lo, hi = near.bracket(rest, every).sum(
+            axis=1, backend=self.backend, ranges=self._ranges(rest, every)).T
+        core[rest] = np.rint(hi) >= ms
+        again = rest[(np.rint(lo) >= ms) != core[rest]]
         if len(again):
-            exact = near(again, every).sum(axis=1, backend=self.backend).ravel()
-            core[again] = np.rint(exact) >= self.min_samples
+            exact = near(again, every).sum(
+                axis=1, backend=self.backend,
+                ranges=self._ranges(again, every)).ravel()
+            core[again] = np.rint(exact) >= ms
         return core
+
+    def _sample_columns(self, n: int, stride: int) -> np.ndarray:
+        """About 1/stride of the points: those of every stride-th cell (few
+        large blocks), or every stride-th point without cells."""
+        if self._cells is None:
+            return np.arange(0, n, stride)
+        lab = self._cells.labels
+        return np.flatnonzero(lab % stride == 0)
+
+    def _pilot_count(self, near: Near, n: int) -> float:
+        """The median neighbour count (``eps - m`` test) of every
+        ``n // PILOT_ROWS``-th point."""
+        rows, every = np.arange(0, n, max(1, n // PILOT_ROWS)), np.arange(n)
+        lo = near.certain(rows, every).sum(
+            axis=1, backend=self.backend, ranges=self._ranges(rows, every))
+        return float(np.median(lo))
 
     def _labels(self, near, core: np.ndarray, t0: float) -> np.ndarray:
         """Pass 2: the components of the core points (hooking rounds), then
@@ -329,13 +370,16 @@ class DBSCAN(FallbackMixin, ClusterMixin, BaseEstimator):
         core_idx = np.flatnonzero(core)
         if not len(core_idx):
             return labels
-        lab = _components(near, core_idx, self.backend, self._say, t0)
+        stride = max(1, int(self._typical) // HOOK_NEIGHBOURS)
+        lab = components(near, core_idx, self.backend, self._say, t0,
+                          self._cells, stride)
         roots, cluster = np.unique(lab, return_inverse=True)
         labels[core_idx] = cluster  # numbered by their smallest core point
         self._say(f"{len(roots)} clusters", t0)
         other = np.flatnonzero(~core)
         if len(other):
-            first = _min_label(near, other, core_idx, cluster, self.backend)
+            first = min_label(near, other, core_idx, cluster, self.backend,
+                               self._ranges(other, core_idx))
             has = first < len(roots)
             labels[other[has]] = first[has].astype(np.intp)
         return labels

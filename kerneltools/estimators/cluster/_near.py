@@ -39,6 +39,7 @@ class Near:
     def __init__(self, X: np.ndarray, metric, thr: float, *, name: str, eps: float,
                  dtype=None):
         self.metric, self.thr = metric, float(thr)
+        self.name = name
         self.dtype = np.dtype(dtype or np.float64)
         if len(X) > 2**24:  # labels are exact in the formula's floats
             self.dtype = np.dtype(np.float64)
@@ -67,3 +68,11 @@ class Near:
         C, lo, hi = self._bracket
         d2 = Vi(C[rows_i]).sqdist(Vj(C[rows_j]))
         return (d2 <= lo).concat(d2 <= hi)
+
+    def certain(self, rows_i, rows_j):
+        """The float32 formula ``[d <= eps - m]`` (pairs the exact test keeps
+        too), or None."""
+        if self._bracket is None:
+            return None
+        C, lo, _ = self._bracket
+        return Vi(C[rows_i]).sqdist(Vj(C[rows_j])) <= lo

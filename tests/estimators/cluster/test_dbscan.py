@@ -18,7 +18,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import DBSCAN
-from kerneltools.estimators.cluster import _dbscan, _near
+from kerneltools.estimators.cluster import _cells, _dbscan, _hooking, _near
 
 
 def _data(shape: str, seed: int, n: int = 300) -> np.ndarray:
@@ -119,6 +119,121 @@ def test_float32_bracket_of_the_counts(shape, monkeypatch):
     assert any(calls)
 
 
+def _use_cells(monkeypatch, per_cell=16):
+    """Cells from any size, ``per_cell`` points each; a list of the kept
+    fractions of the fits that made them."""
+    monkeypatch.setattr(_cells, "MIN_POINTS", 0)
+    monkeypatch.setattr(_cells, "CELL_POINTS", per_cell)
+    made = []
+    real = _cells.Cells.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        made.append(self.kept)
+
+    monkeypatch.setattr(_cells.Cells, "__init__", spy)
+    return made
+
+
+@pytest.mark.parametrize("shape", sorted(EPS))
+@pytest.mark.parametrize("bracket", [False, True])
+@pytest.mark.parametrize("hook", [2, 10**9])
+def test_cells_keep_every_pair_within_eps(shape, bracket, hook, monkeypatch):
+    # the passes over the kept cell pairs only: the same labels, at eps and
+    # near it (integer grids, duplicates), with and without the float32
+    # bracket, in float32 and float64; with the first rounds over a sample
+    # of the columns (hook=2) or not
+    made = _use_cells(monkeypatch)
+    monkeypatch.setattr(_dbscan, "HOOK_NEIGHBOURS", hook)
+    if bracket:
+        monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
+    for seed in range(2):
+        for dtype in (np.float64, np.float32):
+            X = _data(shape, seed, n=600).astype(dtype)
+            for min_samples in (1, 4, 12):
+                kw = dict(eps=EPS[shape], min_samples=min_samples)
+                _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert made and min(made) < 0.9  # pruned, not all pairs
+
+
+def test_cells_with_weights_dtype_and_chain(monkeypatch):
+    made = _use_cells(monkeypatch, per_cell=8)
+    X = _data("blobs", 2, n=600)
+    w = np.random.default_rng(2).choice([-1.0, 0.5, 1.0, 2.5, 6.0], len(X))
+    kw = dict(eps=0.5, min_samples=5)
+    _assert_same(DBSCAN(**kw).fit(X, sample_weight=w),
+                 skc.DBSCAN(**kw).fit(X, sample_weight=w))
+    _assert_same(DBSCAN(dtype="float32", **kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    x = np.arange(400.0)  # labels travel along a chain through many cells
+    X = x[np.random.default_rng(0).permutation(400)][:, None]
+    kw = dict(eps=1.0, min_samples=2)
+    _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert len(made) == 3 and max(made) < 0.5
+
+
+@pytest.mark.parametrize("metric", ["manhattan", "euclidean"])
+def test_sampled_rounds_without_cells(metric, monkeypatch):
+    # the first rounds over every 2nd to 10th core point, over all pairs
+    monkeypatch.setattr(_dbscan, "HOOK_NEIGHBOURS", 2)
+    strides = []
+    real = _hooking.components
+
+    def spy(*args):
+        strides.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(_dbscan, "components", spy)
+    for seed in range(3):
+        for shape in ("blobs", "moons", "duplicates"):
+            X = _data(shape, seed, n=500)
+            args = dict(eps=EPS[shape], min_samples=4, metric=metric)
+            _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+    assert max(strides) > 1
+
+
+@pytest.mark.parametrize("cells", [False, True])
+def test_counts_over_a_sample_first(cells, monkeypatch):
+    # many neighbours per point: the counts first over every stride-th point
+    # (or cell), a lower bound; then the undecided points over all of them
+    monkeypatch.setattr(_near, "BRACKET_MIN_POINTS", 0)
+    if cells:
+        _use_cells(monkeypatch)
+    strides = []
+    real = _dbscan.DBSCAN._sample_columns
+
+    def spy(self, n, stride):
+        strides.append(stride)
+        return real(self, n, stride)
+
+    monkeypatch.setattr(_dbscan.DBSCAN, "_sample_columns", spy)
+    for seed in range(3):
+        for shape, eps in (("blobs", 1.5), ("duplicates", 2.0), ("noise", 0.4)):
+            X = _data(shape, seed, n=800)
+            for min_samples in (3, 12, 40, 120):
+                kw = dict(eps=eps, min_samples=min_samples)
+                _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert strides and max(strides) > 2
+
+
+def test_no_cells_off_the_cpu(monkeypatch):
+    # on a GPU (one reduction per block there) every pass is over all pairs
+    assert _cells.on_cpu("cpu") and _cells.on_cpu("numpy")
+    made = _use_cells(monkeypatch)
+    monkeypatch.setattr(_cells, "on_cpu", lambda backend: False)
+    X = _data("blobs", 1)
+    kw = dict(eps=0.6, min_samples=5)
+    _assert_same(DBSCAN(**kw).fit(X), skc.DBSCAN(**kw).fit(X))
+    assert not made
+
+
+def test_no_cells_for_other_metrics(monkeypatch):
+    made = _use_cells(monkeypatch)
+    X = np.abs(_data("blobs", 1)) + 0.1
+    args = dict(eps=0.7, min_samples=5, metric="manhattan")
+    _assert_same(DBSCAN(**args).fit(X), skc.DBSCAN(**args).fit(X))
+    assert not made
+
+
 @pytest.mark.parametrize("metric, params", [
     ("seuclidean", lambda X: {"V": X.var(0)}),
     ("mahalanobis", lambda X: {"VI": np.linalg.inv(np.cov(X.T))}),
@@ -142,16 +257,17 @@ def test_hooking_rounds_on_a_long_chain():
 
 
 def test_memory_holds_no_pairs(monkeypatch):
-    # every reduction is over all pairs; none returns more than a vector
+    # every reduction is over pairs of points; none returns more than a vector
     seen = []
-    real = _dbscan._min_label
+    real = _hooking.min_label
 
-    def spy(near, rows, cols, values, backend):
-        out = real(near, rows, cols, values, backend)
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
         seen.append(out.shape)
         return out
 
-    monkeypatch.setattr(_dbscan, "_min_label", spy)
+    monkeypatch.setattr(_hooking, "min_label", spy)
+    monkeypatch.setattr(_dbscan, "min_label", spy)
     X = _data("moons", 0, n=500)
     DBSCAN(eps=0.12, min_samples=4).fit(X)
     assert seen and all(len(s) == 1 for s in seen)
