@@ -466,7 +466,11 @@ def test_interrupted_compile_leaves_the_cache_usable(tmp_path, how):
     wrapper, _ = _cc_wrapper(tmp_path, pause_on_kernels=True)
     folder = tmp_path / "cache"
     env = dict(os.environ, CC=str(wrapper), KERNELTOOLS_CACHE_DIR=str(folder))
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, "3"], env=env,
+    # The child installs Python's SIGINT handler itself: a pytest run in the
+    # background by a non-interactive shell (``.ci/run ... &``) ignores SIGINT,
+    # and its children inherit that (as in tests/test_processes.py).
+    handler = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)"
+    child = subprocess.Popen([sys.executable, "-c", handler + _CHILD, "3"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              start_new_session=True)
     try:
