@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from typing import ClassVar
-from warnings import warn
+from warnings import catch_warnings, simplefilter, warn
 
 import numpy as np
 from sklearn.cluster import HDBSCAN as _SkHDBSCAN
@@ -34,33 +34,18 @@ from ..neighbors import NearestNeighbors
 from ..neighbors import _metrics as M
 from ..._utils._param_validation import validate_arguments
 from ._boruvka import MSTProblem, boruvka_mst
+from ._prim import core_distances, exact_prim_mst, pair_distances
 
 __all__ = ["HDBSCAN"]
 
 #: Neighbours kept per point beyond ``min_samples`` to prune the rounds.
 EXTRA_NEIGHBORS = 16
-#: The metrics whose pair distances are written here (:func:`_pair_dist`).
+#: The metrics whose pair distances are written here (:func:`._prim.pair_distances`).
 _ENGINE_METRICS = {"euclidean", "l2", "manhattan", "cityblock", "l1",
                    "chebyshev", "infinity", "minkowski"}
 _ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
             "infinity": "chebyshev"}
 _OUTLIER = {"infinite": (-2, 0.0), "missing": (-3, np.nan)}
-
-
-def _pair_dist(name: str, p, X: np.ndarray):
-    """``dist(a, b)``: float64 distances of the pairs of rows ``(a[e], b[e])``."""
-    name = _ALIASES.get(name, name)
-
-    def dist(a, b):
-        diff = np.abs(X[a] - X[b])
-        if name == "euclidean":
-            return np.sqrt((diff * diff).sum(1))
-        if name == "manhattan":
-            return diff.sum(1)
-        if name == "chebyshev":
-            return diff.max(1) if diff.shape[1] else np.zeros(len(a))
-        return (diff**p).sum(1) ** (1.0 / p)
-    return dist
 
 
 class HDBSCAN(_SkHDBSCAN):
@@ -178,12 +163,12 @@ class HDBSCAN(_SkHDBSCAN):
             raise ValueError(
                 f"min_samples ({self._min_samples}) must be at most the number of"
                 f" samples in X ({X.shape[0]})")
-        a, b, w = self._mst(Xf)
-        mst = np.empty(len(a), dtype=MST_edge_dtype)
-        order = np.argsort(w, kind="stable")
-        mst["current_node"], mst["next_node"] = a[order], b[order]
-        mst["distance"] = w[order]
-        self._single_linkage_tree_ = make_single_linkage(mst)
+        mst = self._mst(Xf)
+        if mst is None:
+            return self._fit_sklearn(X)
+        # scikit-learn's sort of its Prim's edges (argsort's own tie order)
+        self._single_linkage_tree_ = make_single_linkage(
+            mst[np.argsort(mst["distance"])])
         labels, probs = tree_to_labels(
             self._single_linkage_tree_, self.min_cluster_size,
             self.cluster_selection_method, self.allow_single_cluster,
@@ -192,6 +177,18 @@ class HDBSCAN(_SkHDBSCAN):
         if self.store_centers:
             self._weighted_cluster_center(Xf)
         return self
+
+    def _fit_sklearn(self, X):
+        """scikit-learn's fit, where exactly tied distances may lie beyond
+        the neighbour lists (:func:`._prim.exact_prim_mst`)."""
+        if self.verbose:
+            print("kerneltools: HDBSCAN: exactly tied distances (lattice or "
+                  "duplicated points); fitting scikit-learn's HDBSCAN",
+                  file=sys.stderr)
+        self._mst_route = "sklearn"
+        with catch_warnings():
+            simplefilter("ignore", FutureWarning)
+            return super().fit(X)
 
     def _place_non_finite(self, X, finite, labels, probs) -> None:
         """labels_ and probabilities_ of every row (scikit-learn's codes for
@@ -240,7 +237,7 @@ class HDBSCAN(_SkHDBSCAN):
             P=np.ascontiguousarray(metric.prepare(X)), core=dist[:, k - 1].copy(),
             nbr_dist=dist.astype(np.float64), nbr_ind=ind, rdist=metric.rdist,
             to_rdist=metric.to_rdist, alpha=float(self.alpha), backend=self.backend,
-            dist=_pair_dist(name, params.get("p"), X), knn=self._knn(X))
+            dist=lambda a, b: pair_distances(X, a, b, name, params), knn=self._knn(X))
 
         def say(what):
             if self.verbose:
@@ -248,4 +245,28 @@ class HDBSCAN(_SkHDBSCAN):
                       file=sys.stderr, flush=True)
 
         say(f"core distances of {n} points")
-        return boruvka_mst(pb, say)
+        a, b, _ = boruvka_mst(pb, say)
+        return self._exact_order(X, name, params, ind, a, b, say)
+
+    def _exact_order(self, X, name, params, ind, a, b, say):
+        """The MST in scikit-learn's Prim's order and float64 weights (see
+        :mod:`._prim`), or None: scikit-learn's fit decides the ties."""
+        k, alpha = self._min_samples, float(self.alpha)
+        core = core_distances(X, name, params, k, ind)
+        w = np.maximum(np.maximum(core[a], core[b]),
+                       pair_distances(X, a, b, name, params) / alpha)
+        mst = np.empty(len(a), dtype=MST_edge_dtype)
+        if len(np.unique(w)) == len(w):  # one single-linkage tree for all MSTs
+            self._mst_route = "boruvka"
+            mst["current_node"], mst["next_node"], mst["distance"] = a, b, w
+            return mst
+        srt = np.argsort(w, kind="stable")
+        slt = make_single_linkage(np.rec.fromarrays(
+            [a[srt], b[srt], w[srt]], dtype=MST_edge_dtype))
+        out = exact_prim_mst(X, name, params, alpha, ind, a, b, slt, core)
+        if out is None:
+            return None
+        say("Prim's order replayed on the tied edges")
+        self._mst_route = "prim"
+        mst["current_node"], mst["next_node"], mst["distance"] = out
+        return mst

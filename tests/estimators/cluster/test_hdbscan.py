@@ -3,10 +3,11 @@
 With ``min_samples=1`` (core distances 0) mutual reachability is the plain
 distance, which has no tied pairs on this data: the MST is unique and the
 labels, probabilities and tree must be scikit-learn's exactly. With larger
-``min_samples``, many mutual reachabilities tie at a core distance, several
-MSTs exist and scikit-learn's Prim picks one of them: there the checks are
-what every MST shares, its total weight (against a dense Prim's in NumPy)
-and the heights of the single-linkage merges (against scikit-learn's).
+``min_samples``, many mutual reachabilities tie at a core distance and
+several MSTs exist: scikit-learn's Prim's order is replayed on the tied
+edges (``_prim``), so labels, probabilities and tree must still be its
+own; lattice and duplicated points go to scikit-learn's fit. The MST's
+total weight is also checked against a dense Prim's in NumPy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kerneltools.estimators import HDBSCAN
-from kerneltools.estimators.cluster import _boruvka, _hdbscan
+from kerneltools.estimators.cluster import _boruvka, _hdbscan, _prim
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -73,6 +74,87 @@ def test_tie_free_labels_match_sklearn(shape, seed, kw):
     for field in ("left_node", "right_node", "cluster_size"):
         np.testing.assert_array_equal(ours._single_linkage_tree_[field],
                                       ref._single_linkage_tree_[field])
+
+
+def _assert_same_fit(ours, ref):
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_array_equal(ours.probabilities_, ref.probabilities_)
+    for field in ("left_node", "right_node", "cluster_size", "value"):
+        np.testing.assert_array_equal(ours._single_linkage_tree_[field],
+                                      ref._single_linkage_tree_[field])
+
+
+@pytest.mark.parametrize("shape", ["blobs", "moons", "anisotropic", "noise"])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kw", [
+    {"min_samples": 3}, {"min_samples": 10}, {"min_samples": None},
+    {"min_samples": 5, "cluster_selection_method": "leaf"},
+    {"min_samples": 4, "alpha": 0.7, "allow_single_cluster": True},
+    {"min_samples": 6, "metric": "manhattan"},
+    {"min_samples": 6, "metric": "chebyshev"},
+    {"min_samples": 6, "metric": "minkowski", "metric_params": {"p": 3}}])
+def test_tied_core_distances_match_sklearn(shape, seed, kw):
+    # mutual reachabilities tie at core distances: Prim's order replayed
+    X = _data(shape, seed)
+    args = {"min_cluster_size": 8, "copy": True, **kw}
+    ours, ref = HDBSCAN(**args).fit(X), skc.HDBSCAN(**args).fit(X)
+    assert ours._mst_route in ("prim", "boruvka")
+    _assert_same_fit(ours, ref)
+
+
+def _lattice(seed):
+    return np.random.default_rng(seed).integers(0, 25, size=(400, 2)).astype(float)
+
+
+def _duplicated(seed):
+    X = _data("blobs", seed, n=200)
+    return np.vstack([X, X[np.random.default_rng(seed).integers(0, 200, 200)]])
+
+
+@pytest.mark.parametrize("make", [_lattice, _duplicated])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("min_samples", [None, 1, 3, 10])
+def test_tied_distances_match_sklearn(make, seed, min_samples, capsys):
+    X = make(seed)
+    args = {"min_cluster_size": 8, "min_samples": min_samples, "copy": True}
+    ours = HDBSCAN(verbose=1, **args).fit(X)
+    _assert_same_fit(ours, skc.HDBSCAN(**args).fit(X))
+    assert ours._mst_route == "sklearn"
+    assert "tied distances" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("levels", [2, 4, 50])
+def test_prim_tie_rules_match_sklearn(seed, levels):
+    # integer points and core distances (many equal mutual reachabilities)
+    # against scikit-learn's Prim's, on all pairs, then on the edges that
+    # are in some MST
+    from sklearn.cluster._hdbscan._linkage import (  # noqa: PLC0415
+        mst_from_data_matrix,
+    )
+    from sklearn.metrics import DistanceMetric  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    X = rng.integers(0, levels, size=(n, 2)).astype(float)
+    core = rng.integers(0, levels, size=n).astype(float)
+    ref = mst_from_data_matrix(X, core, DistanceMetric.get_metric("manhattan"))
+    M = np.maximum(np.maximum(core[:, None], core[None]), cdist(X, X, "cityblock"))
+    np.fill_diagonal(M, np.inf)
+    a, b = np.nonzero(np.isfinite(M))
+    for got in (_prim._prim(n, a, b, M[a, b]), _prim._prim(n, *_eligible(M))):
+        for x, f in zip(got, ("current_node", "next_node", "distance")):
+            np.testing.assert_array_equal(x, ref[f])
+
+
+def _eligible(M):
+    """The edges whose weight is their ends' bottleneck distance."""
+    n = len(M)
+    B = M.copy()  # minimax path weights (Floyd-Warshall on max/min)
+    for k in range(n):
+        B = np.minimum(B, np.maximum(B[:, k:k + 1], B[k:k + 1, :]))
+    a, b = np.nonzero(np.isfinite(M) & (M <= B))
+    return a, b, M[a, b]
 
 
 @pytest.mark.parametrize("shape", ["blobs", "moons", "anisotropic", "noise"])
