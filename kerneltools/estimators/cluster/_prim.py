@@ -76,23 +76,25 @@ def pair_distances(X, a, b, name: str, params: dict, core=False) -> np.ndarray:
     return acc ** (1.0 / p) if core else _pow(acc, 1.0 / p)
 
 
-def _below(parent, height, x, w):
-    """The highest single-linkage ancestor of each ``x`` below ``w``."""
-    up = [parent]
-    while len(up) < 64 and (up[-1] != up[-1][up[-1]]).any():
-        up.append(up[-1][up[-1]])
-    for anc in reversed(up):
-        y = anc[x]
-        x = np.where(height[y] < w, y, x)
-    return x
+class _Levels:
+    """The single-linkage tree of an MST, for the question: which subtree
+    (component of the MST edges lighter than ``w``) holds point ``x``?"""
 
+    def __init__(self, slt, n: int):
+        parent = np.arange(2 * n - 1)
+        parent[slt["left_node"]] = np.arange(n, 2 * n - 1)
+        parent[slt["right_node"]] = np.arange(n, 2 * n - 1)
+        self.height = np.concatenate([np.full(n, -np.inf), slt["value"]])
+        self.up = [parent]  # ancestors 1, 2, 4, ... levels up
+        while len(self.up) < 64 and (self.up[-1] != self.up[-1][self.up[-1]]).any():
+            self.up.append(self.up[-1][self.up[-1]])
 
-def _joined_below(slt, n, u, v, w):
-    """Whether ``u`` and ``v`` are joined by MST edges lighter than ``w``."""
-    parent = np.arange(2 * n - 1)
-    parent[slt["left_node"]] = parent[slt["right_node"]] = np.arange(n, 2 * n - 1)
-    height = np.concatenate([np.full(n, -np.inf), slt["value"]])
-    return _below(parent, height, u, w) == _below(parent, height, v, w)
+    def below(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The highest ancestor of each ``x`` lower than ``w``."""
+        for anc in reversed(self.up):
+            y = anc[x]
+            x = np.where(self.height[y] < w, y, x)
+        return x
 
 
 def core_distances(X, name, params, k, nbr_ind) -> np.ndarray:
@@ -133,61 +135,109 @@ def exact_prim_mst(X, name, params, alpha, nbr_ind, mst_a, mst_b, slt, core):
     u, v, d, m = cand
     if (d == 0).any():
         return None  # duplicated points: tied distances to every other point
+    levels = _Levels(slt, n)
+    far = _far_pairs(X, name, params, alpha, core, levels, (u, v, m), mst_a, mst_b)
+    if far is None:
+        return None
+    # core pairs, once each, from the list of an end z whose core distance
+    # they weigh (z has no lighter edge: a singleton below it)
+    z = (m == core[u]) & ((core[v] < core[u]) | ((core[v] == core[u]) & (u < v)))
+    z, o, w = u[z], v[z], m[z]
+    both = core[o] == core[z]
+    wake_by = np.concatenate([o, z[both]])  # reaching it gives the key
+    wake = np.concatenate([z, o[both]])
+    cz, co, cw = z[~both], o[~both], w[~both]  # z -> o's lighter subtree
+    src = np.concatenate([cz, far[0], far[1]])
+    dst = np.concatenate([co, far[1], far[0]])
+    cw = np.concatenate([cw, far[2], far[2]])
+    sub = levels.below(dst, cw * (1 - 1e-12))
+    return _prim(n, *_first_per_subtree(src, dst, cw, sub), wake_by, wake, core)
+
+
+def _far_pairs(X, name, params, alpha, core, levels, cand, mst_a, mst_b):
+    """The MST's edges and the neighbour pairs that weigh their distance
+    (over both core distances) and whose ends are not lighter joined: an
+    undirected ``(a, b, weight)``, or None if two of their weights tie."""
+    u, v, m = cand
+    far = m > np.maximum(core[u], core[v])
     md = pair_distances(X, mst_a, mst_b, name, params) / alpha
-    mm = np.maximum(np.maximum(core[mst_a], core[mst_b]), md)
-    dtype = m > np.maximum(core[u], core[v])
-    # d-type pairs not joined below (a hair under) their weight
-    elig = ~dtype
-    elig[dtype] = ~_joined_below(slt, n, u[dtype], v[dtype], m[dtype] * (1 - 1e-12))
-    a = np.concatenate([u[elig], mst_a])
-    b = np.concatenate([v[elig], mst_b])
-    w = np.concatenate([m[elig], mm])
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    _, first = np.unique(lo * n + hi, return_index=True)
-    a, b, w = lo[first], hi[first], w[first]
-    dt = w > np.maximum(core[a], core[b])
-    wd = w[dt]
+    a = np.concatenate([u[far], mst_a])
+    b = np.concatenate([v[far], mst_b])
+    w = np.concatenate([m[far], np.maximum(np.maximum(core[mst_a], core[mst_b]),
+                                           md)])
+    under = w * (1 - 1e-12)  # a hair below: keeps more, never fewer
+    keep = levels.below(a, under) != levels.below(b, under)
+    lo, hi, w = np.minimum(a, b)[keep], np.maximum(a, b)[keep], w[keep]
+    _, first = np.unique(lo * len(X) + hi, return_index=True)
+    lo, hi, w = lo[first], hi[first], w[first]
+    wd = w[w > np.maximum(core[lo], core[hi])]
     if len(np.unique(wd)) < len(wd) or np.isin(wd, core).any():
         return None  # exactly tied pair distances: maybe more beyond the lists
-    return _prim(n, np.concatenate([a, b]), np.concatenate([b, a]),
-                 np.concatenate([w, w]))
+    return lo, hi, w
 
 
-def _prim(n, src, dst, w):
-    """Prim's from point 0 with scikit-learn's tie rules, on a sparse graph:
-    each tree point's edges sorted by (weight, index), one cursor each."""
-    order = np.lexsort((dst, w, src))
-    col, wt = dst[order].tolist(), w[order].tolist()
+def _first_per_subtree(src, dst, w, sub):
+    """Of a point's edges of one weight into one subtree ``sub`` (lighter
+    joined), only the one to the lowest index: Prim's enters a subtree
+    whole once it reaches it, at its lowest index reachable at that weight,
+    so the others are never taken (nor are they the earliest source)."""
+    order = np.lexsort((dst, sub, w, src))
+    src, dst, w, sub = src[order], dst[order], w[order], sub[order]
+    new = np.ones(len(src), bool)
+    new[1:] = (src[1:] != src[:-1]) | (w[1:] != w[:-1]) | (sub[1:] != sub[:-1])
+    return src[new], dst[new], w[new]
+
+
+def _csr(n, src, *cols):
+    order = np.lexsort(tuple(reversed(cols)) + (src,))
     ptr = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    return ptr, [c[order].tolist() for c in cols]
+
+
+def _prim(n, src, dst, w, wake_by=None, wake=None, core=None):
+    """Prim's from point 0 with scikit-learn's tie rules, on a sparse graph:
+    each tree point's edges sorted by (weight, index), one cursor each in
+    the heap; and the points ``wake`` whose key is their core distance as
+    soon as one of their ``wake_by`` is in the tree (their earliest)."""
+    ptr, (wt, col) = _csr(n, src, w, dst)
+    if wake is None:
+        wake_by = wake = np.zeros(0, np.int64)
+    wptr, (wcol,) = _csr(n, wake_by, wake)
+    ckey = [] if core is None else core.tolist()
     cur, end = ptr[:-1], ptr[1:]
-    intree = bytearray(n)
-    node_at, heap = [0], []
+    intree, awake = bytearray(n), bytearray(n)
+    node_at, heap = [], []
     out_s, out_d, out_w = [], [], []
     push, pop = heapq.heappush, heapq.heappop
-
-    def advance(t, tt):
-        p, e = cur[t], end[t]
-        while p < e and intree[col[p]]:
-            p += 1
-        cur[t] = p
-        if p < e:
-            push(heap, (wt[p], col[p], tt))
-
-    intree[0] = 1
-    advance(0, 0)
-    for i in range(1, n):
-        while True:
-            wj, j, tt = pop(heap)
-            t = node_at[tt]
-            cur[t] += 1
-            advance(t, tt)
-            if not intree[j]:
-                break
+    j = 0
+    for i in range(n):
+        if i:
+            while True:  # the least (weight, index, source's time)
+                wj, j, tt, c = pop(heap)
+                t = node_at[tt]
+                if c:  # a cursor: its next edge to a point outside
+                    p, e = cur[t] + 1, end[t]
+                    while p < e and intree[col[p]]:
+                        p += 1
+                    cur[t] = p
+                    if p < e:
+                        push(heap, (wt[p], col[p], tt, 1))
+                if not intree[j]:
+                    break
+            out_s.append(t)
+            out_d.append(j)
+            out_w.append(wj)
         intree[j] = 1
         node_at.append(j)
-        out_s.append(t)
-        out_d.append(j)
-        out_w.append(wj)
-        advance(j, i)
+        for z in wcol[wptr[j]:wptr[j + 1]]:
+            if not awake[z] and not intree[z]:
+                awake[z] = 1
+                push(heap, (ckey[z], z, i, 0))
+        p, e = cur[j], end[j]
+        while p < e and intree[col[p]]:
+            p += 1
+        cur[j] = p
+        if p < e:
+            push(heap, (wt[p], col[p], i, 1))
     return (np.array(out_s, np.int64), np.array(out_d, np.int64),
             np.array(out_w, np.float64))
