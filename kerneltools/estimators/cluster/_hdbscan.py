@@ -5,13 +5,19 @@ minimum spanning tree of mutual reachability with Prim's algorithm over
 every pair (O(n^2) distance evaluations on one core). Here the core
 distances and K nearest neighbours come from one K-min search of the k-NN
 family, and the MST from Boruvka rounds pruned by those neighbours
-(:mod:`._boruvka`). The n - 1 edges then go through scikit-learn's own
-single-linkage, condensed-tree, stability and selection routines
-(``eom``/``leaf``, ``cluster_selection_epsilon``, ``allow_single_cluster``,
-``max_cluster_size``, ``probabilities_``), so that the labels are
-scikit-learn's whenever the MST is (unique but for exactly tied weights).
-Everything after ``fit`` (``dbscan_clustering``, centres) is scikit-learn's
-class's, which this one extends.
+(:mod:`._boruvka`). Mutual reachabilities tie (at core distances, on
+any data once ``min_samples > 1``): then several MSTs exist, and the
+single-linkage tree depends on the one scikit-learn's Prim's takes and on
+its edges' order; that order is replayed on the tie-eligible edges
+(:mod:`._prim`), with every weight in scikit-learn's float64 arithmetic.
+Where exactly equal pair distances may lie beyond the neighbour lists
+(lattice, duplicated or mirrored points) the fit is scikit-learn's own.
+The n - 1 edges then go through scikit-learn's own single-linkage,
+condensed-tree, stability and selection routines (``eom``/``leaf``,
+``cluster_selection_epsilon``, ``allow_single_cluster``,
+``max_cluster_size``, ``probabilities_``): the labels, probabilities and
+tree are scikit-learn's. Everything after ``fit`` (``dbscan_clustering``,
+centres) is scikit-learn's class's, which this one extends.
 """
 
 from __future__ import annotations
@@ -63,7 +69,9 @@ class HDBSCAN(_SkHDBSCAN):
         Print the Boruvka rounds (components left) and when a fit goes to
         scikit-learn's own HDBSCAN: sparse X, ``metric='precomputed'``,
         callables and metrics other than euclidean, manhattan, chebyshev and
-        minkowski.
+        minkowski, and exactly tied pair distances (lattice, duplicated or
+        mirrored points), whose tie order only scikit-learn's Prim's over
+        all pairs decides.
 
     Examples
     --------

@@ -165,15 +165,24 @@ def _far_pairs(X, name, params, alpha, core, levels, cand, mst_a, mst_b):
     b = np.concatenate([v[far], mst_b])
     w = np.concatenate([m[far], np.maximum(np.maximum(core[mst_a], core[mst_b]),
                                            md)])
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    f = w > np.maximum(core[lo], core[hi])
+    if _distinct_pairs_tie(lo[f], hi[f], w[f]) or np.isin(w[f], core).any():
+        return None  # exactly tied pair distances: maybe more beyond the lists
     under = w * (1 - 1e-12)  # a hair below: keeps more, never fewer
     keep = levels.below(a, under) != levels.below(b, under)
-    lo, hi, w = np.minimum(a, b)[keep], np.maximum(a, b)[keep], w[keep]
+    lo, hi, w = lo[keep], hi[keep], w[keep]
     _, first = np.unique(lo * len(X) + hi, return_index=True)
-    lo, hi, w = lo[first], hi[first], w[first]
-    wd = w[w > np.maximum(core[lo], core[hi])]
-    if len(np.unique(wd)) < len(wd) or np.isin(wd, core).any():
-        return None  # exactly tied pair distances: maybe more beyond the lists
-    return lo, hi, w
+    return lo[first], hi[first], w[first]
+
+
+def _distinct_pairs_tie(lo, hi, w) -> bool:
+    """Whether two different pairs ``(lo, hi)`` (a pair may come twice)
+    have exactly the same weight ``w``."""
+    order = np.argsort(w, kind="stable")
+    w, lo, hi = w[order], lo[order], hi[order]
+    same = w[1:] == w[:-1]
+    return bool((same & ((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1]))).any())
 
 
 def _first_per_subtree(src, dst, w, sub):

@@ -23,12 +23,12 @@ straddles the K-th donor.
 
 from __future__ import annotations
 
-from numbers import Integral
+import math
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
 from sklearn.impute._base import _BaseImputer
-from sklearn.utils._mask import _get_mask
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ...lazy import Vi, Vj, maximum
@@ -40,6 +40,23 @@ __all__ = ["KNNImputer"]
 #: The rdist of a pair with no coordinate present in both (larger than any
 #: real one, finite so that the formula never forms 0 x inf).
 _FAR = 1e300
+
+
+def _get_mask(X: np.ndarray, missing_values) -> np.ndarray:
+    """Where dense ``X`` holds ``missing_values`` (NaN: ``isnan``; pandas'
+    ``NA``: ``isna``; else ``==``), as scikit-learn's imputers mask."""
+    if type(missing_values).__name__ == "NAType":
+        import pandas  # noqa: PLC0415
+
+        return pandas.isna(X)
+    if (isinstance(missing_values, Real) and not isinstance(missing_values, Integral)
+            and math.isnan(missing_values)):
+        if X.dtype.kind == "f":
+            return np.isnan(X)
+        if X.dtype.kind in "iu":
+            return np.zeros(X.shape, dtype=bool)
+        return X != X  # object arrays: NaN is the value unequal to itself
+    return X == missing_values
 
 
 def _points(X: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -111,7 +111,17 @@ def _duplicated(seed):
     return np.vstack([X, X[np.random.default_rng(seed).integers(0, 200, 200)]])
 
 
-@pytest.mark.parametrize("make", [_lattice, _duplicated])
+def _mirrored(seed):
+    X = make_blobs(200, 2, centers=3, random_state=seed)[0]
+    X[:, 0] = np.abs(X[:, 0]) + 0.5
+    return np.vstack([X, X * [-1, 1]])
+
+
+def _even_moons(seed):  # evenly spaced: equal distances everywhere
+    return make_moons(400, noise=0.0, random_state=seed)[0]
+
+
+@pytest.mark.parametrize("make", [_lattice, _duplicated, _mirrored, _even_moons])
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("min_samples", [None, 1, 3, 10])
 def test_tied_distances_match_sklearn(make, seed, min_samples, capsys):
