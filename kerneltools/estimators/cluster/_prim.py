@@ -16,18 +16,22 @@ edge makes the same choices as on the full graph. Here that subgraph is:
 
 * every pair whose mutual reachability is a core distance,
   ``m_uv = max(c_u, c_v)``: the point with the larger core distance has no
-  lighter edge at all, so the pair is eligible; both ends are then among
-  each other's nearest neighbours (``d_uv <= c_u`` or ``c_v``);
-* the pairs among the K nearest neighbours whose ends are not joined below
-  their weight (a walk up the single-linkage tree of the Boruvka MST);
+  lighter edge at all, so the pair is eligible; it is among that point's
+  nearest neighbours (``d_uv <= c_u``);
 * the Boruvka MST's edges.
 
-An eligible pair of weight ``d_uv / alpha`` beyond both ends' K nearest
-can exist only if two pair distances are exactly equal (points on a
-lattice, duplicated or mirrored points): :func:`exact_prim_mst` returns
-None when it finds such equalities, and the caller fits scikit-learn's
-own Prim's. The weights are computed in float64 in scikit-learn's
-arithmetic (the features summed in order), so that ties are the same ties.
+Another eligible pair of weight ``d_uv / alpha`` (a far pair) ties exactly
+with an MST edge: :func:`exact_prim_mst` looks for two different far pairs
+of exactly equal weight among the K nearest neighbours (K a few more than
+``min_samples``) and the MST, and returns None when it finds one (points on
+a lattice, duplicated, mirrored or evenly spaced points): the caller then
+fits scikit-learn's own Prim's. Not detected: data whose only exactly
+equal far distances all lie beyond every point's K nearest.
+Of the edges kept, Prim's takes at most one per point, weight and lighter
+subtree (:func:`_first_per_subtree`), and a point of larger core distance
+gets its key once, from its earliest neighbour in the tree. The weights
+are computed in float64 in scikit-learn's arithmetic (the features summed
+in order, minkowski's powers by C's ``pow``), so that ties are its ties.
 """
 
 from __future__ import annotations
@@ -135,45 +139,43 @@ def exact_prim_mst(X, name, params, alpha, nbr_ind, mst_a, mst_b, slt, core):
     u, v, d, m = cand
     if (d == 0).any():
         return None  # duplicated points: tied distances to every other point
-    levels = _Levels(slt, n)
-    far = _far_pairs(X, name, params, alpha, core, levels, (u, v, m), mst_a, mst_b)
-    if far is None:
+    w_mst = np.maximum(np.maximum(core[mst_a], core[mst_b]),
+                       pair_distances(X, mst_a, mst_b, name, params) / alpha)
+    if _far_ties(core, (u, v, m), (mst_a, mst_b, w_mst)):
         return None
     # core pairs, once each, from the list of an end z whose core distance
     # they weigh (z has no lighter edge: a singleton below it)
     z = (m == core[u]) & ((core[v] < core[u]) | ((core[v] == core[u]) & (u < v)))
     z, o, w = u[z], v[z], m[z]
+    del u, v, d, m, cand
     both = core[o] == core[z]
     wake_by = np.concatenate([o, z[both]])  # reaching it gives the key
     wake = np.concatenate([z, o[both]])
-    cz, co, cw = z[~both], o[~both], w[~both]  # z -> o's lighter subtree
-    src = np.concatenate([cz, far[0], far[1]])
-    dst = np.concatenate([co, far[1], far[0]])
-    cw = np.concatenate([cw, far[2], far[2]])
-    sub = levels.below(dst, cw * (1 - 1e-12))
-    return _prim(n, *_first_per_subtree(src, dst, cw, sub), wake_by, wake, core)
+    # z -> o's lighter subtree; the MST's edges both ways
+    src = np.concatenate([z[~both], mst_a, mst_b])
+    dst = np.concatenate([o[~both], mst_b, mst_a])
+    w = np.concatenate([w[~both], w_mst, w_mst])
+    sub = _Levels(slt, n).below(dst, w * (1 - 1e-12))
+    return _prim(n, *_first_per_subtree(src, dst, w, sub), wake_by, wake, core)
 
 
-def _far_pairs(X, name, params, alpha, core, levels, cand, mst_a, mst_b):
-    """The MST's edges and the neighbour pairs that weigh their distance
-    (over both core distances) and whose ends are not lighter joined: an
-    undirected ``(a, b, weight)``, or None if two of their weights tie."""
-    u, v, m = cand
-    far = m > np.maximum(core[u], core[v])
-    md = pair_distances(X, mst_a, mst_b, name, params) / alpha
-    a = np.concatenate([u[far], mst_a])
-    b = np.concatenate([v[far], mst_b])
-    w = np.concatenate([m[far], np.maximum(np.maximum(core[mst_a], core[mst_b]),
-                                           md)])
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    f = w > np.maximum(core[lo], core[hi])
-    if _distinct_pairs_tie(lo[f], hi[f], w[f]) or np.isin(w[f], core).any():
-        return None  # exactly tied pair distances: maybe more beyond the lists
-    under = w * (1 - 1e-12)  # a hair below: keeps more, never fewer
-    keep = levels.below(a, under) != levels.below(b, under)
-    lo, hi, w = lo[keep], hi[keep], w[keep]
-    _, first = np.unique(lo * len(X) + hi, return_index=True)
-    return lo[first], hi[first], w[first]
+def _far_ties(core, cand, mst) -> bool:
+    """Whether two different far pairs (weighing their distance, over both
+    core distances) among the neighbour pairs ``cand`` and the MST's edges
+    weigh exactly the same, or one weighs a core distance.
+
+    Without such a tie, the only far pairs whose ends are not joined by
+    lighter edges (the only far pairs that can be in an MST) are the MST's
+    own, so the core pairs and the MST hold every eligible edge, unless
+    exactly equal distances lie only beyond every neighbour list.
+    """
+    a = np.concatenate([cand[0], mst[0]])
+    b = np.concatenate([cand[1], mst[1]])
+    w = np.concatenate([cand[2], mst[2]])
+    far = w > np.maximum(core[a], core[b])
+    a, b, w = a[far], b[far], w[far]
+    return _distinct_pairs_tie(np.minimum(a, b), np.maximum(a, b), w) or bool(
+        np.isin(w, core).any())
 
 
 def _distinct_pairs_tie(lo, hi, w) -> bool:
