@@ -174,14 +174,17 @@ def _far_ties(core, cand, mst) -> bool:
     w = np.concatenate([cand[2], mst[2]])
     far = w > np.maximum(core[a], core[b])
     a, b, w = a[far], b[far], w[far]
-    return _distinct_pairs_tie(np.minimum(a, b), np.maximum(a, b), w) or bool(
-        np.isin(w, core).any())
+    if _distinct_pairs_tie(np.minimum(a, b), np.maximum(a, b), w):
+        return True
+    srt = np.sort(core)
+    at = np.minimum(np.searchsorted(srt, w), len(srt) - 1)
+    return bool((srt[at] == w).any())
 
 
 def _distinct_pairs_tie(lo, hi, w) -> bool:
     """Whether two different pairs ``(lo, hi)`` (a pair may come twice)
     have exactly the same weight ``w``."""
-    order = np.argsort(w, kind="stable")
+    order = np.argsort(w)  # equal weights side by side
     w, lo, hi = w[order], lo[order], hi[order]
     same = w[1:] == w[:-1]
     return bool((same & ((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1]))).any())
