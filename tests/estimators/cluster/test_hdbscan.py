@@ -196,10 +196,11 @@ def test_search_paths_agree(monkeypatch, backend):
         np.testing.assert_array_equal(ours.labels_, ref.labels_)
 
 
-def test_float32_and_non_finite_rows():
+@pytest.mark.parametrize("min_samples", [1, 5])
+def test_float32_and_non_finite_rows(min_samples):
     X = _data("blobs", 1).astype(np.float32)
     X[3, 0], X[10, 1], X[11] = np.inf, np.nan, [np.nan, np.inf]
-    args = dict(min_cluster_size=8, min_samples=1, copy=True)
+    args = dict(min_cluster_size=8, min_samples=min_samples, copy=True)
     ours, ref = HDBSCAN(**args).fit(X), skc.HDBSCAN(**args).fit(X)
     np.testing.assert_array_equal(ours.labels_, ref.labels_)
     np.testing.assert_array_equal(ours.probabilities_, ref.probabilities_)
