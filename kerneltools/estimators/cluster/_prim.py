@@ -111,14 +111,14 @@ def core_distances(X, name, params, k, nbr_ind) -> np.ndarray:
 
 
 def _candidates(X, name, params, alpha, nbr_ind, core):
-    """The neighbour pairs ``(u, v, d_uv, m_uv)``, or None if some point
-    has more points at its core distance than its list holds."""
+    """The neighbour pairs ``(u, v, d_uv, m_uv)``, or None if some point's
+    list may miss a pair that weighs its core distance."""
     n, K = nbr_ind.shape
     u = np.repeat(np.arange(n), K)
     v = nbr_ind.ravel().astype(np.int64)
     d = pair_distances(X, u, v, name, params)
-    if K < n and not (d.reshape(n, K).max(axis=1) > core).all():
-        return None
+    if K < n and not (d.reshape(n, K).max(axis=1) / alpha > core).all():
+        return None  # a core pair (d_uv / alpha <= c_u) may lie beyond
     keep = u != v
     u, v, d = u[keep], v[keep], d[keep]
     return u, v, d, np.maximum(np.maximum(core[u], core[v]), d / alpha)

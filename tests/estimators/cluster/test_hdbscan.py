@@ -102,6 +102,16 @@ def test_tied_core_distances_match_sklearn(shape, seed, kw):
     _assert_same_fit(ours, ref)
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("alpha", [1.3, 5.0])
+def test_alpha_above_one_matches_sklearn(seed, alpha):
+    # pairs weigh a core distance out to alpha times it: beyond the lists,
+    # scikit-learn's fit
+    X = _data("blobs", seed)
+    args = {"min_cluster_size": 8, "min_samples": 4, "alpha": alpha, "copy": True}
+    _assert_same_fit(HDBSCAN(**args).fit(X), skc.HDBSCAN(**args).fit(X))
+
+
 def _lattice(seed):
     return np.random.default_rng(seed).integers(0, 25, size=(400, 2)).astype(float)
 
