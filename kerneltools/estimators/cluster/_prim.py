@@ -114,14 +114,17 @@ def _candidates(X, name, params, alpha, nbr_ind, core):
     """The neighbour pairs ``(u, v, d_uv, m_uv)``, or None if some point's
     list may miss a pair that weighs its core distance."""
     n, K = nbr_ind.shape
-    u = np.repeat(np.arange(n), K)
-    v = nbr_ind.ravel().astype(np.int64)
+    idx = np.int32 if 2 * n < 2**31 else np.int64  # 2n: the tree's nodes
+    u = np.repeat(np.arange(n, dtype=idx), K)
+    v = nbr_ind.ravel().astype(idx)
     d = pair_distances(X, u, v, name, params)
     if K < n and not (d.reshape(n, K).max(axis=1) / alpha > core).all():
         return None  # a core pair (d_uv / alpha <= c_u) may lie beyond
     keep = u != v
     u, v, d = u[keep], v[keep], d[keep]
-    return u, v, d, np.maximum(np.maximum(core[u], core[v]), d / alpha)
+    m = np.maximum(core[u], core[v])
+    np.maximum(m, d / alpha, out=m)
+    return u, v, d, m
 
 
 def exact_prim_mst(X, name, params, alpha, nbr_ind, mst_a, mst_b, slt, core):
@@ -169,11 +172,12 @@ def _far_ties(core, cand, mst) -> bool:
     own, so the core pairs and the MST hold every eligible edge, unless
     exactly equal distances lie only beyond every neighbour list.
     """
-    a = np.concatenate([cand[0], mst[0]])
-    b = np.concatenate([cand[1], mst[1]])
-    w = np.concatenate([cand[2], mst[2]])
-    far = w > np.maximum(core[a], core[b])
-    a, b, w = a[far], b[far], w[far]
+    def far(a, b, w):
+        f = w > np.maximum(core[a], core[b])
+        return a[f].astype(np.int64), b[f].astype(np.int64), w[f]
+
+    (a, b, w), (ma, mb, mw) = far(*cand), far(*mst)
+    a, b, w = np.concatenate([a, ma]), np.concatenate([b, mb]), np.concatenate([w, mw])
     if _distinct_pairs_tie(np.minimum(a, b), np.maximum(a, b), w):
         return True
     srt = np.sort(core)
