@@ -190,9 +190,9 @@ class HDBSCAN(_SkHDBSCAN):
         """scikit-learn's fit, where exactly tied distances may lie beyond
         the neighbour lists (:func:`._prim.exact_prim_mst`)."""
         if self.verbose:
-            print("kerneltools: HDBSCAN: exactly tied distances (lattice or "
-                  "duplicated points); fitting scikit-learn's HDBSCAN",
-                  file=sys.stderr)
+            print("kerneltools: HDBSCAN: ties beyond the neighbour lists "
+                  "(exactly tied distances: lattice, duplicated points; or "
+                  "alpha > 1); fitting scikit-learn's HDBSCAN", file=sys.stderr)
         self._mst_route = "sklearn"
         with catch_warnings():
             simplefilter("ignore", FutureWarning)
