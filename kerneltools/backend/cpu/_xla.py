@@ -1,0 +1,86 @@
+"""CPU kernels as XLA custom calls: what ``kerneltools.jax`` runs under XLA.
+
+:func:`ffi_handler` compiles (once per jaxlib FFI header, through the
+kernel cache like every library of this backend) a generic XLA FFI handler,
+``templates/xla_ffi_call.h``, written against the plain C API that jaxlib
+ships (``xla/ffi/api/c_api.h``, inlined into the source so that the cache
+key follows the header). It calls a generated kernel, whose address it
+receives as an attribute, on XLA's buffers: no host round trip, no Python
+in the loop, the kernel's own OpenMP team.
+
+:func:`kernel_entry` gives that address for a plan whose kernel reads its
+arguments in the plain layout (i-variables and parameters row-major,
+j-variables packed by tiles of ``tj`` points), which the caller produces
+with array operations of its own (XLA fuses them): the dense kernel of
+:mod:`._backend` without the run-time specialisations that need more
+arrays (the dot-product micro-kernel's chunks and norms, the many-column
+Sum's row-major B, the K-min prefilter). Other plans get None: the caller
+runs them another way. This module imports no JAX.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from .._codegen import template_text
+from .._plan import Plan
+from ._backend import CpuBackend, get_kernel
+from ._gemm import many_columns
+from ._layout import centring_args, dot_products, tile_free_args, tile_size
+from ._library import KEY, library
+from ._threads import openmp_ran
+
+__all__ = ["Entry", "ffi_handler", "kernel_entry"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A compiled kernel as the FFI handler calls it."""
+
+    address: int  # of its kt_kernel(r0, r1, ny, args, outs)
+    tj: int  # the tile size of its packed j-variables
+    state_size: int  # bytes of one output row's reduction state
+
+
+_handlers: dict[str, object] = {}
+_kept: dict[str, object] = {}  # the kernels whose addresses were handed out stay loaded
+
+
+def ffi_handler(c_api_header: Path):
+    """The generic handler ``kt_ffi_reduce`` (an ``XLA_FFI_Handler``, a ctypes
+    function of its loaded library), built against the FFI C header
+    ``c_api_header``."""
+    text = Path(c_api_header).read_text()
+    found = _handlers.get(text)
+    if found is None:
+        source = Template(template_text("xla_ffi_call.h")).substitute(c_api=text, key=KEY)
+        lib = library(source)
+        found = lib.cdll.kt_ffi_reduce
+        found._kt_lib = lib  # keep the library alive with the function
+        _handlers[text] = found
+    return found
+
+
+def plain_layout(plan: Plan) -> bool:
+    """Whether ``plan``'s dense kernel reads only its arguments, in the plain
+    layout (see the module docstring)."""
+    return not (dot_products(plan) or tile_free_args(plan) or centring_args(plan)
+                or many_columns(plan))
+
+
+def kernel_entry(plan: Plan) -> Entry | None:
+    """The :class:`Entry` of ``plan``'s dense kernel (compiled or loaded from
+    the kernel cache), or None where the CPU backend cannot run it or its
+    layout is not plain."""
+    backend = CpuBackend()
+    ok, _ = backend.available()
+    if not ok or backend.unsupported(plan) is not None or not plain_layout(plan):
+        return None
+    fn = get_kernel(plan, prefilter=False)
+    _kept[fn._kt_key] = fn
+    openmp_ran()  # (a child forked later runs its OpenMP kernels on one thread)
+    return Entry(ctypes.cast(fn, ctypes.c_void_p).value, tile_size(plan),
+                 fn._kt_state_size)
