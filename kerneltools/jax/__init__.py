@@ -47,6 +47,7 @@ from ..lazy._methods import reduction_methods
 from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_ranges, compose,
                               lift, ranges_of)
 from ._reduce import Spec, placeholder, reduce
+from ._solve import solve as _solve
 
 __all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
 
@@ -184,6 +185,20 @@ class LazyTensor:
             for c0 in range(0, b2.shape[1], MATMUL_BLOCK)]
         out = cols[0] if len(cols) == 1 else jnp.concatenate(cols, axis=1)
         return out[:, 0] if b.ndim == 1 else out
+
+    def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
+              backend=None, **options):
+        """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric,
+        positive); ``b`` (N,) or (N, E). Differentiable with respect to ``b``
+        and K's arrays (implicit differentiation: see :mod:`._solve`)."""
+        nodes = list(self._arrays)
+
+        def matvec(arrays, v):
+            K = LazyTensor._wrap(self._lt, dict(zip(nodes, arrays)))
+            return K.matmul(v, backend=backend, **options)
+
+        return _solve(self, _as_float(b), alpha, tol=tol, max_iter=max_iter,
+                      matvec=matvec)
 
     def _reduce(self, name, axis, *, weight=None, K=1, backend=None, **options):
         """The reduction ``name`` over ``axis`` (0: over i, 1: over j); the

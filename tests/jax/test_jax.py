@@ -271,3 +271,23 @@ def test_lazytensor_surface():
         Vi(jnp.asarray(x)) @ jnp.asarray(b)
     with pytest.raises(ValueError, match="jax.vmap"):
         Vi(jnp.zeros((2, 3, 4)))
+
+
+def test_solve_and_its_gradients_equal_dense():
+    x, _, b, s = _grad_inputs(n=15, m=15)
+    alpha = 0.5
+
+    def ours(x, b):
+        K = (-Vi(x).sqdist(Vj(x)) / 2).exp()
+        return K.solve(b, alpha, tol=1e-12)
+
+    def dense(x, b):
+        K = jnp.exp(-_dense_sqdist(x, x) / 2)
+        return jnp.linalg.solve(K + alpha * jnp.eye(len(x)), b)
+
+    np.testing.assert_allclose(ours(x, b), dense(x, b), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(jax.jit(ours)(x, b), dense(x, b), rtol=1e-8, atol=1e-10)
+    for k in (0, 1):
+        g = jax.grad(lambda *a: jnp.sum(jnp.sin(ours(*a))), argnums=k)(x, b)
+        d = jax.grad(lambda *a: jnp.sum(jnp.sin(dense(*a))), argnums=k)(x, b)
+        np.testing.assert_allclose(g, d, rtol=1e-7, atol=1e-9)
