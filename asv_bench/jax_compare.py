@@ -10,14 +10,15 @@ in one run (issue 44's three comparisons, on the CPU):
    N = M = ``--mmd-n`` (10^5), ``jax.jit(jax.grad(...))`` against the torch
    front end's ``loss.backward()``.
 
-Each system is warmed up first (kernels compiled, XLA programs traced), then
+Each system is warmed up first at N = 2,000 (kernels compiled), then
 the systems run in turn, ``--repeat`` rounds (interleaved, so that a load
 change hits all of them alike); each line gives the median wall and
 process-CPU seconds (all threads) and the 1-minute load average around the
 round. On a shared machine compare the CPU seconds: wall time follows the
 load. Ratios are against the first system of each comparison.
 
-    python asv_bench/jax_compare.py                     # about 4 minutes at load 2
+    python asv_bench/jax_compare.py --parts matmul dense   # ~4 min at load 9
+    python asv_bench/jax_compare.py --parts mmd            # ~4 min at load 9
     python asv_bench/jax_compare.py --n 20000 --mmd-n 20000 --repeat 5
 """
 
@@ -39,26 +40,29 @@ def _timed(fn):
     return out, wall, cpu, (load0 + os.getloadavg()[0]) / 2
 
 
-def _compare(title: str, systems: dict, repeat: int) -> None:
-    """Warm each system up, then ``repeat`` interleaved rounds; print medians."""
+def _compare(title: str, make_systems, n: int, repeat: int) -> None:
+    """Warm each system up at a small size (kernels compiled, programs traced),
+    then ``repeat`` interleaved rounds at ``n``; print the medians (a JAX
+    program's first round at ``n`` includes its trace for that shape)."""
     print(f"\n## {title}")
+    for name, fn in make_systems(min(n, 2000)).items():
+        _, wall, _, _ = _timed(fn)
+        print(f"  warm-up (N = {min(n, 2000):,}) {name}: {wall:.2f} s")
+    systems = make_systems(n)
     outs = {}
-    for name, fn in systems.items():
-        outs[name], wall, _, _ = _timed(fn)
-        print(f"  warm-up {name}: {wall:.2f} s")
-    first = next(iter(outs.values()))
     walls = {k: [] for k in systems}
     cpus = {k: [] for k in systems}
     loads = []
     for _ in range(repeat):
         for name, fn in systems.items():
-            _, wall, cpu, load = _timed(fn)
+            outs[name], wall, cpu, load = _timed(fn)
             walls[name].append(wall)
             cpus[name].append(cpu)
             loads.append(load)
+    first = next(iter(outs.values()))
     base_w = statistics.median(walls[next(iter(systems))])
     base_c = statistics.median(cpus[next(iter(systems))])
-    print(f"  | system | wall s | CPU s | wall ratio | CPU ratio | max rel. diff |")
+    print("  | system | wall s | CPU s | wall ratio | CPU ratio | max rel. diff |")
     print("  |---|---|---|---|---|---|")
     for name in systems:
         w, c = statistics.median(walls[name]), statistics.median(cpus[name])
@@ -124,7 +128,7 @@ def mmd_systems(n: int) -> dict:
     def mmd(mod, x, y):
         def k(a, c):
             return (-mod.Vi(a).sqdist(mod.Vj(c)) * 50.0).exp().sum(axis=1).sum()
-        return (k(x, x) + k(y, y) - 2 * k(x, y)) / len(x) ** 2
+        return (k(x, x) + k(y, y) - 2 * k(x, y)) / float(len(x)) ** 2
 
     grad = jax.jit(jax.grad(lambda x, y: mmd(ktj, x, y)))
     xj, yj = jnp.asarray(x), jnp.asarray(y)
@@ -146,20 +150,26 @@ def main():
     p.add_argument("--mmd-n", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--mmd-repeat", type=int, default=1)
+    p.add_argument("--parts", nargs="+", default=["matmul", "dense", "mmd"],
+                   choices=["matmul", "dense", "mmd"])
     args = p.parse_args()
     import jax
 
     print(f"jax {jax.__version__}, {jax.default_backend()}; load average at start "
           f"{os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs")
-    _compare(f"Gaussian K @ b, D = 3, float32, N = M = {args.n:,}",
-             matmul_systems(args.n, dense=False), args.repeat)
-    _compare(f"Gaussian K @ b, D = 3, float32, N = M = {args.dense_n:,}: dense jax.numpy",
-             matmul_systems(args.dense_n, dense=True), args.repeat)
-    gb = args.n ** 2 * 4 * 3 / 1e9
-    print(f"  (dense jax.numpy at N = M = {args.n:,}: its (N, M, 3) differences "
-          f"would take {gb:.0f} GB (the N x M kernel {gb / 3:.0f} GB): not run)")
-    _compare(f"Gradient of a Gaussian MMD loss, D = 3, float32, N = M = {args.mmd_n:,}",
-             mmd_systems(args.mmd_n), args.mmd_repeat)
+    if "matmul" in args.parts:
+        _compare(f"Gaussian K @ b, D = 3, float32, N = M = {args.n:,}",
+                 lambda n: matmul_systems(n, dense=False), args.n, args.repeat)
+    if "dense" in args.parts:
+        _compare(f"Gaussian K @ b, D = 3, float32, N = M = {args.dense_n:,}: dense "
+                 "jax.numpy", lambda n: matmul_systems(n, dense=True), args.dense_n,
+                 args.repeat)
+        gb = args.n ** 2 * 4 / 1e9
+        print(f"  (dense jax.numpy at N = M = {args.n:,}: its N x M kernel alone would "
+              f"take {gb:.0f} GB: not run)")
+    if "mmd" in args.parts:
+        _compare(f"Gradient of a Gaussian MMD loss, D = 3, float32, N = M = "
+                 f"{args.mmd_n:,}", mmd_systems, args.mmd_n, args.mmd_repeat)
 
 
 if __name__ == "__main__":

@@ -195,20 +195,34 @@ def reduce(spec: Spec, *arrays) -> tuple:
     return _forward(spec, spec.name, arrays)
 
 
-def _reduce_fwd(spec: Spec, *arrays):
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class _Perturbed:
+    """Which inputs of a reduction carry tangents (residual data, static)."""
+
+    flags: tuple
+
+
+def _reduce_fwd(spec: Spec, *primals):
+    # (``symbolic_zeros``: the gradient formulas of inputs that no gradient
+    # needs, a whole reduction each, are not built)
+    arrays = tuple(p.value for p in primals)
+    perturbed = _Perturbed(tuple(bool(p.perturbed) for p in primals))
     # (through ``reduce`` itself, so that a transformation of this gradient,
     # a second derivative, differentiates the forward pass too)
     run = Spec(spec.F, spec.W, forward_reduction(spec.name), spec.axis, spec.K,
                spec.backend, spec.nodes, spec.options)
     outs = reduce(run, *arrays)
-    return outs[:REDUCTIONS[spec.name].n_outputs], (arrays, outs)
+    return outs[:REDUCTIONS[spec.name].n_outputs], (arrays, outs, perturbed)
 
 
 def _reduce_bwd(spec: Spec, res, gouts):
-    arrays, outs = res
+    arrays, outs, perturbed = res
     red = REDUCTIONS[spec.name]
-    if red.surrogate is None:
-        return tuple(jnp.zeros_like(a) for a in arrays)
+    wanted = [n for n, p in zip(spec.nodes, perturbed.flags) if p]
+    if (red.surrogate is None or not wanted
+            or isinstance(gouts[0], jax.custom_derivatives.SymbolicZero)):
+        return (None,) * len(arrays)
     parts = [spec.F] + ([spec.W] if spec.W is not None else [])
     bindings, ni, nj = merge(parts)
     bindings, data = dict(bindings), dict(zip(spec.nodes, arrays))
@@ -237,9 +251,10 @@ def _reduce_bwd(spec: Spec, res, gouts):
         return reduce(s, *[data[n] for n in nodes])[0]
 
     W = spec.W.formula if spec.W is not None else None
-    gs = reduction_vjp(spec.name, spec.F.formula, W, list(spec.nodes), out_nodes, gnode,
-                       spec.axis, reduce=sum_over)
-    return tuple(jnp.reshape(g, a.shape).astype(a.dtype) for g, a in zip(gs, arrays))
+    gs = dict(zip(wanted, reduction_vjp(spec.name, spec.F.formula, W, wanted, out_nodes,
+                                        gnode, spec.axis, reduce=sum_over)))
+    return tuple(jnp.reshape(gs[n], a.shape).astype(a.dtype) if n in gs else None
+                 for n, a in zip(spec.nodes, arrays))
 
 
-reduce.defvjp(_reduce_fwd, _reduce_bwd)
+reduce.defvjp(_reduce_fwd, _reduce_bwd, symbolic_zeros=True)

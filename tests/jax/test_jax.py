@@ -291,3 +291,22 @@ def test_solve_and_its_gradients_equal_dense():
         g = jax.grad(lambda *a: jnp.sum(jnp.sin(ours(*a))), argnums=k)(x, b)
         d = jax.grad(lambda *a: jnp.sum(jnp.sin(dense(*a))), argnums=k)(x, b)
         np.testing.assert_allclose(g, d, rtol=1e-7, atol=1e-9)
+
+
+def test_gradient_reduces_only_for_the_inputs_it_needs():
+    """A gradient with respect to x builds no gradient reduction for y."""
+    x, y, _, _ = _grad_inputs()
+
+    def k(a, c):
+        return (-Vi(a).sqdist(Vj(c))).exp().sum(axis=1).sum()
+
+    def calls(f):
+        return str(jax.make_jaxpr(f)(x, y)).count("name=_ffi")
+
+    assert calls(k) == 1
+    assert calls(jax.grad(k)) == 2  # forward, gradient of x
+    assert calls(jax.grad(k, argnums=(0, 1))) == 3  # and of y
+    np.testing.assert_allclose(
+        jax.grad(k, argnums=1)(x, y),
+        jax.grad(lambda a, c: jnp.exp(-_dense_sqdist(a, c)).sum(), argnums=1)(x, y),
+        rtol=1e-10)
