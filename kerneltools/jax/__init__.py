@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import lazy as _lazy
+from ..kernels import make_kernel
 from ..backend.reductions import REDUCTIONS
 from ..lazy._args import check_axis
 from ..lazy._methods import reduction_methods
@@ -49,7 +50,7 @@ from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_ranges, co
 from ._reduce import Spec, placeholder, reduce
 from ._solve import solve as _solve
 
-__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
+__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "kernel", "minimum", "maximum"]
 
 _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
@@ -316,3 +317,34 @@ def _binary_fn(a, b, fn):
     ua, ta = LazyTensor._unwrap(a)
     ub, tb = LazyTensor._unwrap(b)
     return LazyTensor._wrap(getattr(_lazy, fn)(ua, ub), {**ta, **tb})
+
+
+def kernel(k, X, Y=None, **params) -> LazyTensor:
+    """The kernel ``k`` of :mod:`kerneltools.kernels` (a name such as
+    ``"rbf"``, a :class:`~kerneltools.kernels.Kernel`, or a scikit-learn
+    Gaussian-process kernel object) on JAX arrays: ``k(X_i, Y_j)`` as a
+    LazyTensor (``Y`` defaults to ``X``). ``params`` override the kernel's
+    hyperparameters (``gamma=``, ``length_scale=``, ...); given as JAX arrays,
+    they are differentiable (a GP's marginal likelihood by ``jax.grad``)."""
+    k = make_kernel(k)
+    if k.prepare is not None:
+        raise NotImplementedError(f"the {k.name} kernel prepares its data in NumPy; "
+                                  "it has no JAX form yet")
+    unknown = sorted(set(params) - set(k.params))
+    if unknown:
+        raise ValueError(f"the {k.name} kernel has no parameters {unknown}; its "
+                         f"parameters are {sorted(k.params)}")
+    P = {}
+    for name, v in {**k.params, **params}.items():
+        if v is None:
+            P[name] = None
+        elif isinstance(v, jax.Array):
+            P[name] = Pm(v)
+        else:
+            P[name] = Pm(jnp.atleast_1d(jnp.asarray(v, dtype=float)))
+    x_i = Vi(X)
+    y_j = Vj(X if Y is None else Y)
+    f = k.formula(x_i, y_j, P)
+    if f is None or f.ni is None or f.nj is None:
+        raise NotImplementedError(f"the {k.name} kernel does not depend on both points")
+    return f

@@ -310,3 +310,35 @@ def test_gradient_reduces_only_for_the_inputs_it_needs():
         jax.grad(k, argnums=1)(x, y),
         jax.grad(lambda a, c: jnp.exp(-_dense_sqdist(a, c)).sum(), argnums=1)(x, y),
         rtol=1e-10)
+
+
+@pytest.mark.parametrize("name,params", [("rbf", {"gamma": 0.3}),
+                                         ("laplacian", {"gamma": 0.4}),
+                                         ("polynomial", {"gamma": 0.2, "degree": 3,
+                                                         "coef0": 1.0})])
+def test_named_kernels_equal_kerneltools_dense(name, params):
+    x, y, b = _data(np.float64)
+    k = kt.kernels.make_kernel(name, **params)
+    got = kt.jax.kernel(k, jnp.asarray(x), jnp.asarray(y)) @ jnp.asarray(b)
+    np.testing.assert_allclose(np.asarray(got), k(x, y) @ b, rtol=1e-11)
+
+
+def test_kernel_hyperparameter_gradient_equals_dense():
+    """d/d(length scale) of a GP-style quadratic form, against dense JAX."""
+    from sklearn.gaussian_process.kernels import RBF
+
+    x, _, b = _data(np.float64, n=20, m=20)
+
+    def ours(ls):
+        K = kt.jax.kernel(RBF(1.0), jnp.asarray(x), length_scale=ls)
+        return jnp.sum(jnp.asarray(b) * (K @ jnp.asarray(b)))
+
+    def dense(ls):
+        K = jnp.exp(-_dense_sqdist(x, x) / (2 * ls[0] ** 2))
+        return jnp.sum(b * (K @ b))
+
+    ls = jnp.array([0.8])
+    np.testing.assert_allclose(ours(ls), dense(ls), rtol=1e-11)
+    np.testing.assert_allclose(jax.grad(ours)(ls), jax.grad(dense)(ls), rtol=1e-10)
+    with pytest.raises(ValueError, match="no parameters"):
+        kt.jax.kernel("rbf", jnp.asarray(x), sigma=1.0)
