@@ -41,16 +41,23 @@ import jax
 import jax.numpy as jnp
 
 from .. import lazy as _lazy
-from ..kernels import make_kernel
 from ..backend.reductions import REDUCTIONS
+from ..kernels import make_kernel
 from ..lazy._args import check_axis
 from ..lazy._methods import reduction_methods
-from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_ranges, compose,
-                              lift, ranges_of)
+from ..lazy._symbolic import (
+    MATMUL_BLOCK,
+    apply,
+    bindings_of,
+    check_ranges,
+    compose,
+    lift,
+    ranges_of,
+)
 from ._reduce import Spec, placeholder, reduce
 from ._solve import solve as _solve
 
-__all__ = ["LazyTensor", "Vi", "Vj", "Pm", "kernel", "minimum", "maximum"]
+__all__ = ["LazyTensor", "Pm", "Vi", "Vj", "kernel", "maximum", "minimum"]
 
 _BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
            "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",

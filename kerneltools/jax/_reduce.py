@@ -38,8 +38,15 @@ from ..backend._plan import make_plan
 from ..backend.cpu._xla import ffi_handler, kernel_entry
 from ..backend.reductions import REDUCTIONS
 from ..lazy._reducing import reduce as _reduce_lazy
-from ..lazy._symbolic import (Binding, bindings_of, dtype_of, from_parts, merge, new_var,
-                              ranges_of)
+from ..lazy._symbolic import (
+    Binding,
+    bindings_of,
+    dtype_of,
+    from_parts,
+    merge,
+    new_var,
+    ranges_of,
+)
 
 __all__ = ["Spec", "placeholder", "reduce"]
 
@@ -118,10 +125,16 @@ def _ffi(call: _Call, *args):
 
 
 def _on_cpu(arrays) -> bool:
-    try:
-        return all(d.platform == "cpu" for a in arrays for d in a.devices())
-    except Exception:  # a tracer: its placement is decided by the caller's jit
-        return jax.default_backend() == "cpu"
+    """Whether the arrays live on the CPU (tracers: where the caller's
+    computation is placed, the default backend's device; host constants:
+    yes)."""
+    for a in arrays:
+        if isinstance(a, jax.core.Tracer):
+            if jax.default_backend() != "cpu":
+                return False
+        elif hasattr(a, "devices") and any(d.platform != "cpu" for d in a.devices()):
+            return False
+    return True
 
 
 def _forward(spec: Spec, run: str, arrays) -> tuple:

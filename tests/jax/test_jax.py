@@ -11,11 +11,11 @@ import pytest
 
 jax = pytest.importorskip("jax", reason="kerneltools.jax needs JAX (optional extra)")
 
-import jax.numpy as jnp  # noqa: E402
-from jax.test_util import check_grads  # noqa: E402
+import jax.numpy as jnp
+from jax.test_util import check_grads
 
-import kerneltools as kt  # noqa: E402
-from kerneltools.jax import LazyTensor, Pm, Vi, Vj  # noqa: E402
+import kerneltools as kt
+from kerneltools.jax import LazyTensor, Pm, Vi, Vj
 
 DTYPES = [np.float32, np.float64]
 RTOL = {np.float32: 2e-5, np.float64: 1e-12}
@@ -177,7 +177,7 @@ def test_gradients_equal_dense_jax_first_and_second_order(argnum):
 
 @pytest.mark.parametrize("method", ["sum", "logsumexp", "min", "Kmin", "max"])
 def test_check_grads_second_order(method):
-    x, y, b, s = _grad_inputs()
+    x, y, _b, s = _grad_inputs()
 
     def f(x, y, s):
         F = (-Vi(x).sqdist(Vj(y)) * Pm(s))
@@ -203,7 +203,7 @@ def test_weighted_logsumexp_gradient_equals_dense():
 
 
 def test_gradient_over_i_and_argmin_has_none():
-    x, y, b, s = _grad_inputs()
+    x, y, _b, _s = _grad_inputs()
     g = jax.grad(lambda y: jnp.sum((-Vi(x).sqdist(Vj(y))).exp().sum(axis=0) ** 2))(y)
     d = jax.grad(lambda y: jnp.sum(jnp.exp(-_dense_sqdist(x, y)).sum(0) ** 2))(y)
     np.testing.assert_allclose(g, d, rtol=1e-10)
@@ -274,7 +274,7 @@ def test_lazytensor_surface():
 
 
 def test_solve_and_its_gradients_equal_dense():
-    x, _, b, s = _grad_inputs(n=15, m=15)
+    x, _, b, _s = _grad_inputs(n=15, m=15)
     alpha = 0.5
 
     def ours(x, b):
