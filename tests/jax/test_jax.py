@@ -342,3 +342,24 @@ def test_kernel_hyperparameter_gradient_equals_dense():
     np.testing.assert_allclose(jax.grad(ours)(ls), jax.grad(dense)(ls), rtol=1e-10)
     with pytest.raises(ValueError, match="no parameters"):
         kt.jax.kernel("rbf", jnp.asarray(x), sigma=1.0)
+
+
+def test_kernel_compiled_once_and_programs_cached():
+    """A kernel is compiled once per formula and dtype (not per size), and
+    eager calls of one shape reuse their traced program."""
+    from kerneltools.backend.cpu._library import compile_count
+    from kerneltools.jax._reduce import _ffi
+
+    def f(x, y, b):
+        return (-Vi(x).sqdist(Vj(y)) * Pm(jnp.array([1.3]))).exp() @ b
+
+    x, y, b = (jnp.asarray(a) for a in _data(np.float32, n=40, m=30))
+    f(x, y, b).block_until_ready()
+    compiled, traced = compile_count(), _ffi._cache_size()
+    f(x, y, b)
+    assert _ffi._cache_size() == traced
+    x2, y2, b2 = (jnp.asarray(a) for a in _data(np.float32, n=50, m=60, seed=3))
+    got = f(x2, y2, b2)
+    assert compile_count() == compiled  # a new size: the same kernel
+    ref = np.exp(-1.3 * _dense_sqdist(np.asarray(x2, float), np.asarray(y2, float)))
+    np.testing.assert_allclose(np.asarray(got), ref @ np.asarray(b2, float), rtol=1e-5)
