@@ -48,13 +48,15 @@ from ..lazy._methods import reduction_methods
 from ..lazy._symbolic import (
     MATMUL_BLOCK,
     apply,
+    batch_of,
     bindings_of,
     check_ranges,
     compose,
     lift,
+    merge,
     ranges_of,
 )
-from ._reduce import Spec, placeholder, reduce
+from ._reduce import Spec, placeholder, reduce, reduce_batched
 from ._solve import solve as _solve
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "kernel", "maximum", "minimum"]
@@ -177,7 +179,7 @@ class LazyTensor:
     # -- reductions ------------------------------------------------------------
     def __matmul__(self, b):
         """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and an array b
-        (M,) or (M, E)."""
+        (M,), (M, E) or batched (B..., M, E)."""
         return self.matmul(b)
 
     def matmul(self, b, *, backend=None, **options):
@@ -185,8 +187,10 @@ class LazyTensor:
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b = _as_float(b)
-        if b.ndim not in (1, 2):
-            raise ValueError(f"K @ b takes b of shape (M,) or (M, E); got {b.shape}")
+        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
+            bj = b if b.ndim >= 2 else b[:, None]
+            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
+            return out[..., 0] if b.ndim == 1 else out
         b2 = b.reshape(b.shape[0], -1)
         cols = [(self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce(
             "Sum", 1, backend=backend, **options)
@@ -215,10 +219,6 @@ class LazyTensor:
         keepdim = options.pop("keepdim", False)
         if backend is None:
             backend = self._lt.backend
-        if self.batch:
-            raise NotImplementedError(
-                "kerneltools.jax: batch axes in the data are not supported; map "
-                "over them with jax.vmap")
         W = None
         arrays = dict(self._arrays)
         if weight is not None:
@@ -232,7 +232,14 @@ class LazyTensor:
         nodes = list(arrays)
         spec = Spec(self._lt, W._lt if W is not None else None, name, axis, K, backend,
                     nodes, options)
-        outs = reduce(spec, *[arrays[n] for n in nodes])
+        batch = batch_of(merge([spec.F] + ([spec.W] if W is not None else []))[0]
+                         .values())
+        if batch:  # leading batch axes: jax.vmap over them
+            if options.get("ranges") is not None:
+                raise ValueError("ranges= cannot be combined with batch axes")
+            outs = reduce_batched(spec, [arrays[n] for n in nodes], batch)
+        else:
+            outs = reduce(spec, *[arrays[n] for n in nodes])
         red = REDUCTIONS[name]
         res = outs[0] if red.n_outputs == 1 else tuple(outs[:red.n_outputs])
         if keepdim:
@@ -285,20 +292,21 @@ for _name in _BINARY + _UNARY:
 
 
 def Vi(x) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) array."""
+    """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D): with
+    leading batch axes (reduced as ``jax.vmap`` would)."""
     return _indexed(x, 0)
 
 
 def Vj(x) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) array."""
+    """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D): with
+    leading batch axes."""
     return _indexed(x, 1)
 
 
 def _indexed(x, cat: int) -> LazyTensor:
     x = _as_float(x)
-    if x.ndim > 2:
-        raise ValueError(f"Vi / Vj take an (N, D) or (N,) array, got shape {x.shape}; "
-                         "map over leading axes with jax.vmap")
+    if x.ndim >= 3:  # batch axes: (B..., N, 1, D) or (B..., 1, M, D)
+        return LazyTensor(jnp.expand_dims(x, -2 if cat == 0 else -3))
     return LazyTensor(x.reshape(x.shape[0], -1), axis=cat)
 
 

@@ -48,7 +48,7 @@ from ..lazy._symbolic import (
     ranges_of,
 )
 
-__all__ = ["Spec", "placeholder", "reduce"]
+__all__ = ["Spec", "placeholder", "reduce", "reduce_batched"]
 
 _TARGET = "kerneltools_reduce"
 _registered: list = []
@@ -271,3 +271,44 @@ def _reduce_bwd(spec: Spec, res, gouts):
 
 
 reduce.defvjp(_reduce_fwd, _reduce_bwd, symbolic_zeros=True)
+
+
+def reduce_batched(spec: Spec, arrays, batch: tuple) -> tuple:
+    """The outputs of ``spec``'s reduction when its data have the leading
+    batch axes ``batch`` (broadcast): ``jax.vmap`` of the reduction of one
+    problem, once per batch axis (the custom call's batch loop, no Python
+    loop); outputs (*batch, n, ...)."""
+    parts = [spec.F] + ([spec.W] if spec.W is not None else [])
+    bindings, _, _ = merge(parts)
+    nb = len(batch)
+
+    def one(lt):  # the formula of one problem: its bindings without batch axes
+        b = {n: Binding(v.array[(0,) * len(v.batch)], v.weak)
+             for n, v in bindings_of(lt).items()}
+        return from_parts(_lazy.LazyTensor, lt.formula, b, lt.ni, lt.nj)
+
+    spec1 = Spec(one(spec.F), one(spec.W) if spec.W is not None else None, spec.name,
+                 spec.axis, spec.K, spec.backend, spec.nodes, spec.options)
+    shapes = []  # each array's batch axes, right-aligned on nb
+    squeezed = []
+    for n, a in zip(spec.nodes, arrays):
+        own = bindings[n].batch
+        full = (1,) * (nb - len(own)) + tuple(own)
+        shapes.append(full)
+        core = a.shape[len(own):]
+        squeezed.append(jnp.reshape(a, tuple(d for d in full if d != 1) + core))
+
+    def f(*arrs):
+        return reduce(spec1, *arrs)
+
+    for k in reversed(range(nb)):
+        if batch[k] == 1:  # nothing to map: a new axis of size 1
+            f = _new_axis(f)
+        else:
+            f = jax.vmap(f, in_axes=tuple(0 if s[k] != 1 else None for s in shapes))
+    return f(*squeezed)
+
+
+def _new_axis(f):
+    """``f`` with a leading axis of size 1 on each of its outputs."""
+    return lambda *arrays: tuple(o[None] for o in f(*arrays))

@@ -269,8 +269,6 @@ def test_lazytensor_surface():
                                _dense_sqdist(x, y).sum(0), rtol=1e-5)
     with pytest.raises(ValueError, match="scalar formula"):
         Vi(jnp.asarray(x)) @ jnp.asarray(b)
-    with pytest.raises(ValueError, match="jax.vmap"):
-        Vi(jnp.zeros((2, 3, 4)))
 
 
 def test_solve_and_its_gradients_equal_dense():
@@ -363,3 +361,35 @@ def test_kernel_compiled_once_and_programs_cached():
     assert compile_count() == compiled  # a new size: the same kernel
     ref = np.exp(-1.3 * _dense_sqdist(np.asarray(x2, float), np.asarray(y2, float)))
     np.testing.assert_allclose(np.asarray(got), ref @ np.asarray(b2, float), rtol=1e-5)
+
+
+def test_batch_axes_equal_numpy_reference_with_gradients():
+    """Leading batch axes (broadcast) are reduced as the NumPy front end does."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 1, 10, 3))
+    y = rng.standard_normal((1, 5, 7, 3))
+    b = rng.standard_normal((5, 7, 2))
+    p = rng.random((4, 1, 1)) + 0.5
+
+    def formula(mod, x, y, p):
+        return (-mod.Vi(x).sqdist(mod.Vj(y)) * mod.LazyTensor(p[..., None, None, :])).exp()
+
+    K = formula(kt, x, y, p)
+    Kj = formula(kt.jax, jnp.asarray(x), jnp.asarray(y), jnp.asarray(p))
+    assert Kj.batch == K.batch == (4, 5)
+    np.testing.assert_allclose(Kj @ jnp.asarray(b), K.matmul(b, backend="numpy"),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(Kj.argKmin(3, axis=2), K.argKmin(3, axis=2))
+    np.testing.assert_allclose(Kj.logsumexp(axis=3), K.logsumexp(axis=3), rtol=1e-12)
+
+    def ours(x, p):
+        return jnp.sum(jnp.sin(formula(kt.jax, x, jnp.asarray(y), p) @ jnp.asarray(b)))
+
+    def dense(x, p):
+        d2 = ((x[..., :, None, :] - y[..., None, :, :]) ** 2).sum(-1)
+        return jnp.sum(jnp.sin(jnp.exp(-d2 * p[..., None]) @ b))
+
+    for k in (0, 1):
+        np.testing.assert_allclose(
+            jax.grad(ours, argnums=k)(jnp.asarray(x[:, :, :, :]), jnp.asarray(p)),
+            jax.grad(dense, argnums=k)(jnp.asarray(x), jnp.asarray(p)), rtol=1e-10)
