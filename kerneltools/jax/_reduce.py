@@ -84,6 +84,7 @@ class _Call:
     address: int
     tj: int
     state: int
+    threads: int
     cats: tuple
     dtype: np.dtype
     nx: int
@@ -115,7 +116,7 @@ def _ffi(call: _Call, *args):
     ranks = [b.ndim for b in bufs] + [len(t.shape) for t in types]
     outs = jax.ffi.ffi_call(_TARGET, types, vmap_method="expand_dims")(
         *bufs, fn=np.int64(call.address), nx=np.int64(call.nx), ny=np.int64(call.ny),
-        state=np.int64(call.state), core_ranks=np.array(ranks, dtype=np.int64))
+        state=np.int64(call.state), threads=np.int64(call.threads), core_ranks=np.array(ranks, dtype=np.int64))
     res = []
     for o, shape, is_int in zip(outs, call.out_shapes, call.int_outputs):
         if is_int and not call.x64:
@@ -159,7 +160,8 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
     shape = (plan.nx, plan.K, E) if red.uses_k else (plan.nx, E)
     if entry is not None:
         _register()
-        call = _Call(entry.address, entry.tj, entry.state_size, plan.arg_cats,
+        call = _Call(entry.address, entry.tj, entry.state_size, entry.threads,
+                     plan.arg_cats,
                      np.dtype(dtype), plan.nx, plan.ny, (shape,) * red.n_outputs,
                      red.int_outputs, bool(jax.config.jax_enable_x64))
         outs = _ffi(call, *args)

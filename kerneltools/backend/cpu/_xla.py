@@ -6,7 +6,8 @@ kernel cache like every library of this backend) a generic XLA FFI handler,
 ships (``xla/ffi/api/c_api.h``, inlined into the source so that the cache
 key follows the header). It calls a generated kernel, whose address it
 receives as an attribute, on XLA's buffers: no host round trip, no Python
-in the loop, the kernel's own OpenMP team.
+in the loop, the kernel's own OpenMP team (where the kernels are built without OpenMP,
+the handler splits the rows over threads of its own).
 
 :func:`kernel_entry` gives that address for a plan whose kernel reads its
 arguments in the plain layout (i-variables and parameters row-major,
@@ -28,10 +29,11 @@ from string import Template
 from .._codegen import template_text
 from .._plan import Plan
 from ._backend import CpuBackend, get_kernel
+from ._compiler import find_compiler
 from ._gemm import many_columns
 from ._layout import centring_args, dot_products, tile_free_args, tile_size
 from ._library import KEY, library
-from ._threads import openmp_ran
+from ._threads import cores, openmp_ran
 
 __all__ = ["Entry", "ffi_handler", "kernel_entry"]
 
@@ -43,6 +45,7 @@ class Entry:
     address: int  # of its kt_kernel(r0, r1, ny, args, outs)
     tj: int  # the tile size of its packed j-variables
     state_size: int  # bytes of one output row's reduction state
+    threads: int  # threads the handler splits rows over (1: the kernel's OpenMP)
 
 
 _handlers: dict[str, object] = {}
@@ -81,6 +84,10 @@ def kernel_entry(plan: Plan) -> Entry | None:
         return None
     fn = get_kernel(plan, prefilter=False)
     _kept[fn._kt_key] = fn
-    openmp_ran()  # (a child forked later runs its OpenMP kernels on one thread)
+    if find_compiler().openmp:
+        openmp_ran()  # (a child forked later runs its OpenMP kernels on one thread)
+        threads = 1
+    else:  # kernels without OpenMP: the handler's threads (pthreads)
+        threads = cores()
     return Entry(ctypes.cast(fn, ctypes.c_void_p).value, tile_size(plan),
-                 fn._kt_state_size)
+                 fn._kt_state_size, threads)

@@ -13,8 +13,57 @@ ${c_api}
 
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 typedef void kt_kernel_fn(int64_t, int64_t, int64_t, void **, void **);
+
+/* Kernels built without OpenMP (zig's clang): the handler splits the rows
+   into `threads` pieces of whole 8-row blocks, one per thread, as the CPU
+   backend's Python threads do (each piece writes only its own rows). */
+typedef struct {
+  kt_kernel_fn *fn;
+  int64_t r0, r1, ny;
+  void **args, **outs;
+} kt_piece;
+
+static void *kt_run_piece(void *p) {
+  kt_piece *q = (kt_piece *)p;
+  q->fn(q->r0, q->r1, q->ny, q->args, q->outs);
+  return NULL;
+}
+
+#define KT_MAX_THREADS 256
+
+static void kt_run_rows(kt_kernel_fn *fn, int64_t nx, int64_t ny, void **args,
+                        void **outs, int64_t threads) {
+  int64_t blocks = (nx + 7) / 8;
+  int64_t parts = threads < blocks ? threads : blocks;
+  if (parts > KT_MAX_THREADS) parts = KT_MAX_THREADS;
+  if (parts <= 1 || nx * ny <= (1 << 20)) {
+    fn(0, nx, ny, args, outs);
+    return;
+  }
+#ifdef _WIN32
+  fn(0, nx, ny, args, outs);
+#else
+  kt_piece pieces[KT_MAX_THREADS];
+  pthread_t ids[KT_MAX_THREADS];
+  int started[KT_MAX_THREADS];
+  for (int64_t k = 0; k < parts; k++) {
+    int64_t a = blocks * k / parts * 8, b = blocks * (k + 1) / parts * 8;
+    pieces[k] = (kt_piece){fn, a, b < nx ? b : nx, ny, args, outs};
+  }
+  for (int64_t k = 1; k < parts; k++)
+    started[k] = pthread_create(&ids[k], NULL, kt_run_piece, &pieces[k]) == 0;
+  kt_run_piece(&pieces[0]);
+  for (int64_t k = 1; k < parts; k++) {
+    if (started[k]) pthread_join(ids[k], NULL);
+    else kt_run_piece(&pieces[k]);  /* no thread: run it here */
+  }
+#endif
+}
 
 const char *kt_key(void) { return "${key}"; }
 
@@ -77,15 +126,17 @@ static XLA_FFI_Error *kt_ffi_reduce_impl(XLA_FFI_CallFrame *frame) {
   XLA_FFI_Scalar *ny_attr = kt_attr(frame, "ny", XLA_FFI_AttrType_SCALAR);
   XLA_FFI_Scalar *nx_attr = kt_attr(frame, "nx", XLA_FFI_AttrType_SCALAR);
   XLA_FFI_Scalar *st_attr = kt_attr(frame, "state", XLA_FFI_AttrType_SCALAR);
+  XLA_FFI_Scalar *th_attr = kt_attr(frame, "threads", XLA_FFI_AttrType_SCALAR);
   XLA_FFI_Array *ranks = kt_attr(frame, "core_ranks", XLA_FFI_AttrType_ARRAY);
   int64_t nargs = frame->args.size, nrets = frame->rets.size;
-  if (!fn_attr || !ny_attr || !nx_attr || !st_attr || !ranks)
+  if (!fn_attr || !ny_attr || !nx_attr || !st_attr || !th_attr || !ranks)
     return kt_error(frame, "kerneltools: the custom call lacks an attribute");
   if (nargs + nrets > KT_MAX_BUFFERS || (int64_t)ranks->size != nargs + nrets)
     return kt_error(frame, "kerneltools: too many buffers, or core_ranks mismatch");
   kt_kernel_fn *fn = (kt_kernel_fn *)(intptr_t)(*(int64_t *)fn_attr->value);
   int64_t nx = *(int64_t *)nx_attr->value, ny = *(int64_t *)ny_attr->value;
   int64_t state = *(int64_t *)st_attr->value;
+  int64_t threads = *(int64_t *)th_attr->value;
   const int64_t *core = (const int64_t *)ranks->data;
   /* the batch shape: the first output's leading axes */
   XLA_FFI_Buffer *out0 = (XLA_FFI_Buffer *)frame->rets.rets[0];
@@ -116,7 +167,7 @@ static XLA_FFI_Error *kt_ffi_reduce_impl(XLA_FFI_CallFrame *frame) {
       ptrs[k] = base[k] + off;
     }
     ptrs[nargs + nrets] = scratch;
-    if (nx > 0) fn(0, nx, ny, ptrs, ptrs + nargs);
+    if (nx > 0) kt_run_rows(fn, nx, ny, ptrs, ptrs + nargs, threads);
   }
   free(scratch);
   return NULL;
