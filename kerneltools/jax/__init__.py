@@ -17,20 +17,28 @@ NumPy-level LazyTensor that this one wraps); reductions return
 
 A reduction is a ``jax.custom_vjp`` function (:mod:`._reduce`): on the CPU
 its kernel is the generated C kernel called by XLA (``jax.ffi``: a custom
-call, no host round trip), compiled once per formula, shape and dtype; its
-gradient is the symbolic gradient reduction, itself differentiable;
-``jax.vmap`` maps onto the custom call's batch axes. Python floats are
-constants; pass an array to ``Pm`` to differentiate with respect to a
-parameter. Forward-mode differentiation (``jax.jvp``, ``jacfwd``) is not
-defined (reverse mode only: a Hessian-vector product is ``grad`` of a
-``grad``).
+call, no host round trip), compiled once per formula and dtype (the XLA
+program once per shape); its gradient is the symbolic gradient reduction,
+itself differentiable (gradients of gradients, Hessian-vector products as
+``grad`` of ``grad``); ``jax.vmap``, and leading batch axes of the data
+(``Vi`` of a (B..., N, D) array), map onto the custom call's batch loop.
+Python floats are constants; pass an array to ``Pm`` to differentiate with
+respect to a parameter. :meth:`LazyTensor.solve` is conjugate gradients with
+implicit differentiation (:mod:`._solve`); :func:`kernel` gives the kernels
+of :mod:`kerneltools.kernels` (scikit-learn's GP kernels too) on JAX arrays,
+their hyperparameters differentiable. What the custom call does not serve
+(``ranges=``, ``backend="numpy"``, the CPU backend's specialised layouts
+for D >= 16 or many columns, arrays on a GPU) runs on the engine through
+``jax.pure_callback``. Forward-mode differentiation (``jax.jvp``,
+``jacfwd``) is not defined: reverse mode only.
 
-What lives here: the JAX LazyTensor and its reduction (:mod:`._reduce`).
-What it may import: the engine (its IR, autodiff, plans, and the CPU
-backend's XLA entry points :mod:`kerneltools.backend.cpu._xla`),
-:mod:`kerneltools.lazy` and its symbolic core
-(:mod:`kerneltools.lazy._symbolic`, :mod:`kerneltools.lazy._reducing`);
-never :mod:`kerneltools.torch` or :mod:`kerneltools.estimators`.
+What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`) and
+solve (:mod:`._solve`). What it may import: the engine (its IR, autodiff,
+plans, and the CPU backend's XLA entry points
+:mod:`kerneltools.backend.cpu._xla`), :mod:`kerneltools.lazy` and its
+symbolic core (:mod:`kerneltools.lazy._symbolic`,
+:mod:`kerneltools.lazy._reducing`), :mod:`kerneltools.kernels`; never
+:mod:`kerneltools.torch` or :mod:`kerneltools.estimators`.
 """
 
 from __future__ import annotations
