@@ -185,10 +185,11 @@ class LazyTensor:
         return self._wrap(compose(self._lt, fn, *parts), arrays)
 
     # -- reductions ------------------------------------------------------------
-    def __matmul__(self, b):
+    def __matmul__(self, b, **options):
         """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and an array b
-        (M,), (M, E) or batched (B..., M, E)."""
-        return self.matmul(b)
+        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
+        takes the reductions' keywords, as in pykeops."""
+        return self.matmul(b, **options)
 
     def matmul(self, b, *, backend=None, **options):
         """``K @ b`` on ``backend``, with the reductions' keywords."""
