@@ -316,7 +316,10 @@ def _indexed(x, cat: int) -> LazyTensor:
     x = _as_float(x)
     if x.ndim >= 3:  # batch axes: (B..., N, 1, D) or (B..., 1, M, D)
         return LazyTensor(jnp.expand_dims(x, -2 if cat == 0 else -3))
-    return LazyTensor(x.reshape(x.shape[0], -1), axis=cat)
+    if x.ndim == 0:
+        raise ValueError(f"{'Vj' if cat else 'Vi'}: 'x' must be an (N, D) or (N,) "
+                         "array, got a scalar (use Pm for a parameter)")
+    return LazyTensor(x[:, None] if x.ndim == 1 else x, axis=cat)
 
 
 def Pm(p) -> LazyTensor:

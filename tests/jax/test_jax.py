@@ -269,6 +269,14 @@ def test_lazytensor_surface():
                                _dense_sqdist(x, y).sum(0), rtol=1e-5)
     with pytest.raises(ValueError, match="scalar formula"):
         Vi(jnp.asarray(x)) @ jnp.asarray(b)
+    with pytest.raises(ValueError, match="empty"):
+        Vi(jnp.zeros((0, 3)))
+    with pytest.raises(ValueError, match="Pm"):
+        Vj(jnp.asarray(1.0))
+    # a NaN propagates into the outputs it touches, and nowhere else
+    xn = jnp.asarray(x).at[3, 0].set(jnp.nan)
+    got = np.asarray((-Vi(xn).sqdist(Vj(jnp.asarray(y)))).exp().sum(axis=1))
+    assert np.isnan(got[3]).all() and not np.isnan(np.delete(got, 3, axis=0)).any()
 
 
 def test_solve_and_its_gradients_equal_dense():
