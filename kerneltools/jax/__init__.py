@@ -27,9 +27,8 @@ respect to a parameter. :meth:`LazyTensor.solve` is conjugate gradients with
 implicit differentiation (:mod:`._solve`); :func:`kernel` gives the kernels
 of :mod:`kerneltools.kernels` (scikit-learn's GP kernels too) on JAX arrays,
 their hyperparameters differentiable. What the custom call does not serve
-(``ranges=``, ``backend="numpy"``, the CPU backend's specialised layouts
-for D >= 16 or many columns, arrays on a GPU) runs on the engine through
-``jax.pure_callback``. Forward-mode differentiation (``jax.jvp``,
+(``ranges=``, ``backend="numpy"``, pykeops' reduction keywords, arrays on a
+GPU) runs on the engine through ``jax.pure_callback``. Forward-mode differentiation (``jax.jvp``,
 ``jacfwd``) is not defined: reverse mode only.
 
 What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`) and

@@ -6,15 +6,17 @@ to placeholders of the arrays' shapes and dtypes) on the ``jax.Array`` s of
 its variables. On the CPU, its kernel is an XLA custom call
 (``jax.ffi.ffi_call`` of the generic handler of
 :mod:`kerneltools.backend.cpu._xla`, which calls the generated kernel on
-XLA's buffers); the j-variables are packed by tiles with ``jax.numpy``
-operations, which XLA fuses. ``jax.vmap`` maps onto the handler's batch axes
+XLA's buffers); the kernel's layout (j-variables packed by tiles, the
+dot-product micro-kernel's chunks and norms, centred far-off points, the
+many-column Sum's row-major B) is built with ``jax.numpy`` operations,
+which XLA fuses, as the CPU backend builds it with NumPy. ``jax.vmap`` maps onto the handler's batch axes
 (``vmap_method="expand_dims"``: one call, a C loop over the batch, unmapped
 operands broadcast). The kernel of a shape, dtype and formula is traced and
 compiled once (``jax.jit`` keyed by the plan's signature and sizes).
 
-Plans that the handler does not serve (the CPU backend's specialised
-layouts, block-sparse ``ranges``, ``backend="numpy"``, a GPU array) run
-through ``jax.pure_callback`` on the engine (a host round trip).
+Plans that the handler does not serve (block-sparse ``ranges``,
+``backend="numpy"``, pykeops' keywords, a GPU array) run through
+``jax.pure_callback`` on the engine (a host round trip).
 
 The gradient (``defvjp``) is the symbolic one of the engine
 (:func:`~kerneltools.backend._autodiff.reduction_vjp`): forward outputs and
@@ -85,6 +87,7 @@ class _Call:
     tj: int
     state: int
     threads: int
+    layout: object  # the kernel's Layout (cpu._xla)
     cats: tuple
     dtype: np.dtype
     nx: int
@@ -102,9 +105,56 @@ def _tiles(a, tj: int):
     return a.reshape(nt, tj, d).transpose(0, 2, 1)
 
 
+def _buffers(call: _Call, args) -> list:
+    """The kernel's arguments in its layout (``CpuBackend.run``'s packing,
+    in ``jax.numpy``): tiles of j-variables, and the extra arrays of its
+    specialisations (``call.layout``)."""
+    lay, tj, ny = call.layout, call.tj, call.ny
+    args = list(args)
+    if lay.centring:
+        args = _centred(args, lay, call)
+    padded = -(-ny // tj) * tj
+    dummy = jnp.zeros((1,), call.dtype)
+    bufs = [dummy if k == lay.gemm or k in lay.tile_free
+            else _tiles(a, tj) if c == "j" else a
+            for k, (a, c) in enumerate(zip(args, call.cats))]
+    for k in lay.dots:  # chunks of vl points (d, vl) over whole tiles
+        a = jnp.pad(args[k], ((0, padded - ny), (0, 0)))
+        bufs.append(a.reshape(padded // lay.vl, lay.vl, -1).transpose(0, 2, 1))
+    acc = jnp.float64 if call.x64 else call.dtype
+    for k in lay.dots:  # their squared norms, summed in double where JAX has it
+        norms = jnp.sum(jnp.square(args[k].astype(acc)), axis=1).astype(call.dtype)
+        bufs.append(jnp.pad(norms, (0, padded - ny)))
+    if lay.gemm >= 0:  # the many-column Sum's B, row-major, padded
+        b = args[lay.gemm]
+        bufs.append(jnp.pad(b, ((0, padded - ny), (0, lay.gemm_columns - b.shape[1]))))
+    return bufs
+
+
+def _centred(args, lay, call: _Call) -> list:
+    """:func:`kerneltools.backend.cpu._dots.centred` in ``jax.numpy``: the
+    dot products' variables translated by the mean of a sample of finite
+    rows of the j-variable, where that centre is far next to their spread."""
+    positions, on = lay.centring
+    acc = jnp.float64 if call.x64 else call.dtype
+    y = args[on]
+    sample = y[::max(1, y.shape[0] // lay.centre_sample)].astype(acc)
+    finite = jnp.all(jnp.isfinite(sample), axis=1)[:, None]
+    count = jnp.maximum(jnp.sum(finite), 1)
+    c = jnp.sum(jnp.where(finite, sample, 0), axis=0) / count
+    dev = jnp.where(finite, sample - c, 0)
+    c2, spread = c @ c, jnp.sum(dev * dev) / count
+    use = jnp.any(finite) & jnp.isfinite(c2) & jnp.isfinite(spread) & (c2 > 3 * spread)
+    args = list(args)
+    for k in positions:
+        moved = (args[k].astype(acc) - c).astype(call.dtype)
+        args[k] = jnp.where(use, moved, args[k])
+    return args
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _ffi(call: _Call, *args):
-    bufs = [_tiles(a, call.tj) if c == "j" else a for a, c in zip(args, call.cats)]
+    bufs = _buffers(call, args)
     types = []
     for shape, is_int in zip(call.out_shapes, call.int_outputs):
         if not is_int:
@@ -161,7 +211,7 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
     if entry is not None:
         _register()
         call = _Call(entry.address, entry.tj, entry.state_size, entry.threads,
-                     plan.arg_cats,
+                     entry.layout, plan.arg_cats,
                      np.dtype(dtype), plan.nx, plan.ny, (shape,) * red.n_outputs,
                      red.int_outputs, bool(jax.config.jax_enable_x64))
         outs = _ffi(call, *args)
