@@ -97,7 +97,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kerneltools.kernels", "kerneltools.ranges"),
     ("kerneltools.linalg", "kerneltools.stats"),
     ("kerneltools.ot",),  # transport solvers: the estimator and SamplesLoss
-    ("kerneltools.torch",),  # the torch front end
+    ("kerneltools.torch", "kerneltools.jax"),  # the torch and JAX front ends
     ("kerneltools.estimators",),  # scikit-learn estimators, one package a family
     ("kerneltools.accel", "kerneltools.keops"),  # scikit-learn and pykeops drop-ins
     ("kerneltools._info", "kerneltools._check"),  # the command line's reports

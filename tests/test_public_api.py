@@ -179,6 +179,7 @@ PUBLIC: dict[str, list[str]] = {
         "hsic", "hsic_test", "linear_mmd_test", "median_bandwidth", "mmd2",
         "mmd_test",
     ],
+    "kerneltools.jax": ["LazyTensor", "Pm", "Vi", "Vj", "maximum", "minimum"],
     "kerneltools.torch": [
         "ComplexLazyTensor", "LazyTensor", "Pm", "SamplesLoss", "Vi", "Vj",
         "maximum", "minimum",
@@ -376,6 +377,8 @@ def _needs_torch(module: str) -> bool:
 def _module(module: str) -> types.ModuleType:
     if _needs_torch(module) and not HAS_TORCH:
         pytest.skip(f"{module} is the torch binding and torch is not installed")
+    if module.split(".")[1:2] == ["jax"] and importlib.util.find_spec("jax") is None:
+        pytest.skip(f"{module} is the JAX binding and JAX is not installed")
     return importlib.import_module(module)
 
 
