@@ -158,5 +158,24 @@ def _escape_shape_names(app, what, name, obj, options, lines):
 _SHAPE_NAME = __import__("re").compile(r"(\b[a-z][a-z0-9_]*[a-z0-9])_([,)])")
 
 
+def _skip_foreign_members(app, what, name, obj, skip, options):
+    """Class pages list the members kerneltools defines, not those inherited.
+
+    ``:inherited-members:`` brings our estimators' ``fit``/``predict`` from
+    their private base classes; members defined by scikit-learn's mixins
+    (``get_params``, ``score``, ``set_output``, the ``set_*_request``
+    methods) or by ``torch.nn.Module`` (``SamplesLoss``) are documented by
+    those libraries, with references to their own pages.
+    """
+    if what != "class" or skip:
+        return None
+    owner = getattr(obj, "fget", obj)
+    module = getattr(owner, "__module__", None) or ""
+    if module and not module.startswith("kerneltools"):
+        return True
+    return None
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _escape_shape_names, priority=400)
+    app.connect("autodoc-skip-member", _skip_foreign_members)
