@@ -19,7 +19,7 @@ from pathlib import Path
 #: Words that name a machine in a results file's prose.
 MACHINES = [
     re.compile(r"[^.\n(]*(?:Xeon|EPYC|H100|H200)[^.\n)]*"),
-    re.compile(r"[^.\n(`]*(?:\d-core|\d+ cores?)[^.\n)`]*", re.IGNORECASE),
+    re.compile(r"[^.\n()`]*(?:\d-core|\d+ cores?)[^.\n()`]*", re.IGNORECASE),
 ]
 DATE = re.compile(
     r"\b(20\d\d-\d\d-\d\d|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} +\d{1,2} "
@@ -27,6 +27,14 @@ DATE = re.compile(
 )
 #: A table header cell holding a ratio.
 RATIO = re.compile(r"ratio|vs |/ ?k(?:erneltools|t)\b|/ after|zig / gcc", re.I)
+#: Columns that name a row by its size rather than measure it.
+SIZE_COLUMNS = {"n", "N", "D", "K", "M", "Q", "E", "N=M", "h"}
+#: A cell that is a measurement: a number with its unit (and a remark).
+MEASURE = re.compile(
+    r"\**[-+~]?[\d.,]+(?:e[-+]?\d+)?(?:\s*[-/]\s*[\d.,]+)*\s*(?:x|%|ms|s|MB|GB)?\**"
+    r"(?:\s*\(.*\))?",
+    re.IGNORECASE,
+)
 NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e[-+]?\d+)?")
 
 
@@ -81,7 +89,6 @@ def ratio_series(text: str) -> tuple[str, list[tuple[str, float]]] | None:
         if not columns:
             continue
         j = columns[0]
-        labels = [k for k in range(j) if k < len(table.header)][:4]
         series = []
         for row in table.rows:
             if len(row) <= j:
@@ -89,7 +96,10 @@ def ratio_series(text: str) -> tuple[str, list[tuple[str, float]]] | None:
             value = _number(row[j])
             if value is None or value <= 0:
                 continue
-            label = ", ".join(row[k] for k in labels if row[k])
+            # The row's name: its words and sizes, not its other measurements.
+            label = ", ".join(row[k] for k in range(j) if row[k] and (
+                table.header[k].strip() in SIZE_COLUMNS or not MEASURE.fullmatch(
+                    row[k].strip())))
             series.append((re.sub(r"[`*]", "", label)[:60], value))
         if len(series) >= 2:
             return table.header[j], series[:24]
@@ -177,9 +187,7 @@ def write(bench: Path, out: Path) -> list[Results]:
         image = None
         if series is not None:
             image = f"{path.stem}.png"
-            target = out / image
-            if not target.exists() or target.stat().st_mtime < path.stat().st_mtime:
-                chart(series, target, results.title)
+            chart(series, out / image, results.title)
         _write_if_changed(out / f"{path.stem}.md", page(results, image))
     _write_if_changed(out / "index.rst", index(found))
     return found
