@@ -138,3 +138,11 @@ def test_each_estimator_page_lists_every_constructor_parameter(cls):
     missing = [p for p in wanted if p not in listed]
     assert not missing, (
         f"{pages[0].name}: Parameters lacks {missing} (lists {sorted(listed)})")
+
+
+@pytest.mark.parametrize("cls", _estimators(), ids=lambda c: c.__name__)
+def test_each_estimator_page_links_its_user_guide_page(cls):
+    (page,) = (API / "generated").glob(f"*.{cls.__name__}.html")
+    guides = [t for t in links(page) if "user_guide" in t.parts
+              and "estimators" in t.parts and t.name != "index.html"]
+    assert guides and all(t.exists() for t in guides), page.name
