@@ -1,7 +1,8 @@
 """A custom kernel written as a formula, its reduction and its exact gradient.
+===========================================================================
 
 Any formula of ``kt.Vi`` (indexed by i), ``kt.Vj`` (indexed by j) and
-``kt.Pm`` (parameters) becomes a generated kernel. Here the Cauchy kernel
+``kt.Pm`` (parameters) becomes a generated kernel. Here the Cauchy kernel::
 
     K(x, y) = 1 / (1 + |x - y|^2 / s^2),    V(x_i) = sum_j K(x_i, y_j) b_j,
 
@@ -41,17 +42,20 @@ def grid(lo, hi, n):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument(
         "--quick", action="store_true", help="500 source points, a coarser grid"
     )
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     m, n_grid = (500, 100) if args.quick else (20_000, 300)
     rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
 """Gaussian-process regression in 1-D, with hyperparameters fitted by L-BFGS.
+==========================================================================
 
 ``kt.GaussianProcessRegressor`` takes scikit-learn's kernel objects (here
 ``ConstantKernel * RBF + WhiteKernel``), turns them into generated formulas
@@ -39,15 +40,18 @@ def sample(rng, n, noise):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument("--quick", action="store_true", help="300 points")
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     n, noise = (300 if args.quick else 1_000), 0.2
     rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
 """Kernel ridge regression on 100,000 noisy 1-D points, with Falkon.
+=================================================================
 
 ``kt.KernelRidge`` has scikit-learn's constructor and results; with
 ``solver="falkon"`` the model lives on ``n_components`` landmarks and is
@@ -29,15 +30,18 @@ def truth(x):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument("--quick", action="store_true", help="3,000 points")
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     n, noise = (3_000 if args.quick else 100_000), 0.3
     rng = np.random.default_rng(0)

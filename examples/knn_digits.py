@@ -1,4 +1,5 @@
 """k-nearest-neighbour classification of scikit-learn's handwritten digits.
+========================================================================
 
 ``kt.KNeighborsClassifier`` has scikit-learn's constructor and results; its
 neighbour searches are generated ArgKMin reductions (no tree, no ``N x M``
@@ -30,15 +31,18 @@ matplotlib.use("Agg")  # files only, no display
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument("--quick", action="store_true", help="k in {1, 3, 5} only")
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     X, y = load_digits(return_X_y=True)  # 1,797 images of 8 x 8 pixels
     X_train, X_test, y_train, y_test = train_test_split(

@@ -1,4 +1,5 @@
 """Nystroem features + logistic regression, tuned by GridSearchCV.
+===============================================================
 
 ``kt.Nystroem`` is scikit-learn's kernel-approximation transformer (same
 constructor, same features with ``landmarks="uniform"``) on generated
@@ -32,15 +33,18 @@ matplotlib.use("Agg")  # files only, no display
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument("--quick", action="store_true", help="600 points, a 3 x 3 grid")
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     n = 600 if args.quick else 4_000
     X, y = make_moons(n_samples=n, noise=0.2, random_state=0)

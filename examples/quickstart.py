@@ -1,4 +1,7 @@
 """Quickstart: a Gaussian kernel product of 100,000 points, in linear memory.
+==========================================================================
+
+The product computed::
 
     a_i = sum_j exp(-|x_i - y_j|^2 / (2 sigma^2)) b_j
 
@@ -25,15 +28,18 @@ try:  # the figure is optional: kerneltools itself needs no matplotlib
 except ImportError:
     plt = None
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+parser = argparse.ArgumentParser(description=title)
 parser.add_argument("--quick", action="store_true", help="10,000 points")
 parser.add_argument(
     "--out",
     type=Path,
-    default=Path(__file__).parent / "figures",
+    default=None,
     help="folder for the figure (default: examples/figures/)",
 )
 args = parser.parse_args()
+if args.out is None:  # the gallery (docs/) runs it without __file__
+    args.out = Path(__file__).parent / "figures"
 
 n, d, sigma = (10_000 if args.quick else 100_000), 3, 0.1
 rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
 """A Sinkhorn gradient flow: a 2-D point cloud slides onto another one.
+====================================================================
 
 ``kt.sinkhorn_divergence(x, y, return_grad=True)`` returns the debiased
 Sinkhorn divergence ``S(x, y)`` (GeomLoss's definition) and its gradients in
@@ -37,15 +38,18 @@ def clouds(n, rng):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    title = (__doc__ or "").partition("\n")[0]  # the gallery strips __doc__
+    parser = argparse.ArgumentParser(description=title)
     parser.add_argument("--quick", action="store_true", help="300 points, 12 steps")
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).parent / "figures",
+        default=None,
         help="folder for the figure (default: examples/figures/)",
     )
     args = parser.parse_args()
+    if args.out is None:  # the gallery (docs/) runs it without __file__
+        args.out = Path(__file__).parent / "figures"
 
     n, steps, lr = (300, 12, 0.3) if args.quick else (2_000, 50, 0.1)
     # The epsilon-scaling ratio: closer to 1 is more accurate, and slower.

@@ -95,6 +95,15 @@ def check_accel_kernel_ridge(out: str) -> None:
     check_kernel_ridge(out)
 
 
+def check_sklearn_timing(out: str) -> None:
+    # The same models as scikit-learn's (exact paths at these sizes): the
+    # printed differences, not the times, are what is checked.
+    diffs = [float(d) for d in re.findall(r"prediction difference\| = (\S+)", out)]
+    same = [float(s) for s in re.findall(r"same labels on ([\d.]+)%", out)]
+    assert len(diffs) == 6 and len(same) == 3, out
+    assert max(diffs) < 1e-6 and min(same) >= 99.0, out
+
+
 CHECKS = {
     "accel_kernel_ridge": check_accel_kernel_ridge,
     "quickstart": check_quickstart,
@@ -104,6 +113,7 @@ CHECKS = {
     "nystroem_pipeline": check_nystroem_pipeline,
     "sinkhorn_flow": check_sinkhorn_flow,
     "custom_formula": check_custom_formula,
+    "sklearn_timing": check_sklearn_timing,
 }
 
 

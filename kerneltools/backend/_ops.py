@@ -337,7 +337,7 @@ _register(
 _register(
     name="Abs", arity=1, method="abs", c="fabs({0})", numpy=lambda at, a: np.abs(a),
     grad=lambda n, g: (_mul(g, make("Sign", n.children[0])),),
-    domain=((0.2, 2),), doc="|a|",
+    domain=((0.2, 2),), doc="absolute value, abs(a)",
 )
 _register(
     name="Sign", arity=1, method="sign", c="(real_t)(({0} > 0) - ({0} < 0))",

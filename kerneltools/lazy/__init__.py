@@ -62,12 +62,12 @@ class LazyTensor(MathMethods, KeopsMethods):
     axis : {0, 1}, optional
         Only for 2-D arrays.
 
-    Batches: leading axes before those, ``(B, N, 1, D)``, ``(B, 1, M, D)``,
-    ``(B, 1, 1, D)`` (or ``Vi``/``Vj`` of a ``(B, N, D)`` array), stand for B
-    independent problems reduced in one call (block-diagonal); batch axes of
-    size 1, or none, broadcast. Reductions then return ``(B, N, E)``; as in
-    pykeops, their ``axis`` is numbered after the batch axes: with one batch
-    axis, ``axis=1`` reduces over i and ``axis=2`` over j.
+    Notes
+    -----
+    Batches: leading axes (``(B, N, 1, D)``, ``(B, 1, M, D)``, ``(B, 1, 1, D)``, or
+    ``Vi``/``Vj`` of ``(B, N, D)``) are B independent problems reduced in one call;
+    axes of size 1, or none, broadcast. Reductions return ``(B, N, E)``; as in pykeops,
+    ``axis`` counts after the batch axes: with one, ``axis=1`` reduces over i, 2 over j.
     """
 
     __array_ufunc__ = None  # NumPy arrays on the left defer to our operators

@@ -48,7 +48,7 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
     or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
     ``scale``: the size of ``A`` that residuals are relative to, default the
-    largest |eigenvalue| found, which is no scale for eigenvalues near 0,
+    largest absolute eigenvalue found, which is no scale for eigenvalues near 0,
     e.g. a Laplacian's smallest: give its norm then).
     """
     who = "lobpcg"

@@ -237,6 +237,7 @@ class _SupervisedNeighbors(DeviceCopies, KNeighborsQueries, NeighborsBase):
 
 
 _SUPERVISED_DOC = """
+
     Parameters
     ----------
     n_neighbors : int, default=5

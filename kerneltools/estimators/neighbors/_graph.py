@@ -25,6 +25,7 @@ from ._queries import KNeighborsQueries, RadiusQueries
 __all__ = ["KNeighborsTransformer", "RadiusNeighborsTransformer"]
 
 _MODE_DOC = """
+
     Parameters
     ----------
     mode : {'distance', 'connectivity'}, default='distance'

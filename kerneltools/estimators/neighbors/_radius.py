@@ -28,6 +28,7 @@ from ._targets import csr_weights, store_labels
 __all__ = ["RadiusNeighborsClassifier", "RadiusNeighborsRegressor"]
 
 _RADIUS_DOC = """
+
     Parameters
     ----------
     radius : float, default=1.0

@@ -325,19 +325,19 @@ class ExpandedSearch(FormulaSearch):
 
         With u the unit roundoff of the dtype (eps / 2), D features, and
         Higham's gamma_D = D u / (1 - D u) (Accuracy and Stability of
-        Numerical Algorithms, 2nd ed., section 3.1), e_j is off by at most:
+        Numerical Algorithms, 2nd ed., section 3.1), e_j is off by at most::
 
-        - 2 u |y_j|^2 from |y_j|^2, summed in float64 and rounded once;
-        - 2 gamma_D |x| |y_j| from the dot product: D products summed in any
-          order, with FMA or not (the factor 2 is exact);
-        - u (|y_j|^2 + 2 |x| |y_j|) (1 + O(u)) from the subtraction.
+            - 2 u |y_j|^2 from |y_j|^2, summed in float64 and rounded once;
+            - 2 gamma_D |x| |y_j| from the dot product: D products summed in any
+              order, with FMA or not (the factor 2 is exact);
+            - u (|y_j|^2 + 2 |x| |y_j|) (1 + O(u)) from the subtraction.
 
-        As 2 |x| |y| <= |x|^2 + |y|^2, that is (D + 4) u (|x|^2 + |y_j|^2) to
-        first order; twice it, (D + 4) eps (|x|^2 + max |y|^2), covers the
-        higher-order terms while D u < 1/2. The float64 sums (|x|^2, the
-        candidates' distances) err by (D + 2) u64 relative, covered by
-        (D + 4) eps (|x|^2 + d_K) as eps >= eps64; underflow costs at most
-        ``tiny`` per operation.
+            As 2 |x| |y| <= |x|^2 + |y|^2, that is (D + 4) u (|x|^2 + |y_j|^2) to
+            first order; twice it, (D + 4) eps (|x|^2 + max |y|^2), covers the
+            higher-order terms while D u < 1/2. The float64 sums (|x|^2, the
+            candidates' distances) err by (D + 2) u64 relative, covered by
+            (D + 4) eps (|x|^2 + d_K) as eps >= eps64; underflow costs at most
+            tiny per operation.
         """
         D, fi = self.Y.shape[1], np.finfo(self.Y.dtype)
         return (D + 4) * (fi.eps * (2 * x2 + self._y2_max + d_k) + fi.tiny)
