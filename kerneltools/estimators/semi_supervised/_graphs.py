@@ -21,6 +21,9 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
 
 from __future__ import annotations
 
+import copy
+import sys
+
 import numpy as np
 import scipy.sparse
 from scipy.sparse import csgraph
@@ -29,6 +32,7 @@ from ...kernels import make_kernel
 from ...linalg import KernelOperator, NormalizedAffinityOperator, OffDiagonalKernel
 from ...linalg import translated
 from ..neighbors import NearestNeighbors
+from ._cells import MAX_KEPT, MIN_POINTS, RbfCells, on_cpu
 
 __all__ = ["RbfGraph", "SparseGraph", "rbf_weights"]
 
@@ -37,25 +41,61 @@ class RbfGraph:
     """The normalised RBF graph of ``X`` for ``variant`` ("spreading" or
     "propagation"), as reductions on ``backend``."""
 
-    def __init__(self, X, gamma, variant, *, backend=None):
+    def __init__(self, X, gamma, variant, *, backend=None, verbose=0):
         self.kernel = make_kernel("rbf", gamma=float(gamma))
         self.variant = variant
         self.W0 = OffDiagonalKernel(self.kernel, translated(self.kernel, X),
                                     backend=backend)
+        self.kept_share = 1.0
+        W, degrees = self._pruned(X, gamma, backend, verbose)
         if variant == "spreading":
-            self.op = NormalizedAffinityOperator(self.W0, 0.0)
+            self.op = NormalizedAffinityOperator(W, 0.0, degrees=degrees)
+            self.W = W
         else:
             # rows of W with its diagonal (k(x, x) = 1): d = (W - diag W) 1 + 1
             self.self_values = self.W0.self_values
-            ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-            self.degrees = (np.asarray(self.W0.matmat(ones), np.float64).ravel()
-                            + self.self_values)
+            if degrees is None:
+                degrees = _degrees(W)
+            self.degrees = degrees + self.self_values
+            self.W = W
+
+    def _pruned(self, X, gamma, backend, verbose):
+        """``(W, degrees)``: the off-diagonal operator over the cell pairs
+        that :class:`RbfCells` keeps and its row sums, or ``(W0, None)``
+        (every pair) for small n, GPUs and data the cells do not separate."""
+        if len(X) < MIN_POINTS or not on_cpu(backend):
+            return self.W0, None
+        cells = RbfCells(X, gamma, backend=backend)
+        sample = np.random.default_rng(0).choice(len(X), 256, replace=False)
+        sampled = np.asarray(KernelOperator(
+            self.kernel, np.asarray(X[sample], np.float64), np.asarray(X, np.float64),
+            backend=backend).matmat(np.ones((len(X), 1))), np.float64).ravel() - 1.0
+        candidates = cells.candidates(max(float(np.quantile(sampled, 0.05)) / 2, 0.0))
+        if cells.kept_share(candidates) > MAX_KEPT:
+            return self.W0, None
+        degrees = _degrees(self._with_ranges(cells, candidates))
+        keep = cells.keep(degrees)
+        W = self._with_ranges(cells, keep)
+        if (keep & ~candidates).any():  # the degrees left out kept pairs
+            degrees = _degrees(W)
+        self.kept_share = cells.kept_share(keep)
+        if verbose:
+            print(f"[label {self.variant}] {len(cells.counts)} cells: the "
+                  f"reductions visit {self.kept_share:.1%} of the pairs",
+                  file=sys.stderr, flush=True)
+        return W, degrees
+
+    def _with_ranges(self, cells, keep):
+        """:attr:`W0` restricted to the cell pairs of ``keep``."""
+        W = copy.copy(self.W0)
+        W.K = self.W0.K.with_ranges(cells.ranges(keep))
+        return W
 
     def matmat(self, F):
         """The graph times ``F`` (n, c), in float64."""
         if self.variant == "spreading":
             return np.asarray(self.op.matmat(F), np.float64)
-        WF = np.asarray(self.W0.matmat(F), np.float64) + self.self_values[:, None] * F
+        WF = np.asarray(self.W.matmat(F), np.float64) + self.self_values[:, None] * F
         return WF / self.degrees[:, None]
 
     def to_dense(self):
@@ -91,6 +131,12 @@ class SparseGraph:
 
     def to_dense(self):
         return self.graph.toarray()
+
+
+def _degrees(W):
+    """The row sums of the off-diagonal operator ``W``, float64."""
+    ones = np.ones((W.shape[0], 1), dtype=W.dtype)
+    return np.asarray(W.matmat(ones), np.float64).ravel()
 
 
 def rbf_weights(X_fit, X, gamma, F, *, backend=None):
