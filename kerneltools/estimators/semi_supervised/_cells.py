@@ -43,7 +43,7 @@ from ...lazy import Vi, Vj
 __all__ = ["MAX_KEPT", "MIN_POINTS", "RbfCells", "on_cpu"]
 
 #: Fewest points for which the cells are made.
-MIN_POINTS = 8192
+MIN_POINTS = 4096
 #: Points per cell, on average.
 CELL_POINTS = 64
 #: Most cells.

@@ -28,13 +28,19 @@ import numpy as np
 import scipy.sparse
 from scipy.sparse import csgraph
 
+from ... import ranges as kr
 from ...kernels import make_kernel
+from ...lazy import Vi, Vj
 from ...linalg import KernelOperator, NormalizedAffinityOperator, OffDiagonalKernel
 from ...linalg import translated
 from ..neighbors import NearestNeighbors
 from ._cells import MAX_KEPT, MIN_POINTS, RbfCells, on_cpu
 
 __all__ = ["RbfGraph", "SparseGraph", "rbf_weights"]
+
+#: Products with a label matrix whose nonzero rows are at most this share
+#: (the first one: the labelled points) reduce over those columns only.
+SPARSE_ROWS = 0.5
 
 
 class RbfGraph:
@@ -47,6 +53,8 @@ class RbfGraph:
         self.W0 = OffDiagonalKernel(self.kernel, translated(self.kernel, X),
                                     backend=backend)
         self.kept_share = 1.0
+        self.backend, self.cells, self.keep = backend, None, None
+        self._duplicates = None
         W, degrees = self._pruned(X, gamma, backend, verbose)
         if variant == "spreading":
             self.op = NormalizedAffinityOperator(W, 0.0, degrees=degrees)
@@ -76,9 +84,14 @@ class RbfGraph:
         degrees = _degrees(self._with_ranges(cells, candidates))
         keep = cells.keep(degrees)
         W = self._with_ranges(cells, keep)
-        if (keep & ~candidates).any():  # the degrees left out kept pairs
-            degrees = _degrees(W)
+        missing = keep & ~candidates
+        if missing.any():  # pairs kept that the degrees left out (no duplicates)
+            K = self.W0.K.with_ranges(cells.ranges(missing))
+            ones = np.ones((len(X), 1), dtype=K.dtype)
+            degrees = degrees + np.asarray(K.matmul(ones, backend=backend),
+                                           np.float64).ravel()
         self.kept_share = cells.kept_share(keep)
+        self.cells, self.keep = cells, keep
         if verbose:
             print(f"[label {self.variant}] {len(cells.counts)} cells: the "
                   f"reductions visit {self.kept_share:.1%} of the pairs",
@@ -93,10 +106,40 @@ class RbfGraph:
 
     def matmat(self, F):
         """The graph times ``F`` (n, c), in float64."""
+        F = np.asarray(F, np.float64)
+        nz = np.flatnonzero(F.any(axis=1))
+        sparse = len(nz) <= SPARSE_ROWS * len(F)
         if self.variant == "spreading":
-            return np.asarray(self.op.matmat(F), np.float64)
-        WF = np.asarray(self.W.matmat(F), np.float64) + self.self_values[:, None] * F
-        return WF / self.degrees[:, None]
+            if not sparse:
+                return np.asarray(self.op.matmat(F), np.float64)
+            root = self.op.sqrt_degrees[:, None]
+            return self._columns_product(F / root, nz) / root
+        WF = (self._columns_product(F, nz) if sparse else
+              np.asarray(self.W.matmat(F), np.float64))
+        return (WF + self.self_values[:, None] * F) / self.degrees[:, None]
+
+    def _columns_product(self, V, nz):
+        """``(W - diag W) V`` for ``V`` zero outside the rows ``nz``: one
+        reduction over those columns only (the kept cell pairs of theirs),
+        plus the exact duplicates of a point (as :class:`OffDiagonalKernel`)."""
+        X = self.W0.X
+        x_i, y_j = Vi(X), Vj(np.ascontiguousarray(X[nz]))
+        K = self.kernel.formula(x_i, y_j) * x_i.sqdist(y_j).ne(0.0)
+        if self.cells is not None:
+            lab = self.cells.labels
+            K = K.with_ranges(kr.block_sparsity(lab, lab[nz], self.keep))
+        out = np.asarray(K.matmul(V[nz].astype(K.dtype), backend=self.backend),
+                         np.float64)
+        if self._duplicates is None:
+            _, inverse, counts = np.unique(X, axis=0, return_inverse=True,
+                                           return_counts=True)
+            self._duplicates = (inverse.ravel(), len(counts)) if (counts > 1).any() else ()
+        if self._duplicates:
+            inverse, n_groups = self._duplicates
+            sums = np.zeros((n_groups, V.shape[1]))
+            np.add.at(sums, inverse, V)
+            out += self.W0.self_values[:, None] * (sums[inverse] - V)
+        return out
 
     def to_dense(self):
         """The graph as a dense float64 array (n^2 memory: small n only)."""
