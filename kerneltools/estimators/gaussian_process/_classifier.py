@@ -90,6 +90,9 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
     log_marginal_likelihood_value_ : float
     classes_ : ndarray of shape (n_classes,)
     n_classes_ : int
+    n_iter_ : int
+        Newton steps of the final posterior mode (the most over the binary
+        problems).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
@@ -200,6 +203,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
                        else OneVsOneClassifier)
             self.base_estimator_ = wrapper(self.base_estimator_, n_jobs=self.n_jobs)
         self.base_estimator_.fit(X, y)
+        self.n_iter_ = int(max(est.n_iter_ for est in getattr(
+            self.base_estimator_, "estimators_", [self.base_estimator_])))
         if self.n_classes_ > 2:
             self.log_marginal_likelihood_value_ = np.mean(
                 [est.log_marginal_likelihood()

@@ -112,6 +112,7 @@ class Mode(NamedTuple):
     W_sr: np.ndarray
     L: np.ndarray
     a: np.ndarray
+    steps: int = 0
 
 
 def posterior_mode(K, y, f, max_iter) -> Mode:
@@ -121,7 +122,8 @@ def posterior_mode(K, y, f, max_iter) -> Mode:
     n = len(y)
     B = np.empty_like(K)
     sign = y * 2 - 1
-    for _ in range(max_iter):
+    steps = 0
+    for steps in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         pi = expit(f)
         W = pi * (1 - pi)
         W_sr = np.sqrt(W)
@@ -142,7 +144,7 @@ def posterior_mode(K, y, f, max_iter) -> Mode:
         if new - lml < 1e-10:
             break
         lml = new
-    return Mode(lml, f, pi, W_sr, L, a)
+    return Mode(lml, f, pi, W_sr, L, a, steps)
 
 
 def lml_gradient(gram, y, mode):
@@ -221,10 +223,12 @@ class BinaryLaplaceGPC(BaseEstimator):
         if self.solver_ == "iterative":
             it = self._iterative_mode(self.kernel_)
             self.pi_, self.W_sr_, self.iterative_ = it.pi, it.W_sr, it
+            self.n_iter_ = it.steps
             return self
         gram = Gram(self.kernel_, self._X64())
         mode = self._mode(gram.K)
         self.pi_, self.W_sr_, self.L_ = mode.pi, mode.W_sr, np.tril(mode.L)
+        self.n_iter_ = mode.steps
         return self
 
     def _iterative_mode(self, kernel):

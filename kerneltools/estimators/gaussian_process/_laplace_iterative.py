@@ -142,7 +142,7 @@ class IterativeLaplace:
         """Newton's iteration from ``f``; sets ``f``, ``a``, ``pi``, ``W_sr``
         (the last step's, as the exact path) and ``psi``, the objective."""
         y, sign, psi = self.y, 2.0 * self.y - 1, -np.inf
-        for _ in range(max_steps):
+        for self.steps in range(1, max_steps + 1):  # noqa: B007
             pi = expit(f)
             W_sr = np.sqrt(pi * (1 - pi))
             b = W_sr**2 * f + (y - pi)
