@@ -230,7 +230,7 @@ def test_cell_pruning_matches_sklearn(variant, monkeypatch):
     monkeypatch.setattr(_graphs, "MIN_POINTS", 0)
     X, y = _clustered(3000, 9)
     graph = _graphs.RbfGraph(X, 0.5, variant)
-    assert graph.kept_share < 0.5  # the pruned path ran
+    assert graph.kept_share < 0.6  # the pruned path ran (the rest: dense)
     params = {"gamma": 0.5, "max_iter": 40}
     ours, ref = _fit_both(variant, X, y, **params)
     _assert_same(ours, ref, 1e-10)
