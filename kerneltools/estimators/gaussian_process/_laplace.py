@@ -50,12 +50,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ...kernels import make_kernel, stationary_form
-from ._exact import _formula_gradient, _mirror_lower, _phi_and_weight
-from ._exact import _stationary_gradient
+from ._exact import (
+    _formula_gradient,
+    _mirror_lower,
+    _phi_and_weight,
+    _stationary_gradient,
+)
 from ._iterative import _one_blas_thread
 from ._laplace_iterative import IterativeLaplace, landmarks
 
-__all__ = ["BinaryLaplaceGPC", "EXACT_MAX_SAMPLES", "Gram", "posterior_mode"]
+__all__ = ["EXACT_MAX_SAMPLES", "BinaryLaplaceGPC", "Gram", "posterior_mode"]
 
 #: Largest n that ``solver="auto"`` fits on the exact path (about 3 GB at
 #: peak there); above, the iterative one. Higher than the regressor's 5,000:
@@ -123,7 +127,7 @@ def posterior_mode(K, y, f, max_iter) -> Mode:
     B = np.empty_like(K)
     sign = y * 2 - 1
     steps = 0
-    for steps in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+    for steps in range(1, max_iter + 1):
         pi = expit(f)
         W = pi * (1 - pi)
         W_sr = np.sqrt(W)

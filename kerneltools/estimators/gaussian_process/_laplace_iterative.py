@@ -34,11 +34,17 @@ from scipy.sparse.linalg import LinearOperator
 from scipy.special import expit
 
 from ...kernels import make_kernel
-from ...linalg import conjugate_gradient, robust_cholesky, select_landmarks
-from ...linalg import solve_with_logdet
+from ...lazy import Vi, Vj
+from ...linalg import (
+    KernelOperator,
+    conjugate_gradient,
+    robust_cholesky,
+    select_landmarks,
+    solve_with_logdet,
+)
 from ._iterative import kernel_operator, woodbury_sample, woodbury_solve
 
-__all__ = ["IterativeLaplace", "NEWTON_TOL"]
+__all__ = ["NEWTON_TOL", "IterativeLaplace"]
 
 #: Relative gain of the Newton objective below which the steps stop.
 NEWTON_TOL = 1e-9
@@ -142,7 +148,7 @@ class IterativeLaplace:
         """Newton's iteration from ``f``; sets ``f``, ``a``, ``pi``, ``W_sr``
         (the last step's, as the exact path) and ``psi``, the objective."""
         y, sign, psi = self.y, 2.0 * self.y - 1, -np.inf
-        for self.steps in range(1, max_steps + 1):  # noqa: B007
+        for self.steps in range(1, max_steps + 1):
             pi = expit(f)
             W_sr = np.sqrt(pi * (1 - pi))
             b = W_sr**2 * f + (y - pi)
@@ -190,8 +196,6 @@ class IterativeLaplace:
     def _contract(self, left, right):
         """``sum_ij left_i . right_j dk_ij / d log theta``: one reduction of the
         kernel's symbolic derivatives, plus the white noise's diagonal."""
-        from ...lazy import Vi, Vj  # noqa: PLC0415
-
         X = self.X
         formulas = self.kernel.log_gradient(Vi(X), Vj(X))
         sizes = [int(np.size(self.kernel.params[h]))
@@ -214,8 +218,6 @@ class IterativeLaplace:
     def latent_mean_and_variance(self, Xq, variance=True):
         """Algorithm 3.2's latent mean and variance (None without
         ``variance``) at the rows of ``Xq``."""
-        from ...linalg import KernelOperator  # noqa: PLC0415
-
         Kq = KernelOperator(self.kernel, Xq, self.X, backend=self.backend)
         mean = np.asarray(Kq.matvec(self.y - self.pi), np.float64)
         if not variance:

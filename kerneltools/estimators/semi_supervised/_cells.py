@@ -35,7 +35,6 @@ Reductions on the CPU only (a GPU reduces one block per call), and from
 from __future__ import annotations
 
 import numpy as np
-
 from threadpoolctl import threadpool_limits
 
 from ... import ranges as kr
@@ -70,7 +69,7 @@ def on_cpu(backend) -> bool:
     if name != "auto":
         return False
     try:
-        import cupy  # noqa: PLC0415
+        import cupy
 
         return cupy.cuda.runtime.getDeviceCount() == 0
     except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)

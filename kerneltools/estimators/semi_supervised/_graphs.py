@@ -31,8 +31,12 @@ from scipy.sparse import csgraph
 from ... import ranges as kr
 from ...kernels import make_kernel
 from ...lazy import Vi, Vj
-from ...linalg import KernelOperator, NormalizedAffinityOperator, OffDiagonalKernel
-from ...linalg import translated
+from ...linalg import (
+    KernelOperator,
+    NormalizedAffinityOperator,
+    OffDiagonalKernel,
+    translated,
+)
 from ..neighbors import NearestNeighbors
 from ._cells import MAX_KEPT, MIN_POINTS, RbfCells, on_cpu
 

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from sklearn import gaussian_process as skg
 from sklearn.datasets import make_classification
-from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.gaussian_process.kernels import RBF, Matern, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.gaussian_process.kernels import Matern
 
 from kerneltools.estimators import GaussianProcessClassifier
 from kerneltools.estimators.gaussian_process import _laplace
