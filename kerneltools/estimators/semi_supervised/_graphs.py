@@ -13,6 +13,11 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
   negated normalised Laplacian with a zero diagonal, isolated points of
   degree 1); label propagation by ``D^-1 W`` with the diagonal kept
   (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``.
+  From :data:`._cells.MIN_POINTS` points on the CPU, ``W`` is restricted to
+  the cell pairs that :class:`._cells.RbfCells` keeps (each row's dropped
+  terms within 2^-53 of its total); a label matrix with at most
+  :data:`SPARSE_ROWS` of its rows nonzero (the first product: the labelled
+  points) is reduced over those columns only.
 - :class:`SparseGraph`: the k-NN connectivity graph (each point its own first
   neighbour, scikit-learn's ``kneighbors_graph(X_, k)``) from kerneltools'
   :class:`~kerneltools.estimators.NearestNeighbors`, normalised as
