@@ -132,12 +132,27 @@ class IterativeLaplace:
     def __init__(self, sk_kernel, X, y, idx, *, n_probes=64, tol=1e-5, max_iter=1000,
                  backend=None):
         self.sk_kernel, self.X, self.y = sk_kernel, X, y
-        self.kernel = make_kernel(sk_kernel)
-        self.K = kernel_operator(self.kernel, sk_kernel, X, 0.0, backend=backend)
+        self.backend = backend
+        self._operators()
         self.nys = _Nystroem(sk_kernel, X, idx)
         self.n_probes, self.tol, self.max_iter = n_probes, tol, max_iter
-        self.backend = backend
         self.n_iter = 0
+
+    def _operators(self):
+        """The kernel and ``K`` as reductions (rebuilt after unpickling: the
+        formulas hold local functions)."""
+        self.kernel = make_kernel(self.sk_kernel)
+        self.K = kernel_operator(self.kernel, self.sk_kernel, self.X, 0.0,
+                                 backend=self.backend)
+        if hasattr(self, "W_sr"):
+            self.B = _B(self.K, self.W_sr)
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("kernel", "K", "B")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._operators()
 
     def _solve(self, A, R, M):
         X, n_iter = conjugate_gradient(A, R, M=M, tol=self.tol, max_iter=self.max_iter)

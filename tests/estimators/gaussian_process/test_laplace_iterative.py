@@ -96,3 +96,13 @@ def test_bad_solver_parameters_raise():
     for params in ({"solver": "dense"}, {"n_probes": 0}, {"tol": 0.0}):
         with pytest.raises(ValueError, match=next(iter(params))):
             GaussianProcessClassifier(**params).fit(X, y)
+
+
+def test_iterative_fit_pickles():
+    import pickle
+
+    X, y = _data(200)
+    gpc = GaussianProcessClassifier(1.0 * RBF(1.0), optimizer=None,
+                                    solver="iterative").fit(X, y)
+    again = pickle.loads(pickle.dumps(gpc))
+    np.testing.assert_array_equal(again.predict_proba(X[:20]), gpc.predict_proba(X[:20]))
