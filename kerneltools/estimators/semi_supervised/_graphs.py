@@ -136,7 +136,11 @@ class RbfGraph:
         K = self.kernel.formula(x_i, y_j) * x_i.sqdist(y_j).ne(0.0)
         if self.cells is not None:
             lab = self.cells.labels
-            K = K.with_ranges(kr.block_sparsity(lab, lab[nz], self.keep))
+            # the columns' cells numbered as all the cells: the mask up to
+            # the last one among them (block_sparsity counts them so)
+            cols = lab[nz]
+            K = K.with_ranges(kr.block_sparsity(lab, cols,
+                                                self.keep[:, : cols.max() + 1]))
         out = np.asarray(K.matmul(V[nz].astype(K.dtype), backend=self.backend),
                          np.float64)
         if self._duplicates is None:

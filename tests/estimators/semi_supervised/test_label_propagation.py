@@ -241,3 +241,9 @@ def test_cell_pruning_matches_sklearn(variant, monkeypatch):
     got, want = graph.matmat(F), dense.matmat(F)
     scale = dense.matmat(np.ones_like(F))
     assert np.all(np.abs(got - want) <= 1e-13 * scale)
+    # a sparse label matrix (its columns-only product) whose rows miss the
+    # last cells
+    cells = graph.cells.labels
+    F[cells >= cells.max() // 4] = 0
+    got, want = graph.matmat(F), dense.matmat(F)
+    assert np.all(np.abs(got - want) <= 1e-13 * scale)
