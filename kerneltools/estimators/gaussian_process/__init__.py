@@ -2,7 +2,8 @@
 linear-memory iterative solver (BBMM) at large n; Laplace classification.
 
 What lives here: the regressor; the classifier (:mod:`._classifier`, its
-binary Laplace approximation in :mod:`._laplace`, exact); the regressor's
+binary Laplace approximation in :mod:`._laplace`, exact, and in
+:mod:`._laplace_iterative`, by CG and stochastic Lanczos); the regressor's
 exact (:mod:`._exact`) and iterative (:mod:`._iterative`, :mod:`._control`)
 solvers, the hyperparameter fit
 (:mod:`._fit`, :mod:`._optimize`) and device arrays (:mod:`._arrays`,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -36,6 +36,17 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
     scikit-learn. Kernels without a formula here go to scikit-learn's class
     (``fallback_``).
 
+    Above ``EXACT_MAX_SAMPLES`` (10,000) points, ``solver="auto"`` takes the
+    iterative path (linear memory): every solve with ``B = I + W^1/2 K
+    W^1/2`` by CG preconditioned by a Nystroem approximation, ``log det B``
+    by stochastic Lanczos quadrature, the gradient's traces by Hutchinson's
+    estimator on the same probes, ``K`` applied as reductions (see
+    :mod:`._laplace_iterative`). Its log marginal likelihood is an estimate
+    (measured within 3e-4 relative of the exact one at 1,000 to 3,000
+    points with the default 64 probes), deterministic in theta (fixed seeds);
+    its gradient is a stochastic estimate (a few per cent), on which the
+    optimiser may stop short of the exact path's optimum.
+
     Parameters
     ----------
     kernel : sklearn.gaussian_process.kernels object, default=None
@@ -52,6 +63,20 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
     n_jobs : int, optional
         Binary problems fitted in parallel (scikit-learn's multiclass
         wrappers).
+    solver : {"auto", "exact", "iterative"}, default="auto"
+        "exact": dense Cholesky factors (scikit-learn's numbers); "iterative":
+        CG and stochastic Lanczos quadrature (class docstring); "auto":
+        exact up to 10,000 points.
+    n_probes : int, default=64
+        Iterative path: probe vectors of the log-determinant and the traces.
+    n_components : int, default=300
+        Iterative path: landmarks of the Nystroem preconditioner.
+    tol : float, default=1e-5
+        Iterative path: relative residual at which CG stops.
+    max_iter : int, default=1000
+        Iterative path: CG iterations at most per solve.
+    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
+        Where the iterative path's reductions run; None: the configured one.
     verbose : int, default=0
         Print each evaluation of the log marginal likelihood.
 
@@ -65,6 +90,9 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
     log_marginal_likelihood_value_ : float
     classes_ : ndarray of shape (n_classes,)
     n_classes_ : int
+    n_iter_ : int
+        Newton steps of the final posterior mode (the most over the binary
+        problems).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
@@ -93,13 +121,21 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         "random_state": ["random_state"],
         "multi_class": [StrOptions({"one_vs_rest", "one_vs_one"})],
         "n_jobs": [Integral, None],
+        "solver": [StrOptions({"auto", "exact", "iterative"})],
+        "n_probes": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "backend": ["backend"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, kernel=None, *, optimizer="fmin_l_bfgs_b",
                  n_restarts_optimizer=0,
                  max_iter_predict=100, warm_start=False, copy_X_train=True,
-                 random_state=None, multi_class="one_vs_rest", n_jobs=None, verbose=0):
+                 random_state=None, multi_class="one_vs_rest", n_jobs=None,
+                 solver="auto", n_probes=64, n_components=300, tol=1e-5, max_iter=1000,
+                 backend=None, verbose=0):
         self.kernel = kernel
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
@@ -109,6 +145,12 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.multi_class = multi_class
         self.n_jobs = n_jobs
+        self.solver = solver
+        self.n_probes = n_probes
+        self.n_components = n_components
+        self.tol = tol
+        self.max_iter = max_iter
+        self.backend = backend
         self.verbose = verbose
 
     def _engine_refuses(self, X, y=None):
@@ -147,6 +189,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
             n_restarts_optimizer=self.n_restarts_optimizer,
             max_iter_predict=self.max_iter_predict, warm_start=self.warm_start,
             copy_X_train=self.copy_X_train, random_state=self.random_state,
+            solver=self.solver, n_probes=self.n_probes, n_components=self.n_components,
+            tol=self.tol, max_iter=self.max_iter, backend=self.backend,
             verbose=self.verbose)
         self.classes_ = np.unique(y)
         self.n_classes_ = self.classes_.size
@@ -159,6 +203,8 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
                        else OneVsOneClassifier)
             self.base_estimator_ = wrapper(self.base_estimator_, n_jobs=self.n_jobs)
         self.base_estimator_.fit(X, y)
+        self.n_iter_ = int(max(est.n_iter_ for est in getattr(
+            self.base_estimator_, "estimators_", [self.base_estimator_])))
         if self.n_classes_ > 2:
             self.log_marginal_likelihood_value_ = np.mean(
                 [est.log_marginal_likelihood()

@@ -13,6 +13,11 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
   negated normalised Laplacian with a zero diagonal, isolated points of
   degree 1); label propagation by ``D^-1 W`` with the diagonal kept
   (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``.
+  From :data:`._cells.MIN_POINTS` points on the CPU, ``W`` is restricted to
+  the cell pairs that :class:`._cells.RbfCells` keeps (each row's dropped
+  terms within 2^-53 of its total); a label matrix with at most
+  :data:`SPARSE_ROWS` of its rows nonzero (the first product: the labelled
+  points) is reduced over those columns only.
 - :class:`SparseGraph`: the k-NN connectivity graph (each point its own first
   neighbour, scikit-learn's ``kneighbors_graph(X_, k)``) from kerneltools'
   :class:`~kerneltools.estimators.NearestNeighbors`, normalised as
@@ -21,42 +26,133 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
 
 from __future__ import annotations
 
+import copy
+import sys
+
 import numpy as np
 import scipy.sparse
 from scipy.sparse import csgraph
 
+from ... import ranges as kr
 from ...kernels import make_kernel
-from ...linalg import KernelOperator, NormalizedAffinityOperator, OffDiagonalKernel
-from ...linalg import translated
+from ...lazy import Vi, Vj
+from ...linalg import (
+    KernelOperator,
+    NormalizedAffinityOperator,
+    OffDiagonalKernel,
+    translated,
+)
 from ..neighbors import NearestNeighbors
+from ._cells import MAX_KEPT, MIN_POINTS, RbfCells, on_cpu
 
 __all__ = ["RbfGraph", "SparseGraph", "rbf_weights"]
+
+#: Products with a label matrix whose nonzero rows are at most this share
+#: (the first one: the labelled points) reduce over those columns only.
+SPARSE_ROWS = 0.5
 
 
 class RbfGraph:
     """The normalised RBF graph of ``X`` for ``variant`` ("spreading" or
     "propagation"), as reductions on ``backend``."""
 
-    def __init__(self, X, gamma, variant, *, backend=None):
+    def __init__(self, X, gamma, variant, *, backend=None, verbose=0):
         self.kernel = make_kernel("rbf", gamma=float(gamma))
         self.variant = variant
         self.W0 = OffDiagonalKernel(self.kernel, translated(self.kernel, X),
                                     backend=backend)
+        self.kept_share = 1.0
+        self.backend, self.cells, self.keep = backend, None, None
+        self._duplicates = None
+        W, degrees = self._pruned(X, gamma, backend, verbose)
         if variant == "spreading":
-            self.op = NormalizedAffinityOperator(self.W0, 0.0)
+            self.op = NormalizedAffinityOperator(W, 0.0, degrees=degrees)
+            self.W = W
         else:
             # rows of W with its diagonal (k(x, x) = 1): d = (W - diag W) 1 + 1
             self.self_values = self.W0.self_values
-            ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-            self.degrees = (np.asarray(self.W0.matmat(ones), np.float64).ravel()
-                            + self.self_values)
+            if degrees is None:
+                degrees = _degrees(W)
+            self.degrees = degrees + self.self_values
+            self.W = W
+
+    def _pruned(self, X, gamma, backend, verbose):
+        """``(W, degrees)``: the off-diagonal operator over the cell pairs
+        that :class:`RbfCells` keeps and its row sums, or ``(W0, None)``
+        (every pair) for small n, GPUs and data the cells do not separate."""
+        if len(X) < MIN_POINTS or not on_cpu(backend):
+            return self.W0, None
+        cells = RbfCells(X, gamma, backend=backend)
+        sample = np.random.default_rng(0).choice(len(X), 256, replace=False)
+        sampled = np.asarray(KernelOperator(
+            self.kernel, np.asarray(X[sample], np.float64), np.asarray(X, np.float64),
+            backend=backend).matmat(np.ones((len(X), 1))), np.float64).ravel() - 1.0
+        candidates = cells.candidates(max(float(np.quantile(sampled, 0.05)) / 2, 0.0))
+        if cells.kept_share(candidates) > MAX_KEPT:
+            return self.W0, None
+        degrees = _degrees(self._with_ranges(cells, candidates))
+        keep = cells.keep(degrees)
+        W = self._with_ranges(cells, keep)
+        missing = keep & ~candidates
+        if missing.any():  # pairs kept that the degrees left out (no duplicates)
+            K = self.W0.K.with_ranges(cells.ranges(missing))
+            ones = np.ones((len(X), 1), dtype=K.dtype)
+            degrees = degrees + np.asarray(K.matmul(ones, backend=backend),
+                                           np.float64).ravel()
+        self.kept_share = cells.kept_share(keep)
+        self.cells, self.keep = cells, keep
+        if verbose:
+            print(f"[label {self.variant}] {len(cells.counts)} cells: the "
+                  f"reductions visit {self.kept_share:.1%} of the pairs",
+                  file=sys.stderr, flush=True)
+        return W, degrees
+
+    def _with_ranges(self, cells, keep):
+        """:attr:`W0` restricted to the cell pairs of ``keep``."""
+        W = copy.copy(self.W0)
+        W.K = self.W0.K.with_ranges(cells.ranges(keep))
+        return W
 
     def matmat(self, F):
         """The graph times ``F`` (n, c), in float64."""
+        F = np.asarray(F, np.float64)
+        nz = np.flatnonzero(F.any(axis=1))
+        sparse = len(nz) <= SPARSE_ROWS * len(F)
         if self.variant == "spreading":
-            return np.asarray(self.op.matmat(F), np.float64)
-        WF = np.asarray(self.W0.matmat(F), np.float64) + self.self_values[:, None] * F
-        return WF / self.degrees[:, None]
+            if not sparse:
+                return np.asarray(self.op.matmat(F), np.float64)
+            root = self.op.sqrt_degrees[:, None]
+            return self._columns_product(F / root, nz) / root
+        WF = (self._columns_product(F, nz) if sparse else
+              np.asarray(self.W.matmat(F), np.float64))
+        return (WF + self.self_values[:, None] * F) / self.degrees[:, None]
+
+    def _columns_product(self, V, nz):
+        """``(W - diag W) V`` for ``V`` zero outside the rows ``nz``: one
+        reduction over those columns only (the kept cell pairs of theirs),
+        plus the exact duplicates of a point (as :class:`OffDiagonalKernel`)."""
+        X = self.W0.X
+        x_i, y_j = Vi(X), Vj(np.ascontiguousarray(X[nz]))
+        K = self.kernel.formula(x_i, y_j) * x_i.sqdist(y_j).ne(0.0)
+        if self.cells is not None:
+            lab = self.cells.labels
+            # the columns' cells numbered as all the cells: the mask up to
+            # the last one among them (block_sparsity counts them so)
+            cols = lab[nz]
+            K = K.with_ranges(kr.block_sparsity(lab, cols,
+                                                self.keep[:, : cols.max() + 1]))
+        out = np.asarray(K.matmul(V[nz].astype(K.dtype), backend=self.backend),
+                         np.float64)
+        if self._duplicates is None:
+            _, inverse, counts = np.unique(X, axis=0, return_inverse=True,
+                                           return_counts=True)
+            self._duplicates = (inverse.ravel(), len(counts)) if (counts > 1).any() else ()
+        if self._duplicates:
+            inverse, n_groups = self._duplicates
+            sums = np.zeros((n_groups, V.shape[1]))
+            np.add.at(sums, inverse, V)
+            out += self.W0.self_values[:, None] * (sums[inverse] - V)
+        return out
 
     def to_dense(self):
         """The graph as a dense float64 array (n^2 memory: small n only)."""
@@ -91,6 +187,12 @@ class SparseGraph:
 
     def to_dense(self):
         return self.graph.toarray()
+
+
+def _degrees(W):
+    """The row sums of the off-diagonal operator ``W``, float64."""
+    ones = np.ones((W.shape[0], 1), dtype=W.dtype)
+    return np.asarray(W.matmat(ones), np.float64).ravel()
 
 
 def rbf_weights(X_fit, X, gamma, F, *, backend=None):

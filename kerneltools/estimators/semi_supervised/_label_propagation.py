@@ -55,7 +55,8 @@ class _BaseLabelPropagation(HandOver, FallbackMixin, ClassifierMixin, BaseEstima
             self._nn_fit = graph.nn
             return graph
         self._nn_fit = None
-        return RbfGraph(X, self.gamma, self._variant, backend=self.backend)
+        return RbfGraph(X, self.gamma, self._variant, backend=self.backend,
+                        verbose=self.verbose)
 
     @property
     def nn_fit(self):

@@ -196,3 +196,54 @@ def test_doctests():
 
     failed, attempted = doctest.testmod(_label_propagation)
     assert attempted and not failed
+
+
+def _clustered(n, seed, n_features=8):
+    X, y = make_blobs(n_samples=n, n_features=n_features, centers=8, cluster_std=0.6,
+                      center_box=(-5, 5), random_state=seed)
+    X = np.vstack([X, X[:15], np.full((1, n_features), 40.0)])  # duplicates, outlier
+    y = np.concatenate([y, y[:15], [0]])
+    y[np.random.default_rng(seed).random(len(y)) >= 0.15] = -1
+    return X, y
+
+
+def test_cell_bounds_hold():
+    # every pair of points of two cells is at least the bound apart
+    from kerneltools.estimators.semi_supervised._cells import RbfCells
+
+    X, _ = _clustered(1500, 8)
+    cells = RbfCells(X, 0.5)
+    D2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    C = len(cells.counts)
+    lab = cells.labels
+    lowest = np.full((C, C), np.inf)
+    for a in range(C):
+        np.minimum.at(lowest[a], lab, D2[lab == a].min(axis=0))
+    assert np.all(-0.5 * lowest <= cells.log_w + 1e-9)
+    assert (cells.log_w < -40).mean() > 0.3  # the bounds separate the blobs
+
+
+@pytest.mark.parametrize("variant", ["spreading", "propagation"])
+def test_cell_pruning_matches_sklearn(variant, monkeypatch):
+    from kerneltools.estimators.semi_supervised import _graphs
+
+    monkeypatch.setattr(_graphs, "MIN_POINTS", 0)
+    X, y = _clustered(3000, 9)
+    graph = _graphs.RbfGraph(X, 0.5, variant)
+    assert graph.kept_share < 0.6  # the pruned path ran (the rest: dense)
+    params = {"gamma": 0.5, "max_iter": 40}
+    ours, ref = _fit_both(variant, X, y, **params)
+    _assert_same(ours, ref, 1e-10)
+    # each row of the pruned product within float64 rounding of the dense one
+    monkeypatch.setattr(_graphs, "MIN_POINTS", 10**9)
+    dense = _graphs.RbfGraph(X, 0.5, variant)
+    F = np.random.default_rng(0).random((len(X), 5))
+    got, want = graph.matmat(F), dense.matmat(F)
+    scale = dense.matmat(np.ones_like(F))
+    assert np.all(np.abs(got - want) <= 1e-13 * scale)
+    # a sparse label matrix (its columns-only product) whose rows miss the
+    # last cells
+    cells = graph.cells.labels
+    F[cells >= cells.max() // 4] = 0
+    got, want = graph.matmat(F), dense.matmat(F)
+    assert np.all(np.abs(got - want) <= 1e-13 * scale)

@@ -1,0 +1,164 @@
+"""Cell pruning of the RBF graph (private): the cell pairs its reductions visit.
+
+The points are cut into k-means cells (centres fitted on a sample, every
+point then assigned to its nearest centre by one ``ArgMin`` reduction). For
+two cells ``a`` and ``b`` with centres ``c_a``, ``c_b`` and ``u`` the unit
+vector from ``c_a`` to ``c_b``, every pair ``x`` in ``a``, ``y`` in ``b`` is at
+least ``max(L_ab, T_ab)`` apart, with
+
+- ``L_ab = min_{y in b} y.u - max_{x in a} x.u`` (the gap between the two
+  cells' projections on ``u``: one GEMM of the points with the centres), and
+- ``T_ab = |c_a - c_b| - r_a - r_b`` (the triangle inequality, ``r`` the
+  cells' radii),
+
+so ``W_xy = exp(-gamma |x - y|^2) <= w_ab = exp(-gamma max(L, T, 0)^2)``.
+
+Which pairs are left out: the graph's rows are ``W_ij / sqrt(d_i d_j)``
+(spreading) or ``W_ij / d_i`` (propagation), ``d`` the degrees. A cell pair
+is dropped only if, for every row ``i`` of ``a``, all the dropped terms
+together weigh at most ``2^-53`` (float64's unit roundoff) of the row's
+total: ``sum_{b dropped} w_ab |b| sqrt(d_max / d_min(b)) <= 2^-53 d_i``
+(which bounds the dropped share of both normalisations' rows, whatever
+labels they multiply: a row's product changes by less than the rounding of
+its largest possible value). The degrees are computed first over the
+candidate pairs (the bounds ``w_ab`` above ``2^-53 d / n``, ``d`` a low
+quantile of the degrees of a sample of points); each cell then drops its
+cheapest pairs within that budget, tested with the degrees found (lower
+bounds of the exact ones: the test is only more severe); where that keeps a
+pair the degrees left out, the degrees are summed again over the kept
+pairs.
+
+Reductions on the CPU only (a GPU reduces one block per call), and from
+:data:`MIN_POINTS` points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ... import ranges as kr
+from ...config import check_backend
+from ...lazy import Vi, Vj
+
+__all__ = ["MAX_KEPT", "MIN_POINTS", "RbfCells", "on_cpu"]
+
+#: Fewest points for which the cells are made.
+MIN_POINTS = 4096
+#: Points per cell, on average.
+CELL_POINTS = 64
+#: Most cells.
+MAX_CELLS = 2048
+#: The centres are fitted on this many sampled points per cell.
+SAMPLE_PER_CELL = 16
+#: Rows per GEMM block of the distance bounds.
+_ROWS = 4096
+#: float64's unit roundoff.
+UNIT = 2.0**-53
+#: Kept share of the pairs above which the dense pass is kept.
+MAX_KEPT = 0.7
+
+
+def on_cpu(backend) -> bool:
+    """Whether the reductions of ``backend`` run on this host (on a GPU the
+    engine reduces one block per call: the cells would cost more than they
+    save)."""
+    name = check_backend(backend, "the label graph")
+    if name in ("cpu", "numpy"):
+        return True
+    if name != "auto":
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() == 0
+    except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)
+        return True
+
+
+class RbfCells:
+    """The cells of ``X`` and the bounds ``log w_ab`` of the RBF kernel
+    ``exp(-gamma |x - y|^2)`` between them (module docstring)."""
+
+    def __init__(self, X: np.ndarray, gamma: float, backend=None):
+        X = np.asarray(X, dtype=np.float64)
+        n = len(X)
+        C = int(np.clip(n // CELL_POINTS, 1, MAX_CELLS))
+        rng = np.random.default_rng(0)
+        k = SAMPLE_PER_CELL * C
+        sample = X if n <= k else X[rng.choice(n, k, replace=False)]
+        _, centres = kr.kmeans_cluster(sample, C, random_state=0, backend=backend)
+        lab = Vi(X).sqdist(Vj(centres)).argmin(axis=1, backend=backend)
+        _, labels = np.unique(np.asarray(lab).ravel(), return_inverse=True)
+        self.labels = labels.astype(np.int64).ravel()
+        self.counts = np.bincount(self.labels)
+        c = self.centres = kr.cluster_centroids(X, self.labels)
+        r = kr.cluster_radii(X, self.labels, c)
+        self.log_w = -float(gamma) * _distance_bound(X, self.labels, c, r) ** 2
+
+    def candidates(self, d_guess: float):
+        """The cell pairs the degrees are summed over: those whose bound
+        ``w_ab`` is above ``2^-53 d_guess / n``."""
+        return self.log_w > np.log(UNIT * d_guess / len(self.labels))
+
+    def keep(self, degrees):
+        """The kept cell pairs, a (C, C) mask: for each row cell ``a``, its
+        column cells of the smallest ``w_ab |b| sqrt(d_max / d_min(b))`` are
+        dropped while their total stays within ``2^-53 d_min(a)`` (module
+        docstring); ``degrees`` are lower bounds of the exact ones."""
+        d = np.maximum(np.asarray(degrees, np.float64), 0.0)
+        d_min = np.full(len(self.counts), np.inf)
+        np.minimum.at(d_min, self.labels, d)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            weight = self.counts * np.sqrt(float(d.max()) / d_min)
+            cost = np.exp(self.log_w) * weight[None, :]
+        cost = np.where(np.isfinite(cost), cost, np.inf)
+        np.fill_diagonal(cost, np.inf)  # a cell always meets itself
+        order = np.argsort(cost, axis=1, kind="stable")
+        total = np.cumsum(np.take_along_axis(cost, order, axis=1), axis=1)
+        dropped = total <= UNIT * d_min[:, None]
+        keep = np.ones_like(dropped)
+        np.put_along_axis(keep, order, ~dropped, axis=1)
+        return keep
+
+    def kept_share(self, keep) -> float:
+        """The share of all pairs that ``keep`` visits."""
+        cnt = self.counts.astype(np.float64)
+        return float(cnt @ keep @ cnt) / float(cnt.sum()) ** 2
+
+    def ranges(self, keep):
+        """``ranges=`` of the pairs of ``keep``."""
+        return kr.block_sparsity(self.labels, self.labels, keep)
+
+
+def _distance_bound(X, labels, c, r):
+    """The (C, C) lower bounds ``max(L, T, 0)`` of the distances between the
+    points of two cells (module docstring)."""
+    C = len(c)
+    # G[a, b] = max_{x in a} x.(c_b - c_a): GEMMs of blocks of rows sorted by
+    # cell, maxima over each cell's run of rows (BLAS on one thread: small
+    # products, which its threads would spin between)
+    order = np.argsort(labels, kind="stable")
+    G = np.full((C, C), -np.inf)
+    with threadpool_limits(1, user_api="blas"):
+        for s in range(0, len(X), _ROWS):
+            rows = order[s : s + _ROWS]
+            lab = labels[rows]
+            P = X[rows] @ c.T
+            P -= P[np.arange(len(rows)), lab][:, None]
+            starts = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
+            part = np.maximum.reduceat(P, starts, axis=0)
+            G[lab[starts]] = np.maximum(G[lab[starts]], part)
+    delta = np.sqrt(np.maximum(
+        (c * c).sum(1)[:, None] + (c * c).sum(1)[None, :] - 2 * c @ c.T, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = -(G + G.T) / delta
+    gap = np.where(delta > 0, gap, 0.0)
+    # rounding of the projections: a relative margin of the points' norms
+    scale = float(np.sqrt((X * X).sum(1)).max()) + float(np.sqrt((c * c).sum(1)).max())
+    gap -= 1e-12 * scale * (1 + scale) / np.where(delta > 0, delta, 1.0)
+    tri = delta - r[:, None] - r[None, :] - 1e-12 * scale
+    bound = np.maximum(np.maximum(gap, tri), 0.0)
+    np.fill_diagonal(bound, 0.0)
+    return bound
+
