@@ -318,10 +318,20 @@ def _reduced(name, groups, tag, dtype, size, method, axis, backend):
 _VALUE_GROUPS = _groups(OPS)
 
 
+def _sum_axes(backend, dtype) -> tuple[int, ...]:
+    """The axes an op's values are summed over: both, except on the C backend
+    in float32, which sums over j only. Each axis is a kernel of its own per
+    group (the operands' categories rotate), and which axis is reduced does
+    not depend on the dtype: float32's C code of every op is the axis=1
+    kernel, the axis=0 kernels are float64's (12 compiles fewer, about 7 CPU
+    s from an empty cache); the NumPy backend sums both in both dtypes."""
+    return (1,) if backend == "cpu" and dtype == np.float32 else (1, 0)
+
+
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_op_values_sum(name, backend, dtype, rtol):
     for size, (N, M, F, refs, labels) in enumerate(_op_data(name, dtype.name, "values")):
-        for axis in (1, 0):
+        for axis in _sum_axes(backend, dtype):
             got = _reduced(name, _VALUE_GROUPS, "values", dtype, size, "sum", axis, backend)
             assert got.dtype == dtype
             _check_cases(

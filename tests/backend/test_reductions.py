@@ -210,16 +210,23 @@ def _formula(x, y, a, b, v, c, gamma=1.7, axis=1):
 
 
 # Formula dimensions E: 1 and 2, except for the weighted reductions, whose
-# formula is scalar (their weight has dimension 2).
+# formula is scalar (their weight has dimension 2). E = 1 in both dtypes, E = 2
+# in float64: a compiled kernel per reduction, E and dtype, and the loop over
+# the components does not depend on the dtype (float32's kernels of every
+# reduction are E = 1's; 12 C compiles fewer, about 6 CPU s, from an empty
+# cache).
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _NAME_E = [
-    (name, E)
+    (name, E, dt)
     for name in sorted(REDUCTIONS)
     for E in ((1,) if REDUCTIONS[name].n_formulas == 2 else (1, 2))
+    for dt in ((_F32, _F64) if E == 1 else (_F64,))
 ]
 
 
 @pytest.mark.parametrize("axis", [1, 0])
-@pytest.mark.parametrize("name,E", _NAME_E, ids=[f"{n}-E{e}" for n, e in _NAME_E])
+@pytest.mark.parametrize("name,E,dtype", _NAME_E,
+                         ids=[f"{n}-E{e}-{dt.name}" for n, e, dt in _NAME_E])
 def test_reduction_values(name, E, axis, backend, dtype, rtol):
     red = REDUCTIONS[name]
     rng = _rng("values", name, axis, E, dtype.name)

@@ -128,7 +128,9 @@ def test_matches_sklearn_exact(kernel, metric):
     # scikit-learn with atol = rtol = 0 sums in log space over its tree: its
     # densities carry an absolute error ~1e-16 of the largest one (a point
     # no compact kernel reaches can get exp(-36) instead of 0)
-    X, Y, w = _data(d=2)
+    # d = 3 for the Euclidean metric (haversine needs 2): the kernels are then
+    # test_score_samples_matches_dense_reference's, compiled once
+    X, Y, w = _data(d=3 if metric == "euclidean" else 2)
     if metric == "hamming":
         X, Y = np.round(X), np.round(Y)
     ours = KernelDensity(kernel=kernel, metric=metric, bandwidth=0.9).fit(X, None, w)
@@ -141,8 +143,9 @@ def test_matches_sklearn_exact(kernel, metric):
 def test_far_queries_are_stable(dtype_name, backend):
     # exp(-d^2 / 2h^2) underflows to 0 at d / h ~ 40 (float64) or ~ 13
     # (float32): the log-sum-exp keeps the log density finite and exact
-    X, _, w = _data(n=30)
-    Y = np.array([[60.0, -40.0], [200.0, 0.0]])
+    # (in 3-D, with 60 points: the kernels of the value tests above)
+    X, _, w = _data(d=3)
+    Y = np.array([[60.0, -40.0, 0.0], [200.0, 0.0, 10.0]])
     for kernel in ("gaussian", "exponential"):
         kde = KernelDensity(kernel=kernel, bandwidth=0.5, backend=backend,
                             dtype=dtype_name).fit(X, sample_weight=w)

@@ -184,8 +184,8 @@ def assert_knn_match(ref, got, D, *, rtol, atol, exclude_self=False):
             assert r not in i[r]
 
 
-def _fit_pair(cls, skcls, metric, params, X, y=None, **kw):
-    ours = cls(**kw, **_params(metric, params))
+def _fit_pair(cls, skcls, metric, params, X, y=None, *, backend="auto", **kw):
+    ours = cls(**kw, **_params(metric, params), backend=backend)
     ref = skcls(algorithm="brute", **kw, **_params(metric, params))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataConversionWarning)
@@ -220,7 +220,8 @@ def test_neighbors_match_sklearn(case, backend, dtype):
     X, Q = _split(make, dtype)
     rtol, atol = _tol(metric, dtype)
     ours, ref = _fit_pair(
-        NearestNeighbors, skn.NearestNeighbors, metric, params, X, n_neighbors=K
+        NearestNeighbors, skn.NearestNeighbors, metric, params, X, n_neighbors=K,
+        backend=backend,
     )
     assert ours.effective_metric_ == ref.effective_metric_
     D = _full(ref, Q, X)
@@ -236,6 +237,14 @@ def test_neighbors_match_sklearn(case, backend, dtype):
         atol=atol,
         exclude_self=True,
     )
+    if backend == "cpu" and dtype == np.float32:
+        # The radius search compiles two more kernels (a count and a masked
+        # K-min) per metric and dtype: on the C backend it runs in float64
+        # only. The metric's float32 formula is the K-min kernel above; the
+        # radius kernels in float32 are test_radius.py's (four metrics, both
+        # dtypes, every backend); float32 radius sets of every metric here
+        # on the NumPy backend.
+        return
     D_sorted = np.sort(D, axis=1)
     radius = _radius(D_sorted, rtol, atol)
     for r, ((dr, ir), (dg, ig)) in enumerate(zip(
@@ -259,9 +268,10 @@ def test_predictions_match_sklearn(case, backend, dtype):
     y_class, y_real = rng.integers(0, 3, N_FIT), rng.normal(size=N_FIT)
     rtol, atol = _tol(metric, dtype)
     clf = _fit_pair(KNeighborsClassifier, skn.KNeighborsClassifier, metric,
-                    params, X, y_class, n_neighbors=K)
+                    params, X, y_class, n_neighbors=K, backend=backend)
     reg = _fit_pair(KNeighborsRegressor, skn.KNeighborsRegressor, metric,
-                    params, X, y_real, n_neighbors=K, weights="distance")
+                    params, X, y_real, n_neighbors=K, weights="distance",
+                    backend=backend)
     # queries whose K nearest are not tied with the next point, at finite
     # distances (1 / NaN weights are NaN on both sides)
     D_sorted = np.sort(_full(clf[1], Q, X), axis=1)
