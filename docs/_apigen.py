@@ -36,7 +36,8 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
      ("kerneltools.linalg", "kerneltools.ot", "kerneltools.stats")),
     ("Estimators", ("kerneltools.estimators",)),
     ("scikit-learn acceleration", ("kerneltools.accel",)),
-    ("Other array libraries", ("kerneltools.torch", "kerneltools.dask")),
+    ("Other array libraries",
+     ("kerneltools.torch", "kerneltools.jax", "kerneltools.dask")),
     ("pykeops-compatible layer", ("kerneltools.keops",)),
     ("Configuration and errors", ("kerneltools.config", "kerneltools.exceptions")),
 ]
