@@ -84,14 +84,8 @@ numpydoc_xref_aliases = {word: word for word in DEFAULT_LINKS}
 # GL07: sections out of order; PR10: "x:int" without the space before the
 # colon; RT?/PR? on a docstring's own sections are left to review.
 numpydoc_validation_checks = {"GL06", "GL07", "PR10"}
-# Objects whose docstrings are exempt, each with its reason (see below).
-numpydoc_validation_exclude = {
-    # GL07: HDBSCAN's docstring is ours followed by scikit-learn's own
-    # (Parameters ... References), so the sections come twice and out of
-    # order. The estimator lives in estimators/cluster/, edited in parallel
-    # by another engineer: to be fixed there (one docstring of our own).
-    r"^kerneltools\.estimators\.cluster\.HDBSCAN$",
-}
+# Objects whose docstrings are exempt, each with its reason (none now).
+numpydoc_validation_exclude: set[str] = set()
 
 # No intersphinx: the build runs without a network (CI, this machine), so
 # references to NumPy, SciPy and scikit-learn are literal text, not roles.

@@ -113,12 +113,7 @@ def parameters_section(page: Path) -> list[str]:
 
 #: Known gaps, each with its reason (strict: a fix turns them into failures
 #: until removed from here).
-KNOWN_GAPS = {
-    "HDBSCAN": "its docstring is a paragraph of ours (backend and verbose as "
-    "plain text, not a Parameters section) followed by scikit-learn's, whose "
-    "Parameters section lacks them: to be written as one numpydoc docstring "
-    "in estimators/cluster/_hdbscan.py",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _estimator_cases():

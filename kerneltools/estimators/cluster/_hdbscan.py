@@ -54,17 +54,20 @@ _ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
 _OUTLIER = {"infinite": (-2, 0.0), "missing": (-3, np.nan)}
 
 
-class HDBSCAN(_SkHDBSCAN):
-    __doc__ = ("""Hierarchical density-based clustering, the MST on the engine.
+_SUMMARY = """Hierarchical density-based clustering, the MST on the engine.
 
     scikit-learn's :class:`sklearn.cluster.HDBSCAN` (constructor, attributes,
     methods, labels), whose minimum spanning tree of mutual reachability is
     computed here by Boruvka rounds of masked ``min_argmin`` reductions,
     pruned by each point's nearest neighbours, in linear memory; the tree's
-    processing is scikit-learn's. Two more parameters:
+    processing is scikit-learn's. Its Parameters, Attributes, See Also, Notes
+    and References follow, with two parameters of ours at the end of
+    Parameters.
 
-    backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
+"""
+_OWN_PARAMETERS = """    backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
         Where the reductions run; None: the configured backend.
+
     verbose : int, default=0
         Print the Boruvka rounds (components left) and when a fit goes to
         scikit-learn's own HDBSCAN: sparse X, ``metric='precomputed'``,
@@ -73,6 +76,8 @@ class HDBSCAN(_SkHDBSCAN):
         mirrored points), whose tie order only scikit-learn's Prim's over
         all pairs decides.
 
+"""
+_EXAMPLES = """
     Examples
     --------
     >>> import numpy as np
@@ -80,9 +85,24 @@ class HDBSCAN(_SkHDBSCAN):
     >>> X = np.array([[1, 2], [1.1, 2], [1, 2.1], [5, 5], [5.1, 5], [5, 5.2]])
     >>> HDBSCAN(min_cluster_size=3, copy=True).fit(X).labels_
     array([0, 0, 0, 1, 1, 1])
+    """
 
-    scikit-learn's documentation:
-    """ + (_SkHDBSCAN.__doc__ or "").split("Examples\n    --------")[0])
+
+def _docstring(theirs):
+    """One numpydoc docstring: our summary, scikit-learn's sections with our
+    parameters at the end of Parameters, our example (theirs is dropped: it
+    imports scikit-learn's class)."""
+    marks = ("    Parameters\n    ----------\n", "    Attributes\n    ----------\n")
+    if not theirs or any(m not in theirs for m in marks):
+        return _SUMMARY + "    Parameters\n    ----------\n" + _OWN_PARAMETERS + _EXAMPLES
+    body = theirs[theirs.index(marks[0]):].split("    Examples\n    --------")[0]
+    at = body.index(marks[1])
+    return (_SUMMARY + body[:at].rstrip() + "\n\n" + _OWN_PARAMETERS + body[at:].rstrip()
+            + "\n" + _EXAMPLES)
+
+
+class HDBSCAN(_SkHDBSCAN):
+    __doc__ = _docstring(_SkHDBSCAN.__doc__)
 
     _sklearn_class = "sklearn.cluster.HDBSCAN"
     _parameter_constraints: ClassVar[dict] = {
