@@ -160,7 +160,8 @@ class BaseSVM(FallbackMixin, BaseEstimator):
 
     def _solver_options(self) -> dict:
         return {"eps": float(self.tol), "max_iter": int(self.max_iter),
-                "q": _solver.WORKING_SET, "verbose": int(self.verbose)}
+                "q": _solver.WORKING_SET, "verbose": int(self.verbose),
+                "shrinking": bool(self.shrinking)}
 
     def _data_kernel(self, X):
         kernel = svm_kernel(self.kernel, gamma=self._gamma, degree=self.degree,

@@ -74,9 +74,11 @@ class DataKernel:
             self._diag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
         return self._diag
 
-    def apply(self, cols, w):
-        """``sum_k K(x_i, X[cols[k]]) w_k`` for every row ``i``."""
-        return cross_apply(self.kernel, self.X, self.X[cols], w, backend=self.backend)
+    def apply(self, cols, w, rows=None):
+        """``sum_k K(x_i, X[cols[k]]) w_k`` for every row ``i`` (of ``rows``
+        only, where given)."""
+        X = self.X if rows is None or len(rows) == len(self.X) else self.X[rows]
+        return cross_apply(self.kernel, X, self.X[cols], w, backend=self.backend)
 
 
 def cross_apply(kernel, X, Y, w, *, backend=None):
