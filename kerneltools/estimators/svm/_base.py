@@ -73,8 +73,6 @@ class BaseSVM(FallbackMixin, BaseEstimator):
             return "a callable kernel"
         if self.kernel == "precomputed":
             return "kernel='precomputed'"
-        if getattr(self, "probability", False) is True:
-            return "probability=True (Platt scaling)"
         return None
 
     def _fit_fallback(self, reason, *args, **kwargs):

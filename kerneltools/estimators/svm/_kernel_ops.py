@@ -53,11 +53,12 @@ class DataKernel:
         self._rbf = rbf_gamma if X.dtype == np.float64 else None
         self._sq = None
 
-    def block(self, rows, cols):
-        """Dense ``K(X[rows], X[cols])``, float64."""
+    def block(self, rows, cols, dtype=np.float64):
+        """Dense ``K(X[rows], X[cols])``, computed in float64 and stored as
+        ``dtype`` (float32: libsvm's ``Qfloat``, each value rounded once)."""
         if self._rbf is None:
-            return np.asarray(self.kernel(self.X[rows], self.X[cols]),
-                              dtype=np.float64)
+            K = np.asarray(self.kernel(self.X[rows], self.X[cols]), dtype=np.float64)
+            return K.astype(dtype, copy=False)
         if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
             self._sq = np.einsum("ij,ij->i", self.X, self.X)
         D = self.X[rows] @ self.X[cols].T
@@ -66,7 +67,9 @@ class DataKernel:
         D += self._sq[cols][None, :]
         np.maximum(D, 0, out=D)
         D *= -self._rbf
-        return np.exp(D, out=D)
+        out = D if dtype == np.float64 else np.empty(D.shape, dtype=dtype)
+        # the float64 loop, its values cast on the way out
+        return np.exp(D, out=out, dtype=np.float64, casting="same_kind")
 
     def diag(self):
         """``K(x_i, x_i)`` for every row (computed once)."""

@@ -53,8 +53,9 @@ INNER_FRACTION = 0.03
 class KernelOps(Protocol):
     """The kernel as the solver uses it, on data points ``0..n-1``."""
 
-    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Dense ``K(x_rows, x_cols)`` in float64."""
+    def block(self, rows: np.ndarray, cols: np.ndarray,
+              dtype=np.float64) -> np.ndarray:
+        """Dense ``K(x_rows, x_cols)`` computed in float64, stored as ``dtype``."""
 
     def diag(self) -> np.ndarray:
         """``K(x_i, x_i)`` for every data point, float64."""
@@ -339,8 +340,9 @@ class _BlockCache:
         self.B = self.K = None
 
     def _rows(self, rows, cols):
-        K = self.kernel.block(self.point[rows], self.point[cols])
-        return K.astype(np.float32)  # libsvm's Qfloat values
+        # libsvm's Qfloat values
+        return self.kernel.block(self.point[rows], self.point[cols],
+                                 dtype=np.float32)
 
     def block(self, B):
         if self.B is None:
