@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._utils._param_validation import StrOptions
 from ._base import BaseSVM
 from ._kernel_ops import cross_apply
-from ._platt import cv_decision_values, multiclass_probability, \
+from ._platt import LibsvmRandom, cv_decision_values, multiclass_probability, \
     pairwise_probability, sigmoid_train
 from ._problems import c_svc, nu_svc
 
@@ -65,8 +65,10 @@ class BaseSVC(ClassifierMixin, BaseSVM):
             _check_nu(self.nu, np.bincount(y, weights=W, minlength=k))
         members = [np.flatnonzero(y == c) for c in range(k)]
         duals, pairs, probA, probB = [], [], [], []
-        platt = check_random_state(self.random_state) if self.probability is True \
-            else None
+        platt = None
+        if self.probability is True:  # scikit-learn's seed of its libsvm
+            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+            platt = LibsvmRandom(seed)
         for i in range(k):
             for j in range(i + 1, k):
                 pts = np.concatenate([members[i], members[j]])
@@ -88,11 +90,14 @@ class BaseSVC(ClassifierMixin, BaseSVM):
         """libsvm's ``svm_binary_svc_probability``: the sigmoid of the pair
         ``(i, j)`` fitted to 5-fold cross-validated decision values."""
         def train_predict(train, test):
-            kernel = self._data_kernel(X[train])
-            dual = self._solve_pair(X[train], sign[train], W[train], i, j)
+            rng.reset()  # the fold model's svm_train seeds the generator again
+            # libsvm's fold model: its labels sorted, -1 (class j) first
+            order = np.concatenate([train[sign[train] < 0], train[sign[train] > 0]])
+            kernel = self._data_kernel(X[order])
+            dual = self._solve_pair(X[order], -sign[order], W[order], j, i)
             nz = np.flatnonzero(dual.coef)
-            return cross_apply(kernel.kernel, X[test], X[train][nz],
-                               dual.coef[nz]) - dual.rho
+            dec = cross_apply(kernel.kernel, X[test], X[order][nz], dual.coef[nz])
+            return -(dec - dual.rho)  # positive for class i
 
         dec = cv_decision_values(len(sign), sign, train_predict, rng)
         return sigmoid_train(dec, sign)
@@ -238,8 +243,7 @@ class BaseSVC(ClassifierMixin, BaseSVM):
                                  "probability=False")
         X = self._validate_for_predict(X)
         r = pairwise_probability(self._raw_decision(X), self._probA, self._probB)
-        if len(self.classes_) == 2:
-            return np.column_stack([r[:, 0], 1 - r[:, 0]])
+        # scikit-learn's libsvm couples two classes too (libsvm itself does not)
         return multiclass_probability(r, len(self.classes_))
 
     @available_if(_check_proba)

@@ -4,9 +4,10 @@
 fits, for each pair of classes, a sigmoid ``P(y = +1 | f) = 1 / (1 + exp(A f
 + B))`` to decision values ``f`` that each training point gets from a model
 trained without it: libsvm's ``svm_binary_svc_probability``, 5-fold
-cross-validation on a random permutation of the pair's points (seeded by
-``random_state``; libsvm's own generator is not reproduced, so the folds are
-not libsvm's). The sigmoid is fitted by :func:`sigmoid_train`, the Newton
+cross-validation on a random permutation of the pair's points. The
+permutation is scikit-learn's libsvm's (:class:`LibsvmRandom`: its seed drawn
+from ``random_state`` as scikit-learn draws it, a 32-bit Mersenne twister,
+Lemire's bounded integers), so the folds are scikit-learn's. The sigmoid is fitted by :func:`sigmoid_train`, the Newton
 method with backtracking of Lin, Lin and Weng ("A note on Platt's
 probabilistic outputs for support vector machines", Machine Learning 68,
 2007; libsvm's ``sigmoid_train``), on Platt's regularised targets. Class
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cv_decision_values", "multiclass_probability", "pairwise_probability",
+__all__ = ["LibsvmRandom", "cv_decision_values", "multiclass_probability", "pairwise_probability",
            "sigmoid_predict", "sigmoid_train"]
 
 #: libsvm's number of folds for the probability model.
@@ -92,6 +93,50 @@ def sigmoid_train(dec, labels):
 def sigmoid_predict(dec, A, B):
     """``1 / (1 + exp(A dec + B))``, libsvm's ``sigmoid_predict``."""
     return _p_q(np.asarray(dec, dtype=np.float64) * A + B)[0]
+
+
+class LibsvmRandom:
+    """scikit-learn's libsvm generator (``newrand.h``): ``std::mt19937`` seeded
+    with ``seed`` (NumPy's legacy ``RandomState`` seeding is the same
+    ``init_genrand``, and its full-range uint32 draws are the raw outputs),
+    bounded integers by Lemire's method with rejection, as ``bounded_rand_int``.
+    One generator serves all the pairs of a fit in order; each fold model's
+    training seeds it again (:meth:`reset`), as scikit-learn's ``svm_train``
+    does with the parameters it copies."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.reset()
+
+    def reset(self):
+        """``set_seed(seed)``."""
+        self._rs = np.random.RandomState(self.seed)
+        self._buf = np.empty(0, dtype=np.uint64)
+
+    def _peek(self, k):
+        if self._buf.size < k:
+            more = self._rs.randint(0, 2**32, size=max(k, 4096), dtype=np.uint32)
+            self._buf = np.concatenate([self._buf, more.astype(np.uint64)])
+        return self._buf[:k]
+
+    def permutation(self, n):
+        """libsvm's shuffle: ``swap(perm[i], perm[i + bounded_rand_int(n - i)])``."""
+        j = np.empty(n, dtype=np.int64)
+        i = 0
+        while i < n:
+            r = np.arange(n - i, 0, -1, dtype=np.uint64)  # the ranges n - i, ...
+            m = self._peek(r.size) * r
+            bad = (m & 0xFFFFFFFF) < (2**32 - r) % r  # Lemire's rejection zone
+            k = int(np.argmax(bad)) if bad.any() else r.size
+            j[i:i + k] = np.arange(i, i + k) + (m[:k] >> 32).astype(np.int64)
+            self._buf = self._buf[k:]
+            i += k
+            if k < r.size:  # draw again for this i until accepted
+                self._buf = self._buf[1:]
+        perm = np.arange(n)
+        for i, t in enumerate(j.tolist()):
+            perm[i], perm[t] = perm[t], perm[i]
+        return perm
 
 
 def cv_decision_values(n, labels, train_predict, rng):
