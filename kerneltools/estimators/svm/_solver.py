@@ -21,6 +21,14 @@ compiled), and then updates ``G`` for all
 
     G_s += y_s sum_{t changed} K(x_s, x_t) y_t (a_t - a_t^old).
 
+Shrinking (libsvm's ``do_shrinking``/``be_shrunk``, section 5.1 of the
+paper): a variable at a bound whose ``-y G`` is below every value free to go
+down (or above every value free to go up), so that it cannot join a violating
+pair, leaves the gradient updates, which then run over the active variables
+only. When the active variables meet the stopping rule, the gradient of the
+shrunk ones is rebuilt (one reduction over the nonzero ``alpha``) and the rule
+is checked on all; the solver goes on over all variables where it fails.
+
 The solver stops on libsvm's rule for the whole problem, the maximal
 violating pair: ``max_{up} -y G - min_{low} -y G < eps`` (per sign for
 ``Solver_NU``), checked on the exact gradient; ``rho`` (and ``r``) are
