@@ -252,6 +252,9 @@ class _State:
         self.G, self.whole = _initial_gradient(problem, kernel, self.y, self.alpha, q)
         self.cache = _BlockCache(kernel, self.point)
         self.active = np.ones(len(self.y), dtype=bool)
+        # each step's change (variables, y_t dalpha_t) since the first
+        # shrinking, and the step at which each shrunk variable left
+        self.log, self.left_at = [], np.zeros(len(self.y), dtype=np.intp)
 
     def step(self, B, inner_eps, eps, budget):
         """Solve the sub-problem on ``B``, update ``alpha`` and the active
@@ -273,9 +276,11 @@ class _State:
             self.G = -y * v_B
         elif changed.size:
             t = B[changed]
+            w = y[t] * delta[changed]
             rows = np.flatnonzero(self.active)
-            self.G[rows] += y[rows] * _apply(self.kernel, point, t,
-                                             y[t] * delta[changed], rows)
+            self.G[rows] += y[rows] * _apply(self.kernel, point, t, w, rows)
+            if rows.size < len(y):
+                self.log.append((t, w))
         return changed.size, its
 
     def shrink(self, v, up, low, B):
@@ -290,19 +295,26 @@ class _State:
                 m, M = a.max(), b.min()
                 out = (up & ~low & (v < M)) | (low & ~up & (v > m))
                 out[B] = False
-                self.active &= ~(g & out)
+                out &= g & self.active
+                self.left_at[out] = len(self.log)
+                self.active &= ~out
 
     def unshrink(self):
-        """libsvm's ``reconstruct_gradient``: ``G = Q alpha + p`` on the
-        shrunk variables, one reduction over the nonzero ``alpha``; all active."""
-        s = np.flatnonzero(~self.active)
-        nz = np.flatnonzero(self.alpha)
-        y, p = self.y, self.problem.p
-        self.G[s] = p[s]
-        if nz.size:
-            self.G[s] += y[s] * _apply(self.kernel, self.point, nz,
-                                       y[nz] * self.alpha[nz], s)
+        """libsvm's ``reconstruct_gradient``: each shrunk variable's gradient was
+        exact when it left; add the changes since (one reduction per step at
+        which variables left, over the variables changed since). All active."""
+        y = self.y
+        for at in np.unique(self.left_at[~self.active]):
+            s = np.flatnonzero(~self.active & (self.left_at == at))
+            if at == len(self.log):
+                continue  # nothing changed since
+            t = np.concatenate([c[0] for c in self.log[at:]])
+            w = np.concatenate([c[1] for c in self.log[at:]])
+            t, inv = np.unique(t, return_inverse=True)
+            w = np.bincount(inv, weights=w, minlength=t.size)
+            self.G[s] += y[s] * _apply(self.kernel, self.point, t, w, s)
         self.active[:] = True
+        self.log = []
 
     def solution(self, n_iter, timed_out, gap):
         y, alpha, C, G = self.y, self.alpha, self.C, self.G
