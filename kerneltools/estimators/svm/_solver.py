@@ -56,6 +56,9 @@ __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 WORKING_SET = 3072
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.03
+#: Once shrinking leaves at most this many working sets' worth of active
+#: variables, they all form the next block, solved to ``eps``.
+ACTIVE_BLOCK = 2
 
 
 class KernelOps(Protocol):
@@ -218,11 +221,15 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         if max_iter != -1 and n_iter >= max_iter:
             timed_out = True
             break
-        B = _working_set(v, up & st.active, low & st.active, st.groups, q, keep)
+        B, inner = _working_set(v, up & st.active, low & st.active, st.groups, q,
+                                keep), max(eps, INNER_FRACTION * gap)
         if shrinking:
             st.shrink(v, up, low, B)
+            act = np.flatnonzero(st.active)
+            if act.size <= ACTIVE_BLOCK * q and act.size < len(st.y):
+                B, inner = act, eps  # the few active variables: one block to eps
         budget = -1 if max_iter == -1 else max_iter - n_iter
-        changed, its = st.step(B, max(eps, INNER_FRACTION * gap), eps, budget)
+        changed, its = st.step(B, inner, eps, budget)
         n_iter += its
         if changed == 0:  # nothing moved: the block is optimal to rounding
             if st.active.all():
