@@ -56,6 +56,9 @@ __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 WORKING_SET = 3072
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.03
+#: Problems of at most this many working sets' worth of variables are one
+#: block (its float32 kernel computed once), solved as libsvm does.
+WHOLE = 2
 #: Once shrinking leaves at most this many working sets' worth of active
 #: variables, they all form the next block, solved to ``eps``.
 ACTIVE_BLOCK = 2
@@ -204,7 +207,10 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     verbose : int
         Print each outer step: violation, support vectors, time.
     """
-    st = _State(problem, kernel, nu, max(int(q), 2))
+    q = max(int(q), 2)
+    if len(problem.y) <= WHOLE * q:  # one block: libsvm's own path
+        q = 2 * len(problem.y)  # (a working set then takes every variable)
+    st = _State(problem, kernel, nu, q)
     shrinking = shrinking and st.whole is None
     n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
     while True:
@@ -343,7 +349,7 @@ def _initial_gradient(problem, kernel, y, alpha, q):
     point, nz = problem.point, np.flatnonzero(alpha)
     whole = None
     if len(y) <= q:
-        whole = kernel.block(point, point).astype(np.float32)
+        whole = kernel.block(point, point, dtype=np.float32)
         for i in nz:  # libsvm: G += alpha_i Q_i, one column at a time
             G += alpha[i] * (y * y[i] * whole[:, i].astype(np.float64))
     elif nz.size:
