@@ -15,6 +15,9 @@ import numpy as np
 
 __all__ = ["DENSE_MAX", "DataKernel", "svm_kernel"]
 
+#: Kernel entries per chunk of an rbf block (16 MB of float64: no n x m
+#: float64 temporary beside a float32 block).
+_CHUNK = 1 << 21
 #: Largest ``n x m`` product computed densely rather than by a reduction.
 DENSE_MAX = 2_000_000
 
@@ -61,15 +64,21 @@ class DataKernel:
             return K.astype(dtype, copy=False)
         if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
             self._sq = np.einsum("ij,ij->i", self.X, self.X)
-        D = self.X[rows] @ self.X[cols].T
-        D *= -2.0
-        D += self._sq[rows][:, None]
-        D += self._sq[cols][None, :]
-        np.maximum(D, 0, out=D)
-        D *= -self._rbf
-        out = D if dtype == np.float64 else np.empty(D.shape, dtype=dtype)
-        # the float64 loop, its values cast on the way out
-        return np.exp(D, out=out, dtype=np.float64, casting="same_kind")
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        out = np.empty((rows.size, cols.size), dtype=dtype)
+        Xc, sqc = self.X[cols], self._sq[cols][None, :]
+        step = max(1, _CHUNK // max(cols.size, 1))  # rows per cache-sized chunk
+        for a in range(0, rows.size, step):
+            r = rows[a:a + step]
+            D = self.X[r] @ Xc.T
+            D *= -2.0
+            D += self._sq[r][:, None]
+            D += sqc
+            np.maximum(D, 0, out=D)
+            D *= -self._rbf
+            # the float64 loop, its values cast on the way out
+            np.exp(D, out=out[a:a + step], dtype=np.float64, casting="same_kind")
+        return out
 
     def diag(self):
         """``K(x_i, x_i)`` for every row (computed once)."""
