@@ -15,9 +15,9 @@ import numpy as np
 
 __all__ = ["DENSE_MAX", "DataKernel", "svm_kernel"]
 
-#: Kernel entries per chunk of an rbf block (16 MB of float64: no n x m
+#: Kernel entries per chunk of an rbf block (64 MB of float64: no n x m
 #: float64 temporary beside a float32 block).
-_CHUNK = 1 << 21
+_CHUNK = 1 << 23
 #: Largest ``n x m`` product computed densely rather than by a reduction.
 DENSE_MAX = 2_000_000
 
