@@ -49,7 +49,8 @@ def main(argv=None) -> None:
         X, y, w, Xt, yt = data(n)
         cpu = {}
         for name, cls in (("kerneltools", OurSVC), ("scikit-learn", SkSVC)):
-            m = measure(lambda cls=cls: cls().fit(X, y, sample_weight=w))
+            m = measure(lambda cls=cls, X=X, y=y, w=w:
+                        cls().fit(X, y, sample_weight=w))
             acc = float(np.mean(m.out.predict(Xt) == yt))
             cpu[name] = m.cpu_s
             print(f"| {n:>7,} | {name:<12} | {m.wall_s:8.1f} | {m.cpu_s:8.1f} | "

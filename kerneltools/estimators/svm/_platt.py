@@ -7,22 +7,24 @@ trained without it: libsvm's ``svm_binary_svc_probability``, 5-fold
 cross-validation on a random permutation of the pair's points. The
 permutation is scikit-learn's libsvm's (:class:`LibsvmRandom`: its seed drawn
 from ``random_state`` as scikit-learn draws it, a 32-bit Mersenne twister,
-Lemire's bounded integers), so the folds are scikit-learn's. The sigmoid is fitted by :func:`sigmoid_train`, the Newton
+Lemire's bounded integers), so the folds are scikit-learn's. The sigmoid
+is fitted by :func:`sigmoid_train`, the Newton
 method with backtracking of Lin, Lin and Weng ("A note on Platt's
 probabilistic outputs for support vector machines", Machine Learning 68,
 2007; libsvm's ``sigmoid_train``), on Platt's regularised targets. Class
 probabilities combine the pairwise ones by :func:`multiclass_probability`
 (Wu, Lin and Weng, "Probability estimates for multi-class classification by
 pairwise coupling", JMLR 5, 2004, method 2; libsvm's
-``multiclass_probability``).
+``multiclass_probability``), for two classes too, as scikit-learn's libsvm
+does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LibsvmRandom", "cv_decision_values", "multiclass_probability", "pairwise_probability",
-           "sigmoid_predict", "sigmoid_train"]
+__all__ = ["LibsvmRandom", "cv_decision_values", "multiclass_probability",
+           "pairwise_probability", "sigmoid_predict", "sigmoid_train"]
 
 #: libsvm's number of folds for the probability model.
 N_FOLDS = 5

@@ -188,7 +188,7 @@ def test_probabilities_are_scikit_learns(Est, k):
     the same through small working sets, to the solver's tolerance."""
     X, y = make_classification(300, 8, n_informative=5, n_classes=k,
                                n_clusters_per_class=1, random_state=k)
-    Xt, yt = X[200:], y[200:]
+    Xt = X[200:]
     ref = getattr(sk, Est.__name__)(probability=True, random_state=0).fit(
         X[:200], y[:200])
     ours = Est(probability=True, random_state=0).fit(X[:200], y[:200])
