@@ -113,4 +113,12 @@ if [ "${KT_SEMISUP_TIMEOUT:-180}" != 0 ] && room semisup; then
     > "$OUT/semisup_gpu.log" 2>&1
   stamp "label spreading benchmark rc=$?"
 fi
+# binary SVC (issue 40) at 10^5, rbf: the gradient reductions on the CUDA
+# backend (auto), the blocks and the inner SMO on the host; fit time, peak host
+# memory, accuracy, support vectors (150 s: an estimate, not yet measured)
+if [ "${KT_SVM_TIMEOUT:-150}" != 0 ] && room svm; then
+  timeout "$(limit ${KT_SVM_TIMEOUT:-150})" python3 asv_bench/svm_compare.py --n 1e5 \
+    --systems kerneltools > "$OUT/svm_gpu.log" 2>&1
+  stamp "SVC benchmark rc=$?"
+fi
 tail -5 "$OUT/gpu_tests.txt"

@@ -73,8 +73,6 @@ class BaseSVM(FallbackMixin, BaseEstimator):
             return "a callable kernel"
         if self.kernel == "precomputed":
             return "kernel='precomputed'"
-        if getattr(self, "probability", False) is True:
-            return "probability=True (Platt scaling)"
         return None
 
     def _fit_fallback(self, reason, *args, **kwargs):
@@ -160,7 +158,8 @@ class BaseSVM(FallbackMixin, BaseEstimator):
 
     def _solver_options(self) -> dict:
         return {"eps": float(self.tol), "max_iter": int(self.max_iter),
-                "q": _solver.WORKING_SET, "verbose": int(self.verbose)}
+                "q": _solver.WORKING_SET, "verbose": int(self.verbose),
+                "shrinking": bool(self.shrinking)}
 
     def _data_kernel(self, X):
         kernel = svm_kernel(self.kernel, gamma=self._gamma, degree=self.degree,

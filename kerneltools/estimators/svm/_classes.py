@@ -13,12 +13,15 @@ __all__ = ["SVC", "SVR", "NuSVC", "NuSVR", "OneClassSVM"]
 
 _COMMON_DOC = """
     kernel : {"linear", "poly", "rbf", "sigmoid", "precomputed"} or callable
-        libsvm's kernels. ``"precomputed"``, callables, sparse ``X`` and
-        ``probability=True`` are handed to scikit-learn's class (``fallback_``).
+        libsvm's kernels. ``"precomputed"``, callables and sparse ``X`` are
+        handed to scikit-learn's class (``fallback_``).
     degree, gamma, coef0 : as scikit-learn's (``gamma`` "scale", "auto" or >= 0)
     tol : float, default=1e-3
         libsvm's stopping rule: the maximal violating pair's gap below ``tol``.
-    shrinking, cache_size : accepted for compatibility (the solver keeps no cache)
+    shrinking : bool, default=True
+        libsvm's shrinking of the bounded variables that cannot move (the
+        optimum does not depend on it; the stopping rule is checked on all).
+    cache_size : accepted for compatibility (the solver keeps no cache)
     verbose : bool or int
         Progress of the solver: each outer step, the maximal violation, the
         support vectors so far (and the pairs of a multiclass fit).
@@ -43,12 +46,13 @@ class SVC(BaseSVC):
         class weight).
     """ + _COMMON_DOC + """
     probability : bool, default="deprecated"
-        True: scikit-learn's SVC (Platt scaling on internal cross-validation).
+        True: libsvm's Platt scaling of each pair's decision values, fitted on
+        5-fold cross-validation (``predict_proba``, ``probA_``, ``probB_``).
     class_weight : dict or "balanced", optional
     decision_function_shape : {"ovr", "ovo"}, default="ovr"
     break_ties : bool, default=False
     random_state : int, RandomState or None
-        Used by ``probability=True`` only.
+        Seeds the folds of ``probability=True`` only.
 
     Attributes
     ----------

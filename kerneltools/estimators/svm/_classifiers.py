@@ -18,11 +18,15 @@ from sklearn.base import ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..._utils._param_validation import StrOptions
 from ._base import BaseSVM
+from ._kernel_ops import cross_apply
+from ._platt import LibsvmRandom, cv_decision_values, multiclass_probability, \
+    pairwise_probability, sigmoid_train
 from ._problems import c_svc, nu_svc
 
 __all__ = ["BaseSVC"]
@@ -60,16 +64,43 @@ class BaseSVC(ClassifierMixin, BaseSVM):
         if self._impl == "nu_svc":
             _check_nu(self.nu, np.bincount(y, weights=W, minlength=k))
         members = [np.flatnonzero(y == c) for c in range(k)]
-        duals, pairs = [], []
+        duals, pairs, probA, probB = [], [], [], []
+        platt = None
+        if self.probability is True:  # scikit-learn's seed of its libsvm
+            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+            platt = LibsvmRandom(seed)
         for i in range(k):
             for j in range(i + 1, k):
                 pts = np.concatenate([members[i], members[j]])
                 sign = np.concatenate([np.ones(len(members[i])),
                                        -np.ones(len(members[j]))])
+                if platt is not None:
+                    a, b = self._platt_pair(X[pts], sign, W[pts], i, j, platt)
+                    probA.append(a)
+                    probB.append(b)
                 duals.append(self._solve_pair(X[pts], sign, W[pts], i, j))
                 pairs.append((i, j, pts))
                 self._say(f"pair ({i}, {j}): {duals[-1].n_iter} iterations")
         self._set_ovo(X, duals, pairs, members)
+        if platt is not None:
+            self._probA, self._probB = np.array(probA), np.array(probB)
+            self._effective_probability = True
+
+    def _platt_pair(self, X, sign, W, i, j, rng):
+        """libsvm's ``svm_binary_svc_probability``: the sigmoid of the pair
+        ``(i, j)`` fitted to 5-fold cross-validated decision values."""
+        def train_predict(train, test):
+            rng.reset()  # the fold model's svm_train seeds the generator again
+            # libsvm's fold model: its labels sorted, -1 (class j) first
+            order = np.concatenate([train[sign[train] < 0], train[sign[train] > 0]])
+            kernel = self._data_kernel(X[order])
+            dual = self._solve_pair(X[order], -sign[order], W[order], j, i)
+            nz = np.flatnonzero(dual.coef)
+            dec = cross_apply(kernel.kernel, X[test], X[order][nz], dual.coef[nz])
+            return -(dec - dual.rho)  # positive for class i
+
+        dec = cv_decision_values(len(sign), sign, train_predict, rng)
+        return sigmoid_train(dec, sign)
 
     def _solve_pair(self, X, sign, W, i, j):
         kernel = self._data_kernel(X)
@@ -193,8 +224,8 @@ class BaseSVC(ClassifierMixin, BaseSVM):
 
     @available_if(_check_proba)
     def predict_proba(self, X):
-        """Class probabilities: ``probability=True`` fits are scikit-learn's
-        (Platt scaling on internal cross-validation), handed over.
+        """Class probabilities: libsvm's Platt scaling of the pairwise decision
+        values, coupled over the pairs (Wu, Lin and Weng, 2004).
 
         Parameters
         ----------
@@ -202,9 +233,18 @@ class BaseSVC(ClassifierMixin, BaseSVM):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes), in the order of ``classes_``
         """
-        return self._proba_fit().predict_proba(X)
+        if self._delegating():
+            return self.fallback_.predict_proba(X)
+        check_is_fitted(self)
+        if self._probA.size == 0 or self._probB.size == 0:
+            raise NotFittedError("predict_proba is not available when fitted with "
+                                 "probability=False")
+        X = self._validate_for_predict(X)
+        r = pairwise_probability(self._raw_decision(X), self._probA, self._probB)
+        # scikit-learn's libsvm couples two classes too (libsvm itself does not)
+        return multiclass_probability(r, len(self.classes_))
 
     @available_if(_check_proba)
     def predict_log_proba(self, X):
@@ -218,14 +258,7 @@ class BaseSVC(ClassifierMixin, BaseSVM):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return self._proba_fit().predict_log_proba(X)
-
-    def _proba_fit(self):
-        check_is_fitted(self)
-        if not self._delegating():
-            raise NotFittedError("predict_proba is not available when fitted with "
-                                 "probability=False")
-        return self.fallback_
+        return np.log(self.predict_proba(X))
 
     @property
     def probA_(self):

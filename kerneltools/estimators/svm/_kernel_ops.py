@@ -15,6 +15,9 @@ import numpy as np
 
 __all__ = ["DENSE_MAX", "DataKernel", "svm_kernel"]
 
+#: Kernel entries per chunk of an rbf block (64 MB of float64: no n x m
+#: float64 temporary beside a float32 block).
+_CHUNK = 1 << 23
 #: Largest ``n x m`` product computed densely rather than by a reduction.
 DENSE_MAX = 2_000_000
 
@@ -53,20 +56,29 @@ class DataKernel:
         self._rbf = rbf_gamma if X.dtype == np.float64 else None
         self._sq = None
 
-    def block(self, rows, cols):
-        """Dense ``K(X[rows], X[cols])``, float64."""
+    def block(self, rows, cols, dtype=np.float64):
+        """Dense ``K(X[rows], X[cols])``, computed in float64 and stored as
+        ``dtype`` (float32: libsvm's ``Qfloat``, each value rounded once)."""
         if self._rbf is None:
-            return np.asarray(self.kernel(self.X[rows], self.X[cols]),
-                              dtype=np.float64)
+            K = np.asarray(self.kernel(self.X[rows], self.X[cols]), dtype=np.float64)
+            return K.astype(dtype, copy=False)
         if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
             self._sq = np.einsum("ij,ij->i", self.X, self.X)
-        D = self.X[rows] @ self.X[cols].T
-        D *= -2.0
-        D += self._sq[rows][:, None]
-        D += self._sq[cols][None, :]
-        np.maximum(D, 0, out=D)
-        D *= -self._rbf
-        return np.exp(D, out=D)
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        out = np.empty((rows.size, cols.size), dtype=dtype)
+        Xc, sqc = self.X[cols], self._sq[cols][None, :]
+        step = max(1, _CHUNK // max(cols.size, 1))  # rows per cache-sized chunk
+        for a in range(0, rows.size, step):
+            r = rows[a:a + step]
+            D = self.X[r] @ Xc.T
+            D *= -2.0
+            D += self._sq[r][:, None]
+            D += sqc
+            np.maximum(D, 0, out=D)
+            D *= -self._rbf
+            # the float64 loop, its values cast on the way out
+            np.exp(D, out=out[a:a + step], dtype=np.float64, casting="same_kind")
+        return out
 
     def diag(self):
         """``K(x_i, x_i)`` for every row (computed once)."""
@@ -74,9 +86,11 @@ class DataKernel:
             self._diag = np.asarray(self.kernel.diag(self.X), dtype=np.float64)
         return self._diag
 
-    def apply(self, cols, w):
-        """``sum_k K(x_i, X[cols[k]]) w_k`` for every row ``i``."""
-        return cross_apply(self.kernel, self.X, self.X[cols], w, backend=self.backend)
+    def apply(self, cols, w, rows=None):
+        """``sum_k K(x_i, X[cols[k]]) w_k`` for every row ``i`` (of ``rows``
+        only, where given)."""
+        X = self.X if rows is None or len(rows) == len(self.X) else self.X[rows]
+        return cross_apply(self.kernel, X, self.X[cols], w, backend=self.backend)
 
 
 def cross_apply(kernel, X, Y, w, *, backend=None):

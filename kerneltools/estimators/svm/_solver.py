@@ -21,6 +21,14 @@ compiled), and then updates ``G`` for all
 
     G_s += y_s sum_{t changed} K(x_s, x_t) y_t (a_t - a_t^old).
 
+Shrinking (libsvm's ``do_shrinking``/``be_shrunk``, section 5.1 of the
+paper): a variable at a bound whose ``-y G`` is below every value free to go
+down (or above every value free to go up), so that it cannot join a violating
+pair, leaves the gradient updates, which then run over the active variables
+only. When the active variables meet the stopping rule, the gradient of the
+shrunk ones is rebuilt (one reduction over the nonzero ``alpha``) and the rule
+is checked on all; the solver goes on over all variables where it fails.
+
 The solver stops on libsvm's rule for the whole problem, the maximal
 violating pair: ``max_{up} -y G - min_{low} -y G < eps`` (per sign for
 ``Solver_NU``), checked on the exact gradient; ``rho`` (and ``r``) are
@@ -48,19 +56,28 @@ __all__ = ["DualProblem", "KernelOps", "Solution", "solve"]
 WORKING_SET = 3072
 #: The sub-problem is solved to this fraction of the outer violation (or eps).
 INNER_FRACTION = 0.03
+#: Problems of at most this many working sets' worth of variables are one
+#: block (its float32 kernel computed once), solved as libsvm does.
+WHOLE = 2
+#: Once shrinking leaves at most this many working sets' worth of active
+#: variables, they all form the next block, solved to ``eps``.
+ACTIVE_BLOCK = 2
 
 
 class KernelOps(Protocol):
     """The kernel as the solver uses it, on data points ``0..n-1``."""
 
-    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Dense ``K(x_rows, x_cols)`` in float64."""
+    def block(self, rows: np.ndarray, cols: np.ndarray,
+              dtype=np.float64) -> np.ndarray:
+        """Dense ``K(x_rows, x_cols)`` computed in float64, stored as ``dtype``."""
 
     def diag(self) -> np.ndarray:
         """``K(x_i, x_i)`` for every data point, float64."""
 
-    def apply(self, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``sum_k K(x_i, x_cols[k]) w_k`` for every data point ``i``."""
+    def apply(self, cols: np.ndarray, w: np.ndarray,
+              rows: np.ndarray | None = None) -> np.ndarray:
+        """``sum_k K(x_i, x_cols[k]) w_k`` for every data point ``i`` (of the
+        sorted ``rows`` only, where given)."""
 
 
 @dataclass
@@ -167,7 +184,8 @@ def _middle(values, lb_mask, ub_mask, group):
 
 
 def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = False,
-          q: int = WORKING_SET, max_iter: int = -1, verbose: int = 0) -> Solution:
+          q: int = WORKING_SET, max_iter: int = -1, shrinking: bool = True,
+          verbose: int = 0) -> Solution:
     """Solve ``problem`` to libsvm's tolerance ``eps``.
 
     Parameters
@@ -182,60 +200,145 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         Working-set size (>= 2). The optimum does not depend on it.
     max_iter : int
         Cap on the SMO iterations over all steps, -1 for none (libsvm's).
+    shrinking : bool
+        libsvm's shrinking: variables at a bound that cannot join a violating
+        pair leave the gradient updates; their gradient is rebuilt and the
+        stopping rule checked on all variables before the solver stops.
     verbose : int
         Print each outer step: violation, support vectors, time.
     """
-    y = problem.y.astype(np.float64)
-    C = problem.C.astype(np.float64)
-    alpha = problem.alpha.astype(np.float64).copy()
-    point = problem.point
-    groups = _groups(y, nu)
-    kdiag = kernel.diag()
-    G, whole = _initial_gradient(problem, kernel, y, alpha, q)
-    n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
-    cache = _BlockCache(kernel, point)
     q = max(int(q), 2)
+    if len(problem.y) <= WHOLE * q:  # one block: libsvm's own path
+        q = 2 * len(problem.y)  # (a working set then takes every variable)
+    st = _State(problem, kernel, nu, q)
+    shrinking = shrinking and st.whole is None
+    n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
     while True:
-        up, low = _up_low(y, alpha, C)
-        v = -y * G
-        gap = violation(v, up, low, groups)
+        up, low = _up_low(st.y, st.alpha, st.C)
+        v = -st.y * st.G
+        gap = violation(v, up & st.active, low & st.active, st.groups)
         if verbose:
-            _report(step, gap, alpha, n_iter, t0)
+            _report(step, gap, st, n_iter, t0)
         if gap < eps:
-            break
+            if st.active.all():
+                break
+            st.unshrink()  # libsvm: rebuild the gradient, check on all
+            continue
         if max_iter != -1 and n_iter >= max_iter:
             timed_out = True
             break
-        B = _working_set(v, up, low, groups, q, keep)
+        B, inner = _working_set(v, up & st.active, low & st.active, st.groups, q,
+                                keep), max(eps, INNER_FRACTION * gap)
+        if shrinking:
+            st.shrink(v, up, low, B)
+            act = np.flatnonzero(st.active)
+            if act.size <= ACTIVE_BLOCK * q and act.size < len(st.y):
+                B, inner = act, eps  # the few active variables: one block to eps
         budget = -1 if max_iter == -1 else max_iter - n_iter
-        inner_eps = eps if B.size == len(y) else max(eps, INNER_FRACTION * gap)
+        changed, its = st.step(B, inner, eps, budget)
+        n_iter += its
+        if changed == 0:  # nothing moved: the block is optimal to rounding
+            if st.active.all():
+                break
+            st.unshrink()
+            shrinking = False  # rounding-level stalls: no more shrinking
+        keep = B[(st.alpha[B] > 0) & (st.alpha[B] < st.C[B])]
+        step += 1
+    if not st.active.all():  # stopped early (max_iter): the whole gradient
+        st.unshrink()
+    return st.solution(n_iter, timed_out, gap)
+
+
+class _State:
+    """The solver's variables: ``alpha``, the gradient ``G`` (exact on the
+    ``active`` variables; the others are shrunk), the kernel and its block
+    cache."""
+
+    def __init__(self, problem, kernel, nu, q):
+        self.problem, self.kernel, self.nu = problem, kernel, nu
+        self.y = problem.y.astype(np.float64)
+        self.C = problem.C.astype(np.float64)
+        self.alpha = problem.alpha.astype(np.float64).copy()
+        self.point = problem.point
+        self.groups = _groups(self.y, nu)
+        self.kdiag = kernel.diag()
+        self.G, self.whole = _initial_gradient(problem, kernel, self.y, self.alpha, q)
+        self.cache = _BlockCache(kernel, self.point)
+        self.active = np.ones(len(self.y), dtype=bool)
+        # each step's change (variables, y_t dalpha_t) since the first
+        # shrinking, and the step at which each shrunk variable left
+        self.log, self.left_at = [], np.zeros(len(self.y), dtype=np.intp)
+
+    def step(self, B, inner_eps, eps, budget):
+        """Solve the sub-problem on ``B``, update ``alpha`` and the active
+        gradient; the number of variables that moved, and the iterations."""
+        y, alpha, point = self.y, self.alpha, self.point
+        whole = B.size == len(y)
         # libsvm caches float32 kernel values (Qfloat), kept as float32 here;
         # its diagonal is float64
-        K = whole if B.size == len(y) and whole is not None else cache.block(B)
-        a_new, v_B, its = smo_block(alpha[B], G[B], y[B], C[B], K, kdiag[point[B]],
-                                    eps=inner_eps, nu=nu, max_iter=budget,
-                                    backend=getattr(kernel, "backend", None))
-        n_iter += its
+        K = self.whole if whole and self.whole is not None else self.cache.block(B)
+        a_new, v_B, its = smo_block(alpha[B], self.G[B], y[B], self.C[B], K,
+                                    self.kdiag[point[B]],
+                                    eps=eps if whole else inner_eps, nu=self.nu,
+                                    max_iter=budget,
+                                    backend=getattr(self.kernel, "backend", None))
         delta = a_new - alpha[B]
         changed = np.flatnonzero(delta)
-        if changed.size == 0:
-            break  # nothing moved: the block is optimal to rounding
         alpha[B] = a_new
-        if B.size == len(y):  # one block: its gradient is the whole one
-            G = -y * v_B
-        else:
+        if whole:  # one block: its gradient is the whole one
+            self.G = -y * v_B
+        elif changed.size:
             t = B[changed]
-            G += y * _apply(kernel, point, t, y[t] * delta[changed])
-        keep = B[(a_new > 0) & (a_new < C[B])]
-        step += 1
-    rhos = _rho(y, alpha, C, G, nu)
-    if nu:
-        rho, r = (rhos[0] - rhos[1]) / 2, (rhos[0] + rhos[1]) / 2
-    else:
-        rho, r = rhos[0], 0.0
-    obj = float(alpha @ (G + problem.p)) / 2
-    return Solution(alpha=alpha, G=G, rho=rho, r=r, obj=obj, n_iter=n_iter,
-                    timed_out=timed_out, gap=gap)
+            w = y[t] * delta[changed]
+            rows = np.flatnonzero(self.active)
+            self.G[rows] += y[rows] * _apply(self.kernel, point, t, w, rows)
+            if rows.size < len(y):
+                self.log.append((t, w))
+        return changed.size, its
+
+    def shrink(self, v, up, low, B):
+        """libsvm's ``be_shrunk``: a variable free to move one way only leaves
+        when its ``v = -y G`` cannot pair with any active variable (below the
+        smallest ``v`` free to go down, or above the largest free to go up,
+        per group)."""
+        for g in self.groups:
+            ga = g & self.active
+            a, b = v[up & ga], v[low & ga]
+            if a.size and b.size:
+                m, M = a.max(), b.min()
+                out = (up & ~low & (v < M)) | (low & ~up & (v > m))
+                out[B] = False
+                out &= g & self.active
+                self.left_at[out] = len(self.log)
+                self.active &= ~out
+
+    def unshrink(self):
+        """libsvm's ``reconstruct_gradient``: each shrunk variable's gradient was
+        exact when it left; add the changes since (one reduction per step at
+        which variables left, over the variables changed since). All active."""
+        y = self.y
+        for at in np.unique(self.left_at[~self.active]):
+            s = np.flatnonzero(~self.active & (self.left_at == at))
+            if at == len(self.log):
+                continue  # nothing changed since
+            t = np.concatenate([c[0] for c in self.log[at:]])
+            w = np.concatenate([c[1] for c in self.log[at:]])
+            t, inv = np.unique(t, return_inverse=True)
+            w = np.bincount(inv, weights=w, minlength=t.size)
+            self.G[s] += y[s] * _apply(self.kernel, self.point, t, w, s)
+        self.active[:] = True
+        self.log = []
+
+    def solution(self, n_iter, timed_out, gap):
+        y, alpha, C, G = self.y, self.alpha, self.C, self.G
+        rhos = _rho(y, alpha, C, G, self.nu)
+        if self.nu:
+            rho, r = (rhos[0] - rhos[1]) / 2, (rhos[0] + rhos[1]) / 2
+        else:
+            rho, r = rhos[0], 0.0
+        obj = float(alpha @ (G + self.problem.p)) / 2
+        return Solution(alpha=alpha, G=G, rho=rho, r=r, obj=obj, n_iter=n_iter,
+                        timed_out=timed_out, gap=gap)
 
 
 def _initial_gradient(problem, kernel, y, alpha, q):
@@ -246,7 +349,7 @@ def _initial_gradient(problem, kernel, y, alpha, q):
     point, nz = problem.point, np.flatnonzero(alpha)
     whole = None
     if len(y) <= q:
-        whole = kernel.block(point, point).astype(np.float32)
+        whole = kernel.block(point, point, dtype=np.float32)
         for i in nz:  # libsvm: G += alpha_i Q_i, one column at a time
             G += alpha[i] * (y * y[i] * whole[:, i].astype(np.float64))
     elif nz.size:
@@ -254,10 +357,10 @@ def _initial_gradient(problem, kernel, y, alpha, q):
     return G, whole
 
 
-def _report(step, gap, alpha, n_iter, t0):
+def _report(step, gap, st, n_iter, t0):
     print(f"[svm] step {step}: violation {gap:.3g}, support vectors "
-          f"{np.count_nonzero(alpha)}, iterations {n_iter}, "
-          f"{time.perf_counter() - t0:.2f} s", flush=True)
+          f"{np.count_nonzero(st.alpha)}, active {np.count_nonzero(st.active)}, "
+          f"iterations {n_iter}, {time.perf_counter() - t0:.2f} s", flush=True)
 
 
 class _BlockCache:
@@ -270,8 +373,9 @@ class _BlockCache:
         self.B = self.K = None
 
     def _rows(self, rows, cols):
-        K = self.kernel.block(self.point[rows], self.point[cols])
-        return K.astype(np.float32)  # libsvm's Qfloat values
+        # libsvm's Qfloat values
+        return self.kernel.block(self.point[rows], self.point[cols],
+                                 dtype=np.float32)
 
     def block(self, B):
         if self.B is None:
@@ -291,6 +395,10 @@ class _BlockCache:
         return K
 
 
-def _apply(kernel, point, t, w):
-    """``sum_{k} K(x_{point[s]}, x_{point[t_k]}) w_k`` for every variable ``s``."""
-    return kernel.apply(point[t], w)[point]
+def _apply(kernel, point, t, w, s=None):
+    """``sum_{k} K(x_{point[s]}, x_{point[t_k]}) w_k`` for every variable ``s``
+    (of ``s`` where given): one reduction over the points of ``s``."""
+    if s is None or s.size == len(point):
+        return kernel.apply(point[t], w)[point]
+    pts, inv = np.unique(point[s], return_inverse=True)
+    return kernel.apply(point[t], w, rows=pts)[inv]

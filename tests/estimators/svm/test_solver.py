@@ -24,12 +24,12 @@ def _binary(n=300, seed=0):
     return X, np.where(y == 0, 1.0, -1.0)
 
 
-def _c_svc(X, y, C=1.0, q=_solver.WORKING_SET, gamma=0.2):
+def _c_svc(X, y, C=1.0, q=_solver.WORKING_SET, gamma=0.2, shrinking=True):
     n = len(y)
     kernel = DataKernel(svm_kernel("rbf", gamma=gamma, degree=3, coef0=0.0), X)
     problem = DualProblem(p=-np.ones(n), y=y, C=np.full(n, C), alpha=np.zeros(n),
                           point=np.arange(n))
-    return solve(problem, kernel, eps=TOL, q=q)
+    return solve(problem, kernel, eps=TOL, q=q, shrinking=shrinking)
 
 
 def _violation(alpha, y, C, K, p):
@@ -41,11 +41,14 @@ def _violation(alpha, y, C, K, p):
     return v[up].max() - v[low].min()
 
 
+@pytest.mark.parametrize("shrinking", [True, False])
 @pytest.mark.parametrize("q", [8, 64, 1024])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_c_svc_meets_libsvm_stopping_rule_on_the_dense_gradient(q, seed):
+def test_c_svc_meets_libsvm_stopping_rule_on_the_dense_gradient(q, seed, shrinking):
+    """With shrinking, the gradient of the shrunk variables is rebuilt and the
+    stopping rule checked on all of them: the same exact gradient at the end."""
     X, y = _binary(seed=seed)
-    sol = _c_svc(X, y, q=q)
+    sol = _c_svc(X, y, q=q, shrinking=shrinking)
     K = rbf_kernel(X, gamma=0.2)
     n = len(y)
     # the gradient kept by block updates and reductions is the dense one
@@ -126,3 +129,25 @@ def test_update_pair_keeps_the_box_and_the_equality():
         ni, nj = update_pair(ai, aj, Gi, Gj, yi, yj, Ci, Cj, quad)
         assert -1e-12 <= ni <= Ci + 1e-12 and -1e-12 <= nj <= Cj + 1e-12
         assert yi * ni + yj * nj == pytest.approx(yi * ai + yj * aj, abs=1e-12)
+
+
+def test_shrinking_leaves_variables_out_and_reaches_the_same_optimum(capsys):
+    """Small working sets on a problem with many bounded variables: some
+    variables are shrunk on the way (reported by ``verbose``), and the optimum
+    is the unshrunk run's to the tolerance's order."""
+    X, y = _binary(n=600, seed=3)
+    n = len(y)
+    kernel = DataKernel(svm_kernel("rbf", gamma=0.2, degree=3, coef0=0.0), X)
+    sols = []
+    for shrinking in (True, False):
+        problem = DualProblem(p=-np.ones(n), y=y, C=np.full(n, 1.0),
+                              alpha=np.zeros(n), point=np.arange(n))
+        sols.append(solve(problem, kernel, eps=TOL, q=16, shrinking=shrinking,
+                          verbose=1))
+    out = capsys.readouterr().out
+    actives = [int(line.split("active ")[1].split(",")[0])
+               for line in out.splitlines() if "active" in line]
+    assert min(actives) < n  # something was shrunk
+    assert sols[0].obj == pytest.approx(sols[1].obj, rel=1e-6)
+    np.testing.assert_allclose(sols[0].alpha, sols[1].alpha, atol=20 * TOL)
+    assert sols[0].rho == pytest.approx(sols[1].rho, abs=2 * TOL)
