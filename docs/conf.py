@@ -44,7 +44,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "README_proposed.md", "**/*.examples"]
+exclude_patterns = ["_build", "**/*.examples"]
 templates_path = ["_templates"]
 myst_heading_anchors = 3
 # The benchmarks pages are the results files of asv_bench/ as they are: notes
