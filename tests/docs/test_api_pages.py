@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -52,7 +53,16 @@ def public_modules() -> list[str]:
     return found
 
 
+#: Public modules of an optional extra, and the package each needs: without it
+#: (the README's test command installs no jax) the module is not importable,
+#: and the site built without it has no page for it.
+EXTRAS = {"kerneltools.jax": "jax"}
+
+
 def public_names(module: str) -> list[str]:
+    needs = EXTRAS.get(".".join(module.split(".")[:2]))
+    if needs and importlib.util.find_spec(needs) is None:
+        return []
     names = list(getattr(importlib.import_module(module), "__all__", []))
     names += FIRST_USE.get(module, [])
     if module == "kerneltools":

@@ -45,6 +45,8 @@ def test_snippet_runs(page, index, code):
                     "checks these calls)")
     if "import torch" in code and importlib.util.find_spec("torch") is None:
         pytest.skip("needs torch (pip install -e '.[torch]')")
+    if "import jax" in code and importlib.util.find_spec("jax") is None:
+        pytest.skip("needs jax (pip install -e '.[jax]')")
     small = code.replace("100_000", "2_000").replace("10_000", "1_000")
     proc = subprocess.run([sys.executable, "-c", small], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
