@@ -398,8 +398,9 @@ def _tangent_one(*args, spec: Spec, out_nodes, pairs, shape):
 
 def _tangent_jvp(primals, tangents, **params):
     # (through the implementation: a reduce_p, whose tangent is a tangent_p)
-    tangents = [ad.instantiate_zeros(t) for t in tangents]
-    outs, touts = jax.jvp(functools.partial(_tangent_impl, **params), primals, tangents)
+    tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
+    outs, touts = jax.jvp(functools.partial(_tangent_impl, **params), tuple(primals),
+                          tangents)
     return outs, touts
 
 
