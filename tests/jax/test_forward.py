@@ -103,6 +103,13 @@ def test_index_outputs_have_zero_tangents():
     assert ti.dtype == jax.dtypes.float0
     _, (tv, _) = jax.jvp(lambda x: Vi(x).sqdist(Vj(y)).min_argmin(axis=1), (x,), (x,))
     _close(tv, jax.jvp(lambda x: _sqdist(x, y).min(1), (x,), (x,))[1], np.float64)
+    # batched: the JVP of a vmapped min_argmin, its index output's tangent zero
+    xs = jnp.stack([x, 2 * x])
+    (_, i), (tv, ti) = jax.jvp(
+        jax.vmap(lambda x: Vi(x).sqdist(Vj(y)).min_argmin(axis=1)), (xs,), (xs,))
+    ref = jax.jvp(jax.vmap(lambda x: _sqdist(x, y).min(1)), (xs,), (xs,))[1]
+    _close(tv, ref, np.float64)
+    assert ti.dtype == jax.dtypes.float0 and i.shape == ti.shape
 
 
 @pytest.mark.parametrize("case", ["sum", "logsumexp", "min", "Kmin"])
