@@ -15,12 +15,14 @@ NumPy-level LazyTensor that this one wraps); reductions return
 
     g = jax.jit(jax.grad(loss))(x, y, b)   # the N x M matrix is never stored
 
-A reduction is a ``jax.custom_vjp`` function (:mod:`._reduce`): on the CPU
-its kernel is the generated C kernel called by XLA (``jax.ffi``: a custom
-call, no host round trip), compiled once per formula and dtype (the XLA
-program once per shape); its gradient is the symbolic gradient reduction,
-itself differentiable (gradients of gradients, Hessian-vector products as
-``grad`` of ``grad``); ``jax.vmap``, and leading batch axes of the data
+A reduction is a JAX primitive (:mod:`._reduce`): on the CPU its kernel is
+the generated C kernel called by XLA (``jax.ffi``: a custom call, no host
+round trip), compiled once per formula and dtype (the XLA program once per
+shape); its JVP is a reduction linear in the tangents (the symbolic
+directional derivative) whose transpose is the symbolic gradient reduction,
+so forward and reverse mode work to any order (``jvp``, ``jacfwd``,
+``grad``, ``jacrev``, Hessian-vector products as ``jvp`` of ``grad``);
+``jax.vmap``, and leading batch axes of the data
 (``Vi`` of a (B..., N, D) array), map onto the custom call's batch loop.
 Python floats are constants; pass an array to ``Pm`` to differentiate with
 respect to a parameter. :meth:`LazyTensor.solve` is conjugate gradients with
@@ -28,8 +30,7 @@ implicit differentiation (:mod:`._solve`); :func:`kernel` gives the kernels
 of :mod:`kerneltools.kernels` (scikit-learn's GP kernels too) on JAX arrays,
 their hyperparameters differentiable. What the custom call does not serve
 (``ranges=``, ``backend="numpy"``, pykeops' reduction keywords, arrays on a
-GPU) runs on the engine through ``jax.pure_callback``. Forward-mode differentiation (``jax.jvp``,
-``jacfwd``) is not defined: reverse mode only.
+GPU) runs on the engine through ``jax.pure_callback``.
 
 What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`) and
 solve (:mod:`._solve`). What it may import: the engine (its IR, autodiff,

@@ -1,4 +1,4 @@
-"""The reduction of :mod:`kerneltools.jax`: a ``jax.custom_vjp`` over an XLA
+"""The reduction of :mod:`kerneltools.jax`: two JAX primitives over an XLA
 custom call.
 
 :func:`reduce` runs a reduction of a NumPy-level formula (its variables bound
@@ -9,19 +9,25 @@ its variables. On the CPU, its kernel is an XLA custom call
 XLA's buffers); the kernel's layout (j-variables packed by tiles, the
 dot-product micro-kernel's chunks and norms, centred far-off points, the
 many-column Sum's row-major B) is built with ``jax.numpy`` operations,
-which XLA fuses, as the CPU backend builds it with NumPy. ``jax.vmap`` maps onto the handler's batch axes
-(``vmap_method="expand_dims"``: one call, a C loop over the batch, unmapped
-operands broadcast). The kernel of a shape, dtype and formula is traced and
-compiled once (``jax.jit`` keyed by the plan's signature and sizes).
+which XLA fuses, as the CPU backend builds it with NumPy. ``jax.vmap`` maps
+onto the handler's batch axes (``vmap_method="expand_dims"``: one call, a C
+loop over the batch, unmapped operands broadcast). The kernel of a shape,
+dtype and formula is traced and compiled once (``jax.jit`` keyed by the
+plan's signature and sizes).
 
 Plans that the handler does not serve (block-sparse ``ranges``,
 ``backend="numpy"``, pykeops' keywords, a GPU array) run through
 ``jax.pure_callback`` on the engine (a host round trip).
 
-The gradient (``defvjp``) is the symbolic one of the engine
-(:func:`~kerneltools.backend._autodiff.reduction_vjp`): forward outputs and
-incoming gradient become variables of the output index, and the gradient
-formula is reduced by this same function, so gradients of gradients work.
+Derivatives: ``reduce_p`` (the reduction) has a JVP rule whose tangent is
+``tangent_p``, the Sum of the engine's
+:func:`~kerneltools.backend._autodiff.tangent_formula`, linear in the
+tangents; its transpose rule is the symbolic gradient of the engine
+(:func:`~kerneltools.backend._autodiff.reduction_vjp`). So ``jax.jvp``,
+``jacfwd``, ``linearize`` and reverse mode (linearize + transpose: ``grad``,
+``vjp``, ``jacrev``) all work, to any order: every rule is written with these
+same primitives. Batching adds a level to the primitives' ``axes``; the
+rules of a batched primitive are those of one problem under ``jax.vmap``.
 """
 
 from __future__ import annotations
@@ -32,9 +38,12 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import ShapedArray
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
 from .. import lazy as _lazy
-from ..backend._autodiff import forward_reduction, reduction_vjp
+from ..backend._autodiff import forward_reduction, reduction_vjp, tangent_formula
 from ..backend._ir import topo_order
 from ..backend._plan import make_plan
 from ..backend.cpu._xla import ffi_handler, kernel_entry
@@ -254,75 +263,231 @@ def rebind(spec: Spec, data) -> tuple:
     return bound(spec.F), (bound(spec.W) if spec.W is not None else None)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+# -- the primitives -----------------------------------------------------------
+# ``reduce_p``: the outputs of a reduction. ``tangent_p``: the tangent of its
+# value output (forward mode), the Sum over the reduced index of
+# :func:`~kerneltools.backend._autodiff.tangent_formula`: linear in the
+# tangents, and transposed into the symbolic gradient reductions
+# (:func:`~kerneltools.backend._autodiff.reduction_vjp`), so reverse mode is
+# JAX's linearize + transpose. Both lower to the custom call (``lower_fun`` of
+# their JAX-level implementation) and batch by ``jax.vmap`` of it (the custom
+# call's batch loop); their derivatives are reductions of these primitives
+# again, so derivatives of any order, in any mode, compose.
+reduce_p = Primitive("kerneltools_reduce")
+reduce_p.multiple_results = True
+tangent_p = Primitive("kerneltools_tangent")
+tangent_p.multiple_results = True
+
+
 def reduce(spec: Spec, *arrays) -> tuple:
     """The outputs of ``spec``'s reduction on ``arrays`` (one per ``spec.nodes``)."""
-    return _forward(spec, spec.name, arrays)
+    return tuple(reduce_p.bind(*arrays, spec=spec))
 
 
-@jax.tree_util.register_static
-@dataclass(frozen=True)
-class _Perturbed:
-    """Which inputs of a reduction carry tangents (residual data, static)."""
-
-    flags: tuple
+def _reduce_impl(*arrays, spec: Spec, axes=()):
+    return _mapped(lambda *a: _forward(spec, spec.name, a), axes)(*arrays)
 
 
-def _reduce_fwd(spec: Spec, *primals):
-    # (``symbolic_zeros``: the gradient formulas of inputs that no gradient
-    # needs, a whole reduction each, are not built)
-    arrays = tuple(p.value for p in primals)
-    perturbed = _Perturbed(tuple(bool(p.perturbed) for p in primals))
-    # (through ``reduce`` itself, so that a transformation of this gradient,
-    # a second derivative, differentiates the forward pass too)
-    run = Spec(spec.F, spec.W, forward_reduction(spec.name), spec.axis, spec.K,
-               spec.backend, spec.nodes, spec.options)
-    outs = reduce(run, *arrays)
-    return outs[:REDUCTIONS[spec.name].n_outputs], (arrays, outs, perturbed)
+def _mapped(f, axes):
+    """``f`` mapped by ``jax.vmap`` over ``axes`` (outermost first, each a
+    tuple of 0 or None per argument): the batching of the primitives."""
+    for ax in reversed(axes):
+        f = jax.vmap(f, in_axes=ax)
+    return f
 
 
-def _reduce_bwd(spec: Spec, res, gouts):
-    arrays, outs, perturbed = res
+def _with(spec: Spec, name: str, W="same", K=None) -> Spec:
+    return Spec(spec.F, spec.W if W == "same" else W, name, spec.axis,
+                spec.K if K is None else K, spec.backend, spec.nodes, spec.options)
+
+
+def _reduce_jvp(primals, tangents, *, spec: Spec, axes=()):
+    """The outputs (of ``forward_reduction``, which the tangent reads) and
+    the tangent of the value output; index outputs have none. Batched: the
+    JVP of the vmapped reduction, for the inputs with tangents only."""
+    if axes:
+        return _batched_jvp(primals, tangents, spec, axes)
     red = REDUCTIONS[spec.name]
-    wanted = [n for n, p in zip(spec.nodes, perturbed.flags) if p]
-    if (red.surrogate is None or not wanted
-            or isinstance(gouts[0], jax.custom_derivatives.SymbolicZero)):
-        return (None,) * len(arrays)
-    parts = [spec.F] + ([spec.W] if spec.W is not None else [])
-    bindings, ni, nj = merge(parts)
-    bindings, data = dict(bindings), dict(zip(spec.nodes, arrays))
-    real = spec.F.dtype
-    out_cat = "i" if spec.axis == 1 else "j"
-
-    def output_variable(t):
-        t = jnp.reshape(t, (t.shape[0], -1)).astype(real)
-        node = new_var(out_cat, t.shape[1])
-        bindings[node] = Binding(placeholder(t))
-        data[node] = t
-        return node
-
-    outs = list(outs)
+    outs = reduce(_with(spec, forward_reduction(spec.name)), *primals)
+    n = red.n_outputs
+    zeros = [ad.Zero(ShapedArray(o.shape, o.dtype).to_tangent_aval()) for o in outs[:n]]
+    live = [k for k, t in enumerate(tangents) if type(t) is not ad.Zero]
+    if red.surrogate is None or not live:
+        return list(outs[:n]), zeros
+    extra = list(outs)
     if red.needs_lse:
-        lse = Spec(spec.F, None, "LogSumExp", spec.axis, 1, spec.backend, spec.nodes,
-                   spec.options)
-        outs.append(reduce(lse, *arrays)[0])
-    out_nodes = [output_variable(o) for o in outs]
-    gnode = output_variable(gouts[0])
+        extra.append(reduce(_with(spec, "LogSumExp", W=None, K=1), *primals)[0])
+    real = np.dtype(spec.F.dtype)
+    extra = [jnp.reshape(o, (o.shape[0], -1)).astype(real) for o in extra]
+    out_cat = "i" if spec.axis == 1 else "j"
+    out_nodes = tuple(new_var(out_cat, o.shape[1]) for o in extra)
+    pairs = tuple((spec.nodes[k], new_var(spec.nodes[k].cat, spec.nodes[k].dim))
+                  for k in live)
+    (t,) = tangent_p.bind(*primals, *extra, *[tangents[k] for k in live], spec=spec,
+                          out_nodes=out_nodes, pairs=pairs, shape=tuple(outs[0].shape))
+    return list(outs[:n]), [t] + zeros[1:]
 
-    def sum_over(G, over):
-        nodes = [n for n in topo_order([G]) if n.op == "Var" and n in data]
-        F = from_parts(_lazy.LazyTensor, G, bindings, ni, nj, ranges=ranges_of(spec.F))
-        s = Spec(F, None, "Sum", over, 1, spec.backend, nodes, spec.options)
-        return reduce(s, *[data[n] for n in nodes])[0]
 
+class _Bound:
+    """A reduction's bindings and data with extra variables of the output
+    index (forward outputs, cotangents) or tangents (bound like their
+    variable), and the Sum of a formula on them."""
+
+    def __init__(self, spec: Spec, arrays):
+        self.spec = spec
+        parts = [spec.F] + ([spec.W] if spec.W is not None else [])
+        bindings, self.ni, self.nj = merge(parts)
+        self.bindings, self.data = dict(bindings), dict(zip(spec.nodes, arrays))
+
+    def add(self, node, array, like=None):
+        b = self.bindings[like] if like is not None else Binding(placeholder(array))
+        self.bindings[node], self.data[node] = b, array
+
+    def sum(self, G, over):
+        nodes = [n for n in topo_order([G]) if n.op == "Var" and n in self.data]
+        F = from_parts(_lazy.LazyTensor, G, self.bindings, self.ni, self.nj,
+                       ranges=ranges_of(self.spec.F))
+        s = Spec(F, None, "Sum", over, 1, self.spec.backend, nodes, self.spec.options)
+        return reduce(s, *[self.data[n] for n in nodes])[0]
+
+
+def _split(args, spec, out_nodes):
+    n, m = len(spec.nodes), len(out_nodes)
+    return args[:n], args[n:n + m], args[n + m:]
+
+
+def _batched_jvp(primals, tangents, spec: Spec, axes):
+    """The JVP of one problem, mapped over the batch axes (the tangents of
+    the inputs that have one mapped as the inputs are)."""
+    live = [k for k, t in enumerate(tangents) if type(t) is not ad.Zero]
+    if REDUCTIONS[spec.name].surrogate is None or not live:
+        outs = reduce_p.bind(*primals, spec=spec, axes=axes)
+        return outs, [ad.Zero(ShapedArray(o.shape, o.dtype).to_tangent_aval())
+                      for o in outs]
+    n = len(primals)
+
+    def one(*values):
+        ps, it = values[:n], iter(values[n:])
+        ts = [next(it) if k in live else ad.Zero(ShapedArray(p.shape, p.dtype))
+              for k, p in enumerate(ps)]
+        outs, touts = _reduce_jvp(ps, ts, spec=spec)
+        return outs, ad.instantiate_zeros(touts[0])
+
+    in_axes = [ax + tuple(ax[k] for k in live) for ax in axes]
+    outs, t0 = _mapped(one, in_axes)(*primals, *[tangents[k] for k in live])
+    zeros = [ad.Zero(ShapedArray(o.shape, o.dtype).to_tangent_aval()) for o in outs[1:]]
+    return list(outs), [t0] + zeros
+
+
+def _tangent_impl(*args, spec: Spec, out_nodes, pairs, shape, axes=()):
+    return _mapped(functools.partial(_tangent_one, spec=spec, out_nodes=out_nodes,
+                                     pairs=pairs, shape=shape), axes)(*args)
+
+
+def _tangent_one(*args, spec: Spec, out_nodes, pairs, shape):
+    arrays, outs, tans = _split(args, spec, out_nodes)
+    ctx = _Bound(spec, arrays)
+    for node, o in zip(out_nodes, outs):
+        ctx.add(node, o)
+    for (node, tnode), t in zip(pairs, tans):
+        ctx.add(tnode, t, like=node)
     W = spec.W.formula if spec.W is not None else None
-    gs = dict(zip(wanted, reduction_vjp(spec.name, spec.F.formula, W, wanted, out_nodes,
-                                        gnode, spec.axis, reduce=sum_over)))
-    return tuple(jnp.reshape(gs[n], a.shape).astype(a.dtype) if n in gs else None
-                 for n, a in zip(spec.nodes, arrays))
+    J = tangent_formula(spec.name, spec.F.formula, W, pairs, list(out_nodes), spec.axis)
+    return [jnp.reshape(ctx.sum(J, spec.axis), shape)]
 
 
-reduce.defvjp(_reduce_fwd, _reduce_bwd, symbolic_zeros=True)
+def _tangent_jvp(primals, tangents, **params):
+    # (through the implementation: a reduce_p, whose tangent is a tangent_p)
+    tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
+    outs, touts = jax.jvp(functools.partial(_tangent_impl, **params), tuple(primals),
+                          tangents)
+    return outs, touts
+
+
+def _tangent_transpose(cts, *args, spec: Spec, out_nodes, pairs, shape, axes=()):
+    """The gradients of the tangents' arrays: the symbolic gradient
+    reductions of the reduction, with the cotangent as incoming gradient."""
+    arrays, outs, tans = _split(args, spec, out_nodes)
+    wanted = [node for (node, _), t in zip(pairs, tans) if ad.is_undefined_primal(t)]
+    none = [None] * (len(arrays) + len(outs))
+    ct = cts[0]
+    if type(ct) is ad.Zero or not wanted or REDUCTIONS[spec.name].surrogate is None:
+        return none + [None] * len(tans)
+    if axes:
+        return _batched_transpose(ct, args, axes, {
+            "spec": spec, "out_nodes": out_nodes, "pairs": pairs, "shape": shape})
+    ctx = _Bound(spec, arrays)
+    for node, o in zip(out_nodes, outs):
+        ctx.add(node, o)
+    ct = jnp.reshape(ct, (ct.shape[0], -1)).astype(spec.F.dtype)
+    gnode = new_var(out_nodes[0].cat, ct.shape[1])
+    ctx.add(gnode, ct)
+    W = spec.W.formula if spec.W is not None else None
+    gs = dict(zip(wanted, reduction_vjp(spec.name, spec.F.formula, W, wanted,
+                                        list(out_nodes), gnode, spec.axis,
+                                        reduce=ctx.sum)))
+    return none + [jnp.reshape(gs[node], t.aval.shape).astype(t.aval.dtype)
+                   if ad.is_undefined_primal(t) else None
+                   for (node, _), t in zip(pairs, tans)]
+
+
+def _batched_transpose(ct, args, axes, params):
+    """The transpose of a batched ``tangent_p``: that of one problem, mapped
+    over the outermost batch axis (the cotangents of unmapped tangents
+    summed over it)."""
+    ax, rest = axes[0], axes[1:]
+    undefined = [ad.is_undefined_primal(a) for a in args]
+
+    def one(ct1, *known):
+        it = iter(known)
+        args1 = [ad.UndefinedPrimal(_unmapped_aval(a.aval, d)) if u else next(it)
+                 for a, u, d in zip(args, undefined, ax)]
+        res = _tangent_transpose([ct1], *args1, axes=rest, **params)
+        return [r if r is not None else jnp.zeros(a.aval.shape, a.aval.dtype)
+                for r, a in zip(res, args1) if ad.is_undefined_primal(a)]
+
+    known = [a for a, u in zip(args, undefined) if not u]
+    res = iter(jax.vmap(one, in_axes=(0, *[d for d, u in zip(ax, undefined) if not u]))(
+        ct, *known))
+    out = []
+    for u, d in zip(undefined, ax):
+        r = next(res) if u else None
+        out.append(r if r is None or d == 0 else jnp.sum(r, axis=0))
+    return out
+
+
+def _unmapped_aval(aval, d):
+    return aval if d is None else ShapedArray(aval.shape[1:], aval.dtype)
+
+
+def _abstract(impl):
+    def rule(*avals, **params):
+        outs = jax.eval_shape(functools.partial(impl, **params),
+                              *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+        return [ShapedArray(o.shape, o.dtype) for o in outs]
+    return rule
+
+
+def _batching(prim):
+    """Mapped axes moved first, one more level in the primitive's ``axes``."""
+    def rule(args, dims, *, axes=(), **params):
+        dims = [d if isinstance(d, int) and d >= 0 else None for d in dims]
+        args = [a if d in (None, 0) else jnp.moveaxis(a, d, 0)
+                for a, d in zip(args, dims)]
+        ax = tuple(None if d is None else 0 for d in dims)
+        outs = prim.bind(*args, axes=(ax,) + tuple(axes), **params)
+        return outs, (0,) * len(outs)
+    return rule
+
+
+for _p, _impl in ((reduce_p, _reduce_impl), (tangent_p, _tangent_impl)):
+    _p.def_impl(_impl)
+    _p.def_abstract_eval(_abstract(_impl))
+    mlir.register_lowering(_p, mlir.lower_fun(_impl, multiple_results=True))
+    batching.primitive_batchers[_p] = _batching(_p)
+ad.primitive_jvps[reduce_p] = _reduce_jvp
+ad.primitive_jvps[tangent_p] = _tangent_jvp
+ad.primitive_transposes[tangent_p] = _tangent_transpose
 
 
 def reduce_batched(spec: Spec, arrays, batch: tuple) -> tuple:

@@ -307,7 +307,7 @@ def test_gradient_reduces_only_for_the_inputs_it_needs():
         return (-Vi(a).sqdist(Vj(c))).exp().sum(axis=1).sum()
 
     def calls(f):
-        return str(jax.make_jaxpr(f)(x, y)).count("name=_ffi")
+        return str(jax.make_jaxpr(f)(x, y)).count("kerneltools_reduce[")
 
     assert calls(k) == 1
     assert calls(jax.grad(k)) == 2  # forward, gradient of x
