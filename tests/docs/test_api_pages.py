@@ -53,17 +53,21 @@ def public_modules() -> list[str]:
     return found
 
 
-#: Public modules of an optional extra, and the package each needs: without it
-#: (the README's test command installs no jax) the module is not importable,
-#: and the site built without it has no page for it.
-EXTRAS = {"kerneltools.jax": "jax"}
+#: The optional extras' packages: a public module that imports one of them
+#: (kerneltools.jax, kerneltools.keops.torch) cannot be imported without it,
+#: as in the README's test command (no torch, no jax); the site built without
+#: it has no page for that module.
+EXTRAS = {"torch", "jax", "jaxlib", "cupy", "dask", "distributed"}
 
 
 def public_names(module: str) -> list[str]:
-    needs = EXTRAS.get(".".join(module.split(".")[:2]))
-    if needs and importlib.util.find_spec(needs) is None:
-        return []
-    names = list(getattr(importlib.import_module(module), "__all__", []))
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] in EXTRAS:
+            return []
+        raise
+    names = list(getattr(mod, "__all__", []))
     names += FIRST_USE.get(module, [])
     if module == "kerneltools":
         names += importlib.import_module("kerneltools.estimators").__all__
