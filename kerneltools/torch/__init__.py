@@ -49,6 +49,7 @@ from ..lazy._methods import reduction_methods
 from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
 from ..lazy._complex import check_weight, is_complex_data
+from . import _docs
 from ._complex import ComplexTorchMethods
 from ._autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
 from ..backend._autodiff import forward_reduction
@@ -360,15 +361,10 @@ for _name in _BINARY + _UNARY:
 
 
 def Vi(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) tensor; (B..., N, D):
-    with leading batch axes. ``Vi(k, D)``: pykeops' symbolic variable of
-    index k, its tensor given when the reduction is called."""
     return _indexed(x, dim, 0)
 
 
 def Vj(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) tensor; (B..., M, D):
-    with leading batch axes. ``Vj(k, D)``: a symbolic variable (see :func:`Vi`)."""
     return _indexed(x, dim, 1)
 
 
@@ -382,8 +378,6 @@ def _indexed(x, dim, cat: int) -> LazyTensor:
 
 
 def Pm(p, dim: int | None = None) -> LazyTensor:
-    """A parameter (shared by every pair) from a 1-D tensor or a number;
-    ``Pm(k, D)``: a symbolic parameter (see :func:`Vi`)."""
     if dim is not None:
         return LazyTensor((p, dim, 2))
     if isinstance(p, torch.Tensor):
@@ -392,13 +386,16 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
 
 
 def minimum(a, b) -> LazyTensor:
-    """Element-wise minimum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "minimum")
 
 
 def maximum(a, b) -> LazyTensor:
-    """Element-wise maximum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "maximum")
+
+
+for _f, _doc in ((Vi, _docs.VI), (Vj, _docs.VJ), (Pm, _docs.PM),
+                 (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM)):
+    _f.__doc__ = _doc  # numpydoc text kept in _docs.py (line limit)
 
 
 def _binary_fn(a, b, fn):
