@@ -592,3 +592,4 @@ def maximum(a, b) -> LazyTensor:
 for _f, _doc in ((Vi, _docs.VI), (Vj, _docs.VJ), (Pm, _docs.PM),
                  (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM)):
     _f.__doc__ = _doc  # numpydoc text kept in _docs.py (line limit)
+LazyTensor.__doc__ = LazyTensor.__doc__.rstrip() + "\n" + _docs.LAZY_TENSOR_EXAMPLES

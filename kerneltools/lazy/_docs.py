@@ -114,3 +114,15 @@ MINIMUM = _EXTREMUM.format(what="minimum", other="maximum", other_what="maximum"
                            name="minimum", result="array([0., 3.])")
 MAXIMUM = _EXTREMUM.format(what="maximum", other="minimum", other_what="minimum",
                            name="maximum", result="array([3., 6.])")
+
+LAZY_TENSOR_EXAMPLES = """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.lazy import LazyTensor
+    >>> x = np.arange(6.0).reshape(3, 2)
+    >>> x_i, y_j = LazyTensor(x[:, None, :]), LazyTensor(x[None, :, :])
+    >>> D_ij = ((x_i - y_j) ** 2).sum(-1)
+    >>> D_ij.shape, D_ij.sum(axis=1).ravel()
+    ((3, 3), array([40., 16., 40.]))
+    """

@@ -66,9 +66,25 @@ _UNARY = ("__neg__", "__pos__", "__abs__")
 class LazyTensor:
     """A symbolic ``(N, M, D)`` formula over torch tensors; see the module docstring.
 
-    Parameters are those of :class:`kerneltools.LazyTensor`, with torch tensors
-    (or NumPy arrays and numbers) as data; complex tensors make a
-    :class:`ComplexLazyTensor`.
+    Complex tensors make a :class:`ComplexLazyTensor`.
+
+    Parameters
+    ----------
+    x : torch.Tensor, array-like or number
+        As for :class:`kerneltools.LazyTensor`, with torch tensors (or NumPy
+        arrays and numbers) as data: reductions are differentiable with
+        respect to the tensors.
+    axis : {0, 1}, optional
+        Only for 2-D data: indexed by i (0) or by j (1).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kerneltools.torch import LazyTensor
+    >>> x = torch.arange(6.0).reshape(3, 2)
+    >>> D_ij = ((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)
+    >>> D_ij.sum(dim=1).ravel()
+    tensor([40., 16., 40.])
     """
 
     def __new__(cls, x=None, axis=None):
