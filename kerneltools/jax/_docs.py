@@ -135,7 +135,7 @@ Examples
 [1.02 1.04 1.02]
 """
 
-LAZY_TENSOR = """A symbolic ``(N, M, D)`` formula over JAX arrays; see the module docstring.
+LAZY_TENSOR = """A symbolic ``(N, M, D)`` formula over JAX arrays (see the module).
 
 Parameters
 ----------

@@ -42,13 +42,14 @@ SELECT_LANDMARKS = """Choose ``n_components`` landmark rows of X.
 
     Examples
     --------
-""" + _SETUP + """    >>> idx = linalg.select_landmarks(kernel, X, 5, method="rpcholesky",
-    ...                               random_state=0)
+""" + _SETUP + """\
+    >>> idx = linalg.select_landmarks(
+    ...     kernel, X, 5, method="rpcholesky", random_state=0)
     >>> idx.shape, len(set(idx.tolist()))
     ((5,), 5)
     """
 
-ROBUST_CHOLESKY = """Compute the Cholesky factor of a symmetric positive semi-definite matrix.
+ROBUST_CHOLESKY = """Compute the Cholesky factor of a positive semi-definite matrix.
 
     ``L`` with ``L L^T = A + j I`` (``lower=True``), or ``U`` with
     ``U^T U = A + j I``. The jitter ``j`` is 0 when ``A`` factors as it is;
@@ -107,21 +108,22 @@ LANDMARK_SUMS = """Compute ``K(Z, X) A = sum_i k(Z, x_i) A_i`` over blocks of ro
 
     Examples
     --------
-""" + _SETUP + """    >>> S = linalg.landmark_sums(kernel, X, X[:3], np.ones(50))
+""" + _SETUP + """\
+    >>> S = linalg.landmark_sums(kernel, X, X[:3], np.ones(50))
     >>> K = np.exp(-0.5 * ((X[:3, None] - X[None]) ** 2).sum(-1))
     >>> S.shape, bool(np.allclose(S[:, 0], K.sum(1)))
     ((3, 1), True)
     """
 
-NYSTROEM_START = """Compute a starting block for :func:`block_lanczos` on a kernel operator.
+NYSTROEM_START = """Compute a starting block for block Lanczos on a kernel operator.
 
     The top eigenvectors of the operator's (centred, or scaled as ``S K S``)
     Nystroem approximation on ``n_landmarks`` uniform landmarks
     (:func:`nystroem_eigh`, ``O(n m (d + m))``, a small fraction of one
     product with the operator for ``m`` well below ``n``), completed by random
-    normal columns when the approximation has fewer than ``b``. Block
-    Lanczos then starts near the wanted invariant subspace: on 20 Gaussian
-    blobs (n = 10^4, D = 16, rbf, 10 components) the float32 Krylov products
+    normal columns when the approximation has fewer than ``b``.
+    :func:`block_lanczos` then starts near the wanted invariant subspace: on
+    20 Gaussian blobs (n = 10^4, D = 16, rbf, 10 components) the float32 Krylov products
     needed to reach a relative residual of 1e-6 went from 8 to 5.
 
     Parameters
@@ -150,6 +152,8 @@ NYSTROEM_START = """Compute a starting block for :func:`block_lanczos` on a kern
 
     Examples
     --------
-""" + _SETUP + """    >>> linalg.nystroem_start(kernel, X, 4, n_landmarks=20, random_state=0).shape
+""" + _SETUP + """\
+    >>> V = linalg.nystroem_start(kernel, X, 4, n_landmarks=20, random_state=0)
+    >>> V.shape
     (50, 4)
     """

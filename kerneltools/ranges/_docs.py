@@ -47,7 +47,8 @@ DISTANCE_MASK = """Find the cluster pairs that hold a pair of points within a di
 
     Examples
     --------
-""" + _SETUP + """    >>> kr.distance_mask(c, r, c, r, 1.0)
+""" + _SETUP + """\
+    >>> kr.distance_mask(c, r, c, r, 1.0)
     array([[ True, False],
            [False,  True]])
     >>> kr.distance_mask(c, r, c, r, 1.0, pairs=True)
@@ -94,7 +95,8 @@ KNN_MASK = """Find the clusters that may hold one of the K nearest neighbours.
 
     Examples
     --------
-""" + _SETUP + """    >>> kr.knn_mask(c, r, c, r, kr.cluster_counts(labels), 2)
+""" + _SETUP + """\
+    >>> kr.knn_mask(c, r, c, r, kr.cluster_counts(labels), 2)
     array([[ True, False],
            [False,  True]])
     """
@@ -133,7 +135,8 @@ BLOCK_SPARSITY = """Describe the pairs of points whose clusters a mask keeps.
 
     Examples
     --------
-""" + _SETUP + """    >>> from kerneltools.lazy import Vi, Vj
+""" + _SETUP + """\
+    >>> from kerneltools.lazy import Vi, Vj
     >>> bs = kr.block_sparsity(labels, labels, kr.distance_mask(c, r, c, r, 1.0))
     >>> bs
     BlockSparsity(shape=(4, 4), blocks=2, density=0.5)

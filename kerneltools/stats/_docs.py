@@ -76,7 +76,8 @@ MMD2 = """Compute the squared maximum mean discrepancy between two samples.
 
     Examples
     --------
-""" + _SAMPLES + """    >>> print(f"{stats.mmd2(X, Y):.2f}")
+""" + _SAMPLES + """\
+    >>> print(f"{stats.mmd2(X, Y):.2f}")
     0.63
     """
 
@@ -145,7 +146,8 @@ MMD_TEST = """Kernel two-sample test: MMD^2 and its permutation p-value.
 
     Examples
     --------
-""" + _SAMPLES + """    >>> result = stats.mmd_test(X, Y, n_permutations=99, random_state=0)
+""" + _SAMPLES + """\
+    >>> result = stats.mmd_test(X, Y, n_permutations=99, random_state=0)
     >>> result.pvalue, result.null_distribution.shape
     (0.01, (99,))
     """
@@ -174,7 +176,8 @@ ENERGY_DISTANCE = """Compute the squared energy distance between two samples.
 
     Examples
     --------
-""" + _SAMPLES + """    >>> print(f"{stats.energy_distance(X, Y):.2f}")
+""" + _SAMPLES + """\
+    >>> print(f"{stats.energy_distance(X, Y):.2f}")
     3.02
     """
 
@@ -208,7 +211,8 @@ ENERGY_TEST = """Energy-distance two-sample test (Székely and Rizzo).
 
     Examples
     --------
-""" + _SAMPLES + """    >>> stats.energy_test(X, Y, n_permutations=99, random_state=0).pvalue
+""" + _SAMPLES + """\
+    >>> stats.energy_test(X, Y, n_permutations=99, random_state=0).pvalue
     0.01
     """
 
@@ -241,7 +245,8 @@ LINEAR_MMD_TEST = """Compute the linear-time MMD^2 and its asymptotic (normal) p
 
     Examples
     --------
-""" + _SAMPLES + """    >>> result = stats.linear_mmd_test(X, Y)
+""" + _SAMPLES + """\
+    >>> result = stats.linear_mmd_test(X, Y)
     >>> print(f"{result.statistic:.2f}", result.pvalue < 0.01)
     0.67 True
     """
@@ -277,7 +282,8 @@ HSIC = """Compute the (biased) Hilbert-Schmidt independence criterion.
 
     Examples
     --------
-""" + _SAMPLES + """    >>> print(f"{stats.hsic(X, X ** 2):.3f}")
+""" + _SAMPLES + """\
+    >>> print(f"{stats.hsic(X, X ** 2):.3f}")
     0.017
     """
 
@@ -308,6 +314,7 @@ HSIC_TEST = """Independence test: :func:`hsic` and its permutation p-value.
 
     Examples
     --------
-""" + _SAMPLES + """    >>> stats.hsic_test(X, X ** 2, n_permutations=99, random_state=0).pvalue
+""" + _SAMPLES + """\
+    >>> stats.hsic_test(X, X ** 2, n_permutations=99, random_state=0).pvalue
     0.01
     """
