@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = documented()
     found = failures(paths)
     total = counts(found)
+    if args.json:
+        Path(args.json).write_text(json.dumps(total, indent=1) + "\n")
     wanted = [c for c in args.codes.split(",") if c] or list(total)
     print(f"{len(paths)} documented objects")
     from numpydoc.validate import ERROR_MSGS
@@ -90,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         for code in wanted:
             bad = [p for p, c in found.items() if code in c]
             print(f"\n{code}:\n  " + "\n  ".join(bad))
-    if args.json:
-        Path(args.json).write_text(json.dumps(total, indent=1) + "\n")
     return 0
 
 

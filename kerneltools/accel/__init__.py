@@ -177,7 +177,7 @@ def original(path: str) -> type:
     Returns
     -------
     type
-        scikit-learn's class.
+        The class of scikit-learn.
 
     Examples
     --------
