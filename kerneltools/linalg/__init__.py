@@ -395,6 +395,18 @@ def nystroem_eigh(kernel, X, k: int, *, n_landmarks: int = 1000, random_state=No
         ``"landmarks"`` (row indices of X), ``"Z"`` (the landmarks),
         ``"W"``, ``"mean_feature"`` (``mu``) and ``"error_bound"``: what
         maps new points, ``k(x, Z) W - mu``, and the bound above.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> w, V, info = linalg.nystroem_eigh(kernel, X, 3, n_landmarks=50,
+    ...                                   random_state=0)
+    >>> w.shape, V.shape, bool(info["error_bound"] < 1e-5)
+    ((3,), (50, 3), True)
     """
     kernel = make_kernel(kernel)
     X = np.asarray(X)

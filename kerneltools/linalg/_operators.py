@@ -42,6 +42,20 @@ class KernelOperator(LinearOperator):
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
         Where every product runs; None: the configured backend
         (:func:`kerneltools.config_context`), read at each product.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> A.shape
+    (50, 50)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(50)
+    >>> bool(np.allclose(A @ np.ones(50), K.sum(1)))
+    True
     """
 
     def __init__(self, kernel, X=None, Y=None, *, shift=0.0, backend=None):
@@ -162,6 +176,19 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         ``max_iter`` not an int >= 1.
     kerneltools.exceptions.NotPositiveDefiniteError
         ``p^T A p < 0`` beyond rounding: ``A`` is not positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> x, n_iter = linalg.conjugate_gradient(A, np.ones(50))
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(50)
+    >>> bool(np.allclose(K @ x, 1.0, atol=1e-4))
+    True
     """
     if xp is not None:
         return _conjugate_gradient_xp(A, B, xp, M=M, x0=x0, tol=tol, max_iter=max_iter,
