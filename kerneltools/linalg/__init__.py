@@ -124,6 +124,21 @@ class NystroemPreconditioner(LinearOperator):
         where an eigenvalue crosses the threshold (a Gaussian-process
         objective needs that). Without it, with a uniform ``shift``,
         :meth:`with_shift` serves other shifts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> M = linalg.NystroemPreconditioner(kernel, X, shift=1.0, n_components=20,
+    ...                                   random_state=0)
+    >>> x, n_iter = linalg.conjugate_gradient(A, np.ones(50), M=M)
+    >>> bool(np.allclose((K + np.eye(50)) @ x, 1.0, atol=1e-4))
+    True
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",

@@ -178,6 +178,18 @@ class OffDiagonalKernel(_SymmetricOperator):
     kernel : Kernel
     X : array (n, d)
     backend : {"auto", "cpu", "cuda", "numpy"} or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> A = linalg.OffDiagonalKernel(kernel, X)
+    >>> bool(np.allclose(A @ np.ones(50), K.sum(1) - 1))
+    True
     """
 
     def __init__(self, kernel, X, *, backend=None):
@@ -244,6 +256,19 @@ class CenteredOperator(_SymmetricOperator):
         reduction, instead of by a product of their own at construction
         (one pass over the pairs fewer; reading ``row_means`` before any
         product computes them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> C = linalg.CenteredOperator(linalg.KernelOperator(kernel, X))
+    >>> H = np.eye(50) - 1 / 50
+    >>> bool(np.allclose(C @ np.eye(50)[:, :2], (H @ K @ H)[:, :2]))
+    True
     """
 
     def __init__(self, K, row_means=None, *, defer=False):
