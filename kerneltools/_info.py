@@ -48,6 +48,14 @@ def info(file=None) -> str:
     -------
     str
         The report.
+
+    Examples
+    --------
+    >>> import io
+    >>> import kerneltools as kt
+    >>> report = kt.info(file=io.StringIO())
+    >>> report.splitlines()[0].startswith("kerneltools ")
+    True
     """
     lines = [
         f"kerneltools {__version__}",

@@ -35,6 +35,13 @@ def get_config() -> dict:
     :func:`config_context` set, or None when nothing is set (then
     ``KERNELTOOLS_BACKEND``, else "auto", applies).
 
+    Returns
+    -------
+    dict
+        The settings by name.
+
+    Examples
+    --------
     >>> import kerneltools as kt
     >>> with kt.config_context(backend="numpy"):
     ...     kt.get_config()["backend"]
@@ -58,6 +65,19 @@ def set_config(backend: str | None = None) -> None:
     ------
     ValueError
         ``backend`` is not one of the valid names (the message lists them).
+
+    See Also
+    --------
+    config_context : The same for a ``with`` block.
+
+    Examples
+    --------
+    >>> import kerneltools as kt
+    >>> previous = kt.get_config()["backend"]
+    >>> kt.set_config(backend="numpy")
+    >>> kt.get_config()["backend"]
+    'numpy'
+    >>> kt.set_config(backend=previous or "auto")
     """
     if backend is not None:
         _dispatch.configure_backend(backend)
@@ -94,12 +114,35 @@ def config_context(*, backend: str | None = None) -> Iterator[None]:
 
 
 def check_backend(backend: str | None, who: str) -> str:
-    """The backend name that ``backend`` stands for (None: the configured one),
-    checked to run here: estimators call it in ``fit``.
+    """Resolve a backend name and check that it runs here.
 
-    Raises :class:`~kerneltools.exceptions.BackendUnavailableError`, naming
-    ``who`` and why, for a backend that cannot run on this machine ("auto"
-    always can), and ``ValueError`` for an invalid name.
+    Estimators call it in ``fit``.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "cuda", "numpy"} or None
+        The backend asked for (None: the configured one).
+    who : str
+        Names the caller in the error messages.
+
+    Returns
+    -------
+    str
+        The backend name that ``backend`` stands for.
+
+    Raises
+    ------
+    BackendUnavailableError
+        For a backend that cannot run on this machine ("auto" always can),
+        naming ``who`` and why.
+    ValueError
+        For an invalid name.
+
+    Examples
+    --------
+    >>> from kerneltools.config import check_backend
+    >>> check_backend("numpy", "my_function")
+    'numpy'
     """
     try:
         return _dispatch.check_available(backend)

@@ -78,8 +78,37 @@ def map_rows(est, name, X, args=(), kwargs=None):
     ``distributed`` client); each task runs the in-memory method on one
     chunk of rows. The outputs' shapes beyond the first axis and their dtypes
     come from a run on one row of zeros, so nothing of ``X`` is computed
-    here. Returns Dask arrays in the method's structure (an array, or a tuple
-    or list of them).
+    here.
+
+    Parameters
+    ----------
+    est : estimator
+        A fitted estimator.
+    name : str
+        The name of its method, say ``"predict"``.
+    X : dask.array.Array of shape (n_samples, n_features)
+        The samples, in chunks of rows.
+    args : tuple, default=()
+        Further positional arguments of the method.
+    kwargs : dict, default=None
+        Its keyword arguments.
+
+    Returns
+    -------
+    dask.array.Array or tuple or list of dask.array.Array
+        The method's outputs, in its structure, chunked as ``X``'s rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> X = da.from_array(np.arange(8.0).reshape(4, 2), chunks=(2, 2))
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from kerneltools.dask import map_rows
+    >>> est = StandardScaler().fit(np.arange(8.0).reshape(4, 2))
+    >>> Y = map_rows(est, "transform", X)
+    >>> type(Y).__name__, np.round(Y.compute()[:, 0], 3)
+    ('Array', array([-1.342, -0.447,  0.447,  1.342]))
     """
     da = require_dask()
     from dask.highlevelgraph import HighLevelGraph
@@ -121,12 +150,40 @@ def _holds_dask(est) -> bool:
 
 
 def rows_method(method=None, *, coupled=()):
-    """Decorate an estimator method ``(self, X, ...)`` so that a Dask array
-    ``X`` maps it over its row chunks (:func:`map_rows`): Dask in, Dask out.
+    """Map an estimator method over the row chunks of a Dask array.
 
-    ``coupled``: names of the method's arguments that, when true, ask for an
-    output relating different rows (a joint covariance): refused on Dask
-    arrays, whose chunks are processed apart."""
+    Decorates a method ``(self, X, ...)`` so that a Dask array ``X`` maps it
+    over its row chunks (:func:`map_rows`): Dask in, Dask out. Other inputs
+    go to the method itself.
+
+    Parameters
+    ----------
+    method : callable, default=None
+        The method (None: ``rows_method(coupled=...)`` returns the
+        decorator).
+    coupled : tuple of str, default=()
+        Names of the method's arguments that, when true, ask for an output
+        relating different rows (a joint covariance): refused on Dask arrays,
+        whose chunks are processed apart.
+
+    Returns
+    -------
+    callable
+        The decorated method (or the decorator).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> X = da.from_array(np.arange(8.0).reshape(4, 2), chunks=(2, 2))
+    >>> from kerneltools.dask import rows_method
+    >>> class Doubler:
+    ...     @rows_method
+    ...     def predict(self, X):
+    ...         return 2 * np.asarray(X)[:, 0]
+    >>> Doubler().predict(X).compute()
+    array([ 0.,  4.,  8., 12.])
+    """
     if method is None:
         return lambda m: rows_method(m, coupled=coupled)
     import functools
@@ -154,9 +211,27 @@ def rows_method(method=None, *, coupled=()):
 
 
 class Rows:
-    """Row access to a Dask array for code written for NumPy: ``len`` and
-    ``rows[idx]`` (computed), so that a sample of rows (landmarks, a pool)
-    can be taken without gathering the rest."""
+    """Row access to a Dask array for code written for NumPy.
+
+    ``len`` and ``rows[idx]`` (computed), so that a sample of rows
+    (landmarks, a pool) can be taken without gathering the rest.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        The array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> X = da.from_array(np.arange(8.0).reshape(4, 2), chunks=(2, 2))
+    >>> from kerneltools.dask import Rows
+    >>> rows = Rows(X)
+    >>> len(rows), rows[[3, 1]]
+    (4, array([[6., 7.],
+           [2., 3.]]))
+    """
 
     def __init__(self, X):
         self.X = X
@@ -175,10 +250,39 @@ class Rows:
 
 
 def check_rows(X, name: str, caller: str, *, persist: bool = True, finite: bool = True):
-    """A Dask array of samples, validated for an estimator: 2-D, float32 or
-    float64 (other numbers become float64), finite, whole along its
-    features; persisted (kept in the workers' memory) for the iterations
-    to come. Computes one pass over the data (the finiteness check)."""
+    """Validate a Dask array of samples for an estimator.
+
+    2-D, float32 or float64 (other numbers become float64), finite, whole
+    along its features; persisted (kept in the workers' memory) for the
+    iterations to come. Computes one pass over the data (the finiteness
+    check).
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_samples, n_features)
+        The samples.
+    name : str
+        The argument's name, for the error messages.
+    caller : str
+        The caller's name, for the error messages.
+    persist : bool, default=True
+        Persist the result.
+    finite : bool, default=True
+        Check that every value is finite.
+
+    Returns
+    -------
+    dask.array.Array of shape (n_samples, n_features)
+        The validated samples.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from kerneltools.dask import check_rows
+    >>> X = da.ones((4, 2), chunks=2, dtype=int)
+    >>> check_rows(X, "X", "fit", persist=False).dtype
+    dtype('float64')
+    """
     da = require_dask()
     X = check_dask_array(X, f"{caller}: '{name}'")
     if X.ndim != 2:
@@ -199,6 +303,23 @@ def check_rows(X, name: str, caller: str, *, persist: bool = True, finite: bool 
 
 
 def to_numpy(a):
-    """A Dask array computed (one value per sample: targets, weights); other
-    inputs unchanged."""
+    """Compute a Dask array (one value per sample: targets, weights).
+
+    Parameters
+    ----------
+    a : dask.array.Array or object
+        The array; other inputs are returned unchanged.
+
+    Returns
+    -------
+    ndarray or object
+        The computed array, or ``a`` itself.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from kerneltools.dask import to_numpy
+    >>> to_numpy(da.arange(3)), to_numpy([1, 2])
+    (array([0, 1, 2]), [1, 2])
+    """
     return a.compute() if is_dask_array(a) else a

@@ -79,6 +79,16 @@ class TileSelection:
     ----------
     overflow : ndarray of bool, shape (n_rows,)
         The rows given up: search them another way.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.selection import TileSelection
+    >>> sel = TileSelection(2, 1, dtype="float64", backend="numpy")
+    >>> sel.update(np.array([[3.0, 1.0], [0.5, 2.0]]), np.array([0, 1]))
+    >>> sel.update(np.array([[0.2, 4.0], [9.0, 7.0]]), np.array([2, 3]))
+    >>> sel.threshold
+    array([0.2, 0.5])
     """
 
     def __init__(self, n_rows: int, k: int, *, slack=0.0, capacity: int | None = None,
@@ -221,6 +231,21 @@ def block_sparse_knn(X, Y, k: int, query_starts, pair_starts, pair_cells, cells,
         Increasing; +inf where a query visited fewer than k points.
     labels : ndarray of shape (n, k), int64
         -1 where a query visited fewer than k points.
+
+    Examples
+    --------
+    Two cells of two points each; one query cell visits both, nearest first:
+
+    >>> import numpy as np
+    >>> from kerneltools.selection import block_sparse_knn
+    >>> Y = np.array([[0.0], [1.0], [5.0], [6.0]])
+    >>> X = np.array([[0.2], [5.9]])
+    >>> sqdist, labels = block_sparse_knn(X, Y, 2, [0, 2], [0, 2], [0, 1],
+    ...                                   [[0, 2], [2, 4]], backend="numpy")
+    >>> np.round(sqdist, 2), labels
+    (array([[0.04, 0.64],
+           [0.01, 0.81]]), array([[0, 1],
+           [3, 2]]))
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
@@ -292,6 +317,18 @@ def box_pairs(lo, hi, radius, group_first, group_starts, candidates, cell_lo, ce
     cells : ndarray of int64
         Each box's cells by increasing distance (equal distances in the
         order of the candidates).
+
+    Examples
+    --------
+    Two point boxes in one group, two candidate cells, a radius of 1.5:
+
+    >>> import numpy as np
+    >>> from kerneltools.selection import box_pairs
+    >>> X = np.array([[0.2], [5.9]])
+    >>> starts, cells = box_pairs(X, X, [1.5, 1.5], [0, 2], [0, 2], [0, 1],
+    ...                           [[0.0], [5.0]], [[1.0], [6.0]], backend="numpy")
+    >>> starts, cells
+    (array([0, 1, 2]), array([0, 1]))
     """
     lo, hi, cell_lo, cell_hi = (np.ascontiguousarray(a, dtype=np.float64)
                                 for a in (lo, hi, cell_lo, cell_hi))

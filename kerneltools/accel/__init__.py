@@ -149,13 +149,42 @@ replacements: dict[str, type] = {}
 
 
 def is_installed() -> bool:
-    """Whether :func:`install` is in effect."""
+    """Tell whether :func:`install` is in effect.
+
+    Returns
+    -------
+    bool
+        True between :func:`install` and :func:`uninstall`.
+
+    Examples
+    --------
+    >>> from kerneltools import accel
+    >>> accel.uninstall()  # a no-op when not installed
+    >>> accel.is_installed()
+    False
+    """
     return _state["installed"]
 
 
 def original(path: str) -> type:
-    """scikit-learn's own class at ``path`` (e.g. ``"sklearn.neighbors.NearestNeighbors"``),
-    installed or not."""
+    """Get scikit-learn's own class at a patched path, installed or not.
+
+    Parameters
+    ----------
+    path : str
+        The class's public path, e.g. ``"sklearn.neighbors.NearestNeighbors"``.
+
+    Returns
+    -------
+    type
+        The class of scikit-learn.
+
+    Examples
+    --------
+    >>> from kerneltools import accel
+    >>> accel.original("sklearn.svm.SVC").__module__
+    'sklearn.svm._classes'
+    """
     if path in originals:
         return originals[path]
     module, _, name = path.rpartition(".")
@@ -184,6 +213,25 @@ def install(verbose: bool = False) -> None:
 
     Idempotent; undone by :func:`uninstall`. Imports the patched scikit-learn
     modules (so that their internals bind scikit-learn's classes first).
+
+    Parameters
+    ----------
+    verbose : bool, default=False
+        Also print each patch to stderr (each is logged at INFO on the
+        ``"kerneltools"`` logger either way).
+
+    See Also
+    --------
+    uninstall : Gives scikit-learn's classes back.
+
+    Examples
+    --------
+    >>> from kerneltools import accel
+    >>> accel.install()
+    >>> from sklearn.svm import SVC
+    >>> SVC.__module__
+    'kerneltools.estimators.svm._classes'
+    >>> accel.uninstall()
     """
     with _lock:
         if _state["installed"]:
@@ -208,7 +256,16 @@ def install(verbose: bool = False) -> None:
 
 
 def uninstall() -> None:
-    """Give scikit-learn's classes back to its modules (no-op if not installed)."""
+    """Give scikit-learn's classes back to its modules (no-op if not installed).
+
+    Examples
+    --------
+    >>> from kerneltools import accel
+    >>> accel.uninstall()
+    >>> from sklearn.svm import SVC
+    >>> SVC.__module__
+    'sklearn.svm._classes'
+    """
     with _lock:
         if not _state["installed"]:
             return

@@ -46,7 +46,26 @@ _names = count()
 
 
 def is_dask_array(x) -> bool:
-    """Whether ``x`` is a ``dask.array.Array`` (without importing Dask)."""
+    """Tell whether ``x`` is a ``dask.array.Array`` (without importing Dask).
+
+    Parameters
+    ----------
+    x : object
+        Any object.
+
+    Returns
+    -------
+    bool
+        Whether it is a Dask array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from kerneltools.dask import is_dask_array
+    >>> is_dask_array(da.ones(3)), is_dask_array(np.ones(3))
+    (True, False)
+    """
     return type(x).__module__.startswith("dask.array") and hasattr(x, "__dask_graph__")
 
 

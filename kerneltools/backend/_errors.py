@@ -28,15 +28,38 @@ __all__ = [
 
 
 class KernelToolsError(Exception):
-    """Base class of the errors that kerneltools raises itself."""
+    """Base class of the errors that kerneltools raises itself.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import FormulaSyntaxError, KernelToolsError
+    >>> issubclass(FormulaSyntaxError, KernelToolsError)
+    True
+    """
 
 
 class BackendUnavailableError(KernelToolsError, RuntimeError):
-    """A backend was asked for by name but cannot run here; says why and how to fix."""
+    """A backend was asked for by name but cannot run here; says why and how to fix.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import BackendUnavailableError
+    >>> issubclass(BackendUnavailableError, RuntimeError)
+    True
+    """
 
 
 class CompileError(KernelToolsError, RuntimeError):
     """A generated kernel failed to compile.
+
+    Parameters
+    ----------
+    message : str
+        What failed.
+    log : str, default=""
+        The compiler's message.
+    source_path : str or None, default=None
+        Where the generated source was written.
 
     Attributes
     ----------
@@ -44,6 +67,13 @@ class CompileError(KernelToolsError, RuntimeError):
         The compiler's message.
     source_path : str or None
         Where the generated source was written, to read or to report.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import CompileError
+    >>> err = CompileError("kernel 1a2b failed to compile", log="error: ...")
+    >>> err.log, err.source_path
+    ('error: ...', None)
     """
 
     def __init__(self, message: str, *, log: str = "", source_path: str | None = None):
@@ -55,7 +85,14 @@ class CompileError(KernelToolsError, RuntimeError):
 class CacheError(KernelToolsError, OSError):
     """The kernel cache folder could let another user plant code that kerneltools
     would run (owned by someone else, writable by group or others, a link); the
-    message names the folder and how to fix it."""
+    message names the folder and how to fix it.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import CacheError
+    >>> issubclass(CacheError, OSError)
+    True
+    """
 
 
 class KernelStoreError(BackendUnavailableError):
@@ -73,6 +110,17 @@ class FormulaSyntaxError(KernelToolsError, ValueError):
     reason and the position, and shows the string with a caret under the
     offending character.
 
+    Parameters
+    ----------
+    message : str
+        What is wrong, without the position.
+    text : str
+        The string.
+    pos : int
+        The 0-based position of the offending character.
+    argument : str or None, default=None
+        The argument that held the string.
+
     Attributes
     ----------
     reason : str
@@ -83,6 +131,14 @@ class FormulaSyntaxError(KernelToolsError, ValueError):
         The 0-based position of the offending character.
     argument : str or None
         The argument that held the string, as ``"Genred: 'formula'"``.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import FormulaSyntaxError
+    >>> print(FormulaSyntaxError("unexpected ')'", "Exp(x))", 6))
+    unexpected ')' at position 6:
+        Exp(x))
+              ^
     """
 
     def __init__(self, message: str, text: str, pos: int, argument: str | None = None):
@@ -118,14 +174,29 @@ def _excerpt(text: str, pos: int) -> tuple[str, str]:
 class NotPositiveDefiniteError(KernelToolsError, np.linalg.LinAlgError):
     """Conjugate gradients met ``p^T A p <= 0`` beyond rounding: the operator
     is not positive definite (an indefinite kernel, a negative shift); the
-    message says which diagonal shift to raise."""
+    message says which diagonal shift to raise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.exceptions import NotPositiveDefiniteError
+    >>> issubclass(NotPositiveDefiniteError, np.linalg.LinAlgError)
+    True
+    """
 
 
 class ConvergenceError(KernelToolsError, RuntimeError):
     """An iterative solver neither reached its tolerance nor could escalate
     (restart, higher precision, a dense solve for small ``n``); the message
     gives the residual reached and the parameter to change. Raised instead of
-    returning a result known to be inaccurate."""
+    returning a result known to be inaccurate.
+
+    Examples
+    --------
+    >>> from kerneltools.exceptions import ConvergenceError
+    >>> issubclass(ConvergenceError, RuntimeError)
+    True
+    """
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,6 +209,13 @@ def _convergence_warning() -> type:
         """An iterative solver stopped before reaching its tolerance.
 
         A subclass of scikit-learn's, so that its warning filters apply.
+
+        Examples
+        --------
+        >>> from sklearn.exceptions import ConvergenceWarning as Sk
+        >>> from kerneltools.exceptions import ConvergenceWarning
+        >>> issubclass(ConvergenceWarning, Sk)
+        True
         """
 
     ConvergenceWarning.__module__ = "kerneltools.exceptions"
@@ -152,12 +230,28 @@ def __getattr__(name):
 
 
 class BackendFallbackWarning(UserWarning):
-    """``backend='auto'`` fell back to a slower backend (said once per process)."""
+    """``backend='auto'`` fell back to a slower backend (said once per process).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from kerneltools.exceptions import BackendFallbackWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", BackendFallbackWarning)
+    """
 
 
 class CacheWarning(UserWarning):
     """The kernel cache folder cannot be written: this process compiles into a
-    private temporary folder instead (said once; the message says how to fix)."""
+    private temporary folder instead (said once; the message says how to fix).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from kerneltools.exceptions import CacheWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", CacheWarning)
+    """
 
 
 #: Errors that say a folder cannot store a new file (as opposed to a bad file).

@@ -157,9 +157,35 @@ class BlockSparsity:
     positions (what :func:`kerneltools.ranges.block_sparsity` builds; the C
     backend reduces it natively). ``BlockSparsity(shape, over_j, over_i)``:
     for each output block, its rows and the reduced indices to visit, as
-    index arrays (``over_j[k] = (rows, cols)``, cols increasing; ``over_i``
-    the same for reductions over i): every backend runs it block by block.
-    ``shape`` is (N, M).
+    index arrays: every backend runs it block by block.
+
+    Parameters
+    ----------
+    shape : tuple of two int
+        (N, M): the points indexed by i and by j.
+    over_j : sequence of tuple of two ndarray, default=None
+        For reductions over j: ``over_j[k] = (rows, cols)``, the rows of
+        output block k and the columns it visits (increasing).
+    over_i : sequence of tuple of two ndarray, default=None
+        The same for reductions over i.
+    order_i : array-like of shape (N,) of int, default=None
+        With ``ranges``: the order that sorts the points indexed by i.
+    order_j : array-like of shape (M,) of int, default=None
+        The same for the points indexed by j.
+    ranges : tuple of six arrays, default=None
+        KeOps' 6-tuple on the sorted positions.
+
+    See Also
+    --------
+    kerneltools.ranges.block_sparsity : Builds one from cluster labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> labels = np.array([0, 0, 1, 1])
+    >>> kr.block_sparsity(labels, labels, np.eye(2, dtype=bool))
+    BlockSparsity(shape=(4, 4), blocks=2, density=0.5)
     """
 
     def __init__(self, shape, over_j=None, over_i=None, *, order_i=None, order_j=None,

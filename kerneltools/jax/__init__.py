@@ -64,6 +64,7 @@ from ..lazy._symbolic import (
     merge,
     ranges_of,
 )
+from . import _docs
 from ._reduce import Spec, placeholder, reduce, reduce_batched
 from ._solve import solve as _solve
 
@@ -81,13 +82,7 @@ def _as_float(x):
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(float)
 
 
-class LazyTensor:
-    """A symbolic ``(N, M, D)`` formula over JAX arrays; see the module docstring.
-
-    Parameters are those of :class:`kerneltools.LazyTensor`, with ``jax.Array`` s
-    (or NumPy arrays and numbers) as data.
-    """
-
+class LazyTensor:  # docstring: _docs.LAZY_TENSOR (set at the end)
     __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
 
     def __init__(self, x, axis: int | None = None):
@@ -301,14 +296,10 @@ for _name in _BINARY + _UNARY:
 
 
 def Vi(x) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D): with
-    leading batch axes (reduced as ``jax.vmap`` would)."""
     return _indexed(x, 0)
 
 
 def Vj(x) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D): with
-    leading batch axes."""
     return _indexed(x, 1)
 
 
@@ -323,20 +314,16 @@ def _indexed(x, cat: int) -> LazyTensor:
 
 
 def Pm(p) -> LazyTensor:
-    """A parameter (shared by every pair) from a 1-D array or a number (a
-    Python number is a constant, not differentiated)."""
     if isinstance(p, jax.Array):
         return LazyTensor(_as_float(p).reshape(-1))
     return LazyTensor._wrap(_lazy.Pm(p), {})
 
 
 def minimum(a, b) -> LazyTensor:
-    """Element-wise minimum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "minimum")
 
 
 def maximum(a, b) -> LazyTensor:
-    """Element-wise maximum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "maximum")
 
 
@@ -347,12 +334,6 @@ def _binary_fn(a, b, fn):
 
 
 def kernel(k, X, Y=None, **params) -> LazyTensor:
-    """The kernel ``k`` of :mod:`kerneltools.kernels` (a name such as
-    ``"rbf"``, a :class:`~kerneltools.kernels.Kernel`, or a scikit-learn
-    Gaussian-process kernel object) on JAX arrays: ``k(X_i, Y_j)`` as a
-    LazyTensor (``Y`` defaults to ``X``). ``params`` override the kernel's
-    hyperparameters (``gamma=``, ``length_scale=``, ...); given as JAX arrays,
-    they are differentiable (a GP's marginal likelihood by ``jax.grad``)."""
     k = make_kernel(k)
     if k.prepare is not None:
         raise NotImplementedError(f"the {k.name} kernel prepares its data in NumPy; "
@@ -375,3 +356,9 @@ def kernel(k, X, Y=None, **params) -> LazyTensor:
     if f is None or f.ni is None or f.nj is None:
         raise NotImplementedError(f"the {k.name} kernel does not depend on both points")
     return f
+
+
+for _f, _doc in ((LazyTensor, _docs.LAZY_TENSOR), (Vi, _docs.VI), (Vj, _docs.VJ),
+                 (Pm, _docs.PM), (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM),
+                 (kernel, _docs.KERNEL)):
+    _f.__doc__ = _doc  # numpydoc text kept in _docs.py

@@ -129,7 +129,9 @@ def leaf_functions(cls, binding) -> tuple:
             return cls(fn(x, dim))
 
         leaf.__name__ = name
-        leaf.__doc__ = f"{fn.__doc__}\n\nWith pykeops' dtype rule (kerneltools.keops)."
+        summary, _, rest = (fn.__doc__ or "").partition("\n\n")
+        leaf.__doc__ = (f"{summary}\n\nWith pykeops' dtype rule (kerneltools.keops). "
+                        f"{rest}")
         return leaf
 
     return make("Vi"), make("Vj"), make("Pm")

@@ -125,6 +125,26 @@ def make_kernel(kernel="rbf", *, gamma=None, degree=None, coef0=None,
         :data:`PAIRWISE_KERNELS`). None takes scikit-learn's default.
     kernel_params : dict, optional
         Keyword arguments of a callable kernel.
+
+    Returns
+    -------
+    Kernel
+        The kernel (``kernel`` itself if it is one).
+
+    See Also
+    --------
+    from_sklearn : A Kernel from a scikit-learn GP kernel object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.kernels import make_kernel
+    >>> k = make_kernel("rbf", gamma=0.5)
+    >>> k
+    Kernel(rbf, gamma=0.5)
+    >>> np.round(k(np.array([[0.0], [1.0]]), np.array([[0.0]])), 3)
+    array([[1.   ],
+           [0.607]])
     """
     if isinstance(kernel, Kernel):
         return kernel

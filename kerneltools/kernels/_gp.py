@@ -46,6 +46,23 @@ def from_sklearn(kernel, *, lazy: bool = False):
         points. For callers that already know the kernel translates; with
         False, an untranslatable kernel raises here (TypeError or ValueError,
         naming it).
+
+    Returns
+    -------
+    Kernel
+        The kernel, with scikit-learn's hyperparameters and ``theta``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF
+    >>> from kerneltools.kernels import from_sklearn
+    >>> k = from_sklearn(2.0 * RBF(1.0))
+    >>> np.round(np.exp(k.theta), 3)
+    array([2., 1.])
+    >>> np.round(k(np.array([[0.0], [1.0]]), np.array([[0.0]])), 3)
+    array([[2.   ],
+           [1.213]])
     """
     out = _Translated(kernel)
     if not lazy:
@@ -258,13 +275,32 @@ class StationaryForm(NamedTuple):
 
 
 def stationary_form(kernel):
-    """A :class:`StationaryForm` when ``kernel`` is, up to WhiteKernel terms,
-    ``c * RBF`` or ``c * Matern`` (c a product of ConstantKernels, possibly
-    empty); None for any other kernel.
+    """Recognise ``c * RBF`` and ``c * Matern`` kernels (up to WhiteKernel terms).
 
-    Products with this kernel can then run on the rescaled points ``X / l``,
-    whose formula has no per-pair division by the length scales: the
-    iterative GP solver's conjugate gradients and gradient use it.
+    ``c`` is a product of ConstantKernels, possibly empty. Products with
+    such a kernel can then run on the rescaled points ``X / l``, whose
+    formula has no per-pair division by the length scales: the iterative
+    GP solver's conjugate gradients and gradient use it.
+
+    Parameters
+    ----------
+    kernel : sklearn.gaussian_process.kernels.Kernel
+        The kernel object.
+
+    Returns
+    -------
+    StationaryForm or None
+        Its form, or None for any other kernel.
+
+    Examples
+    --------
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from kerneltools.kernels import stationary_form
+    >>> form = stationary_form(2.0 * RBF(1.0) + WhiteKernel())
+    >>> form.c, form.length_scale_name
+    (2.0, 'k1__k2__length_scale')
+    >>> stationary_form(RBF(1.0) + RBF(2.0)) is None
+    True
     """
     from sklearn.gaussian_process import kernels as gk
 

@@ -50,6 +50,22 @@ class Kernel:
         few hundred points, building and evaluating the formula costs several
         times scikit-learn's whole fit. The formula remains what
         :meth:`lazy` reduces, for the problems too large for a dense matrix.
+
+    See Also
+    --------
+    make_kernel : The named kernels of scikit-learn as Kernels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.kernels import Kernel
+    >>> k = Kernel(lambda x, y, p: (-p["a"] * x.sqdist(y)).exp(),
+    ...            params={"a": 0.5}, name="gauss")
+    >>> k
+    Kernel(gauss, a=0.5)
+    >>> X = np.array([[0.0], [1.0]])
+    >>> np.round(k.lazy(X).sum(axis=1).ravel(), 3)
+    array([1.607, 1.607])
     """
 
     def __init__(self, build, *, params=None, white=(), prepare=None, name="custom",

@@ -27,7 +27,7 @@ import numbers
 
 import numpy as np
 
-from . import _complex, _reducing, _solve as _lazy_solve
+from . import _complex, _docs, _reducing, _solve as _lazy_solve
 from ._keops_options import finish, take_output_options
 from ._leaves import batched as _batched, check_array as _check_array
 from ._leaves import leaf as _leaf, symbolic as _symbolic
@@ -539,19 +539,12 @@ for _name, _fn in _complex.real_methods().items():
 
 
 def Vi(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) array; (B..., N, D):
-    with leading batch axes, each batch reduced on its own. ``Vi(k, D)`` (an
-    integer and a dimension): pykeops' symbolic variable of index k, its data
-    given when the reduction is called (see :mod:`kerneltools.lazy._deferred`)."""
     if dim is not None:
         return LazyTensor._new(*_symbolic(x, dim, 0, "Vi(ind, dim)"))
     return _indexed("i", x, "Vi: 'x'", "N")
 
 
 def Vj(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) array; (B..., M, D):
-    with leading batch axes, each batch reduced on its own. ``Vj(k, D)``: a
-    symbolic variable of index k (see :func:`Vi`)."""
     if dim is not None:
         return LazyTensor._new(*_symbolic(x, dim, 1, "Vj(ind, dim)"))
     return _indexed("j", x, "Vj: 'x'", "M")
@@ -573,8 +566,6 @@ def _indexed(cat: str, x, what: str, n: str) -> LazyTensor:
 
 
 def Pm(p, dim: int | None = None) -> LazyTensor:
-    """A parameter (shared by all i and j) from a scalar or a (D,) array.
-    ``Pm(k, D)``: a symbolic parameter of index k (see :func:`Vi`)."""
     if dim is not None:
         return LazyTensor._new(*_symbolic(p, dim, 2, "Pm(ind, dim)"))
     if isinstance(p, numbers.Real) and not isinstance(p, (np.ndarray, np.generic)):
@@ -591,10 +582,14 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
 
 
 def minimum(a, b) -> LazyTensor:
-    """Element-wise minimum of two formulas (NaN propagates)."""
     return LazyTensor._lift(a)._apply("Minimum", b)
 
 
 def maximum(a, b) -> LazyTensor:
-    """Element-wise maximum of two formulas (NaN propagates)."""
     return LazyTensor._lift(a)._apply("Maximum", b)
+
+
+for _f, _doc in ((Vi, _docs.VI), (Vj, _docs.VJ), (Pm, _docs.PM),
+                 (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM)):
+    _f.__doc__ = _doc  # numpydoc text kept in _docs.py (line limit)
+LazyTensor.__doc__ = LazyTensor.__doc__.rstrip() + "\n" + _docs.LAZY_TENSOR_EXAMPLES

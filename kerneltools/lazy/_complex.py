@@ -242,11 +242,13 @@ def _no_complex(what: str) -> TypeError:
 
 
 class ComplexMethods:
-    """``kerneltools.ComplexLazyTensor`` (the class is ``kerneltools.lazy``'s:
+    """A symbolic ``(N, M, D)`` array of complex values; see the module docstring.
+
+    ``kerneltools.ComplexLazyTensor`` (the class is ``kerneltools.lazy``'s:
     this mixin and ``LazyTensor``, whose methods this one overrides where
     complex values change them; ``_real`` is the real class).
-
-    A symbolic ``(N, M, D)`` array of complex values; see the module docstring.
+    ``kerneltools.LazyTensor(x)`` of complex data makes one too; so do
+    real formulas mixed with complex operands (``1j * x``).
 
     Parameters
     ----------
@@ -258,8 +260,14 @@ class ComplexMethods:
     axis : {0, 1}, optional
         Only for 2-D arrays.
 
-    ``kerneltools.LazyTensor(x)`` of complex data makes one too; so do
-    real formulas mixed with complex operands (``1j * x``).
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.lazy import Vi, Vj
+    >>> t = np.array([[0.0], [1.0]])
+    >>> f = (1j * np.pi * Vi(t) * Vj(t)).exp()
+    >>> type(f).__name__, np.round(abs(f.sum(axis=1).ravel()), 3)
+    ('ComplexLazyTensor', array([2., 0.]))
     """
 
     is_complex = True

@@ -32,6 +32,7 @@ import scipy.linalg
 from scipy.sparse.linalg import LinearOperator
 from threadpoolctl import threadpool_limits
 
+from . import _docs
 from ._operators import _cg  # noqa: F401  (the one CG: tests check its identity)
 from ._operators import KernelOperator, _count, _shift, conjugate_gradient, solve_with_logdet
 from ..dask import Rows, is_dask_array, to_numpy
@@ -44,15 +45,6 @@ __all__ = ["KernelOperator", "NystroemPreconditioner", "conjugate_gradient",
 
 def select_landmarks(kernel, X, n_components: int, *, method="uniform",
                      random_state=None) -> np.ndarray:
-    """Indices of ``n_components`` landmark rows of X.
-
-    ``"uniform"`` samples without replacement. ``"rpcholesky"`` runs randomly
-    pivoted Cholesky (Chen, Epperly, Tropp and Webber, 2022): each pivot is
-    drawn with probability proportional to the diagonal of the residual
-    ``K - K_nS K_SS^{-1} K_Sn``, which favours points that the landmarks
-    chosen so far explain badly. It keeps an ``n x m`` factor, so it runs on
-    a uniform subsample of ``min(n, max(20 m, 10 000))`` rows.
-    """
     rng = np.random.default_rng(random_state)
     n = len(X)
     m = _count(n_components, "n_components")
@@ -132,6 +124,21 @@ class NystroemPreconditioner(LinearOperator):
         where an eigenvalue crosses the threshold (a Gaussian-process
         objective needs that). Without it, with a uniform ``shift``,
         :meth:`with_shift` serves other shifts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> M = linalg.NystroemPreconditioner(kernel, X, shift=1.0, n_components=20,
+    ...                                   random_state=0)
+    >>> x, n_iter = linalg.conjugate_gradient(A, np.ones(50), M=M)
+    >>> bool(np.allclose((K + np.eye(50)) @ x, 1.0, atol=1e-4))
+    True
     """
 
     def __init__(self, kernel, X, *, shift, n_components=500, landmarks="uniform",
@@ -310,19 +317,6 @@ def _gram_chunks(kernel, X, Z, d, W, diag_correction):
 
 
 def robust_cholesky(A, *, lower: bool = True, what: str = "the matrix") -> np.ndarray:
-    """The Cholesky factor of a symmetric positive semi-definite matrix.
-
-    ``L`` with ``L L^T = A + j I`` (``lower=True``), or ``U`` with
-    ``U^T U = A + j I``. The jitter ``j`` is 0 when ``A`` factors as it is;
-    otherwise the first of ``10^-12 s``, ``10^-10 s``, ... ``s`` that lets it
-    factor, ``s`` the mean of the diagonal: rounding makes kernel matrices of
-    nearly dependent points fail a plain Cholesky by about ``n eps s``.
-    ``what`` names the matrix in the ``LinAlgError`` raised beyond that.
-
-    >>> L = robust_cholesky(np.ones((2, 2)))  # singular: j = 1e-12 lets it factor
-    >>> bool(np.allclose(L @ L.T, np.ones((2, 2))))
-    True
-    """
     scale = max(float(np.trace(A)) / len(A), np.finfo(np.float64).tiny)
     jitter = 0.0
     for _ in range(8):
@@ -355,10 +349,6 @@ __all__ += ["DENSE_MAX", "EIGEN_METHODS", "CenteredOperator", "NormalizedAffinit
 
 
 def landmark_sums(kernel, X, Z, A, *, block: int = 4096) -> np.ndarray:
-    """``K(Z, X) A = sum_i k(Z, x_i) A_i`` (shape (m, E)) over blocks of rows of
-    X, each a dense ``block x m`` kernel matrix: for few landmarks ``Z`` and
-    many points X this needs no copy of X (a lazy reduction over X packs it
-    into tiles, about three times its size at once: 400 MB at 10^6 x 16)."""
     kernel = make_kernel(kernel)
     A = np.asarray(A, np.float64).reshape(len(X), -1)
     out = np.zeros((len(Z), A.shape[1]))
@@ -420,6 +410,18 @@ def nystroem_eigh(kernel, X, k: int, *, n_landmarks: int = 1000, random_state=No
         ``"landmarks"`` (row indices of X), ``"Z"`` (the landmarks),
         ``"W"``, ``"mean_feature"`` (``mu``) and ``"error_bound"``: what
         maps new points, ``k(x, Z) W - mu``, and the bound above.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> w, V, info = linalg.nystroem_eigh(kernel, X, 3, n_landmarks=50,
+    ...                                   random_state=0)
+    >>> w.shape, V.shape, bool(info["error_bound"] < 1e-5)
+    ((3,), (50, 3), True)
     """
     kernel = make_kernel(kernel)
     X = np.asarray(X)
@@ -469,17 +471,6 @@ START_LANDMARKS = 200
 
 def nystroem_start(kernel, X, b: int, *, n_landmarks: int = START_LANDMARKS,
                    center: bool = True, scale=None, random_state=None, backend=None):
-    """A starting block of ``b`` vectors for :func:`block_lanczos` on a kernel
-    operator (centred, or scaled as ``S K S``): the top eigenvectors of its
-    Nystroem approximation on ``n_landmarks`` uniform landmarks
-    (:func:`nystroem_eigh`, ``O(n m (d + m))``, a small fraction of one
-    product with the operator for ``m`` well below ``n``), completed by random
-    normal columns when the approximation has fewer than ``b``.
-
-    Block Lanczos then starts near the wanted invariant subspace: on 20
-    Gaussian blobs (n = 10^4, D = 16, rbf, 10 components) the float32 Krylov
-    products needed to reach a relative residual of 1e-6 went from 8 to 5.
-    """
     b = _count(b, "b")
     n = len(X)
     m = min(int(n_landmarks), n)
@@ -570,3 +561,7 @@ class LaplacianPreconditioner(LinearOperator):
 
 
 __all__ += ["LaplacianPreconditioner"]
+
+
+for _f in (select_landmarks, robust_cholesky, landmark_sums, nystroem_start):
+    _f.__doc__ = getattr(_docs, _f.__name__.upper())  # numpydoc text: _docs.py

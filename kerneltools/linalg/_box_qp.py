@@ -180,7 +180,19 @@ def _native():
 
 
 def smo_native_available() -> bool:
-    """Whether the compiled SMO loop runs here (a working C compiler)."""
+    """Tell whether the compiled SMO loop runs here (a working C compiler).
+
+    Returns
+    -------
+    bool
+        True where :func:`smo_block` runs the compiled loop.
+
+    Examples
+    --------
+    >>> from kerneltools.linalg import smo_native_available
+    >>> isinstance(smo_native_available(), bool)
+    True
+    """
     return _native() is not None
 
 
@@ -254,7 +266,49 @@ def _up_low(y, alpha, C):
 
 
 def smo_block_numpy(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1):
-    """:func:`smo_block` in NumPy, vectorised over the block (the reference)."""
+    """Run :func:`smo_block` in NumPy, vectorised over the block (the reference).
+
+    Parameters
+    ----------
+    alpha : ndarray of shape (b,)
+        The dual variables.
+    G : ndarray of shape (b,)
+        The gradient ``Q alpha + p``.
+    y : ndarray of shape (b,)
+        The labels (+-1).
+    C : ndarray of shape (b,)
+        The upper bounds.
+    K : ndarray of shape (b, b)
+        The block's kernel (read as float32 values).
+    kd : ndarray of shape (b,)
+        The block's kernel diagonal, float64.
+    eps : float
+        The stopping tolerance on the maximal violation.
+    nu : bool, default=False
+        ``Solver_NU``: each pair within one sign of ``y``.
+    max_iter : int, default=-1
+        Cap on the iterations, -1 for none.
+
+    Returns
+    -------
+    alpha : ndarray of shape (b,)
+        The block's new dual variables.
+    v : ndarray of shape (b,)
+        ``-y G`` on the block at the end.
+    n_iter : int
+        The iterations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.linalg import smo_block_numpy
+    >>> K = np.array([[1, .2, .1], [.2, 1, .3], [.1, .3, 1]], dtype=np.float32)
+    >>> y, C = np.array([1., -1., 1.]), np.ones(3)
+    >>> alpha, v, n_iter = smo_block_numpy(np.zeros(3), -np.ones(3), y, C, K,
+    ...                                    np.ones(3), eps=1e-3)
+    >>> bool(abs(y @ alpha) < 1e-12 and np.all((alpha >= 0) & (alpha <= 1)))
+    True
+    """
     alpha = np.array(alpha, dtype=np.float64)
     v = -y * G  # -y G, updated in place
     up, low = _up_low(y, alpha, C)

@@ -45,11 +45,53 @@ def lobpcg(A, k: int, *, which: str = "largest", M=None, tol=None, max_iter=None
     for ``n <= dense_max``, else a
     :class:`~kerneltools.exceptions.ConvergenceError` is raised.
 
-    Parameters and returns as :func:`block_lanczos` (``M``: a LinearOperator
-    or array, optional; ``max_iter`` counts LOBPCG iterations, default 200;
-    ``scale``: the size of ``A`` that residuals are relative to, default the
-    largest absolute eigenvalue found, which is no scale for eigenvalues near 0,
-    e.g. a Laplacian's smallest: give its norm then).
+    Parameters
+    ----------
+    A : LinearOperator or array-like of shape (n, n)
+        The symmetric operator (say a
+        :class:`~kerneltools.linalg.KernelOperator`).
+    k : int
+        The number of eigenpairs, ``1 <= k < n``.
+    which : {"largest", "smallest"}, default="largest"
+        The algebraically largest or smallest eigenvalues.
+    M : LinearOperator or array-like of shape (n, n), default=None
+        A preconditioner.
+    tol : float, default=None
+        Relative residual (default as :func:`block_lanczos`).
+    max_iter : int, default=None
+        LOBPCG iterations (None: 200).
+    X0 : array-like of shape (n, b), default=None
+        The starting block (None: random normal, ``b = k``).
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the starting block.
+    verbose : int, default=0
+        Print the iterations and the largest residual.
+    scale : float, default=None
+        The size of ``A`` that residuals are relative to (None: the largest
+        absolute eigenvalue found, which is no scale for eigenvalues near 0,
+        e.g. a Laplacian's smallest: give its norm then).
+    dense_max : int, default=None
+        Largest ``n`` for the dense fallback (None: :data:`DENSE_MAX`).
+
+    Returns
+    -------
+    w : ndarray of shape (k,)
+        The eigenvalues, ascending.
+    V : ndarray of shape (n, k)
+        The eigenvectors, orthonormal columns.
+
+    See Also
+    --------
+    eigsh : Any of the eigensolvers, by name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.linalg import lobpcg
+    >>> A = np.diag(np.arange(1.0, 31.0))
+    >>> w, V = lobpcg(A, 3, which="smallest", random_state=0)
+    >>> np.round(w, 6), V.shape
+    (array([1., 2., 3.]), (30, 3))
     """
     who = "lobpcg"
     matmat, n, dtype = _matmat_of(A, who)
@@ -93,8 +135,41 @@ def randomized_eigsh(A, k: int, *, n_oversamples: int = 10, n_iter: int = 4,
     ``Q^T A Q``. Each of the ``n_iter = q`` iterations costs two products, as
     in randomized SVD (scikit-learn's ``iterated_power`` counts the same). ``selection``:
     ``"value"`` keeps the ``k`` largest eigenvalues, ``"module"`` the ``k``
-    largest in absolute value (scikit-learn's KernelPCA). Returns ``(w, V)``,
-    ``w`` in decreasing order of the selection's key.
+    largest in absolute value (scikit-learn's KernelPCA).
+
+    Parameters
+    ----------
+    A : LinearOperator or array-like of shape (n, n)
+        The symmetric operator (say a
+        :class:`~kerneltools.linalg.KernelOperator`).
+    k : int
+        The number of eigenpairs, ``1 <= k < n``.
+    n_oversamples : int, default=10
+        The extra vectors of the Gaussian block.
+    n_iter : int, default=4
+        The power iterations ``q``.
+    selection : {"value", "module"}, default="value"
+        Which eigenvalues to keep (above).
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the Gaussian block.
+    verbose : int, default=0
+        Print each product and the time.
+
+    Returns
+    -------
+    w : ndarray of shape (k,)
+        The eigenvalues, in decreasing order of the selection's key.
+    V : ndarray of shape (n, k)
+        The eigenvectors, orthonormal columns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.linalg import randomized_eigsh
+    >>> A = np.diag(np.arange(1.0, 31.0))
+    >>> w, V = randomized_eigsh(A, 3, random_state=0)
+    >>> np.round(w), V.shape
+    (array([30., 29., 28.]), (30, 3))
     """
     who = "randomized_eigsh"
     matmat, n, dtype = _matmat_of(A, who)
@@ -127,7 +202,49 @@ def eigsh(A, k: int, *, which: str = "largest", method: str = "lanczos", tol=Non
     ``"lanczos"`` (:func:`block_lanczos`), ``"lobpcg"`` (:func:`lobpcg`),
     ``"randomized"`` (:func:`randomized_eigsh`, largest only) or ``"arpack"``
     (:func:`scipy.sparse.linalg.eigsh` on the operator, one vector per
-    product). Returns ``(w, V)`` with ``w`` ascending.
+    product).
+
+    Parameters
+    ----------
+    A : LinearOperator or array-like of shape (n, n)
+        The symmetric operator (say a
+        :class:`~kerneltools.linalg.KernelOperator`).
+    k : int
+        The number of eigenpairs, ``1 <= k < n``.
+    which : {"largest", "smallest"}, default="largest"
+        The algebraically largest or smallest eigenvalues.
+    method : {"lanczos", "lobpcg", "randomized", "arpack"}, default="lanczos"
+        The eigensolver.
+    tol : float, default=None
+        Relative residual (None: the method's default).
+    max_iter : int, default=None
+        The method's iteration limit (None: its default).
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the starting vectors.
+    verbose : int, default=0
+        Print the method's progress.
+    **options : dict
+        Other arguments of the method (say ``X0``, ``dense_max``).
+
+    Returns
+    -------
+    w : ndarray of shape (k,)
+        The eigenvalues, ascending.
+    V : ndarray of shape (n, k)
+        The eigenvectors, orthonormal columns.
+
+    See Also
+    --------
+    block_lanczos, lobpcg, randomized_eigsh : The methods.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.linalg import eigsh
+    >>> A = np.diag(np.arange(1.0, 31.0))
+    >>> w, V = eigsh(A, 3, random_state=0)
+    >>> np.round(w, 6), V.shape
+    (array([28., 29., 30.]), (30, 3))
     """
     if method == "lanczos":
         return block_lanczos(A, k, which=which, tol=tol, max_iter=max_iter,

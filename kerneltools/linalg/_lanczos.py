@@ -254,6 +254,19 @@ def block_lanczos(A, k: int, *, which: str = "largest", block_size=None, n_block
     ------
     kerneltools.exceptions.ConvergenceError
         No convergence and ``n > dense_max``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> w, V = linalg.block_lanczos(A, 3, random_state=0)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(50)
+    >>> bool(np.allclose(w, np.linalg.eigvalsh(K)[-3:]))
+    True
     """
     who = "block_lanczos"
     matmat, n, dtype = _matmat_of(A, who)

@@ -42,6 +42,20 @@ class KernelOperator(LinearOperator):
     backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
         Where every product runs; None: the configured backend
         (:func:`kerneltools.config_context`), read at each product.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> A.shape
+    (50, 50)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(50)
+    >>> bool(np.allclose(A @ np.ones(50), K.sum(1)))
+    True
     """
 
     def __init__(self, kernel, X=None, Y=None, *, shift=0.0, backend=None):
@@ -162,6 +176,19 @@ def conjugate_gradient(A, B, *, M=None, x0=None, tol: float = 1e-6, max_iter=Non
         ``max_iter`` not an int >= 1.
     kerneltools.exceptions.NotPositiveDefiniteError
         ``p^T A p < 0`` beyond rounding: ``A`` is not positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> x, n_iter = linalg.conjugate_gradient(A, np.ones(50))
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(50)
+    >>> bool(np.allclose(K @ x, 1.0, atol=1e-4))
+    True
     """
     if xp is not None:
         return _conjugate_gradient_xp(A, B, xp, M=M, x0=x0, tol=tol, max_iter=max_iter,
@@ -250,17 +277,49 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
         log det A = log det P + tr log(P^{-1} A)
                   ~ log det P + mean_i (z_i^T P^{-1} z_i) e_1^T log(T_i) e_1
 
-    Returns ``(X, U, Z, logdet, n_iter)``: the solutions for B and for the
-    probes, the probes, the estimate, and the CG iterations.
+    Parameters
+    ----------
+    A : LinearOperator, array-like of shape (n, n) or callable
+        The symmetric positive definite operator (say a
+        :class:`KernelOperator` with a shift).
+    B : array-like of shape (n,) or (n, k)
+        The right-hand sides.
+    M : NystroemPreconditioner
+        The preconditioner: applies ``P^{-1}``, and has
+        ``sample(n_probes, random_state)`` (probes ``z ~ N(0, P)``) and
+        ``logdet()``.
+    n_probes : int, default=16
+        The number of probes of the estimate.
+    random_state : int, Generator or None, default=0
+        Seeds the probes.
+    tol : float, default=1e-4
+        CG's relative residual.
+    max_iter : int, default=None
+        CG's iteration limit (None: its default).
+    verbose : int, default=0
+        Print CG's progress.
+    xp : namespace, default=None
+        The Array API namespace of ``B`` when it is not NumPy (CuPy's on a
+        GPU): the solutions and probes stay in it, on B's device; ``A`` and
+        ``M`` are then callables on such arrays; the CG coefficients and the
+        Lanczos quadrature are computed on the host (a few numbers per
+        iteration).
+    info : dict, default=None
+        Receives :func:`conjugate_gradient`'s ``"converged"`` and
+        ``"relative_residual"`` (over B's columns and the probes').
 
-    ``xp``: the Array API namespace of ``B`` when it is not NumPy (CuPy's on
-    a GPU): the solutions and probes stay in it, on B's device; ``A`` and
-    ``M`` are then callables on such arrays, ``M`` with ``sample(n_probes,
-    random_state)`` and ``logdet()``; the CG coefficients and the Lanczos
-    quadrature are computed on the host (a few numbers per iteration).
-
-    ``info``, a dict, receives :func:`conjugate_gradient`'s ``"converged"``
-    and ``"relative_residual"`` (over B's columns and the probes').
+    Returns
+    -------
+    X : ndarray of shape of B
+        The solutions for B.
+    U : ndarray of shape (n, n_probes)
+        The solutions for the probes.
+    Z : ndarray of shape (n, n_probes)
+        The probes.
+    logdet : float
+        The estimate of ``log det A``.
+    n_iter : int
+        The CG iterations.
     """
     if xp is not None:
         return _solve_with_logdet_xp(A, B, M, xp, n_probes=_count(n_probes, "n_probes"),

@@ -40,18 +40,48 @@ TRANSLATION_INVARIANT = ("rbf", "laplacian")
 
 
 def translated(kernel, X, reference=None):
-    """``X`` moved near the origin (minus the mean ``c`` of a sample of the
-    rows of ``reference``, default X itself, in float64 and rounded to X's
-    dtype) when ``kernel`` is translation invariant and ``reference`` sits
-    far from the origin next to its spread (``|c|^2 > 3 mean |x - c|^2``);
-    otherwise ``X`` itself. Two arrays translated with one ``reference``
-    keep their kernel values.
+    """Move points near the origin where a translation-invariant kernel allows.
+
+    ``X`` minus the mean ``c`` of a sample of the rows of ``reference``
+    (in float64, rounded to X's dtype) when ``kernel`` is translation
+    invariant and ``reference`` sits far from the origin next to its spread
+    (``|c|^2 > 3 mean |x - c|^2``); otherwise ``X`` itself. Two arrays
+    translated with one ``reference`` keep their kernel values.
 
     The kernel's values are unchanged, but their rounding then depends on
     the spread of the points only: a float32 copy of float64 data offset by
     10^8 keeps its digits (the offset alone would round them to multiples
     of 8), and expanded squared distances ``|x|^2 + |y|^2 - 2 x.y`` (the
-    dense BLAS kernels) stay accurate."""
+    dense BLAS kernels) stay accurate.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel (see :func:`~kerneltools.kernels.make_kernel`).
+    X : ndarray of shape (n, d)
+        The points.
+    reference : ndarray of shape (m, d), default=None
+        The points whose centre is subtracted (None: X).
+
+    Returns
+    -------
+    ndarray of shape (n, d)
+        The translated points (of X's dtype), or X itself.
+
+    See Also
+    --------
+    translation : The centre subtracted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.kernels import make_kernel
+    >>> from kerneltools.linalg import translated
+    >>> X = np.array([[1e8, 0.0], [1e8 + 1, 1.0]])
+    >>> translated(make_kernel("rbf"), X)
+    array([[-0.5, -0.5],
+           [ 0.5,  0.5]])
+    """
     c = translation(kernel, X if reference is None else reference)
     if c is None:
         return X
@@ -59,9 +89,32 @@ def translated(kernel, X, reference=None):
 
 
 def translation(kernel, X):
-    """The centre ``c`` (float64, a value of X's dtype) that :func:`translated`
-    subtracts from data translated with ``reference=X``, or None where it
-    leaves them as they are."""
+    """Find the centre that :func:`translated` subtracts with ``reference=X``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel (see :func:`~kerneltools.kernels.make_kernel`).
+    X : ndarray of shape (n, d)
+        The reference points.
+
+    Returns
+    -------
+    ndarray of shape (d,) or None
+        The centre ``c`` (float64, a value of X's dtype), or None where
+        :func:`translated` leaves the data as they are.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.kernels import make_kernel
+    >>> from kerneltools.linalg import translation
+    >>> X = np.array([[1e8, 0.0], [1e8 + 1, 1.0]])
+    >>> translation(make_kernel("rbf"), X)
+    array([1.e+08, 5.e-01])
+    >>> translation(make_kernel("linear"), X) is None
+    True
+    """
     if getattr(kernel, "name", None) not in TRANSLATION_INVARIANT:
         return None
     sample = np.asarray(X[:: max(1, len(X) // 1024)], dtype=np.float64)
@@ -125,6 +178,18 @@ class OffDiagonalKernel(_SymmetricOperator):
     kernel : Kernel
     X : array (n, d)
     backend : {"auto", "cpu", "cuda", "numpy"} or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> A = linalg.OffDiagonalKernel(kernel, X)
+    >>> bool(np.allclose(A @ np.ones(50), K.sum(1) - 1))
+    True
     """
 
     def __init__(self, kernel, X, *, backend=None):
@@ -191,6 +256,19 @@ class CenteredOperator(_SymmetricOperator):
         reduction, instead of by a product of their own at construction
         (one pass over the pairs fewer; reading ``row_means`` before any
         product computes them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> C = linalg.CenteredOperator(linalg.KernelOperator(kernel, X))
+    >>> H = np.eye(50) - 1 / 50
+    >>> bool(np.allclose(C @ np.eye(50)[:, :2], (H @ K @ H)[:, :2]))
+    True
     """
 
     def __init__(self, K, row_means=None, *, defer=False):

@@ -51,7 +51,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.special import ndtr
 
-from . import _blocks as kb
+from . import _blocks as kb, _docs
 from ._inputs import (U_STATISTIC, check_backend, check_count, check_kernel_params,
                             check_pair, check_random_state)
 from ..kernels import Kernel, make_kernel
@@ -76,7 +76,21 @@ MEDIAN_SAMPLE = 1000
 
 @dataclass(frozen=True)
 class TestResult:
-    """A test's ``statistic`` and ``pvalue``, as scipy.stats returns them."""
+    """A test's ``statistic`` and ``pvalue``, as scipy.stats returns them.
+
+    Parameters
+    ----------
+    statistic : float
+        The test statistic.
+    pvalue : float
+        Its p-value.
+
+    Examples
+    --------
+    >>> from kerneltools.stats import TestResult
+    >>> TestResult(statistic=1.5, pvalue=0.02)
+    TestResult(statistic=1.5, pvalue=0.02)
+    """
 
     statistic: float
     pvalue: float
@@ -87,6 +101,22 @@ class PermutationTestResult(TestResult):
     """A permutation test: also the statistics of the permuted samples.
 
     ``pvalue = (1 + #{null >= statistic}) / (1 + n_permutations)``.
+
+    Parameters
+    ----------
+    statistic : float
+        The test statistic.
+    pvalue : float
+        Its p-value.
+    null_distribution : ndarray of shape (n_permutations,)
+        The statistics of the permuted samples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.stats import PermutationTestResult
+    >>> PermutationTestResult(1.5, 0.25, np.array([0.1, 2.0, 0.3]))
+    PermutationTestResult(statistic=1.5, pvalue=0.25)
     """
 
     null_distribution: np.ndarray = field(repr=False, default=None)
@@ -96,8 +126,6 @@ class PermutationTestResult(TestResult):
 
 
 def median_bandwidth(Z, *, metric="euclidean", random_state=0) -> float:
-    """The median of the pairwise distances of ``Z`` (on a seeded subsample of
-    at most 1,000 points): the median heuristic's bandwidth."""
     Z = np.asarray(Z, dtype=np.float64)
     if len(Z) > MEDIAN_SAMPLE:
         idx = np.random.default_rng(random_state).choice(len(Z), MEDIAN_SAMPLE, replace=False)
@@ -203,30 +231,6 @@ def _indicator(n, m, perms=None) -> np.ndarray:
 
 def mmd2(X, Y, *, kernel="rbf", gamma=None, unbiased=True, kernel_params=None,
          backend=None) -> float:
-    """The squared maximum mean discrepancy between the samples X and Y.
-
-    Parameters
-    ----------
-    X, Y : array-like of shape (n, D) and (m, D)
-    kernel : str, callable or Kernel, default="rbf"
-        Any kernel of :func:`kerneltools.kernels.make_kernel`, or ``"energy"``
-        (``-|x - y|``: the energy distance).
-    gamma : float > 0 or None, default=None
-        The kernel's ``gamma``; None for ``"rbf"`` (``"laplacian"``): the median
-        heuristic, ``1 / (2 med^2)`` (``1 / med``, L1 distances) on the pooled
-        sample.
-    unbiased : bool, default=True
-        The U-statistic (no ``k(z_i, z_i)`` terms; Gretton et al. 2012, Eq. 3;
-        needs 2 samples of each) or the biased V-statistic
-        ``|mu_X - mu_Y|^2`` (Eq. 5; defined from 1 sample of each).
-    kernel_params : dict, optional
-        Other parameters of ``make_kernel`` (``degree``, ``coef0``).
-    backend : {"auto", "cpu", "cuda", "numpy"} or None, default=None
-
-    Returns
-    -------
-    float
-    """
     return _mmd2(X, Y, kernel, gamma, unbiased, kernel_params, backend, "mmd2")
 
 
@@ -346,50 +350,6 @@ def _gpu_visible() -> bool:
 def mmd_test(X, Y, *, kernel="rbf", gamma=None, unbiased=True, n_permutations=1000,
              batch_size=None, random_state=None, kernel_params=None, backend=None,
              method="auto", verbose=False) -> PermutationTestResult:
-    """Kernel two-sample test: MMD^2 and its permutation p-value.
-
-    All the permutations are evaluated together: each is a column (its
-    labelling) of one matrix ``U``, and ``K @ U`` gives every statistic. The
-    permutations are ``rng.permutation(n + m)`` for
-    ``rng = np.random.default_rng(random_state)``, in order; the first ``n``
-    indices of each are labelled X. Two ways to compute ``K @ U``, with the
-    same permutations and statistics (to rounding):
-
-    - ``method="blocks"``: K by dense row blocks (one BLAS product of the
-      points each, in float64), each block times every column at once
-      (BLAS), in the samples' dtype (float32 products for float32 samples;
-      the columns sum to zero, so the blocks are shifted by K's mean). The
-      statistic (and ``K 1``) come from the float64 blocks: exact to float64
-      rounding for float32 samples too; the null distribution from the
-      float32 products (within about 2e-4 of the statistic's size on close
-      samples). For the ``"rbf"`` and ``"energy"`` kernels on the CPU.
-      Memory: a block (at most 64 MB) and the columns (at most 1 GiB; more
-      columns go in several passes, each recomputing K), never ``(n + m)^2``.
-    - ``method="reductions"``: the engine's Sum reductions on ``backend``
-      (``batch_size`` columns per pass over the pairs, 32 per kernel), in
-      float64 (float32 samples too, as :func:`mmd2`); any kernel, any
-      backend (CUDA included).
-    - ``"auto"`` (default): ``"blocks"`` when the kernel is served and the
-      backend is the CPU (``"cpu"``, or ``"auto"`` without a GPU), else
-      ``"reductions"``.
-
-    Parameters
-    ----------
-    X, Y, kernel, gamma, unbiased, kernel_params, backend
-        As in :func:`mmd2` (the bandwidth is chosen once, on the pooled sample).
-    n_permutations : int >= 1, default=1000
-    batch_size : int >= 1 or None, default=None
-        Permutations per pass over the pairs; None: 100 with reductions, as
-        many as 1 GiB of columns hold with blocks.
-    random_state : int, Generator or None
-    method : {"auto", "blocks", "reductions"}, default="auto"
-    verbose : bool, default=False
-        Print progress after each batch.
-
-    Returns
-    -------
-    PermutationTestResult
-    """
     return _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size,
                      random_state, kernel_params, backend, method, verbose, "mmd_test")
 
@@ -417,16 +377,11 @@ def _mmd_test(X, Y, kernel, gamma, unbiased, n_permutations, batch_size, random_
 
 
 def energy_distance(X, Y, *, backend=None) -> float:
-    """The squared energy distance ``2 E|X - Y| - E|X - X'| - E|Y - Y'|``
-    (V-statistic, defined from 1 sample of each; in 1-D the square of
-    ``scipy.stats.energy_distance``)."""
     return _mmd2(X, Y, "energy", None, False, None, backend, "energy_distance")
 
 
 def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None,
                 backend=None, method="auto", verbose=False) -> PermutationTestResult:
-    """Energy-distance two-sample test (Székely and Rizzo): :func:`energy_distance`
-    and its permutation p-value, as :func:`mmd_test`."""
     return _mmd_test(X, Y, "energy", None, False, n_permutations, batch_size,
                      random_state, None, backend, method, verbose, "energy_test")
 
@@ -436,14 +391,6 @@ def energy_test(X, Y, *, n_permutations=1000, batch_size=None, random_state=None
 
 def linear_mmd_test(X, Y, *, kernel="rbf", gamma=None, kernel_params=None,
                     backend=None) -> TestResult:
-    """The linear-time MMD^2 and its asymptotic (normal) p-value.
-
-    Gretton et al. 2012, Lemma 14 and Corollary 16: the mean over
-    ``k = 1..n2`` (``n2 = min(n, m) // 2``) of
-    ``h_k = k(x_{2k-1}, x_{2k}) + k(y_{2k-1}, y_{2k}) - k(x_{2k-1}, y_{2k})
-    - k(x_{2k}, y_{2k-1})``; the p-value is ``1 - Phi(stat / (s / sqrt(n2)))``
-    with ``s`` the standard deviation of the ``h_k``. O(n) time and memory.
-    """
     caller = "linear_mmd_test"
     X, Y = check_pair(X, Y, caller)
     check_backend(backend, caller)
@@ -517,12 +464,6 @@ class _Hsic:
 
 def hsic(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
          backend=None) -> float:
-    """The (biased) Hilbert-Schmidt independence criterion of paired samples.
-
-    ``HSIC_b = trace(K H L H) / n^2`` (Gretton et al. 2007, Eq. 4), with the
-    median heuristic for rbf / laplacian bandwidths left as None (on each
-    sample). ``X`` (n, D) and ``Y`` (n, E) may have different dimensions.
-    """
     caller = "hsic"
     X, Y = check_pair(X, Y, caller, same_n=True)
     check_backend(backend, caller)
@@ -534,15 +475,6 @@ def hsic(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
 def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None,
               n_permutations=1000, random_state=None, backend=None,
               verbose=False) -> PermutationTestResult:
-    """Independence test: :func:`hsic` and its permutation p-value.
-
-    The permutations (``rng.permutation(n)`` in order, applied to Y) break the
-    pairing. ``sum_ij K_ij L_pi(i)pi(j)`` does not factor through a matrix
-    product, but the permutations share ``K``: batches of
-    :data:`HSIC_BATCH` permutations are one reduction each, ``K_ij``
-    computed once per pair for the batch, ``L`` at the permuted points; the
-    row sums ``L 1`` are computed once and permuted.
-    """
     caller = "hsic_test"
     X, Y = check_pair(X, Y, caller, same_n=True)
     n_permutations = check_count(n_permutations, "n_permutations", caller, 1)
@@ -560,3 +492,8 @@ def hsic_test(X, Y, *, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=Non
         if verbose:
             print(f"{caller}: {stop}/{n_permutations} permutations")
     return _result(observed, null)
+
+
+for _f in (median_bandwidth, mmd2, mmd_test, energy_distance, energy_test,
+           linear_mmd_test, hsic, hsic_test):  # numpydoc text in _docs.py (line limit)
+    _f.__doc__ = getattr(_docs, _f.__name__.upper())

@@ -49,6 +49,7 @@ from ..lazy._methods import reduction_methods
 from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
                         compose, from_parts, lift, ranges_of, symbols_of)
 from ..lazy._complex import check_weight, is_complex_data
+from . import _docs
 from ._complex import ComplexTorchMethods
 from ._autograd import Reduce, ReduceSpec, Solve, SolveSpec, view
 from ..backend._autodiff import forward_reduction
@@ -65,9 +66,25 @@ _UNARY = ("__neg__", "__pos__", "__abs__")
 class LazyTensor:
     """A symbolic ``(N, M, D)`` formula over torch tensors; see the module docstring.
 
-    Parameters are those of :class:`kerneltools.LazyTensor`, with torch tensors
-    (or NumPy arrays and numbers) as data; complex tensors make a
-    :class:`ComplexLazyTensor`.
+    Complex tensors make a :class:`ComplexLazyTensor`.
+
+    Parameters
+    ----------
+    x : torch.Tensor, array-like or number
+        As for :class:`kerneltools.LazyTensor`, with torch tensors (or NumPy
+        arrays and numbers) as data: reductions are differentiable with
+        respect to the tensors.
+    axis : {0, 1}, optional
+        Only for 2-D data: indexed by i (0) or by j (1).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kerneltools.torch import LazyTensor
+    >>> x = torch.arange(6.0).reshape(3, 2)
+    >>> D_ij = ((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)
+    >>> D_ij.sum(dim=1).ravel()
+    tensor([40., 16., 40.])
     """
 
     def __new__(cls, x=None, axis=None):
@@ -360,15 +377,10 @@ for _name in _BINARY + _UNARY:
 
 
 def Vi(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by i from an (N, D) or (N,) tensor; (B..., N, D):
-    with leading batch axes. ``Vi(k, D)``: pykeops' symbolic variable of
-    index k, its tensor given when the reduction is called."""
     return _indexed(x, dim, 0)
 
 
 def Vj(x, dim: int | None = None) -> LazyTensor:
-    """A variable indexed by j from an (M, D) or (M,) tensor; (B..., M, D):
-    with leading batch axes. ``Vj(k, D)``: a symbolic variable (see :func:`Vi`)."""
     return _indexed(x, dim, 1)
 
 
@@ -382,8 +394,6 @@ def _indexed(x, dim, cat: int) -> LazyTensor:
 
 
 def Pm(p, dim: int | None = None) -> LazyTensor:
-    """A parameter (shared by every pair) from a 1-D tensor or a number;
-    ``Pm(k, D)``: a symbolic parameter (see :func:`Vi`)."""
     if dim is not None:
         return LazyTensor((p, dim, 2))
     if isinstance(p, torch.Tensor):
@@ -392,13 +402,16 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
 
 
 def minimum(a, b) -> LazyTensor:
-    """Element-wise minimum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "minimum")
 
 
 def maximum(a, b) -> LazyTensor:
-    """Element-wise maximum of two formulas (NaN propagates)."""
     return _binary_fn(a, b, "maximum")
+
+
+for _f, _doc in ((Vi, _docs.VI), (Vj, _docs.VJ), (Pm, _docs.PM),
+                 (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM)):
+    _f.__doc__ = _doc  # numpydoc text kept in _docs.py (line limit)
 
 
 def _binary_fn(a, b, fn):

@@ -38,11 +38,26 @@ def to_complex(res: torch.Tensor) -> torch.Tensor:
 class ComplexTorchMethods:
     """A symbolic array of complex values over torch tensors.
 
-    Parameters are those of :class:`kerneltools.torch.LazyTensor`, with
-    complex tensors (or real ones, or real LazyTensors: imaginary part 0, or
-    Python complex numbers); ``kerneltools.torch.LazyTensor`` of a complex
-    tensor makes one. See :class:`kerneltools.ComplexLazyTensor` for the
-    operations.
+    ``kerneltools.torch.LazyTensor`` of a complex tensor makes one. See
+    :class:`kerneltools.ComplexLazyTensor` for the operations.
+
+    Parameters
+    ----------
+    x : torch.Tensor, number or LazyTensor
+        Complex tensors (or real ones, or real LazyTensors: imaginary part 0,
+        or Python complex numbers), shaped as for
+        :class:`kerneltools.torch.LazyTensor`.
+    axis : {0, 1}, optional
+        Only for 2-D data.
+
+    Examples
+    --------
+    >>> import math
+    >>> import torch
+    >>> from kerneltools.torch import Vi, Vj
+    >>> t = torch.tensor([[0.0], [1.0]])
+    >>> type((1j * math.pi * Vi(t) * Vj(t)).exp()).__name__
+    'ComplexLazyTensor'
     """
 
     _real: type  # kerneltools.torch.LazyTensor

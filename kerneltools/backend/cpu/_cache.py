@@ -132,6 +132,13 @@ def cache_dir(create: bool = True) -> Path:
     Returns
     -------
     pathlib.Path
+        The directory.
+
+    Examples
+    --------
+    >>> import kerneltools as kt
+    >>> kt.cache_dir(create=False).is_absolute()
+    True
     """
     path, _ = _configured()
     if not create:
@@ -505,6 +512,13 @@ def clear_cache() -> None:
     OSError
         Where some of them cannot be deleted (a read-only file system, for
         instance): how many, the folder, why and the fix.
+
+    Examples
+    --------
+    Not run by the doctests (every kernel would compile again afterwards):
+
+    >>> import kerneltools as kt
+    >>> kt.clear_cache()  # doctest: +SKIP
     """
     root = cache_dir(create=False)
     marked = _is_marked(root)

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend._ranges import BlockSparsity, SortedSide, tuple_from_pairs
+from . import _docs
+from ..backend._ranges import BlockSparsity, SortedSide, tuple_from_pairs
 
 __all__ = [
     "BlockSparsity", "grid_cluster", "kmeans_cluster", "cluster_centroids", "cluster_radii",
@@ -65,9 +66,29 @@ def _labels(labels, n: int, name: str = "labels") -> np.ndarray:
 
 
 def grid_cluster(x, size) -> np.ndarray:
-    """Labels 0..C-1 of the cells of a regular grid of side ``size`` (a number
-    or one per feature) that contain the points; cells numbered in
-    lexicographic order of their coordinates."""
+    """Label each point with the cell of a regular grid that contains it.
+
+    Parameters
+    ----------
+    x : array-like of shape (N, D)
+        The points.
+    size : float or array-like of shape (D,)
+        The side of the cells, one for all features or one per feature.
+
+    Returns
+    -------
+    ndarray of shape (N,), int64
+        Labels 0..C-1, the cells numbered in lexicographic order of their
+        coordinates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> x = np.array([[0.0, 0.0], [0.5, 0.0], [3.0, 0.0], [3.5, 1.0]])
+    >>> kr.grid_cluster(x, 2.0)
+    array([0, 0, 1, 1])
+    """
     x = _points(x, "x")
     cells = np.floor((x - x.min(axis=0)) / _cell_size(size, x.shape[1]))
     if not cells.max() < 2.0**62:  # then the products below overflow int64
@@ -109,9 +130,40 @@ def _cell_size(size, d: int) -> np.ndarray:
 
 
 def kmeans_cluster(x, n_clusters: int, *, n_iter: int = 10, random_state=None, backend=None):
-    """(labels, centroids) of Lloyd's k-means, initialised on random points;
-    each assignment step is one ArgMin reduction (linear memory)."""
-    from .lazy import Vi, Vj
+    """Cluster points with Lloyd's k-means, initialised on random points.
+
+    Each assignment step is one ArgMin reduction (linear memory).
+
+    Parameters
+    ----------
+    x : array-like of shape (N, D)
+        The points.
+    n_clusters : int
+        The number of clusters, in [1, N].
+    n_iter : int, default=10
+        The number of Lloyd iterations.
+    random_state : int, numpy.random.Generator or None, default=None
+        Seeds the choice of the initial centroids.
+    backend : str or None, default=None
+        The backend of the reductions (None: the configured one).
+
+    Returns
+    -------
+    labels : ndarray of shape (N,), int64
+        The cluster of each point, 0..C-1 (empty clusters dropped).
+    centroids : ndarray of shape (C, D), float64
+        The clusters' means.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> x = np.array([[0.0, 0.0], [0.5, 0.0], [3.0, 0.0], [3.5, 1.0]])
+    >>> labels, centroids = kr.kmeans_cluster(x, 2, random_state=0)
+    >>> np.bincount(labels), centroids.shape
+    (array([2, 2]), (2, 2))
+    """
+    from ..lazy import Vi, Vj
 
     x = _points(x, "x")
     n_clusters = _integer(n_clusters, "n_clusters")
@@ -134,13 +186,55 @@ def kmeans_cluster(x, n_clusters: int, *, n_iter: int = 10, random_state=None, b
 
 
 def cluster_counts(labels) -> np.ndarray:
-    """Points per cluster."""
+    """Count the points of each cluster.
+
+    Parameters
+    ----------
+    labels : array-like of shape (N,) of int
+        The cluster labels, >= 0.
+
+    Returns
+    -------
+    ndarray of shape (C,), int64
+        The number of points with each label 0..C-1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> kr.cluster_counts([0, 0, 1])
+    array([2, 1])
+    """
     lab = _labels(labels, len(np.asarray(labels)))
     return np.bincount(lab)
 
 
 def cluster_centroids(x, labels, weights=None) -> np.ndarray:
-    """(C, D) means of the clusters (weighted if ``weights``)."""
+    """Compute the (weighted) mean of each cluster.
+
+    Parameters
+    ----------
+    x : array-like of shape (N, D)
+        The points.
+    labels : array-like of shape (N,) of int
+        The cluster labels, >= 0.
+    weights : array-like of shape (N,), default=None
+        The points' weights (None: all 1).
+
+    Returns
+    -------
+    ndarray of shape (C, D), float64
+        The centroids (0 for a cluster without weight).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> x = np.array([[0.0, 0.0], [0.5, 0.0], [3.0, 0.0], [3.5, 1.0]])
+    >>> kr.cluster_centroids(x, [0, 0, 1, 1])
+    array([[0.25, 0.  ],
+           [3.25, 0.5 ]])
+    """
     x = _points(x, "x")
     lab = _labels(labels, len(x))
     w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -152,7 +246,30 @@ def cluster_centroids(x, labels, weights=None) -> np.ndarray:
 
 
 def cluster_radii(x, labels, centroids) -> np.ndarray:
-    """(C,) largest distance from a cluster's centroid to its points."""
+    """Compute the largest distance from each cluster's centroid to its points.
+
+    Parameters
+    ----------
+    x : array-like of shape (N, D)
+        The points.
+    labels : array-like of shape (N,) of int
+        The cluster labels, >= 0.
+    centroids : array-like of shape (C, D)
+        The clusters' centroids (say from :func:`cluster_centroids`).
+
+    Returns
+    -------
+    ndarray of shape (C,)
+        The radii, rounded up (upper bounds).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import ranges as kr
+    >>> x = np.array([[0.0, 0.0], [0.5, 0.0], [3.0, 0.0], [3.5, 1.0]])
+    >>> np.round(kr.cluster_radii(x, [0, 0, 1, 1], [[0.25, 0.0], [3.25, 0.5]]), 3)
+    array([0.25 , 0.559])
+    """
     x = _points(x, "x")
     lab = _labels(labels, len(x))
     d = np.sqrt(((x - np.asarray(centroids)[lab]) ** 2).sum(axis=1))
@@ -174,13 +291,6 @@ _MASK_BLOCK_ENTRIES = 2**22
 
 
 def distance_mask(c_i, r_i, c_j, r_j, threshold, *, pairs: bool = False):
-    """(Ci, Cj) bool: the cluster pairs holding a pair of points within
-    ``threshold`` (Euclidean), from centroid distances minus radii. Exact
-    pruning for kernels that vanish (or are truncated) beyond ``threshold``.
-
-    ``pairs=True``: the kept pairs as two index arrays ``(a, b)`` instead
-    (computed by blocks of rows: for many clusters, where the (Ci, Cj) mask
-    would not fit in memory); :func:`block_sparsity` takes either."""
     threshold = float(threshold)
     if not threshold >= 0:
         raise ValueError(f"'threshold' must be >= 0, got {threshold}")
@@ -238,20 +348,6 @@ def _distance_pairs_by_tree(c_i, r_i, c_j, r_j, threshold: float):
 
 
 def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
-    """(Ci, Cj) bool: for each query cluster, the clusters that may hold one
-    of the K nearest neighbours (Euclidean) of any of its points.
-
-    For a query cluster a, the clusters b sorted by the largest possible
-    distance ``|c_a - c_b| + r_a + r_b`` hold at least K points within some
-    ``u``: every query in a has its K-th neighbour within ``u``. A cluster
-    whose smallest possible distance ``|c_a - c_b| - r_a - r_b`` exceeds ``u``
-    cannot hold one of them; all others are kept (exact).
-
-    ``kth_i`` (optional): for each query cluster, an upper bound of the K-th
-    neighbour distance of its centroid (the exact one, say, from a K-min
-    reduction over the centroids): the K-th neighbour distance being
-    1-Lipschitz, ``kth_i + r_a`` then bounds it for every query of the
-    cluster, often far more tightly."""
     K = _integer(K, "K")
     counts_j = np.asarray(counts_j)
     if K < 1 or K > counts_j.sum():
@@ -279,18 +375,6 @@ def knn_mask(c_i, r_i, c_j, r_j, counts_j, K: int, kth_i=None) -> np.ndarray:
 
 
 def block_sparsity(labels_i, labels_j, keep, priority=None) -> BlockSparsity:
-    """The description of the pairs of points whose clusters ``keep[a, b]``
-    holds, for points in any order: pass it as ``ranges=`` to a reduction.
-
-    ``keep``: a (Ci, Cj) boolean mask, or the kept pairs as two index arrays
-    ``(a, b)`` (sparse: for many clusters). The points are sorted by cluster
-    (stable, so that equal labels keep the caller's order) and the kept
-    pairs become KeOps' 6-tuple on the sorted positions (adjacent clusters
-    merged into one interval), which the C backend reduces natively.
-    ``priority`` (with pairs): each cluster visits the other side's clusters
-    in increasing priority, say their distance, so that a K-min reduction
-    meets the nearest points first and skips most of the others; results do
-    not depend on it."""
     lab_i = np.asarray(labels_i)
     lab_j = np.asarray(labels_j)
     lab_i, lab_j = _labels(lab_i, len(lab_i), "labels_i"), _labels(lab_j, len(lab_j), "labels_j")
@@ -336,7 +420,6 @@ def _bounds(sorted_labels: np.ndarray, n_clusters: int) -> np.ndarray:
 
 
 def sort_clusters(x, labels):
-    """(x sorted by cluster, labels sorted, order): ``x_sorted = x[order]``."""
     x = np.asarray(x)
     lab = _labels(labels, len(x))
     order = np.argsort(lab, kind="stable")
@@ -344,7 +427,6 @@ def sort_clusters(x, labels):
 
 
 def cluster_ranges(sorted_labels) -> np.ndarray:
-    """(C, 2) ``[start, end)`` of each cluster in sorted labels."""
     lab = _labels(sorted_labels, len(np.asarray(sorted_labels)), "sorted_labels")
     if len(lab) > 1 and (np.diff(lab) < 0).any():
         raise ValueError("'sorted_labels' must be sorted (see sort_clusters)")
@@ -353,10 +435,6 @@ def cluster_ranges(sorted_labels) -> np.ndarray:
 
 
 def from_sorted(ranges_i, ranges_j, keep):
-    """KeOps' 6-tuple ``(ranges_i, slices_i, redranges_j, ranges_j, slices_j,
-    redranges_i)`` for data sorted by cluster, from the clusters' ``[start,
-    end)`` ranges and the (Ci, Cj) mask of kept pairs; adjacent kept clusters
-    are merged into one interval."""
     ranges_i, ranges_j = np.asarray(ranges_i, np.int64), np.asarray(ranges_j, np.int64)
     keep = np.asarray(keep, dtype=bool)
     if keep.shape != (len(ranges_i), len(ranges_j)):
@@ -425,9 +503,9 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
     >>> d, i, indptr
     (array([0.25, 1.  ]), array([0, 1]), array([0, 1, 2]))
     """
-    from .backend.cpu import _radius
-    from .backend._dispatch import check_backend_name
-    from .backend._errors import KernelStoreError
+    from ..backend.cpu import _radius
+    from ..backend._dispatch import check_backend_name
+    from ..backend._errors import KernelStoreError
 
     x, y = _points(x, "x"), _points(y, "y")
     if x.shape[1] != y.shape[1]:
@@ -457,7 +535,7 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
                              f"'numpy' (it runs on the host), got {backend!r}")
         name = "auto"
     if name == "cpu" and not _radius.native_available():
-        from .config import check_backend
+        from ..config import check_backend
 
         check_backend("cpu", "radius_csr")  # raises, saying why
     side = ranges.side(1)
@@ -470,3 +548,8 @@ def radius_csr(x, y, sq_radius, ranges: BlockSparsity, *, exclude=None,
                 raise
     blocks = side.blocks() if isinstance(side, SortedSide) else side
     return _radius.radius_blocks(x, y, r2, blocks, **kw)
+
+
+for _f in (distance_mask, knn_mask, block_sparsity, sort_clusters, cluster_ranges,
+           from_sorted):  # numpydoc text kept in _docs.py (line limit)
+    _f.__doc__ = getattr(_docs, _f.__name__.upper())
