@@ -20,7 +20,6 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
-import numpy as np
 import sklearn.cluster
 from sklearn.datasets import make_circles
 from sklearn.metrics import adjusted_rand_score

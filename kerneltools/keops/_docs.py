@@ -85,7 +85,7 @@ _RAISES = """
         An unknown reduction, a bad ``axis`` or options.
 """
 
-GENRED = """pykeops' generic reduction: ``Genred(formula, aliases, reduction_op, axis)``.
+GENRED = """pykeops' generic reduction, ``Genred(formula, aliases, op, axis)``.
 
     Call it on the arrays of the aliases, in their order: ``out = gauss(x, y,
     b, backend="auto", ranges=None)``. {intro}
@@ -133,7 +133,7 @@ KERNEL_SOLVE = """Solve ``(A + alpha I) u = b``, A a formula linear in ``u`` (py
     True
     """
 
-_GENERIC = """``Genred(formula, aliases, "{op}", axis{k})``, the axis{kk} from ``output``.
+_GENERIC = """``Genred(formula, aliases, "{op}", axis{k})``, axis{kk} from ``output``.
 
     pykeops' shorthand: the output's alias says which index the result
     carries, hence the axis of the reduction.
@@ -299,7 +299,7 @@ CLUSTER = {
     >>> ranges.tolist(), weights_c.tolist()
     ([[0, 2], [2, 3], [3, 4]], [2.0, 1.0, 1.0])
 """),
-    "from_matrix": ("""pykeops' 6-tuple of block-sparsity ranges, from a mask of cluster pairs.
+    "from_matrix": ("""pykeops' 6-tuple of block-sparsity ranges from cluster pairs.
 
     The points sorted by cluster, a reduction given these ranges computes
     only the interactions of the cluster pairs that ``keep`` marks.
