@@ -104,6 +104,47 @@ def check_sklearn_timing(out: str) -> None:
     assert max(diffs) < 1e-6 and min(same) >= 99.0, out
 
 
+def check_cluster_hdbscan(out: str) -> None:
+    assert out.count("same labels: True") == 2, out  # HDBSCAN and DBSCAN
+
+
+def check_density_kde(out: str) -> None:
+    assert number(r"largest log-density difference", out) < 1e-8
+
+
+def check_impute_knn(out: str) -> None:
+    assert "all where donors tie: True" in out, out
+    knn = number(r"error on the hidden pixels \(0-16 scale\):", out)
+    assert knn < 0.7 * number(r"mean imputation", out), out
+
+
+def check_kernel_pca_circles(out: str) -> None:
+    assert number(r"largest difference \(up to sign\)", out) < 1e-6
+
+
+def check_outliers_lof_meanshift(out: str) -> None:
+    assert number(r"relative difference of the factors", out) < 1e-10
+    assert "the same modes: True" in out, out
+
+
+def check_semi_supervised_moons(out: str) -> None:
+    assert "the same labels: True" in out, out
+    assert number(r"difference of the label distributions", out) < 1e-6
+    right = re.search(r"([\d.]+)% of the points labelled right", out)
+    assert right and float(right.group(1)) > 90, out
+
+
+def check_spectral_clustering(out: str) -> None:
+    assert number(r"index against scikit-learn's labels", out) == 1.0
+    assert number(r"against the truth", out) > 0.95
+
+
+def check_svm_decision(out: str) -> None:
+    assert number(r"largest decision-value difference", out) < 1e-2
+    same = re.search(r"the same prediction for ([\d.]+)%", out)
+    assert same and float(same.group(1)) > 99.5, out
+
+
 CHECKS = {
     "accel_kernel_ridge": check_accel_kernel_ridge,
     "quickstart": check_quickstart,
@@ -114,6 +155,14 @@ CHECKS = {
     "sinkhorn_flow": check_sinkhorn_flow,
     "custom_formula": check_custom_formula,
     "sklearn_timing": check_sklearn_timing,
+    "cluster_hdbscan": check_cluster_hdbscan,
+    "density_kde": check_density_kde,
+    "impute_knn": check_impute_knn,
+    "kernel_pca_circles": check_kernel_pca_circles,
+    "outliers_lof_meanshift": check_outliers_lof_meanshift,
+    "semi_supervised_moons": check_semi_supervised_moons,
+    "spectral_clustering": check_spectral_clustering,
+    "svm_decision": check_svm_decision,
 }
 
 

@@ -44,6 +44,8 @@ PAGES = [
     ("user_guide_svm", "user_guide/estimators/svm.html"),
     ("gallery_index", "auto_examples/index.html"),
     ("gallery_sinkhorn_flow", "auto_examples/sinkhorn_flow.html"),
+    ("gallery_svm_decision", "auto_examples/svm_decision.html"),
+    ("api_keops_genred", "api/generated/kerneltools.keops.numpy.Genred.html"),
     ("benchmarks", "benchmarks/index.html"),
 ]
 #: (query, a page its results must link to).

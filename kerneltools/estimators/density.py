@@ -112,6 +112,31 @@ def log_kernel_norm(h: float, d: int, kernel: str) -> float:
     density integrates to ``1 - 2/pi = 0.363`` in 2-D instead of 1 (a
     constant factor: the shape, the maximum-likelihood bandwidth and the
     ranking of points are unaffected).
+
+    Parameters
+    ----------
+    h : float
+        The bandwidth.
+    d : int
+        The number of features.
+    kernel : str
+        One of ``VALID_KERNELS`` ('gaussian', 'tophat', 'epanechnikov',
+        'exponential', 'linear', 'cosine').
+
+    Returns
+    -------
+    float
+        ``-log`` of the integral of ``K(x / h)`` over R^d.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.density import log_kernel_norm
+    >>> c = log_kernel_norm(0.5, 1, "gaussian")  # h = 0.5: N(0, 0.25)'s constant
+    >>> bool(np.isclose(c, -np.log(np.sqrt(2 * np.pi) * 0.5)))
+    True
+    >>> bool(np.isclose(log_kernel_norm(1.0, 2, "tophat"), -np.log(np.pi)))  # unit disc
+    True
     """
     if kernel == "gaussian":
         factor = 0.5 * d * _LOG_2PI

@@ -83,6 +83,18 @@ def estimate_bandwidth(X, *, quantile=0.3, n_samples=None, random_state=0,
     -------
     bandwidth : float
         The estimate, in X's floating-point type.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.cluster import estimate_bandwidth as sklearn_estimate
+    >>> from kerneltools.estimators.mean_shift import estimate_bandwidth
+    >>> X = np.random.default_rng(0).normal(size=(60, 2))
+    >>> round(float(estimate_bandwidth(X, quantile=0.2, backend="numpy")), 3)
+    0.974
+    >>> bool(np.isclose(estimate_bandwidth(X, quantile=0.2, backend="numpy"),
+    ...                 sklearn_estimate(X, quantile=0.2)))
+    True
     """
     validate_arguments(_ESTIMATE_CONSTRAINTS, "estimate_bandwidth",
                        quantile=quantile, n_samples=n_samples,
@@ -119,6 +131,19 @@ def get_bin_seeds(X, bin_size, min_bin_freq=1):
     bin_seeds : ndarray of shape (n_seeds, n_features)
         Cell centres (float32, as scikit-learn's), in order of first
         occupation; X itself (with a warning) if every point has its own cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.mean_shift import get_bin_seeds
+    >>> X = np.array([[0.1, 0.2], [0.15, 0.1], [2.1, 1.9], [2.0, 2.2], [5.0, 5.0]])
+    >>> get_bin_seeds(X, 1.0)
+    array([[0., 0.],
+           [2., 2.],
+           [5., 5.]], dtype=float32)
+    >>> get_bin_seeds(X, 1.0, min_bin_freq=2)  # the cell of (5, 5) has one point
+    array([[0., 0.],
+           [2., 2.]], dtype=float32)
     """
     if bin_size == 0:
         return X

@@ -320,6 +320,24 @@ def solve_with_logdet(A, B, M, *, n_probes: int = 16, random_state=0, tol: float
         The estimate of ``log det A``.
     n_iter : int
         The CG iterations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))  # dense NumPy
+    >>> A = linalg.KernelOperator(kernel, X, shift=1.0)
+    >>> M = linalg.NystroemPreconditioner(kernel, X, shift=1.0, n_components=20,
+    ...                                   random_state=0)
+    >>> x, U, Z, logdet, n_iter = linalg.solve_with_logdet(A, np.ones(50), M)
+    >>> bool(np.allclose((K + np.eye(50)) @ x, 1.0, atol=1e-3)), U.shape
+    (True, (50, 16))
+    >>> exact = np.linalg.slogdet(K + np.eye(50))[1]
+    >>> bool(abs(logdet - exact) < 0.05 * exact)  # 16 probes: a few percent
+    True
     """
     if xp is not None:
         return _solve_with_logdet_xp(A, B, M, xp, n_probes=_count(n_probes, "n_probes"),

@@ -345,6 +345,22 @@ class NormalizedAffinityOperator(_SymmetricOperator):
     degrees : array (n,), optional
         ``W 1 - diag W`` if known (say, from the same kernel in higher
         precision: a float32 twin then normalises exactly as it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools import linalg
+    >>> from kerneltools.kernels import make_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> kernel = make_kernel("rbf", gamma=0.5)
+    >>> K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))  # dense NumPy
+    >>> W = linalg.NormalizedAffinityOperator(linalg.KernelOperator(kernel, X), 1.0)
+    >>> d = K.sum(axis=1) - 1.0  # the degrees without the diagonal
+    >>> dense = (K - np.eye(50)) / np.sqrt(np.outer(d, d))
+    >>> bool(np.allclose(W @ np.eye(50), dense)), bool(np.allclose(W.degrees, d))
+    (True, True)
+    >>> round(float(np.linalg.eigvalsh(dense).max()), 6)  # L's smallest is 0
+    1.0
     """
 
     def __init__(self, W, diag, degrees=None):

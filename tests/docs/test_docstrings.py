@@ -5,7 +5,8 @@ the API reference documents; ``docstring_baseline.json`` holds, for each
 check code, how many objects failed it when last recorded. A count may go
 down (then lower the baseline: ``python tools/docstring_report.py --json
 tests/docs/docstring_baseline.json``), never up: a new public function
-without its Parameters, Returns or Examples fails here. Needs numpydoc (the
+without its Parameters, Returns or Examples fails here, by name (those three
+checks must pass on every documented class and function). Needs numpydoc (the
 ``docs`` extra); skipped, saying so, without it.
 """
 
@@ -46,6 +47,25 @@ def test_no_check_fails_on_more_objects_than_the_baseline():
     detail = {code: sorted(p for p, c in found.items() if code in c)
               for code in worse}
     assert not worse, f"more docstrings fail (baseline, now): {worse}; {detail}"
+
+
+#: Checks that every documented class and function passes (issue 43): each
+#: parameter documented (PR01), a Returns section (RT01; classes are exempt),
+#: an Examples section (EX01), which ``--doctest-modules`` runs. Their
+#: baseline is 0; this test names the objects that fail. (Methods are not
+#: yet held to them: ``docs/conf.py`` says which checks the build enforces
+#: on every object, methods included.)
+REQUIRED = ("PR01", "RT01", "EX01")
+
+
+def test_every_documented_object_has_its_parameters_returns_and_examples():
+    report = _report()
+    found = report.failures(report.documented())
+    missing = {code: sorted(p for p, c in found.items() if code in c)
+               for code in REQUIRED}
+    assert not any(missing.values()), f"docstrings missing sections: {missing}"
+    baseline = json.loads(BASELINE.read_text())
+    assert all(baseline.get(code, 0) == 0 for code in REQUIRED)
 
 
 def test_the_report_finds_a_missing_section():

@@ -66,16 +66,15 @@ _ATTRIBUTES_DOC = """
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the features, when X had string column names.
     n_samples_fit_ : int
-        Number of fitted points.
-"""
+        Number of fitted points."""
 
 _FALLBACK_DOC = """
     fallback_ : estimator
         scikit-learn's fitted estimator, when the fit was handed to it (see
-        ``metric``); absent otherwise."""
+        ``metric``); absent otherwise.
+"""
 
 _ARRAY_API_DOC = """
-
     Notes
     -----
     Array API and device arrays (``kerneltools._utils._array_api`` and

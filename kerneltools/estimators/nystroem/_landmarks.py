@@ -70,6 +70,38 @@ def kmeans_plusplus(
     ``batch`` at a time in proportion to ``bound`` and accepted with
     probability ``D(x)^2 / bound(x)``, which makes every draw exactly the
     k-means++ one.
+
+    Parameters
+    ----------
+    kernel : str, callable, Kernel or scikit-learn GP kernel
+        The kernel, as :func:`kerneltools.kernels.make_kernel` takes it
+        (``"rbf"``: gamma ``1 / n_features``).
+    X : ndarray of shape (n_samples, n_features)
+        The points.
+    n_components : int
+        The number of landmarks.
+    random_state : int, RandomState instance or None, default=None
+        The draws.
+    backend : {'auto', 'cpu', 'cuda', 'numpy'} or None, default=None
+        Where the ``Min`` reductions run.
+    batch : int, default=32
+        Candidates drawn at a time between two refreshes of the bound.
+
+    Returns
+    -------
+    ndarray of shape (n_components,)
+        Distinct row indices of X (int64), in the order they were chosen.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.nystroem import kmeans_plusplus
+    >>> rng = np.random.default_rng(0)
+    >>> centres = ([0, 0], [5, 0], [0, 5])  # three tight blobs of 50 points
+    >>> X = np.concatenate([c + 0.01 * rng.normal(size=(50, 2)) for c in centres])
+    >>> idx = kmeans_plusplus("rbf", X, 3, random_state=0, backend="numpy")
+    >>> idx.shape, sorted((idx // 50).tolist())  # one landmark in each blob
+    ((3,), [0, 1, 2])
     """
     rnd = check_random_state(random_state)
     seeding = _Seeding(make_kernel(kernel), X, rnd, backend)
@@ -161,6 +193,36 @@ def ridge_leverage_sample(
     that regions already covered stop drawing landmarks. ``lam`` is their
     choice for a rank-m approximation, ``sum_{i>m} e_i(K) / m``, with the
     tail trace estimated by that of the residual of the uniform sample.
+
+    Parameters
+    ----------
+    kernel : str, callable, Kernel or scikit-learn GP kernel
+        The kernel, as :func:`kerneltools.kernels.make_kernel` takes it
+        (``"rbf"``: gamma ``1 / n_features``).
+    X : ndarray of shape (n_samples, n_features)
+        The points.
+    n_components : int
+        The number of landmarks.
+    random_state : int, RandomState instance or None, default=None
+        The draws.
+    rounds : int, default=3
+        The number of rounds after the uniform first sample.
+
+    Returns
+    -------
+    ndarray of shape (n_components,)
+        Distinct row indices of X, the uniform sample first.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.nystroem import ridge_leverage_sample
+    >>> rng = np.random.default_rng(0)
+    >>> centres = ([0, 0], [5, 0], [0, 5])  # three tight blobs of 50 points
+    >>> X = np.concatenate([c + 0.01 * rng.normal(size=(50, 2)) for c in centres])
+    >>> S = ridge_leverage_sample("rbf", X, 12, random_state=0)
+    >>> S.shape, len(np.unique(S)), bool((np.bincount(S // 50) > 0).all())
+    ((12,), 12, True)
     """
     kernel = make_kernel(kernel)
     rnd = check_random_state(random_state)

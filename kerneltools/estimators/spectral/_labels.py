@@ -17,7 +17,30 @@ def cluster_qr(vectors):
     and Ying, "Simple, direct and efficient multi-way spectral clustering",
     2019): the pivots pick one representative row per cluster; the rotation
     that best aligns those rows with the axes (polar factor by SVD) assigns
-    each row to its largest rotated coordinate. Deterministic."""
+    each row to its largest rotated coordinate. Deterministic.
+
+    Parameters
+    ----------
+    vectors : ndarray of shape (n_samples, n_clusters)
+        The embedding: the first eigenvectors of the normalised affinity.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        The labels, in 0 .. n_clusters - 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.metrics import adjusted_rand_score
+    >>> from kerneltools.estimators.spectral import cluster_qr
+    >>> rng = np.random.default_rng(0)
+    >>> labels = np.repeat([0, 1, 2], 4)
+    >>> Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))  # a rotated, noisy embedding
+    >>> V = np.eye(3)[labels] @ Q + 0.01 * rng.normal(size=(12, 3))
+    >>> adjusted_rand_score(labels, cluster_qr(V))  # the same partition
+    1.0
+    """
     k = vectors.shape[1]
     piv = scipy.linalg.qr(vectors.T, pivoting=True, mode="r")[1]
     u, _, vt = scipy.linalg.svd(vectors[piv[:k]].T)
@@ -31,7 +54,38 @@ def discretize(vectors, *, copy=True, max_svd_restarts=30, n_iter_max=20,
     nearest indicator matrix to the rotated embedding and the rotation that
     best fits that indicator (an orthogonal Procrustes problem, by SVD),
     until the relaxed normalised cut stops changing; the first rotation is
-    built from rows chosen far apart, starting from a random one."""
+    built from rows chosen far apart, starting from a random one.
+
+    Parameters
+    ----------
+    vectors : ndarray of shape (n_samples, n_clusters)
+        The embedding: the first eigenvectors of the normalised affinity.
+    copy : bool, default=True
+        False: ``vectors`` may be overwritten.
+    max_svd_restarts : int, default=30
+        Restarts from another random row when an SVD fails to converge.
+    n_iter_max : int, default=20
+        Iterations of each start.
+    random_state : int, RandomState instance or None, default=None
+        The first row of each start.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        The labels, in 0 .. n_clusters - 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.metrics import adjusted_rand_score
+    >>> from kerneltools.estimators.spectral import discretize
+    >>> rng = np.random.default_rng(0)
+    >>> labels = np.repeat([0, 1, 2], 4)
+    >>> Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))  # a rotated, noisy embedding
+    >>> V = np.eye(3)[labels] @ Q + 0.01 * rng.normal(size=(12, 3))
+    >>> adjusted_rand_score(labels, discretize(V, random_state=0))
+    1.0
+    """
     from numpy.linalg import LinAlgError
 
     rng = check_random_state(random_state)

@@ -104,8 +104,8 @@ class NuSVC(BaseSVC):
     ----------
     nu : float, default=0.5
     """ + _COMMON_DOC + """
-    probability, class_weight, decision_function_shape, break_ties,
-    random_state : as :class:`SVC`
+    probability, class_weight, decision_function_shape : as :class:`SVC`
+    break_ties, random_state : as :class:`SVC`
 
     Examples
     --------

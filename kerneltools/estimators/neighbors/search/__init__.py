@@ -95,6 +95,16 @@ class SearchCase:
         search from ``points``).
     place : Placement or None, default=None
         Where queries on a device are computed; None for host queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import SearchCase
+    >>> Y = np.random.default_rng(0).random((300, 32))
+    >>> case = SearchCase(make_metric("euclidean", {}), Y, np.dtype(np.float32), None)
+    >>> case.n_features, case.on_device, case.host_points().dtype
+    (32, False, dtype('float32'))
     """
 
     metric: Metric
@@ -132,10 +142,61 @@ class SearchCase:
 
 
 def choose(case: SearchCase) -> type:
-    """The first strategy of :data:`STRATEGIES` usable for ``case``."""
+    """The first strategy of :data:`STRATEGIES` usable for ``case``.
+
+    Parameters
+    ----------
+    case : SearchCase
+        The metric, the fitted points, the dtype, the backend, pruning and
+        where the queries live.
+
+    Returns
+    -------
+    type
+        The strategy class (``FormulaSearch`` when no other applies).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import SearchCase, choose
+    >>> rng = np.random.default_rng(0)
+    >>> def case(n_features, pruned=False):
+    ...     Y = rng.random((300, n_features))
+    ...     return SearchCase(make_metric("euclidean", {}), Y,
+    ...                       np.dtype(np.float64), "numpy", pruned=pruned)
+    >>> [choose(case(d, p)).__name__ for d, p in [(3, True), (3, False), (32, False)]]
+    ['CellSearch', 'FormulaSearch', 'GemmSearch']
+    """
     return next(s for s in STRATEGIES if s.is_usable_for(case))
 
 
 def new_search(case: SearchCase):
-    """The search of ``case``: :func:`choose`'s strategy, built."""
+    """The search of ``case``: :func:`choose`'s strategy, built.
+
+    Parameters
+    ----------
+    case : SearchCase
+        What the choice depends on, and the fitted points.
+
+    Returns
+    -------
+    object
+        An instance of the strategy (:class:`CellSearch`, :class:`GemmSearch`,
+        ...); its ``kmin(X, k)`` gives ``(rdist, indices)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import SearchCase, new_search
+    >>> rng = np.random.default_rng(0)
+    >>> Y, X = rng.random((300, 3)), rng.random((4, 3))
+    >>> case = SearchCase(make_metric("euclidean", {}), Y, np.dtype(np.float64),
+    ...                   "numpy", pruned=True)
+    >>> rdist, ind = new_search(case).kmin(X, 2)
+    >>> d2 = ((X[:, None] - Y[None]) ** 2).sum(-1)  # dense NumPy
+    >>> bool((ind == d2.argsort(1)[:, :2]).all())
+    True
+    """
     return choose(case).build(case)

@@ -51,7 +51,40 @@ MIN_K = 32
 
 class CellSearch(PrunedSearch):
     """:class:`PrunedSearch` with its block-sparse K-min in C (module
-    docstring), where the reductions would run on the CPU."""
+    docstring), where the reductions would run on the CPU.
+
+    Low dimension, a fit that enabled pruning: only the cells near each
+    query are searched; the result is exact (the certificate of
+    :class:`PrunedSearch`).
+
+    Parameters
+    ----------
+    metric : Metric
+        The metric's formula (``_metrics.make_metric``); ``rdist`` is what
+        :meth:`kmin` returns (``|x - y|^2`` for the euclidean metric).
+    Y : ndarray of shape (n_samples, n_features)
+        The fitted points, on the host.
+    backend : str or None
+        Where the reductions run (as ``backend=`` of a reduction).
+    grid : Grid
+        The fitted points' cells (``Grid.fit(Y)``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import CellSearch
+    >>> from kerneltools.estimators.neighbors.search._pruned import Grid
+    >>> rng = np.random.default_rng(0)
+    >>> Y, X = rng.random((300, 3)), rng.random((5, 3))
+    >>> rdist, ind = CellSearch(make_metric("euclidean", {}), Y, "numpy",
+    ...                           Grid.fit(Y)).kmin(X, 3)
+    >>> d2 = ((X[:, None] - Y[None]) ** 2).sum(-1)  # dense NumPy
+    >>> ind.shape, bool((ind == d2.argsort(1)[:, :3]).all())
+    ((5, 3), True)
+    >>> bool(np.allclose(rdist, np.sort(d2, 1)[:, :3]))
+    True
+    """
 
     def _on_host(self) -> bool:
         name = check_backend(self.backend, "NearestNeighbors")

@@ -35,6 +35,33 @@ class DeviceSearch:
 
     ``Y`` is an array of the device space ``sp``; :meth:`kmin` takes and
     returns arrays of it.
+
+    Parameters
+    ----------
+    metric : Metric
+        The metric's formula (its ``rdist`` is reduced).
+    Y : array of shape (n_samples, n_features)
+        The fitted points, an array of ``sp``.
+    sp : Space
+        The device's array namespace and the transfers to the engine.
+    backend : str or None
+        Where the reductions run (as ``backend=`` of a reduction).
+
+    Examples
+    --------
+    It serves queries on a device (``place``) of a fit without pruning;
+    host queries go to another strategy:
+
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import DeviceSearch, SearchCase
+    >>> rng = np.random.default_rng(0)
+    >>> def case(n_features, pruned=False):
+    ...     Y = rng.random((300, n_features))
+    ...     return SearchCase(make_metric("euclidean", {}), Y,
+    ...                       np.dtype(np.float64), "numpy", pruned=pruned)
+    >>> [DeviceSearch.is_usable_for(case(d)) for d in (3, 32)]
+    [False, False]
     """
 
     def __init__(self, metric, Y, sp: Space, backend):
@@ -75,7 +102,33 @@ class DeviceSearch:
 
 class HostSearch:
     """A host search (pruned cells) behind the device interface: the queries
-    copied to the host per call, the results back to the device."""
+    copied to the host per call, the results back to the device.
+
+    Parameters
+    ----------
+    search : CellSearch
+        The pruned search on the host copies of the fitted points.
+    sp : Space
+        The device's array namespace (copies to and from the host).
+
+    Examples
+    --------
+    Only queries on a device of a pruned fit use it; on the host, the same
+    pruned fit gets :class:`CellSearch` itself:
+
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import HostSearch, SearchCase, choose
+    >>> rng = np.random.default_rng(0)
+    >>> def case(n_features, pruned=False):
+    ...     Y = rng.random((300, n_features))
+    ...     return SearchCase(make_metric("euclidean", {}), Y,
+    ...                       np.dtype(np.float64), "numpy", pruned=pruned)
+    >>> HostSearch.is_usable_for(case(3, pruned=True))
+    False
+    >>> choose(case(3, pruned=True)).__name__
+    'CellSearch'
+    """
 
     def __init__(self, search, sp: Space):
         self.search, self.sp = search, sp

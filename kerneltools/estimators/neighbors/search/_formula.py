@@ -36,7 +36,34 @@ RERANK_BLOCK_ENTRIES = 2**17
 
 
 class FormulaSearch:
-    """K-smallest and radius searches of a :class:`Metric` over fitted points."""
+    """K-smallest and radius searches of a :class:`Metric` over fitted points.
+
+    Brute force: the metric's formula, a K-min over every fitted point.
+
+    Parameters
+    ----------
+    metric : Metric
+        The metric's formula (``_metrics.make_metric``); ``rdist`` is what
+        :meth:`kmin` returns (``|x - y|^2`` for the euclidean metric).
+    Y : ndarray of shape (n_samples, n_features)
+        The fitted points, on the host.
+    backend : str or None
+        Where the reductions run (as ``backend=`` of a reduction).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import FormulaSearch
+    >>> rng = np.random.default_rng(0)
+    >>> Y, X = rng.random((300, 3)), rng.random((5, 3))
+    >>> rdist, ind = FormulaSearch(make_metric("euclidean", {}), Y, "numpy").kmin(X, 3)
+    >>> d2 = ((X[:, None] - Y[None]) ** 2).sum(-1)  # dense NumPy
+    >>> ind.shape, bool((ind == d2.argsort(1)[:, :3]).all())
+    ((5, 3), True)
+    >>> bool(np.allclose(rdist, np.sort(d2, 1)[:, :3]))
+    True
+    """
 
     def __init__(self, metric: Metric, Y: np.ndarray, backend):
         self.metric, self.backend = metric, backend
@@ -239,6 +266,27 @@ class ExpandedSearch(FormulaSearch):
        re-ranked distance lies strictly below that is exact (ties included);
        the other rows are searched again in the direct form
        (:meth:`fallback`).
+
+    Parameters
+    ----------
+    metric : Metric
+        The metric's formula, euclidean (see :class:`FormulaSearch`).
+    Y : ndarray of shape (n_samples, n_features)
+        The fitted points, on the host.
+    backend : str or None
+        Where the reductions run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kerneltools.estimators.neighbors._metrics import make_metric
+    >>> from kerneltools.estimators.neighbors.search import ExpandedSearch
+    >>> rng = np.random.default_rng(0)
+    >>> Y, X = rng.random((300, 32)), rng.random((5, 32))
+    >>> rdist, ind = ExpandedSearch(make_metric("euclidean", {}), Y, "numpy").kmin(X, 3)
+    >>> d2 = ((X[:, None] - Y[None]) ** 2).sum(-1)  # dense NumPy
+    >>> ind.shape, bool((ind == d2.argsort(1)[:, :3]).all())
+    ((5, 3), True)
     """
 
     def __init__(self, metric: Metric, Y: np.ndarray, backend):
