@@ -28,14 +28,17 @@ Python floats are constants; pass an array to ``Pm`` to differentiate with
 respect to a parameter. :meth:`LazyTensor.solve` is conjugate gradients with
 implicit differentiation (:mod:`._solve`); :func:`kernel` gives the kernels
 of :mod:`kerneltools.kernels` (scikit-learn's GP kernels too) on JAX arrays,
-their hyperparameters differentiable. What the custom call does not serve
-(``ranges=``, ``backend="numpy"``, pykeops' reduction keywords, arrays on a
-GPU) runs on the engine through ``jax.pure_callback``.
+their hyperparameters differentiable. On a GPU, the reduction is the CUDA
+backend's NVRTC-compiled kernel, launched by a custom call on XLA's stream
+(:mod:`._cuda`). What the custom calls do not serve (``ranges=``,
+``backend="numpy"``, pykeops' reduction keywords) runs on the engine through
+``jax.pure_callback``.
 
-What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`) and
-solve (:mod:`._solve`). What it may import: the engine (its IR, autodiff,
-plans, and the CPU backend's XLA entry points
-:mod:`kerneltools.backend.cpu._xla`), :mod:`kerneltools.lazy` and its
+What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`, on a
+GPU :mod:`._cuda`) and solve (:mod:`._solve`). What it may import: the
+engine (its IR, autodiff, plans, and the XLA entry points of the CPU and
+CUDA backends, :mod:`kerneltools.backend.cpu._xla` and
+:mod:`kerneltools.backend.cuda._xla`), :mod:`kerneltools.lazy` and its
 symbolic core (:mod:`kerneltools.lazy._symbolic`,
 :mod:`kerneltools.lazy._reducing`), :mod:`kerneltools.kernels`; never
 :mod:`kerneltools.torch` or :mod:`kerneltools.estimators`.

@@ -15,9 +15,11 @@ loop over the batch, unmapped operands broadcast). The kernel of a shape,
 dtype and formula is traced and compiled once (``jax.jit`` keyed by the
 plan's signature and sizes).
 
-Plans that the handler does not serve (block-sparse ``ranges``,
-``backend="numpy"``, pykeops' keywords, a GPU array) run through
-``jax.pure_callback`` on the engine (a host round trip).
+On a CUDA device, the CUDA backend's NVRTC-compiled kernel is launched on
+XLA's stream by a custom call of its own (:mod:`._cuda`). Plans that
+neither handler serves (block-sparse ``ranges``, ``backend="numpy"``,
+pykeops' keywords, a GPU without CuPy) run through ``jax.pure_callback`` on
+the engine (a host round trip).
 
 Derivatives: ``reduce_p`` (the reduction) has a JVP rule whose tangent is
 ``tangent_p``, the Sum of the engine's
@@ -58,6 +60,7 @@ from ..lazy._symbolic import (
     new_var,
     ranges_of,
 )
+from ._cuda import cuda_device, cuda_reduce
 
 __all__ = ["Spec", "placeholder", "reduce", "reduce_batched"]
 
@@ -211,12 +214,15 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
 
     plan, args = make_plan([p.formula for p in parts], run, spec.axis, spec.K, array_of,
                            dtype, ni or 1, nj or 1)
-    entry = None
-    if (spec.backend in (None, "auto", "cpu") and not spec.options
-            and ranges_of(spec.F) is None and _on_cpu(arrays)):
+    entry = outs = None
+    plain = not spec.options and ranges_of(spec.F) is None
+    if plain and spec.backend in (None, "auto", "cpu") and _on_cpu(arrays):
         entry = kernel_entry(plan)
     E = red.out_dim([f.dim for f in plan.formulas])
     shape = (plan.nx, plan.K, E) if red.uses_k else (plan.nx, E)
+    device = cuda_device(arrays) if plain and entry is None else None
+    if device is not None and spec.backend in (None, "auto", "cuda"):
+        outs = cuda_reduce(plan, args, shape, device)  # None: the engine's
     if entry is not None:
         _register()
         call = _Call(entry.address, entry.tj, entry.state_size, entry.threads,
@@ -224,7 +230,7 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
                      np.dtype(dtype), plan.nx, plan.ny, (shape,) * red.n_outputs,
                      red.int_outputs, bool(jax.config.jax_enable_x64))
         outs = _ffi(call, *args)
-    else:
+    elif outs is None:
         outs = _callback(spec, run, shape, dtype, arrays)
     if red.uses_k and E == 1:
         outs = tuple(o[..., 0] for o in outs)
