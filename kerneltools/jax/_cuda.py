@@ -31,7 +31,8 @@ import numpy as np
 from ..backend.cpu._xla import ffi_handler
 from ..backend.cuda._xla import CudaEntry, kernel_entry
 
-__all__ = ["TARGET", "cuda_device", "cuda_reduce", "register"]
+__all__ = ["TARGET", "cuda_device", "cuda_reduce", "output_type", "output_value",
+           "register"]
 
 TARGET = "kerneltools_reduce_cuda"
 _registered: dict = {}
@@ -95,15 +96,8 @@ def run(call: _CudaCall, *args):
     returned in the reduction's."""
     order = ([k for k, i in enumerate(call.int_outputs) if not i]
              + [k for k, i in enumerate(call.int_outputs) if i])
-    types = []
-    for k in order:
-        shape = call.out_shapes[k]
-        if not call.int_outputs[k]:
-            types.append(jax.ShapeDtypeStruct(shape, call.dtype))
-        elif call.x64:
-            types.append(jax.ShapeDtypeStruct(shape, np.int64))
-        else:  # int64 indices read as pairs of int32 (little-endian: low first)
-            types.append(jax.ShapeDtypeStruct(shape[:-1] + (2 * shape[-1],), np.int32))
+    types = [output_type(call.out_shapes[k], call.dtype, call.int_outputs[k],
+                         call.x64) for k in order]
     ranks = [a.ndim for a in args] + [len(t.shape) for t in types]
     e = call.entry
     outs = jax.ffi.ffi_call(TARGET, types, vmap_method="expand_dims")(
@@ -113,7 +107,20 @@ def run(call: _CudaCall, *args):
         core_ranks=np.array(ranks, dtype=np.int64))
     res = [None] * len(order)
     for o, k in zip(outs, order):
-        if call.int_outputs[k] and not call.x64:
-            o = o.reshape(call.out_shapes[k] + (2,))[..., 0]
-        res[k] = o
+        res[k] = output_value(o, call.out_shapes[k], call.int_outputs[k], call.x64)
     return tuple(res)
+
+
+def output_type(shape, dtype, is_int: bool, x64: bool):
+    """The type of a custom call's output (either platform): int64 indices
+    are read as pairs of int32 (little-endian: low first) without x64."""
+    if not is_int:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    if x64:
+        return jax.ShapeDtypeStruct(shape, np.int64)
+    return jax.ShapeDtypeStruct(shape[:-1] + (2 * shape[-1],), np.int32)
+
+
+def output_value(o, shape, is_int: bool, x64: bool):
+    """A custom call's output as the reduction's (int32 pairs: the low half)."""
+    return o.reshape(shape + (2,))[..., 0] if is_int and not x64 else o

@@ -40,7 +40,8 @@ from ._layout import centring_args, dot_products, tile_free_args, tile_size
 from ._library import KEY, library
 from ._threads import cores, openmp_ran
 
-__all__ = ["Entry", "Layout", "ffi_handler", "kernel_entry", "layout", "plain_layout"]
+__all__ = ["Entry", "Layout", "ffi_handler", "kernel_entry", "layout", "plain_layout",
+           "watch_sigint"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,15 @@ def ffi_handler(c_api_header: Path, platform: str = "cpu"):
         found._kt_lib = lib  # keep the library alive with the function
         _handlers[(text, platform)] = found
     return found
+
+
+def watch_sigint(handler) -> bool:
+    """Whether Ctrl-C (SIGINT) stops ``handler``'s calls (the CPU handler of
+    :func:`ffi_handler`) between two chunks of rows: its signal handler is
+    chained in front of the process's (Python's), now unless it is there
+    already (a later ``signal.signal(SIGINT, ...)`` replaces it: call again).
+    False where SIGINT is ignored or has its default action."""
+    return bool(handler._kt_lib.cdll.kt_watch_sigint())
 
 
 def plain_layout(plan: Plan) -> bool:

@@ -10,9 +10,13 @@
  * operands of size 1 broadcast (xla_ffi_common.h). No copy, no Python.
  * Written against the plain C API of jaxlib's xla/ffi/api/c_api.h (inlined
  * below). */
+#if !defined(_WIN32) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700 /* sigaction, SA_SIGINFO (before any system header) */
+#endif
 ${c_api}
 ${common}
 
+#include <signal.h>
 #ifndef _WIN32
 #include <pthread.h>
 #endif
@@ -36,24 +40,25 @@ static void *kt_run_piece(void *p) {
 
 #define KT_MAX_THREADS 256
 
-static void kt_run_rows(kt_kernel_fn *fn, int64_t nx, int64_t ny, void **args,
-                        void **outs, int64_t threads) {
-  int64_t blocks = (nx + 7) / 8;
+/* Rows [r0, r1) (r0 a multiple of 8). */
+static void kt_run_rows(kt_kernel_fn *fn, int64_t r0, int64_t r1, int64_t ny,
+                        void **args, void **outs, int64_t threads) {
+  int64_t blocks = (r1 - r0 + 7) / 8;
   int64_t parts = threads < blocks ? threads : blocks;
   if (parts > KT_MAX_THREADS) parts = KT_MAX_THREADS;
-  if (parts <= 1 || nx * ny <= (1 << 20)) {
-    fn(0, nx, ny, args, outs);
+  if (parts <= 1 || (r1 - r0) * ny <= (1 << 20)) {
+    fn(r0, r1, ny, args, outs);
     return;
   }
 #ifdef _WIN32
-  fn(0, nx, ny, args, outs);
+  fn(r0, r1, ny, args, outs);
 #else
   kt_piece pieces[KT_MAX_THREADS];
   pthread_t ids[KT_MAX_THREADS];
   int started[KT_MAX_THREADS];
   for (int64_t k = 0; k < parts; k++) {
-    int64_t a = blocks * k / parts * 8, b = blocks * (k + 1) / parts * 8;
-    pieces[k] = (kt_piece){fn, a, b < nx ? b : nx, ny, args, outs};
+    int64_t a = r0 + blocks * k / parts * 8, b = r0 + blocks * (k + 1) / parts * 8;
+    pieces[k] = (kt_piece){fn, a, b < r1 ? b : r1, ny, args, outs};
   }
   for (int64_t k = 1; k < parts; k++)
     started[k] = pthread_create(&ids[k], NULL, kt_run_piece, &pieces[k]) == 0;
@@ -66,6 +71,48 @@ static void kt_run_rows(kt_kernel_fn *fn, int64_t nx, int64_t ny, void **args,
 }
 
 const char *kt_key(void) { return "${key}"; }
+
+/* Ctrl-C: a call runs its rows by chunks of about KT_CHUNK_PAIRS pairs and
+   stops between two chunks once SIGINT came (an error CANCELLED; Python's
+   own handler, chained, then raises KeyboardInterrupt), as the CPU backend
+   stops between its chunks (kerneltools/backend/_progress.py). The flag is
+   set by a handler chained in front of the process's (Python's), installed
+   by kt_watch_sigint; a call clears it when it starts. */
+#define KT_CHUNK_PAIRS ((int64_t)1 << 27)
+static volatile sig_atomic_t kt_interrupted = 0;
+#ifndef _WIN32
+static struct sigaction kt_prev_sigint;
+
+static void kt_on_sigint(int sig, siginfo_t *info, void *ctx) {
+  kt_interrupted = 1;
+  if (kt_prev_sigint.sa_flags & SA_SIGINFO) {
+    if (kt_prev_sigint.sa_sigaction) kt_prev_sigint.sa_sigaction(sig, info, ctx);
+  } else if (kt_prev_sigint.sa_handler != SIG_DFL && kt_prev_sigint.sa_handler != SIG_IGN) {
+    kt_prev_sigint.sa_handler(sig);
+  }
+}
+#endif
+
+/* 1 when SIGINT reaches kt_on_sigint (installed now in front of the current
+   handler, unless it is there already); 0 where SIGINT is ignored or has its
+   default action (nothing to chain to), or on Windows. */
+int kt_watch_sigint(void) {
+#ifdef _WIN32
+  return 0;
+#else
+  struct sigaction cur, mine;
+  if (sigaction(SIGINT, NULL, &cur) != 0) return 0;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == kt_on_sigint) return 1;
+  if (!(cur.sa_flags & SA_SIGINFO)
+      && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)) return 0;
+  memset(&mine, 0, sizeof(mine));
+  mine.sa_sigaction = kt_on_sigint;
+  mine.sa_flags = SA_SIGINFO | (cur.sa_flags & (SA_RESTART | SA_ONSTACK));
+  sigemptyset(&mine.sa_mask);
+  kt_prev_sigint = cur;
+  return sigaction(SIGINT, &mine, NULL) == 0;
+#endif
+}
 
 static XLA_FFI_Error *kt_ffi_reduce_impl(XLA_FFI_CallFrame *frame) {
   int64_t fn_addr, nx, ny, state, threads;
@@ -81,10 +128,21 @@ static XLA_FFI_Error *kt_ffi_reduce_impl(XLA_FFI_CallFrame *frame) {
   void *ptrs[KT_MAX_BUFFERS + 1];
   char *scratch = malloc((size_t)(nx > 0 ? nx : 1) * (size_t)(state > 0 ? state : 1));
   if (!scratch) return kt_error(frame, "kerneltools: out of memory for the states");
+  int64_t chunk = ny > 0 ? KT_CHUNK_PAIRS / ny / 8 * 8 : nx;
+  if (chunk < 8) chunk = 8;
+  kt_interrupted = 0;
   for (int64_t e = 0; e < bt.count; e++) {
     kt_batch_ptrs(&bt, e, ptrs);
     ptrs[bt.nbuf] = scratch;
-    if (nx > 0) kt_run_rows(fn, nx, ny, ptrs, ptrs + nargs, threads);
+    for (int64_t r0 = 0; r0 < nx; r0 += chunk) {
+      if (kt_interrupted) {
+        free(scratch);
+        return kt_error_code(frame, "kerneltools: interrupted (Ctrl-C)",
+                             XLA_FFI_Error_Code_CANCELLED);
+      }
+      kt_run_rows(fn, r0, r0 + chunk < nx ? r0 + chunk : nx, ny, ptrs, ptrs + nargs,
+                  threads);
+    }
   }
   free(scratch);
   return NULL;
