@@ -121,4 +121,22 @@ if [ "${KT_SVM_TIMEOUT:-150}" != 0 ] && room svm; then
     --systems kerneltools > "$OUT/svm_gpu.log" 2>&1
   stamp "SVC benchmark rc=$?"
 fi
+# kerneltools.jax on the GPU (issue 44): where JAX sees a GPU (jax[cuda]
+# wheels in .whl/), tests/jax with the GPU as JAX's default device (every
+# reduction is the CUDA custom call on XLA's stream), then jax_compare.py
+# --gpu (K @ b at 10^5 against the NumPy front end on CuPy arrays and dense
+# jax.numpy at 2*10^4; the MMD gradient at 10^5 against the torch front end).
+# 240 s: an estimate, not yet measured on a GPU
+if [ "${KT_JAX_TIMEOUT:-240}" != 0 ] && room jax; then
+  if python3 -c "import jax; assert jax.devices('gpu')" > "$OUT/jax_gpu.log" 2>&1; then
+    timeout "$(limit $(( ${KT_JAX_TIMEOUT:-240} / 2 )))" python3 -m pytest -q -n 4 \
+      -p no:cacheprovider -p no:randomly tests/jax > "$OUT/jax_gpu_tests.txt" 2>&1
+    stamp "jax tests on the GPU rc=$?"
+    timeout "$(limit $(( ${KT_JAX_TIMEOUT:-240} / 2 )))" python3 asv_bench/jax_compare.py --gpu \
+      >> "$OUT/jax_gpu.log" 2>&1
+    stamp "jax benchmark on the GPU rc=$?"
+  else
+    stamp "skipped jax: JAX sees no GPU (jax[cuda] wheels in .whl/?), see jax_gpu.log"
+  fi
+fi
 tail -5 "$OUT/gpu_tests.txt"

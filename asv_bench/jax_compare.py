@@ -20,6 +20,12 @@ load. Ratios are against the first system of each comparison.
     python asv_bench/jax_compare.py --parts matmul dense   # ~4 min at load 9
     python asv_bench/jax_compare.py --parts mmd            # ~4 min at load 9
     python asv_bench/jax_compare.py --n 20000 --mmd-n 20000 --repeat 5
+
+``--gpu`` (asv_bench/gpu_session.sh): the JAX arrays live on the first GPU
+(the CUDA custom call), the NumPy front end's arrays are CuPy arrays
+(``backend="cuda"``, the same NVRTC kernel launched by CuPy), dense
+``jax.numpy`` runs on the GPU, the torch front end on CUDA tensors; compare
+the wall times there (the CPU seconds are the host's).
 """
 
 from __future__ import annotations
@@ -82,6 +88,18 @@ def _gaussian(n: int, seed: int = 0):
     return x, y, b
 
 
+#: Whether the systems run on a GPU (``--gpu``).
+GPU = [False]
+
+
+def _put(*arrays):
+    """JAX arrays, on the first GPU with ``--gpu``."""
+    import jax
+
+    dev = jax.devices("gpu")[0] if GPU[0] else jax.devices("cpu")[0]
+    return tuple(jax.device_put(a, dev) for a in arrays)
+
+
 def matmul_systems(n: int, dense: bool) -> dict:
     import jax
     import jax.numpy as jnp
@@ -90,11 +108,17 @@ def matmul_systems(n: int, dense: bool) -> dict:
     from kerneltools import jax as ktj
 
     x, y, b = _gaussian(n)
-    xj, yj, bj = jnp.asarray(x), jnp.asarray(y), jnp.asarray(b)
+    xj, yj, bj = _put(x, y, b)
     g = np.float32(50.0)  # exp(-50 |x - y|^2): a bandwidth of 0.1 in the unit cube
+    xp, backend = np, "cpu"
+    if GPU[0]:
+        import cupy as xp
+        backend = "cuda"
+    xc, yc, bc = xp.asarray(x), xp.asarray(y), xp.asarray(b)
 
     def numpy_front():
-        return (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp().matmul(b, backend="cpu")
+        out = (-kt.Vi(xc).sqdist(kt.Vj(yc)) * g).exp().matmul(bc, backend=backend)
+        return xp.asnumpy(out) if GPU[0] else out
 
     def jax_k(x, y, b):
         return (-ktj.Vi(x).sqdist(ktj.Vj(y)) * 50.0).exp() @ b
@@ -117,13 +141,13 @@ def matmul_systems(n: int, dense: bool) -> dict:
 
 def mmd_systems(n: int) -> dict:
     import jax
-    import jax.numpy as jnp
     import torch
 
     from kerneltools import jax as ktj
     from kerneltools import torch as ktt
 
     x, y, _ = _gaussian(n, seed=1)
+    device = "cuda" if GPU[0] and torch.cuda.is_available() else "cpu"
 
     def mmd(mod, x, y):
         def k(a, c):
@@ -131,13 +155,13 @@ def mmd_systems(n: int) -> dict:
         return (k(x, x) + k(y, y) - 2 * k(x, y)) / float(len(x)) ** 2
 
     grad = jax.jit(jax.grad(lambda x, y: mmd(ktj, x, y)))
-    xj, yj = jnp.asarray(x), jnp.asarray(y)
-    yt = torch.from_numpy(y)
+    xj, yj = _put(x, y)
+    yt = torch.from_numpy(y).to(device)
 
     def torch_front():
-        xt = torch.from_numpy(x).requires_grad_()
+        xt = torch.from_numpy(x).to(device).requires_grad_()
         mmd(ktt, xt, yt).backward()
-        return xt.grad.numpy()
+        return xt.grad.cpu().numpy()
 
     return {"torch front end (backward)": torch_front,
             "kerneltools.jax jit(grad)": lambda: grad(xj, yj).block_until_ready()}
@@ -152,7 +176,9 @@ def main():
     p.add_argument("--mmd-repeat", type=int, default=1)
     p.add_argument("--parts", nargs="+", default=["matmul", "dense", "mmd"],
                    choices=["matmul", "dense", "mmd"])
+    p.add_argument("--gpu", action="store_true", help="the arrays on the first GPU")
     args = p.parse_args()
+    GPU[0] = args.gpu
     import jax
 
     print(f"jax {jax.__version__}, {jax.default_backend()}; load average at start "

@@ -28,22 +28,23 @@ Python floats are constants; pass an array to ``Pm`` to differentiate with
 respect to a parameter. :meth:`LazyTensor.solve` is conjugate gradients with
 implicit differentiation (:mod:`._solve`); :func:`kernel` gives the kernels
 of :mod:`kerneltools.kernels` (scikit-learn's GP kernels too) on JAX arrays,
-their hyperparameters differentiable. What the custom call does not serve
-(``ranges=``, ``backend="numpy"``, pykeops' reduction keywords, arrays on a
-GPU) runs on the engine through ``jax.pure_callback``.
+their hyperparameters differentiable. On a GPU, the reduction is the CUDA
+backend's NVRTC-compiled kernel, launched by a custom call on XLA's stream
+(:mod:`._cuda`). What the custom calls do not serve (``ranges=``,
+``backend="numpy"``, pykeops' reduction keywords) runs on the engine through
+``jax.pure_callback``.
 
-What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`) and
-solve (:mod:`._solve`). What it may import: the engine (its IR, autodiff,
-plans, and the CPU backend's XLA entry points
-:mod:`kerneltools.backend.cpu._xla`), :mod:`kerneltools.lazy` and its
+What lives here: the JAX LazyTensor, its reduction (:mod:`._reduce`, on a
+GPU :mod:`._cuda`) and solve (:mod:`._solve`). What it may import: the
+engine (its IR, autodiff, plans, and the XLA entry points of the CPU and
+CUDA backends, :mod:`kerneltools.backend.cpu._xla` and
+:mod:`kerneltools.backend.cuda._xla`), :mod:`kerneltools.lazy` and its
 symbolic core (:mod:`kerneltools.lazy._symbolic`,
 :mod:`kerneltools.lazy._reducing`), :mod:`kerneltools.kernels`; never
 :mod:`kerneltools.torch` or :mod:`kerneltools.estimators`.
 """
 
 from __future__ import annotations
-
-import inspect
 
 import jax
 import jax.numpy as jnp
@@ -52,28 +53,13 @@ from .. import lazy as _lazy
 from ..backend.reductions import REDUCTIONS
 from ..kernels import make_kernel
 from ..lazy._args import check_axis
-from ..lazy._methods import reduction_methods
-from ..lazy._symbolic import (
-    MATMUL_BLOCK,
-    apply,
-    batch_of,
-    bindings_of,
-    check_ranges,
-    compose,
-    lift,
-    merge,
-    ranges_of,
-)
+from ..lazy._frontend import FrontEnd, binary_fn, install_forwarding
+from ..lazy._symbolic import batch_of, bindings_of, merge
 from . import _docs
 from ._reduce import Spec, placeholder, reduce, reduce_batched
 from ._solve import solve as _solve
 
 __all__ = ["LazyTensor", "Pm", "Vi", "Vj", "kernel", "maximum", "minimum"]
-
-_BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-           "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
-           "__gt__", "__ge__", "__or__", "__ror__", "__eq__", "__ne__")
-_UNARY = ("__neg__", "__pos__", "__abs__")
 
 
 def _as_float(x):
@@ -82,8 +68,8 @@ def _as_float(x):
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(float)
 
 
-class LazyTensor:  # docstring: _docs.LAZY_TENSOR (set at the end)
-    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+class LazyTensor(FrontEnd):  # docstring: _docs.LAZY_TENSOR (set at the end)
+    _DATA, _LIBRARY, _PREFIX = "_arrays", jax.Array, "kerneltools.jax"
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
@@ -98,109 +84,12 @@ class LazyTensor:  # docstring: _docs.LAZY_TENSOR (set at the end)
             self._lt = _lazy.LazyTensor(x, axis)
             self._arrays = {}
 
-    @classmethod
-    def _wrap(cls, lt, arrays) -> LazyTensor:
-        obj = object.__new__(cls)
-        obj._lt = lt
-        obj._arrays = {n: a for n, a in arrays.items() if n in bindings_of(lt)}
-        return obj
+    _as_data = staticmethod(_as_float)
+    _concat = staticmethod(lambda cols: jnp.concatenate(cols, axis=1))
 
     @staticmethod
-    def _unwrap(x):
-        """(NumPy-level operand, its arrays) of an operand."""
-        if isinstance(x, LazyTensor):
-            return x._lt, x._arrays
-        if isinstance(x, jax.Array):
-            p = LazyTensor(x)
-            return p._lt, p._arrays
-        return x, {}
-
-    def _call(self, method: str, *args, **kwargs):
-        arrays = dict(self._arrays)
-        unwrapped = []
-        for a in args:
-            u, t = self._unwrap(a)
-            unwrapped.append(u)
-            arrays.update(t)
-        for k, v in list(kwargs.items()):
-            kwargs[k], t = self._unwrap(v)
-            arrays.update(t)
-        out = getattr(self._lt, method)(*unwrapped, **kwargs)
-        return self._wrap(out, arrays) if isinstance(out, _lazy.LazyTensor) else out
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._lt, name)
-        if not callable(attr):
-            return attr
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
-
-    @property
-    def ranges(self):
-        """The block-sparsity that reductions use when not given ``ranges=``."""
-        return ranges_of(self._lt)
-
-    @ranges.setter
-    def ranges(self, value):
-        self._lt = self._lt.with_ranges(check_ranges(value))
-
-    __hash__ = object.__hash__  # ``==`` builds a formula
-
-    def __repr__(self) -> str:
-        return f"kerneltools.jax.{self._lt!r}"
-
-    def __bool__(self):
-        raise TypeError("the truth value of a LazyTensor is undefined")
-
-    def __getitem__(self, k):
-        return self._call("__getitem__", k)
-
-    def t(self) -> LazyTensor:
-        """Swap the roles of i and j (the same arrays, so gradients flow)."""
-        out = self._lt.t()
-        old = {id(b): n for n, b in bindings_of(self._lt).items()}
-        arrays = {new: self._arrays[old[id(b)]] for new, b in bindings_of(out).items()
-                  if old.get(id(b)) in self._arrays}
-        return self._wrap(out, arrays)
-
-    @property
-    def T(self) -> LazyTensor:
-        return self.t()
-
-    def _apply(self, op: str) -> LazyTensor:
-        return self._wrap(apply(self._lt, op), self._arrays)
-
-    def _compose(self, fn, *others) -> LazyTensor:
-        arrays, parts = dict(self._arrays), []
-        for o in others:
-            u, t = self._unwrap(o)
-            parts.append(u)
-            arrays.update(t)
-        return self._wrap(compose(self._lt, fn, *parts), arrays)
-
-    # -- reductions ------------------------------------------------------------
-    def __matmul__(self, b, **options):
-        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and an array b
-        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
-        takes the reductions' keywords, as in pykeops."""
-        return self.matmul(b, **options)
-
-    def matmul(self, b, *, backend=None, **options):
-        """``K @ b`` on ``backend``, with the reductions' keywords."""
-        if self.dim != 1:
-            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
-        b = _as_float(b)
-        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
-            bj = b if b.ndim >= 2 else b[:, None]
-            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
-            return out[..., 0] if b.ndim == 1 else out
-        b2 = b.reshape(b.shape[0], -1)
-        cols = [(self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce(
-            "Sum", 1, backend=backend, **options)
-            for c0 in range(0, b2.shape[1], MATMUL_BLOCK)]
-        out = cols[0] if len(cols) == 1 else jnp.concatenate(cols, axis=1)
-        return out[:, 0] if b.ndim == 1 else out
+    def _Vj(x):
+        return Vj(x)
 
     def solve(self, b, alpha: float = 1e-10, *, tol: float = 1e-6, max_iter=None,
               backend=None, **options):
@@ -223,16 +112,7 @@ class LazyTensor:  # docstring: _docs.LAZY_TENSOR (set at the end)
         keepdim = options.pop("keepdim", False)
         if backend is None:
             backend = self._lt.backend
-        W = None
-        arrays = dict(self._arrays)
-        if weight is not None:
-            u, t = self._unwrap(weight)
-            W = LazyTensor._wrap(lift(_lazy.LazyTensor, u), t)
-            arrays.update(W._arrays)
-        if options.get("ranges") is None:
-            options.pop("ranges", None)
-            if ranges_of(self._lt) is not None:
-                options["ranges"] = ranges_of(self._lt)
+        W, arrays = self._weight_and_data(weight, options)
         nodes = list(arrays)
         spec = Spec(self._lt, W._lt if W is not None else None, name, axis, K, backend,
                     nodes, options)
@@ -251,48 +131,8 @@ class LazyTensor:  # docstring: _docs.LAZY_TENSOR (set at the end)
         return res
 
 
-for _method, _fn in reduction_methods().items():
-    setattr(LazyTensor, _method, _fn)
-
-
-def _forward_method(name):
-    def method(self, *args, **kwargs):
-        return self._call(name, *args, **kwargs)
-    method.__name__ = name
-    method.__doc__ = getattr(_lazy.LazyTensor, name).__doc__
-    return method
-
-
-def _forward_property(name):
-    def get(self):
-        v = getattr(self._lt, name)
-        return self._wrap(v, self._arrays) if isinstance(v, _lazy.LazyTensor) else v
-    return property(get, doc=getattr(_lazy.LazyTensor, name).__doc__)
-
-
-# The other public methods and properties of the NumPy LazyTensor, on the class.
-for _name in dir(_lazy.LazyTensor):
-    if _name.startswith("_") or hasattr(LazyTensor, _name):
-        continue
-    if isinstance(inspect.getattr_static(_lazy.LazyTensor, _name), property):
-        setattr(LazyTensor, _name, _forward_property(_name))
-    elif callable(getattr(_lazy.LazyTensor, _name)):
-        setattr(LazyTensor, _name, _forward_method(_name))
-
-
-def _forward_operator(name):
-    if name in _UNARY:
-        def op(self):
-            return self._call(name)
-    else:
-        def op(self, other):
-            return self._call(name, other)
-    op.__name__ = name
-    return op
-
-
-for _name in _BINARY + _UNARY:
-    setattr(LazyTensor, _name, _forward_operator(_name))
+LazyTensor._root = LazyTensor
+install_forwarding(LazyTensor)
 
 
 def Vi(x) -> LazyTensor:
@@ -320,17 +160,11 @@ def Pm(p) -> LazyTensor:
 
 
 def minimum(a, b) -> LazyTensor:
-    return _binary_fn(a, b, "minimum")
+    return binary_fn(LazyTensor, a, b, "minimum")
 
 
 def maximum(a, b) -> LazyTensor:
-    return _binary_fn(a, b, "maximum")
-
-
-def _binary_fn(a, b, fn):
-    ua, ta = LazyTensor._unwrap(a)
-    ub, tb = LazyTensor._unwrap(b)
-    return LazyTensor._wrap(getattr(_lazy, fn)(ua, ub), {**ta, **tb})
+    return binary_fn(LazyTensor, a, b, "maximum")
 
 
 def kernel(k, X, Y=None, **params) -> LazyTensor:

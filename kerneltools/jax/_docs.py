@@ -3,10 +3,25 @@
 Kept apart from ``jax/__init__.py`` as in ``kerneltools.lazy`` and
 ``kerneltools.torch``; ``__init__`` assigns each to its function's
 ``__doc__`` (the API reference, ``help()`` and the doctests read them from
-there).
+there); the sections they share with ``kerneltools.lazy`` are its
+templates.
 """
 
-_VARIABLE = """A variable indexed by {i} from an ({N}, D) or ({N},) array.
+import numpy as _np
+
+from ..lazy._docs import (
+    Front,
+    extremum_docs,
+    lazy_tensor_examples,
+    parameter_doc,
+    variable_docs,
+)
+
+JAX = Front("kerneltools.jax", "import jax.numpy as jnp", "jnp.arange", "jnp.array",
+            "axis", "print({})", lambda v: str(_np.array(v)))
+
+
+VI, VJ = variable_docs("""A variable indexed by {i} from an ({N}, D) or ({N},) array.
 
 With leading batch axes, (B..., {N}, D), each batch is reduced on its own
 (as ``jax.vmap`` would). Reductions are differentiable with respect to the
@@ -16,32 +31,9 @@ Parameters
 ----------
 x : jax.Array or array-like of shape ({N}, D), ({N},) or (B..., {N}, D)
     The data.
+""", JAX)
 
-Returns
--------
-LazyTensor
-    The symbolic variable, of dimension D, indexed by {i}.
-
-See Also
---------
-{other} : The variable indexed by {o}.
-Pm : A parameter shared by every pair.
-
-Examples
---------
->>> import jax.numpy as jnp
->>> from kerneltools.jax import Vi, Vj
->>> x = jnp.arange(6.0).reshape(3, 2)
->>> y = jnp.arange(4.0).reshape(2, 2)
->>> D = ((Vi(x) - Vj(y)) ** 2).sum()
->>> print(D.sum(axis={axis}).ravel())
-{result}
-"""
-
-VI = _VARIABLE.format(i="i", N="N", other="Vj", o="j", axis=1, result="[ 8.  8. 40.]")
-VJ = _VARIABLE.format(i="j", N="M", other="Vi", o="i", axis=0, result="[40. 16.]")
-
-PM = """A parameter, shared by every pair (i, j), from a 1-D array or a number.
+PM = parameter_doc("""A parameter, shared by every pair (i, j), from a 1-D array or a number.
 
 A Python number is a constant, not differentiated; a ``jax.Array`` is.
 
@@ -49,18 +41,7 @@ Parameters
 ----------
 p : jax.Array of shape (D,) or float
     The value.
-
-Returns
--------
-LazyTensor
-    The parameter, of dimension D (1 for a number).
-
-See Also
---------
-Vi : A variable indexed by i.
-Vj : A variable indexed by j.
-
-Examples
+""", """Examples
 --------
 >>> import jax
 >>> import jax.numpy as jnp
@@ -71,37 +52,9 @@ Examples
 ...     return K.sum(axis=1).sum()
 >>> print(jnp.round(jax.grad(total)(jnp.array([0.5])), 3))
 [-0.586]
-"""
+""")
 
-_EXTREMUM = """Element-wise {what} of two formulas (NaN propagates).
-
-Parameters
-----------
-a, b : LazyTensor or float
-    The formulas (a number is a constant); of one dimension, or one of
-    dimension 1 (broadcast).
-
-Returns
--------
-LazyTensor
-    The formula of the element-wise {what}.
-
-See Also
---------
-{other} : The element-wise {other}.
-
-Examples
---------
->>> import jax.numpy as jnp
->>> from kerneltools.jax import Vi, Vj, {what}
->>> x = jnp.array([[0.0], [3.0]])
->>> y = jnp.array([[1.0], [2.0]])
->>> print({what}(Vi(x), Vj(y)).sum(axis=1).ravel())
-{result}
-"""
-
-MINIMUM = _EXTREMUM.format(what="minimum", other="maximum", result="[0. 3.]")
-MAXIMUM = _EXTREMUM.format(what="maximum", other="minimum", result="[3. 6.]")
+MINIMUM, MAXIMUM = extremum_docs(JAX)
 
 KERNEL = """A kernel of :mod:`kerneltools.kernels` on JAX arrays, as a LazyTensor.
 
@@ -145,12 +98,4 @@ x : jax.Array, array-like or number
 axis : {0, 1}, optional
     Only for 2-D data: indexed by i (0) or by j (1).
 
-Examples
---------
->>> import jax.numpy as jnp
->>> from kerneltools.jax import LazyTensor
->>> x = jnp.arange(6.0).reshape(3, 2)
->>> D_ij = ((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)
->>> print(D_ij.sum(axis=1).ravel())
-[40. 16. 40.]
-"""
+""" + lazy_tensor_examples(JAX)

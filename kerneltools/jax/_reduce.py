@@ -15,9 +15,11 @@ loop over the batch, unmapped operands broadcast). The kernel of a shape,
 dtype and formula is traced and compiled once (``jax.jit`` keyed by the
 plan's signature and sizes).
 
-Plans that the handler does not serve (block-sparse ``ranges``,
-``backend="numpy"``, pykeops' keywords, a GPU array) run through
-``jax.pure_callback`` on the engine (a host round trip).
+On a CUDA device, the CUDA backend's NVRTC-compiled kernel is launched on
+XLA's stream by a custom call of its own (:mod:`._cuda`). Plans that
+neither handler serves (block-sparse ``ranges``, ``backend="numpy"``,
+pykeops' keywords, a GPU without CuPy) run through ``jax.pure_callback`` on
+the engine (a host round trip).
 
 Derivatives: ``reduce_p`` (the reduction) has a JVP rule whose tangent is
 ``tangent_p``, the Sum of the engine's
@@ -46,7 +48,7 @@ from .. import lazy as _lazy
 from ..backend._autodiff import forward_reduction, reduction_vjp, tangent_formula
 from ..backend._ir import topo_order
 from ..backend._plan import make_plan
-from ..backend.cpu._xla import ffi_handler, kernel_entry
+from ..backend.cpu._xla import ffi_handler, kernel_entry, watch_sigint
 from ..backend.reductions import REDUCTIONS
 from ..lazy._reducing import reduce as _reduce_lazy
 from ..lazy._symbolic import (
@@ -58,6 +60,7 @@ from ..lazy._symbolic import (
     new_var,
     ranges_of,
 )
+from ._cuda import cuda_device, cuda_reduce, output_type, output_value
 
 __all__ = ["Spec", "placeholder", "reduce", "reduce_batched"]
 
@@ -82,10 +85,12 @@ class Spec:
 
 
 def _register() -> None:
+    """The CPU handler registered (once), its Ctrl-C watch (re)installed."""
     if not _registered:
         handler = ffi_handler(jax.ffi.include_dir() + "/xla/ffi/api/c_api.h")
         jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(handler), platform="cpu")
         _registered.append(handler)
+    watch_sigint(_registered[0])
 
 
 @dataclass(frozen=True)
@@ -164,24 +169,14 @@ def _centred(args, lay, call: _Call) -> list:
 @functools.partial(jax.jit, static_argnums=0)
 def _ffi(call: _Call, *args):
     bufs = _buffers(call, args)
-    types = []
-    for shape, is_int in zip(call.out_shapes, call.int_outputs):
-        if not is_int:
-            types.append(jax.ShapeDtypeStruct(shape, call.dtype))
-        elif call.x64:
-            types.append(jax.ShapeDtypeStruct(shape, np.int64))
-        else:  # int64 indices read as pairs of int32 (little-endian: low first)
-            types.append(jax.ShapeDtypeStruct(shape[:-1] + (2 * shape[-1],), np.int32))
+    types = [output_type(shape, call.dtype, is_int, call.x64)
+             for shape, is_int in zip(call.out_shapes, call.int_outputs)]
     ranks = [b.ndim for b in bufs] + [len(t.shape) for t in types]
     outs = jax.ffi.ffi_call(_TARGET, types, vmap_method="expand_dims")(
         *bufs, fn=np.int64(call.address), nx=np.int64(call.nx), ny=np.int64(call.ny),
         state=np.int64(call.state), threads=np.int64(call.threads), core_ranks=np.array(ranks, dtype=np.int64))
-    res = []
-    for o, shape, is_int in zip(outs, call.out_shapes, call.int_outputs):
-        if is_int and not call.x64:
-            o = o.reshape(shape + (2,))[..., 0]
-        res.append(o)
-    return tuple(res)
+    return tuple(output_value(o, shape, is_int, call.x64)
+                 for o, shape, is_int in zip(outs, call.out_shapes, call.int_outputs))
 
 
 def _on_cpu(arrays) -> bool:
@@ -211,12 +206,15 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
 
     plan, args = make_plan([p.formula for p in parts], run, spec.axis, spec.K, array_of,
                            dtype, ni or 1, nj or 1)
-    entry = None
-    if (spec.backend in (None, "auto", "cpu") and not spec.options
-            and ranges_of(spec.F) is None and _on_cpu(arrays)):
+    entry = outs = None
+    plain = not spec.options and ranges_of(spec.F) is None
+    if plain and spec.backend in (None, "auto", "cpu") and _on_cpu(arrays):
         entry = kernel_entry(plan)
     E = red.out_dim([f.dim for f in plan.formulas])
     shape = (plan.nx, plan.K, E) if red.uses_k else (plan.nx, E)
+    device = cuda_device(arrays) if plain and entry is None else None
+    if device is not None and spec.backend in (None, "auto", "cuda"):
+        outs = cuda_reduce(plan, args, shape, device)  # None: the engine's
     if entry is not None:
         _register()
         call = _Call(entry.address, entry.tj, entry.state_size, entry.threads,
@@ -224,7 +222,7 @@ def _forward(spec: Spec, run: str, arrays) -> tuple:
                      np.dtype(dtype), plan.nx, plan.ny, (shape,) * red.n_outputs,
                      red.int_outputs, bool(jax.config.jax_enable_x64))
         outs = _ffi(call, *args)
-    else:
+    elif outs is None:
         outs = _callback(spec, run, shape, dtype, arrays)
     if red.uses_k and E == 1:
         outs = tuple(o[..., 0] for o in outs)

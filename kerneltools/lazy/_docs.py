@@ -2,8 +2,74 @@
 
 Kept here so that ``lazy/__init__.py`` stays within the layout's line limit;
 ``__init__`` assigns each to its function's ``__doc__`` (the API reference,
-``help()`` and the doctests read them from there).
+``help()`` and the doctests read them from there). The sections and
+examples that ``kerneltools.torch`` and ``kerneltools.jax`` share with it are
+templates here, filled by :func:`variable_docs`, :func:`parameter_doc`,
+:func:`extremum_docs` and :func:`lazy_tensor_examples` with a :class:`Front`
+(the front end's module, array library and way of showing a result).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Front(NamedTuple):
+    """How a front end's doctests look."""
+
+    module: str  #: kerneltools.lazy, kerneltools.torch, ...
+    imports: str  #: the import line of the array library
+    arange: str  #: its ``arange``
+    array: str  #: its array constructor
+    axis: str  #: the reduction's axis keyword
+    show: str  #: the last line of an example, ``{}`` the expression
+    result: Callable  #: the printed result of a list of numbers
+
+
+NUMPY = Front("kerneltools.lazy", "import numpy as np", "np.arange", "np.array", "axis",
+              "{}", lambda v: repr(np.array(v)))
+
+
+_VARIABLE_TAIL = """
+Returns
+-------
+LazyTensor
+    The symbolic variable, of dimension D, indexed by {i}.
+
+See Also
+--------
+{other} : The variable indexed by {o}.
+Pm : A parameter shared by every pair.
+
+Examples
+--------
+>>> {f.imports}
+>>> from {f.module} import Vi, Vj
+>>> x = {f.arange}(6.0).reshape(3, 2)
+>>> y = {f.arange}(4.0).reshape(2, 2)
+>>> D = ((Vi(x) - Vj(y)) ** 2).sum()
+>>> D.shape
+(3, 2)
+>>> {show}
+{result}
+"""
+
+
+def variable_docs(body: str, front: Front) -> tuple[str, str]:
+    """The docstrings of ``Vi`` and ``Vj``: ``body`` (summary to Parameters,
+    ``{i}``, ``{N}``, ``{name}`` filled) and the shared sections."""
+    out = []
+    for i, N, name, other, o, axis, result in (
+            ("i", "N", "Vi", "Vj", "j", 1, [8.0, 8.0, 40.0]),
+            ("j", "M", "Vj", "Vi", "i", 0, [40.0, 16.0])):
+        show = front.show.format(f"D.sum({front.axis}={axis}).ravel()")
+        out.append(body.format(i=i, N=N, name=name) + _VARIABLE_TAIL.format(
+            i=i, other=other, o=o, f=front, show=show, result=front.result(result)))
+    return out[0], out[1]
+
 
 _VARIABLE = """A variable indexed by {i} from an ({N}, D) or ({N},) array.
 
@@ -20,36 +86,31 @@ x : array-like of shape ({N}, D), ({N},) or (B..., {N}, D), or int
 dim : int, default=None
     The dimension D of a symbolic variable (with an integer ``x``); None
     for data.
+"""
 
+VI, VJ = variable_docs(_VARIABLE, NUMPY)
+
+_PARAMETER_RETURNS = """
 Returns
 -------
 LazyTensor
-    The symbolic variable, of dimension D, indexed by {i}.
+    The parameter, of dimension D (1 for a number).
 
 See Also
 --------
-{other} : The variable indexed by {o}.
-Pm : A parameter shared by every pair.
+Vi : A variable indexed by i.
+Vj : A variable indexed by j.
 
-Examples
---------
->>> import numpy as np
->>> from kerneltools.lazy import Vi, Vj
->>> x = np.arange(6.0).reshape(3, 2)
->>> y = np.arange(4.0).reshape(2, 2)
->>> D = ((Vi(x) - Vj(y)) ** 2).sum()
->>> D.shape
-(3, 2)
->>> D.sum(axis={axis}).ravel()
-{result}
 """
 
-VI = _VARIABLE.format(i="i", N="N", name="Vi", other="Vj", o="j", axis=1,
-                      result="array([ 8.,  8., 40.])")
-VJ = _VARIABLE.format(i="j", N="M", name="Vj", other="Vi", o="i", axis=0,
-                      result="array([40., 16.])")
 
-PM = """A parameter, shared by every pair (i, j), from a scalar or a (D,) array.
+def parameter_doc(body: str, examples: str) -> str:
+    """The docstring of ``Pm``: ``body`` (summary to Parameters), the shared
+    Returns and See Also, ``examples``."""
+    return body + _PARAMETER_RETURNS + examples
+
+
+PM = parameter_doc("""A parameter, shared by every pair (i, j), from a scalar or a (D,) array.
 
 A Python number is weakly typed, as in NumPy: it does not turn float32
 data into float64. ``Pm(k, D)`` is a symbolic parameter of index k (see
@@ -62,18 +123,7 @@ p : float, array-like of shape (D,), or int
 dim : int, default=None
     The dimension D of a symbolic parameter (with an integer ``p``); None
     for a value.
-
-Returns
--------
-LazyTensor
-    The parameter, of dimension D (1 for a scalar).
-
-See Also
---------
-Vi : A variable indexed by i.
-Vj : A variable indexed by j.
-
-Examples
+""", """Examples
 --------
 >>> import numpy as np
 >>> from kerneltools.lazy import Vi, Vj, Pm
@@ -81,7 +131,7 @@ Examples
 >>> K = (-Pm(0.5) * ((Vi(x) - Vj(x)) ** 2).sum()).exp()
 >>> np.round(K.sum(axis=1).ravel(), 2)
 array([1.02, 1.04, 1.02])
-"""
+""")
 
 _EXTREMUM = """Element-wise {what} of two formulas (NaN propagates).
 
@@ -98,31 +148,51 @@ LazyTensor
 
 See Also
 --------
-{other} : The element-wise {other_what}.
+{other} : The element-wise {other}.
 
 Examples
 --------
->>> import numpy as np
->>> from kerneltools.lazy import Vi, Vj, {name}
->>> x = np.array([[0.0], [3.0]])
->>> y = np.array([[1.0], [2.0]])
->>> {name}(Vi(x), Vj(y)).sum(axis=1).ravel()
+>>> {f.imports}
+>>> from {f.module} import Vi, Vj, {what}
+>>> x = {f.array}([[0.0], [3.0]])
+>>> y = {f.array}([[1.0], [2.0]])
+>>> {show}
 {result}
 """
 
-MINIMUM = _EXTREMUM.format(what="minimum", other="maximum", other_what="maximum",
-                           name="minimum", result="array([0., 3.])")
-MAXIMUM = _EXTREMUM.format(what="maximum", other="minimum", other_what="minimum",
-                           name="maximum", result="array([3., 6.])")
 
-LAZY_TENSOR_EXAMPLES = """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kerneltools.lazy import LazyTensor
-    >>> x = np.arange(6.0).reshape(3, 2)
-    >>> x_i, y_j = LazyTensor(x[:, None, :]), LazyTensor(x[None, :, :])
-    >>> D_ij = ((x_i - y_j) ** 2).sum(-1)
-    >>> D_ij.shape, D_ij.sum(axis=1).ravel()
-    ((3, 3), array([40., 16., 40.]))
-    """
+def extremum_docs(front: Front) -> tuple[str, str]:
+    """The docstrings of ``minimum`` and ``maximum``."""
+    return tuple(_EXTREMUM.format(
+        what=what, other=other, f=front, result=front.result(result),
+        show=front.show.format(f"{what}(Vi(x), Vj(y)).sum({front.axis}=1).ravel()"))
+        for what, other, result in (("minimum", "maximum", [0.0, 3.0]),
+                                    ("maximum", "minimum", [3.0, 6.0])))
+
+
+MINIMUM, MAXIMUM = extremum_docs(NUMPY)
+
+_LAZY_TENSOR_EXAMPLES = """Examples
+--------
+>>> {f.imports}
+>>> from {f.module} import LazyTensor
+>>> x = {f.arange}(6.0).reshape(3, 2)
+>>> x_i, y_j = LazyTensor(x[:, None, :]), LazyTensor(x[None, :, :])
+>>> D_ij = ((x_i - y_j) ** 2).sum(-1)
+>>> D_ij.shape
+(3, 3)
+>>> {show}
+{result}
+"""
+
+
+def lazy_tensor_examples(front: Front, indent: str = "") -> str:
+    """The Examples section of a LazyTensor class, indented by ``indent``."""
+    text = _LAZY_TENSOR_EXAMPLES.format(
+        f=front, show=front.show.format(f"D_ij.sum({front.axis}=1).ravel()"),
+        result=front.result([40.0, 16.0, 40.0]))
+    return "".join(indent + line if line.strip() else line
+                   for line in text.splitlines(True))
+
+
+LAZY_TENSOR_EXAMPLES = "\n" + lazy_tensor_examples(NUMPY, "    ") + "    "

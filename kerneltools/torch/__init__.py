@@ -35,8 +35,6 @@ never :mod:`kerneltools.estimators`.
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import torch
 
@@ -45,9 +43,8 @@ from ..lazy._deferred import DeferredReduction, DeferredSolve
 from ..lazy._keops_options import finish, take_output_options
 from ..lazy._keops import KeopsMethods
 from ..lazy._solve import rhs_of, unknown_of, waits_for_data
-from ..lazy._methods import reduction_methods
-from ..lazy._symbolic import (MATMUL_BLOCK, apply, bindings_of, check_axis, check_ranges,
-                        compose, from_parts, lift, ranges_of, symbols_of)
+from ..lazy._frontend import FrontEnd, binary_fn, install_forwarding
+from ..lazy._symbolic import bindings_of, check_axis, from_parts, ranges_of, symbols_of
 from ..lazy._complex import check_weight, is_complex_data
 from . import _docs
 from ._complex import ComplexTorchMethods
@@ -57,13 +54,8 @@ from ..backend.reductions import REDUCTIONS
 
 __all__ = ["LazyTensor", "ComplexLazyTensor", "Vi", "Vj", "Pm", "minimum", "maximum"]
 
-_BINARY = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-           "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__lt__", "__le__",
-           "__gt__", "__ge__", "__or__", "__ror__", "__eq__", "__ne__")
-_UNARY = ("__neg__", "__pos__", "__abs__")
 
-
-class LazyTensor:
+class LazyTensor(FrontEnd):
     """A symbolic ``(N, M, D)`` formula over torch tensors; see the module docstring.
 
     Complex tensors make a :class:`ComplexLazyTensor`.
@@ -76,16 +68,7 @@ class LazyTensor:
         respect to the tensors.
     axis : {0, 1}, optional
         Only for 2-D data: indexed by i (0) or by j (1).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from kerneltools.torch import LazyTensor
-    >>> x = torch.arange(6.0).reshape(3, 2)
-    >>> D_ij = ((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)
-    >>> D_ij.sum(dim=1).ravel()
-    tensor([40., 16., 40.])
-    """
+    """  # Examples: _docs.LAZY_TENSOR_EXAMPLES (set at the end)
 
     def __new__(cls, x=None, axis=None):
         if not issubclass(cls, ComplexLazyTensor) and is_complex_data(x):  # complex data
@@ -95,7 +78,7 @@ class LazyTensor:
             return obj
         return object.__new__(cls)
 
-    __array_ufunc__ = None  # NumPy arrays on the left defer to our operators
+    _DATA, _LIBRARY, _PREFIX = "_tensors", torch.Tensor, "kerneltools.torch"
 
     def __init__(self, x, axis: int | None = None):
         if isinstance(x, LazyTensor):
@@ -110,44 +93,10 @@ class LazyTensor:
 
     @classmethod
     def _wrap(cls, lt, tensors) -> LazyTensor:
-        if lt.is_complex or cls is ComplexLazyTensor:  # complex in, complex out
-            cls = ComplexLazyTensor if lt.is_complex else LazyTensor
-        obj = object.__new__(cls)
-        obj._lt = lt
-        obj._tensors = {n: t for n, t in tensors.items() if n in bindings_of(lt)}
-        return obj
-
-    @staticmethod
-    def _unwrap(x):
-        """(NumPy-level operand, its tensors) of an operand."""
-        if isinstance(x, LazyTensor):
-            return x._lt, x._tensors
-        if isinstance(x, torch.Tensor):
-            p = LazyTensor(x)
-            return p._lt, p._tensors
-        return x, {}
-
-    def _call(self, method: str, *args, **kwargs):
-        tensors = dict(self._tensors)
-        unwrapped = []
-        for a in args:
-            u, t = self._unwrap(a)
-            unwrapped.append(u)
-            tensors.update(t)
-        for k, v in list(kwargs.items()):
-            kwargs[k], t = self._unwrap(v)
-            tensors.update(t)
-        out = getattr(self._lt, method)(*unwrapped, **kwargs)
-        return self._wrap(out, tensors) if isinstance(out, _lazy.LazyTensor) else out
-
-    # Symbolic methods and properties: those of the NumPy LazyTensor.
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._lt, name)
-        if not callable(attr):
-            return attr
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
+        kind = cls  # complex in, complex out
+        if lt.is_complex or cls is ComplexLazyTensor:
+            kind = ComplexLazyTensor if lt.is_complex else LazyTensor
+        return FrontEnd._wrap.__func__(kind, lt, tensors)
 
     @property
     def _shape(self) -> tuple:
@@ -165,69 +114,19 @@ class LazyTensor:
         lt.backend = value
         self._lt = lt
 
-    @property
-    def ranges(self):
-        """The block-sparsity that reductions (and their gradients) use when not
-        given ``ranges=``; see :attr:`kerneltools.LazyTensor.ranges`."""
-        return ranges_of(self._lt)
-
-    @ranges.setter
-    def ranges(self, value):
-        self._lt = self._lt.with_ranges(check_ranges(value))
-
-    # ``==`` builds a formula (below), so hashing stays by identity.
-    __hash__ = object.__hash__
-
-    def __repr__(self) -> str:
-        return f"kerneltools.torch.{self._lt!r}"
-
-    def __bool__(self):
-        raise TypeError("the truth value of a LazyTensor is undefined")
-
-    def __getitem__(self, k):
-        return self._call("__getitem__", k)
-
-    def t(self) -> LazyTensor:
-        """Swap the roles of i and j (the same tensors, so gradients flow)."""
-        out = self._lt.t()
-        # t() makes new variables bound to the same Binding objects
-        old = {id(b): n for n, b in bindings_of(self._lt).items()}
-        tensors = {new: self._tensors[old[id(b)]] for new, b in bindings_of(out).items()
-                   if old.get(id(b)) in self._tensors}
-        return self._wrap(out, tensors)
-
-    @property
-    def T(self) -> LazyTensor:
-        return self.t()
-
     # -- reductions ------------------------------------------------------------
     # sum, logsumexp, min, Kmin, ...: the methods of the reductions' registry
-    # (``Reduction.methods``), installed below the class; they call _reduce.
+    # (``Reduction.methods``), installed below the class; they call _reduce;
+    # ``K @ b`` is FrontEnd.matmul.
+    @staticmethod
+    def _as_data(b):
+        return b if isinstance(b, torch.Tensor) else torch.as_tensor(np.asarray(b))
 
-    def __matmul__(self, b, **options):
-        """``K @ b``: ``sum_j K_ij b_j`` for a scalar formula K and a tensor b
-        (M,), (M, E) or batched (B..., M, E); ``K.__matmul__(b, **options)``
-        takes the reductions' keywords, as in pykeops."""
-        return self.matmul(b, **options)
+    _concat = staticmethod(lambda cols: torch.cat(cols, dim=1))
 
-    def matmul(self, b, *, backend=None, **options):
-        """``K @ b`` on ``backend``, with the reductions' keywords."""
-        if self.dim != 1:
-            raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
-        if not isinstance(b, torch.Tensor):
-            b = torch.as_tensor(np.asarray(b))
-        if b.ndim >= 3 or self.batch:  # batched: (B..., M, E) or (M, E)
-            bj = b if b.ndim >= 2 else b[:, None]
-            out = (self * Vj(bj))._reduce("Sum", 1, backend=backend, **options)
-            return out[..., 0] if b.ndim == 1 else out
-        b2 = b.reshape(b.shape[0], -1)
-        cols = [
-            (self * Vj(b2[:, c0:c0 + MATMUL_BLOCK]))._reduce("Sum", 1, backend=backend,
-                                                             **options)
-            for c0 in range(0, b2.shape[1], MATMUL_BLOCK)
-        ]
-        out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)
-        return out[:, 0] if b.ndim == 1 else out
+    @staticmethod
+    def _Vj(x):
+        return Vj(x)
 
     def matvec(self, v):
         """``K @ v`` (pykeops' alias)."""
@@ -236,18 +135,6 @@ class LazyTensor:
     def rmatvec(self, v):
         """``K.T @ v`` (pykeops' alias)."""
         return self.T @ v
-
-    def _apply(self, op: str) -> LazyTensor:
-        return self._wrap(apply(self._lt, op), self._tensors)
-
-    def _compose(self, fn, *others) -> LazyTensor:
-        """A composite (a function of formula nodes) of ``self`` and ``others``."""
-        tensors, parts = dict(self._tensors), []
-        for o in others:
-            u, t = self._unwrap(o)
-            parts.append(u)
-            tensors.update(t)
-        return self._wrap(compose(self._lt, fn, *parts), tensors)
 
     def _bind_symbols(self, arrays: dict) -> LazyTensor:
         """This formula with its symbolic variables bound to ``arrays``
@@ -292,18 +179,8 @@ class LazyTensor:
         if not call or symbols_of(self._lt, self._unwrap(weight)[0]):
             return DeferredReduction(self, name, axis, weight, K, backend, options)
         options, out, keepdim = take_output_options(options)
-        W = None
-        if weight is not None:
-            u, t = self._unwrap(weight)
-            W = LazyTensor._wrap(lift(_lazy.LazyTensor, u), t)
-        tensors = dict(self._tensors)
-        if W is not None:
-            tensors.update(W._tensors)
+        W, tensors = self._weight_and_data(weight, options)
         nodes = list(tensors)
-        if options.get("ranges") is None:
-            options.pop("ranges", None)
-            if ranges_of(self._lt) is not None:
-                options["ranges"] = ranges_of(self._lt)
         spec = ReduceSpec(self, W, name, axis, K, backend, nodes, options)
         args = [tensors[n] for n in nodes]
         red = REDUCTIONS[name]
@@ -328,52 +205,14 @@ def _finish(res, spec, nbatch, out, keepdim):
     return finish(res, REDUCTIONS[spec.name].uses_k, spec.axis, nbatch, out, keepdim, copy)
 
 
-for _method, _fn in reduction_methods().items():
-    setattr(LazyTensor, _method, _fn)
+LazyTensor._root = LazyTensor
+install_forwarding(LazyTensor)
 # pykeops' generic reduction and the static concatenations run on this class
 # (forwarded to the NumPy LazyTensor, they would leave the autograd graph).
 LazyTensor.reduction = KeopsMethods.reduction
 LazyTensor.__min__, LazyTensor.__max__ = KeopsMethods.__min__, KeopsMethods.__max__
 LazyTensor.concatenate = staticmethod(KeopsMethods.concatenate)
 LazyTensor.cat = staticmethod(KeopsMethods.cat)
-
-
-def _forward_method(name):
-    def method(self, *args, **kwargs):
-        return self._call(name, *args, **kwargs)
-    method.__name__ = name
-    method.__doc__ = getattr(_lazy.LazyTensor, name).__doc__
-    return method
-
-
-def _forward_property(name):
-    def get(self):
-        v = getattr(self._lt, name)
-        return self._wrap(v, self._tensors) if isinstance(v, _lazy.LazyTensor) else v
-    return property(get, doc=getattr(_lazy.LazyTensor, name).__doc__)
-
-
-# The other public methods and properties of the NumPy LazyTensor, on the
-# class (so that unbound calls work, as in pykeops: LazyTensor.exp(x)).
-for _name in dir(_lazy.LazyTensor):
-    if _name.startswith("_") or hasattr(LazyTensor, _name):
-        continue
-    if isinstance(inspect.getattr_static(_lazy.LazyTensor, _name), property):
-        setattr(LazyTensor, _name, _forward_property(_name))
-    elif callable(getattr(_lazy.LazyTensor, _name)):
-        setattr(LazyTensor, _name, _forward_method(_name))
-
-
-def _forward_binary(name):
-    def op(self, other):
-        return self._call(name, other)
-    op.__name__ = name
-    return op
-
-
-for _name in _BINARY + _UNARY:
-    setattr(LazyTensor, _name, _forward_binary(_name) if _name in _BINARY
-            else (lambda n: lambda self: self._call(n))(_name))
 
 
 def Vi(x, dim: int | None = None) -> LazyTensor:
@@ -402,23 +241,18 @@ def Pm(p, dim: int | None = None) -> LazyTensor:
 
 
 def minimum(a, b) -> LazyTensor:
-    return _binary_fn(a, b, "minimum")
+    return binary_fn(LazyTensor, a, b, "minimum")
 
 
 def maximum(a, b) -> LazyTensor:
-    return _binary_fn(a, b, "maximum")
+    return binary_fn(LazyTensor, a, b, "maximum")
 
 
 for _f, _doc in ((Vi, _docs.VI), (Vj, _docs.VJ), (Pm, _docs.PM),
                  (minimum, _docs.MINIMUM), (maximum, _docs.MAXIMUM)):
     _f.__doc__ = _doc  # numpydoc text kept in _docs.py (line limit)
-
-
-def _binary_fn(a, b, fn):
-    ua, ta = LazyTensor._unwrap(a)
-    ub, tb = LazyTensor._unwrap(b)
-    out = getattr(_lazy, fn)(ua, ub)
-    return LazyTensor._wrap(out, {**ta, **tb})
+LazyTensor.__doc__ = (LazyTensor.__doc__.rstrip() + "\n\n" + _docs.LAZY_TENSOR_EXAMPLES
+                      + "    ")
 
 
 from ._samples_loss import SamplesLoss  # noqa: E402  (GeomLoss's losses, issue 27)

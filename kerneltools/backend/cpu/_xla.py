@@ -16,7 +16,11 @@ points, and, for its specialisations, the dot-product micro-kernel's chunks
 and norms, the centring of far-off points, the many-column Sum's row-major
 B), which the caller produces with array operations of its own (XLA fuses
 them), as :meth:`._backend.CpuBackend.run` does with NumPy. The K-min runs
-without its prefilter. This module imports no JAX.
+without its prefilter. The CUDA platform's handler (``platform="cuda"`` of
+:func:`ffi_handler`, ``templates/xla_ffi_cuda.h``) is host code built here
+too; :mod:`kerneltools.backend.cuda._xla` gives its kernels. The handlers
+share ``templates/xla_ffi_common.h`` (attributes, errors, the batch walk).
+This module imports no JAX.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from ._layout import centring_args, dot_products, tile_free_args, tile_size
 from ._library import KEY, library
 from ._threads import cores, openmp_ran
 
-__all__ = ["Entry", "Layout", "ffi_handler", "kernel_entry", "layout", "plain_layout"]
+__all__ = ["Entry", "Layout", "ffi_handler", "kernel_entry", "layout", "plain_layout",
+           "watch_sigint"]
 
 
 @dataclass(frozen=True)
@@ -64,23 +69,40 @@ class Entry:
     layout: Layout = Layout()
 
 
-_handlers: dict[str, object] = {}
+_handlers: dict[tuple, object] = {}
 _kept: dict[str, object] = {}  # the kernels whose addresses were handed out stay loaded
+#: platform -> (the handler's template, its function)
+_HANDLERS = {"cpu": ("xla_ffi_call.h", "kt_ffi_reduce"),
+             "cuda": ("xla_ffi_cuda.h", "kt_ffi_cuda_reduce")}
 
 
-def ffi_handler(c_api_header: Path):
-    """The generic handler ``kt_ffi_reduce`` (an ``XLA_FFI_Handler``, a ctypes
-    function of its loaded library), built against the FFI C header
-    ``c_api_header``."""
+def ffi_handler(c_api_header: Path, platform: str = "cpu"):
+    """The generic handler (an ``XLA_FFI_Handler``, a ctypes function of its
+    loaded library) of ``platform``, built against the FFI C header
+    ``c_api_header``: ``kt_ffi_reduce`` runs a CPU kernel; on ``"cuda"``,
+    ``kt_ffi_cuda_reduce`` launches a CUDA kernel on XLA's stream
+    (``templates/xla_ffi_cuda.h``: host code, built here by the C compiler,
+    no CUDA toolkit)."""
     text = Path(c_api_header).read_text()
-    found = _handlers.get(text)
+    found = _handlers.get((text, platform))
     if found is None:
-        source = Template(template_text("xla_ffi_call.h")).substitute(c_api=text, key=KEY)
+        name, symbol = _HANDLERS[platform]
+        source = Template(template_text(name)).substitute(
+            c_api=text, common=template_text("xla_ffi_common.h"), key=KEY)
         lib = library(source)
-        found = lib.cdll.kt_ffi_reduce
+        found = getattr(lib.cdll, symbol)
         found._kt_lib = lib  # keep the library alive with the function
-        _handlers[text] = found
+        _handlers[(text, platform)] = found
     return found
+
+
+def watch_sigint(handler) -> bool:
+    """Whether Ctrl-C (SIGINT) stops ``handler``'s calls (the CPU handler of
+    :func:`ffi_handler`) between two chunks of rows: its signal handler is
+    chained in front of the process's (Python's), now unless it is there
+    already (a later ``signal.signal(SIGINT, ...)`` replaces it: call again).
+    False where SIGINT is ignored or has its default action."""
+    return bool(handler._kt_lib.cdll.kt_watch_sigint())
 
 
 def plain_layout(plan: Plan) -> bool:

@@ -7,12 +7,16 @@
  * XLA did that), then its outputs. Leading axes beyond a buffer's
  * `core_ranks` are batch axes (jax.vmap's "expand_dims": an unmapped
  * operand has size 1 there): the kernel runs once per batch entry, the
- * operands of size 1 broadcast. No copy, no Python. Written against the
- * plain C API of jaxlib's xla/ffi/api/c_api.h (inlined below). */
+ * operands of size 1 broadcast (xla_ffi_common.h). No copy, no Python.
+ * Written against the plain C API of jaxlib's xla/ffi/api/c_api.h (inlined
+ * below). */
+#if !defined(_WIN32) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700 /* sigaction, SA_SIGINFO (before any system header) */
+#endif
 ${c_api}
+${common}
 
-#include <stdlib.h>
-#include <string.h>
+#include <signal.h>
 #ifndef _WIN32
 #include <pthread.h>
 #endif
@@ -36,24 +40,25 @@ static void *kt_run_piece(void *p) {
 
 #define KT_MAX_THREADS 256
 
-static void kt_run_rows(kt_kernel_fn *fn, int64_t nx, int64_t ny, void **args,
-                        void **outs, int64_t threads) {
-  int64_t blocks = (nx + 7) / 8;
+/* Rows [r0, r1) (r0 a multiple of 8). */
+static void kt_run_rows(kt_kernel_fn *fn, int64_t r0, int64_t r1, int64_t ny,
+                        void **args, void **outs, int64_t threads) {
+  int64_t blocks = (r1 - r0 + 7) / 8;
   int64_t parts = threads < blocks ? threads : blocks;
   if (parts > KT_MAX_THREADS) parts = KT_MAX_THREADS;
-  if (parts <= 1 || nx * ny <= (1 << 20)) {
-    fn(0, nx, ny, args, outs);
+  if (parts <= 1 || (r1 - r0) * ny <= (1 << 20)) {
+    fn(r0, r1, ny, args, outs);
     return;
   }
 #ifdef _WIN32
-  fn(0, nx, ny, args, outs);
+  fn(r0, r1, ny, args, outs);
 #else
   kt_piece pieces[KT_MAX_THREADS];
   pthread_t ids[KT_MAX_THREADS];
   int started[KT_MAX_THREADS];
   for (int64_t k = 0; k < parts; k++) {
-    int64_t a = blocks * k / parts * 8, b = blocks * (k + 1) / parts * 8;
-    pieces[k] = (kt_piece){fn, a, b < nx ? b : nx, ny, args, outs};
+    int64_t a = r0 + blocks * k / parts * 8, b = r0 + blocks * (k + 1) / parts * 8;
+    pieces[k] = (kt_piece){fn, a, b < r1 ? b : r1, ny, args, outs};
   }
   for (int64_t k = 1; k < parts; k++)
     started[k] = pthread_create(&ids[k], NULL, kt_run_piece, &pieces[k]) == 0;
@@ -67,122 +72,84 @@ static void kt_run_rows(kt_kernel_fn *fn, int64_t nx, int64_t ny, void **args,
 
 const char *kt_key(void) { return "${key}"; }
 
-#define KT_MAX_BUFFERS 64
-#define KT_MAX_BATCH 8
+/* Ctrl-C: a call runs its rows by chunks of about KT_CHUNK_PAIRS pairs and
+   stops between two chunks once SIGINT came (an error CANCELLED; Python's
+   own handler, chained, then raises KeyboardInterrupt), as the CPU backend
+   stops between its chunks (kerneltools/backend/_progress.py). The flag is
+   set by a handler chained in front of the process's (Python's), installed
+   by kt_watch_sigint; a call clears it when it starts. */
+#define KT_CHUNK_PAIRS ((int64_t)1 << 27)
+static volatile sig_atomic_t kt_interrupted = 0;
+#ifndef _WIN32
+static struct sigaction kt_prev_sigint;
 
-static XLA_FFI_Error *kt_error(XLA_FFI_CallFrame *frame, const char *msg) {
-  XLA_FFI_Error_Create_Args args;
-  memset(&args, 0, sizeof(args));
-  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
-  args.message = msg;
-  args.errc = XLA_FFI_Error_Code_INVALID_ARGUMENT;
-  return frame->api->XLA_FFI_Error_Create(&args);
-}
-
-/* The attribute `name`: a scalar (its int64 value in *out) or an int64 array
-   (its data and size). Attributes come sorted by name; few, so a scan. */
-static void *kt_attr(XLA_FFI_CallFrame *frame, const char *name, XLA_FFI_AttrType type) {
-  size_t len = strlen(name);
-  for (int64_t k = 0; k < frame->attrs.size; k++) {
-    XLA_FFI_ByteSpan *s = frame->attrs.names[k];
-    if (s->len == len && memcmp(s->ptr, name, len) == 0 && frame->attrs.types[k] == type)
-      return frame->attrs.attrs[k];
-  }
-  return NULL;
-}
-
-static int64_t kt_itemsize(XLA_FFI_DataType t) {
-  switch (t) {
-    case XLA_FFI_DataType_F64: case XLA_FFI_DataType_S64: case XLA_FFI_DataType_U64:
-      return 8;
-    case XLA_FFI_DataType_F32: case XLA_FFI_DataType_S32: case XLA_FFI_DataType_U32:
-      return 4;
-    case XLA_FFI_DataType_U8: case XLA_FFI_DataType_S8: case XLA_FFI_DataType_PRED:
-      return 1;
-    default:
-      return 0;
+static void kt_on_sigint(int sig, siginfo_t *info, void *ctx) {
+  kt_interrupted = 1;
+  if (kt_prev_sigint.sa_flags & SA_SIGINFO) {
+    if (kt_prev_sigint.sa_sigaction) kt_prev_sigint.sa_sigaction(sig, info, ctx);
+  } else if (kt_prev_sigint.sa_handler != SIG_DFL && kt_prev_sigint.sa_handler != SIG_IGN) {
+    kt_prev_sigint.sa_handler(sig);
   }
 }
+#endif
 
-/* Byte size of a buffer's trailing `core` axes, and its batch axes'
-   strides (in bytes, 0 where the axis has size 1), right-aligned on
-   `nb` batch axes. */
-static int64_t kt_layout(XLA_FFI_Buffer *b, int64_t core, int64_t nb, int64_t *strides) {
-  int64_t size = kt_itemsize(b->dtype);
-  int64_t lead = b->rank - core;
-  for (int64_t a = lead; a < b->rank; a++) size *= b->dims[a];
-  int64_t stride = size;
-  for (int64_t a = nb - 1; a >= 0; a--) {
-    int64_t own = a - (nb - lead);
-    if (own < 0) { strides[a] = 0; continue; }
-    strides[a] = b->dims[own] == 1 ? 0 : stride;
-    stride *= b->dims[own];
-  }
-  return size;
+/* 1 when SIGINT reaches kt_on_sigint (installed now in front of the current
+   handler, unless it is there already); 0 where SIGINT is ignored or has its
+   default action (nothing to chain to), or on Windows. */
+int kt_watch_sigint(void) {
+#ifdef _WIN32
+  return 0;
+#else
+  struct sigaction cur, mine;
+  if (sigaction(SIGINT, NULL, &cur) != 0) return 0;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == kt_on_sigint) return 1;
+  if (!(cur.sa_flags & SA_SIGINFO)
+      && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)) return 0;
+  memset(&mine, 0, sizeof(mine));
+  mine.sa_sigaction = kt_on_sigint;
+  mine.sa_flags = SA_SIGINFO | (cur.sa_flags & (SA_RESTART | SA_ONSTACK));
+  sigemptyset(&mine.sa_mask);
+  kt_prev_sigint = cur;
+  return sigaction(SIGINT, &mine, NULL) == 0;
+#endif
 }
 
 static XLA_FFI_Error *kt_ffi_reduce_impl(XLA_FFI_CallFrame *frame) {
-  XLA_FFI_Scalar *fn_attr = kt_attr(frame, "fn", XLA_FFI_AttrType_SCALAR);
-  XLA_FFI_Scalar *ny_attr = kt_attr(frame, "ny", XLA_FFI_AttrType_SCALAR);
-  XLA_FFI_Scalar *nx_attr = kt_attr(frame, "nx", XLA_FFI_AttrType_SCALAR);
-  XLA_FFI_Scalar *st_attr = kt_attr(frame, "state", XLA_FFI_AttrType_SCALAR);
-  XLA_FFI_Scalar *th_attr = kt_attr(frame, "threads", XLA_FFI_AttrType_SCALAR);
-  XLA_FFI_Array *ranks = kt_attr(frame, "core_ranks", XLA_FFI_AttrType_ARRAY);
-  int64_t nargs = frame->args.size, nrets = frame->rets.size;
-  if (!fn_attr || !ny_attr || !nx_attr || !st_attr || !th_attr || !ranks)
+  int64_t fn_addr, nx, ny, state, threads;
+  if (!kt_int_attr(frame, "fn", &fn_addr) || !kt_int_attr(frame, "nx", &nx)
+      || !kt_int_attr(frame, "ny", &ny) || !kt_int_attr(frame, "state", &state)
+      || !kt_int_attr(frame, "threads", &threads))
     return kt_error(frame, "kerneltools: the custom call lacks an attribute");
-  if (nargs + nrets > KT_MAX_BUFFERS || (int64_t)ranks->size != nargs + nrets)
-    return kt_error(frame, "kerneltools: too many buffers, or core_ranks mismatch");
-  kt_kernel_fn *fn = (kt_kernel_fn *)(intptr_t)(*(int64_t *)fn_attr->value);
-  int64_t nx = *(int64_t *)nx_attr->value, ny = *(int64_t *)ny_attr->value;
-  int64_t state = *(int64_t *)st_attr->value;
-  int64_t threads = *(int64_t *)th_attr->value;
-  const int64_t *core = (const int64_t *)ranks->data;
-  /* the batch shape: the first output's leading axes */
-  XLA_FFI_Buffer *out0 = (XLA_FFI_Buffer *)frame->rets.rets[0];
-  int64_t nb = out0->rank - core[nargs];
-  if (nb > KT_MAX_BATCH) return kt_error(frame, "kerneltools: too many batch axes");
-  int64_t nbatch = 1, shape[KT_MAX_BATCH];
-  for (int64_t a = 0; a < nb; a++) { shape[a] = out0->dims[a]; nbatch *= shape[a]; }
-  int64_t strides[KT_MAX_BUFFERS][KT_MAX_BATCH];
-  char *base[KT_MAX_BUFFERS];
+  kt_batch bt;
+  const char *why = kt_batch_init(frame, &bt);
+  if (why) return kt_error(frame, why);
+  kt_kernel_fn *fn = (kt_kernel_fn *)(intptr_t)fn_addr;
+  int64_t nargs = frame->args.size;
   void *ptrs[KT_MAX_BUFFERS + 1];
-  for (int64_t k = 0; k < nargs + nrets; k++) {
-    XLA_FFI_Buffer *b = (XLA_FFI_Buffer *)(k < nargs ? frame->args.args[k]
-                                                     : frame->rets.rets[k - nargs]);
-    if (kt_itemsize(b->dtype) == 0 || b->rank < core[k] || b->rank - core[k] > nb)
-      return kt_error(frame, "kerneltools: a buffer of unexpected dtype or rank");
-    kt_layout(b, core[k], nb, strides[k]);
-    base[k] = (char *)b->data;
-  }
   char *scratch = malloc((size_t)(nx > 0 ? nx : 1) * (size_t)(state > 0 ? state : 1));
   if (!scratch) return kt_error(frame, "kerneltools: out of memory for the states");
-  for (int64_t e = 0; e < nbatch; e++) {
-    for (int64_t k = 0; k < nargs + nrets; k++) {
-      int64_t off = 0, rest = e;
-      for (int64_t a = nb - 1; a >= 0; a--) {
-        off += (rest % shape[a]) * strides[k][a];
-        rest /= shape[a];
+  int64_t chunk = ny > 0 ? KT_CHUNK_PAIRS / ny / 8 * 8 : nx;
+  if (chunk < 8) chunk = 8;
+  kt_interrupted = 0;
+  for (int64_t e = 0; e < bt.count; e++) {
+    kt_batch_ptrs(&bt, e, ptrs);
+    ptrs[bt.nbuf] = scratch;
+    for (int64_t r0 = 0; r0 < nx; r0 += chunk) {
+      if (kt_interrupted) {
+        free(scratch);
+        return kt_error_code(frame, "kerneltools: interrupted (Ctrl-C)",
+                             XLA_FFI_Error_Code_CANCELLED);
       }
-      ptrs[k] = base[k] + off;
+      kt_run_rows(fn, r0, r0 + chunk < nx ? r0 + chunk : nx, ny, ptrs, ptrs + nargs,
+                  threads);
     }
-    ptrs[nargs + nrets] = scratch;
-    if (nx > 0) kt_run_rows(fn, nx, ny, ptrs, ptrs + nargs, threads);
   }
   free(scratch);
   return NULL;
 }
 
 XLA_FFI_Error *kt_ffi_reduce(XLA_FFI_CallFrame *frame) {
-  XLA_FFI_Extension_Base *ext = frame->extension_start;
-  if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) {
-    /* XLA asks which FFI version the handler was built against */
-    XLA_FFI_Metadata_Extension *m = (XLA_FFI_Metadata_Extension *)ext;
-    m->metadata->api_version.major_version = XLA_FFI_API_MAJOR;
-    m->metadata->api_version.minor_version = XLA_FFI_API_MINOR;
-    m->metadata->traits = 0;
-    return NULL;
-  }
+  if (kt_metadata(frame)) return NULL;
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
   return kt_ffi_reduce_impl(frame);
 }

@@ -91,3 +91,60 @@ def test_without_openmp_the_handler_splits_rows(tmp_path, monkeypatch):
         got = (-Vi(jnp.asarray(x)).sqdist(Vj(jnp.asarray(y)))).exp() @ jnp.asarray(b)
     ref = np.exp(-((x[:, None] - y[None]) ** 2).sum(-1)) @ b
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10)
+
+
+def test_rows_by_chunks_equal_one_call():
+    """Past 2^27 pairs the handler runs its rows by chunks (Ctrl-C is seen
+    between them): the rows are independent, so the result is the CPU
+    backend's, bit for bit (3,001 rows x 60,000: two chunks and a tail)."""
+    rng = np.random.default_rng(2)
+    x = rng.random((3_001, 3), dtype=np.float32)
+    y = rng.random((60_000, 3), dtype=np.float32)
+    b = rng.random((60_000, 1), dtype=np.float32)
+    got = (-Vi(jnp.asarray(x)).sqdist(Vj(jnp.asarray(y)))).exp() @ jnp.asarray(b)
+    ref = (-kt.Vi(x).sqdist(kt.Vj(y))).exp().matmul(b, backend="cpu")
+    np.testing.assert_array_equal(np.asarray(got), ref)
+
+
+_INTERRUPTED = r"""
+import os, signal, sys, threading, time
+import numpy as np, jax.numpy as jnp
+from kerneltools.jax import Vi, Vj
+
+def k(n):
+    x = jnp.asarray(np.random.default_rng(0).random((n, 3), dtype=np.float32))
+    return (-Vi(x).sqdist(Vj(x))).exp().sum(axis=1)
+
+k(64).block_until_ready()  # compiled and registered: the call below only runs
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+t0 = time.perf_counter()
+try:
+    try:
+        k(int(sys.argv[1])).block_until_ready()
+        what = "finished"
+    except KeyboardInterrupt:
+        what = "KeyboardInterrupt"
+    except Exception as exc:  # the call's error; Python's KeyboardInterrupt follows
+        what = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.2)
+except KeyboardInterrupt:
+    what += " + KeyboardInterrupt"
+print(f"{time.perf_counter() - t0:.2f}|{what}")
+"""
+
+
+def test_ctrl_c_stops_a_long_custom_call():
+    """SIGINT half a second into a 9*10^10-pair call (minutes uninterrupted)
+    stops it within a few seconds, and Python raises KeyboardInterrupt."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED, "300000"], check=False,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seconds, what = proc.stdout.strip().splitlines()[-1].split("|", 1)
+    assert "KeyboardInterrupt" in what, what
+    assert "finished" not in what
+    assert float(seconds) < 10, (seconds, what)
