@@ -1,7 +1,7 @@
 """Cell pruning of the RBF graph (private): the cell pairs its reductions visit.
 
-The points are cut into k-means cells (centres fitted on a sample, every
-point then assigned to its nearest centre by one ``ArgMin`` reduction). For
+The points are cut into k-means cells
+(:func:`kerneltools.estimators._shared._kmeans_cells.kmeans_labels`). For
 two cells ``a`` and ``b`` with centres ``c_a``, ``c_b`` and ``u`` the unit
 vector from ``c_a`` to ``c_b``, every pair ``x`` in ``a``, ``y`` in ``b`` is at
 least ``max(L_ab, T_ab)`` apart, with
@@ -38,8 +38,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ... import ranges as kr
-from ...config import check_backend
-from ...lazy import Vi, Vj
+from .._shared._kmeans_cells import kmeans_labels, on_cpu
 
 __all__ = ["MAX_KEPT", "MIN_POINTS", "RbfCells", "on_cpu"]
 
@@ -59,38 +58,14 @@ UNIT = 2.0**-53
 MAX_KEPT = 0.7
 
 
-def on_cpu(backend) -> bool:
-    """Whether the reductions of ``backend`` run on this host (on a GPU the
-    engine reduces one block per call: the cells would cost more than they
-    save)."""
-    name = check_backend(backend, "the label graph")
-    if name in ("cpu", "numpy"):
-        return True
-    if name != "auto":
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() == 0
-    except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)
-        return True
-
-
 class RbfCells:
     """The cells of ``X`` and the bounds ``log w_ab`` of the RBF kernel
     ``exp(-gamma |x - y|^2)`` between them (module docstring)."""
 
     def __init__(self, X: np.ndarray, gamma: float, backend=None):
         X = np.asarray(X, dtype=np.float64)
-        n = len(X)
-        C = int(np.clip(n // CELL_POINTS, 1, MAX_CELLS))
-        rng = np.random.default_rng(0)
-        k = SAMPLE_PER_CELL * C
-        sample = X if n <= k else X[rng.choice(n, k, replace=False)]
-        _, centres = kr.kmeans_cluster(sample, C, random_state=0, backend=backend)
-        lab = Vi(X).sqdist(Vj(centres)).argmin(axis=1, backend=backend)
-        _, labels = np.unique(np.asarray(lab).ravel(), return_inverse=True)
-        self.labels = labels.astype(np.int64).ravel()
+        self.labels = kmeans_labels(X, cell_points=CELL_POINTS, max_cells=MAX_CELLS,
+                                    sample_per_cell=SAMPLE_PER_CELL, backend=backend)
         self.counts = np.bincount(self.labels)
         c = self.centres = kr.cluster_centroids(X, self.labels)
         r = kr.cluster_radii(X, self.labels, c)
