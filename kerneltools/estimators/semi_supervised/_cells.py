@@ -28,6 +28,10 @@ bounds of the exact ones: the test is only more severe); where that keeps a
 pair the degrees left out, the degrees are summed again over the kept
 pairs.
 
+Of the kept pairs, :meth:`RbfCells.far` picks in the same way those whose
+terms times a bound of their float32 rounding stay within another 2^-53 of
+each row's total: the graph reduces them in float32.
+
 Reductions on the CPU only (a GPU reduces one block per call), and from
 :data:`MIN_POINTS` points.
 """
@@ -81,6 +85,23 @@ class RbfCells:
         column cells of the smallest ``w_ab |b| sqrt(d_max / d_min(b))`` are
         dropped while their total stays within ``2^-53 d_min(a)`` (module
         docstring); ``degrees`` are lower bounds of the exact ones."""
+        cost, d_min = self._cost(degrees)
+        return ~self._cheapest(cost, UNIT * d_min)
+
+    def far(self, keep, degrees, rel_err: float):
+        """The kept cell pairs whose terms may be computed in float32: for
+        each row cell, its kept column cells of the smallest bounds (as
+        :meth:`keep`) while their total times ``rel_err`` (a bound of a
+        float32 term's relative error) stays within ``2^-53 d_min(a)``: their
+        rounding weighs no more than the pairs dropped. A (C, C) mask."""
+        cost, d_min = self._cost(degrees)
+        cost = np.where(keep, cost * rel_err, np.inf)
+        return self._cheapest(cost, UNIT * d_min) & keep
+
+    def _cost(self, degrees):
+        """``(w_ab |b| sqrt(d_max / d_min(b)), d_min)``: the bounds of the cell
+        pairs' terms, inf on the diagonal (a cell always meets itself), and
+        the least degree of each cell."""
         d = np.maximum(np.asarray(degrees, np.float64), 0.0)
         d_min = np.full(len(self.counts), np.inf)
         np.minimum.at(d_min, self.labels, d)
@@ -88,13 +109,18 @@ class RbfCells:
             weight = self.counts * np.sqrt(float(d.max()) / d_min)
             cost = np.exp(self.log_w) * weight[None, :]
         cost = np.where(np.isfinite(cost), cost, np.inf)
-        np.fill_diagonal(cost, np.inf)  # a cell always meets itself
+        np.fill_diagonal(cost, np.inf)
+        return cost, d_min
+
+    @staticmethod
+    def _cheapest(cost, budget):
+        """Per row, the columns of the smallest ``cost`` whose running total
+        stays within the row's ``budget`` (a (C, C) mask)."""
         order = np.argsort(cost, axis=1, kind="stable")
         total = np.cumsum(np.take_along_axis(cost, order, axis=1), axis=1)
-        dropped = total <= UNIT * d_min[:, None]
-        keep = np.ones_like(dropped)
-        np.put_along_axis(keep, order, ~dropped, axis=1)
-        return keep
+        chosen = np.zeros(cost.shape, dtype=bool)
+        np.put_along_axis(chosen, order, total <= budget[:, None], axis=1)
+        return chosen
 
     def kept_share(self, keep) -> float:
         """The share of all pairs that ``keep`` visits."""
