@@ -273,6 +273,14 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
     r.statements["ij"][:0] = wide.ij.get(0, [])
     tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
+    fast, conds, p_fold, _ = _nonpos_exps([r])
+    if fast is not None and conds:  # exp of arguments <= 0: no overflow branch
+        fast_tile = _reduction_code(plan, formulas, fast[0], bound, True, [])[0]
+        tile = "\n".join(["if (kt_nonpos) {", indent(fast_tile, 2), "} else {",
+                          indent(tile, 2), "}"])
+        p_fold.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+    else:
+        p_fold = []
     deeper = 2  # the block-sparse loops nest two levels deeper
     return _RANGES_SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
@@ -283,7 +291,7 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
         p_code="\n".join(x for x in ("\n".join("  " + x for x in wide.p), r.code("p", "  "),
-                                     p_jonly) if x),
+                                     p_jonly, *p_fold) if x),
         init=indent(init, 6 + deeper),
         block_setup=indent("\n".join(block_setup), 4 + deeper), block_tail="",
         tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),

@@ -58,6 +58,10 @@ SPARSE_ROWS = 0.5
 #: Share of the pairs in float32 (:meth:`RbfCells.far`) below which every
 #: kept pair stays in float64 (one reduction per product rather than two).
 FAR_MIN_SHARE = 0.02
+#: The degrees' first pass sums the cell pairs whose bound is above
+#: ``2^-53 NEAR_GUESS d / n`` (``d`` a low quantile of sampled degrees):
+#: lower bounds of the degrees, with nearly all their mass.
+NEAR_GUESS = 2.0**23
 
 
 class RbfGraph:
@@ -95,34 +99,43 @@ class RbfGraph:
         sampled = np.asarray(KernelOperator(
             self.kernel, np.asarray(X[sample], np.float64), np.asarray(X, np.float64),
             backend=backend).matmat(np.ones((len(X), 1))), np.float64).ravel() - 1.0
-        candidates = cells.candidates(max(float(np.quantile(sampled, 0.05)) / 2, 0.0))
-        if cells.kept_share(candidates) > MAX_KEPT:
+        d_guess = max(float(np.quantile(sampled, 0.05)) / 2, 0.0)
+        if cells.kept_share(cells.candidates(d_guess)) > MAX_KEPT:
             return self.W0, None
-        degrees = _degrees(self._with_ranges(cells, candidates))
+        # lower bounds of the degrees from the near pairs (nearly all their
+        # mass), the kept and float32 pairs chosen with them, then the rest
+        # of the kept pairs' terms added (float64, float32)
+        near = cells.candidates(d_guess * NEAR_GUESS)
+        degrees = _degrees(self._with_ranges(cells, near))
         keep = cells.keep(degrees)
-        W = self._with_ranges(cells, keep)
-        missing = keep & ~candidates
-        if missing.any():  # pairs kept that the degrees left out (no duplicates)
-            K = self.W0.K.with_ranges(cells.ranges(missing))
-            ones = np.ones((len(X), 1), dtype=K.dtype)
-            degrees = degrees + np.asarray(K.matmul(ones, backend=backend),
-                                           np.float64).ravel()
-        self.kept_share = cells.kept_share(keep)
-        self.cells, self.keep = cells, keep
-        far = None
+        far = np.zeros_like(keep)
         if self.W0.K.dtype == np.float64:
             far = cells.far(keep, degrees, _float32_error(gamma, self.W0.X))
             if cells.kept_share(far) < FAR_MIN_SHARE:
-                far = None
-        if far is not None:
-            W = _SplitAffinity(self._with_ranges(cells, keep & ~far),
-                               self.W0.K.with_ranges(cells.ranges(far)), backend)
+                far[:] = False
+        K32 = self._float32_kernel(cells, far) if far.any() else None
+        for mask, K in ((keep & ~near & ~far, self.W0.K), (far & ~near, K32)):
+            if mask.any():
+                ones = np.ones((len(X), 1), dtype=K.dtype)
+                degrees = degrees + np.asarray(K.with_ranges(cells.ranges(mask)).matmul(
+                    ones, backend=backend), np.float64).ravel()
+        W = self._with_ranges(cells, keep & ~far)
+        if K32 is not None:
+            W = _SplitAffinity(W, K32, backend)
+        self.kept_share = cells.kept_share(keep)
+        self.cells, self.keep = cells, keep
         if verbose:
             print(f"[label {self.variant}] {len(cells.counts)} cells: the "
                   f"reductions visit {self.kept_share:.1%} of the pairs"
-                  + (f", {cells.kept_share(far):.1%} in float32" if far is not None
-                     else ""), file=sys.stderr, flush=True)
+                  f", {cells.kept_share(far):.1%} in float32", file=sys.stderr,
+                  flush=True)
         return W, degrees
+
+    def _float32_kernel(self, cells, far):
+        """The kernel of the translated points in float32 over the cell
+        pairs of ``far`` (no diagonal pairs: a cell is never far from itself)."""
+        X32 = np.asarray(self.W0.X, np.float32)
+        return self.kernel.formula(Vi(X32), Vj(X32)).with_ranges(cells.ranges(far))
 
     def _with_ranges(self, cells, keep):
         """:attr:`W0` restricted to the cell pairs of ``keep``."""
@@ -213,9 +226,7 @@ class _SplitAffinity(LinearOperator):
     bounds their terms' rounding)."""
 
     def __init__(self, near, far, backend):
-        self.near, self.backend = near, backend
-        X32 = np.asarray(near.X, np.float32)
-        self.far = near.kernel.formula(Vi(X32), Vj(X32)).with_ranges(far.ranges)
+        self.near, self.far, self.backend = near, far, backend
         super().__init__(dtype=np.float64, shape=near.shape)
 
     def _matmat(self, V):
