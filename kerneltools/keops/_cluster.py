@@ -20,16 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ranges as _ranges
-from . import _docs
 
 __all__ = ["functions"]
 
 
-def functions(to_numpy, wrap, origin: bool = False, binding: str = "numpy") -> dict:
+def functions(to_numpy, wrap, origin: bool = False) -> dict:
     """{name: function} of pykeops' cluster module for one array type;
     ``origin``: ``grid_cluster``'s grid anchored at the origin (pykeops.numpy)
-    rather than at the data's minimum (pykeops.torch); the docstrings are
-    those of ``binding`` (:mod:`._docs`)."""
+    rather than at the data's minimum (pykeops.torch)."""
 
     def grid_cluster(x, size):
         """Labels of the cells of side ``size`` (a number or one per feature) of
@@ -83,12 +81,9 @@ def functions(to_numpy, wrap, origin: bool = False, binding: str = "numpy") -> d
         r = tuple(ranges)
         return r[3:6] + r[0:3]
 
-    out = {f.__name__: f for f in (grid_cluster, sort_clusters, cluster_ranges,
-                                   cluster_centroids, cluster_ranges_centroids,
-                                   from_matrix, swap_axes)}
-    for name, f in out.items():
-        f.__doc__ = _docs.cluster(name, binding)
-    return out
+    return {f.__name__: f for f in (grid_cluster, sort_clusters, cluster_ranges,
+                                    cluster_centroids, cluster_ranges_centroids,
+                                    from_matrix, swap_axes)}
 
 
 def _size(size, to_numpy):

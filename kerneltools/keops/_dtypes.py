@@ -14,7 +14,6 @@ formula's.
 
 from __future__ import annotations
 
-import inspect
 import numbers
 
 import numpy as np
@@ -103,34 +102,8 @@ class OneDtype:
 
 
 class LazyTensor(OneDtype, _lazy.LazyTensor):
-    """``kerneltools.LazyTensor`` with pykeops' dtype rule: one dtype per formula.
-
-    Everything else is :class:`kerneltools.LazyTensor`'s (see the module
-    docstring): combining data of two dtypes raises instead of promoting.
-
-    Parameters
-    ----------
-    x : array-like or float
-        The data: (N, D) or (M, D) for a variable, (D,) or a number for a
-        parameter (Python floats and lists of numbers take the formula's
-        dtype).
-    axis : {0, 1}, default=None
-        0: indexed by i, 1: by j; None: a parameter.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kerneltools.keops.numpy import LazyTensor
-    >>> x = np.array([[0.0], [1.0], [3.0]], dtype=np.float32)
-    >>> D = LazyTensor(x, axis=0) - LazyTensor(x, axis=1)
-    >>> (D ** 2).sum(axis=1).ravel().tolist()  # 2.0 is untyped: float32 stays
-    [10.0, 5.0, 13.0]
-    >>> try:
-    ...     LazyTensor(x, axis=0) - LazyTensor(x.astype(np.float64), axis=1)
-    ... except ValueError as exc:
-    ...     print(str(exc)[:48])
-    this formula combines data of dtypes float32, fl
-    """
+    """``kerneltools.LazyTensor`` with pykeops' dtype rule (see the module
+    docstring): everything else is the same class's."""
 
     def __init__(self, x, axis: int | None = None):
         super().__init__(weak(x), axis)
@@ -155,8 +128,6 @@ def leaf_functions(cls, binding) -> tuple:
         def leaf(x, dim: int | None = None):
             return cls(fn(x, dim))
 
-        # the parameters' names of ``fn`` (Pm's is p): its docstring names them
-        leaf.__signature__ = inspect.signature(fn).replace(return_annotation=cls.__name__)
         leaf.__name__ = name
         summary, _, rest = (fn.__doc__ or "").partition("\n\n")
         leaf.__doc__ = (f"{summary}\n\nWith pykeops' dtype rule (kerneltools.keops). "

@@ -6,15 +6,13 @@ alias)."""
 from __future__ import annotations
 
 from ..backend._errors import FormulaSyntaxError
-from . import _docs
 from ..lazy._formula_strings._parser import parse_alias
 
 __all__ = ["generic_functions"]
 
 
-def generic_functions(genred_cls, binding: str = "numpy") -> dict:
-    """The four helpers, making instances of ``genred_cls``; their docstrings
-    are those of ``binding`` (``"numpy"`` or ``"torch"``: :mod:`._docs`)."""
+def generic_functions(genred_cls) -> dict:
+    """The four helpers, making instances of ``genred_cls``."""
 
     def _output(output, who):
         if not isinstance(output, str):
@@ -54,8 +52,5 @@ def generic_functions(genred_cls, binding: str = "numpy") -> dict:
         return genred_cls(formula, list(aliases), reduction_op="ArgKMin", axis=axis,
                           opt_arg=a.dim, **kwargs)
 
-    out = {f.__name__: f for f in (generic_sum, generic_logsumexp, generic_argmin,
-                                   generic_argkmin)}
-    for name, f in out.items():
-        f.__doc__ = _docs.generic(name.removeprefix("generic_"), binding)
-    return out
+    return {f.__name__: f for f in (generic_sum, generic_logsumexp, generic_argmin,
+                                    generic_argkmin)}

@@ -21,7 +21,6 @@ from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule: one per formula
 from .._genred import Binding, GenredBase
 from .._kernel_solve import KernelSolveBase
-from .. import _docs
 from .._generic import generic_functions
 from ...lazy._formula_strings._parser import FormulaSyntaxError
 
@@ -71,15 +70,65 @@ class _NumpyBinding(Binding):
 
 
 class Genred(GenredBase):
-    __doc__ = _docs.docstring(_docs.GENRED, "numpy", name="Genred",
-                              intro=_docs.INTRO["genred"]["numpy"])
+    """pykeops' generic reduction: ``Genred(formula, aliases, reduction_op, axis)``.
+
+    Parameters
+    ----------
+    formula : str
+        The formula, in pykeops' syntax: ``"Exp(-SqDist(x, y)) * b"``; or the
+        whole reduction, ``"Sum_Reduction(Exp(-SqDist(x, y)) * b, 0)"``.
+    aliases : list of str
+        The arguments: ``"x = Vi(3)"`` (indexed by i, dimension 3; its index is
+        its place in the list), ``"y = Vj(1, 3)"`` (index 1), ``"g = Pm(1)"``
+        (a parameter); formulas may also use ``Var(index, dim, cat)``.
+    reduction_op : str
+        ``"Sum"``, ``"LogSumExp"``, ``"Min"``, ``"ArgMin"``, ``"Min_ArgMin"``,
+        ``"Max"``, ... , ``"KMin"``, ``"ArgKMin"``, ``"KMin_ArgKMin"`` (K =
+        ``opt_arg``), ``"SumSoftMaxWeight"`` and ``"LogSumExpWeight"`` (weights
+        ``formula2``), ``"Max_SumShiftExp"`` and ``"Max_SumShiftExpWeight"``
+        (``[max, sum exp(F - max) (G)]`` in one array); ``"Sum_Reduction"``
+        and the like are accepted too.
+    axis : {0, 1}
+        0: reduce over i (the output is indexed by j); 1: over j.
+    dtype, cuda_type : optional
+        Deprecated in pykeops 2 and ignored: the arrays' dtype is used.
+    opt_arg : int, optional
+        K of the K-reductions.
+    formula2 : str, optional
+        The weights of ``SumSoftMaxWeight`` / ``LogSumExp``.
+    dtype_acc, use_double_acc : optional
+        ``"float64"`` / True: float32 data are computed in float64 and the
+        result rounded to float32.
+    sum_scheme, enable_chunks, rec_multVar_highdim, use_fast_math : optional
+        pykeops' code-generation options: checked, without effect (kerneltools
+        sums by tiles, never with fast-math).
+
+    Raises
+    ------
+    FormulaSyntaxError
+        A formula or alias that does not parse, an unknown name or operation,
+        with the position and a caret.
+    ValueError
+        An unknown reduction, a bad ``axis`` or options.
+    """
 
     binding = _NumpyBinding()
 
 
 class KernelSolve(KernelSolveBase):
-    __doc__ = _docs.docstring(_docs.KERNEL_SOLVE, "numpy", name="KernelSolve",
-                              intro=_docs.INTRO["solve"]["numpy"])
+    """pykeops' ``KernelSolve``: solve ``(A + alpha I) u = b`` for the variable
+    ``varinvalias`` of a formula linear in it, by conjugate gradients.
+
+    ``KernelSolve(formula, aliases, varinvalias, axis=0, ...)`` then
+    ``Kinv(*args, alpha=1e-10, eps=1e-6, backend="auto", ranges=None)`` where
+    ``args`` holds ``b`` in the unknown's place. The operator must be symmetric
+    positive definite (plus ``alpha``); it may mix the unknown's components
+    (each problem is one system of N E unknowns). Batch axes of the arguments
+    are independent problems, solved together. Stops at ``|r| <= eps |b|``
+    per problem (pykeops: an absolute threshold over all of them, no
+    iteration cap); warns with ``ConvergenceWarning`` after ``10 n + 100``
+    iterations.
+    """
 
     binding = _NumpyBinding()
 
@@ -99,8 +148,5 @@ class KernelSolve(KernelSolveBase):
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (
-    generic_functions(Genred, "numpy")[name] for name in
+    generic_functions(Genred)[name] for name in
     ("generic_sum", "generic_logsumexp", "generic_argmin", "generic_argkmin"))
-# doctest finds functions made in another module's closure only here
-__test__ = {f.__name__: f for f in (generic_sum, generic_logsumexp, generic_argmin,
-                                    generic_argkmin)}

@@ -13,9 +13,7 @@ def _wrap(a, like, kind=None):
     return np.asarray(a, dtype=np.int64) if kind is int else np.asarray(a)
 
 
-globals().update(functions(np.asarray, _wrap, origin=True, binding="numpy"))
+globals().update(functions(np.asarray, _wrap, origin=True))
 
 __all__ = ["grid_cluster", "sort_clusters", "cluster_ranges", "cluster_centroids",
            "cluster_ranges_centroids", "from_matrix", "swap_axes"]
-# doctest finds functions made in another module's closure only here
-__test__ = {name: globals()[name] for name in __all__}

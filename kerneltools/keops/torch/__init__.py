@@ -23,7 +23,6 @@ from ...linalg import conjugate_gradient as _conjugate_gradient
 from .._dtypes_torch import LazyTensor, Pm, Vi, Vj  # pykeops' dtype rule
 from .._genred import Binding, GenredBase
 from .._kernel_solve import KernelSolveBase
-from .. import _docs
 from .._generic import generic_functions
 from ...lazy._formula_strings._parser import FormulaSyntaxError
 
@@ -84,8 +83,11 @@ class _TorchBinding(Binding):
 
 
 class Genred(GenredBase):
-    __doc__ = _docs.docstring(_docs.GENRED, "torch", name="Genred",
-                              intro=_docs.INTRO["genred"]["torch"])
+    """pykeops' generic reduction on torch tensors, differentiable.
+
+    The parameters are those of :class:`kerneltools.keops.numpy.Genred`; the
+    call takes tensors and returns tensors on their device.
+    """
 
     binding = _TorchBinding()
 
@@ -128,10 +130,13 @@ class _Solve(torch.autograd.Function):
 
 
 class KernelSolve(KernelSolveBase):
-    # The conjugate-gradient iterations run on NumPy copies of the iterates
-    # (one value per point); each product with A is a reduction on the device.
-    __doc__ = _docs.docstring(_docs.KERNEL_SOLVE, "torch", name="KernelSolve",
-                              intro=_docs.INTRO["solve"]["torch"])
+    """pykeops' ``KernelSolve`` on torch tensors: solve ``(A + alpha I) u = b``
+    for the variable ``varinvalias``, differentiable.
+
+    See :class:`kerneltools.keops.numpy.KernelSolve`. The conjugate-gradient
+    iterations run on NumPy copies of the iterates (one value per point); each
+    product with A is a kerneltools reduction on the tensors' device.
+    """
 
     binding = _TorchBinding()
 
@@ -177,8 +182,5 @@ class _SolveCall:
 
 
 generic_sum, generic_logsumexp, generic_argmin, generic_argkmin = (
-    generic_functions(Genred, "torch")[name] for name in
+    generic_functions(Genred)[name] for name in
     ("generic_sum", "generic_logsumexp", "generic_argmin", "generic_argkmin"))
-# doctest finds functions made in another module's closure only here
-__test__ = {f.__name__: f for f in (generic_sum, generic_logsumexp, generic_argmin,
-                                    generic_argkmin)}

@@ -20,9 +20,7 @@ def _wrap(a, like, kind=None):
     return t.to(device=device, dtype=torch.int64 if kind is int else t.dtype)
 
 
-globals().update(functions(_to_numpy, _wrap, binding="torch"))
+globals().update(functions(_to_numpy, _wrap))
 
 __all__ = ["grid_cluster", "sort_clusters", "cluster_ranges", "cluster_centroids",
            "cluster_ranges_centroids", "from_matrix", "swap_axes"]
-# doctest finds functions made in another module's closure only here
-__test__ = {name: globals()[name] for name in __all__}

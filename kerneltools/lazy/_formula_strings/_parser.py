@@ -275,36 +275,10 @@ class _Parser:
 def parse_formula(text: str):
     """The syntax tree of the formula string ``text``.
 
-    Parameters
-    ----------
-    text : str
-        A formula in pykeops' syntax, ``"Exp(-SqDist(x, y)) * b"``.
-
-    Returns
-    -------
-    Node
-        The root of the tree: ``Call`` (an operation and its arguments),
-        ``BinOp``, ``Neg``, ``Name`` (an alias) or a number; each node
-        keeps its position in ``text``.
-
     Raises
     ------
     FormulaSyntaxError
         With the position of the first character that does not fit.
-
-    Examples
-    --------
-    >>> from kerneltools.keops import FormulaSyntaxError, parse_formula
-    >>> tree = parse_formula("Exp(-SqDist(x, y)) * b")
-    >>> tree.op, tree.left.func, tree.right.id
-    ('*', 'Exp', 'b')
-    >>> try:
-    ...     parse_formula("Exp(x")
-    ... except FormulaSyntaxError as exc:
-    ...     print(exc)  # doctest: +ELLIPSIS
-    expected ',' or ')' in the arguments of Exp, got the end of the string ...
-        Exp(x
-             ^
     """
     p = _Parser(text)
     if p.tok.kind == "end":
@@ -361,36 +335,9 @@ def variable_of(call: Call, text: str, default_index=None) -> tuple[int, int | N
 
 
 def parse_alias(text: str, default_index: int | None = None) -> Alias:
-    """Read an alias string: a name, its category, index and dimension.
-
-    Parameters
-    ----------
-    text : str
-        ``"x = Vi(3)"``, ``"y=Vj(1,3)"``, ``"p = Pm(2, 1)"``,
-        ``"z = Var(3, 2, 0)"`` (index, dimension, category).
-    default_index : int, default=None
-        The index of a variable whose alias does not give one (its place
-        in ``Genred``'s list of aliases).
-
-    Returns
-    -------
-    Alias
-        ``(name, cat, index, dim)``; ``cat`` is 0 for ``Vi``, 1 for ``Vj``,
-        2 for ``Pm``.
-
-    Raises
-    ------
-    FormulaSyntaxError
-        With the position of the first character that does not fit.
-
-    Examples
-    --------
-    >>> from kerneltools.keops import parse_alias
-    >>> parse_alias("y = Vj(1, 3)")
-    Alias(name='y', cat=1, index=1, dim=3)
-    >>> parse_alias("x = Vi(3)", default_index=0)
-    Alias(name='x', cat=0, index=0, dim=3)
-    """
+    """An alias string, ``"x = Vi(3)"``, ``"y=Vj(1,3)"``, ``"p = Pm(2, 1)"``,
+    ``"z = Var(3, 2, 0)"``; ``default_index`` is the index of a variable
+    whose alias does not give one."""
     p = _Parser(text)
     if p.tok.kind != "name":
         p.fail("an alias starts with a name, as in 'x = Vi(3)'")
