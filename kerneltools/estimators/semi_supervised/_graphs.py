@@ -12,7 +12,11 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
   (:class:`~kerneltools.linalg.NormalizedAffinityOperator`: scikit-learn's
   negated normalised Laplacian with a zero diagonal, isolated points of
   degree 1); label propagation by ``D^-1 W`` with the diagonal kept
-  (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``.
+  (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``;
+  with the cells below, ``D`` is summed over the near cell pairs only (the
+  other terms, each below ``2^-30 d / n`` for ``d`` a low quantile of the
+  degrees, left out): the iteration normalises the rows of every product,
+  which cancels any positive row scaling.
   From :data:`._cells.MIN_POINTS` points on the CPU, ``W`` is restricted to
   the cell pairs that :class:`._cells.RbfCells` keeps (each row's dropped
   terms within 2^-53 of its total), and the kept cell pairs whose terms are
@@ -114,7 +118,11 @@ class RbfGraph:
             if cells.kept_share(far) < FAR_MIN_SHARE:
                 far[:] = False
         K32 = self._float32_kernel(cells, far) if far.any() else None
-        for mask, K in ((keep & ~near & ~far, self.W0.K), (far & ~near, K32)):
+        # (propagation: the iteration normalises each product's rows, so the
+        # lower bounds serve as its degrees: RbfGraph's docstring)
+        rest = () if self.variant == "propagation" else (
+            (keep & ~near & ~far, self.W0.K), (far & ~near, K32))
+        for mask, K in rest:
             if mask.any():
                 ones = np.ones((len(X), 1), dtype=K.dtype)
                 degrees = degrees + np.asarray(K.with_ranges(cells.ranges(mask)).matmul(
