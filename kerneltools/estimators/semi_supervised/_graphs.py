@@ -197,7 +197,7 @@ class RbfGraph:
         if self.variant == "spreading":
             return self.op.to_dense()
         W = self.W0.to_dense() + np.diag(self.self_values)
-        return W / self.degrees[:, None]
+        return W / W.sum(axis=1)[:, None]  # (the exact degrees: see the docstring)
 
 
 class SparseGraph:
