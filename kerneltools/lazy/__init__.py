@@ -408,11 +408,10 @@ class LazyTensor(MathMethods, KeopsMethods):
                 f"{self.nj} rows, shape ({self.nj},) or ({self.nj}, E); got {b_arr.shape}"
             )
         b2 = b_arr.reshape(b_arr.shape[0], -1)
-        # the C backend's many-column Sum takes wider blocks (_cpu_gemm); the
-        # block-sparse kernel has no such form
-        width = (MATMUL_BLOCK if ranges_of(self) is not None else
-                 matmul_block(self.formula.dim, b2.shape[1], resolve_backend(backend).name,
-                              MATMUL_BLOCK, max(4, b2.dtype.itemsize)))
+        # the C backend's many-column Sum (dense or block-sparse) takes wider
+        # blocks (_cpu_gemm)
+        width = matmul_block(self.formula.dim, b2.shape[1], resolve_backend(backend).name,
+                             MATMUL_BLOCK, max(4, b2.dtype.itemsize))
         if b2.shape[1] > width or (width > MATMUL_BLOCK and b2.shape[1] != width):
             return self._matmul_blocks(b2, backend, options, width).reshape(
                 (-1,) + b_arr.shape[1:])

@@ -220,15 +220,22 @@ class CpuBackend:
         fn = _warm((plan.signature, "ranges"), make).fn
         # j-variables (d, js): padded by a vector, read by the whole-vector loops
         js = plan.ny + max(1, 64 // np.dtype(plan.dtype).itemsize)
+        gemm = many_columns(plan)  # its B: row-major, after the variables (_gemm)
+        skip = gemm[1].attrs[1] if gemm else -1
         arrays = []
-        for a, cat in zip(args, plan.arg_cats):
-            if cat == "j":
+        for k, (a, cat) in enumerate(zip(args, plan.arg_cats)):
+            if k == skip:
+                arrays.append(np.zeros(1, plan.dtype))
+            elif cat == "j":
                 a = np.asarray(a, dtype=plan.dtype)
                 padded = np.zeros((a.shape[1], js), dtype=plan.dtype)
                 padded[:, :plan.ny] = a.T
                 arrays.append(padded)
             else:
                 arrays.append(np.ascontiguousarray(a, dtype=plan.dtype))
+        if gemm:
+            arrays.append(pack_rows(np.asarray(args[skip], dtype=plan.dtype), 1,
+                                    padded_columns(plan)))
         E = plan.red.out_dim([f.dim for f in plan.formulas])
         shape = (plan.nx, plan.K, E) if plan.red.uses_k else (plan.nx, E)
         outs = [

@@ -81,6 +81,8 @@ _SKELETON = skeleton("cpu_kernel.h")
 #: the arg-reductions record and break ties by (as the dense kernel, whose
 #: order is the caller's).
 _RANGES_SKELETON = skeleton("ranges_kernel.h")
+#: ... and of the many-column Sum (:func:`_ranges_gemm_source`).
+_RANGES_GEMM_SKELETON = skeleton("ranges_gemm_kernel.h")
 
 def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = None,
                     ranges: bool = False, prefilter: bool | None = None) -> str:
@@ -89,11 +91,14 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     ``key`` is what ``kt_key()`` returns (default: the plan's key); the cache
     stores the kernel key there and checks it when loading. ``ranges``: the
     block-sparse variant (``_RANGES_SKELETON``), which reads the j-variables
-    pair by pair (no matrix-product micro-kernel: it is meant for low
-    dimension). ``prefilter=False``: a K-min of a squared distance without
+    pair by pair (no dot-product micro-kernel: it is meant for low
+    dimension); its many-column Sum takes the GEMM form
+    (``_RANGES_GEMM_SKELETON``). ``prefilter=False``: a K-min of a squared distance without
     the prefilter of :mod:`._cpu_kmin` (the kernel of small calls).
     """
     if ranges:
+        if many_columns(plan):
+            return _ranges_gemm_source(plan, vector_math, key)
         return _ranges_source(plan, vector_math, key)
     gemm = many_columns(plan)
     # many-column Sum K_ij * B_j: the kernel renders K only (see _cpu_gemm)
@@ -194,6 +199,56 @@ def generate_source(plan: Plan, *, vector_math: bool = True, key: str | None = N
     )
 
 
+def _ranges_gemm_source(plan: Plan, vector_math: bool, key: str | None) -> str:
+    """The block-sparse kernel of a many-column Sum ``K_ij * B_j``
+    (:func:`._gemm.many_columns`): K for RB rows at a time into a buffer, as
+    the dense kernel's GEMM form, then the buffer times B's rows by its
+    micro-kernel (``templates/ranges_gemm_kernel.h``), instead of E products
+    and sums per pair and row. Squared distances stay in the direct form (no
+    dot-product micro-kernel, as the block-sparse kernel)."""
+    k_formula = many_columns(plan)[0]
+    formulas, rb = [k_formula], row_block(plan)
+    j_read = lambda n, c: f"y{n.attrs[1]}[{c} * js + jj]"  # noqa: E731
+    var_expr = var_reader(row_major("i_0"), j_read)
+    block_setup, tile_setup = _dot_setup(plan, [], True, skip_gemm=True)
+    wide = _wide_code(formulas, {}, rb, block_setup, j_read)
+    given = wide.given(0)
+    jonly = jonly_nodes(formulas, node_levels(formulas, given))
+    p_jonly = _jonly_pass(jonly, var_expr, given, "nj", block_setup, tile_setup, wide.j)
+    jb_given = {n: ([f"jb{k}_{c}[jj]" for c in range(n.dim)], 2) for k, n in enumerate(jonly)}
+    rows = _render_rows(formulas, [], jb_given, rb, wide, j_read=j_read)
+    e, ep = plan.formulas[0].dim, padded_columns(plan)
+    # the K loop over whole vectors (j-variables padded; kb's columns past
+    # nj never read): no scalar remainder on short intervals
+    tile, tail, setup, state, init, final = gemm_tile(rows, e, ep, "njv")
+    block_setup += setup
+    fast_rows, conds, p_fold, _ = _nonpos_exps(rows)
+    p_code = ["\n".join("  " + x for x in wide.p), rows[0].code("p", "  "), p_jonly, *p_fold]
+    if fast_rows is not None and conds:  # exp of arguments <= 0: no overflow branch
+        p_code.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+        tile = "\n".join(["if (kt_nonpos) {", indent(gemm_tile(fast_rows, e, ep, "njv")[0], 2),
+                          "} else {", indent(tile, 2), "}"])
+    i_code = [f"const int64_t i_{r} = ii + {r} < ni ? i0 + ii + {r} : i0 + ni - 1;"
+              if r else "const int64_t i_0 = i0 + ii;" for r in range(rb)]
+    i_code += [line for row in rows for line in row.statements["i"]]
+    return _RANGES_GEMM_SKELETON.substitute(
+        title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
+        defines=defines(TJ=tile_size(plan), IB=block_rows(plan), RB=rb,
+                        KT_VL=_vector_length(plan), CW=column_width(plan))
+        + "\n" + GROUP_ROWS,
+        n_outs=len(plan.red.int_outputs), kt_exp=_KT_EXP_H,
+        exp_fn="kt_expf" if plan.dtype == np.float32 else "kt_exp",
+        exp2_fn="kt_exp2f" if plan.dtype == np.float32 else "kt_exp2",
+        vecmath=VECMATH_DECL if vector_math else "",
+        pointers="\n".join(_pointers(plan, [], True)),
+        p_code="\n".join(x for x in p_code if x),
+        block_setup=indent("\n".join(block_setup), 4),
+        init=indent(init, 8), tile_setup=indent("\n".join(tile_setup), 10),
+        i_code=indent("\n".join(i_code), 12), tile=indent(tile, 12),
+        block_tail=indent(tail, 8), final=indent(final, 8),
+    )
+
+
 def _vector_length(plan: Plan) -> int:
     return max(1, 64 // np.dtype(plan.dtype).itemsize)
 
@@ -218,6 +273,14 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
     r = render_formulas(formulas, var_expr, {"i": "i", "j": "j"}, given={**given, **jb_given})
     r.statements["ij"][:0] = wide.ij.get(0, [])
     tile, state, init, final = _reduction_code(plan, formulas, r, bound, True, block_setup)
+    fast, conds, p_fold, _ = _nonpos_exps([r])
+    if fast is not None and conds:  # exp of arguments <= 0: no overflow branch
+        fast_tile = _reduction_code(plan, formulas, fast[0], bound, True, [])[0]
+        tile = "\n".join(["if (kt_nonpos) {", indent(fast_tile, 2), "} else {",
+                          indent(tile, 2), "}"])
+        p_fold.append(f"  const int kt_nonpos = {' && '.join(conds)};")
+    else:
+        p_fold = []
     deeper = 2  # the block-sparse loops nest two levels deeper
     return _RANGES_SKELETON.substitute(
         title=title(plan), key=key or plan.key, real=c_real(plan), state=state,
@@ -228,7 +291,7 @@ def _ranges_source(plan: Plan, vector_math: bool, key: str | None) -> str:
         vecmath=VECMATH_DECL if vector_math else "",
         pointers="\n".join(_pointers(plan, dots)),
         p_code="\n".join(x for x in ("\n".join("  " + x for x in wide.p), r.code("p", "  "),
-                                     p_jonly) if x),
+                                     p_jonly, *p_fold) if x),
         init=indent(init, 6 + deeper),
         block_setup=indent("\n".join(block_setup), 4 + deeper), block_tail="",
         tile_setup=indent("\n".join(tile_setup), 6 + 2 * deeper),
@@ -285,17 +348,19 @@ def _wide_code(formulas, given, rb: int, block_setup, j_read=None, row=None) -> 
     return wide
 
 
-def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide, tag: str = "") -> list:
+def _render_rows(formulas, dots, jb_given, rb: int, wide: _Wide, tag: str = "",
+                 j_read=None) -> list:
     """The formulas rendered for the ``rb`` rows ``i_0 .. i_<rb-1>`` of one
     vectorised loop: row 0 in full; rows 1.. reuse row 0's parameter- and
     j-level values (the j-variables' loads, j-only nodes), so that only their
     i- and pair-level statements are new. Each row's pair-level statements
     open with its wide sums' feature loops. ``tag`` prefixes the
-    temporaries' names, so that a second rendering shares the scope."""
+    temporaries' names, so that a second rendering shares the scope;
+    ``j_read``: the j-variables' reads (default: the dense kernel's tiles)."""
+    j_read = j_read or (lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
     rows = []
     for r in range(rb):
-        var_expr = var_reader(row_major(f"i_{r}"),
-                              lambda n, c: f"y{n.attrs[1]}[{c} * TJ + jj]")
+        var_expr = var_reader(row_major(f"i_{r}"), j_read)
         given = {node: ([f"dq{q}[(ii + {r}) * TJ + jj]" if r else f"dq{q}[ii * TJ + jj]"], 3)
                  for q, (node, _, _) in enumerate(dots)}
         given.update(wide.given(r))
@@ -393,11 +458,13 @@ def _pointers(plan: Plan, dots, gemm: bool = False, prefilter: bool = False) -> 
     return lines
 
 
-def _dot_setup(plan: Plan, dots, ranges: bool):
+def _dot_setup(plan: Plan, dots, ranges: bool, skip_gemm: bool = False):
     """(block setup, tile setup) lines: the j-variables' tile pointers and the
-    dot products' micro-kernel (x rows copied per block, products per tile)."""
+    dot products' micro-kernel (x rows copied per block, products per tile);
+    the many-column Sum's B has none (read as ``bq``) in the dense kernel, and
+    in the block-sparse one with ``skip_gemm``."""
     block_setup, tile_setup = [], []
-    gemm = None if ranges else many_columns(plan)
+    gemm = None if ranges and not skip_gemm else many_columns(plan)
     free = () if ranges else tile_free_args(plan)
     for k, (cat, d) in enumerate(zip(plan.arg_cats, plan.arg_dims)):
         if cat == "j" and not (gemm and k == gemm[1].attrs[1]) and k not in free:

@@ -16,7 +16,9 @@ kernel instead
 
 B is passed once more, row-major with its columns zero-padded to a multiple
 of CW (``bq``, :func:`pack_rows`), so that the micro-kernel has no remainder
-loop. Precision as the fused Sum: each tile's partial sums in ``real_t``,
+loop. The block-sparse kernel (``ranges=``) takes the same form over its
+blocks' tiles (``templates/ranges_gemm_kernel.h``, B sorted, ``bq`` over
+the whole reduced axis). Precision as the fused Sum: each tile's partial sums in ``real_t``,
 added to the ``acc_t`` (double for float32) state per tile.
 """
 
@@ -139,14 +141,16 @@ def padded_columns(plan: Plan) -> int:
     return -(-plan.formulas[0].dim // cw) * cw
 
 
-def gemm_tile(rows, e: int, ep: int):
+def gemm_tile(rows, e: int, ep: int, bound: str = "nj"):
     """(tile, block tail, block setup lines, state, init, final) for the rows'
-    renderings of K: the tile writes K to ``kb``, the block tail multiplies."""
+    renderings of K: the tile writes K to ``kb`` (its loop up to ``bound``:
+    the block-sparse kernel's whole vectors, ``njv``), the block tail
+    multiplies (the tile's ``nj`` columns)."""
     code = "\n".join(x for x in [rows[0].code("j", "  ")]
                       + [row.code("ij", "  ") for row in rows] if x)
     writes = [f"  kb[(ii + {r}) * TJ + jj] = {row.outputs[0][0]};"
               for r, row in enumerate(rows)]
-    tile = tile_loop("nj", code, writes)
+    tile = tile_loop(bound, code, writes)
     setup = ["/* K for the block's rows and the tile (rows never written stay 0) */",
              "real_t kb[IB * TJ];",
              "for (int64_t q = 0; q < IB * TJ; q++) kb[q] = 0;"]

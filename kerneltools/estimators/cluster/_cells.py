@@ -24,8 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ranges as kr
-from ...config import check_backend
-from ...lazy import Vi, Vj
+from .._shared._kmeans_cells import kmeans_labels, on_cpu
 
 __all__ = ["Cells", "MIN_POINTS", "on_cpu"]
 
@@ -42,37 +41,14 @@ MAX_CELLS = 1024
 SAMPLE_PER_CELL = 32
 
 
-def on_cpu(backend) -> bool:
-    """Whether the reductions of ``backend`` run on this host (on a GPU the
-    engine reduces one block per call: the cells would cost more than they
-    save)."""
-    name = check_backend(backend, "DBSCAN")
-    if name in ("cpu", "numpy"):
-        return True
-    if name != "auto":
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() == 0
-    except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)
-        return True
-
-
 class Cells:
     """The cells of the points and the cell pairs within ``eps`` (+ margin)."""
 
     def __init__(self, X: np.ndarray, eps: float, dtype, backend=None):
         X = np.asarray(X, dtype=np.float64)
         n, d = X.shape
-        C = int(np.clip(n // CELL_POINTS, 1, MAX_CELLS))
-        rng = np.random.default_rng(0)
-        k = SAMPLE_PER_CELL * C
-        sample = X if n <= k else X[rng.choice(n, k, replace=False)]
-        _, centres = kr.kmeans_cluster(sample, C, random_state=0, backend=backend)
-        lab = Vi(X).sqdist(Vj(centres)).argmin(axis=1, backend=backend)
-        used, self.labels = np.unique(np.asarray(lab).ravel(), return_inverse=True)
-        self.labels = self.labels.astype(np.int64)
+        self.labels = kmeans_labels(X, cell_points=CELL_POINTS, max_cells=MAX_CELLS,
+                                    sample_per_cell=SAMPLE_PER_CELL, backend=backend)
         c = kr.cluster_centroids(X, self.labels)
         r = kr.cluster_radii(X, self.labels, c)
         u = 2.0**-24 if np.dtype(dtype) == np.float32 else 2.0**-50

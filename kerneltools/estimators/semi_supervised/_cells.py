@@ -1,7 +1,7 @@
 """Cell pruning of the RBF graph (private): the cell pairs its reductions visit.
 
-The points are cut into k-means cells (centres fitted on a sample, every
-point then assigned to its nearest centre by one ``ArgMin`` reduction). For
+The points are cut into k-means cells
+(:func:`kerneltools.estimators._shared._kmeans_cells.kmeans_labels`). For
 two cells ``a`` and ``b`` with centres ``c_a``, ``c_b`` and ``u`` the unit
 vector from ``c_a`` to ``c_b``, every pair ``x`` in ``a``, ``y`` in ``b`` is at
 least ``max(L_ab, T_ab)`` apart, with
@@ -28,6 +28,10 @@ bounds of the exact ones: the test is only more severe); where that keeps a
 pair the degrees left out, the degrees are summed again over the kept
 pairs.
 
+Of the kept pairs, :meth:`RbfCells.far` picks in the same way those whose
+terms times a bound of their float32 rounding stay within another 2^-53 of
+each row's total: the graph reduces them in float32.
+
 Reductions on the CPU only (a GPU reduces one block per call), and from
 :data:`MIN_POINTS` points.
 """
@@ -38,8 +42,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ... import ranges as kr
-from ...config import check_backend
-from ...lazy import Vi, Vj
+from .._shared._kmeans_cells import kmeans_labels, on_cpu
 
 __all__ = ["MAX_KEPT", "MIN_POINTS", "RbfCells", "on_cpu"]
 
@@ -59,38 +62,14 @@ UNIT = 2.0**-53
 MAX_KEPT = 0.7
 
 
-def on_cpu(backend) -> bool:
-    """Whether the reductions of ``backend`` run on this host (on a GPU the
-    engine reduces one block per call: the cells would cost more than they
-    save)."""
-    name = check_backend(backend, "the label graph")
-    if name in ("cpu", "numpy"):
-        return True
-    if name != "auto":
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() == 0
-    except Exception:  # noqa: BLE001 (no CuPy, no driver: the CPU)
-        return True
-
-
 class RbfCells:
     """The cells of ``X`` and the bounds ``log w_ab`` of the RBF kernel
     ``exp(-gamma |x - y|^2)`` between them (module docstring)."""
 
     def __init__(self, X: np.ndarray, gamma: float, backend=None):
         X = np.asarray(X, dtype=np.float64)
-        n = len(X)
-        C = int(np.clip(n // CELL_POINTS, 1, MAX_CELLS))
-        rng = np.random.default_rng(0)
-        k = SAMPLE_PER_CELL * C
-        sample = X if n <= k else X[rng.choice(n, k, replace=False)]
-        _, centres = kr.kmeans_cluster(sample, C, random_state=0, backend=backend)
-        lab = Vi(X).sqdist(Vj(centres)).argmin(axis=1, backend=backend)
-        _, labels = np.unique(np.asarray(lab).ravel(), return_inverse=True)
-        self.labels = labels.astype(np.int64).ravel()
+        self.labels = kmeans_labels(X, cell_points=CELL_POINTS, max_cells=MAX_CELLS,
+                                    sample_per_cell=SAMPLE_PER_CELL, backend=backend)
         self.counts = np.bincount(self.labels)
         c = self.centres = kr.cluster_centroids(X, self.labels)
         r = kr.cluster_radii(X, self.labels, c)
@@ -106,6 +85,23 @@ class RbfCells:
         column cells of the smallest ``w_ab |b| sqrt(d_max / d_min(b))`` are
         dropped while their total stays within ``2^-53 d_min(a)`` (module
         docstring); ``degrees`` are lower bounds of the exact ones."""
+        cost, d_min = self._cost(degrees)
+        return ~self._cheapest(cost, UNIT * d_min)
+
+    def far(self, keep, degrees, rel_err: float):
+        """The kept cell pairs whose terms may be computed in float32: for
+        each row cell, its kept column cells of the smallest bounds (as
+        :meth:`keep`) while their total times ``rel_err`` (a bound of a
+        float32 term's relative error) stays within ``2^-53 d_min(a)``: their
+        rounding weighs no more than the pairs dropped. A (C, C) mask."""
+        cost, d_min = self._cost(degrees)
+        cost = np.where(keep, cost * rel_err, np.inf)
+        return self._cheapest(cost, UNIT * d_min) & keep
+
+    def _cost(self, degrees):
+        """``(w_ab |b| sqrt(d_max / d_min(b)), d_min)``: the bounds of the cell
+        pairs' terms, inf on the diagonal (a cell always meets itself), and
+        the least degree of each cell."""
         d = np.maximum(np.asarray(degrees, np.float64), 0.0)
         d_min = np.full(len(self.counts), np.inf)
         np.minimum.at(d_min, self.labels, d)
@@ -113,13 +109,18 @@ class RbfCells:
             weight = self.counts * np.sqrt(float(d.max()) / d_min)
             cost = np.exp(self.log_w) * weight[None, :]
         cost = np.where(np.isfinite(cost), cost, np.inf)
-        np.fill_diagonal(cost, np.inf)  # a cell always meets itself
+        np.fill_diagonal(cost, np.inf)
+        return cost, d_min
+
+    @staticmethod
+    def _cheapest(cost, budget):
+        """Per row, the columns of the smallest ``cost`` whose running total
+        stays within the row's ``budget`` (a (C, C) mask)."""
         order = np.argsort(cost, axis=1, kind="stable")
         total = np.cumsum(np.take_along_axis(cost, order, axis=1), axis=1)
-        dropped = total <= UNIT * d_min[:, None]
-        keep = np.ones_like(dropped)
-        np.put_along_axis(keep, order, ~dropped, axis=1)
-        return keep
+        chosen = np.zeros(cost.shape, dtype=bool)
+        np.put_along_axis(chosen, order, total <= budget[:, None], axis=1)
+        return chosen
 
     def kept_share(self, keep) -> float:
         """The share of all pairs that ``keep`` visits."""

@@ -12,10 +12,18 @@ matrix ``F``, float64) and ``to_dense()`` (the matrix scikit-learn's
   (:class:`~kerneltools.linalg.NormalizedAffinityOperator`: scikit-learn's
   negated normalised Laplacian with a zero diagonal, isolated points of
   degree 1); label propagation by ``D^-1 W`` with the diagonal kept
-  (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``.
+  (``D`` the row sums of ``W`` itself), as scikit-learn's ``_build_graph``;
+  with the cells below, ``D`` is summed over the near cell pairs only (the
+  other terms, each below ``2^-30 d / n`` for ``d`` a low quantile of the
+  degrees, left out): the iteration normalises the rows of every product,
+  which cancels any positive row scaling.
   From :data:`._cells.MIN_POINTS` points on the CPU, ``W`` is restricted to
   the cell pairs that :class:`._cells.RbfCells` keeps (each row's dropped
-  terms within 2^-53 of its total); a label matrix with at most
+  terms within 2^-53 of its total), and the kept cell pairs whose terms are
+  small enough (:meth:`._cells.RbfCells.far`: their float32 rounding, bounded
+  by :func:`_float32_error`, within another 2^-53 of each row's total) are
+  reduced in float32, at half the cost of a float64 pair
+  (:class:`_SplitAffinity`); a label matrix with at most
   :data:`SPARSE_ROWS` of its rows nonzero (the first product: the labelled
   points) is reduced over those columns only.
 - :class:`SparseGraph`: the k-NN connectivity graph (each point its own first
@@ -32,6 +40,7 @@ import sys
 import numpy as np
 import scipy.sparse
 from scipy.sparse import csgraph
+from scipy.sparse.linalg import LinearOperator
 
 from ... import ranges as kr
 from ...kernels import make_kernel
@@ -50,6 +59,13 @@ __all__ = ["RbfGraph", "SparseGraph", "rbf_weights"]
 #: Products with a label matrix whose nonzero rows are at most this share
 #: (the first one: the labelled points) reduce over those columns only.
 SPARSE_ROWS = 0.5
+#: Share of the pairs in float32 (:meth:`RbfCells.far`) below which every
+#: kept pair stays in float64 (one reduction per product rather than two).
+FAR_MIN_SHARE = 0.02
+#: The degrees' first pass sums the cell pairs whose bound is above
+#: ``2^-53 NEAR_GUESS d / n`` (``d`` a low quantile of sampled degrees):
+#: lower bounds of the degrees, with nearly all their mass.
+NEAR_GUESS = 2.0**23
 
 
 class RbfGraph:
@@ -87,25 +103,47 @@ class RbfGraph:
         sampled = np.asarray(KernelOperator(
             self.kernel, np.asarray(X[sample], np.float64), np.asarray(X, np.float64),
             backend=backend).matmat(np.ones((len(X), 1))), np.float64).ravel() - 1.0
-        candidates = cells.candidates(max(float(np.quantile(sampled, 0.05)) / 2, 0.0))
-        if cells.kept_share(candidates) > MAX_KEPT:
+        d_guess = max(float(np.quantile(sampled, 0.05)) / 2, 0.0)
+        if cells.kept_share(cells.candidates(d_guess)) > MAX_KEPT:
             return self.W0, None
-        degrees = _degrees(self._with_ranges(cells, candidates))
+        # lower bounds of the degrees from the near pairs (nearly all their
+        # mass), the kept and float32 pairs chosen with them, then the rest
+        # of the kept pairs' terms added (float64, float32)
+        near = cells.candidates(d_guess * NEAR_GUESS)
+        degrees = _degrees(self._with_ranges(cells, near))
         keep = cells.keep(degrees)
-        W = self._with_ranges(cells, keep)
-        missing = keep & ~candidates
-        if missing.any():  # pairs kept that the degrees left out (no duplicates)
-            K = self.W0.K.with_ranges(cells.ranges(missing))
-            ones = np.ones((len(X), 1), dtype=K.dtype)
-            degrees = degrees + np.asarray(K.matmul(ones, backend=backend),
-                                           np.float64).ravel()
+        far = np.zeros_like(keep)
+        if self.W0.K.dtype == np.float64:
+            far = cells.far(keep, degrees, _float32_error(gamma, self.W0.X))
+            if cells.kept_share(far) < FAR_MIN_SHARE:
+                far[:] = False
+        K32 = self._float32_kernel(cells, far) if far.any() else None
+        # (propagation: the iteration normalises each product's rows, so the
+        # lower bounds serve as its degrees: RbfGraph's docstring)
+        rest = () if self.variant == "propagation" else (
+            (keep & ~near & ~far, self.W0.K), (far & ~near, K32))
+        for mask, K in rest:
+            if mask.any():
+                ones = np.ones((len(X), 1), dtype=K.dtype)
+                degrees = degrees + np.asarray(K.with_ranges(cells.ranges(mask)).matmul(
+                    ones, backend=backend), np.float64).ravel()
+        W = self._with_ranges(cells, keep & ~far)
+        if K32 is not None:
+            W = _SplitAffinity(W, K32, backend)
         self.kept_share = cells.kept_share(keep)
         self.cells, self.keep = cells, keep
         if verbose:
             print(f"[label {self.variant}] {len(cells.counts)} cells: the "
-                  f"reductions visit {self.kept_share:.1%} of the pairs",
-                  file=sys.stderr, flush=True)
+                  f"reductions visit {self.kept_share:.1%} of the pairs"
+                  f", {cells.kept_share(far):.1%} in float32", file=sys.stderr,
+                  flush=True)
         return W, degrees
+
+    def _float32_kernel(self, cells, far):
+        """The kernel of the translated points in float32 over the cell
+        pairs of ``far`` (no diagonal pairs: a cell is never far from itself)."""
+        X32 = np.asarray(self.W0.X, np.float32)
+        return self.kernel.formula(Vi(X32), Vj(X32)).with_ranges(cells.ranges(far))
 
     def _with_ranges(self, cells, keep):
         """:attr:`W0` restricted to the cell pairs of ``keep``."""
@@ -159,7 +197,7 @@ class RbfGraph:
         if self.variant == "spreading":
             return self.op.to_dense()
         W = self.W0.to_dense() + np.diag(self.self_values)
-        return W / self.degrees[:, None]
+        return W / W.sum(axis=1)[:, None]  # (the exact degrees: see the docstring)
 
 
 class SparseGraph:
@@ -187,6 +225,39 @@ class SparseGraph:
 
     def to_dense(self):
         return self.graph.toarray()
+
+
+class _SplitAffinity(LinearOperator):
+    """``near + far``: the off-diagonal RBF operator ``near`` (float64) plus
+    the far cell pairs' kernel ``far`` (a LazyTensor with ranges, no
+    diagonal pairs), whose products run in float32 (:func:`_float32_error`
+    bounds their terms' rounding)."""
+
+    def __init__(self, near, far, backend):
+        self.near, self.far, self.backend = near, far, backend
+        super().__init__(dtype=np.float64, shape=near.shape)
+
+    def _matmat(self, V):
+        V = np.asarray(V, np.float64)
+        out = np.asarray(self.near.matmat(V), np.float64)
+        far = self.far.matmul(V.astype(np.float32), backend=self.backend)
+        return out + np.asarray(far, np.float64)
+
+
+def _float32_error(gamma: float, X) -> float:
+    """A bound of the relative error of one float32 term ``exp(-gamma |x -
+    y|^2) v`` (``v`` >= 0) against its exact value, the points ``X`` (as the
+    kernel reads them) of norm at most ``R``, summed by tiles of at most 512
+    terms in float32 (then in float64): the points' and gamma's rounding and
+    the float32 squared distance move the exponent by at most ``e = gamma R^2
+    (4 D + 20) 2^-24`` (differences below 2R, D + 2 rounded operations), so
+    the term by ``exp(e) - 1 <= 2 e`` (e <= 1); the exp, the product and the
+    rounding of ``v`` within 2^-20; a tile's float32 sum within 2^-15 of its
+    terms. Above e = 1: inf (no float32 pairs)."""
+    X = np.asarray(X, np.float64)
+    R2 = float((X * X).sum(1).max()) if len(X) else 0.0
+    e = float(gamma) * R2 * (4 * X.shape[1] + 20) * 2.0**-24
+    return 2 * e + 2.0**-20 + 2.0**-15 if e <= 1 else np.inf
 
 
 def _degrees(W):

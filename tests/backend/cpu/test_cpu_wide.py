@@ -297,3 +297,63 @@ def test_many_column_sum_source_does_not_grow_with_the_columns():
     a, b = (_cpu_backend.generate_source((K * kt.Vj(np.ones((5, e))))._plan("Sum", 1)[0],
                                          key="k") for e in (8, 256))
     assert a.count("\n") == b.count("\n") and abs(len(a) - len(b)) < 100
+
+
+@pytest.mark.parametrize("e, d, g", [(8, 3, 3.0), (10, 15, 0.2), (100, 40, -0.02)])
+def test_block_sparse_many_column_sums_match_numpy(e, d, g, backend, dtype, shared_cache):
+    """``K @ B`` restricted to kept blocks, B of 8 to 100 columns (on the CPU
+    the block-sparse GEMM form: K for RB rows into a buffer over whole
+    vectors, then the micro-kernel over the tile's ``nj`` columns; D = 40 the
+    loop over the features, g < 0 the exp with overflow branch, 100 columns
+    two kernels' blocks) equals dense
+    NumPy over the kept pairs: blocks of every size, intervals shorter than a
+    vector and longer than a tile, a row block with no interval (zeros), and
+    NaN / inf in B reaching only the rows whose kept pairs read them."""
+    rng = np.random.default_rng(e)
+    n, m = 203, 900
+    x, y = rng.random((n, d)), rng.random((m, d))
+    b = rng.standard_normal((m, e))
+    li = np.r_[rng.integers(0, 12, n - 1), 12]  # row cell 12: one point, no pairs
+    lj = np.r_[rng.integers(0, 8, m - 300), np.full(300, 8)]  # cell 8: > 1 tile
+    lj[:3] = 9  # a column cell of 3 points
+    keep = rng.random((13, 10)) < 0.5
+    keep[12] = False
+    keep[:, 8] |= np.arange(13) < 6
+    b[np.flatnonzero(lj == 5)[0], 3] = np.nan
+    b[np.flatnonzero(lj == 7)[0], 1] = np.inf
+    x, y, b = x.astype(dtype), y.astype(dtype), b.astype(dtype)
+    K = (-kt.Vi(x).sqdist(kt.Vj(y)) * g).exp()
+    got = K.with_ranges(kt.ranges.block_sparsity(li, lj, keep)).matmul(b, backend=backend)
+    mask = keep[li][:, lj]
+    dense = np.exp(-g * ((x[:, None].astype(float) - y[None]) ** 2).sum(-1)) * mask
+    with np.errstate(invalid="ignore"):
+        ref = np.zeros((n, e))
+        for k in range(e):  # each column over its kept pairs only (0 * inf: none)
+            rows = mask & np.isfinite(b[:, k])[None]
+            ref[:, k] = (dense * rows) @ np.nan_to_num(b[:, k].astype(float))
+            bad = mask[:, ~np.isfinite(b[:, k])].any(axis=1)
+            ref[bad, k] = (dense[bad] @ b[:, k].astype(float))
+        scale = np.abs(dense) @ np.abs(np.nan_to_num(b.astype(float), posinf=0))
+    assert got.shape == ref.shape and got.dtype == dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    assert not got[li == 12].any()
+    finite = np.isfinite(ref)
+    err = np.abs(got.astype(float)[finite] - ref[finite])
+    assert (err <= TOL[np.dtype(dtype)] * scale[finite] + 1e-300).all()
+
+
+def test_block_sparse_many_column_source_is_the_gemm_form():
+    """The block-sparse kernel of ``K @ B`` with B of 8 columns or more is
+    the GEMM form (``kb`` then ``bq``), golden-pinned; below 8 columns the
+    pair-by-pair one."""
+    x = np.random.default_rng(0).random((5, 3)).astype(np.float32)
+    K = (-kt.Vi(x).sqdist(kt.Vj(x)) * 0.5).exp()
+    wide, narrow = (_cpu_backend.generate_source(
+        (K * kt.Vj(np.ones((5, e), np.float32)))._plan("Sum", 1)[0], key="golden",
+        ranges=True) for e in (8, 7))
+    assert "bq" in wide and "kb[" in wide and "bq" not in narrow
+    path = GOLDEN / "gauss_manycol_float32_ranges.c"
+    if os.environ.get("KERNELTOOLS_UPDATE_GOLDEN"):
+        path.write_text(wide)
+    assert wide == path.read_text()

@@ -495,6 +495,8 @@ void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
   real_t *restrict outf = (real_t *)outs[0];
   kt_state *restrict states = (kt_state *)outs[1];
   const real_t t5_0 = a2[0];
+  const real_t kc0 = (real_t)(-1.4426950408889634074 * (double)t5_0);
+  const int kt_nonpos = t5_0 >= (real_t)0;
   #pragma omp parallel for schedule(dynamic, 1) if (kt_parallel && npairs > KT_PARALLEL_PAIRS)
   for (int64_t ob = 0; ob < nblk; ob++) {
     const int64_t r0 = blk[4 * ob], r1 = blk[4 * ob + 1];
@@ -520,28 +522,53 @@ void kt_kernel(int64_t nblk, const int64_t *blk, const int64_t *red,
             const real_t t0_0 = a0[i * 3 + 0];
             const real_t t0_1 = a0[i * 3 + 1];
             const real_t t0_2 = a0[i * 3 + 2];
-            real_t s0 = 0;
-            #pragma omp simd reduction(+:s0)
-            for (int64_t jj = 0; jj < njv; jj++) {
-              const int64_t j = j0 + jj;
-              const real_t t1_0 = y1[0 * js + jj];
-              const real_t t1_1 = y1[1 * js + jj];
-              const real_t t1_2 = y1[2 * js + jj];
-              const real_t t9_0 = y3[0 * js + jj];
-              const real_t t2_0 = (t0_0 - t1_0);
-              const real_t t2_1 = (t0_1 - t1_1);
-              const real_t t2_2 = (t0_2 - t1_2);
-              const real_t t3_0 = (t2_0 * t2_0);
-              const real_t t3_1 = (t2_1 * t2_1);
-              const real_t t3_2 = (t2_2 * t2_2);
-              const real_t t4_0 = (t3_0 + t3_1 + t3_2);
-              const real_t t6_0 = (t4_0 * t5_0);
-              const real_t t7_0 = (-t6_0);
-              const real_t t8_0 = KT_EXP(t7_0);
-              const real_t t10_0 = (t8_0 * t9_0);
-              s0 += (jj < nj) ? t10_0 : (real_t)0;
+            if (kt_nonpos) {
+              real_t s0 = 0;
+              #pragma omp simd reduction(+:s0)
+              for (int64_t jj = 0; jj < njv; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * js + jj];
+                const real_t t1_1 = y1[1 * js + jj];
+                const real_t t1_2 = y1[2 * js + jj];
+                const real_t t9_0 = y3[0 * js + jj];
+                const real_t t2_0 = (t0_0 - t1_0);
+                const real_t t2_1 = (t0_1 - t1_1);
+                const real_t t2_2 = (t0_2 - t1_2);
+                const real_t t3_0 = (t2_0 * t2_0);
+                const real_t t3_1 = (t2_1 * t2_1);
+                const real_t t3_2 = (t2_2 * t2_2);
+                const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+                const real_t t6_0 = (t4_0 * t5_0);
+                const real_t t7_0 = (-t6_0);
+                const real_t t8_0 = KT_EXP2N(t4_0 * kc0);
+                const real_t t10_0 = (t8_0 * t9_0);
+                s0 += (jj < nj) ? t10_0 : (real_t)0;
+              }
+              S->A[0] += s0;
+            } else {
+              real_t s0 = 0;
+              #pragma omp simd reduction(+:s0)
+              for (int64_t jj = 0; jj < njv; jj++) {
+                const int64_t j = j0 + jj;
+                const real_t t1_0 = y1[0 * js + jj];
+                const real_t t1_1 = y1[1 * js + jj];
+                const real_t t1_2 = y1[2 * js + jj];
+                const real_t t9_0 = y3[0 * js + jj];
+                const real_t t2_0 = (t0_0 - t1_0);
+                const real_t t2_1 = (t0_1 - t1_1);
+                const real_t t2_2 = (t0_2 - t1_2);
+                const real_t t3_0 = (t2_0 * t2_0);
+                const real_t t3_1 = (t2_1 * t2_1);
+                const real_t t3_2 = (t2_2 * t2_2);
+                const real_t t4_0 = (t3_0 + t3_1 + t3_2);
+                const real_t t6_0 = (t4_0 * t5_0);
+                const real_t t7_0 = (-t6_0);
+                const real_t t8_0 = KT_EXP(t7_0);
+                const real_t t10_0 = (t8_0 * t9_0);
+                s0 += (jj < nj) ? t10_0 : (real_t)0;
+              }
+              S->A[0] += s0;
             }
-            S->A[0] += s0;
           }
         }
       }

@@ -223,14 +223,18 @@ def test_cell_bounds_hold():
     assert (cells.log_w < -40).mean() > 0.3  # the bounds separate the blobs
 
 
+@pytest.mark.parametrize("float32", [True, False], ids=["float32-far", "float64"])
 @pytest.mark.parametrize("variant", ["spreading", "propagation"])
-def test_cell_pruning_matches_sklearn(variant, monkeypatch):
+def test_cell_pruning_matches_sklearn(variant, float32, monkeypatch):
     from kerneltools.estimators.semi_supervised import _graphs
 
     monkeypatch.setattr(_graphs, "MIN_POINTS", 0)
+    # the far pairs in float32 (RbfCells.far) or every kept pair in float64
+    monkeypatch.setattr(_graphs, "FAR_MIN_SHARE", 0.0 if float32 else 2.0)
     X, y = _clustered(3000, 9)
     graph = _graphs.RbfGraph(X, 0.5, variant)
     assert graph.kept_share < 0.6  # the pruned path ran (the rest: dense)
+    assert isinstance(graph.W, _graphs._SplitAffinity) == float32
     params = {"gamma": 0.5, "max_iter": 40}
     ours, ref = _fit_both(variant, X, y, **params)
     _assert_same(ours, ref, 1e-10)
@@ -238,12 +242,40 @@ def test_cell_pruning_matches_sklearn(variant, monkeypatch):
     monkeypatch.setattr(_graphs, "MIN_POINTS", 10**9)
     dense = _graphs.RbfGraph(X, 0.5, variant)
     F = np.random.default_rng(0).random((len(X), 5))
-    got, want = graph.matmat(F), dense.matmat(F)
+    # propagation: the pruned graph's rows are scaled by its own degrees (the
+    # iteration's row normalisation cancels them); rescaled to the exact ones
+    rescale = (graph.degrees / dense.degrees)[:, None] if variant == "propagation" else 1
+    assert np.all((rescale <= 1 + 1e-13) & (rescale > 1 - 1e-6))  # lower bounds
+    got, want = graph.matmat(F) * rescale, dense.matmat(F)
     scale = dense.matmat(np.ones_like(F))
     assert np.all(np.abs(got - want) <= 1e-13 * scale)
     # a sparse label matrix (its columns-only product) whose rows miss the
     # last cells
     cells = graph.cells.labels
     F[cells >= cells.max() // 4] = 0
-    got, want = graph.matmat(F), dense.matmat(F)
+    got, want = graph.matmat(F) * rescale, dense.matmat(F)
     assert np.all(np.abs(got - want) <= 1e-13 * scale)
+
+
+@pytest.mark.parametrize("gamma, shift", [(0.5, 0.0), (0.1, 30.0), (0.02, -100.0)])
+def test_float32_error_bounds_the_far_terms(gamma, shift):
+    """:func:`_graphs._float32_error` bounds the relative error of each
+    float32 kernel term times a label (the far pairs' products) against
+    float64, and is not vacuous."""
+    from kerneltools.estimators.semi_supervised import _graphs
+    from kerneltools.lazy import Vi, Vj
+
+    rng = np.random.default_rng(int(gamma * 100))
+    X = rng.normal(size=(500, 15)) * 1.5 + shift
+    Y = X[:40]
+    v = np.diag(rng.random(40) + 0.5)  # one term per output
+    bound = _graphs._float32_error(gamma, X)
+    X32, Y32 = X.astype(np.float32), Y.astype(np.float32)
+    K32 = (-Vi(X32).sqdist(Vj(Y32)) * np.float32(gamma)).exp()
+    got = np.asarray(K32.matmul(v.astype(np.float32)), np.float64)
+    exact = np.exp(-gamma * ((X[:, None] - Y[None]) ** 2).sum(-1)) @ v
+    ok = exact > 1e-30  # float32's range
+    err = np.abs(got - exact)[ok] / exact[ok]
+    assert ok.mean() > 0.5 and bound < 1
+    assert err.max() <= bound
+    assert err.max() > bound * 1e-4  # a worst case, not vacuous
