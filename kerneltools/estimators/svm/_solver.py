@@ -369,7 +369,6 @@ class _State:
         """libsvm's ``reconstruct_gradient``: each shrunk variable's gradient was
         exact when it left; add the changes since (one reduction per step at
         which variables left, over the variables changed since). All active."""
-        y = self.y
         for at in np.unique(self.left_at[~self.active]):
             s = np.flatnonzero(~self.active & (self.left_at == at))
             if at == len(self.log):
