@@ -65,32 +65,47 @@ class DataKernel:
         self._sq = None
         self._single = self._X32 = None
 
-    def block(self, rows, cols, dtype=np.float64):
+    def block(self, rows, cols, dtype=np.float64, single=False):
         """Dense ``K(X[rows], X[cols])``, computed in float64 and stored as
-        ``dtype`` (float32: libsvm's ``Qfloat``, each value rounded once)."""
+        ``dtype`` (float32: libsvm's ``Qfloat``, each value rounded once).
+        ``single`` (where :attr:`single` allows): computed in float32 from the
+        centred points, a few float32 roundings off (the decomposition's
+        blocks, which steer the sub-problems only)."""
         if self._rbf is None:
             K = np.asarray(self.kernel(self.X[rows], self.X[cols]), dtype=np.float64)
             return K.astype(dtype, copy=False)
-        if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
-            self._sq = np.einsum("ij,ij->i", self.X, self.X)
         rows, cols = np.asarray(rows), np.asarray(cols)
+        if single and self.single:
+            X, sq, work = self._x32(), self._sq32, np.float32
+            dtype = np.float32
+        else:
+            if self._sq is None:  # scikit-learn's row_norms(X, squared=True)
+                self._sq = np.einsum("ij,ij->i", self.X, self.X)
+            X, sq, work = self.X, self._sq, np.float64
         out = np.empty((rows.size, cols.size), dtype=dtype)
-        Xc, sqc = self.X[cols], self._sq[cols][None, :]
+        Xc, sqc, g = X[cols], sq[cols][None, :], work(-self._rbf)
         step = max(1, _CHUNK // max(cols.size, 1))  # rows per cache-sized chunk
 
         def chunk(a):
             r = rows[a:a + step]
-            D = self.X[r] @ Xc.T
-            D *= -2.0
-            D += self._sq[r][:, None]
+            D = X[r] @ Xc.T
+            D *= work(-2.0)
+            D += sq[r][:, None]
             D += sqc
             np.maximum(D, 0, out=D)
-            D *= -self._rbf
-            # the float64 loop, its values cast on the way out
-            np.exp(D, out=out[a:a + step], dtype=np.float64, casting="same_kind")
+            D *= g
+            # the working precision's loop, its values cast on the way out
+            np.exp(D, out=out[a:a + step], dtype=work, casting="same_kind")
 
         _over_chunks(chunk, range(0, rows.size, step))
         return out
+
+    def _x32(self):
+        """The points less their mean, float32, and their squared norms."""
+        if self._X32 is None:  # distances do not change with a shift
+            self._X32 = (self.X - self.X.mean(axis=0)).astype(np.float32)
+            self._sq32 = np.einsum("ij,ij->i", self._X32, self._X32)
+        return self._X32
 
     def diag(self):
         """``K(x_i, x_i)`` for every row (computed once)."""
@@ -122,9 +137,7 @@ class DataKernel:
         added in float64 (about 1e-7 relative); small products stay float64."""
         X = self.X if rows is None or len(rows) == len(self.X) else self.X[rows]
         if single and self.single and len(X) * len(cols) > DENSE_MAX:
-            if self._X32 is None:  # distances do not change with a shift
-                self._X32 = (self.X - self.X.mean(axis=0)).astype(np.float32)
-            X32 = self._X32
+            X32 = self._x32()
             Xr = X32 if X is self.X else X32[rows]
             w32 = np.asarray(w, dtype=np.float32)[:, None]
             out = self.kernel.lazy(Xr, X32[cols]).matmul(w32, backend=self.backend)

@@ -76,16 +76,18 @@ class KernelOps(Protocol):
     """The kernel as the solver uses it, on data points ``0..n-1``."""
 
     def block(self, rows: np.ndarray, cols: np.ndarray,
-              dtype=np.float64) -> np.ndarray:
-        """Dense ``K(x_rows, x_cols)`` computed in float64, stored as ``dtype``."""
+              dtype=np.float64, single: bool = False) -> np.ndarray:
+        """Dense ``K(x_rows, x_cols)`` computed in float64, stored as ``dtype``
+        (``single``: in float32 where the kernel allows)."""
 
     def diag(self) -> np.ndarray:
         """``K(x_i, x_i)`` for every data point, float64."""
 
     def apply(self, cols: np.ndarray, w: np.ndarray,
-              rows: np.ndarray | None = None) -> np.ndarray:
+              rows: np.ndarray | None = None, single: bool = False) -> np.ndarray:
         """``sum_k K(x_i, x_cols[k]) w_k`` for every data point ``i`` (of the
-        sorted ``rows`` only, where given)."""
+        sorted ``rows`` only, where given; ``single``: float32 reductions
+        where the kernel allows, its attribute ``single`` says where)."""
 
 
 @dataclass
@@ -315,7 +317,7 @@ class _State:
         whole = B.size == len(y)
         # libsvm caches float32 kernel values (Qfloat), kept as float32 here;
         # its diagonal is float64
-        K = self.whole if whole and self.whole is not None else self.cache.block(B)
+        K = self.whole if whole and self.whole is not None else self.cache.block(B, self.single)
         a_new, v_B, its = smo_block(alpha[B], self.G[B], y[B], self.C[B], K,
                                     self.kdiag[point[B]],
                                     eps=eps if whole else inner_eps, nu=self.nu,
@@ -427,11 +429,12 @@ class _BlockCache:
         self.B = self.K = None
 
     def _rows(self, rows, cols):
-        # libsvm's Qfloat values
+        # libsvm's Qfloat values (float32 arithmetic where the updates are)
         return self.kernel.block(self.point[rows], self.point[cols],
-                                 dtype=np.float32)
+                                 dtype=np.float32, single=self.single)
 
-    def block(self, B):
+    def block(self, B, single=False):
+        self.single = single
         if self.B is None:
             K = self._rows(B, B)
         else:
