@@ -221,6 +221,7 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
     if len(problem.y) <= WHOLE * q:  # one block: libsvm's own path
         q = 2 * len(problem.y)  # (a working set then takes every variable)
     st = _State(problem, kernel, nu, q)
+    st.shrink_whole = shrinking  # one block: libsvm's own shrinking, compiled
     shrinking = shrinking and st.whole is None
     n_iter, timed_out, keep, step, t0 = 0, False, None, 0, time.perf_counter()
     while True:
@@ -278,6 +279,7 @@ class _State:
         # each step's change (variables, y_t dalpha_t) since the first
         # shrinking, and the step at which each shrunk variable left
         self.log, self.left_at = [], np.zeros(len(self.y), dtype=np.intp)
+        self.shrink_whole = False
         # float32 updates: the float64 gradient of a sample, and the largest
         # difference seen
         self.single = self.whole is None and getattr(kernel, "single", False)
@@ -317,12 +319,15 @@ class _State:
         whole = B.size == len(y)
         # libsvm caches float32 kernel values (Qfloat), kept as float32 here;
         # its diagonal is float64
-        K = self.whole if whole and self.whole is not None else self.cache.block(B, self.single)
+        one = whole and self.whole is not None  # the whole problem's block
+        K = self.whole if one else self.cache.block(B, self.single)
         a_new, v_B, its = smo_block(alpha[B], self.G[B], y[B], self.C[B], K,
                                     self.kdiag[point[B]],
                                     eps=eps if whole else inner_eps, nu=self.nu,
                                     max_iter=budget,
-                                    backend=getattr(self.kernel, "backend", None))
+                                    backend=getattr(self.kernel, "backend", None),
+                                    p=self.problem.p[B] if one else None,
+                                    shrinking=one and self.shrink_whole)
         delta = a_new - alpha[B]
         changed = np.flatnonzero(delta)
         alpha[B] = a_new
