@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 
+from ._smo_shrink import SHRINK_SOURCE
+
 __all__ = ["smo_block", "smo_block_numpy", "smo_native_available"]
 
 #: libsvm's TAU: the curvature used for a pair whose kernel curvature is <= 0.
@@ -166,7 +168,8 @@ def _native():
                  and f != "-fopenmp"]
         comp = replace(comp, flags=[*flags, "-ffp-contract=off"])
         try:
-            lib = library(Template(_SOURCE).substitute(key=KEY), comp).cdll
+            source = Template(_SOURCE).substitute(key=KEY) + SHRINK_SOURCE
+            lib = library(source, comp).cdll
         except (BackendUnavailableError, CacheError, CompileError) as exc:
             warnings.warn(f"smo_block: no compiled loop ({exc}); the NumPy loop "
                           "runs", BackendFallbackWarning, stacklevel=3)
@@ -175,6 +178,11 @@ def _native():
             fn.restype = I64
             fn.argtypes = [I64, P, P, P, P, P, P, ctypes.c_double, ctypes.c_int,
                            I64]
+            shrink = lib.kt_smo_shrink
+            shrink.restype = I64
+            shrink.argtypes = [I64, P, P, P, P, P, P, P, ctypes.c_double,
+                               ctypes.c_int, I64]
+            fn.shrink = shrink
     _loaded.append(fn)
     return fn
 
@@ -196,7 +204,8 @@ def smo_native_available() -> bool:
     return _native() is not None
 
 
-def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None):
+def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None,
+              p=None, shrinking=False):
     """libsvm's SMO on a block until its maximal violation is below ``eps``.
 
     Parameters
@@ -216,6 +225,12 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None
     backend : str or None
         ``"numpy"`` runs the NumPy reference; otherwise the compiled loop
         where a compiler works (None: the configured backend).
+    p : ndarray of shape (b,), optional
+        The linear term (``G = Q alpha + p``): needed by ``shrinking``.
+    shrinking : bool, default=False
+        libsvm's shrinking, on the whole problem (``K`` is all of it): its
+        iterates, ties included (:mod:`._smo_shrink`). Compiled loop only;
+        the NumPy reference runs without it (the same optimum to ``eps``).
 
     Returns
     -------
@@ -244,9 +259,18 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None
     f64 = np.float64
     alpha = np.array(alpha, dtype=f64, order="C")
     y, C = np.ascontiguousarray(y, f64), np.ascontiguousarray(C, f64)
-    v = np.ascontiguousarray(-y * G, dtype=f64)
     K = np.ascontiguousarray(K, dtype=np.float32)
     kd = np.ascontiguousarray(kd, f64)
+    if shrinking and p is not None:
+        G = np.array(G, dtype=f64, order="C")
+        p = np.ascontiguousarray(p, f64)
+        its = fn.shrink(len(alpha), alpha.ctypes.data, G.ctypes.data, p.ctypes.data,
+                        y.ctypes.data, C.ctypes.data, K.ctypes.data, kd.ctypes.data,
+                        float(eps), int(nu), int(max_iter))
+        if its < 0:
+            raise MemoryError("smo_block: no memory for the solver's arrays")
+        return alpha, -y * G, int(its)
+    v = np.ascontiguousarray(-y * G, dtype=f64)
     its = fn(len(alpha), alpha.ctypes.data, v.ctypes.data, y.ctypes.data,
              C.ctypes.data, K.ctypes.data, kd.ctypes.data, float(eps), int(nu),
              int(max_iter))

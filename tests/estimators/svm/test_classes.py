@@ -261,3 +261,26 @@ def _expected_failures(est):
                          expected_failed_checks=_expected_failures)
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.skipif(not __import__("kerneltools.linalg", fromlist=["x"])
+                    .smo_native_available(), reason="needs the compiled SMO")
+@pytest.mark.parametrize("shrinking", [True, False])
+@pytest.mark.parametrize("Est,kw", [("SVC", {}), ("SVC", {"kernel": "linear",
+                                                          "C": 10.0}),
+                                    ("SVR", {}), ("NuSVR", {})])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_block_follows_libsvms_path_with_or_without_shrinking(Est, kw, seed,
+                                                                  shrinking):
+    """A problem of one block runs libsvm's own loop, shrinking included
+    (compiled): the same iterations and the same dual coefficients as
+    scikit-learn's libsvm, up to its kernel values' last float32 bit."""
+    X, y = _classes(300 + 100 * seed, 2 + seed % 2, seed)
+    if Est != "SVC":
+        y = X[:, 0] + np.sin(X[:, 1])
+    ours = getattr(kte, Est)(shrinking=shrinking, **kw).fit(X, y)
+    ref = getattr(sk, Est)(shrinking=shrinking, **kw).fit(X, y)
+    np.testing.assert_array_equal(ours.n_iter_, ref.n_iter_)
+    np.testing.assert_array_equal(ours.support_, ref.support_)
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=0, atol=1e-8)

@@ -151,3 +151,60 @@ def test_shrinking_leaves_variables_out_and_reaches_the_same_optimum(capsys):
     assert sols[0].obj == pytest.approx(sols[1].obj, rel=1e-6)
     np.testing.assert_allclose(sols[0].alpha, sols[1].alpha, atol=20 * TOL)
     assert sols[0].rho == pytest.approx(sols[1].rho, abs=2 * TOL)
+
+
+def _float32_run(monkeypatch, n=1500, seed=4, **patch):
+    """A problem whose gradient updates are float32 reductions (DENSE_MAX = 0)."""
+    monkeypatch.setattr(_kernel_ops, "DENSE_MAX", 0)
+    for name, value in patch.items():
+        monkeypatch.setattr(_solver, name, value)
+    X, y = _binary(n=n, seed=seed)
+    X = (X - X.mean(0)) / X.std(0)
+    gamma = 1 / (X.shape[1] * X.var())
+    kernel = DataKernel(svm_kernel("rbf", gamma=gamma, degree=3, coef0=0.0), X,
+                        rbf_gamma=gamma)
+    assert kernel.single
+    problem = DualProblem(p=-np.ones(n), y=y, C=np.ones(n), alpha=np.zeros(n),
+                          point=np.arange(n))
+    sol = solve(problem, kernel, eps=TOL, q=64, verbose=1)
+    K = rbf_kernel(X, gamma=gamma)
+    return sol, K, y
+
+
+def test_float32_updates_meet_the_stopping_rule_on_the_exact_gradient(
+        monkeypatch, capsys):
+    """Float32 reductions: the kept gradient is within float32's error of the
+    dense float64 one, and the stopping margin (measured on a float64 sample)
+    makes libsvm's rule hold on the exact gradient."""
+    sol, K, y = _float32_run(monkeypatch)
+    out = capsys.readouterr().out
+    errs = [float(line.split("float32 error ")[1]) for line in out.splitlines()
+            if "float32 error" in line]
+    assert errs and max(errs) > 0  # the float32 path ran and was measured
+    n = len(y)
+    G = (y[:, None] * y[None, :] * K) @ sol.alpha - 1
+    assert 0 < np.abs(sol.G - G).max() < 1e-4
+    assert _violation(sol.alpha, y, np.ones(n), K, -np.ones(n)) < TOL
+    assert abs(sol.alpha @ y) < 1e-9 * n
+
+
+def test_float32_error_past_the_margin_goes_back_to_float64(monkeypatch, capsys):
+    """A margin cap of zero: the first float32 error sends the solver back to
+    float64 with the gradient recomputed, so the end gradient is exact."""
+    sol, K, y = _float32_run(monkeypatch, MARGIN_MAX=0.0)
+    G = (y[:, None] * y[None, :] * K) @ sol.alpha - 1
+    np.testing.assert_allclose(sol.G, G, atol=1e-9)
+    n = len(y)
+    assert _violation(sol.alpha, y, np.ones(n), K, -np.ones(n)) < TOL
+    assert "float32 error" in capsys.readouterr().out  # it started in float32
+
+
+def test_float32_only_for_moderate_rbf_exponents():
+    X, _ = _binary(n=100)
+    X = (X - X.mean(0)) / X.std(0)
+    rbf = svm_kernel("rbf", gamma=0.1, degree=3, coef0=0.0)
+    assert DataKernel(rbf, X, rbf_gamma=0.1).single
+    big = svm_kernel("rbf", gamma=10.0, degree=3, coef0=0.0)
+    assert not DataKernel(big, X, rbf_gamma=10.0).single
+    poly = svm_kernel("poly", gamma=0.1, degree=3, coef0=0.0)
+    assert not DataKernel(poly, X).single
