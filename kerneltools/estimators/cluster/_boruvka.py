@@ -149,18 +149,17 @@ def boruvka_mst(pb: MSTProblem, say=None) -> tuple:
     comps = MinLabels(n)
     ea, eb = [], []
     n_round = 0
-    while len(ea) < n - 1:
-        a, b = _round(pb, comps.lab)
-        for x, y in zip(a, b):  # skip an edge its round's earlier ones joined
-            if comps.find(x) != comps.find(y):
-                comps.union(x, y)
-                ea.append(x)
-                eb.append(y)
-        comps.flatten()
+    n_edges = 0
+    while n_edges < n - 1:
+        a, b = comps.join(*_round(pb, comps.lab))
+        ea.append(a)
+        eb.append(b)
+        n_edges += len(a)
         n_round += 1
         if say:
-            say(f"Boruvka round {n_round}: {n - len(ea)} components")
-    a, b = _from_root(np.array(ea, np.int64), np.array(eb, np.int64), n)
+            say(f"Boruvka round {n_round}: {n - n_edges} components")
+    a, b = _from_root(np.concatenate(ea).astype(np.int64),
+                      np.concatenate(eb).astype(np.int64), n)
     return a, b, _weights(pb, a, b)
 
 

@@ -263,3 +263,26 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_doctests():
     assert doctest.testmod(_hdbscan, raise_on_error=True).attempted > 0
+
+
+def test_round_join_matches_one_by_one():
+    """A round's edges joined at once (a forest) or, where tied choices
+    close a cycle, one by one: the same components as a plain union-find."""
+    from kerneltools.estimators.cluster._components import MinLabels
+
+    rng = np.random.default_rng(0)
+    for cycle in (False, True):
+        n = 60
+        comps, ref = MinLabels(n), MinLabels(n)
+        a = np.arange(0, n - 1, 2)
+        b = a + 1  # a forest of pairs, one edge chosen by both ends
+        a, b = np.concatenate([a, b[:5]]), np.concatenate([b, a[:5]])
+        if cycle:  # components {0,1}, {2,3}, {4,5} closed into a triangle
+            a, b = np.concatenate([a, [1, 3, 5]]), np.concatenate([b, [2, 4, 0]])
+        order = rng.permutation(len(a))
+        ka, kb = comps.join(a[order], b[order])
+        for x, y in zip(a[order], b[order]):
+            ref.union(int(x), int(y))
+        ref.flatten()
+        np.testing.assert_array_equal(comps.lab, ref.lab)
+        assert len(ka) == n - len(np.unique(ref.lab))  # a spanning forest
