@@ -199,11 +199,19 @@ def test_search_paths_agree(monkeypatch, backend):
     X = _data("blobs", 2, n=600)
     args = dict(min_cluster_size=10, min_samples=1, copy=True, backend=backend)
     ref = skc.HDBSCAN(**{k: v for k, v in args.items() if k != "backend"}).fit(X)
-    for rows, neighbours in ((10**9, 2), (0, 2), (10**9, 16)):
+    # (outside searches from, neighbours, grouped from, outside K)
+    for rows, neighbours, grouped, k in ((10**9, 2, 8, 32), (0, 2, 8, 32),
+                                         (10**9, 16, 8, 32), (0, 2, 2, 3),
+                                         (0, 2, 10**9, 3), (0, 2, 2, 32)):
         monkeypatch.setattr(_boruvka, "OUTSIDE_MIN_ROWS", rows)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_MAX_COMPONENTS", 10**9)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_GROUPED_FROM", grouped)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_GROUPED_DIMS", 0)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_NEIGHBORS", k)
         monkeypatch.setattr(_hdbscan, "EXTRA_NEIGHBORS", neighbours)
         ours = HDBSCAN(**args).fit(X)
         np.testing.assert_array_equal(ours.labels_, ref.labels_)
+        np.testing.assert_array_equal(ours.probabilities_, ref.probabilities_)
 
 
 @pytest.mark.parametrize("min_samples", [1, 5])
