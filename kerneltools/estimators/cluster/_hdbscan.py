@@ -12,12 +12,14 @@ its edges' order; that order is replayed on the tie-eligible edges
 (:mod:`._prim`), with every weight in scikit-learn's float64 arithmetic.
 Where exactly equal pair distances may lie beyond the neighbour lists
 (lattice, duplicated or mirrored points) the fit is scikit-learn's own.
-The n - 1 edges then go through scikit-learn's own single-linkage,
-condensed-tree, stability and selection routines (``eom``/``leaf``,
-``cluster_selection_epsilon``, ``allow_single_cluster``,
-``max_cluster_size``, ``probabilities_``): the labels, probabilities and
-tree are scikit-learn's. Everything after ``fit`` (``dbscan_clustering``,
-centres) is scikit-learn's class's, which this one extends.
+The n - 1 edges then go through our single-linkage and condensed trees
+(:mod:`._condense`) and stability and selection (:mod:`._select`:
+``eom``/``leaf``, ``cluster_selection_epsilon``, ``allow_single_cluster``,
+``max_cluster_size``, ``probabilities_``), written to give scikit-learn's
+labels, probabilities and tree (none of its private modules is imported:
+they move between its releases). Everything after ``fit``
+(``dbscan_clustering``, centres) is scikit-learn's class's, which this one
+extends.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ _SUMMARY = """Hierarchical density-based clustering, the MST on the engine.
     scikit-learn's :class:`sklearn.cluster.HDBSCAN` (constructor, attributes,
     methods, labels), whose minimum spanning tree of mutual reachability is
     computed here by Boruvka rounds of masked ``min_argmin`` reductions,
-    pruned by each point's nearest neighbours, in linear memory; the tree's
-    processing is scikit-learn's. Its Parameters, Attributes, See Also, Notes
+    pruned by each point's nearest neighbours, in linear memory; the
+    condensed tree and the cluster selection are ours, with scikit-learn's
+    results. Its Parameters, Attributes, See Also, Notes
     and References follow, with two parameters of ours at the end of
     Parameters.
 
