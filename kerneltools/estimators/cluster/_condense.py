@@ -101,6 +101,19 @@ def _layout(slt: np.ndarray):
     return left, right, count, parent, depth, pre
 
 
+def _cluster_numbers(n, left, right, parent, proc, sp) -> np.ndarray:
+    """Each kept node's cluster: the root n, then two per split ``sp`` (in
+    breadth-first order); a kept merge that is no cluster's birth carries
+    its parent's cluster; -1 elsewhere."""
+    root = 2 * n - 2
+    label = np.full(2 * n - 1, -1, np.int64)
+    label[root] = n
+    label[left[sp - n]] = n + 1 + 2 * np.arange(len(sp))
+    label[right[sp - n]] = n + 2 + 2 * np.arange(len(sp))
+    up = np.where(label >= 0, np.arange(2 * n - 1), parent)
+    return label[_top_of_runs(np.where(proc | (label >= 0), up, np.arange(2 * n - 1)))]
+
+
 def condense_tree(slt: np.ndarray, min_cluster_size: int) -> np.ndarray:
     """The condensed tree of the single-linkage tree ``slt``, its rows in
     scikit-learn's order."""
@@ -117,17 +130,9 @@ def condense_tree(slt: np.ndarray, min_cluster_size: int) -> np.ndarray:
     bfs = np.empty(2 * n - 1, np.int64)
     bfs[np.lexsort((pre, depth))] = np.arange(2 * n - 1)
     big = count >= min_cluster_size
-    split = proc[n:] & big[left] & big[right]  # merges of two clusters
-    # cluster numbers: the root n, then two per split, in breadth-first order
-    sp = nodes[split]
+    sp = nodes[proc[n:] & big[left] & big[right]]  # merges of two clusters
     sp = sp[np.argsort(bfs[sp])]
-    label = np.full(2 * n - 1, -1, np.int64)
-    label[root] = n
-    label[left[sp - n]] = n + 1 + 2 * np.arange(len(sp))
-    label[right[sp - n]] = n + 2 + 2 * np.arange(len(sp))
-    # a kept merge that is no cluster's birth carries its parent's cluster
-    up = np.where(label >= 0, np.arange(2 * n - 1), parent)
-    label = label[_top_of_runs(np.where(proc | (label >= 0), up, np.arange(2 * n - 1)))]
+    label = _cluster_numbers(n, left, right, parent, proc, sp)
     # each point falls from its nearest kept ancestor f, through child s
     below = np.where(proc[parent], np.arange(2 * n - 1), parent)
     below[root] = root
