@@ -9,12 +9,13 @@ nearby k-means cells of :mod:`._cells` only, with
 is ever held; :class:`HDBSCAN` (:mod:`._hdbscan`), whose minimum spanning
 tree of mutual reachability comes from Boruvka rounds (:mod:`._boruvka`,
 with the union-find of :mod:`._components`) on the k-NN family's searches
-and masked ``min_argmin`` reductions, and whose ties are ordered as
-scikit-learn's Prim's orders them (:mod:`._prim`). What it may import: the public API
+and masked ``min_argmin`` reductions, whose ties are ordered as
+scikit-learn's Prim's orders them (:mod:`._prim`), and whose single-linkage
+and condensed trees (:mod:`._condense`) and cluster selection
+(:mod:`._select`) are written here. What it may import: the public API
 (LazyTensor, :mod:`kerneltools.ranges`), :mod:`kerneltools._utils`,
-:mod:`.._shared`, the k-NN family
-(:class:`..neighbors.NearestNeighbors`, its metrics) and scikit-learn's
-HDBSCAN tree routines; never the engine.
+:mod:`.._shared`, the k-NN family (:class:`..neighbors.NearestNeighbors`,
+its metrics) and scikit-learn's public classes; never the engine.
 """
 
 from ._dbscan import DBSCAN

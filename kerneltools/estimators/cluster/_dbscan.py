@@ -60,7 +60,14 @@ __all__ = ["DBSCAN"]
 
 #: The metric names scikit-learn's DBSCAN accepts (its own constraint's list;
 #: those the k-NN estimators lack go to it).
-_SKLEARN_METRICS = set(sklearn.metrics.pairwise._VALID_METRICS)
+#: scikit-learn's metric names for DBSCAN (a private list of its
+#: ``sklearn.metrics.pairwise``; these, its 1.9 list, if it moves)
+_SKLEARN_METRICS = set(getattr(sklearn.metrics.pairwise, "_VALID_METRICS", (
+    "euclidean", "l2", "l1", "manhattan", "cityblock", "braycurtis", "canberra",
+    "chebyshev", "correlation", "cosine", "dice", "hamming", "jaccard",
+    "mahalanobis", "matching", "minkowski", "rogerstanimoto", "russellrao",
+    "seuclidean", "sokalsneath", "sqeuclidean", "yule",
+    "wminkowski", "nan_euclidean", "haversine")))
 #: The first hooking rounds read every stride-th core point, the stride
 #: giving about this many neighbours to the median point
 #: (:func:`._hooking.components`).

@@ -52,27 +52,36 @@ def _pow(x: np.ndarray, p: float) -> np.ndarray:
     return _CPOW(x, p).astype(np.float64)
 
 
+#: Pairs per block of :func:`pair_distances` (a block's differences: a few MB).
+_PAIR_BLOCK = 4096
+
+
 def pair_distances(X, a, b, name: str, params: dict, core=False) -> np.ndarray:
     """Distances of the pairs ``(X[a], X[b])`` as scikit-learn's
-    ``DistanceMetric`` computes them (one feature after the other); with
-    ``core``, as its trees return them (minkowski's root by NumPy)."""
+    ``DistanceMetric`` computes them (one feature after the other: a
+    running sum, ``np.cumsum``); with ``core``, as its trees return them
+    (minkowski's root by NumPy)."""
     p = params.get("p", 2)
     w = params.get("w")
     if name == "minkowski" and w is None:
         name = {1: "manhattan", 2: "euclidean"}.get(p, name)
         name = "chebyshev" if np.isinf(p) else name
-    acc = np.zeros(len(a))
-    for f in range(X.shape[1]):
-        diff = np.abs(X[a, f] - X[b, f])
+    acc = np.empty(len(a))
+    for s in range(0, len(a), _PAIR_BLOCK):
+        diff = np.abs(X[a[s:s + _PAIR_BLOCK]] - X[b[s:s + _PAIR_BLOCK]])
+        if not diff.shape[1]:
+            acc[s:s + _PAIR_BLOCK] = 0.0
+            continue
+        if name == "chebyshev":
+            acc[s:s + _PAIR_BLOCK] = diff.max(axis=1)
+            continue
         if name == "euclidean":
-            acc += diff * diff
-        elif name == "manhattan":
-            acc += diff
-        elif name == "chebyshev":
-            np.maximum(acc, diff, out=acc)
-        else:
-            term = _pow(diff, float(p))
-            acc += term if w is None else w[f] * term
+            diff *= diff
+        elif name != "manhattan":
+            diff = _pow(diff, float(p))
+            if w is not None:
+                diff *= w
+        acc[s:s + _PAIR_BLOCK] = np.cumsum(diff, axis=1)[:, -1]
     if name == "euclidean":
         return np.sqrt(acc)
     if name in ("manhattan", "chebyshev"):
@@ -101,23 +110,36 @@ class _Levels:
         return x
 
 
-def core_distances(X, name, params, k, nbr_ind) -> np.ndarray:
+def _same_root(name: str, params: dict) -> bool:
+    """Whether the trees' distances are the pairs' (no minkowski root)."""
+    p = params.get("p", 2)
+    return name != "minkowski" or (params.get("w") is None
+                                   and (p in (1, 2) or np.isinf(p)))
+
+
+def core_distances(X, name, params, k, nbr_ind, pairs=False):
     """Each point's k-th smallest float64 distance among its K neighbours
-    ``nbr_ind`` (itself included), scikit-learn's core distance."""
+    ``nbr_ind`` (itself included), scikit-learn's core distance; with
+    ``pairs``, also the (n, K) pair distances (:func:`pair_distances`)."""
     n, K = nbr_ind.shape
-    d = pair_distances(X, np.repeat(np.arange(n), K), nbr_ind.ravel(), name,
-                       params, core=True)
-    return np.partition(d.reshape(n, K), k - 1, axis=1)[:, k - 1].copy()
+    u, v = np.repeat(np.arange(n), K), nbr_ind.ravel()
+    d = pair_distances(X, u, v, name, params, core=True)
+    core = np.partition(d.reshape(n, K), k - 1, axis=1)[:, k - 1].copy()
+    if not pairs:
+        return core
+    return core, d if _same_root(name, params) else pair_distances(
+        X, u, v, name, params)
 
 
-def _candidates(X, name, params, alpha, nbr_ind, core):
+def _candidates(X, name, params, alpha, nbr_ind, core, nbr_d=None):
     """The neighbour pairs ``(u, v, d_uv, m_uv)``, or None if some point's
-    list may miss a pair that weighs its core distance."""
+    list may miss a pair that weighs its core distance (``nbr_d``: their
+    distances, if known)."""
     n, K = nbr_ind.shape
     idx = np.int32 if 2 * n < 2**31 else np.int64  # 2n: the tree's nodes
     u = np.repeat(np.arange(n, dtype=idx), K)
     v = nbr_ind.ravel().astype(idx)
-    d = pair_distances(X, u, v, name, params)
+    d = pair_distances(X, u, v, name, params) if nbr_d is None else nbr_d
     if K < n and not (d.reshape(n, K).max(axis=1) / alpha > core).all():
         return None  # a core pair (d_uv / alpha <= c_u) may lie beyond
     keep = u != v
@@ -127,16 +149,18 @@ def _candidates(X, name, params, alpha, nbr_ind, core):
     return u, v, d, m
 
 
-def exact_prim_mst(X, name, params, alpha, nbr_ind, mst_a, mst_b, slt, core):
+def exact_prim_mst(X, name, params, alpha, nbr_ind, mst_a, mst_b, slt, core,
+                   nbr_d=None):
     """scikit-learn's Prim MST ``(source, new, weight)`` in its order, or
     None where exactly tied distances may lie beyond the neighbour lists.
 
     ``nbr_ind`` holds each point's K nearest (itself included), ``mst_a``,
     ``mst_b`` an MST's edges, ``slt`` its single-linkage tree and ``core``
-    the core distances (:func:`core_distances`).
+    the core distances (:func:`core_distances`), ``nbr_d`` the neighbour
+    pairs' distances if known.
     """
     n = len(X)
-    cand = _candidates(X, name, params, alpha, nbr_ind, core)
+    cand = _candidates(X, name, params, alpha, nbr_ind, core, nbr_d)
     if cand is None:
         return None
     u, v, d, m = cand

@@ -28,12 +28,12 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-from sklearn.impute._base import _BaseImputer
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ...lazy import Vi, Vj, maximum
 from .._shared._fallback import FallbackMixin, is_sparse
 from ..._utils._param_validation import Interval, StrOptions, validate_params
+from ._indicator import ImputerBase, check_feature_names_in
 
 __all__ = ["KNNImputer"]
 
@@ -97,7 +97,7 @@ def _weights(dist: np.ndarray, weights) -> np.ndarray:
     return w
 
 
-class KNNImputer(FallbackMixin, _BaseImputer):
+class KNNImputer(FallbackMixin, ImputerBase):
     """Impute missing values with the mean of the K nearest donors.
 
     scikit-learn's :class:`sklearn.impute.KNNImputer` (constructor,
@@ -156,7 +156,7 @@ class KNNImputer(FallbackMixin, _BaseImputer):
 
     _sklearn_class = "sklearn.impute.KNNImputer"
     _parameter_constraints: ClassVar[dict] = {
-        **_BaseImputer._parameter_constraints,
+        **ImputerBase._parameter_constraints,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "weights": [StrOptions({"uniform", "distance"}), callable],
         "metric": [StrOptions({"nan_euclidean"}), callable],
@@ -204,7 +204,7 @@ class KNNImputer(FallbackMixin, _BaseImputer):
         self._fit_X = X
         self._mask_fit_X = _get_mask(X, self.missing_values)
         self._valid_mask = ~np.all(self._mask_fit_X, axis=0)
-        self._fit_indicator(self._mask_fit_X)
+        self._fit_indicator(X)
         return self
 
     def transform(self, X):
@@ -229,7 +229,7 @@ class KNNImputer(FallbackMixin, _BaseImputer):
                           copy=self.copy, reset=False)
         mask = _get_mask(X, self.missing_values)
         valid = self._valid_mask
-        X_indicator = self._transform_indicator(mask)
+        X_indicator = self._transform_indicator(X)
         if np.any(mask[:, valid]):
             self._impute(X, mask)
         if self.keep_empty_features:
@@ -285,11 +285,9 @@ class KNNImputer(FallbackMixin, _BaseImputer):
         feature_names_out : ndarray of str objects
             The kept columns, then the indicator's.
         """
-        from sklearn.utils.validation import _check_feature_names_in  # noqa: PLC0415
-
         if self._delegating():
             return self.fallback_.get_feature_names_out(input_features)
         check_is_fitted(self, "n_features_in_")
-        input_features = _check_feature_names_in(self, input_features)
+        input_features = check_feature_names_in(self, input_features)
         names = input_features[self._valid_mask]
         return self._concatenate_indicator_feature_names_out(names, input_features)

@@ -199,11 +199,19 @@ def test_search_paths_agree(monkeypatch, backend):
     X = _data("blobs", 2, n=600)
     args = dict(min_cluster_size=10, min_samples=1, copy=True, backend=backend)
     ref = skc.HDBSCAN(**{k: v for k, v in args.items() if k != "backend"}).fit(X)
-    for rows, neighbours in ((10**9, 2), (0, 2), (10**9, 16)):
+    # (outside searches from, neighbours, grouped from, outside K)
+    for rows, neighbours, grouped, k in ((10**9, 2, 8, 32), (0, 2, 8, 32),
+                                         (10**9, 16, 8, 32), (0, 2, 2, 3),
+                                         (0, 2, 10**9, 3), (0, 2, 2, 32)):
         monkeypatch.setattr(_boruvka, "OUTSIDE_MIN_ROWS", rows)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_MAX_COMPONENTS", 10**9)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_GROUPED_FROM", grouped)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_GROUPED_DIMS", 0)
+        monkeypatch.setattr(_boruvka, "OUTSIDE_NEIGHBORS", k)
         monkeypatch.setattr(_hdbscan, "EXTRA_NEIGHBORS", neighbours)
         ours = HDBSCAN(**args).fit(X)
         np.testing.assert_array_equal(ours.labels_, ref.labels_)
+        np.testing.assert_array_equal(ours.probabilities_, ref.probabilities_)
 
 
 @pytest.mark.parametrize("min_samples", [1, 5])
@@ -263,3 +271,26 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_doctests():
     assert doctest.testmod(_hdbscan, raise_on_error=True).attempted > 0
+
+
+def test_round_join_matches_one_by_one():
+    """A round's edges joined at once (a forest) or, where tied choices
+    close a cycle, one by one: the same components as a plain union-find."""
+    from kerneltools.estimators.cluster._components import MinLabels
+
+    rng = np.random.default_rng(0)
+    for cycle in (False, True):
+        n = 60
+        comps, ref = MinLabels(n), MinLabels(n)
+        a = np.arange(0, n - 1, 2)
+        b = a + 1  # a forest of pairs, one edge chosen by both ends
+        a, b = np.concatenate([a, b[:5]]), np.concatenate([b, a[:5]])
+        if cycle:  # components {0,1}, {2,3}, {4,5} closed into a triangle
+            a, b = np.concatenate([a, [1, 3, 5]]), np.concatenate([b, [2, 4, 0]])
+        order = rng.permutation(len(a))
+        ka, kb = comps.join(a[order], b[order])
+        for x, y in zip(a[order], b[order]):
+            ref.union(int(x), int(y))
+        ref.flatten()
+        np.testing.assert_array_equal(comps.lab, ref.lab)
+        assert len(ka) == n - len(np.unique(ref.lab))  # a spanning forest
