@@ -16,6 +16,19 @@ from hypothesis import settings
 # the ``torch`` and ``ot`` (POT) packages.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "_support"))
 
+# Under pytest-xdist (the README's ``-n 2`` on two cores), the generated
+# kernels' OpenMP threads sleep when they wait instead of spinning: each
+# worker's kernels run as many threads as there are cores, so the two
+# workers' threads share the cores, and a thread spinning at a barrier or
+# between parallel regions (libgomp spins ~300,000 times first) burns the
+# time slice of the other worker's thread it waits for (a loop of 100
+# Gaussian sums at load 10: 1.47 CPU s spinning, 0.26 asleep). The number
+# of threads, and so what the tests exercise, is unchanged; a user's own
+# setting is kept. (Set before any OpenMP runtime is loaded: libgomp reads
+# it once, when the first kernel loads it.)
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import kerneltools  # noqa: E402,F401  (importing the package registers its backends)
 from kerneltools.backend._dispatch import BACKENDS  # noqa: E402
 

@@ -5,7 +5,8 @@ Loaded with ``-p plugin`` (``run.py`` does it), before any conftest, so that
 modules are imported. It records, per test, the outcome, the crash message
 and whether the test built one of kerneltools' estimators (an instance made
 while it ran, or one among its parameters), and writes them as JSON to
-``--accel-report``. Tests listed in ``EXCLUDED.md`` are deselected.
+``--accel-report`` (under pytest-xdist, one file per worker). Tests listed
+in ``EXCLUDED.md`` are deselected.
 """
 
 from __future__ import annotations
@@ -118,9 +119,17 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = session.config.getoption("--accel-report")
-    if path:
-        Path(path).write_text(json.dumps(_records, indent=1, sort_keys=True))
+    """Write the records. Under pytest-xdist (``-n 2``) each worker ran its
+    tests and recorded them itself (which of ours were built is known only
+    there): it writes ``<report>.<worker id>``, which ``run.py`` merges; the
+    controller writes nothing."""
+    config = session.config
+    path = config.getoption("--accel-report")
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if not path or (worker is None and config.pluginmanager.hasplugin("dsession")):
+        return
+    target = Path(f"{path}.{worker}" if worker else path)
+    target.write_text(json.dumps(_records, indent=1, sort_keys=True))
 
 
 def pytest_unconfigure(config):

@@ -7,7 +7,8 @@ replaces (``MODULES``) with ``plugin.py`` (accel installed before collection,
 ``EXCLUDED.md`` deselected), then prints: the tests that build one of our
 estimators, how many pass and fail, and the failures grouped by cause.
 ``--plain`` runs the same tests without accel (scikit-learn's own classes),
-the control. Extra arguments go to pytest (e.g. ``-k kneighbors``, ``-x``).
+the control. Extra arguments go to pytest (e.g. ``-k kneighbors``, ``-x``,
+``-n 2``: pytest-xdist's workers each record their tests, merged here).
 Exit status: 0 when every test that builds one of ours passes.
 """
 
@@ -121,6 +122,26 @@ def summarize(records: dict[str, dict], out=sys.stdout) -> bool:
     return counts["failed"] == 0
 
 
+def _read_reports(report: Path) -> dict | None:
+    """The records of ``report``, or, under pytest-xdist (``-n``), of its
+    workers' files ``<report>.gw0``, ... merged (and written to ``report``);
+    None where none was written."""
+    if report.exists():
+        return json.loads(report.read_text())
+    parts = sorted(report.parent.glob(report.name + ".gw*"))
+    if not parts:
+        return None
+    records = {}
+    for part in parts:
+        for nodeid, rec in json.loads(part.read_text()).items():
+            if records.get(nodeid, {}).get("outcome") not in (None, "excluded"):
+                continue  # (every worker records the deselected tests)
+            records[nodeid] = rec
+        part.unlink()
+    report.write_text(json.dumps(records, indent=1, sort_keys=True))
+    return records
+
+
 def main(argv: list[str]) -> int:
     plain = "--plain" in argv
     argv = [a for a in argv if a != "--plain"]
@@ -131,13 +152,16 @@ def main(argv: list[str]) -> int:
         del argv[i:i + 2]
     with tempfile.TemporaryDirectory() as tmp:
         report = json_out or Path(tmp) / "report.json"
+        for stale in (report, *report.parent.glob(report.name + ".gw*")):
+            stale.unlink(missing_ok=True)
         rc = run(argv, plain, report)
         if plain:
             return rc
-        if not report.exists():
+        records = _read_reports(report)
+        if records is None:
             print(f"no report written (pytest exit status {rc})", file=sys.stderr)
             return rc or 1
-        ok = summarize(json.loads(report.read_text()))
+        ok = summarize(records)
     return 0 if ok else 1
 
 
