@@ -113,9 +113,6 @@ def origin(path: str) -> str:
     if "site-packages/" in src:
         return src.split("site-packages/")[1].split("/")[0]
     rel = src.split(ROOT.as_posix() + "/")[-1]
-    if rel == "kerneltools/lazy/__init__.py":
-        return "lazy: registry-generated" if fn.__name__ == "method" or (
-            fn.__qualname__.startswith("_install")) else "lazy: hand-written"
     return next((g for g, prefix in ORIGINS if rel.startswith(prefix)), rel)
 
 
