@@ -25,7 +25,8 @@ def sections(returns: str = FORMULA, **params: str):
     """Decorator: append the Parameters (``params``, in order) and the Returns
     (``returns``) sections to the method's docstring."""
 
-    def deco(fn):
+    def deco(method):
+        fn = getattr(method, "__func__", method)  # a staticmethod's function
         lines = [inspect.cleandoc(fn.__doc__ or ""), ""]
         if params:
             lines += ["Parameters", "----------"]
@@ -34,6 +35,6 @@ def sections(returns: str = FORMULA, **params: str):
             lines.append("")
         lines += ["Returns", "-------", *_entry("", returns), ""]
         fn.__doc__ = "\n".join(lines)
-        return fn
+        return method
 
     return deco
