@@ -173,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
 def _method_report(paths: list[str], args) -> int:
     found = failures(paths)
     total = counts(found)
-    if args.json:
-        Path(args.json).write_text(json.dumps(total, indent=1) + "\n")
     wanted = [c for c in args.codes.split(",") if c] or ["PR01", "RT01"]
+    if args.json:
+        out = {c: total.get(c, 0) for c in wanted}
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(paths)} methods of documented classes")
     groups: dict[str, Counter] = {}
     for p, codes in found.items():
