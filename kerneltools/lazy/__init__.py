@@ -34,7 +34,7 @@ from ._leaves import leaf as _leaf, symbolic as _symbolic
 from ._keops import KeopsMethods
 from ._math import MathMethods
 from ._deferred import DeferredReduction, DeferredSolve
-from ._methods import reduction_methods
+from ._methods import reduction_methods, unary_method
 from ._symbolic import (MATMUL_BLOCK, Binding, apply, batch_of, check_ranges, compose,
                         bind_symbols, dtype_of, from_parts, lift, merge, merge_ranges,
                         new_var, ranges_of, symbols_of)
@@ -513,13 +513,7 @@ def _install_unary_methods():
     for op in OPS.values():
         if op.method is None or hasattr(LazyTensor, op.method):
             continue
-
-        def method(self, _name=op.name):
-            return self._apply(_name)
-
-        method.__name__ = op.method
-        method.__doc__ = f"Element-wise {op.doc}."
-        setattr(LazyTensor, op.method, method)
+        setattr(LazyTensor, op.method, unary_method(op))
 
 
 _install_reduction_methods()

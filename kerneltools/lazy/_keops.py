@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 
 from ._args import check_axis, int_arg
+from ._sections import sections
 from ._symbolic import symbols_of
 from ..backend import _ops
 from ..backend._ir import intcst, pi
@@ -119,6 +120,7 @@ class KeopsMethods:
                         "tuple ending in one, as x[..., k])")
 
     # -- vector operations ---------------------------------------------------
+    @sections(dim="int: The feature axis, -1 (or ``len(batch) + 2``).")
     def norm(self, dim):
         """Euclidean norm over the feature axis: ``dim`` must be -1 (or the
         index of the feature axis, ``len(batch) + 2``), as in pykeops."""
@@ -127,6 +129,7 @@ class KeopsMethods:
                              f"{len(self._shape) - 1}); got dim={dim!r}")
         return self.norm2()
 
+    @sections(other="LazyTensor: The second formula.")
     def difference_matrix(self, other):
         """The differences of every component of ``self`` with every one of
         ``other``, flattened row-major: ``out[k * other.dim + l] = self[k] -
@@ -136,10 +139,17 @@ class KeopsMethods:
         is the reading its output dimension implies."""
         return self._compose(_difference_matrix, other)
 
+    @sections()
     def sinxdivx(self):
         """``sin(x) / x`` (1 at 0)."""
         return self._compose(lambda x: _ops.make("Sinc", _ops.make("Div", x, pi())))
 
+    @sections(other="LazyTensor: The second factor.",
+              dimfa="tuple of int: The shape of ``self``'s values.",
+              dimfb="tuple of int: The shape of ``other``'s values.",
+              contfa="tuple of int: The axes of ``self`` contracted.",
+              contfb="tuple of int: The axes of ``other`` contracted.",
+              **{"*args": "tuple of int: Optionally, the output axes' order."})
     def keops_tensordot(self, other, dimfa, dimfb, contfa, contfb, *args):
         """Tensor dot product of the values, seen as row-major tensors of shapes
         ``dimfa`` and ``dimfb``, contracted over the axes ``contfa`` of
@@ -149,11 +159,16 @@ class KeopsMethods:
         return self._compose(
             lambda a, b: _ops.tensordot(a, b, dimfa, dimfb, contfa, contfb, perm), other)
 
+    @sections(other="LazyTensor: The second factor.",
+              dimfself="tuple of int: The shape of ``self``'s values.",
+              dimfother="tuple of int: The shape of ``other``'s values.")
     def keops_kron(self, other, dimfself, dimfother):
         """Kronecker product of the values, seen as row-major tensors of shapes
         ``dimfself`` and ``dimfother`` (as many axes); as pykeops' ``Kron``."""
         return self._compose(lambda a, b: _ops.kron(a, b, dimfself, dimfother), other)
 
+    @sections(x="LazyTensor or float: The scalar where the functions are evaluated.",
+              k="int, default=0: The order of the B-splines.")
     def bspline(self, x, k: int = 0):
         """The B-spline basis functions of order ``k`` on the knots ``self`` (a
         vector of non-decreasing values), at the scalar ``x``: a vector of
@@ -161,12 +176,16 @@ class KeopsMethods:
         k = int_arg(k, "k")
         return self._compose(lambda t, xx: _ops.bspline(t, xx, k), x)
 
+    @sections(other="LazyTensor: The second sequence.",
+              gamma="LazyTensor or float: The smoothing.")
     def softdtw_sqdist(self, other, gamma):
         """Soft-DTW between the components of ``self`` and ``other`` (two
         sequences), squared differences as the cost, smoothing ``gamma`` (a
         scalar: number, parameter or formula); as pykeops."""
         return self._compose(_ops.softdtw_sqdist, other, gamma)
 
+    @sections(tuple_of_lt="sequence of LazyTensor: The formulas, in order.",
+              axis="int, default=-1: The feature axis.")
     @staticmethod
     def concatenate(tuple_of_lt, axis=-1):
         """Concatenation of several formulas along the feature axis (``axis``
@@ -181,16 +200,21 @@ class KeopsMethods:
             out = out.concat(p)
         return out
 
+    @sections(tuple_of_lt="sequence of LazyTensor: The formulas, in order.",
+              dim="int: The feature axis.")
     @staticmethod
     def cat(tuple_of_lt, dim):
         """torch's spelling of :meth:`concatenate`."""
         return KeopsMethods.concatenate(tuple_of_lt, axis=dim)
 
+    @sections(returns="LazyTensor: ``self``.",
+              other="LazyTensor, optional: Ignored, as in pykeops' hint.")
     def factorize(self, other=None):
         """pykeops' code-generation hint; returns ``self``: formulas here are
         graphs whose shared parts are computed once anyway."""
         return self
 
+    @sections(returns="LazyTensor: ``self``.")
     def auto_factorize(self):
         """pykeops' code-generation hint; returns ``self`` (see :meth:`factorize`)."""
         return self
@@ -200,6 +224,7 @@ class KeopsMethods:
         """The constant k-th unit vector of dimension d."""
         return self._lift(int(k)).one_hot(d)
 
+    @sections(v="LazyTensor: The variable (a Vi, Vj or Pm leaf) differentiated.")
     def grad_matrix(self, v):
         """The Jacobian of ``self`` with respect to the variable ``v``,
         flattened row-major: row k (``v.dim`` values) is ``grad(v, e_k)``."""
@@ -207,6 +232,7 @@ class KeopsMethods:
         rows = [self.grad(v, self._basis(k, D) if D > 1 else 1) for k in range(D)]
         return self.concatenate(rows)
 
+    @sections(v="LazyTensor: The variable (a Vi, Vj or Pm leaf) differentiated.")
     def divergence(self, v):
         """``sum_k d self_k / d v_k`` (``self`` and ``v`` of equal dimension)."""
         if self.formula.dim != v.formula.dim:
@@ -220,6 +246,7 @@ class KeopsMethods:
             out = out + t
         return out
 
+    @sections(v="LazyTensor: The variable (a Vi, Vj or Pm leaf) differentiated.")
     def laplacian(self, v):
         """``sum_k d^2 self / d v_k^2`` for a scalar formula."""
         if self.formula.dim != 1:
@@ -227,6 +254,7 @@ class KeopsMethods:
                              f"{self.formula.dim}")
         return self.grad(v, 1).divergence(v)
 
+    @sections(v="LazyTensor: The variable (a Vi, Vj or Pm leaf) differentiated.")
     def trace_operator(self, v):
         """The trace of ``self`` as a linear function of the variable ``v``
         (equal dimensions): ``sum_k self(v = e_k)_k``. Not checked for
@@ -249,6 +277,8 @@ class KeopsMethods:
         return self._compose(lambda f, var, val: _ops.substitute([f], {var: val})[0],
                              v, value)
 
+    @sections(v="LazyTensor: The variable (a Vi, Vj or Pm leaf) differentiated.",
+              diffin="LazyTensor: The direction, of ``v``'s dimension.")
     def diff(self, v, diffin):
         """The differential of ``self`` with respect to the variable ``v``,
         applied to ``diffin`` (forward mode): ``d self . diffin``, of
@@ -258,6 +288,14 @@ class KeopsMethods:
         return (self.grad(v, u) | diffin).grad(u, 1)
 
     # -- reductions ----------------------------------------------------------
+    @sections(returns="ndarray or Tensor: The result (a callable if ``call=False``).",
+              reduction_op="str: The reduction's name.",
+              other="LazyTensor, optional: The weight of a two-formula reduction.",
+              opt_arg="int, optional: The K of a K-reduction.",
+              axis="int, optional: The axis reduced, 0 (i) or 1 (j).",
+              dim="int, optional: The pykeops name of ``axis``.",
+              call="bool, default=True: Run the reduction (else a callable).",
+              **{"**kwargs": "dict: The pykeops keywords (``out=``, ``ranges=``)."})
     def reduction(self, reduction_op, other=None, opt_arg=None, axis=None, dim=None,
                   call=True, **kwargs):
         """pykeops' generic reduction: ``reduction_op`` a pykeops name

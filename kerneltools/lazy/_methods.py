@@ -36,7 +36,7 @@ from ..backend.reductions import Reduction, method_variants
 FEATURE_COMPOSITES = {"min": _ops.min_feat, "max": _ops.max_feat,
                       "argmin": _ops.argmin_feat, "argmax": _ops.argmax_feat}
 
-__all__ = ["reduction_methods"]
+__all__ = ["reduction_methods", "unary_method"]
 
 
 def reduction_methods() -> dict[str, Callable]:
@@ -48,6 +48,19 @@ def reduction_methods() -> dict[str, Callable]:
         if any(red.methods[0] == m for red in variants.values()):
             out[f"{m}_reduction"] = _method(f"{m}_reduction", variants, feature=False)
     return out
+
+
+def unary_method(op) -> Callable:
+    """The method ``op.method`` of the unary element-wise operation ``op`` (an
+    ``OPS`` entry of the operations' registry), with its docstring."""
+    def method(self):
+        return self._apply(op.name)
+
+    method.__name__ = op.method
+    method.__doc__ = (f"Element-wise {op.doc}.\n\nReturns\n-------\nLazyTensor\n"
+                      f"    The formula ``{op.method}(self)``, of the same "
+                      "dimension.\n")
+    return method
 
 
 def _method(method: str, variants: dict[int, Reduction], feature: bool = True) -> Callable:
@@ -85,8 +98,43 @@ def _method(method: str, variants: dict[int, Reduction], feature: bool = True) -
             return self._reduce(one.name, _axis(self, axis, dim), backend=backend,
                                 **options)
     fn.__name__ = method
-    fn.__doc__ = _doc(one, two)
+    fn.__doc__ = _doc(one, two) + _sections(fn, feature and one is not None and (
+        one.feature_op is not None or method in FEATURE_COMPOSITES))
     return fn
+
+
+#: The Parameters entries of the generated methods, by argument name.
+PARAMETERS = {
+    "K": ("K : int", "The number of values kept per row (the K of Kmin, argKmin)."),
+    "weight": ("weight : LazyTensor or None", "The second formula: the weighted "
+               "form of the reduction."),
+    "axis": ("axis : int, optional", "The axis reduced: 0 (over i) or 1 (over "
+             "j), numbered after the batch axes."),
+    "dim": ("dim : int, optional", "The pykeops name of ``axis``."),
+    "backend": ("backend : str, optional", "The backend that computes the "
+                "reduction (``None``: the formula's own)."),
+    "other": ("other : LazyTensor, optional", "The pykeops name of ``weight``."),
+    "options": ("**options", "The pykeops keywords: ``call=False`` for a callable "
+                "deferred reduction, ``out=`` an array to write into, "
+                "``keepdim=True``, ``ranges=`` (block-sparse)."),
+}
+
+
+def _sections(fn: Callable, feature: bool) -> str:
+    """The Parameters and Returns sections of a generated method ``fn``."""
+    import inspect
+
+    lines = ["", "", "Parameters", "----------"]
+    for name in list(inspect.signature(fn).parameters)[1:]:
+        head, text = PARAMETERS[name]
+        if name == "axis" and feature:
+            text += " ``axis=-1`` (the default) reduces over the features instead."
+        lines += [head, f"    {text}"]
+    lines += ["", "Returns", "-------", "ndarray or Tensor or LazyTensor",
+              "    The reduced values, an array of the inputs' library, (N, E) "
+              "over j or (M, E) over i; a LazyTensor over the features "
+              "(``axis=-1``) or a deferred reduction with ``call=False``.", ""]
+    return "\n".join(lines)
 
 
 def _axis(t, axis, dim) -> int:

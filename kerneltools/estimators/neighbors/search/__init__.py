@@ -60,6 +60,7 @@ from ._cells import CellSearch
 from ._device import DeviceSearch, HostSearch
 from ._formula import ExpandedSearch, FormulaSearch
 from ._gemm import GemmSearch
+from ._protocol_docs import document
 from ._pruned import Grid
 
 __all__ = ["STRATEGIES", "CellSearch", "DeviceSearch", "ExpandedSearch",
@@ -200,3 +201,6 @@ def new_search(case: SearchCase):
     True
     """
     return choose(case).build(case)
+
+
+document((*STRATEGIES, SearchCase))  # the protocol's Parameters and Returns
