@@ -228,7 +228,7 @@ def smo_block(alpha, G, y, C, K, kd, *, eps, nu=False, max_iter=-1, backend=None
     p : ndarray of shape (b,), optional
         The linear term (``G = Q alpha + p``): needed by ``shrinking``.
     shrinking : bool, default=False
-        libsvm's shrinking, on the whole problem (``K`` is all of it): its
+        Use libsvm's shrinking, on the whole problem (``K`` is all of it): its
         iterates, ties included (:mod:`._smo_shrink`). Compiled loop only;
         the NumPy reference runs without it (the same optimum to ``eps``).
 
