@@ -106,8 +106,13 @@ def test_rows_by_chunks_equal_one_call():
     np.testing.assert_array_equal(np.asarray(got), ref)
 
 
+# The child installs Python's SIGINT handler itself (as tests/test_processes.py
+# does): a run started in the background by a non-interactive shell ignores
+# SIGINT, its children inherit that, and then neither Python nor the handler's
+# hook (kt_watch_sigint: nothing to chain to) sees the signal.
 _INTERRUPTED = r"""
 import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np, jax.numpy as jnp
 from kerneltools.jax import Vi, Vj
 
