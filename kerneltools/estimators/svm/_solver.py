@@ -39,7 +39,10 @@ roundings further off. Their error is measured, not assumed: ``SAMPLE``
 variables keep a float64 gradient too, and the stopping rule is tightened
 by ``MARGIN`` times the largest difference seen (about 2e-4 on the issue's
 data at 10^5 points); past ``MARGIN_MAX eps`` the gradient is recomputed in
-float64 and the updates stay float64.
+float64 and the updates stay float64. When the float32 gradient meets the
+tightened rule, the gradient is recomputed in float64 (one reduction over
+the nonzero ``alpha``) and the rule checked on it: the solver never stops
+on a sampled error estimate.
 
 The solver stops on libsvm's rule for the whole problem, the maximal
 violating pair: ``max_{up} -y G - min_{low} -y G < eps`` (per sign for
@@ -243,9 +246,12 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         if verbose:
             _report(step, gap, st, n_iter, t0)
         if gap < st.eps(eps):
-            if st.active.all():
+            if st.active.all() and not st.single:
                 break
-            st.unshrink()  # libsvm: rebuild the gradient, check on all
+            if st.single:  # the rule on the float64 gradient, all variables
+                st.exact()
+            else:
+                st.unshrink()  # libsvm: rebuild the gradient, check on all
             continue
         if max_iter != -1 and n_iter >= max_iter:
             timed_out = True
@@ -261,9 +267,12 @@ def solve(problem: DualProblem, kernel: KernelOps, *, eps: float, nu: bool = Fal
         changed, its = st.step(B, inner, eps, budget)
         n_iter += its
         if changed == 0:  # nothing moved: the block is optimal to rounding
-            if st.active.all():
+            if st.active.all() and not st.single:
                 break
-            st.unshrink()
+            if st.single:
+                st.exact()
+            else:
+                st.unshrink()
             shrinking = False  # rounding-level stalls: no more shrinking
         keep = B[(st.alpha[B] > 0) & (st.alpha[B] < st.C[B])]
         step += 1

@@ -188,6 +188,18 @@ def test_float32_updates_meet_the_stopping_rule_on_the_exact_gradient(
     assert abs(sol.alpha @ y) < 1e-9 * n
 
 
+def test_float32_updates_stop_only_on_the_float64_gradient(monkeypatch, capsys):
+    """No margin and a sample of two (the float32 error estimate blind): the
+    solver still stops only once libsvm's rule holds on the gradient
+    recomputed in float64, and that is the gradient it returns."""
+    sol, K, y = _float32_run(monkeypatch, SAMPLE=2, MARGIN=0.0)
+    assert "float32 error" in capsys.readouterr().out  # it ran in float32
+    G = (y[:, None] * y[None, :] * K) @ sol.alpha - 1
+    np.testing.assert_allclose(sol.G, G, atol=1e-9)
+    n = len(y)
+    assert _violation(sol.alpha, y, np.ones(n), K, -np.ones(n)) < TOL
+
+
 def test_float32_error_past_the_margin_goes_back_to_float64(monkeypatch, capsys):
     """A margin cap of zero: the first float32 error sends the solver back to
     float64 with the gradient recomputed, so the end gradient is exact."""
