@@ -509,9 +509,19 @@ class DeviceScore:
         ``RegressorMixin.score``; on CuPy arrays computed on the GPU (also
         without ``array_api_dispatch``).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            The true values for ``X``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            The sample weights.
+
         Returns
         -------
         score : float
+            The coefficient of determination R^2 of ``self.predict(X)``.
         """
         if is_cupy_array(X) and not sklearn.get_config()["array_api_dispatch"]:
             pred = self.predict(X)

@@ -151,7 +151,19 @@ class FormulaSyntaxError(KernelToolsError, ValueError):
         return type(self), (self.reason, self.text, self.pos, self.argument)
 
     def named(self, argument: str) -> "FormulaSyntaxError":
-        """The same error, naming the argument that held the string."""
+        """The same error, naming the argument that held the string.
+
+        Parameters
+        ----------
+        argument : str
+            The name of the argument that held the formula string.
+
+        Returns
+        -------
+        FormulaSyntaxError
+            A new error with the same reason, string and position, whose
+            message begins with ``argument``.
+        """
         return type(self)(self.reason, self.text, self.pos, argument)
 
 

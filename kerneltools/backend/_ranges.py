@@ -214,7 +214,34 @@ class BlockSparsity:
                    priority=None) -> BlockSparsity:
         """From kept cluster pairs ``(a[k], b[k])`` (see
         :func:`tuple_from_pairs`), valid by construction: nothing to check,
-        and each axis's description is built when a reduction first asks."""
+        and each axis's description is built when a reduction first asks.
+
+        Parameters
+        ----------
+        shape : tuple of two int
+            (N, M): the points indexed by i and by j.
+        order_i : ndarray of shape (N,) of int or None
+            The order that sorts the points indexed by i by cluster (None:
+            sorted already).
+        order_j : ndarray of shape (M,) of int or None
+            The same for the points indexed by j.
+        a : array-like of shape (P,) of int
+            The i-cluster of each kept pair.
+        b : array-like of shape (P,) of int
+            The j-cluster of each kept pair.
+        ranges_i : array-like of shape (Ci, 2) of int
+            Each i-cluster's ``[start, end)`` on the sorted positions.
+        ranges_j : array-like of shape (Cj, 2) of int
+            The same for the j-clusters.
+        priority : array-like of shape (P,), default=None
+            Each block visits its clusters by increasing priority (None: by
+            position).
+
+        Returns
+        -------
+        BlockSparsity
+            The description, not validated.
+        """
         self = cls.__new__(cls)
         self.shape = tuple(int(n) for n in shape)
         n, m = self.shape
@@ -231,14 +258,32 @@ class BlockSparsity:
 
     def transposed(self) -> BlockSparsity:
         """The description of the transposed (M, N) problem: each axis's
-        blocks become the other's (``LazyTensor.t()``)."""
+        blocks become the other's (``LazyTensor.t()``).
+
+        Returns
+        -------
+        BlockSparsity
+            The description of shape (M, N); ``self`` is unchanged.
+        """
         out = type(self).__new__(type(self))
         out.shape = self.shape[::-1]
         out._sides = {1: self._sides[0], 0: self._sides[1]}
         return out
 
     def side(self, axis: int):
-        """The description of reductions over ``axis`` (1: over j)."""
+        """The description of reductions over ``axis`` (1: over j).
+
+        Parameters
+        ----------
+        axis : int
+            The reduced axis: 1 (over j) or 0 (over i).
+
+        Returns
+        -------
+        SortedSide or tuple
+            A :class:`SortedSide`, or, for a description built from index
+            arrays, its ``(rows, cols)`` blocks.
+        """
         s = self._sides[axis]
         if callable(s):
             s = self._sides[axis] = s()

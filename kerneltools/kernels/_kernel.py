@@ -98,12 +98,41 @@ class Kernel:
         return {k: _as_param(v) for k, v in self.params.items()}
 
     def formula(self, x_i: LazyTensor, y_j: LazyTensor, params=None):
-        """The formula ``k(x_i, y_j)`` (None for a kernel that is only white noise)."""
+        """The formula ``k(x_i, y_j)`` (None for a kernel that is only white noise).
+
+        Parameters
+        ----------
+        x_i : LazyTensor
+            The i-variable (``Vi(X)``).
+        y_j : LazyTensor
+            The j-variable (``Vj(Y)``).
+        params : dict, optional
+            The hyperparameters by name, as LazyTensor parameters or floats
+            (None: this kernel's ``params``).
+
+        Returns
+        -------
+        LazyTensor or None
+            The scalar formula, or None for a kernel that is only white noise.
+        """
         return self.build(x_i, y_j, self._param_tensors() if params is None else params)
 
     def lazy(self, X, Y=None) -> LazyTensor:
         """``k(X, Y)`` (or ``k(X, X)`` without its white-noise diagonal) as a
-        LazyTensor of shape (len(X), len(Y), 1): reduce it, never store it."""
+        LazyTensor of shape (len(X), len(Y), 1): reduce it, never store it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+            The i-points (NumPy, CuPy or Dask arrays stay as they are).
+        Y : array-like of shape (n_samples_Y, n_features), optional
+            The j-points (None: ``X``).
+
+        Returns
+        -------
+        LazyTensor
+            The kernel matrix, symbolic, of shape (len(X), len(Y), 1).
+        """
         X = self._data(X)
         Y = X if Y is None else self._data(Y)
         x_i, y_j = Vi(X), Vj(Y)
@@ -132,14 +161,38 @@ class Kernel:
                       name=self.name, free=self.free, dense=dense)
 
     def white_level(self) -> float:
-        """The diagonal that ``k(X, X)`` adds to ``k(X, Y=X)`` (white noise)."""
+        """The diagonal that ``k(X, X)`` adds to ``k(X, Y=X)`` (white noise).
+
+        Returns
+        -------
+        float
+            The white-noise level (0.0 for a kernel without white noise).
+        """
         return float(sum(np.prod([_scalar(self.params[h]) for h in t]) for t in self.white))
 
     # -- dense evaluation, as scikit-learn's kernels ----------------------
     def __call__(self, X, Y=None, eval_gradient: bool = False):
         """The dense matrix ``k(X, Y)``; with ``eval_gradient`` (Y None), also
         its gradient with respect to ``log`` of each hyperparameter in
-        :attr:`hyperparameter_names` order, shape (n, n, n_theta)."""
+        :attr:`hyperparameter_names` order, shape (n, n, n_theta).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+            The first points.
+        Y : array-like of shape (n_samples_Y, n_features), optional
+            The second points (None: ``X``, and the white noise is added to
+            the diagonal).
+        eval_gradient : bool, default=False
+            Whether to return the gradient too (only with ``Y`` None).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The kernel matrix.
+        K_gradient : ndarray of shape (n_samples_X, n_samples_X, n_theta), optional
+            Its gradient with respect to ``theta``, with ``eval_gradient`` only.
+        """
         if eval_gradient and Y is not None:
             raise ValueError("eval_gradient is only supported when Y is None")
         if self.dense is not None and not eval_gradient:
@@ -169,6 +222,18 @@ class Kernel:
         Returns a list, in :attr:`hyperparameter_names` order, of formulas of
         dimension ``size(h)`` (None where ``k``'s formula does not involve h),
         from the symbolic gradient rules: ``h * dk/dh``.
+
+        Parameters
+        ----------
+        x_i : LazyTensor
+            The i-variable (``Vi(X)``).
+        y_j : LazyTensor
+            The j-variable (``Vj(Y)``).
+
+        Returns
+        -------
+        list of LazyTensor or None
+            One formula (or None) per free hyperparameter.
         """
         tensors = self._param_tensors()
         f = self.formula(x_i, y_j, tensors)
@@ -184,7 +249,13 @@ class Kernel:
         return out
 
     def white_log_gradient(self) -> np.ndarray:
-        """``d (white-noise level) / d log theta``, flattened like :attr:`theta`."""
+        """``d (white-noise level) / d log theta``, flattened like :attr:`theta`.
+
+        Returns
+        -------
+        ndarray of shape (n_theta,)
+            The derivative for each entry of :attr:`theta`.
+        """
         parts = []
         for name in self.hyperparameter_names:
             g = np.zeros(np.size(self.params[name]))
@@ -208,7 +279,18 @@ class Kernel:
         return G
 
     def diag(self, X) -> np.ndarray:
-        """``k(x, x)`` for every row of X, including the white-noise level."""
+        """``k(x, x)`` for every row of X, including the white-noise level.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The diagonal of ``k(X, X)``.
+        """
         if self.source is not None:
             return np.asarray(self.source.diag(np.asarray(X)), dtype=np.float64)
         Xp = self._data(X)
@@ -231,7 +313,18 @@ class Kernel:
         return np.log(np.concatenate(vals)) if vals else np.empty(0)
 
     def with_theta(self, theta) -> Kernel:
-        """A copy whose free hyperparameters are ``exp(theta)``."""
+        """A copy whose free hyperparameters are ``exp(theta)``.
+
+        Parameters
+        ----------
+        theta : array-like of shape (n_theta,)
+            The ``log`` of the free hyperparameters, in :attr:`theta`'s order.
+
+        Returns
+        -------
+        Kernel
+            The new kernel (``self`` is unchanged).
+        """
         theta = np.asarray(theta, dtype=np.float64).ravel()
         params, pos = dict(self.params), 0
         for h in self.hyperparameter_names:

@@ -27,7 +27,7 @@ import numbers
 
 import numpy as np
 
-from . import _complex, _docs, _reducing, _solve as _lazy_solve
+from . import _complex, _docs, _reducing, _sections, _solve as _lazy_solve
 from ._keops_options import finish, take_output_options
 from ._leaves import batched as _batched, check_array as _check_array
 from ._leaves import leaf as _leaf, symbolic as _symbolic
@@ -529,6 +529,8 @@ class ComplexLazyTensor(_complex.ComplexMethods, LazyTensor):
 LazyTensor._complex_class, ComplexLazyTensor._real = ComplexLazyTensor, LazyTensor
 for _name, _fn in _complex.real_methods().items():
     setattr(LazyTensor, _name, _fn)
+_sections.document(LazyTensor, _sections.METHODS)
+_sections.document(_complex.ComplexMethods, _sections.COMPLEX_METHODS)
 
 
 def Vi(x, dim: int | None = None) -> LazyTensor:

@@ -582,3 +582,6 @@ __all__ += ["LaplacianPreconditioner"]
 
 for _f in (select_landmarks, robust_cholesky, landmark_sums, nystroem_start):
     _f.__doc__ = getattr(_docs, _f.__name__.upper())  # numpydoc text: _docs.py
+for _name, _sections in _docs.NYSTROEM_METHODS.items():
+    _m = getattr(NystroemPreconditioner, _name)
+    _m.__doc__ = _docs.with_sections(_m.__doc__, _sections)

@@ -227,7 +227,13 @@ class OffDiagonalKernel(_SymmetricOperator):
 
     def to_dense(self):
         """``W - diag W`` as a float64 array, from the kernel's dense
-        evaluation (n^2 memory: small n only)."""
+        evaluation (n^2 memory: small n only).
+
+        Returns
+        -------
+        ndarray of shape (n, n)
+            The matrix, float64, with a zero diagonal.
+        """
         W = np.array(self.kernel(np.asarray(self.X, np.float64)), dtype=np.float64)
         np.fill_diagonal(W, 0.0)
         return W
@@ -316,7 +322,13 @@ class CenteredOperator(_SymmetricOperator):
 
 
     def to_dense(self):
-        """``C K C`` as a float64 array (n^2 memory: small n only)."""
+        """``C K C`` as a float64 array (n^2 memory: small n only).
+
+        Returns
+        -------
+        ndarray of shape (n, n)
+            The doubly centred matrix, float64.
+        """
         K = dense_matrix(self.op)
         m = K.mean(axis=0)
         return K - m[None, :] - m[:, None] + m.mean()
@@ -388,7 +400,13 @@ class NormalizedAffinityOperator(_SymmetricOperator):
 
 
     def to_dense(self):
-        """The operator as a float64 array (n^2 memory: small n only)."""
+        """The operator as a float64 array (n^2 memory: small n only).
+
+        Returns
+        -------
+        ndarray of shape (n, n)
+            ``D^-1/2 (W - diag W) D^-1/2``, float64.
+        """
         W = dense_matrix(self.op) - np.diag(self.diag)
         return W / self.sqrt_degrees[:, None] / self.sqrt_degrees[None, :]
 

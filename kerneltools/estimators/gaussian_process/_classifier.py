@@ -219,14 +219,36 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         return validate_numeric(self, X, dtype=np.float64, reset=False)
 
     def predict(self, X):
-        """Classes of the samples of X, shape (n_samples,)."""
+        """Classes of the samples of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted class of each sample.
+        """
         if self._delegating():
             return self.fallback_.predict(X)
         X = self._checked(X)
         return self.base_estimator_.predict(X)
 
     def predict_proba(self, X):
-        """Class probabilities of the samples of X, shape (n_samples, n_classes)."""
+        """Class probabilities of the samples of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The probability of each class (``classes_``' order) for each sample.
+        """
         if self._delegating():
             return self.fallback_.predict_proba(X)
         check_is_fitted(self)
@@ -245,7 +267,20 @@ class GaussianProcessClassifier(FallbackMixin, ClassifierMixin, BaseEstimator):
         return CompoundKernel([est.kernel_ for est in self.base_estimator_.estimators_])
 
     def latent_mean_and_variance(self, X):
-        """Mean and variance of the latent function at X (binary problems)."""
+        """Mean and variance of the latent function at X (binary problems).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The query points.
+
+        Returns
+        -------
+        latent_mean : ndarray of shape (n_samples,)
+            The mean of the latent function at each sample.
+        latent_var : ndarray of shape (n_samples,)
+            The variance of the latent function at each sample.
+        """
         if self._delegating():
             return self.fallback_.latent_mean_and_variance(X)
         check_is_fitted(self)

@@ -372,9 +372,19 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     def fit_transform(self, X, y=None, **params):
         """Fit the model from X and return its projection, ``V sqrt(lambda)``.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The training samples.
+        y : None
+            Ignored.
+        **params : dict
+            Keyword arguments passed on to :meth:`fit`.
+
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_components)
+            The projection of the training samples.
         """
         self.fit(X, **params)
         return self.eigenvectors_ * np.sqrt(self.eigenvalues_)
@@ -390,9 +400,15 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
         returns X's namespace and device (see
         :mod:`kerneltools.estimators.kernel_pca._transform`).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The samples to project.
+
         Returns
         -------
         X_new : array of shape (n_samples, n_components)
+            The projections, in X's namespace and on X's device.
         """
         check_is_fitted(self)
         if self._delegating():
@@ -407,9 +423,15 @@ class KernelPCA(HandOver, FallbackMixin, ClassNamePrefixFeaturesOutMixin, Transf
     def inverse_transform(self, X):
         """Map projections back to the input space (a kernel ridge pre-image).
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            The projections, as :meth:`transform` returns them.
+
         Returns
         -------
         X_original : ndarray of shape (n_samples, n_features)
+            The pre-images in the input space.
         """
         if self._delegating():
             return self.fallback_.inverse_transform(X)

@@ -258,6 +258,19 @@ class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
         """Barycentric mapping of target points onto the source samples.
 
         The mirror of :meth:`transform`, through the fitted potential ``f``.
+
+        Parameters
+        ----------
+        Xt : array-like of shape (m, D)
+            The target points to map.
+        batch_size : ignored
+            Accepted for compatibility with POT: memory is linear anyway.
+
+        Returns
+        -------
+        ndarray of shape (m, D)
+            The mapped points, in the dtype of ``Xt``, in its namespace and on
+            its device.
         """
         return self._map("inverse_transform", Xt, "xs_", "mu_s_", "potential_s_")
 
@@ -267,7 +280,25 @@ class SinkhornTransport(DeviceCopies, TransformerMixin, BaseEstimator,
         return tags
 
     def fit_transform(self, Xs, y=None, *, Xt=None, ys=None, yt=None):
-        """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``."""
+        """``fit(Xs, Xt=Xt)``, then ``transform(Xs)``.
+
+        Parameters
+        ----------
+        Xs : array-like of shape (N, D)
+            Source samples.
+        y : None
+            Ignored, as in :meth:`fit` (a 2-D ``y`` there raises ``TypeError``).
+        Xt : array-like of shape (M, D), optional
+            Target samples (None: ``Xs`` itself, as in :meth:`fit`).
+        ys, yt : ignored
+            Accepted for compatibility with POT (labels are not used).
+
+        Returns
+        -------
+        ndarray of shape (N, D)
+            The mapped source samples, in the dtype of ``Xs``, in its namespace
+            and on its device.
+        """
         return self.fit(Xs, y, Xt=Xt).transform(Xs)
 
     def _map(self, method, X, *names):

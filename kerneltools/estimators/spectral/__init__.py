@@ -228,7 +228,21 @@ class SpectralEmbedding(HandOver, FallbackMixin, BaseEstimator):
         return make_kernel("rbf", gamma=self.gamma_)
 
     def fit_transform(self, X, y=None):
-        """Compute the embedding of X and return it, shape (n_samples, n_components)."""
+        """Compute the embedding of X and return it.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The samples (of shape (n_samples, n_samples): the affinities or
+            neighbours' graph, with a precomputed ``affinity``).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+            The embedding, ``embedding_``.
+        """
         self.fit(X)
         return self.embedding_
 
@@ -404,7 +418,21 @@ class SpectralClustering(HandOver, FallbackMixin, ClusterMixin, BaseEstimator):
         return self
 
     def fit_predict(self, X, y=None):
-        """Cluster X and return the labels, shape (n_samples,)."""
+        """Cluster X and return the labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The samples (of shape (n_samples, n_samples): the affinities or
+            neighbours' graph, with a precomputed ``affinity``).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The cluster of each sample, ``labels_``.
+        """
         return self.fit(X).labels_
 
     def __sklearn_tags__(self):
