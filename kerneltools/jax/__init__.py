@@ -95,7 +95,28 @@ class LazyTensor(FrontEnd):  # docstring: _docs.LAZY_TENSOR (set at the end)
               backend=None, **options):
         """Solve ``(K + alpha I) a = b`` by conjugate gradients (K symmetric,
         positive); ``b`` (N,) or (N, E). Differentiable with respect to ``b``
-        and K's arrays (implicit differentiation: see :mod:`._solve`)."""
+        and K's arrays (implicit differentiation: see :mod:`._solve`).
+
+        Parameters
+        ----------
+        b : jax.Array
+            The right-hand side, (N,) or (N, E).
+        alpha : float, default=1e-10
+            The ridge added to the diagonal.
+        tol : float, default=1e-6
+            The relative residual that stops the solver.
+        max_iter : int, optional
+            The iteration limit (``None``: JAX's, 10 times the size of ``b``).
+        backend : str, optional
+            The backend of each product ``K x`` (``None``: the configured one).
+        **options : dict
+            The options of each product ``K x``.
+
+        Returns
+        -------
+        jax.Array
+            The solution ``a``, shaped like ``b``.
+        """
         nodes = list(self._arrays)
 
         def matvec(arrays, v):

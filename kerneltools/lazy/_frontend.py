@@ -115,7 +115,13 @@ class FrontEnd:
         return self._call("__getitem__", k)
 
     def t(self) -> FrontEnd:
-        """Swap the roles of i and j (the same arrays, so gradients flow)."""
+        """Swap the roles of i and j (the same arrays, so gradients flow).
+
+        Returns
+        -------
+        LazyTensor
+            The formula with i and j swapped, of this front end's type.
+        """
         out = self._lt.t()
         # t() makes new variables bound to the same Binding objects
         old = {id(b): n for n, b in bindings_of(self._lt).items()}
@@ -146,7 +152,23 @@ class FrontEnd:
         return self.matmul(b, **options)
 
     def matmul(self, b, *, backend=None, **options):
-        """``K @ b`` on ``backend``, with the reductions' keywords."""
+        """``K @ b`` on ``backend``, with the reductions' keywords.
+
+        Parameters
+        ----------
+        b : array_like
+            The right operand, (M,), (M, E) or batched (B..., M, E), an array
+            of this front end (a tensor or a ``jax.Array``).
+        backend : str, optional
+            The backend (``None``: the configured one).
+        **options : dict
+            The reduction's options (``ranges=``, ``dtype_acc=``, ...).
+
+        Returns
+        -------
+        Tensor or jax.Array
+            ``K @ b``: (N,), (N, E) or (B..., N, E), differentiable.
+        """
         if self.dim != 1:
             raise ValueError(f"K @ b needs a scalar formula K, got dimension {self.dim}")
         b = self._as_data(b)
@@ -180,8 +202,10 @@ class FrontEnd:
 def _forward_method(name):
     def method(self, *args, **kwargs):
         return self._call(name, *args, **kwargs)
-    method.__name__ = name
-    method.__doc__ = getattr(_NumpyLazyTensor, name).__doc__
+    original = getattr(_NumpyLazyTensor, name)
+    method.__name__, method.__doc__ = name, original.__doc__
+    # help() and the API pages show the parameters the docstring describes
+    method.__signature__ = inspect.signature(original)
     return method
 
 

@@ -129,11 +129,33 @@ class LazyTensor(FrontEnd):
         return Vj(x)
 
     def matvec(self, v):
-        """``K @ v`` (pykeops' alias)."""
+        """``K @ v`` (pykeops' alias).
+
+        Parameters
+        ----------
+        v : Tensor
+            The vector or matrix, (M,) or (M, E).
+
+        Returns
+        -------
+        Tensor
+            ``K @ v``, (N,) or (N, E).
+        """
         return self @ v
 
     def rmatvec(self, v):
-        """``K.T @ v`` (pykeops' alias)."""
+        """``K.T @ v`` (pykeops' alias).
+
+        Parameters
+        ----------
+        v : Tensor
+            The vector or matrix, (N,) or (N, E).
+
+        Returns
+        -------
+        Tensor
+            ``K.T @ v``, (M,) or (M, E).
+        """
         return self.T @ v
 
     def _bind_symbols(self, arrays: dict) -> LazyTensor:
@@ -154,7 +176,33 @@ class LazyTensor(FrontEnd):
         result a tensor, differentiable with respect to ``b`` and to K's
         tensors (implicit differentiation: one more solve in the backward
         pass, the operator taken as symmetric). ``var=``, ``call=False`` and
-        symbolic variables as :meth:`kerneltools.LazyTensor.solve`."""
+        symbolic variables as :meth:`kerneltools.LazyTensor.solve`.
+
+        Parameters
+        ----------
+        b : Tensor or LazyTensor
+            The right-hand side.
+        alpha : float, default=1e-10
+            The ridge added to the diagonal.
+        tol : float, default=1e-6
+            The relative residual that stops the solver.
+        max_iter : int, optional
+            The iteration limit (``None``: 10 N + 100).
+        backend : str, optional
+            The backend (``None``: the configured one).
+        var : LazyTensor, optional
+            The symbolic variable ``K`` is linear in.
+        call : bool, default=True
+            Solve now (else a deferred solve, called with the data).
+        **options : dict
+            The options of each product ``K x``.
+
+        Returns
+        -------
+        Tensor
+            The solution ``a``, shaped like ``b`` (a deferred solve with
+            ``call=False``).
+        """
         unknown = unknown_of(self, var)
         kwargs = dict(tol=tol, max_iter=max_iter, backend=backend, **options)
         if not call or waits_for_data(self, b, unknown):

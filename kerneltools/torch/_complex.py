@@ -99,11 +99,24 @@ class ComplexTorchMethods:
         return self._call("_compose", fn, *others)
 
     def planar(self):
-        """The real formula of the planar layout, over the same tensors."""
+        """The real formula of the planar layout, over the same tensors.
+
+        Returns
+        -------
+        LazyTensor
+            The real formula of dimension 2D: the real parts, then the
+            imaginary parts.
+        """
         return self._real._wrap(self._lt.planar(), self._tensors)
 
     def t(self):
-        """Swap the roles of i and j (the same tensors, so gradients flow)."""
+        """Swap the roles of i and j (the same tensors, so gradients flow).
+
+        Returns
+        -------
+        ComplexLazyTensor
+            The complex formula with i and j swapped.
+        """
         real = self.planar().t()
         return self._real._wrap(_NumpyComplex.from_planar(real._lt), real._tensors)
 

@@ -243,6 +243,18 @@ default="sinkhorn"
         float32 and float64 points are computed in their dtype, float16 and
         bfloat16 in float32 (the result returned in their dtype), integer
         points in float64 (see :mod:`._inputs`).
+
+        Parameters
+        ----------
+        *args : Tensor
+            ``x, y`` or ``a, x, b, y``: the points and, optionally, their
+            weights.
+
+        Returns
+        -------
+        Tensor or tuple of Tensor
+            The loss (a scalar, or (B,) with a batch dimension); with
+            ``potentials=True`` the dual potentials ``(F, G)``.
         """
         inputs = check_inputs(args)
         if self.loss in ("sinkhorn", "hausdorff"):
